@@ -1,0 +1,10 @@
+//! Kubernetes API machinery as pure functions over JSON values: no I/O, no clocks
+//! except where a caller passes one in. The embedded API server is built on it.
+
+pub mod apply;
+pub mod jsonpath;
+pub mod openapi;
+pub mod patch;
+pub mod schema;
+pub mod selector;
+pub mod table;

@@ -1,0 +1,3 @@
+pub mod apiserver;
+pub mod manifests;
+pub mod render;

@@ -1,0 +1,38 @@
+//! `mco`: one binary for every role. Each subcommand lives in its own module under `cmd/`.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+#[derive(Debug, Parser)]
+#[command(name = "mco", version, about = "Machine Config Operator: render, roll out and apply node OS configuration")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Render a pool's MachineConfigs into one rendered config, offline.
+    Render(cmd::render::Args),
+    /// Print install manifests (CRDs, ...).
+    Manifests(cmd::manifests::Args),
+    /// Run the embedded Kubernetes-compatible API server.
+    Apiserver(cmd::apiserver::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Render(args) => cmd::render::run(args),
+        Command::Manifests(args) => cmd::manifests::run(args),
+        Command::Apiserver(args) => cmd::apiserver::run(args),
+    }
+}
