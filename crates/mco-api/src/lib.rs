@@ -1,1 +1,40 @@
-//! mco-api
+//! The objects mco reads and writes, wire-compatible with the upstream Machine Config Operator
+//! (group `machineconfiguration.openshift.io`), and the constants of the controller/daemon protocol.
+//!
+//! Field JSON names follow upstream exactly so that existing YAML works unchanged.
+
+pub mod constants;
+pub mod controllerconfig;
+pub mod crds;
+pub mod machineconfig;
+pub mod mcn;
+pub mod paths;
+pub mod pool;
+
+pub use controllerconfig::{ControllerConfig, ControllerConfigSpec, ControllerConfigStatus};
+pub use machineconfig::{MachineConfig, MachineConfigSpec};
+pub use mcn::{
+    MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecConfigVersion,
+    MachineConfigNodeStatus, MachineConfigNodeStatusConfigVersion, ObjectName,
+};
+pub use pool::{
+    MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec, MachineConfigPoolStatus,
+    PoolConfiguration,
+};
+
+/// The API group of every mco object.
+pub const GROUP: &str = "machineconfiguration.openshift.io";
+
+pub(crate) mod schema {
+    //! Schema overrides where the derived schema cannot say what upstream's CRDs say.
+    use schemars::{Schema, SchemaGenerator, json_schema};
+
+    /// A raw embedded object (an Ignition config, or upstream fields mco does not model) kept verbatim.
+    pub fn preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "nullable": true,
+            "x-kubernetes-preserve-unknown-fields": true
+        })
+    }
+}

@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 mod cmd;
 
 #[derive(Debug, Parser)]
-#[command(name = "mco", version, about = "Machine Config Operator: render, roll out and apply node OS configuration")]
+#[command(
+    name = "mco",
+    version,
+    about = "Machine Config Operator: render, roll out and apply node OS configuration"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -1,0 +1,28 @@
+//! Well-known paths on a node's disk. They are the same on a real host and under a simulated node's
+//! root; callers join them onto their root directory.
+
+/// Present iff the host booted an ostree deployment: this alone decides whether mco manages the OS
+/// (never the os-release ID, which is what left `ID="uos"` hosts un-adopted).
+pub const OSTREE_BOOTED: &str = "/run/ostree-booted";
+/// OS identity, for reporting only.
+pub const OS_RELEASE: &str = "/etc/os-release";
+/// Fallback OS identity.
+pub const OS_RELEASE_FALLBACK: &str = "/usr/lib/os-release";
+/// The full rendered MachineConfig last applied, written before any reboot.
+pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
+/// Backups of files that existed before mco first wrote them.
+pub const ORIG_DIR: &str = "/etc/machine-config-daemon/orig";
+/// Markers for files that did not exist before mco first wrote them.
+pub const NOORIG_DIR: &str = "/etc/machine-config-daemon/noorig";
+/// The config to apply on first boot.
+pub const FIRSTBOOT_CONFIG: &str = "/etc/ignition-machine-config-encapsulated.json";
+/// Where the first-boot config goes once it has been applied.
+pub const FIRSTBOOT_CONFIG_DONE: &str = "/etc/ignition-machine-config-encapsulated.json.bak";
+/// Touch to force a full re-apply (with reboot) of the current config.
+pub const FORCE_FILE: &str = "/run/machine-config-daemon-force";
+/// The `core` user's SSH keys, as Ignition writes them.
+pub const CORE_SSH_KEYS: &str = "/home/core/.ssh/authorized_keys.d/ignition";
+/// systemd units written by mco.
+pub const SYSTEMD_UNIT_DIR: &str = "/etc/systemd/system";
+/// The container-runtime registries file; a change to it only reloads crio.
+pub const REGISTRIES_CONF: &str = "/etc/containers/registries.conf";

@@ -1,0 +1,157 @@
+//! `MachineConfigPool` (v1): which MachineConfigs apply to which nodes, and how fast to roll out.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A group of nodes that share one rendered config.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "machineconfiguration.openshift.io",
+    version = "v1",
+    kind = "MachineConfigPool",
+    plural = "machineconfigpools",
+    singular = "machineconfigpool",
+    shortname = "mcp",
+    status = "MachineConfigPoolStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "MachineConfigPool describes a pool of MachineConfigs.",
+    label("openshift.io/operator-managed", ""),
+    printcolumn(
+        name = "Config",
+        type_ = "string",
+        json_path = ".status.configuration.name"
+    ),
+    printcolumn(
+        name = "Updated",
+        type_ = "string",
+        description = "When all the machines in the pool are updated to the correct machine config.",
+        json_path = r#".status.conditions[?(@.type=="Updated")].status"#
+    ),
+    printcolumn(
+        name = "Updating",
+        type_ = "string",
+        description = "When at least one of machine is not either not updated or is in the process of updating to the desired machine config.",
+        json_path = r#".status.conditions[?(@.type=="Updating")].status"#
+    ),
+    printcolumn(
+        name = "Degraded",
+        type_ = "string",
+        description = "When progress is blocked on updating one or more nodes or the pool configuration is failing.",
+        json_path = r#".status.conditions[?(@.type=="Degraded")].status"#
+    ),
+    printcolumn(
+        name = "MachineCount",
+        type_ = "number",
+        description = "Total number of machines in the machine config pool",
+        json_path = ".status.machineCount"
+    ),
+    printcolumn(
+        name = "ReadyMachineCount",
+        type_ = "number",
+        description = "Total number of ready machines targeted by the pool",
+        json_path = ".status.readyMachineCount"
+    ),
+    printcolumn(
+        name = "UpdatedMachineCount",
+        type_ = "number",
+        description = "Total number of machines targeted by the pool that have the CurrentMachineConfig as their config",
+        json_path = ".status.updatedMachineCount"
+    ),
+    printcolumn(
+        name = "DegradedMachineCount",
+        type_ = "number",
+        description = "Total number of machines marked degraded (or unreconcilable)",
+        json_path = ".status.degradedMachineCount"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigPoolSpec {
+    /// Selects the MachineConfigs merged into the pool's rendered config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_config_selector: Option<LabelSelector>,
+
+    /// Selects the pool's nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<LabelSelector>,
+
+    /// A paused pool still renders but moves no node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+
+    /// How many nodes may be unavailable at once: an integer or a percentage. Defaults to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+
+    /// The target rendered config, written by the render controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<PoolConfiguration>,
+}
+
+/// A rendered config and the MachineConfigs it was rendered from, in merge order.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolConfiguration {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source: Vec<k8s_openapi::api::core::v1::ObjectReference>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigPoolStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The config every node is on; copied from spec only when all nodes are updated and ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<PoolConfiguration>,
+    #[serde(default)]
+    pub machine_count: i32,
+    #[serde(default)]
+    pub updated_machine_count: i32,
+    #[serde(default)]
+    pub ready_machine_count: i32,
+    #[serde(default)]
+    pub unavailable_machine_count: i32,
+    #[serde(default)]
+    pub degraded_machine_count: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub conditions: Vec<MachineConfigPoolCondition>,
+}
+
+/// Upstream's pool condition: not `metav1.Condition` (no observedGeneration, reason optional).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigPoolCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+impl MachineConfigPoolStatus {
+    /// The condition of the given type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&MachineConfigPoolCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// Whether the condition of the given type is `True`.
+    pub fn is_true(&self, type_: &str) -> bool {
+        self.condition(type_).is_some_and(|c| c.status == "True")
+    }
+}

@@ -1,0 +1,205 @@
+//! The committed CRDs are exactly what the types generate, and their printer columns are the ones
+//! operators read.
+
+use std::path::PathBuf;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+fn manifests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../manifests/crds")
+}
+
+#[test]
+fn committed_crds_are_fresh() {
+    for crd in mco_api::crds::all() {
+        let path = manifests_dir().join(mco_api::crds::file_name(&crd));
+        let committed =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let generated = mco_api::crds::to_yaml(&crd).unwrap();
+        assert!(
+            committed == generated,
+            "{} is stale; regenerate with: cargo run -p mco -- manifests crds --out-dir manifests/crds",
+            path.display()
+        );
+    }
+}
+
+fn crd(plural: &str) -> CustomResourceDefinition {
+    mco_api::crds::all()
+        .into_iter()
+        .find(|c| c.spec.names.plural == plural)
+        .unwrap()
+}
+
+/// What `kubectl get` prints as the header: NAME, then the columns kubectl shows, upper-cased.
+fn header(plural: &str, version: &str, wide: bool) -> String {
+    let crd = crd(plural);
+    let v = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.name == version)
+        .unwrap();
+    let mut cols = vec!["NAME".to_string()];
+    for c in v.additional_printer_columns.as_deref().unwrap_or_default() {
+        if wide || c.priority.unwrap_or(0) == 0 {
+            cols.push(c.name.to_uppercase());
+        }
+    }
+    cols.join(" ")
+}
+
+#[test]
+fn mcn_columns_match_the_documented_view() {
+    assert_eq!(
+        header("machineconfignodes", "v1alpha1", false),
+        "NAME UPDATED UPDATEPREPARED UPDATEEXECUTED UPDATEPOSTACTIONCOMPLETED UPDATECOMPLETED RESUMED"
+    );
+    assert_eq!(
+        header("machineconfignodes", "v1alpha1", true),
+        "NAME UPDATED UPDATEPREPARED UPDATEEXECUTED UPDATEPOSTACTIONCOMPLETED UPDATECOMPLETED RESUMED \
+         UPDATECOMPATIBLE UPDATEFILESANDOS DRAINEDNODE CORDONEDNODE REBOOTNODE RELOADEDCRIO UNCORDONED"
+    );
+}
+
+#[test]
+fn mcn_columns_read_the_right_condition_types() {
+    let crd = crd("machineconfignodes");
+    let cols = crd.spec.versions[0]
+        .additional_printer_columns
+        .clone()
+        .unwrap();
+    let by_name = |n: &str| cols.iter().find(|c| c.name == n).unwrap().json_path.clone();
+    for (col, cond) in [
+        ("Updated", "Updated"),
+        ("UpdatePrepared", "UpdatePrepared"),
+        ("UpdateExecuted", "UpdateExecuted"),
+        ("UpdatePostActionCompleted", "UpdatePostActionComplete"),
+        ("UpdateCompleted", "UpdateComplete"),
+        ("Resumed", "Resumed"),
+        ("UpdateCompatible", "UpdateCompatible"),
+        ("UpdateFilesAndOS", "AppliedFilesAndOS"),
+        ("DrainedNode", "Drained"),
+        ("CordonedNode", "Cordoned"),
+        ("RebootNode", "RebootedNode"),
+        ("ReloadedCRIO", "ReloadedCRIO"),
+        ("Uncordoned", "Uncordoned"),
+    ] {
+        assert_eq!(
+            by_name(col),
+            format!(".status.conditions[?(@.type==\"{cond}\")].status"),
+            "column {col}"
+        );
+        assert!(
+            mco_api::constants::mcn_conditions::ALL.contains(&cond),
+            "{cond} is a known type"
+        );
+    }
+}
+
+#[test]
+fn pool_and_mc_columns() {
+    assert_eq!(
+        header("machineconfigpools", "v1", true),
+        "NAME CONFIG UPDATED UPDATING DEGRADED MACHINECOUNT READYMACHINECOUNT UPDATEDMACHINECOUNT DEGRADEDMACHINECOUNT AGE"
+    );
+    assert_eq!(
+        header("machineconfigs", "v1", true),
+        "NAME GENERATEDBYCONTROLLER IGNITIONVERSION AGE"
+    );
+}
+
+#[test]
+fn short_names_scope_and_subresources() {
+    for (plural, short, status) in [
+        ("machineconfigs", Some("mc"), false),
+        ("machineconfigpools", Some("mcp"), true),
+        ("machineconfignodes", Some("mcn"), true),
+        ("controllerconfigs", None, true),
+    ] {
+        let crd = crd(plural);
+        assert_eq!(crd.spec.scope, "Cluster", "{plural}");
+        assert_eq!(crd.spec.group, mco_api::GROUP);
+        assert_eq!(
+            crd.spec
+                .names
+                .short_names
+                .clone()
+                .unwrap_or_default()
+                .first()
+                .map(String::as_str),
+            short,
+            "{plural}"
+        );
+        let has_status = crd.spec.versions[0]
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some());
+        assert_eq!(has_status, status, "{plural}");
+    }
+}
+
+#[test]
+fn upstream_machineconfig_yaml_round_trips() {
+    let yaml = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 99-worker-ssh
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  config:
+    ignition:
+      version: 3.2.0
+    passwd:
+      users:
+      - name: core
+        sshAuthorizedKeys:
+        - ssh-ed25519 AAAA
+    futureField: {kept: true}
+  kernelArguments: ["nosmt"]
+  fips: false
+  kernelType: realtime
+"#;
+    let mc: mco_api::MachineConfig = serde_yaml::from_str(yaml).unwrap();
+    assert_eq!(mc.ignition_version(), Some("3.2.0"));
+    assert_eq!(mc.spec.kernel_type, "realtime");
+    let back = serde_json::to_value(&mc).unwrap();
+    assert_eq!(back["spec"]["config"]["futureField"]["kept"], true);
+    assert_eq!(
+        back["spec"]["osImageURL"], "",
+        "upstream always serialises osImageURL"
+    );
+}
+
+#[test]
+fn mcn_seed_shape_parses() {
+    let yaml = r#"
+apiVersion: machineconfiguration.openshift.io/v1alpha1
+kind: MachineConfigNode
+metadata: {name: worker-0}
+spec:
+  nodeRef: {name: worker-0}
+  pool: {name: worker}
+  configVersion: {desired: rendered-worker-823ff8dc2b33bf444709ed7cd2b9855b}
+status:
+  conditions:
+  - lastTransitionTime: "2023-10-17T13:09:02Z"
+    message: Node has completed update to config rendered-master-cf99e619747ab19165f11e3546c71f1e
+    reason: NodeUpgradeComplete
+    status: "True"
+    type: Updated
+  configVersion:
+    current: rendered-worker-823ff8dc2b33bf444709ed7cd2b9855b
+    desired: rendered-worker-823ff8dc2b33bf444709ed7cd2b9855b
+  health: Healthy
+  mostRecentError: ""
+  observedGeneration: 3
+"#;
+    let mcn: mco_api::MachineConfigNode = serde_yaml::from_str(yaml).unwrap();
+    let st = mcn.status.unwrap();
+    assert_eq!(st.condition("Updated").unwrap().status, "True");
+    assert_eq!(st.health, "Healthy");
+    assert_eq!(mcn.spec.pool.name, "worker");
+}
