@@ -1,1 +1,15 @@
-//! mco-daemon
+//! mco-daemon: the node agent.
+//!
+//! This crate currently holds the host layer: the primitives the update engine uses to read and
+//! change a node, each behind a trait with a real implementation (rpm-ostree, systemctl,
+//! systemd-run) and a simulated one that keeps its state inside the node's root directory.
+
+pub mod backup;
+pub mod error;
+pub mod fs;
+pub mod osrelease;
+pub mod passwd;
+pub mod paths;
+pub mod users;
+
+pub use error::{HostError, Result};
