@@ -1,1 +1,10 @@
-//! mco-render
+//! Pure rendering logic: Ignition parsing and validation, merging a pool's MachineConfigs into one
+//! rendered config, diffing two rendered configs, reconcilability, and post-config actions.
+//! No I/O: every function takes values and returns values.
+
+pub mod actions;
+pub mod diff;
+pub mod ignition;
+pub mod merge;
+pub mod reconcile;
+pub mod render;
