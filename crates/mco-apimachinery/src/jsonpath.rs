@@ -343,7 +343,11 @@ impl Parser {
                 .ok_or_else(|| "expected an index, '*', a quoted key or a filter".to_string());
         }
         let second = self.parse_int()?;
-        let third = if self.eat(':') { self.parse_int()? } else { None };
+        let third = if self.eat(':') {
+            self.parse_int()?
+        } else {
+            None
+        };
         Ok(Step::Slice(first, second, third))
     }
 
@@ -409,8 +413,7 @@ impl Parser {
             }
             Some(_) => {
                 let start = self.pos;
-                while matches!(self.peek(), Some(c) if !c.is_whitespace() && !"=!<>)".contains(c))
-                {
+                while matches!(self.peek(), Some(c) if !c.is_whitespace() && !"=!<>)".contains(c)) {
                     self.pos += 1;
                 }
                 let word: String = self.chars[start..self.pos].iter().collect();
@@ -429,8 +432,10 @@ impl Parser {
 }
 
 fn is_name_char(c: char) -> bool {
-    !matches!(c, '.' | '[' | ']' | '(' | ')' | '{' | '}' | '=' | '!' | '<' | '>' | '&' | '|')
-        && !c.is_whitespace()
+    !matches!(
+        c,
+        '.' | '[' | ']' | '(' | ')' | '{' | '}' | '=' | '!' | '<' | '>' | '&' | '|'
+    ) && !c.is_whitespace()
 }
 
 fn eval_steps<'a>(steps: &[Step], mut current: Vec<&'a Value>) -> Vec<&'a Value> {
@@ -539,7 +544,10 @@ fn operand_values<'a>(operand: &'a Operand, item: &'a Value) -> Vec<&'a Value> {
 
 fn compare(op: Op, left: &Value, right: &Value) -> bool {
     let ord = match (left, right) {
-        (Value::Number(a), Value::Number(b)) => a.as_f64().zip(b.as_f64()).and_then(|(a, b)| a.partial_cmp(&b)),
+        (Value::Number(a), Value::Number(b)) => a
+            .as_f64()
+            .zip(b.as_f64())
+            .and_then(|(a, b)| a.partial_cmp(&b)),
         (Value::String(a), Value::String(b)) => Some(a.cmp(b)),
         (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
         (Value::Null, Value::Null) => Some(Ordering::Equal),
@@ -622,7 +630,10 @@ mod tests {
             (".spec.items[2].name", vec![json!("z")]),
             (".spec.items[-1].name", vec![json!("z")]),
             (".spec.items[5].name", vec![]),
-            (".spec.items[*].name", vec![json!("x"), json!("y"), json!("z")]),
+            (
+                ".spec.items[*].name",
+                vec![json!("x"), json!("y"), json!("z")],
+            ),
             (".spec.items[0:2].name", vec![json!("x"), json!("y")]),
             (".spec.items[1:].n", vec![json!(2), json!(3)]),
             (".metadata.labels.*", vec![json!("1"), json!("2")]),
@@ -645,7 +656,10 @@ mod tests {
             (".spec.items[?(@.n>1)].name", vec![json!("y"), json!("z")]),
             (".spec.items[?(@.n<=1)].name", vec![json!("x")]),
             (".spec.items[?(@.n==2)].name", vec![json!("y")]),
-            (".spec.items[?(@.name)].n", vec![json!(1), json!(2), json!(3)]),
+            (
+                ".spec.items[?(@.name)].n",
+                vec![json!(1), json!(2), json!(3)],
+            ),
             (".spec.items[?(@.missing)].n", vec![]),
             ("..version", vec![json!("3.4.0")]),
         ];
