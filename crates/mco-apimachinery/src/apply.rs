@@ -1,1 +1,1288 @@
-//! apply
+//! Server-side apply and field ownership (`metadata.managedFields`).
+//!
+//! Ownership is tracked per *manager identity*: the manager name, the
+//! operation (`Apply` or `Update`), the subresource and, for `Update` only,
+//! the API version, exactly as kube-apiserver keys them. Field sets are
+//! stored in the upstream `FieldsV1` notation (`f:` fields, `k:` keyed list
+//! items, `v:` set values, `i:` indices) so kubectl and kube-rs read them.
+//!
+//! # Status subresource
+//!
+//! Apply and update on `/status` use the same functions with
+//! [`ApplyOptions::for_status`]: the entries get `subresource: status`, and
+//! `spec` in the request is ignored (neither merged nor owned). The caller
+//! may pass the whole object or only `apiVersion`, `kind`, `metadata.name`
+//! and `status`. On the main endpoint of a kind with a status subresource,
+//! use [`ApplyOptions::with_reset_fields`]`(&["status"])` so that status in the
+//! request is ignored there.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+use thiserror::Error;
+
+use crate::patch::{ListType, MergeKeys};
+
+/// A path in wire spelling: `["f:status", "f:conditions", "k:{\"type\":\"Ready\"}", "f:status"]`.
+type Path = Vec<String>;
+
+/// Fields whose ownership upstream never records: identity and bookkeeping.
+const STRIPPED: &[&[&str]] = &[
+    &["apiVersion"],
+    &["kind"],
+    &["metadata", "name"],
+    &["metadata", "namespace"],
+    &["metadata", "uid"],
+    &["metadata", "resourceVersion"],
+    &["metadata", "generation"],
+    &["metadata", "creationTimestamp"],
+    &["metadata", "managedFields"],
+    &["metadata", "selfLink"],
+    &["metadata", "clusterName"],
+];
+
+/// The manager upstream invents for fields that existed before anyone applied.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// How a managed fields entry was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// One `metadata.managedFields` entry, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedEntry {
+    pub manager: String,
+    pub operation: Operation,
+    pub api_version: String,
+    pub time: Option<String>,
+    pub subresource: Option<String>,
+    fields: BTreeSet<Path>,
+}
+
+impl ManagedEntry {
+    /// The owned fields in upstream path notation (`.spec.paused`,
+    /// `.status.conditions[type="Ready"].status`), sorted.
+    pub fn paths(&self) -> Vec<String> {
+        self.fields.iter().map(|p| display_path(p)).collect()
+    }
+
+    /// Whether the entry owns the field at upstream path `path` exactly.
+    pub fn owns(&self, path: &str) -> bool {
+        self.paths().iter().any(|p| p == path)
+    }
+
+    fn same_identity(&self, manager: &str, op: Operation, api: &str, sub: Option<&str>) -> bool {
+        self.manager == manager
+            && self.operation == op
+            && self.subresource.as_deref() == sub
+            && (op == Operation::Apply || self.api_version == api)
+    }
+
+    /// Upstream's human spelling of a manager identity, used in conflicts.
+    fn describe(&self) -> String {
+        let mut s = format!("{:?}", self.manager);
+        if let Some(sub) = &self.subresource {
+            s.push_str(&format!(" with subresource {sub:?}"));
+        }
+        if self.operation == Operation::Update {
+            s.push_str(&format!(" using {}", self.api_version));
+        }
+        s
+    }
+
+    fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("manager".into(), json!(self.manager));
+        m.insert("operation".into(), json!(self.operation.as_str()));
+        m.insert("apiVersion".into(), json!(self.api_version));
+        if let Some(t) = &self.time {
+            m.insert("time".into(), json!(t));
+        }
+        m.insert("fieldsType".into(), json!("FieldsV1"));
+        m.insert("fieldsV1".into(), to_fields_v1(&self.fields));
+        if let Some(s) = &self.subresource {
+            m.insert("subresource".into(), json!(s));
+        }
+        Value::Object(m)
+    }
+
+    fn from_json(v: &Value) -> Option<Self> {
+        let operation = match v.get("operation")?.as_str()? {
+            "Apply" => Operation::Apply,
+            "Update" => Operation::Update,
+            _ => return None,
+        };
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(Self {
+            manager: s("manager").unwrap_or_default(),
+            operation,
+            api_version: s("apiVersion").unwrap_or_default(),
+            time: s("time"),
+            subresource: s("subresource").filter(|s| !s.is_empty()),
+            fields: from_fields_v1(v.get("fieldsV1").unwrap_or(&Value::Null)),
+        })
+    }
+}
+
+/// Decodes `metadata.managedFields`; malformed entries are skipped, as
+/// upstream resets what it cannot decode.
+pub fn managed_entries(obj: &Value) -> Vec<ManagedEntry> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|es| es.iter().filter_map(ManagedEntry::from_json).collect())
+        .unwrap_or_default()
+}
+
+/// One field another manager owns with a different value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The owning manager's upstream spelling, e.g. `"kubectl-client-side-apply" using v1`.
+    pub manager: String,
+    /// The field in upstream notation, e.g. `.spec.paused`.
+    pub field: String,
+    sort_key: (String, Operation, String, Option<String>),
+}
+
+impl Conflict {
+    /// The `details.causes[].message` upstream sends (`reason: FieldManagerConflict`).
+    pub fn message(&self) -> String {
+        format!("conflict with {}", self.manager)
+    }
+}
+
+/// Server-side apply failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ApplyError {
+    /// Fields owned by other managers would change (HTTP 409). Display gives
+    /// kube-apiserver's exact message.
+    #[error("{}", conflict_message(.0))]
+    Conflict(Vec<Conflict>),
+    /// The applied configuration is malformed (HTTP 422 upstream).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn conflict_message(conflicts: &[Conflict]) -> String {
+    if let [c] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            c.manager, c.field
+        );
+    }
+    let mut sorted: Vec<&Conflict> = conflicts.iter().collect();
+    sorted.sort_by(|a, b| a.sort_key.cmp(&b.sort_key));
+    let mut lines = Vec::new();
+    let mut current: Option<&(String, Operation, String, Option<String>)> = None;
+    for c in sorted {
+        if current != Some(&c.sort_key) {
+            lines.push(format!("conflicts with {}:", c.manager));
+            current = Some(&c.sort_key);
+        }
+        lines.push(format!("- {}", c.field));
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
+}
+
+/// What the caller knows about the request besides the bodies.
+#[derive(Clone, Copy)]
+pub struct ApplyOptions<'a> {
+    /// RFC 3339 time stamped on the acting manager's entry.
+    pub time: &'a str,
+    /// List semantics (`x-kubernetes-list-type`) by field path.
+    pub list_types: &'a dyn MergeKeys,
+    /// Overrides the entry's `apiVersion`; defaults to the body's.
+    pub api_version: Option<&'a str>,
+    /// `Some("status")` for writes through `/status`.
+    pub subresource: Option<&'a str>,
+    /// Top-level dotted paths the endpoint ignores (`status` on the main
+    /// endpoint, `spec` on `/status`).
+    pub reset_fields: &'a [&'a str],
+}
+
+impl<'a> ApplyOptions<'a> {
+    pub fn new(time: &'a str, list_types: &'a dyn MergeKeys) -> Self {
+        Self {
+            time,
+            list_types,
+            api_version: None,
+            subresource: None,
+            reset_fields: &[],
+        }
+    }
+
+    /// Options for the `/status` subresource: entries get
+    /// `subresource: status`, and `spec` in the request is ignored.
+    pub fn for_status(time: &'a str, list_types: &'a dyn MergeKeys) -> Self {
+        Self {
+            subresource: Some("status"),
+            reset_fields: &["spec"],
+            ..Self::new(time, list_types)
+        }
+    }
+
+    pub fn with_api_version(mut self, api_version: &'a str) -> Self {
+        self.api_version = Some(api_version);
+        self
+    }
+
+    pub fn with_subresource(mut self, subresource: &'a str) -> Self {
+        self.subresource = Some(subresource);
+        self
+    }
+
+    pub fn with_reset_fields(mut self, fields: &'a [&'a str]) -> Self {
+        self.reset_fields = fields;
+        self
+    }
+
+    fn api_version_for(&self, obj: &Value) -> String {
+        self.api_version
+            .map(str::to_string)
+            .or_else(|| {
+                obj.get("apiVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for ApplyOptions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApplyOptions")
+            .field("time", &self.time)
+            .field("api_version", &self.api_version)
+            .field("subresource", &self.subresource)
+            .field("reset_fields", &self.reset_fields)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Server-side apply of `applied` (the body of an `apply-patch+yaml`
+/// request, already decoded) by `manager` onto `live` (`None` creates).
+///
+/// Returns the new object with `metadata.managedFields` updated. Fields the
+/// manager applied before but omits now are removed unless another manager
+/// owns them. Fields another manager owns with a different value conflict
+/// unless `force`, in which case ownership moves to `manager`. Server-owned
+/// metadata (uid, resourceVersion, ...) is the caller's business.
+pub fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    opts: ApplyOptions<'_>,
+) -> Result<Value, ApplyError> {
+    if !applied.is_object() {
+        return Err(ApplyError::Invalid(
+            "apply configuration must be an object".into(),
+        ));
+    }
+    for field in ["apiVersion", "kind"] {
+        if applied
+            .get(field)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(ApplyError::Invalid(format!(
+                "{field} must be set in an apply configuration"
+            )));
+        }
+    }
+    let lt = opts.list_types;
+    let mut config = applied.clone();
+    if let Some(meta) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    for f in opts.reset_fields {
+        remove_dotted(&mut config, f);
+    }
+    let config_set = owned_set(&config, lt, opts.reset_fields, true)?;
+    let api_version = opts.api_version_for(applied);
+
+    let empty = Value::Object(Map::new());
+    let live_v = live.unwrap_or(&empty);
+    let mut entries = managed_entries(live_v);
+    if live.is_some() && entries.is_empty() {
+        // Upstream gives pre-existing fields to a synthetic updater so that the
+        // first apply cannot silently take them over.
+        let fields = owned_set(live_v, lt, opts.reset_fields, false)?;
+        if !fields.is_empty() {
+            entries.push(ManagedEntry {
+                manager: BEFORE_FIRST_APPLY.into(),
+                operation: Operation::Update,
+                api_version: opts.api_version_for(live_v),
+                time: None,
+                subresource: None,
+                fields,
+            });
+        }
+    }
+
+    let mut merged = merge_values(Some(live_v), &config, &mut Vec::new(), lt);
+    if let Some(meta) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+
+    let is_self = |e: &ManagedEntry| {
+        e.same_identity(manager, Operation::Apply, &api_version, opts.subresource)
+    };
+    let mut conflicts = Vec::new();
+    for e in entries.iter().filter(|e| !is_self(e)) {
+        for p in &e.fields {
+            if changed(live_v, &merged, p) {
+                conflicts.push(Conflict {
+                    manager: e.describe(),
+                    field: display_path(p),
+                    sort_key: (
+                        e.manager.clone(),
+                        e.operation,
+                        e.api_version.clone(),
+                        e.subresource.clone(),
+                    ),
+                });
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(ApplyError::Conflict(conflicts));
+    }
+    for e in entries.iter_mut().filter(|e| !is_self(e)) {
+        let snapshot = e.fields.clone();
+        for p in snapshot {
+            if changed(live_v, &merged, &p) {
+                e.fields.remove(&p);
+            }
+        }
+    }
+
+    let last_set = entries
+        .iter()
+        .find(|e| is_self(e))
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    entries.retain(|e| !is_self(e));
+    entries.push(ManagedEntry {
+        manager: manager.to_string(),
+        operation: Operation::Apply,
+        api_version,
+        time: Some(opts.time.to_string()),
+        subresource: opts.subresource.map(str::to_string),
+        fields: config_set,
+    });
+
+    // Prune what this manager stopped applying, unless someone still owns it
+    // (or something beneath it).
+    let mut doomed: Vec<&Path> = last_set
+        .iter()
+        .filter(|p| !entries.iter().any(|e| owns_at_or_below(&e.fields, p)))
+        .collect();
+    doomed.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in doomed {
+        remove_path(&mut merged, p);
+    }
+
+    finish(merged, entries)
+}
+
+/// Records a non-apply write (create, update, any patch) by `manager` as an
+/// `Update` entry: fields it added or changed become its own and leave other
+/// managers, and fields it removed leave everyone. A later apply that
+/// disagrees with those fields then conflicts, as upstream.
+///
+/// `after` is the object about to be stored; if it carries
+/// `metadata.managedFields` (a client may send them on update) those are the
+/// starting point, otherwise `before`'s are.
+pub fn record_update(
+    before: Option<&Value>,
+    after: &Value,
+    manager: &str,
+    opts: ApplyOptions<'_>,
+) -> Value {
+    let lt = opts.list_types;
+    let empty = Value::Object(Map::new());
+    let before_v = before.unwrap_or(&empty);
+    let mut entries = match after.pointer("/metadata/managedFields") {
+        Some(_) => managed_entries(after),
+        None => managed_entries(before_v),
+    };
+    let api_version = opts.api_version_for(after);
+    let mut obj = after.clone();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    // Ownership walks never fail for stored objects: duplicates are tolerated.
+    let new = owned_set(&obj, lt, opts.reset_fields, false).unwrap_or_default();
+    let touched: BTreeSet<Path> = new
+        .iter()
+        .filter(|p| changed(before_v, &obj, p))
+        .cloned()
+        .collect();
+    let is_self = |e: &ManagedEntry| {
+        e.same_identity(manager, Operation::Update, &api_version, opts.subresource)
+    };
+    for e in entries.iter_mut().filter(|e| !is_self(e)) {
+        e.fields.retain(|p| !touched.contains(p));
+    }
+    let mut mine = entries
+        .iter()
+        .find(|e| is_self(e))
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    mine.extend(touched);
+    entries.retain(|e| !is_self(e));
+    entries.push(ManagedEntry {
+        manager: manager.to_string(),
+        operation: Operation::Update,
+        api_version,
+        time: Some(opts.time.to_string()),
+        subresource: opts.subresource.map(str::to_string),
+        fields: mine,
+    });
+    finish(obj, entries).unwrap_or_else(|_| after.clone())
+}
+
+/// Drops ownership of vanished fields and empty entries, sorts entries as
+/// upstream does, and stores them in the object.
+fn finish(mut obj: Value, mut entries: Vec<ManagedEntry>) -> Result<Value, ApplyError> {
+    for e in &mut entries {
+        e.fields.retain(|p| lookup(&obj, p).is_some());
+    }
+    entries.retain(|e| !e.fields.is_empty());
+    entries.sort_by(|a, b| {
+        (
+            a.operation,
+            a.time.as_deref().map(time_key),
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                b.operation,
+                b.time.as_deref().map(time_key),
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
+    });
+    let Some(root) = obj.as_object_mut() else {
+        return Err(ApplyError::Invalid("object must be a JSON object".into()));
+    };
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(meta) = meta.as_object_mut() {
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert(
+                "managedFields".into(),
+                Value::Array(entries.iter().map(ManagedEntry::to_json).collect()),
+            );
+        }
+    }
+    Ok(obj)
+}
+
+/// Orders RFC 3339 times chronologically when they parse, lexically otherwise.
+fn time_key(t: &str) -> (i64, String) {
+    match t.parse::<jiff::Timestamp>() {
+        Ok(ts) => (ts.as_second(), String::new()),
+        Err(_) => (i64::MAX, t.to_string()),
+    }
+}
+
+fn owns_at_or_below(set: &BTreeSet<Path>, p: &Path) -> bool {
+    set.range(p.clone()..)
+        .next()
+        .is_some_and(|q| q.starts_with(p))
+}
+
+fn remove_dotted(v: &mut Value, dotted: &str) {
+    let segs: Vec<&str> = dotted.split('.').collect();
+    let Some((last, parents)) = segs.split_last() else {
+        return;
+    };
+    let mut cur = v;
+    for s in parents {
+        match cur.get_mut(*s) {
+            Some(next) => cur = next,
+            None => return,
+        }
+    }
+    if let Some(m) = cur.as_object_mut() {
+        m.shift_remove(*last);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Field sets
+// ---------------------------------------------------------------------------
+
+/// The fields `obj` sets, minus identity and reset fields. With `strict`,
+/// keyed lists must have their keys and no duplicates (apply bodies);
+/// stored objects are walked leniently.
+fn owned_set(
+    obj: &Value,
+    lt: &dyn MergeKeys,
+    reset: &[&str],
+    strict: bool,
+) -> Result<BTreeSet<Path>, ApplyError> {
+    let mut out = BTreeSet::new();
+    walk_set(obj, &mut Vec::new(), &mut Vec::new(), lt, strict, &mut out)?;
+    let excluded: Vec<Path> = STRIPPED
+        .iter()
+        .map(|p| p.iter().map(|s| format!("f:{s}")).collect())
+        .chain(
+            reset
+                .iter()
+                .map(|d| d.split('.').map(|s| format!("f:{s}")).collect()),
+        )
+        .collect();
+    out.retain(|p| !excluded.iter().any(|x| p.starts_with(x)));
+    Ok(out)
+}
+
+fn walk_set(
+    v: &Value,
+    wire: &mut Path,
+    names: &mut Vec<String>,
+    lt: &dyn MergeKeys,
+    strict: bool,
+    out: &mut BTreeSet<Path>,
+) -> Result<(), ApplyError> {
+    match v {
+        Value::Object(m) if !m.is_empty() || wire.is_empty() => {
+            for (k, child) in m {
+                wire.push(format!("f:{k}"));
+                names.push(k.clone());
+                walk_set(child, wire, names, lt, strict, out)?;
+                names.pop();
+                wire.pop();
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            match lt.list_type(&name_refs) {
+                ListType::Atomic => {
+                    out.insert(wire.clone());
+                }
+                ListType::Set => {
+                    for item in items {
+                        let mut p = wire.clone();
+                        p.push(format!("v:{item}"));
+                        if strict && out.contains(&p) {
+                            return Err(ApplyError::Invalid(format!(
+                                "{}: duplicate entries for key [={item}]",
+                                display_path(wire)
+                            )));
+                        }
+                        out.insert(p);
+                    }
+                }
+                ListType::Map(keys) => {
+                    for (i, item) in items.iter().enumerate() {
+                        let Some(key) = item_key(item, &keys) else {
+                            if strict {
+                                return Err(ApplyError::Invalid(format!(
+                                    "{}: element {i}: associative list with keys has an element that omits key field {:?}",
+                                    display_path(wire),
+                                    keys.iter()
+                                        .find(|k| item.get(k.as_str()).is_none())
+                                        .map_or("", String::as_str)
+                                )));
+                            }
+                            out.insert(wire.clone());
+                            continue;
+                        };
+                        wire.push(key);
+                        if strict && out.contains(&*wire) {
+                            let e = format!(
+                                "{}: duplicate entries for key {}",
+                                display_path(&wire[..wire.len() - 1]),
+                                display_path(&wire[wire.len() - 1..])
+                            );
+                            return Err(ApplyError::Invalid(e));
+                        }
+                        out.insert(wire.clone());
+                        walk_set(item, wire, names, lt, strict, out)?;
+                        wire.pop();
+                    }
+                }
+            }
+        }
+        _ => {
+            out.insert(wire.clone());
+        }
+    }
+    Ok(())
+}
+
+/// `k:{...}` for a keyed list item: the key fields it has, sorted by name.
+fn item_key(item: &Value, keys: &[String]) -> Option<String> {
+    let obj = item.as_object()?;
+    let mut sorted: Vec<&String> = keys.iter().collect();
+    sorted.sort();
+    let mut m = Map::new();
+    for k in sorted {
+        if let Some(v) = obj.get(k.as_str()) {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    // The first key is mandatory; later ones may be defaulted (protocol).
+    obj.get(keys.first()?.as_str())?;
+    Some(format!("k:{}", Value::Object(m)))
+}
+
+enum Elem {
+    Field(String),
+    Key(Map<String, Value>),
+    Val(Value),
+    Index(usize),
+}
+
+fn parse_elem(s: &str) -> Option<Elem> {
+    let (kind, rest) = s.split_at_checked(2)?;
+    match kind {
+        "f:" => Some(Elem::Field(rest.to_string())),
+        "k:" => match serde_json::from_str(rest).ok()? {
+            Value::Object(m) => Some(Elem::Key(m)),
+            _ => None,
+        },
+        "v:" => serde_json::from_str(rest).ok().map(Elem::Val),
+        "i:" => rest.parse().ok().map(Elem::Index),
+        _ => None,
+    }
+}
+
+fn key_matches(item: &Value, key: &Map<String, Value>) -> bool {
+    key.iter().all(|(k, v)| item.get(k) == Some(v))
+}
+
+fn lookup<'v>(root: &'v Value, path: &[String]) -> Option<&'v Value> {
+    let mut cur = root;
+    for e in path {
+        cur = match parse_elem(e)? {
+            Elem::Field(n) => cur.as_object()?.get(&n)?,
+            Elem::Key(k) => cur.as_array()?.iter().find(|i| key_matches(i, &k))?,
+            Elem::Val(x) => cur.as_array()?.iter().find(|i| **i == x)?,
+            Elem::Index(i) => cur.as_array()?.get(i)?,
+        };
+    }
+    Some(cur)
+}
+
+/// Whether the field at `p` differs. List items and maps compare by
+/// presence: their contents are separate fields with their own owners.
+fn changed(a: &Value, b: &Value, p: &Path) -> bool {
+    match (lookup(a, p), lookup(b, p)) {
+        (None, None) => false,
+        (Some(_), None) | (None, Some(_)) => true,
+        (Some(x), Some(y)) => {
+            let by_presence = p
+                .last()
+                .is_some_and(|e| e.starts_with("k:") || e.starts_with("v:"));
+            !(by_presence || (x.is_object() && y.is_object()) || x == y)
+        }
+    }
+}
+
+fn remove_path(root: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    // Key fields of a surviving list item are never removed on their own.
+    if let (Some(Elem::Field(f)), Some(Some(Elem::Key(k)))) =
+        (parse_elem(last), parents.last().map(|p| parse_elem(p)))
+        && k.contains_key(&f)
+    {
+        return;
+    }
+    let Some(parent) = lookup_mut(root, parents) else {
+        return;
+    };
+    match parse_elem(last) {
+        Some(Elem::Field(f)) => {
+            if let Some(m) = parent.as_object_mut() {
+                m.shift_remove(&f);
+            }
+        }
+        Some(Elem::Key(k)) => {
+            if let Some(items) = parent.as_array_mut()
+                && let Some(i) = items.iter().position(|i| key_matches(i, &k))
+            {
+                items.remove(i);
+            }
+        }
+        Some(Elem::Val(x)) => {
+            if let Some(items) = parent.as_array_mut() {
+                items.retain(|i| *i != x);
+            }
+        }
+        Some(Elem::Index(i)) => {
+            if let Some(items) = parent.as_array_mut()
+                && i < items.len()
+            {
+                items.remove(i);
+            }
+        }
+        None => {}
+    }
+}
+
+fn lookup_mut<'v>(root: &'v mut Value, path: &[String]) -> Option<&'v mut Value> {
+    let mut cur = root;
+    for e in path {
+        cur = match parse_elem(e)? {
+            Elem::Field(n) => cur.as_object_mut()?.get_mut(&n)?,
+            Elem::Key(k) => cur
+                .as_array_mut()?
+                .iter_mut()
+                .find(|i| key_matches(i, &k))?,
+            Elem::Val(x) => cur.as_array_mut()?.iter_mut().find(|i| **i == x)?,
+            Elem::Index(i) => cur.as_array_mut()?.get_mut(i)?,
+        };
+    }
+    Some(cur)
+}
+
+/// Merges an apply configuration onto the live value: maps recursively,
+/// keyed lists item by item, sets by union, everything else replaced.
+/// `null` in the configuration removes the field.
+fn merge_values(
+    live: Option<&Value>,
+    config: &Value,
+    names: &mut Vec<String>,
+    lt: &dyn MergeKeys,
+) -> Value {
+    match (live, config) {
+        (Some(Value::Object(l)), Value::Object(c)) => {
+            let mut out = l.clone();
+            for (k, cv) in c {
+                if cv.is_null() {
+                    out.shift_remove(k);
+                    continue;
+                }
+                names.push(k.clone());
+                let merged = merge_values(l.get(k), cv, names, lt);
+                names.pop();
+                out.insert(k.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        (Some(Value::Array(l)), Value::Array(c)) => {
+            let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            match lt.list_type(&name_refs) {
+                ListType::Atomic => config.clone(),
+                ListType::Set => {
+                    let mut out = l.clone();
+                    for v in c {
+                        if !out.contains(v) {
+                            out.push(v.clone());
+                        }
+                    }
+                    Value::Array(out)
+                }
+                ListType::Map(keys) => {
+                    let mut out = l.clone();
+                    for item in c {
+                        let key = item_key(item, &keys).and_then(|k| parse_elem(&k)).and_then(
+                            |e| match e {
+                                Elem::Key(k) => Some(k),
+                                _ => None,
+                            },
+                        );
+                        let pos = key
+                            .as_ref()
+                            .and_then(|k| out.iter().position(|o| key_matches(o, k)));
+                        match pos {
+                            Some(i) => {
+                                let merged = merge_values(Some(&out[i]), item, names, lt);
+                                out[i] = merged;
+                            }
+                            None => out.push(merge_values(None, item, names, lt)),
+                        }
+                    }
+                    Value::Array(out)
+                }
+            }
+        }
+        (_, Value::Object(c)) => {
+            let empty = Value::Object(Map::new());
+            if c.is_empty() {
+                return empty;
+            }
+            merge_values(Some(&empty), config, names, lt)
+        }
+        _ => config.clone(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// FieldsV1 encoding
+// ---------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Trie {
+    member: bool,
+    children: std::collections::BTreeMap<String, Trie>,
+}
+
+fn to_fields_v1(set: &BTreeSet<Path>) -> Value {
+    let mut root = Trie::default();
+    for p in set {
+        let mut node = &mut root;
+        for e in p {
+            node = node.children.entry(e.clone()).or_default();
+        }
+        node.member = true;
+    }
+    fn emit(t: &Trie) -> Value {
+        let mut m = Map::new();
+        if t.member && !t.children.is_empty() {
+            m.insert(".".into(), Value::Object(Map::new()));
+        }
+        for (k, c) in &t.children {
+            m.insert(k.clone(), emit(c));
+        }
+        Value::Object(m)
+    }
+    emit(&root)
+}
+
+fn from_fields_v1(v: &Value) -> BTreeSet<Path> {
+    fn walk(v: &Value, path: &mut Path, out: &mut BTreeSet<Path>) {
+        let Some(m) = v.as_object() else {
+            return;
+        };
+        if m.is_empty() && !path.is_empty() {
+            out.insert(path.clone());
+        }
+        for (k, c) in m {
+            if k == "." {
+                if !path.is_empty() {
+                    out.insert(path.clone());
+                }
+                continue;
+            }
+            path.push(k.clone());
+            walk(c, path, out);
+            path.pop();
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(v, &mut Vec::new(), &mut out);
+    out
+}
+
+/// Upstream's `fieldpath.Path` spelling: `.spec.containers[name="c"].image`.
+fn display_path(p: &[String]) -> String {
+    let mut s = String::new();
+    for e in p {
+        match parse_elem(e) {
+            Some(Elem::Field(f)) => {
+                s.push('.');
+                s.push_str(&f);
+            }
+            Some(Elem::Key(k)) => {
+                let parts: Vec<String> = k.iter().map(|(n, v)| format!("{n}={v}")).collect();
+                s.push_str(&format!("[{}]", parts.join(",")));
+            }
+            Some(Elem::Val(v)) => s.push_str(&format!("[={v}]")),
+            Some(Elem::Index(i)) => s.push_str(&format!("[{i}]")),
+            None => s.push_str(e),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patch::{MergeKeyTable, merge_patch};
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    const T1: &str = "2026-01-01T00:00:00Z";
+    const T2: &str = "2026-01-01T00:01:00Z";
+
+    fn mcp_keys() -> MergeKeyTable {
+        let mut t = MergeKeyTable::metadata_only();
+        t.insert("status.conditions", ListType::map(["type"]));
+        t
+    }
+
+    fn mc(args: Value) -> Value {
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+            "metadata": {"name": "99-worker-ssa", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}}, "kernelArguments": args}
+        })
+    }
+
+    #[test]
+    fn create_records_apply_entry_in_fields_v1() {
+        let keys = mcp_keys();
+        let out = apply(
+            None,
+            &mc(json!(["nosmt"])),
+            "kubectl",
+            false,
+            ApplyOptions::new(T1, &keys),
+        )
+        .unwrap();
+        assert_eq!(
+            out["metadata"]["managedFields"],
+            json!([{
+                "manager": "kubectl", "operation": "Apply",
+                "apiVersion": "machineconfiguration.openshift.io/v1", "time": T1,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {"f:labels": {"f:machineconfiguration.openshift.io/role": {}}},
+                    "f:spec": {"f:config": {"f:ignition": {"f:version": {}}}, "f:kernelArguments": {}}
+                }
+            }])
+        );
+        assert_eq!(out["spec"]["kernelArguments"], json!(["nosmt"]));
+    }
+
+    #[test]
+    fn reapply_same_manager_replaces_and_prunes() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let mut first = mc(json!(["nosmt"]));
+        first["spec"]["osImageURL"] = json!("quay.io/x");
+        let live = apply(None, &first, "kubectl", false, o).unwrap();
+        let second = mc(json!(["nosmt", "mitigations=off"]));
+        let out = apply(
+            Some(&live),
+            &second,
+            "kubectl",
+            false,
+            ApplyOptions::new(T2, &keys),
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["kernelArguments"],
+            json!(["nosmt", "mitigations=off"])
+        );
+        assert!(
+            out["spec"].get("osImageURL").is_none(),
+            "omitted field is pruned"
+        );
+        let entries = managed_entries(&out);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].time.as_deref(), Some(T2));
+    }
+
+    #[test]
+    fn conflict_with_update_manager_then_force() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        // Created by client-side apply: an Update entry owns everything.
+        let created = record_update(None, &mc(json!(["nosmt"])), "kubectl-client-side-apply", o);
+        let err = apply(Some(&created), &mc(json!(["other"])), "kubectl", false, o).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using machineconfiguration.openshift.io/v1: .spec.kernelArguments"
+        );
+        let ApplyError::Conflict(cs) = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(cs[0].field, ".spec.kernelArguments");
+        assert_eq!(
+            cs[0].message(),
+            "conflict with \"kubectl-client-side-apply\" using machineconfiguration.openshift.io/v1"
+        );
+
+        // Same value: shared ownership, no conflict.
+        let shared = apply(Some(&created), &mc(json!(["nosmt"])), "kubectl", false, o).unwrap();
+        let es = managed_entries(&shared);
+        assert!(es.iter().all(|e| e.owns(".spec.kernelArguments")), "{es:?}");
+
+        // Forced: ownership moves.
+        let forced = apply(Some(&created), &mc(json!(["other"])), "kubectl", true, o).unwrap();
+        assert_eq!(forced["spec"]["kernelArguments"], json!(["other"]));
+        let es = managed_entries(&forced);
+        let csa = es
+            .iter()
+            .find(|e| e.manager == "kubectl-client-side-apply")
+            .unwrap();
+        assert!(!csa.owns(".spec.kernelArguments"));
+        assert!(csa.owns(".spec.config.ignition.version"));
+        let mine = es.iter().find(|e| e.manager == "kubectl").unwrap();
+        assert!(mine.owns(".spec.kernelArguments"));
+        // Apply entries sort before Update entries.
+        assert_eq!(es[0].operation, Operation::Apply);
+    }
+
+    #[test]
+    fn kubectl_patch_after_apply_makes_next_apply_conflict() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let pool = json!({"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfigPool",
+                          "metadata":{"name":"worker"},"spec":{"paused":false,"maxUnavailable":1}});
+        let live = apply(None, &pool, "mco", false, o).unwrap();
+        let patched = merge_patch(&live, &json!({"spec":{"paused":true}})).unwrap();
+        let after = record_update(
+            Some(&live),
+            &patched,
+            "kubectl-patch",
+            ApplyOptions::new(T2, &keys),
+        );
+        let es = managed_entries(&after);
+        let patcher = es.iter().find(|e| e.manager == "kubectl-patch").unwrap();
+        assert_eq!(patcher.paths(), vec![".spec.paused"]);
+        assert_eq!(patcher.operation, Operation::Update);
+        let mco = es.iter().find(|e| e.manager == "mco").unwrap();
+        assert!(!mco.owns(".spec.paused"));
+
+        let err = apply(Some(&after), &pool, "mco", false, o).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"kubectl-patch\" using machineconfiguration.openshift.io/v1: .spec.paused"
+        );
+    }
+
+    #[test]
+    fn multiple_conflicts_message() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let base = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"1","b":"2","c":"3"}});
+        let live = record_update(None, &base, "zeta", o);
+        let live = record_update(
+            Some(&live),
+            &merge_patch(&live, &json!({"data":{"c":"4"}})).unwrap(),
+            "alpha",
+            o,
+        );
+        let applied = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"x","b":"y","c":"z"}});
+        let err = apply(Some(&live), &applied, "me", false, o).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 3 conflicts: conflicts with \"alpha\" using v1:\n- .data.c\nconflicts with \"zeta\" using v1:\n- .data.a\n- .data.b"
+        );
+    }
+
+    #[test]
+    fn keyed_lists_use_k_notation_and_merge_by_key() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::for_status(T1, &keys);
+        let live = json!({"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfigNode",
+            "metadata":{"name":"worker-0","managedFields":[{"manager":"other","operation":"Apply","apiVersion":"machineconfiguration.openshift.io/v1","fieldsType":"FieldsV1",
+                "fieldsV1":{"f:status":{"f:conditions":{"k:{\"type\":\"Other\"}":{".":{},"f:type":{},"f:status":{}}}}},"subresource":"status"}]},
+            "spec":{"node":{"name":"worker-0"}},
+            "status":{"conditions":[{"type":"Other","status":"True"}]}});
+        let applied = json!({"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfigNode",
+            "metadata":{"name":"worker-0"},
+            "spec":{"node":{"name":"ignored"}},
+            "status":{"conditions":[{"type":"Updated","status":"False","reason":"x"}]}});
+        let out = apply(Some(&live), &applied, "machine-config-daemon", false, o).unwrap();
+        assert_eq!(
+            out["spec"]["node"]["name"],
+            json!("worker-0"),
+            "spec ignored on /status"
+        );
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([{"type":"Other","status":"True"},{"type":"Updated","status":"False","reason":"x"}])
+        );
+        let mf = out["metadata"]["managedFields"].as_array().unwrap();
+        let mine = mf
+            .iter()
+            .find(|e| e["manager"] == "machine-config-daemon")
+            .unwrap();
+        assert_eq!(mine["subresource"], json!("status"));
+        assert_eq!(
+            mine["fieldsV1"],
+            json!({"f:status":{"f:conditions":{"k:{\"type\":\"Updated\"}":{".":{},"f:reason":{},"f:status":{},"f:type":{}}}}})
+        );
+        let es = managed_entries(&out);
+        let e = es
+            .iter()
+            .find(|e| e.manager == "machine-config-daemon")
+            .unwrap();
+        assert!(e.owns(".status.conditions[type=\"Updated\"].reason"));
+
+        // Dropping the condition later removes only this manager's item.
+        let applied2 = json!({"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfigNode",
+            "metadata":{"name":"worker-0"},"status":{"conditions":[]}});
+        let out2 = apply(Some(&out), &applied2, "machine-config-daemon", false, o).unwrap();
+        assert_eq!(
+            out2["status"]["conditions"],
+            json!([{"type":"Other","status":"True"}])
+        );
+    }
+
+    #[test]
+    fn keyed_item_conflict_path() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let obj = |status: &str| {
+            json!({"apiVersion":"v1","kind":"X","metadata":{"name":"n"},
+            "status":{"conditions":[{"type":"Ready","status":status}]}})
+        };
+        let live = apply(None, &obj("True"), "a", false, o).unwrap();
+        let err = apply(Some(&live), &obj("False"), "b", false, o).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"a\": .status.conditions[type=\"Ready\"].status"
+        );
+    }
+
+    #[test]
+    fn pruning_keeps_fields_other_managers_own() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let cm = |data: Value| json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":data});
+        let live = apply(None, &cm(json!({"a":"1","b":"2"})), "one", false, o).unwrap();
+        let live = apply(Some(&live), &cm(json!({"b":"2"})), "two", false, o).unwrap();
+        let bare = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}});
+        let out = apply(Some(&live), &bare, "one", false, o).unwrap();
+        assert_eq!(out["data"], json!({"b":"2"}));
+        let es = managed_entries(&out);
+        assert_eq!(es.len(), 1, "{es:?}");
+        assert_eq!(es[0].manager, "two");
+    }
+
+    #[test]
+    fn set_lists_use_v_notation() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let obj = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","finalizers":["a/b","c/d"]}});
+        let out = apply(None, &obj, "m", false, o).unwrap();
+        assert_eq!(
+            out["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:metadata":{"f:finalizers":{"v:\"a/b\"":{},"v:\"c/d\"":{}}}})
+        );
+        let es = managed_entries(&out);
+        assert_eq!(
+            es[0].paths(),
+            vec![
+                ".metadata.finalizers[=\"a/b\"]",
+                ".metadata.finalizers[=\"c/d\"]"
+            ]
+        );
+        // Another manager adds one value; the set merges.
+        let other = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","finalizers":["e/f"]}});
+        let out = apply(Some(&out), &other, "n", false, o).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["a/b", "c/d", "e/f"]));
+    }
+
+    #[test]
+    fn first_apply_on_unmanaged_object_conflicts_with_before_first_apply() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let live = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","uid":"u"},"data":{"a":"1"}});
+        let err = apply(
+            Some(&live),
+            &json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"2"}}),
+            "m",
+            false,
+            o,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a"
+        );
+    }
+
+    #[test]
+    fn main_endpoint_ignores_status_when_reset() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys).with_reset_fields(&["status"]);
+        let live =
+            json!({"apiVersion":"v1","kind":"X","metadata":{"name":"n"},"status":{"phase":"Old"}});
+        let applied = json!({"apiVersion":"v1","kind":"X","metadata":{"name":"n"},"spec":{"a":1},"status":{"phase":"New"}});
+        let out = apply(Some(&live), &applied, "m", false, o).unwrap();
+        assert_eq!(out["status"]["phase"], json!("Old"));
+        let es = managed_entries(&out);
+        let m = es.iter().find(|e| e.manager == "m").unwrap();
+        assert_eq!(m.paths(), vec![".spec.a"]);
+    }
+
+    #[test]
+    fn invalid_configurations() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let cases: Vec<(Value, &str)> = vec![
+            (json!([1]), "must be an object"),
+            (json!({"kind":"X"}), "apiVersion must be set"),
+            (json!({"apiVersion":"v1"}), "kind must be set"),
+            (
+                json!({"apiVersion":"v1","kind":"X","status":{"conditions":[{"status":"x"}]}}),
+                ".status.conditions: element 0: associative list with keys has an element that omits key field \"type\"",
+            ),
+            (
+                json!({"apiVersion":"v1","kind":"X","status":{"conditions":[{"type":"A"},{"type":"A"}]}}),
+                "duplicate entries for key [type=\"A\"]",
+            ),
+        ];
+        for (applied, needle) in cases {
+            let err = apply(None, &applied, "m", false, o).unwrap_err();
+            assert!(matches!(err, ApplyError::Invalid(_)), "{err:?}");
+            assert!(err.to_string().contains(needle), "{applied} -> {err}");
+        }
+    }
+
+    #[test]
+    fn record_update_transfers_and_drops_removed_fields() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let cm = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"1","b":"2"}});
+        let live = apply(None, &cm, "applier", false, o).unwrap();
+        let edited = merge_patch(&live, &json!({"data":{"a":null,"c":"3"}})).unwrap();
+        let out = record_update(
+            Some(&live),
+            &edited,
+            "kubectl-edit",
+            ApplyOptions::new(T2, &keys),
+        );
+        let es = managed_entries(&out);
+        let applier = es.iter().find(|e| e.manager == "applier").unwrap();
+        assert_eq!(applier.paths(), vec![".data.b"]);
+        let editor = es.iter().find(|e| e.manager == "kubectl-edit").unwrap();
+        assert_eq!(editor.paths(), vec![".data.c"]);
+        assert_eq!(editor.time.as_deref(), Some(T2));
+
+        // A no-op write adds no entry.
+        let same = record_update(Some(&out), &out, "noop", o);
+        assert!(managed_entries(&same).iter().all(|e| e.manager != "noop"));
+    }
+
+    #[test]
+    fn fields_v1_round_trip() {
+        let v = json!({"f:metadata":{"f:labels":{".":{},"f:a":{}}},
+                       "f:status":{"f:conditions":{"k:{\"type\":\"R\"}":{".":{},"f:type":{}}}}});
+        let set = from_fields_v1(&v);
+        assert_eq!(to_fields_v1(&set), v);
+        let paths: Vec<String> = set.iter().map(|p| display_path(p)).collect();
+        assert_eq!(
+            paths,
+            vec![
+                ".metadata.labels",
+                ".metadata.labels.a",
+                ".status.conditions[type=\"R\"]",
+                ".status.conditions[type=\"R\"].type"
+            ]
+        );
+    }
+}
