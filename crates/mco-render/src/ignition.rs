@@ -1,37 +1,892 @@
-//! Ignition parsing, up-conversion to the internal spec 3.5.0, and validation.
+//! Ignition parsing, up-conversion to the one internal spec (3.5.0), and validation.
 //!
-//! (Work in progress: the full validator lands in the next commits.)
+//! Every MachineConfig's `spec.config` is converted to [`Ignition`] (`ignition_config::v3_5::Config`)
+//! before anything else looks at it, as upstream does with its internal version 3.5.0.
+//!
+//! Supported input versions:
+//! - **3.0.0 – 3.5.0**: deserialised with the declared version's own types (so a field that version
+//!   does not define is dropped, exactly as Ignition's own up-translation would), then re-read as
+//!   3.5 with `ignition.version = "3.5.0"`. Spec 3.x is additive, so nothing is lost on the way up.
+//! - **3.6.0 is refused** with the upstream "unknown version" error: upstream's internal version is
+//!   3.5.0, and accepting 3.6 would mean silently dropping 3.6-only fields when down-converting.
+//! - **2.2.0 is translated**, as upstream does, because existing clusters still carry 2.2 MachineConfigs
+//!   from before OpenShift 4.6. The config is first de-duplicated (last file per path wins, units by
+//!   name with dropins unioned, only the `core` user, its SSH keys concatenated and de-duplicated),
+//!   then translated: files, directories and links must live on `filesystem: root` (mapped to `/`),
+//!   `append: true` becomes a 3.x `append` entry (which validation then rejects), `enable` folds into
+//!   `enabled`. Parts of 2.2 with no 3.x equivalent that mco could apply — `networkd` units and
+//!   `storage.disks/raid/filesystems` — are refused with an error saying so.
+//!
+//! An absent config, JSON `null` or `{}` is the valid empty config (an MC with only kernel arguments).
+//!
+//! Unknown keys are ignored (Ignition itself only warns about them).
 
+use std::collections::HashMap;
+use std::io::Read;
+
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::Value;
 use thiserror::Error;
 
 /// The one internal Ignition version every MachineConfig is converted to (upstream's is 3.5.0).
 pub type Ignition = ignition_config::v3_5::Config;
 
-/// Why an Ignition config could not be parsed or decoded.
+/// The internal spec version written into every converted config.
+pub const INTERNAL_VERSION: &str = "3.5.0";
+
+/// Named in every version error, as upstream does, so users know what to write instead.
+pub const SUPPORTED_VERSIONS: &str = "2.2, 3.0, 3.1, 3.2, 3.3, 3.4, 3.5";
+
+/// Why an Ignition config could not be parsed, translated or decoded.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum IgnitionError {
-    #[error("parsing Ignition config failed: {0}")]
-    Parse(String),
-    #[error("invalid data URL: {0}")]
+    /// `ignition.version` is missing or not a semantic version.
+    #[error(
+        "parsing Ignition config failed: invalid version. Supported spec versions: 2.2, 3.0, 3.1, 3.2, 3.3, 3.4, 3.5"
+    )]
+    InvalidVersion(String),
+    /// A well-formed version mco does not support (including 3.6.0).
+    #[error(
+        "parsing Ignition config failed: unknown version. Supported spec versions: 2.2, 3.0, 3.1, 3.2, 3.3, 3.4, 3.5"
+    )]
+    UnknownVersion(String),
+    /// The config does not match its declared version's schema.
+    #[error("parsing Ignition config spec v{version} failed with error: {message}")]
+    Schema { version: String, message: String },
+    /// A spec 2.2 config uses something that has no spec 3 translation.
+    #[error("translating Ignition config spec v2.2 to v3 failed: {0}")]
+    Translate(String),
+    /// `spec.config` is not a JSON object.
+    #[error("Ignition config must be a JSON object, got {0}")]
+    NotAnObject(String),
+    /// The source is not a decodable `data:` URL.
+    #[error("could not decode file content string: {0}")]
     DataUrl(String),
+    /// `compression` is something other than absent, `""` or `gzip`.
+    #[error("unsupported compression type {0:?}")]
+    Compression(String),
+    /// The data claims gzip but does not decompress.
+    #[error("failed decompressing: {0}")]
+    Gzip(String),
 }
 
 /// Parse a raw Ignition JSON object of any supported spec version into the internal version.
-pub fn parse(raw: &serde_json::Value) -> Result<Ignition, IgnitionError> {
-    let mut cfg: Ignition =
-        serde_json::from_value(raw.clone()).map_err(|e| IgnitionError::Parse(e.to_string()))?;
-    cfg.ignition.version = "3.5.0".to_string();
+pub fn parse(raw: &Value) -> Result<Ignition, IgnitionError> {
+    let obj = match raw {
+        Value::Null => return Ok(empty()),
+        Value::Object(o) if o.is_empty() => return Ok(empty()),
+        Value::Object(o) => o,
+        other => return Err(IgnitionError::NotAnObject(json_kind(other).into())),
+    };
+    let version = obj
+        .get("ignition")
+        .and_then(|i| i.get("version"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| IgnitionError::InvalidVersion(String::new()))?;
+    if !is_semver(version) {
+        return Err(IgnitionError::InvalidVersion(version.to_string()));
+    }
+    use ignition_config as ic;
+    let mut cfg: Ignition = match version {
+        "3.5.0" => typed::<ic::v3_5::Config>(raw, version)?,
+        "3.4.0" => up::<ic::v3_4::Config>(raw, version)?,
+        "3.3.0" => up::<ic::v3_3::Config>(raw, version)?,
+        "3.2.0" => up::<ic::v3_2::Config>(raw, version)?,
+        "3.1.0" => up::<ic::v3_1::Config>(raw, version)?,
+        "3.0.0" => up::<ic::v3_0::Config>(raw, version)?,
+        "2.2.0" => v2_2::translate(typed::<v2_2::Config>(raw, version)?)?,
+        _ => return Err(IgnitionError::UnknownVersion(version.to_string())),
+    };
+    cfg.ignition.version = INTERNAL_VERSION.to_string();
     Ok(cfg)
 }
 
-/// Decode a `data:` URL (percent-encoded or base64), optionally gzip-compressed.
+/// The empty internal config: what an MC without `spec.config` contributes.
+pub fn empty() -> Ignition {
+    let mut cfg = Ignition::default();
+    cfg.ignition.version = INTERNAL_VERSION.to_string();
+    cfg
+}
+
+fn typed<'de, T: Deserialize<'de>>(raw: &'de Value, version: &str) -> Result<T, IgnitionError> {
+    T::deserialize(raw).map_err(|e| IgnitionError::Schema {
+        version: version.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Read as the declared version (dropping what it does not define), then re-read as 3.5.
+fn up<T: for<'de> Deserialize<'de> + serde::Serialize>(
+    raw: &Value,
+    version: &str,
+) -> Result<Ignition, IgnitionError> {
+    let old: T = typed(raw, version)?;
+    let v = serde_json::to_value(old).map_err(|e| IgnitionError::Schema {
+        version: version.to_string(),
+        message: e.to_string(),
+    })?;
+    typed::<Ignition>(&v, version)
+}
+
+fn is_semver(v: &str) -> bool {
+    let core = v.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Decode a `data:` URL (RFC 2397: percent-encoded or `;base64`), then apply `compression`
+/// (absent, `""` or `gzip`). An empty source is an empty file.
 pub fn decode_data_url(source: &str, compression: Option<&str>) -> Result<Vec<u8>, IgnitionError> {
-    let _ = compression;
-    let rest = source
-        .strip_prefix("data:")
-        .ok_or_else(|| IgnitionError::DataUrl(format!("not a data URL: {source:?}")))?;
-    let (_, data) = rest
-        .split_once(',')
-        .ok_or_else(|| IgnitionError::DataUrl("missing ','".into()))?;
-    Ok(percent_encoding::percent_decode_str(data).collect())
+    let data = if source.is_empty() {
+        Vec::new()
+    } else {
+        let rest = source.strip_prefix("data:").ok_or_else(|| {
+            IgnitionError::DataUrl(format!("only data: URLs are supported, got {source:?}"))
+        })?;
+        let (header, payload) = rest
+            .split_once(',')
+            .ok_or_else(|| IgnitionError::DataUrl("data URL has no ',' separator".into()))?;
+        let is_base64 = header
+            .rsplit(';')
+            .next()
+            .is_some_and(|p| p.eq_ignore_ascii_case("base64"));
+        let bytes: Vec<u8> = percent_encoding::percent_decode_str(payload).collect();
+        if is_base64 {
+            let clean: Vec<u8> = bytes
+                .into_iter()
+                .filter(|b| !b.is_ascii_whitespace())
+                .collect();
+            BASE64
+                .decode(&clean)
+                .map_err(|e| IgnitionError::DataUrl(format!("invalid base64 data: {e}")))?
+        } else {
+            bytes
+        }
+    };
+    match compression {
+        None | Some("") => Ok(data),
+        Some("gzip") => {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(data.as_slice())
+                .read_to_end(&mut out)
+                .map_err(|e| IgnitionError::Gzip(e.to_string()))?;
+            Ok(out)
+        }
+        Some(other) => Err(IgnitionError::Compression(other.to_string())),
+    }
+}
+
+/// Padding is optional in practice (hand-written MCs often drop it), so accept both.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
+
+/// A rule a config breaks. The message is the part after the field path.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum Violation {
+    #[error("must be absolute and normalised: {0:?}")]
+    PathNotNormalised(String),
+    /// Upstream's text (bug 2038240: setuid/setgid/sticky bits are refused).
+    #[error("invalid mode {} for {path}, cannot exceed 0777", go_octal(*.mode))]
+    Mode { mode: i64, path: String },
+    #[error("append is not supported: {0:?}")]
+    Append(String),
+    #[error("{0:?} is reserved for forcing a re-apply and may not be written by a MachineConfig")]
+    ForceFile(String),
+    #[error("{0}")]
+    Source(IgnitionError),
+    #[error("invalid unit name {name:?}: {reason}")]
+    UnitName { name: String, reason: &'static str },
+    #[error("invalid dropin name {0:?}: must end with \".conf\" and contain no '/'")]
+    DropinName(String),
+    #[error("duplicate entry {key:?}, already defined at {first}")]
+    Duplicate { key: String, first: String },
+}
+
+/// `%#o` as Go prints it: a leading 0 for non-zero values.
+fn go_octal(mode: i64) -> String {
+    match mode {
+        0 => "0".into(),
+        m if m < 0 => format!("-0{:o}", m.unsigned_abs()),
+        m => format!("0{m:o}"),
+    }
+}
+
+/// A violation and where: `field` is relative to `spec.config`, e.g. `storage.files[2].path`.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{field}: {violation}")]
+pub struct FieldError {
+    pub field: String,
+    pub violation: Violation,
+}
+
+fn fail(field: String, violation: Violation) -> Result<(), FieldError> {
+    Err(FieldError { field, violation })
+}
+
+/// Unit types systemd knows; anything else cannot be a unit file name.
+pub const UNIT_SUFFIXES: &[&str] = &[
+    ".service",
+    ".socket",
+    ".target",
+    ".timer",
+    ".path",
+    ".mount",
+    ".automount",
+    ".swap",
+    ".slice",
+    ".scope",
+    ".device",
+];
+
+/// Check the rules mco enforces on top of the schema. Returns the first violation, in document order.
+pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
+    let force = mco_api::paths::FORCE_FILE;
+    if let Some(storage) = &cfg.storage {
+        // Files, links and directories share one namespace, as in Ignition's merge.
+        let mut seen: HashMap<&str, String> = HashMap::new();
+        for (i, f) in storage.files.iter().flatten().enumerate() {
+            let at = format!("storage.files[{i}]");
+            check_path(&at, &f.path, force)?;
+            if let Some(first) = seen.insert(&f.path, at.clone()) {
+                return fail(
+                    format!("{at}.path"),
+                    Violation::Duplicate {
+                        key: f.path.clone(),
+                        first,
+                    },
+                );
+            }
+            if let Some(mode) = f.mode
+                && !(0..=0o777).contains(&mode)
+            {
+                return fail(
+                    format!("{at}.mode"),
+                    Violation::Mode {
+                        mode,
+                        path: f.path.clone(),
+                    },
+                );
+            }
+            if f.append.as_ref().is_some_and(|a| !a.is_empty()) {
+                return fail(format!("{at}.append"), Violation::Append(f.path.clone()));
+            }
+            if let Some(c) = &f.contents
+                && let Err(e) =
+                    decode_data_url(c.source.as_deref().unwrap_or(""), c.compression.as_deref())
+            {
+                let field = match e {
+                    IgnitionError::Compression(_) => "compression",
+                    _ => "source",
+                };
+                return fail(format!("{at}.contents.{field}"), Violation::Source(e));
+            }
+        }
+        for (i, l) in storage.links.iter().flatten().enumerate() {
+            let at = format!("storage.links[{i}]");
+            check_path(&at, &l.path, force)?;
+            if let Some(first) = seen.insert(&l.path, at.clone()) {
+                return fail(
+                    format!("{at}.path"),
+                    Violation::Duplicate {
+                        key: l.path.clone(),
+                        first,
+                    },
+                );
+            }
+        }
+        for (i, d) in storage.directories.iter().flatten().enumerate() {
+            let at = format!("storage.directories[{i}]");
+            check_path(&at, &d.path, force)?;
+            if let Some(first) = seen.insert(&d.path, at.clone()) {
+                return fail(
+                    format!("{at}.path"),
+                    Violation::Duplicate {
+                        key: d.path.clone(),
+                        first,
+                    },
+                );
+            }
+        }
+    }
+    if let Some(systemd) = &cfg.systemd {
+        let mut seen: HashMap<&str, String> = HashMap::new();
+        for (i, u) in systemd.units.iter().flatten().enumerate() {
+            let at = format!("systemd.units[{i}]");
+            if let Err(reason) = check_unit_name(&u.name) {
+                return fail(
+                    format!("{at}.name"),
+                    Violation::UnitName {
+                        name: u.name.clone(),
+                        reason,
+                    },
+                );
+            }
+            if let Some(first) = seen.insert(&u.name, at.clone()) {
+                return fail(
+                    format!("{at}.name"),
+                    Violation::Duplicate {
+                        key: u.name.clone(),
+                        first,
+                    },
+                );
+            }
+            let mut dropins: HashMap<&str, String> = HashMap::new();
+            for (j, d) in u.dropins.iter().flatten().enumerate() {
+                let dat = format!("{at}.dropins[{j}]");
+                if !d.name.ends_with(".conf") || d.name.len() <= 5 || d.name.contains('/') {
+                    return fail(format!("{dat}.name"), Violation::DropinName(d.name.clone()));
+                }
+                if let Some(first) = dropins.insert(&d.name, dat.clone()) {
+                    return fail(
+                        format!("{dat}.name"),
+                        Violation::Duplicate {
+                            key: d.name.clone(),
+                            first,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    if let Some(passwd) = &cfg.passwd {
+        let mut seen: HashMap<&str, String> = HashMap::new();
+        for (i, u) in passwd.users.iter().flatten().enumerate() {
+            let at = format!("passwd.users[{i}]");
+            if let Some(first) = seen.insert(&u.name, at.clone()) {
+                return fail(
+                    format!("{at}.name"),
+                    Violation::Duplicate {
+                        key: u.name.clone(),
+                        first,
+                    },
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_path(at: &str, path: &str, force: &str) -> Result<(), FieldError> {
+    if !is_normalised_absolute(path) {
+        return fail(
+            format!("{at}.path"),
+            Violation::PathNotNormalised(path.to_string()),
+        );
+    }
+    if path == force {
+        return fail(format!("{at}.path"), Violation::ForceFile(path.to_string()));
+    }
+    Ok(())
+}
+
+/// Absolute, and equal to its own lexical clean form: no `.`/`..` components, no `//`, no trailing `/`.
+pub fn is_normalised_absolute(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    rest.is_empty()
+        || rest
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// systemd's unit name rules: a known type suffix, a non-empty prefix of `[A-Za-z0-9:_.\-@\\]`,
+/// at most one `@` (template/instance), at most 255 bytes.
+pub fn check_unit_name(name: &str) -> Result<(), &'static str> {
+    if name.len() > 255 {
+        return Err("longer than 255 characters");
+    }
+    let Some(dot) = name.rfind('.') else {
+        return Err("missing unit type suffix");
+    };
+    if !UNIT_SUFFIXES.contains(&&name[dot..]) {
+        return Err(
+            "unknown unit type suffix (want .service, .socket, .target, .timer, .path, .mount, .automount, .swap, .slice, .scope or .device)",
+        );
+    }
+    let prefix = &name[..dot];
+    if prefix.is_empty() {
+        return Err("empty name before the type suffix");
+    }
+    if !prefix
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b":_.-@\\".contains(&b))
+    {
+        return Err("contains characters other than [A-Za-z0-9:_.-@\\]");
+    }
+    if prefix.starts_with('@') || prefix.matches('@').count() > 1 {
+        return Err("misplaced '@'");
+    }
+    Ok(())
+}
+
+/// Spec 2.2, just enough of it to translate what mco can apply.
+mod v2_2 {
+    use super::{Ignition, IgnitionError};
+    use ignition_config::v3_5 as v3;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    pub struct Config {
+        ignition: IgnitionSection,
+        storage: Storage,
+        systemd: Systemd,
+        passwd: Passwd,
+        networkd: Networkd,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct IgnitionSection {
+        config: IgnConfig,
+        timeouts: Timeouts,
+        security: Security,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct IgnConfig {
+        append: Vec<Reference>,
+        replace: Option<Reference>,
+    }
+
+    #[derive(Deserialize, Default, Clone)]
+    #[serde(default)]
+    struct Reference {
+        source: Option<String>,
+        verification: Verification,
+    }
+
+    #[derive(Deserialize, Default, Clone)]
+    #[serde(default)]
+    struct Verification {
+        hash: Option<String>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default, rename_all = "camelCase")]
+    struct Timeouts {
+        http_response_headers: Option<i64>,
+        http_total: Option<i64>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Security {
+        tls: Tls,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default, rename_all = "camelCase")]
+    struct Tls {
+        certificate_authorities: Vec<Reference>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Storage {
+        files: Vec<File>,
+        directories: Vec<Directory>,
+        links: Vec<Link>,
+        disks: Vec<serde_json::Value>,
+        raid: Vec<serde_json::Value>,
+        filesystems: Vec<serde_json::Value>,
+    }
+
+    #[derive(Deserialize, Default, Clone)]
+    #[serde(default)]
+    struct Owner {
+        id: Option<i64>,
+        name: Option<String>,
+    }
+
+    #[derive(Deserialize, Default, Clone)]
+    #[serde(default)]
+    struct File {
+        filesystem: Option<String>,
+        path: String,
+        contents: Contents,
+        mode: Option<i64>,
+        user: Option<Owner>,
+        group: Option<Owner>,
+        overwrite: Option<bool>,
+        append: bool,
+    }
+
+    #[derive(Deserialize, Default, Clone)]
+    #[serde(default)]
+    struct Contents {
+        compression: Option<String>,
+        source: Option<String>,
+        verification: Verification,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Directory {
+        filesystem: Option<String>,
+        path: String,
+        mode: Option<i64>,
+        user: Option<Owner>,
+        group: Option<Owner>,
+        overwrite: Option<bool>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Link {
+        filesystem: Option<String>,
+        path: String,
+        target: Option<String>,
+        hard: Option<bool>,
+        user: Option<Owner>,
+        group: Option<Owner>,
+        overwrite: Option<bool>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Systemd {
+        units: Vec<Unit>,
+    }
+
+    #[derive(Deserialize, Default, Clone)]
+    #[serde(default)]
+    struct Unit {
+        name: String,
+        enabled: Option<bool>,
+        enable: Option<bool>,
+        mask: Option<bool>,
+        contents: Option<String>,
+        dropins: Vec<Dropin>,
+    }
+
+    #[derive(Deserialize, Default, Clone)]
+    #[serde(default)]
+    struct Dropin {
+        name: String,
+        contents: Option<String>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Passwd {
+        users: Vec<User>,
+        groups: Vec<serde_json::Value>,
+    }
+
+    #[derive(Deserialize, Default, Clone)]
+    #[serde(default, rename_all = "camelCase")]
+    struct User {
+        name: String,
+        password_hash: Option<String>,
+        ssh_authorized_keys: Vec<String>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Networkd {
+        units: Vec<serde_json::Value>,
+    }
+
+    fn err(msg: impl Into<String>) -> IgnitionError {
+        IgnitionError::Translate(msg.into())
+    }
+
+    /// Upstream maps only the `root` filesystem (to `/`); anything else has no spec 3 meaning here.
+    fn on_root(kind: &str, path: &str, fs: Option<&str>) -> Result<(), IgnitionError> {
+        match fs {
+            Some("root") => Ok(()),
+            Some(other) => Err(err(format!(
+                "{kind} {path:?} is on filesystem {other:?}; only \"root\" can be translated"
+            ))),
+            None => Err(err(format!(
+                "{kind} {path:?} has no filesystem; spec 2.2 requires one (use \"root\")"
+            ))),
+        }
+    }
+
+    fn resource(r: Reference) -> v3::Resource {
+        v3::Resource {
+            compression: None,
+            http_headers: None,
+            source: r.source,
+            verification: r.verification.hash.map(|h| v3::Verification { hash: Some(h) }),
+        }
+    }
+
+    fn node_user(o: Option<Owner>) -> Option<v3::NodeUser> {
+        o.filter(|o| o.id.is_some() || o.name.is_some())
+            .map(|o| v3::NodeUser {
+                id: o.id,
+                name: o.name,
+            })
+    }
+
+    fn node_group(o: Option<Owner>) -> Option<v3::NodeGroup> {
+        o.filter(|o| o.id.is_some() || o.name.is_some())
+            .map(|o| v3::NodeGroup {
+                id: o.id,
+                name: o.name,
+            })
+    }
+
+    /// Spec 3 forbids the duplicates spec 2 allowed; collapse them the way upstream does.
+    fn dedupe(cfg: &mut Config) -> Result<(), IgnitionError> {
+        let mut files: Vec<File> = Vec::new();
+        for f in cfg.storage.files.drain(..).rev() {
+            if !files.iter().any(|x| x.path == f.path) {
+                files.push(f);
+            }
+        }
+        files.reverse();
+        cfg.storage.files = files;
+
+        let mut units: Vec<Unit> = Vec::new();
+        for u in cfg.systemd.units.drain(..).rev() {
+            if let Some(kept) = units.iter_mut().find(|x| x.name == u.name) {
+                for d in u.dropins {
+                    if !kept.dropins.iter().any(|x| x.name == d.name) {
+                        kept.dropins.push(d);
+                    }
+                }
+            } else {
+                units.push(u);
+            }
+        }
+        units.reverse();
+        cfg.systemd.units = units;
+
+        if let Some(bad) = cfg.passwd.users.iter().find(|u| u.name != "core") {
+            return Err(err(format!(
+                "unexpected user with name: {}. Only core user is supported",
+                bad.name
+            )));
+        }
+        if let Some(mut core) = cfg.passwd.users.last().cloned() {
+            let mut keys: Vec<String> = Vec::new();
+            for u in cfg.passwd.users.iter().rev() {
+                for k in &u.ssh_authorized_keys {
+                    if !keys.contains(k) {
+                        keys.push(k.clone());
+                    }
+                }
+            }
+            core.ssh_authorized_keys = keys;
+            cfg.passwd.users = vec![core];
+        }
+        Ok(())
+    }
+
+    pub fn translate(mut cfg: Config) -> Result<Ignition, IgnitionError> {
+        if !cfg.networkd.units.is_empty() {
+            return Err(err(
+                "networkd units have no spec 3 equivalent; write NetworkManager files instead",
+            ));
+        }
+        for (what, list) in [
+            ("disks", &cfg.storage.disks),
+            ("raid", &cfg.storage.raid),
+            ("filesystems", &cfg.storage.filesystems),
+        ] {
+            if !list.is_empty() {
+                return Err(err(format!(
+                    "storage.{what} cannot be translated; rewrite this MachineConfig in spec 3"
+                )));
+            }
+        }
+        if !cfg.passwd.groups.is_empty() {
+            return Err(err(
+                "passwd.groups cannot be translated; rewrite this MachineConfig in spec 3",
+            ));
+        }
+        dedupe(&mut cfg)?;
+
+        let mut out = super::empty();
+        let ign = &mut out.ignition;
+        if !cfg.ignition.config.append.is_empty() || cfg.ignition.config.replace.is_some() {
+            ign.config = Some(v3::IgnitionConfig {
+                merge: Some(
+                    cfg.ignition
+                        .config
+                        .append
+                        .into_iter()
+                        .map(resource)
+                        .collect(),
+                )
+                .filter(|v: &Vec<_>| !v.is_empty()),
+                replace: cfg.ignition.config.replace.map(resource),
+            });
+        }
+        let t = cfg.ignition.timeouts;
+        if t.http_response_headers.is_some() || t.http_total.is_some() {
+            ign.timeouts = Some(v3::Timeouts {
+                http_response_headers: t.http_response_headers,
+                http_total: t.http_total,
+            });
+        }
+        let cas = cfg.ignition.security.tls.certificate_authorities;
+        if !cas.is_empty() {
+            ign.security = Some(v3::Security {
+                tls: Some(v3::SecurityTls {
+                    certificate_authorities: Some(cas.into_iter().map(resource).collect()),
+                }),
+            });
+        }
+
+        let mut storage = v3::Storage::default();
+        let mut files = Vec::new();
+        for f in cfg.storage.files {
+            on_root("file", &f.path, f.filesystem.as_deref())?;
+            let contents = v3::Resource {
+                compression: f.contents.compression.filter(|c| !c.is_empty()),
+                http_headers: None,
+                source: f.contents.source,
+                verification: f
+                    .contents
+                    .verification
+                    .hash
+                    .map(|h| v3::Verification { hash: Some(h) }),
+            };
+            let (contents, append) = if f.append {
+                (None, Some(vec![contents]))
+            } else {
+                (Some(contents), None)
+            };
+            files.push(v3::File {
+                append,
+                contents,
+                group: node_group(f.group),
+                mode: f.mode,
+                overwrite: f.overwrite,
+                path: f.path,
+                user: node_user(f.user),
+            });
+        }
+        let mut dirs = Vec::new();
+        for d in cfg.storage.directories {
+            on_root("directory", &d.path, d.filesystem.as_deref())?;
+            dirs.push(v3::Directory {
+                group: node_group(d.group),
+                mode: d.mode,
+                overwrite: d.overwrite,
+                path: d.path,
+                user: node_user(d.user),
+            });
+        }
+        let mut links = Vec::new();
+        for l in cfg.storage.links {
+            on_root("link", &l.path, l.filesystem.as_deref())?;
+            links.push(v3::Link {
+                group: node_group(l.group),
+                hard: l.hard,
+                overwrite: l.overwrite,
+                path: l.path,
+                target: l.target,
+                user: node_user(l.user),
+            });
+        }
+        if !files.is_empty() {
+            storage.files = Some(files);
+        }
+        if !dirs.is_empty() {
+            storage.directories = Some(dirs);
+        }
+        if !links.is_empty() {
+            storage.links = Some(links);
+        }
+        if storage != v3::Storage::default() {
+            out.storage = Some(storage);
+        }
+
+        if !cfg.systemd.units.is_empty() {
+            let units = cfg
+                .systemd
+                .units
+                .into_iter()
+                .map(|u| v3::Unit {
+                    contents: u.contents,
+                    dropins: Some(
+                        u.dropins
+                            .into_iter()
+                            .map(|d| v3::Dropin {
+                                contents: d.contents,
+                                name: d.name,
+                            })
+                            .collect(),
+                    )
+                    .filter(|v: &Vec<_>| !v.is_empty()),
+                    enabled: u.enabled.or(u.enable),
+                    mask: u.mask,
+                    name: u.name,
+                })
+                .collect();
+            out.systemd = Some(v3::Systemd { units: Some(units) });
+        }
+
+        if !cfg.passwd.users.is_empty() {
+            let users = cfg
+                .passwd
+                .users
+                .into_iter()
+                .map(|u| {
+                    let mut user = v3::User::new(u.name);
+                    user.password_hash = u.password_hash;
+                    user.ssh_authorized_keys =
+                        Some(u.ssh_authorized_keys).filter(|k| !k.is_empty());
+                    user
+                })
+                .collect();
+            out.passwd = Some(v3::Passwd {
+                groups: None,
+                users: Some(users),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn go_octal_matches_go() {
+        assert_eq!(go_octal(0o4755), "04755");
+        assert_eq!(go_octal(0), "0");
+    }
+
+    #[test]
+    fn semver_shape() {
+        assert!(is_semver("3.2.0"));
+        assert!(is_semver("3.0.0-experimental"));
+        assert!(!is_semver("3.2"));
+        assert!(!is_semver("x"));
+    }
+
+    #[test]
+    fn empty_is_valid() {
+        assert_eq!(parse(&Value::Null).unwrap(), empty());
+        assert_eq!(parse(&json!({})).unwrap(), empty());
+    }
 }

@@ -1,1 +1,324 @@
-//! render
+//! Rendering a pool: validate its MachineConfigs, merge them, and name the result by its content.
+//!
+//! The rendered spec is canonical — Ignition entries sorted by path/name (see [`crate::merge`]),
+//! object keys sorted, `null`s dropped — so the name `rendered-<pool>-<32 hex>` depends on the
+//! merged spec alone, never on the order MCs with distinct names were listed in.
+//!
+//! The hash is the first 16 bytes of SHA-256 over the canonical JSON of the spec. Upstream uses MD5
+//! over a fixed salt and Go's YAML encoding of the spec; mco's names are equally opaque and
+//! deterministic but do not match upstream's byte for byte (nothing depends on that).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use mco_api::constants::annotations;
+use mco_api::{ControllerConfigSpec, MachineConfig, MachineConfigPool, MachineConfigSpec};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::ignition::{self, Ignition, IgnitionError, Violation};
+use crate::merge::{self, KERNEL_TYPE_64K_PAGES, KERNEL_TYPE_DEFAULT, KERNEL_TYPE_REALTIME};
+
+/// Upstream's supported extensions (`SupportedExtensions`); each maps to OS packages.
+pub const SUPPORTED_EXTENSIONS: &[&str] = &[
+    "two-node-ha",
+    "ipsec",
+    "usbguard",
+    "kerberos",
+    "kernel-devel",
+    "sandboxed-containers",
+    "sysstat",
+];
+
+/// The API version of every object mco renders or references.
+pub const API_VERSION: &str = "machineconfiguration.openshift.io/v1";
+
+/// A MachineConfig spec field outside Ignition that breaks a rule. Texts are upstream's.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum SpecViolation {
+    #[error("kernelType={0} is invalid")]
+    KernelType(String),
+    #[error("invalid extensions found: [{}]", .0.join(" "))]
+    Extensions(Vec<String>),
+    #[error("installing kernel-devel extension is not supported with kernelType: {0}")]
+    KernelDevel(String),
+}
+
+/// Why a pool could not be rendered. MachineConfig errors name the MC and the field.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum RenderError {
+    /// `spec.config` could not be parsed or translated.
+    #[error("MachineConfig {mc:?}: {field}: {source}")]
+    Parse {
+        mc: String,
+        field: String,
+        source: IgnitionError,
+    },
+    /// `spec.config` parsed but breaks a rule.
+    #[error("MachineConfig {mc:?}: {field}: {violation}")]
+    Config {
+        mc: String,
+        field: String,
+        violation: Violation,
+    },
+    /// A field outside `spec.config` breaks a rule.
+    #[error("MachineConfig {mc:?}: {field}: {violation}")]
+    Spec {
+        mc: String,
+        field: String,
+        violation: SpecViolation,
+    },
+    #[error("MachineConfigPool {pool:?}: {source}")]
+    Selector {
+        pool: String,
+        source: merge::SelectError,
+    },
+    #[error("MachineConfigPool {pool:?}: no MachineConfigs found matching selector {selector}")]
+    NoneSelected { pool: String, selector: String },
+    #[error("MachineConfigPool {pool:?}: encoding the rendered config: {message}")]
+    Encode { pool: String, message: String },
+}
+
+impl RenderError {
+    /// The MachineConfig the error is about, if it is about one.
+    pub fn machine_config(&self) -> Option<&str> {
+        match self {
+            Self::Parse { mc, .. } | Self::Config { mc, .. } | Self::Spec { mc, .. } => Some(mc),
+            _ => None,
+        }
+    }
+}
+
+/// A rendered config and what it was rendered from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// Named `rendered-<pool>-<hash>`; no owner reference (see [`owner_reference`]).
+    pub machine_config: MachineConfig,
+    /// The input MCs in merge order: the pool's `spec.configuration.source`.
+    pub source: Vec<ObjectReference>,
+}
+
+fn mc_name(mc: &MachineConfig) -> String {
+    mc.metadata.name.clone().unwrap_or_default()
+}
+
+/// Validate one MachineConfig and return its Ignition in the internal version.
+pub fn validate_machine_config(mc: &MachineConfig) -> Result<Ignition, RenderError> {
+    let name = mc_name(mc);
+    let spec_err = |field: &str, violation| RenderError::Spec {
+        mc: name.clone(),
+        field: field.into(),
+        violation,
+    };
+    let kt = mc.spec.kernel_type.as_str();
+    if ![
+        "",
+        KERNEL_TYPE_DEFAULT,
+        KERNEL_TYPE_REALTIME,
+        KERNEL_TYPE_64K_PAGES,
+    ]
+    .contains(&kt)
+    {
+        return Err(spec_err(
+            "spec.kernelType",
+            SpecViolation::KernelType(kt.into()),
+        ));
+    }
+    let exts = mc.spec.extensions.as_deref().unwrap_or_default();
+    let bad: Vec<String> = exts
+        .iter()
+        .filter(|e| !SUPPORTED_EXTENSIONS.contains(&e.as_str()))
+        .cloned()
+        .collect();
+    if !bad.is_empty() {
+        return Err(spec_err("spec.extensions", SpecViolation::Extensions(bad)));
+    }
+    if exts.iter().any(|e| e == "kernel-devel") && !matches!(kt, "" | KERNEL_TYPE_DEFAULT) {
+        return Err(spec_err(
+            "spec.extensions",
+            SpecViolation::KernelDevel(kt.into()),
+        ));
+    }
+    let cfg = match &mc.spec.config {
+        None => ignition::empty(),
+        Some(raw) => ignition::parse(raw).map_err(|source| {
+            let field = match source {
+                IgnitionError::InvalidVersion(_) | IgnitionError::UnknownVersion(_) => {
+                    "spec.config.ignition.version"
+                }
+                _ => "spec.config",
+            };
+            RenderError::Parse {
+                mc: name.clone(),
+                field: field.into(),
+                source,
+            }
+        })?,
+    };
+    ignition::validate(&cfg).map_err(|e| RenderError::Config {
+        mc: name.clone(),
+        field: format!("spec.config.{}", e.field),
+        violation: e.violation,
+    })?;
+    Ok(cfg)
+}
+
+/// Render a pool from all MachineConfigs known (the pool's selector picks its own).
+pub fn render_pool(
+    pool: &MachineConfigPool,
+    mcs: &[MachineConfig],
+    cc: &ControllerConfigSpec,
+    controller_version: &str,
+) -> Result<Rendered, RenderError> {
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let selector = pool.spec.machine_config_selector.as_ref();
+    let mut selected = merge::select(selector, mcs).map_err(|source| RenderError::Selector {
+        pool: pool_name.clone(),
+        source,
+    })?;
+    if selected.is_empty() {
+        return Err(RenderError::NoneSelected {
+            pool: pool_name,
+            selector: describe_selector(selector),
+        });
+    }
+    merge::order(&mut selected);
+    render_ordered(&pool_name, &selected, cc, controller_version)
+}
+
+/// Render MCs that are already selected and in merge order.
+pub fn render_ordered(
+    pool_name: &str,
+    ordered: &[&MachineConfig],
+    cc: &ControllerConfigSpec,
+    controller_version: &str,
+) -> Result<Rendered, RenderError> {
+    let mut merger = merge::Merger::default();
+    for mc in ordered {
+        merger.add(validate_machine_config(mc)?);
+    }
+    let merged = merger.finish();
+    let fields = merge::merge_fields(ordered, cc);
+    if fields.kernel_type != KERNEL_TYPE_DEFAULT
+        && let Some(mc) = ordered.iter().find(|mc| {
+            mc.spec
+                .extensions
+                .iter()
+                .flatten()
+                .any(|e| e == "kernel-devel")
+        })
+    {
+        return Err(RenderError::Spec {
+            mc: mc_name(mc),
+            field: "spec.extensions".into(),
+            violation: SpecViolation::KernelDevel(fields.kernel_type),
+        });
+    }
+    let encode = |e: serde_json::Error| RenderError::Encode {
+        pool: pool_name.to_string(),
+        message: e.to_string(),
+    };
+    let spec = MachineConfigSpec {
+        os_image_url: fields.os_image_url,
+        base_os_extensions_container_image: fields.base_os_extensions_container_image,
+        config: Some(canonical_config(&merged).map_err(encode)?),
+        kernel_arguments: Some(fields.kernel_arguments),
+        extensions: Some(fields.extensions),
+        fips: fields.fips,
+        kernel_type: fields.kernel_type,
+    };
+    let name = rendered_name(pool_name, &spec).map_err(encode)?;
+    let mut annots = BTreeMap::new();
+    annots.insert(
+        annotations::GENERATED_BY_CONTROLLER_VERSION.to_string(),
+        controller_version.to_string(),
+    );
+    if fields.os_image_url_overridden {
+        annots.insert(
+            annotations::OS_IMAGE_URL_OVERRIDDEN.to_string(),
+            "true".to_string(),
+        );
+    }
+    let machine_config = MachineConfig {
+        metadata: ObjectMeta {
+            name: Some(name),
+            annotations: Some(annots),
+            ..Default::default()
+        },
+        spec,
+    };
+    let source = ordered.iter().map(|mc| source_reference(mc)).collect();
+    Ok(Rendered {
+        machine_config,
+        source,
+    })
+}
+
+/// `{apiVersion, kind: MachineConfig, name}`, as upstream lists inputs in `spec.configuration.source`.
+pub fn source_reference(mc: &MachineConfig) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(API_VERSION.into()),
+        kind: Some("MachineConfig".into()),
+        name: Some(mc_name(mc)),
+        ..Default::default()
+    }
+}
+
+/// The controller reference a rendered MC carries to its pool, so deleting the pool collects it.
+pub fn owner_reference(pool: &MachineConfigPool) -> OwnerReference {
+    OwnerReference {
+        api_version: API_VERSION.into(),
+        kind: "MachineConfigPool".into(),
+        name: pool.metadata.name.clone().unwrap_or_default(),
+        uid: pool.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The merged Ignition as the canonical JSON object stored in the rendered spec.
+pub fn canonical_config(cfg: &Ignition) -> Result<Value, serde_json::Error> {
+    let mut v = serde_json::to_value(cfg)?;
+    canonicalize(&mut v);
+    Ok(v)
+}
+
+/// Sort object keys and drop `null` members, recursively, so equal content has one encoding.
+pub fn canonicalize(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|_, x| !x.is_null());
+            map.values_mut().for_each(canonicalize);
+            map.sort_keys();
+        }
+        Value::Array(items) => items.iter_mut().for_each(canonicalize),
+        _ => {}
+    }
+}
+
+/// `rendered-<pool>-<32 lowercase hex>`: a digest of the canonical spec alone.
+pub fn rendered_name(pool: &str, spec: &MachineConfigSpec) -> Result<String, serde_json::Error> {
+    let mut v = serde_json::to_value(spec)?;
+    canonicalize(&mut v);
+    let digest = Sha256::digest(serde_json::to_vec(&v)?);
+    Ok(format!(
+        "{}{pool}-{}",
+        mco_api::constants::names::RENDERED_PREFIX,
+        hex::encode(&digest[..16])
+    ))
+}
+
+fn describe_selector(
+    selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+) -> String {
+    let Some(sel) = selector else {
+        return "<none>".into();
+    };
+    serde_json::to_value(sel)
+        .ok()
+        .and_then(|v| mco_apimachinery::selector::LabelSelector::from_k8s(&v).ok().flatten())
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| format!("{sel:?}"))
+}
