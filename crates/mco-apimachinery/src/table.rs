@@ -1,1 +1,1046 @@
-//! table
+//! `meta.k8s.io/v1` Table rendering, as kube-apiserver answers
+//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`.
+//!
+//! kubectl 1.32 has no client-side printers: every pretty `get` (and `get -w`)
+//! prints what the server puts in the Table, so the cells here follow
+//! kube-apiserver's printers. The server always sends every column, wide ones
+//! included (`priority` 1); kubectl hides those unless `-o wide`. Ages are
+//! rendered by the server as `HumanDuration` strings from a `now` the caller
+//! passes in, which keeps this module free of clocks.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::jsonpath::{JsonPath, JsonPathError, print_value};
+
+const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+const CREATION_TIMESTAMP_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+/// `k8s.io/apimachinery/pkg/util/duration.HumanDuration`: about two or three
+/// significant figures (`59s`, `5m30s`, `90m`, `3h2m`, `2d`, `2y`).
+pub fn human_duration(d: SignedDuration) -> String {
+    let seconds = d.as_secs();
+    // Up to two seconds in the future is clock skew, i.e. "now".
+    if seconds < -1 {
+        return "<invalid>".into();
+    } else if seconds < 0 {
+        return "0s".into();
+    } else if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    } else if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = seconds / 3600;
+    if hours < 8 {
+        let m = minutes % 60;
+        if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        }
+    } else if hours < 48 {
+        format!("{hours}h")
+    } else if hours < 24 * 8 {
+        let h = hours % 24;
+        if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        }
+    } else if hours < 24 * 365 * 2 {
+        format!("{}d", hours / 24)
+    } else if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{dy}d", hours / 24 / 365)
+        }
+    } else {
+        format!("{}y", hours / 24 / 365)
+    }
+}
+
+/// The AGE text of a timestamp field: `<unknown>` when absent or empty,
+/// `<invalid>` when unparsable (upstream's `translateTimestampSince` and
+/// `ConvertToHumanReadableDateType`).
+pub fn age(timestamp: Option<&str>, now: Timestamp) -> String {
+    match timestamp {
+        None | Some("") | Some("null") => "<unknown>".into(),
+        Some(text) => match text.parse::<Timestamp>() {
+            Ok(ts) => human_duration(now.duration_since(ts)),
+            Err(_) => "<invalid>".into(),
+        },
+    }
+}
+
+/// Which object each row carries (`?includeObject=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    None,
+    Object,
+    /// A `PartialObjectMetadata`: kube-apiserver's default.
+    #[default]
+    Metadata,
+}
+
+impl IncludeObject {
+    /// Parses the query parameter; absent means [`IncludeObject::Metadata`].
+    pub fn from_query(value: Option<&str>) -> Option<Self> {
+        match value {
+            None | Some("") | Some("Metadata") => Some(IncludeObject::Metadata),
+            Some("Object") => Some(IncludeObject::Object),
+            Some("None") => Some(IncludeObject::None),
+            Some(_) => None,
+        }
+    }
+}
+
+/// A `TableColumnDefinition`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnDefinition {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i32,
+}
+
+impl ColumnDefinition {
+    fn new(name: &str, type_: &str, format: &str, description: &str, priority: i32) -> Self {
+        ColumnDefinition {
+            name: name.into(),
+            type_: type_.into(),
+            format: format.into(),
+            description: description.into(),
+            priority,
+        }
+    }
+
+    fn name_column() -> Self {
+        Self::new("Name", "string", "name", NAME_DESCRIPTION, 0)
+    }
+
+    fn age_column() -> Self {
+        Self::new("Age", "string", "", CREATION_TIMESTAMP_DESCRIPTION, 0)
+    }
+}
+
+/// One entry of a CRD version's `additionalPrinterColumns`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i32,
+    pub json_path: String,
+}
+
+impl PrinterColumn {
+    /// The printer columns of `version` in a CustomResourceDefinition object. A
+    /// version without columns gets the single `Age` column kube-apiserver
+    /// serves by default.
+    pub fn from_crd(crd: &Value, version: &str) -> Vec<PrinterColumn> {
+        let spec = &crd["spec"];
+        let per_version = spec["versions"].as_array().and_then(|vs| {
+            vs.iter()
+                .find(|v| v["name"].as_str() == Some(version))
+                .and_then(|v| v["additionalPrinterColumns"].as_array())
+        });
+        // apiextensions/v1beta1 kept them at the top level.
+        let raw = per_version.or_else(|| spec["additionalPrinterColumns"].as_array());
+        let columns: Vec<PrinterColumn> = raw
+            .map(|cols| cols.iter().filter_map(PrinterColumn::parse).collect())
+            .unwrap_or_default();
+        if columns.is_empty() {
+            vec![PrinterColumn {
+                name: "Age".into(),
+                type_: "date".into(),
+                format: String::new(),
+                description: CREATION_TIMESTAMP_DESCRIPTION.into(),
+                priority: 0,
+                json_path: ".metadata.creationTimestamp".into(),
+            }]
+        } else {
+            columns
+        }
+    }
+
+    /// One column definition (`jsonPath`, or v1beta1's `JSONPath`).
+    pub fn parse(v: &Value) -> Option<PrinterColumn> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let json_path = v
+            .get("jsonPath")
+            .or_else(|| v.get("JSONPath"))
+            .and_then(Value::as_str)?
+            .to_string();
+        Some(PrinterColumn {
+            name: s("name"),
+            type_: s("type"),
+            format: s("format"),
+            description: s("description"),
+            priority: v.get("priority").and_then(Value::as_i64).unwrap_or(0) as i32,
+            json_path,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Printer {
+    Custom(Vec<(JsonPath, String)>),
+    Node,
+    Pod,
+    Namespace,
+    ConfigMap,
+    Secret,
+    ServiceAccount,
+    Lease,
+    PodDisruptionBudget,
+    Default,
+}
+
+/// Builds Tables for one resource type.
+#[derive(Debug, Clone)]
+pub struct TableConvertor {
+    printer: Printer,
+    columns: Vec<ColumnDefinition>,
+}
+
+impl TableConvertor {
+    /// The convertor of a custom resource: `Name`, then its printer columns.
+    pub fn for_crd(columns: &[PrinterColumn]) -> Result<Self, JsonPathError> {
+        let mut defs = vec![ColumnDefinition::name_column()];
+        let mut paths = Vec::with_capacity(columns.len());
+        for col in columns {
+            paths.push((JsonPath::parse(&col.json_path)?, col.type_.clone()));
+            let description = if col.description.is_empty() {
+                format!(
+                    "Custom resource definition column (in JSONPath format): {}",
+                    col.json_path
+                )
+            } else {
+                col.description.clone()
+            };
+            defs.push(ColumnDefinition {
+                name: col.name.clone(),
+                type_: col.type_.clone(),
+                format: col.format.clone(),
+                description,
+                priority: col.priority,
+            });
+        }
+        Ok(TableConvertor {
+            printer: Printer::Custom(paths),
+            columns: defs,
+        })
+    }
+
+    /// The convertor of a built-in resource (`group` is `""` for core). Types
+    /// without a dedicated printer get `Name` and `Age`.
+    pub fn for_builtin(group: &str, resource: &str) -> Self {
+        use ColumnDefinition as C;
+        let name = C::name_column();
+        let age = C::age_column();
+        let (printer, columns) = match (group, resource) {
+            ("", "nodes") => (
+                Printer::Node,
+                vec![
+                    name,
+                    C::new("Status", "string", "", "The status of the node", 0),
+                    C::new("Roles", "string", "", "The roles of the node", 0),
+                    age,
+                    C::new(
+                        "Version",
+                        "string",
+                        "",
+                        "Kubelet Version reported by the node.",
+                        0,
+                    ),
+                    C::new(
+                        "Internal-IP",
+                        "string",
+                        "",
+                        "List of addresses reachable to the node. Queried from cloud provider, if available.",
+                        1,
+                    ),
+                    C::new(
+                        "External-IP",
+                        "string",
+                        "",
+                        "List of addresses reachable to the node. Queried from cloud provider, if available.",
+                        1,
+                    ),
+                    C::new(
+                        "OS-Image",
+                        "string",
+                        "",
+                        "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+                        1,
+                    ),
+                    C::new(
+                        "Kernel-Version",
+                        "string",
+                        "",
+                        "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+                        1,
+                    ),
+                    C::new(
+                        "Container-Runtime",
+                        "string",
+                        "",
+                        "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+                        1,
+                    ),
+                ],
+            ),
+            ("", "pods") => (
+                Printer::Pod,
+                vec![
+                    name,
+                    C::new(
+                        "Ready",
+                        "string",
+                        "",
+                        "The aggregate readiness state of this pod for accepting traffic.",
+                        0,
+                    ),
+                    C::new(
+                        "Status",
+                        "string",
+                        "",
+                        "The aggregate status of the containers in this pod.",
+                        0,
+                    ),
+                    C::new(
+                        "Restarts",
+                        "string",
+                        "",
+                        "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                        0,
+                    ),
+                    age,
+                    C::new(
+                        "IP",
+                        "string",
+                        "",
+                        "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
+                        1,
+                    ),
+                    C::new(
+                        "Node",
+                        "string",
+                        "",
+                        "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName.",
+                        1,
+                    ),
+                    C::new(
+                        "Nominated Node",
+                        "string",
+                        "",
+                        "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods.",
+                        1,
+                    ),
+                    C::new(
+                        "Readiness Gates",
+                        "string",
+                        "",
+                        "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\"",
+                        1,
+                    ),
+                ],
+            ),
+            ("", "namespaces") => (
+                Printer::Namespace,
+                vec![
+                    name,
+                    C::new("Status", "string", "", "The status of the namespace", 0),
+                    age,
+                ],
+            ),
+            ("", "configmaps") => (
+                Printer::ConfigMap,
+                vec![
+                    name,
+                    C::new(
+                        "Data",
+                        "string",
+                        "",
+                        "Data contains the configuration data.",
+                        0,
+                    ),
+                    age,
+                ],
+            ),
+            ("", "secrets") => (
+                Printer::Secret,
+                vec![
+                    name,
+                    C::new(
+                        "Type",
+                        "string",
+                        "",
+                        "Used to facilitate programmatic handling of secret data.",
+                        0,
+                    ),
+                    C::new("Data", "string", "", "Data contains the secret data.", 0),
+                    age,
+                ],
+            ),
+            ("", "serviceaccounts") => (
+                Printer::ServiceAccount,
+                vec![
+                    name,
+                    C::new(
+                        "Secrets",
+                        "string",
+                        "",
+                        "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
+                        0,
+                    ),
+                    age,
+                ],
+            ),
+            ("coordination.k8s.io", "leases") => (
+                Printer::Lease,
+                vec![
+                    name,
+                    C::new(
+                        "Holder",
+                        "string",
+                        "",
+                        "holderIdentity contains the identity of the holder of a current lease.",
+                        0,
+                    ),
+                    age,
+                ],
+            ),
+            ("policy", "poddisruptionbudgets") => (
+                Printer::PodDisruptionBudget,
+                vec![
+                    name,
+                    C::new(
+                        "Min Available",
+                        "string",
+                        "",
+                        "The minimum number of pods that must be available.",
+                        0,
+                    ),
+                    C::new(
+                        "Max Unavailable",
+                        "string",
+                        "",
+                        "The maximum number of pods that may be unavailable.",
+                        0,
+                    ),
+                    C::new(
+                        "Allowed Disruptions",
+                        "integer",
+                        "",
+                        "Calculated number of pods that may be disrupted at this time.",
+                        0,
+                    ),
+                    age,
+                ],
+            ),
+            _ => (Printer::Default, vec![name, age]),
+        };
+        TableConvertor { printer, columns }
+    }
+
+    /// The `columnDefinitions` of every Table this convertor builds.
+    pub fn column_definitions(&self) -> &[ColumnDefinition] {
+        &self.columns
+    }
+
+    /// The cells of one object's row, one per column definition.
+    pub fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
+        let name = Value::String(str_at(obj, "/metadata/name").to_string());
+        let created = age(
+            obj.pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str),
+            now,
+        );
+        match &self.printer {
+            Printer::Custom(paths) => {
+                let mut cells = vec![name];
+                cells.extend(paths.iter().map(|(p, t)| custom_cell(p, t, obj, now)));
+                cells
+            }
+            Printer::Node => node_cells(obj, name, created),
+            Printer::Pod => pod_row(obj, now).0,
+            Printer::Namespace => vec![name, json!(str_at(obj, "/status/phase")), json!(created)],
+            Printer::ConfigMap => {
+                let n = obj_len(obj, "/data") + obj_len(obj, "/binaryData");
+                vec![name, json!(n), json!(created)]
+            }
+            Printer::Secret => {
+                vec![
+                    name,
+                    json!(str_at(obj, "/type")),
+                    json!(obj_len(obj, "/data")),
+                    json!(created),
+                ]
+            }
+            Printer::ServiceAccount => {
+                let n = obj
+                    .pointer("/secrets")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                vec![name, json!(n), json!(created)]
+            }
+            Printer::Lease => vec![
+                name,
+                json!(str_at(obj, "/spec/holderIdentity")),
+                json!(created),
+            ],
+            Printer::PodDisruptionBudget => {
+                let int_or_string = |p: &str| match obj.pointer(p) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Number(n)) => n.to_string(),
+                    _ => "N/A".to_string(),
+                };
+                vec![
+                    name,
+                    json!(int_or_string("/spec/minAvailable")),
+                    json!(int_or_string("/spec/maxUnavailable")),
+                    json!(
+                        obj.pointer("/status/disruptionsAllowed")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    ),
+                    json!(created),
+                ]
+            }
+            Printer::Default => vec![name, json!(created)],
+        }
+    }
+
+    /// One `TableRow`: cells, row conditions where upstream sets them, and the
+    /// object as `include` asks.
+    pub fn row(&self, obj: &Value, now: Timestamp, include: IncludeObject) -> Value {
+        let (cells, conditions) = match self.printer {
+            Printer::Pod => pod_row(obj, now),
+            _ => (self.cells(obj, now), None),
+        };
+        let mut row = Map::new();
+        row.insert("cells".into(), Value::Array(cells));
+        if let Some(c) = conditions {
+            row.insert("conditions".into(), c);
+        }
+        match include {
+            IncludeObject::None => {}
+            IncludeObject::Object => {
+                row.insert("object".into(), obj.clone());
+            }
+            IncludeObject::Metadata => {
+                row.insert("object".into(), partial_object_metadata(obj));
+            }
+        }
+        Value::Object(row)
+    }
+
+    /// The Table for a list (`{"metadata": {...}, "items": [...]}`), passing
+    /// `resourceVersion`, `continue` and `remainingItemCount` through.
+    pub fn list_table(&self, list: &Value, now: Timestamp, include: IncludeObject) -> Value {
+        let rows: Vec<Value> = list["items"]
+            .as_array()
+            .map(|items| items.iter().map(|o| self.row(o, now, include)).collect())
+            .unwrap_or_default();
+        let mut meta = Map::new();
+        for key in ["resourceVersion", "continue", "remainingItemCount"] {
+            match list["metadata"].get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s.is_empty() && key == "continue" => {}
+                Some(v) => {
+                    meta.insert(key.into(), v.clone());
+                }
+            }
+        }
+        self.table(meta, rows, true)
+    }
+
+    /// The Table for a single object (`GET .../name`).
+    pub fn object_table(&self, obj: &Value, now: Timestamp, include: IncludeObject) -> Value {
+        self.single(obj, now, include, true)
+    }
+
+    /// The Table carried by one watch event. kubectl keeps the columns of its
+    /// initial list, so `with_headers` may be false after the first event
+    /// (upstream then sends `columnDefinitions: null`).
+    pub fn watch_event_table(
+        &self,
+        obj: &Value,
+        now: Timestamp,
+        include: IncludeObject,
+        with_headers: bool,
+    ) -> Value {
+        self.single(obj, now, include, with_headers)
+    }
+
+    fn single(&self, obj: &Value, now: Timestamp, include: IncludeObject, headers: bool) -> Value {
+        let mut meta = Map::new();
+        if let Some(rv) = obj.pointer("/metadata/resourceVersion") {
+            meta.insert("resourceVersion".into(), rv.clone());
+        }
+        self.table(meta, vec![self.row(obj, now, include)], headers)
+    }
+
+    fn table(&self, metadata: Map<String, Value>, rows: Vec<Value>, headers: bool) -> Value {
+        let columns = if headers {
+            serde_json::to_value(&self.columns).unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        json!({
+            "kind": "Table",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": metadata,
+            "columnDefinitions": columns,
+            "rows": rows,
+        })
+    }
+}
+
+/// The `PartialObjectMetadata` kube-apiserver puts in rows by default.
+pub fn partial_object_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn obj_len(obj: &Value, pointer: &str) -> usize {
+    obj.pointer(pointer)
+        .and_then(Value::as_object)
+        .map_or(0, Map::len)
+}
+
+/// A custom-resource cell: the first match only, typed by the column type,
+/// `null` when missing or mistyped (apiextensions' `cellForJSONValue`).
+fn custom_cell(path: &JsonPath, type_: &str, obj: &Value, now: Timestamp) -> Value {
+    let Some(value) = path.find_first(obj) else {
+        return Value::Null;
+    };
+    if value.is_null() {
+        return Value::Null;
+    }
+    match type_ {
+        "string" => Value::String(print_value(value)),
+        "integer" => match value {
+            Value::Number(n) => n
+                .as_i64()
+                .or_else(|| n.as_f64().map(|f| f as i64))
+                .map_or(Value::Null, Value::from),
+            _ => Value::Null,
+        },
+        "number" => match value {
+            Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => Value::from(i),
+                // Go encodes an integral float64 without a fraction.
+                (None, Some(f)) if f.fract() == 0.0 && f.abs() < 1e15 => Value::from(f as i64),
+                (None, Some(f)) => Value::from(f),
+                _ => Value::Null,
+            },
+            _ => Value::Null,
+        },
+        "boolean" => match value {
+            Value::Bool(b) => Value::Bool(*b),
+            _ => Value::Null,
+        },
+        "date" => match value {
+            Value::String(s) => Value::String(age(Some(s), now)),
+            _ => Value::Null,
+        },
+        _ => Value::Null,
+    }
+}
+
+fn node_cells(node: &Value, name: Value, created: String) -> Vec<Value> {
+    let mut status: Vec<String> = Vec::new();
+    if let Some(ready) = node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+    {
+        status.push(
+            if ready["status"] == "True" {
+                "Ready"
+            } else {
+                "NotReady"
+            }
+            .into(),
+        );
+    }
+    if status.is_empty() {
+        status.push("Unknown".into());
+    }
+    if node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        status.push("SchedulingDisabled".into());
+    }
+
+    let mut roles: Vec<String> = Vec::new();
+    if let Some(labels) = node.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            let role = if let Some(r) = k.strip_prefix("node-role.kubernetes.io/") {
+                r.to_string()
+            } else if k == "kubernetes.io/role" {
+                v.as_str().unwrap_or("").to_string()
+            } else {
+                continue;
+            };
+            if !role.is_empty() && !roles.contains(&role) {
+                roles.push(role);
+            }
+        }
+    }
+    roles.sort();
+    let roles = if roles.is_empty() {
+        "<none>".to_string()
+    } else {
+        roles.join(",")
+    };
+
+    let address = |kind: &str| {
+        node.pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|x| x["type"] == kind))
+            .and_then(|x| x["address"].as_str())
+            .unwrap_or("<none>")
+            .to_string()
+    };
+    let info = |key: &str| {
+        let v = str_at(node, &format!("/status/nodeInfo/{key}"));
+        if v.is_empty() {
+            "<unknown>".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    vec![
+        name,
+        json!(status.join(",")),
+        json!(roles),
+        json!(created),
+        json!(str_at(node, "/status/nodeInfo/kubeletVersion")),
+        json!(address("InternalIP")),
+        json!(address("ExternalIP")),
+        json!(info("osImage")),
+        json!(info("kernelVersion")),
+        json!(info("containerRuntimeVersion")),
+    ]
+}
+
+fn terminated_at(status: &Value) -> Option<Timestamp> {
+    status
+        .pointer("/lastState/terminated/finishedAt")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<Timestamp>().ok())
+}
+
+fn later(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+fn has_condition(pod: &Value, type_: &str) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == type_ && c["status"] == "True")
+        })
+}
+
+/// kube-apiserver's `printPod`: cells and the row's `Completed` condition.
+fn pod_row(pod: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
+    let spec = &pod["spec"];
+    let status = &pod["status"];
+    let empty = Vec::new();
+    let arr = |v: &Value| v.as_array().unwrap_or(&empty).clone();
+    let containers = arr(&spec["containers"]);
+    let init_specs = arr(&spec["initContainers"]);
+    let init_statuses = arr(&status["initContainerStatuses"]);
+    let statuses = arr(&status["containerStatuses"]);
+
+    let mut restarts: i64 = 0;
+    let mut restartable_restarts: i64 = 0;
+    let mut total = containers.len();
+    let mut ready = 0usize;
+    let mut last_restart: Option<Timestamp> = None;
+    let mut last_restartable_restart: Option<Timestamp> = None;
+
+    let phase = status["phase"].as_str().unwrap_or("");
+    let mut reason = phase.to_string();
+    if let Some(r) = status["reason"].as_str().filter(|r| !r.is_empty()) {
+        reason = r.to_string();
+    }
+    if status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulingGated")
+    }) {
+        reason = "SchedulingGated".into();
+    }
+
+    let conditions = match phase {
+        "Succeeded" => Some(
+            json!([{"type": "Completed", "status": "True", "reason": "Succeeded", "message": "The pod has completed successfully."}]),
+        ),
+        "Failed" => Some(
+            json!([{"type": "Completed", "status": "True", "reason": "Failed", "message": "The pod failed."}]),
+        ),
+        _ => None,
+    };
+
+    let restartable = |name: &str| {
+        init_specs
+            .iter()
+            .any(|c| c["name"] == name && c["restartPolicy"] == "Always")
+    };
+    total += init_specs
+        .iter()
+        .filter(|c| c["restartPolicy"] == "Always")
+        .count();
+
+    let mut initializing = false;
+    for (i, c) in init_statuses.iter().enumerate() {
+        let count = c["restartCount"].as_i64().unwrap_or(0);
+        restarts += count;
+        last_restart = later(last_restart, terminated_at(c));
+        let is_restartable = restartable(c["name"].as_str().unwrap_or(""));
+        if is_restartable {
+            restartable_restarts += count;
+            last_restartable_restart = later(last_restartable_restart, terminated_at(c));
+        }
+        let terminated = c.pointer("/state/terminated");
+        let waiting_reason = c
+            .pointer("/state/waiting/reason")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if terminated.is_some_and(|t| t["exitCode"].as_i64() == Some(0)) {
+            continue;
+        }
+        if is_restartable && c["started"].as_bool() == Some(true) {
+            if c["ready"].as_bool() == Some(true) {
+                ready += 1;
+            }
+            continue;
+        }
+        if let Some(t) = terminated {
+            let r = t["reason"].as_str().unwrap_or("");
+            reason = if !r.is_empty() {
+                format!("Init:{r}")
+            } else if let Some(sig) = t["signal"].as_i64().filter(|s| *s != 0) {
+                format!("Init:Signal:{sig}")
+            } else {
+                format!("Init:ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0))
+            };
+        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
+            reason = format!("Init:{waiting_reason}");
+        } else {
+            reason = format!("Init:{i}/{}", init_specs.len());
+        }
+        initializing = true;
+        break;
+    }
+
+    if !initializing || has_condition(pod, "Initialized") {
+        restarts = restartable_restarts;
+        last_restart = last_restartable_restart;
+        let mut has_running = false;
+        for c in statuses.iter().rev() {
+            restarts += c["restartCount"].as_i64().unwrap_or(0);
+            last_restart = later(last_restart, terminated_at(c));
+            let waiting = c
+                .pointer("/state/waiting/reason")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let terminated = c.pointer("/state/terminated");
+            if !waiting.is_empty() {
+                reason = waiting.to_string();
+            } else if let Some(t) = terminated {
+                let r = t["reason"].as_str().unwrap_or("");
+                reason = if !r.is_empty() {
+                    r.to_string()
+                } else if let Some(sig) = t["signal"].as_i64().filter(|s| *s != 0) {
+                    format!("Signal:{sig}")
+                } else {
+                    format!("ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0))
+                };
+            } else if c["ready"].as_bool() == Some(true) && c.pointer("/state/running").is_some() {
+                has_running = true;
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            reason = if has_condition(pod, "Ready") {
+                "Running"
+            } else {
+                "NotReady"
+            }
+            .into();
+        }
+    }
+
+    let deleting = pod
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null());
+    if deleting && status["reason"] == "NodeLost" {
+        reason = "Unknown".into();
+    } else if deleting && phase != "Succeeded" && phase != "Failed" {
+        reason = "Terminating".into();
+    }
+
+    let restarts_text = match last_restart {
+        Some(ts) if restarts != 0 => {
+            format!(
+                "{restarts} ({} ago)",
+                human_duration(now.duration_since(ts))
+            )
+        }
+        _ => restarts.to_string(),
+    };
+
+    let or_none = |s: &str| {
+        if s.is_empty() {
+            "<none>".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let pod_ip = status["podIPs"]
+        .as_array()
+        .and_then(|ips| ips.first())
+        .and_then(|ip| ip["ip"].as_str())
+        .unwrap_or("");
+    let gates = arr(&spec["readinessGates"]);
+    let readiness_gates = if gates.is_empty() {
+        "<none>".to_string()
+    } else {
+        let conds = arr(&status["conditions"]);
+        let true_count = gates
+            .iter()
+            .filter(|g| {
+                conds
+                    .iter()
+                    .find(|c| c["type"] == g["conditionType"])
+                    .is_some_and(|c| c["status"] == "True")
+            })
+            .count();
+        format!("{true_count}/{}", gates.len())
+    };
+
+    let cells = vec![
+        json!(str_at(pod, "/metadata/name")),
+        json!(format!("{ready}/{total}")),
+        json!(reason),
+        json!(restarts_text),
+        json!(age(
+            pod.pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str),
+            now
+        )),
+        json!(or_none(pod_ip)),
+        json!(or_none(str_at(pod, "/spec/nodeName"))),
+        json!(or_none(str_at(pod, "/status/nominatedNodeName"))),
+        json!(readiness_gates),
+    ];
+    (cells, conditions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_duration_matches_upstream() {
+        let cases: [(i64, &str); 22] = [
+            (-3, "<invalid>"),
+            (-2, "<invalid>"),
+            (-1, "0s"),
+            (0, "0s"),
+            (59, "59s"),
+            (119, "119s"),
+            (120, "2m"),
+            (300, "5m"),
+            (330, "5m30s"),
+            (599, "9m59s"),
+            (600, "10m"),
+            (90 * 60, "90m"),
+            (179 * 60 + 59, "179m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 2 * 60, "3h2m"),
+            (7 * 3600 + 59 * 60, "7h59m"),
+            (8 * 3600, "8h"),
+            (47 * 3600, "47h"),
+            (48 * 3600, "2d"),
+            (2 * 86400 + 5 * 3600, "2d5h"),
+            (8 * 86400, "8d"),
+            (3 * 365 * 86400 + 10 * 86400, "3y10d"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(
+                human_duration(SignedDuration::from_secs(secs)),
+                want,
+                "{secs}s"
+            );
+        }
+        assert_eq!(
+            human_duration(SignedDuration::from_secs(2 * 365 * 86400)),
+            "2y"
+        );
+        assert_eq!(
+            human_duration(SignedDuration::from_secs(9 * 365 * 86400)),
+            "9y"
+        );
+        assert_eq!(
+            human_duration(SignedDuration::from_secs(729 * 86400)),
+            "729d"
+        );
+    }
+
+    #[test]
+    fn age_handles_missing_and_bad_timestamps() {
+        let now: Timestamp = "2026-11-30T10:00:00Z".parse().unwrap();
+        assert_eq!(age(None, now), "<unknown>");
+        assert_eq!(age(Some(""), now), "<unknown>");
+        assert_eq!(age(Some("yesterday"), now), "<invalid>");
+        assert_eq!(age(Some("2026-11-30T09:55:00Z"), now), "5m");
+        assert_eq!(age(Some("2026-11-30T11:55:00+02:00"), now), "5m");
+    }
+
+    #[test]
+    fn include_object_query() {
+        assert_eq!(
+            IncludeObject::from_query(None),
+            Some(IncludeObject::Metadata)
+        );
+        assert_eq!(
+            IncludeObject::from_query(Some("Object")),
+            Some(IncludeObject::Object)
+        );
+        assert_eq!(
+            IncludeObject::from_query(Some("None")),
+            Some(IncludeObject::None)
+        );
+        assert_eq!(IncludeObject::from_query(Some("Everything")), None);
+    }
+}
