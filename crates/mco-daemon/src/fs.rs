@@ -388,6 +388,26 @@ impl HostFs {
             .map_err(|e| HostError::io(format!("writing {path}"), e))
     }
 
+    /// Appends to a file (created 0644 with its parents when missing) in one `write` on an
+    /// `O_APPEND` descriptor, so concurrent writers of whole lines do not interleave them.
+    pub fn append(&self, path: &str, data: &[u8]) -> Result<()> {
+        let rel = relative(path)?;
+        if let Some(parent) = Path::new(path).parent()
+            && parent != Path::new("/")
+        {
+            self.create_dir_all(&parent.to_string_lossy(), DEFAULT_DIR_MODE, None, None)?;
+        }
+        let mut opts = cap_std::fs::OpenOptions::new();
+        opts.append(true).create(true);
+        cap_std::fs::OpenOptionsExt::mode(&mut opts, DEFAULT_FILE_MODE);
+        let mut f = self
+            .dir
+            .open_with(&rel, &opts)
+            .map_err(|e| HostError::io(format!("opening {path}"), e))?;
+        f.write_all(data)
+            .map_err(|e| HostError::io(format!("appending to {path}"), e))
+    }
+
     /// Removes a file or symlink; `false` when it was already absent.
     pub fn remove_file(&self, path: &str) -> Result<bool> {
         self.dir

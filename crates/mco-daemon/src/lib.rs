@@ -5,11 +5,15 @@
 //! systemd-run) and a simulated one that keeps its state inside the node's root directory.
 
 pub mod backup;
+pub mod cmd;
 pub mod error;
 pub mod fs;
 pub mod osrelease;
+pub mod ostree;
 pub mod passwd;
 pub mod paths;
+pub mod systemd;
+pub mod units;
 pub mod users;
 
 pub use error::{HostError, Result};

@@ -1,0 +1,238 @@
+//! Running host tools, optionally inside the host root.
+//!
+//! On a real cluster the daemon runs in a container with the host's root mounted at `/rootfs`
+//! and runs host tools as `chroot /rootfs <tool> ...`, so they act on the host (its D-Bus,
+//! its rpm-ostree daemon, its systemd). With root `/` the tools run directly.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+
+use crate::error::{HostError, Result};
+
+/// What a successful tool run printed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CmdOutput {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs host tools, with an optional chroot prefix and extra environment.
+#[derive(Debug, Clone, Default)]
+pub struct CommandRunner {
+    chroot: Option<PathBuf>,
+    chroot_program: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+}
+
+/// Upstream's rendering of an exit status (`exit status 1`, `signal: killed`).
+fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("signal: {s}"),
+        _ => status.to_string(),
+    }
+}
+
+/// The command line as one string, for logs and errors.
+pub fn command_line(program: &Path, args: &[String]) -> String {
+    let mut s = program.display().to_string();
+    for a in args {
+        s.push(' ');
+        s.push_str(a);
+    }
+    s
+}
+
+impl CommandRunner {
+    /// Runs tools directly on the daemon's own root.
+    pub fn direct() -> CommandRunner {
+        CommandRunner::default()
+    }
+
+    /// Runs tools as `chroot <root> <tool>`; with root `/` this is the same as [`direct`].
+    ///
+    /// [`direct`]: CommandRunner::direct
+    pub fn in_root(root: impl AsRef<Path>) -> CommandRunner {
+        let root = root.as_ref();
+        CommandRunner {
+            chroot: (root != Path::new("/")).then(|| root.to_path_buf()),
+            ..CommandRunner::default()
+        }
+    }
+
+    /// Uses a specific `chroot` binary (tests use a recording fake).
+    pub fn with_chroot_program(mut self, program: impl Into<PathBuf>) -> CommandRunner {
+        self.chroot_program = Some(program.into());
+        self
+    }
+
+    /// Adds an environment variable to every tool run.
+    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The root tools run in, when not `/`.
+    pub fn chroot(&self) -> Option<&Path> {
+        self.chroot.as_deref()
+    }
+
+    fn command(&self, program: &Path, args: &[String]) -> Command {
+        let mut cmd = match &self.chroot {
+            Some(root) => {
+                let mut c = Command::new(
+                    self.chroot_program
+                        .as_deref()
+                        .unwrap_or(Path::new("chroot")),
+                );
+                c.arg(root).arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        cmd.args(args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs the tool; any non-zero exit is an error carrying its stderr.
+    pub fn run(&self, program: &Path, args: &[String]) -> Result<CmdOutput> {
+        let (status, out) = self.run_unchecked(program, args)?;
+        if status.success() {
+            Ok(out)
+        } else {
+            Err(HostError::Command {
+                command: command_line(program, args),
+                stderr: out.stderr.trim().to_string(),
+                status: describe_status(status),
+            })
+        }
+    }
+
+    /// Runs the tool and returns its status, for tools whose exit code is an answer
+    /// (`systemctl is-enabled`).
+    pub fn run_unchecked(
+        &self,
+        program: &Path,
+        args: &[String],
+    ) -> Result<(ExitStatus, CmdOutput)> {
+        tracing::debug!(command = %command_line(program, args), chroot = ?self.chroot, "running");
+        let out = self
+            .command(program, args)
+            .output()
+            .map_err(|e| HostError::Spawn {
+                command: command_line(program, args),
+                source: e,
+            })?;
+        Ok((
+            out.status,
+            CmdOutput {
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Fake host tools: shell scripts that log their argv and answer from files.
+
+    use std::path::{Path, PathBuf};
+
+    /// Writes an executable script named `name` into `dir`. The script appends one line per
+    /// call to `<dir>/<name>.log`: its arguments separated by `\x1f`, so an argument with a
+    /// space stays recognisable as one argument.
+    pub fn fake_tool(dir: &Path, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        let log = dir.join(format!("{name}.log"));
+        let script = format!(
+            "#!/bin/sh\n{{ first=1; for a in \"$@\"; do if [ $first = 1 ]; then first=0; else printf '\\037'; fi; printf '%s' \"$a\"; done; printf '\\n'; }} >> '{}'\n{body}\n",
+            log.display()
+        );
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    /// The recorded calls of a fake tool, each as its argv (without the program).
+    pub fn calls(dir: &Path, name: &str) -> Vec<Vec<String>> {
+        let log = dir.join(format!("{name}.log"));
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                if l.is_empty() {
+                    Vec::new()
+                } else {
+                    l.split('\x1f').map(str::to_string).collect()
+                }
+            })
+            .collect()
+    }
+
+    /// `["a", "b"]` as owned strings.
+    pub fn argv(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
+
+    #[test]
+    fn direct_run_and_failure_shape() {
+        let t = tempfile::tempdir().unwrap();
+        let ok = fake_tool(t.path(), "ok", "echo out; echo err >&2");
+        let out = CommandRunner::direct()
+            .run(&ok, &argv(&["a b", "c"]))
+            .unwrap();
+        assert_eq!(out.stdout, "out\n");
+        assert_eq!(out.stderr, "err\n");
+        assert_eq!(calls(t.path(), "ok"), vec![argv(&["a b", "c"])]);
+
+        let bad = fake_tool(t.path(), "bad", "echo 'error: nope' >&2; exit 3");
+        let err = CommandRunner::direct()
+            .run(&bad, &argv(&["x"]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "error running {} x: error: nope: exit status 3",
+                bad.display()
+            )
+        );
+        let missing = CommandRunner::direct()
+            .run(&t.path().join("missing"), &[])
+            .unwrap_err();
+        assert!(matches!(missing, HostError::Spawn { .. }));
+    }
+
+    #[test]
+    fn chroot_prefix_and_env() {
+        let t = tempfile::tempdir().unwrap();
+        let chroot = fake_tool(t.path(), "chroot", "echo \"$MCO_TEST\"");
+        let runner = CommandRunner::in_root("/rootfs")
+            .with_chroot_program(&chroot)
+            .with_env("MCO_TEST", "v");
+        assert_eq!(runner.chroot(), Some(Path::new("/rootfs")));
+        let out = runner
+            .run(Path::new("rpm-ostree"), &argv(&["status", "--json"]))
+            .unwrap();
+        assert_eq!(out.stdout, "v\n");
+        assert_eq!(
+            calls(t.path(), "chroot"),
+            vec![argv(&["/rootfs", "rpm-ostree", "status", "--json"])]
+        );
+        assert_eq!(CommandRunner::in_root("/").chroot(), None);
+    }
+}
