@@ -22,7 +22,7 @@ use std::fmt;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
-use crate::patch::{ListType, MergeKeys};
+use crate::patch::{ListType, MergeKeys, resolve_list_type};
 
 /// A path in wire spelling: `["f:status", "f:conditions", "k:{\"type\":\"Ready\"}", "f:status"]`.
 type Path = Vec<String>;
@@ -580,7 +580,7 @@ fn walk_set(
         }
         Value::Array(items) if !items.is_empty() => {
             let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            match lt.list_type(&name_refs) {
+            match resolve_list_type(lt, &name_refs) {
                 ListType::Atomic => {
                     out.insert(wire.clone());
                 }
@@ -789,7 +789,7 @@ fn merge_values(
         }
         (Some(Value::Array(l)), Value::Array(c)) => {
             let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            match lt.list_type(&name_refs) {
+            match resolve_list_type(lt, &name_refs) {
                 ListType::Atomic => config.clone(),
                 ListType::Set => {
                     let mut out = l.clone();

@@ -55,6 +55,15 @@ where
     }
 }
 
+/// Looks a list up, treating a map list declared without keys as atomic so
+/// that a bad declaration cannot make merging panic.
+pub(crate) fn resolve_list_type(keys: &dyn MergeKeys, path: &[&str]) -> ListType {
+    match keys.list_type(path) {
+        ListType::Map(k) if k.is_empty() => ListType::Atomic,
+        lt => lt,
+    }
+}
+
 /// A [`MergeKeys`] lookup held as a table from dotted paths to list types.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MergeKeyTable {
@@ -101,11 +110,11 @@ impl MergeKeyTable {
         let mut t = Self::metadata_only();
         match (group, kind) {
             ("", "Node") => {
-                t.insert("spec.taints", ListType::map(["key", "effect"]))
-                    .insert("spec.podCIDRs", ListType::Set)
+                // `spec.taints` stays atomic, as upstream: `kubectl taint`
+                // sends the whole remaining list and relies on replacement.
+                t.insert("spec.podCIDRs", ListType::Set)
                     .insert("status.conditions", ListType::map(["type"]))
-                    .insert("status.addresses", ListType::map(["type"]))
-                    .insert("status.volumesAttached", ListType::map(["name"]));
+                    .insert("status.addresses", ListType::map(["type"]));
             }
             ("", "Pod") => {
                 t.add_pod_spec("spec");
@@ -170,10 +179,6 @@ impl MergeKeyTable {
                 .insert(
                     format!("{p}.{c}.volumeDevices"),
                     ListType::map(["devicePath"]),
-                )
-                .insert(
-                    format!("{p}.{c}.resizePolicy"),
-                    ListType::map(["resourceName"]),
                 );
         }
         self.insert(format!("{p}.volumes"), ListType::map(["name"]))
@@ -479,7 +484,7 @@ fn merge_map(
                 .as_array()
                 .ok_or_else(|| directive_err(path, format!("{k} must be a list")))?;
             path.push(field.to_string());
-            let list_type = keys.list_type(&strs(path));
+            let list_type = resolve_list_type(keys, &strs(path));
             path.pop();
             if let Some(Value::Array(items)) = original.get_mut(field) {
                 reorder(items, order, &list_type);
@@ -499,7 +504,7 @@ fn merge_list(
     path: &mut Vec<String>,
     keys: &dyn MergeKeys,
 ) -> Result<Vec<Value>, PatchError> {
-    let list_type = keys.list_type(&strs(path));
+    let list_type = resolve_list_type(keys, &strs(path));
     if patch.iter().any(is_replace_marker) {
         let rest: Vec<Value> = patch
             .iter()
@@ -772,6 +777,24 @@ mod tests {
     }
 
     #[test]
+    fn kubectl_taint_removal_replaces_the_list() {
+        let mut doc = node();
+        doc["spec"]["taints"] = json!([
+            {"key": "a", "effect": "NoSchedule"},
+            {"key": "b", "effect": "NoExecute"}
+        ]);
+        let out = smp(
+            doc,
+            json!({"spec":{"taints":[{"key":"b","effect":"NoExecute"}]}}),
+            ("", "Node"),
+        );
+        assert_eq!(
+            out["spec"]["taints"],
+            json!([{"key":"b","effect":"NoExecute"}])
+        );
+    }
+
+    #[test]
     fn lists_without_merge_key_replace() {
         let doc = json!({"spec":{"kernelArguments":["a"]},"status":{"images":[{"names":["i"]}]}});
         let out = strategic_merge_patch(
@@ -1028,6 +1051,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, json!({"items":[{"id":1,"v":1,"w":2}]}));
+    }
+
+    #[test]
+    fn keyless_map_declaration_is_atomic() {
+        let keys = |_: &[&str]| ListType::Map(Vec::new());
+        let out = strategic_merge_patch(
+            &json!({"items":[{"id":1}]}),
+            &json!({"items":[{"id":2}]}),
+            &keys,
+        )
+        .unwrap();
+        assert_eq!(out, json!({"items":[{"id":2}]}));
     }
 
     #[test]
