@@ -1,1 +1,237 @@
-//! mco-apiserver
+//! An embedded Kubernetes-compatible API server on SQLite, so that kube-rs clients and
+//! the real kubectl work against a single machine without a cluster.
+//!
+//! Start it with [`Server::start`]; the returned [`ServerHandle`] gives the bound
+//! address, the CA, kubeconfig files and ready `kube::Client`s for named identities.
+
+pub mod auth;
+mod controllers;
+pub mod discovery;
+pub mod error;
+mod machinery;
+pub mod objects;
+pub mod registry;
+mod rest;
+pub mod store;
+pub mod tables;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+pub use auth::Identity;
+pub use error::{ApiError, Error};
+
+/// Largest accepted request body (kube-apiserver's limit for JSON bodies is 3 MiB).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Namespaces that exist from the first start.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Where the server keeps its state and where it listens.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    /// Port 0 picks a free port; the handle reports the real one.
+    pub listen: SocketAddr,
+    /// How many past events a watch can resume across before it gets 410 Gone.
+    pub retained_events: u64,
+}
+
+impl Config {
+    pub fn new(data_dir: impl Into<PathBuf>, listen: SocketAddr) -> Config {
+        Config {
+            data_dir: data_dir.into(),
+            listen,
+            retained_events: store::RETAINED_EVENTS,
+        }
+    }
+}
+
+pub struct Server;
+
+/// A running server.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    data_dir: PathBuf,
+    ca_pem: String,
+    app: Arc<rest::App>,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Creates the data directory on first use, opens the store and starts serving HTTPS.
+    pub async fn start(cfg: Config) -> Result<ServerHandle, Error> {
+        std::fs::create_dir_all(&cfg.data_dir).map_err(|e| Error::io(cfg.data_dir.display(), e))?;
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|e| Error::io(cfg.listen, e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::io(cfg.listen, e))?;
+        let certs = tls::ensure_certs(&cfg.data_dir, &addr)?;
+        let tls_cfg = tls::server_config(&certs)?;
+        let store = store::Store::open(&cfg.data_dir.join("state.db"), cfg.retained_events)?;
+        let app = Arc::new(rest::App {
+            store,
+            registry: registry::Registry::new(),
+            evict_lock: tokio::sync::Mutex::new(()),
+            orphaned: Default::default(),
+            addr,
+        });
+        for ns in INITIAL_NAMESPACES {
+            if app.store.get("/namespaces", "", ns).is_none() {
+                let info = app
+                    .registry
+                    .lookup("", "v1", "namespaces")
+                    .ok_or_else(|| Error::Data("namespaces missing".into()))?;
+                let obj = json!({"metadata": {"name": ns}});
+                if let Err(e) = rest::create(&app, &info, "v1", "", obj, false).await
+                    && e.code != 409
+                {
+                    return Err(Error::Data(e.message));
+                }
+            }
+        }
+        // Serve stored CRDs before accepting the first request.
+        for (gr, v) in app.store.all_objects() {
+            if gr == "apiextensions.k8s.io/customresourcedefinitions" {
+                app.registry.upsert_crd(&v);
+            }
+        }
+        let admin = match app.store.token_of(&Identity::Admin) {
+            Some(t) => t,
+            None => {
+                let t = auth::new_token();
+                app.store.add_token(t.clone(), Identity::Admin).await?;
+                t
+            }
+        };
+        tls::write_private(
+            &cfg.data_dir.join("kubeconfig"),
+            &tls::kubeconfig(&addr, &certs.ca_pem, "admin", &admin),
+        )?;
+        tokio::spawn(controllers::run(app.clone()));
+        let (shutdown, rx) = watch::channel(false);
+        let task = tokio::spawn(serve(listener, TlsAcceptor::from(tls_cfg), app.clone(), rx));
+        tracing::info!(%addr, dir = %cfg.data_dir.display(), "API server listening");
+        Ok(ServerHandle {
+            addr,
+            data_dir: cfg.data_dir,
+            ca_pem: certs.ca_pem,
+            app,
+            shutdown,
+            task,
+        })
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    app: Arc<rest::App>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let router = axum::Router::new().fallback(rest::handle).with_state(app);
+    loop {
+        let (tcp, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            _ = stop.changed() => return,
+        };
+        let acceptor = acceptor.clone();
+        let router = router.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let svc =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    router.clone().oneshot(req.map(axum::body::Body::new))
+                });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+}
+
+impl ServerHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// PEM of the CA that signed the serving certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The admin kubeconfig, `DIR/kubeconfig`.
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.data_dir.join("kubeconfig")
+    }
+
+    /// Creates a durable bearer token for `id`.
+    pub async fn mint_token(&self, id: Identity) -> Result<String, Error> {
+        let t = auth::new_token();
+        self.app.store.add_token(t.clone(), id).await?;
+        Ok(t)
+    }
+
+    /// A kubeconfig document for `token` against this server.
+    pub fn kubeconfig_for_token(&self, user: &str, token: &str) -> String {
+        tls::kubeconfig(&self.addr, &self.ca_pem, user, token)
+    }
+
+    /// Mints a token for `id` and writes a kubeconfig using it to `path`.
+    pub async fn write_kubeconfig(&self, id: Identity, path: &Path) -> Result<(), Error> {
+        let token = self.mint_token(id.clone()).await?;
+        tls::write_private(path, &self.kubeconfig_for_token(&id.user_name(), &token))
+    }
+
+    /// A kube client authenticated as `id` (a fresh token each call).
+    pub async fn client_for(&self, id: Identity) -> Result<kube::Client, Error> {
+        let token = self.mint_token(id.clone()).await?;
+        let doc = self.kubeconfig_for_token(&id.user_name(), &token);
+        let kc = kube::config::Kubeconfig::from_yaml(&doc)
+            .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+        Ok(kube::Client::try_from(cfg)?)
+    }
+
+    /// Stops accepting connections, lets open ones finish briefly, and waits.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+}

@@ -1,0 +1,415 @@
+//! Discovery documents (legacy and aggregated) and OpenAPI v3, generated from the registry.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+use serde_json::{Value, json};
+
+use crate::registry::{Registry, ResourceInfo};
+
+pub const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// Kubernetes version ordering: GA before beta before alpha, higher numbers first.
+pub fn version_rank(v: &str) -> (u8, i64, i64) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (3, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major: i64 = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (0, -major, 0);
+    }
+    for (p, rank) in [("beta", 1u8), ("alpha", 2u8)] {
+        if let Some(n) = tail.strip_prefix(p) {
+            return (rank, -major, -n.parse::<i64>().unwrap_or(0));
+        }
+    }
+    (3, 0, 0)
+}
+
+/// Which discovery format the client asked for, in its order of preference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoveryFormat {
+    Legacy,
+    V2,
+    V2Beta1,
+}
+
+pub fn negotiate(accept: &str) -> DiscoveryFormat {
+    for part in accept.split(',') {
+        let params: Vec<&str> = part.split(';').map(str::trim).collect();
+        let has = |p: &str| params.contains(&p);
+        if has("g=apidiscovery.k8s.io") && has("as=APIGroupDiscoveryList") {
+            if has("v=v2") {
+                return DiscoveryFormat::V2;
+            }
+            if has("v=v2beta1") {
+                return DiscoveryFormat::V2Beta1;
+            }
+        }
+    }
+    DiscoveryFormat::Legacy
+}
+
+pub fn content_type(f: DiscoveryFormat) -> &'static str {
+    match f {
+        DiscoveryFormat::V2 => {
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        }
+        DiscoveryFormat::V2Beta1 => {
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+        }
+        DiscoveryFormat::Legacy => "application/json",
+    }
+}
+
+type GroupVersions = (String, Vec<(String, Vec<ResourceInfo>)>);
+
+/// Group name → versions (preferred first) → resources served in that version.
+fn groups(reg: &Registry) -> Vec<GroupVersions> {
+    let mut map: BTreeMap<String, BTreeMap<String, Vec<ResourceInfo>>> = BTreeMap::new();
+    for r in reg.all() {
+        for v in &r.versions {
+            map.entry(r.group.clone())
+                .or_default()
+                .entry(v.clone())
+                .or_default()
+                .push(r.clone());
+        }
+    }
+    let mut out: Vec<GroupVersions> = map
+        .into_iter()
+        .map(|(g, vs)| {
+            let mut vs: Vec<(String, Vec<ResourceInfo>)> = vs.into_iter().collect();
+            vs.sort_by_key(|(v, _)| version_rank(v));
+            (g, vs)
+        })
+        .collect();
+    // Built-in groups first, in a stable order, then custom groups by name.
+    let order = [
+        "",
+        "apps",
+        "events.k8s.io",
+        "coordination.k8s.io",
+        "policy",
+        "rbac.authorization.k8s.io",
+        "apiextensions.k8s.io",
+    ];
+    out.sort_by_key(|(g, _)| {
+        (
+            order.iter().position(|o| o == g).unwrap_or(order.len()),
+            g.clone(),
+        )
+    });
+    out
+}
+
+pub fn legacy_resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    let mut any = false;
+    for r in reg
+        .all()
+        .into_iter()
+        .filter(|r| r.group == group && r.versions.iter().any(|v| v == version))
+    {
+        any = true;
+        let mut e = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+            "kind": r.kind, "verbs": VERBS});
+        if !r.short_names.is_empty() {
+            e["shortNames"] = json!(r.short_names);
+        }
+        if !r.categories.is_empty() {
+            e["categories"] = json!(r.categories);
+        }
+        resources.push(e);
+        if r.has_status(version) {
+            resources.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "kind": r.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        if r.eviction {
+            resources.push(json!({"name": format!("{}/eviction", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
+        }
+    }
+    any.then(|| {
+        let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+    })
+}
+
+pub fn legacy_api(addr: &str) -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}]})
+}
+
+fn group_entry(g: &str, vs: &[(String, Vec<ResourceInfo>)]) -> Value {
+    let versions: Vec<Value> = vs
+        .iter()
+        .map(|(v, _)| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+        .collect();
+    json!({"name": g, "versions": versions, "preferredVersion": versions[0]})
+}
+
+pub fn legacy_apis(reg: &Registry) -> Value {
+    let groups: Vec<Value> = groups(reg)
+        .iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, vs)| group_entry(g, vs))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+pub fn legacy_group(reg: &Registry, group: &str) -> Option<Value> {
+    groups(reg).iter().find(|(g, _)| g == group).map(|(g, vs)| {
+        let mut e = group_entry(g, vs);
+        e["kind"] = json!("APIGroup");
+        e["apiVersion"] = json!("v1");
+        e
+    })
+}
+
+fn aggregated_resource(r: &ResourceInfo, version: &str) -> Value {
+    let kind = json!({"group": r.group, "version": version, "kind": r.kind});
+    let mut e = json!({"resource": r.plural, "responseKind": kind, "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular, "verbs": VERBS});
+    if !r.short_names.is_empty() {
+        e["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        e["categories"] = json!(r.categories);
+    }
+    let mut subs = Vec::new();
+    if r.has_status(version) {
+        subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+    }
+    if r.eviction {
+        subs.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
+    }
+    if !subs.is_empty() {
+        e["subresources"] = json!(subs);
+    }
+    e
+}
+
+/// `/api` (core only) or `/apis` (every other group) as an APIGroupDiscoveryList.
+pub fn aggregated(reg: &Registry, core: bool, f: DiscoveryFormat) -> Value {
+    let api_version = if f == DiscoveryFormat::V2Beta1 {
+        "apidiscovery.k8s.io/v2beta1"
+    } else {
+        "apidiscovery.k8s.io/v2"
+    };
+    let items: Vec<Value> = groups(reg)
+        .iter()
+        .filter(|(g, _)| g.is_empty() == core)
+        .map(|(g, vs)| {
+            let versions: Vec<Value> = vs
+                .iter()
+                .map(|(v, rs)| {
+                    json!({"version": v, "freshness": "Current",
+                    "resources": rs.iter().map(|r| aggregated_resource(r, v)).collect::<Vec<_>>()})
+                })
+                .collect();
+            let metadata = if g.is_empty() {
+                json!({"creationTimestamp": null})
+            } else {
+                json!({"name": g, "creationTimestamp": null})
+            };
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": api_version, "metadata": {}, "items": items})
+}
+
+pub fn version_info() -> Value {
+    json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0", "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0", "compiler": "gc",
+        "platform": "linux/amd64"})
+}
+
+fn gv_key(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+fn param(name: &str) -> Value {
+    json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}})
+}
+
+/// The OpenAPI v3 document of one group-version: PATCH operations carrying the
+/// `fieldValidation` parameter (what kubectl checks), and CRD schemas.
+pub fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+    let rs: Vec<ResourceInfo> = reg
+        .all()
+        .into_iter()
+        .filter(|r| r.group == group && r.versions.iter().any(|v| v == version))
+        .collect();
+    if rs.is_empty() {
+        return None;
+    }
+    let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    for r in &rs {
+        let gvk = json!({"group": group, "version": version, "kind": r.kind});
+        let base = if r.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
+        } else {
+            format!("{prefix}/{}", r.plural)
+        };
+        let mut content = serde_json::Map::new();
+        for ct in [
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+        ] {
+            content.insert(ct.into(), json!({"schema": {"type": "object"}}));
+        }
+        let op = |action: &str, id: &str| {
+            json!({"operationId": format!("{id}{}", r.kind), "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [param("dryRun"), param("fieldManager"), param("fieldValidation")],
+                "responses": {}})
+        };
+        let mut patch = op("patch", "patch");
+        patch["parameters"] = json!([
+            param("dryRun"),
+            param("fieldManager"),
+            param("force"),
+            param("fieldValidation")
+        ]);
+        patch["requestBody"] = json!({"content": content});
+        paths.insert(
+            format!("{base}/{{name}}"),
+            json!({"get": op("get", "read"), "put": op("put", "replace"),
+            "patch": patch, "delete": op("delete", "delete")}),
+        );
+        paths.insert(
+            base,
+            json!({"get": op("list", "list"), "post": op("post", "create")}),
+        );
+        if let Some(schema) = r.crd_version(version).and_then(|v| v.schema.clone()) {
+            let mut s = schema;
+            s["x-kubernetes-group-version-kind"] = json!([gvk]);
+            let key = format!(
+                "{}.{}.{}",
+                group.split('.').rev().collect::<Vec<_>>().join("."),
+                version,
+                r.kind
+            );
+            schemas.insert(key, s);
+        }
+    }
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": paths, "components": {"schemas": schemas}}),
+    )
+}
+
+pub fn doc_hash(doc: &Value) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    doc.to_string().hash(&mut h);
+    format!("{:016X}", h.finish())
+}
+
+pub fn openapi_root(reg: &Registry) -> Value {
+    let mut paths = serde_json::Map::new();
+    for (g, vs) in groups(reg) {
+        for (v, _) in vs {
+            if let Some(doc) = openapi_gv(reg, &g, &v) {
+                let key = gv_key(&g, &v);
+                paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc_hash(&doc))}));
+            }
+        }
+    }
+    json!({"paths": paths})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation_respects_client_preference() {
+        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(negotiate(v2), DiscoveryFormat::V2);
+        let b1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(negotiate(b1), DiscoveryFormat::V2Beta1);
+        assert_eq!(negotiate("application/json, */*"), DiscoveryFormat::Legacy);
+    }
+
+    #[test]
+    fn version_ranking_prefers_ga() {
+        let mut vs = vec!["v1alpha1", "v1beta1", "v1", "v2"];
+        vs.sort_by_key(|v| version_rank(v));
+        assert_eq!(vs, ["v2", "v1", "v1beta1", "v1alpha1"]);
+    }
+
+    #[test]
+    fn core_lists_eviction_and_status() {
+        let r = Registry::new();
+        let l = legacy_resource_list(&r, "", "v1").unwrap();
+        let names: Vec<&str> = l["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            names.contains(&"pods/eviction")
+                && names.contains(&"nodes/status")
+                && names.contains(&"configmaps")
+        );
+        let agg = aggregated(&r, false, DiscoveryFormat::V2Beta1);
+        assert_eq!(agg["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+        assert!(
+            agg["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["metadata"]["name"] == "policy")
+        );
+    }
+
+    #[test]
+    fn openapi_patch_has_field_validation() {
+        let r = Registry::new();
+        let d = openapi_gv(&r, "", "v1").unwrap();
+        let p = &d["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
+        assert!(
+            p["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["name"] == "fieldValidation")
+        );
+        assert_eq!(p["x-kubernetes-group-version-kind"]["kind"], "ConfigMap");
+        assert!(
+            p["requestBody"]["content"]
+                .get("application/strategic-merge-patch+json")
+                .is_none()
+        );
+        assert!(
+            openapi_root(&r)["paths"]["apis/apps/v1"]["serverRelativeURL"]
+                .as_str()
+                .unwrap()
+                .starts_with("/openapi/v3/apis/apps/v1?hash=")
+        );
+    }
+}

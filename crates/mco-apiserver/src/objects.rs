@@ -1,0 +1,406 @@
+//! Object semantics shared by every write: metadata defaults, name rules, generation,
+//! status separation and no-op detection.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, Cause};
+use crate::machinery;
+use crate::registry::ResourceInfo;
+
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+pub fn meta(v: &Value) -> &Value {
+    v.get("metadata").unwrap_or(&Value::Null)
+}
+
+pub fn meta_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    meta(v).get(key).and_then(Value::as_str)
+}
+
+pub fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.get("metadata").is_some_and(Value::is_object) {
+        v["metadata"] = json!({});
+    }
+    v["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// Upstream's name validation: DNS-1123 labels for namespaces, subdomains otherwise.
+pub fn validate_name(info: &ResourceInfo, name: &str) -> Option<Cause> {
+    let label = info.group.is_empty() && info.plural == "namespaces";
+    if label && !is_dns_label(name) {
+        return Some(Cause::new(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!(
+                "Invalid value: \"{name}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ),
+        ));
+    }
+    if !label && !is_dns_subdomain(name) {
+        return Some(Cause::new(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!(
+                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ),
+        ));
+    }
+    None
+}
+
+/// The random suffix of `generateName`, from upstream's alphabet.
+pub fn name_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Everything except metadata (and status, when it is a subresource) counts as spec.
+fn spec_part(v: &Value, has_status: bool) -> Map<String, Value> {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| {
+                    let k = k.as_str();
+                    k != "metadata"
+                        && k != "apiVersion"
+                        && k != "kind"
+                        && !(has_status && k == "status")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Equality that ignores what every write rewrites anyway.
+pub fn same_object(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+            m.remove("managedFields");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// Admits a custom resource through its version's schema.
+pub fn admit_custom(
+    info: &ResourceInfo,
+    version: &str,
+    obj: &mut Value,
+    name: &str,
+) -> Result<(), ApiError> {
+    if let Some(schema) = info.crd_version(version).and_then(|v| v.schema.as_ref()) {
+        let causes = machinery::schema_admit(schema, obj);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&info.rref(), name, causes));
+        }
+    }
+    Ok(())
+}
+
+/// Minimal checks of a CRD object, so that a broken one cannot be registered.
+pub fn validate_crd(obj: &Value, name: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let group = obj
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let plural = obj
+        .pointer("/spec/names/plural")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if group.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.group",
+            "Required value",
+        ));
+    }
+    if plural.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.plural",
+            "Required value",
+        ));
+    }
+    if obj
+        .pointer("/spec/names/kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.kind",
+            "Required value",
+        ));
+    }
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    let versions = obj.pointer("/spec/versions").and_then(Value::as_array);
+    match versions {
+        None => causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.versions",
+            "Required value",
+        )),
+        Some(vs) => {
+            let storage = vs
+                .iter()
+                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                .count();
+            if storage != 1 {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    "spec.versions",
+                    format!("Invalid value: {}: must have exactly one version marked as storage version", json!(vs.iter().map(|v| v["name"].clone()).collect::<Vec<_>>())),
+                ));
+            }
+        }
+    }
+    causes
+}
+
+/// Fills in what the server owns on create.
+pub fn prepare_create(info: &ResourceInfo, version: &str, obj: &mut Value) {
+    let has_status = info.has_status(version);
+    let m = meta_mut(obj);
+    m.insert(
+        "uid".into(),
+        Value::String(uuid::Uuid::new_v4().to_string()),
+    );
+    m.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+    m.insert("generation".into(), json!(1));
+    for k in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
+        m.remove(k);
+    }
+    if info.is_custom()
+        && has_status
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
+    }
+    if info.group.is_empty() && info.plural == "namespaces" {
+        obj["status"] = json!({"phase": "Active"});
+        if obj.pointer("/spec/finalizers").is_none() {
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+        }
+    }
+    if info.group.is_empty() && info.plural == "pods" && obj.pointer("/status/phase").is_none() {
+        if !obj.get("status").is_some_and(Value::is_object) {
+            obj["status"] = json!({});
+        }
+        obj["status"]["phase"] = json!("Pending");
+    }
+}
+
+/// Which part of the object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Main,
+    Status,
+}
+
+/// Turns a proposed new object into what is stored, given the current one: keeps
+/// server-owned metadata, separates status, bumps generation, and reports no-ops.
+/// `None` means nothing changes.
+pub fn finish_update(
+    info: &ResourceInfo,
+    version: &str,
+    cur: &Value,
+    mut new: Value,
+    part: Part,
+) -> Result<Option<Value>, ApiError> {
+    let has_status = info.has_status(version);
+    let name = meta_str(cur, "name").unwrap_or("").to_string();
+    if !new.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be an object",
+        ));
+    }
+    match part {
+        Part::Status => {
+            let status = new.get("status").cloned();
+            let managed = meta(&new).get("managedFields").cloned();
+            let mut fresh = cur.clone();
+            match status {
+                Some(s) => fresh["status"] = s,
+                None => {
+                    if let Some(o) = fresh.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+            if let Some(mf) = managed {
+                meta_mut(&mut fresh).insert("managedFields".into(), mf);
+            }
+            new = fresh;
+        }
+        Part::Main if has_status => match cur.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        },
+        Part::Main => {}
+    }
+    if let Some(av) = cur.get("apiVersion") {
+        new["apiVersion"] = av.clone();
+    }
+    if let Some(k) = cur.get("kind") {
+        new["kind"] = k.clone();
+    }
+    let cm = meta(cur).clone();
+    let nm = meta_mut(&mut new);
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "name",
+        "namespace",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match cm.get(k) {
+            Some(v) => {
+                nm.insert(k.into(), v.clone());
+            }
+            None => {
+                nm.remove(k);
+            }
+        }
+    }
+    nm.remove("resourceVersion");
+    if part == Part::Main && info.is_custom() {
+        admit_custom(info, version, &mut new, &name)?;
+    }
+    if spec_part(cur, has_status) != spec_part(&new, has_status) {
+        let g = meta(cur)
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+    }
+    if same_object(cur, &new) {
+        return Ok(None);
+    }
+    Ok(Some(new))
+}
+
+/// An object whose deletion was requested and whose last finalizer is gone is removed.
+pub fn should_remove(v: &Value) -> bool {
+    meta(v)
+        .get("deletionTimestamp")
+        .is_some_and(|d| !d.is_null())
+        && meta(v)
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(|f| f.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    #[test]
+    fn names_follow_dns_rules() {
+        let r = Registry::new();
+        let cm = r.lookup("", "v1", "configmaps").unwrap();
+        let ns = r.lookup("", "v1", "namespaces").unwrap();
+        assert!(validate_name(&cm, "a.b-c").is_none());
+        assert!(
+            validate_name(&cm, "Bad_Name")
+                .unwrap()
+                .message
+                .contains("RFC 1123 subdomain")
+        );
+        assert!(
+            validate_name(&ns, "a.b")
+                .unwrap()
+                .message
+                .contains("RFC 1123 label")
+        );
+    }
+
+    #[test]
+    fn generation_moves_only_on_spec_with_status_subresource() {
+        let r = Registry::new();
+        let node = r.lookup("", "v1", "nodes").unwrap();
+        let cur = json!({"metadata": {"name": "n", "generation": 1, "uid": "u", "resourceVersion": "5"}, "spec": {}, "status": {"a": 1}});
+        // status change through the main endpoint is ignored: a no-op
+        let same = finish_update(
+            &node,
+            "v1",
+            &cur,
+            json!({"metadata": {"name": "n"}, "spec": {}, "status": {"a": 2}}),
+            Part::Main,
+        )
+        .unwrap();
+        assert!(same.is_none());
+        let st = finish_update(
+            &node,
+            "v1",
+            &cur,
+            json!({"metadata": {"name": "n"}, "status": {"a": 2}}),
+            Part::Status,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(st["status"]["a"], 2);
+        assert_eq!(st["metadata"]["generation"], 1);
+        let sp = finish_update(&node, "v1", &cur, json!({"metadata": {"name": "n", "labels": {"x": "y"}}, "spec": {"unschedulable": true}}), Part::Main).unwrap().unwrap();
+        assert_eq!(sp["metadata"]["generation"], 2);
+        assert_eq!(sp["status"]["a"], 1);
+        assert_eq!(sp["metadata"]["uid"], "u");
+    }
+
+    #[test]
+    fn removal_waits_for_finalizers() {
+        assert!(!should_remove(
+            &json!({"metadata": {"deletionTimestamp": "x", "finalizers": ["a"]}})
+        ));
+        assert!(should_remove(
+            &json!({"metadata": {"deletionTimestamp": "x", "finalizers": []}})
+        ));
+        assert!(!should_remove(&json!({"metadata": {}})));
+    }
+}

@@ -1,0 +1,438 @@
+//! Which resources are served: the built-in kinds plus whatever CRDs are stored.
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+use serde_json::Value;
+
+use crate::error::ResRef;
+
+/// One served version of a custom resource.
+#[derive(Debug, Clone, Default)]
+pub struct CrdVersion {
+    pub name: String,
+    pub storage: bool,
+    pub schema: Option<Value>,
+    pub printer_columns: Vec<Value>,
+    pub selectable_fields: Vec<String>,
+    pub status: bool,
+}
+
+/// A served resource, keyed by (group, plural); all versions share storage.
+#[derive(Debug, Clone, Default)]
+pub struct ResourceInfo {
+    pub group: String,
+    /// Served versions, the preferred (storage) one first.
+    pub versions: Vec<String>,
+    pub kind: String,
+    pub list_kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub namespaced: bool,
+    pub status: bool,
+    pub eviction: bool,
+    /// Set for custom resources: per-version schema and printer columns.
+    pub crd: Option<Vec<CrdVersion>>,
+}
+
+impl ResourceInfo {
+    /// The storage key: `group/plural` (`/configmaps` for core).
+    pub fn gr(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+    pub fn rref(&self) -> ResRef<'_> {
+        ResRef {
+            group: &self.group,
+            plural: &self.plural,
+            kind: &self.kind,
+        }
+    }
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{}", self.group, version)
+        }
+    }
+    pub fn is_custom(&self) -> bool {
+        self.crd.is_some()
+    }
+    pub fn crd_version(&self, version: &str) -> Option<&CrdVersion> {
+        self.crd.as_ref()?.iter().find(|v| v.name == version)
+    }
+    /// Status-subresource flag for one version (CRDs may differ per version).
+    pub fn has_status(&self, version: &str) -> bool {
+        match self.crd_version(version) {
+            Some(v) => v.status,
+            None => self.status,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn builtin(
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    short: &[&str],
+    categories: &[&str],
+    namespaced: bool,
+    status: bool,
+) -> ResourceInfo {
+    ResourceInfo {
+        group: group.into(),
+        versions: vec![version.into()],
+        kind: kind.into(),
+        list_kind: format!("{kind}List"),
+        plural: plural.into(),
+        singular: kind.to_lowercase(),
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+        categories: categories.iter().map(|s| s.to_string()).collect(),
+        namespaced,
+        status,
+        eviction: false,
+        crd: None,
+    }
+}
+
+fn builtins() -> Vec<ResourceInfo> {
+    let mut pods = builtin("", "v1", "Pod", "pods", &["po"], &["all"], true, true);
+    pods.eviction = true;
+    vec![
+        builtin(
+            "",
+            "v1",
+            "Namespace",
+            "namespaces",
+            &["ns"],
+            &[],
+            false,
+            true,
+        ),
+        builtin("", "v1", "Node", "nodes", &["no"], &[], false, true),
+        pods,
+        builtin("", "v1", "Event", "events", &["ev"], &[], true, false),
+        builtin(
+            "",
+            "v1",
+            "ConfigMap",
+            "configmaps",
+            &["cm"],
+            &[],
+            true,
+            false,
+        ),
+        builtin("", "v1", "Secret", "secrets", &[], &[], true, false),
+        builtin(
+            "",
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            &["sa"],
+            &[],
+            true,
+            false,
+        ),
+        builtin(
+            "events.k8s.io",
+            "v1",
+            "Event",
+            "events",
+            &["ev"],
+            &[],
+            true,
+            false,
+        ),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            &[],
+            &[],
+            true,
+            false,
+        ),
+        builtin(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            &["pdb"],
+            &[],
+            true,
+            true,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "DaemonSet",
+            "daemonsets",
+            &["ds"],
+            &["all"],
+            true,
+            true,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            &["deploy"],
+            &["all"],
+            true,
+            true,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            &["rs"],
+            &["all"],
+            true,
+            true,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "Role",
+            "roles",
+            &[],
+            &[],
+            true,
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            &[],
+            &[],
+            true,
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            &[],
+            &[],
+            false,
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            &[],
+            &[],
+            false,
+            false,
+        ),
+        builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            &["crd", "crds"],
+            &["api-extensions"],
+            false,
+            true,
+        ),
+    ]
+}
+
+/// The live set of served resources.
+#[derive(Debug)]
+pub struct Registry {
+    inner: RwLock<BTreeMap<(String, String), ResourceInfo>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        let map = builtins()
+            .into_iter()
+            .map(|r| ((r.group.clone(), r.plural.clone()), r))
+            .collect();
+        Registry {
+            inner: RwLock::new(map),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<(String, String), ResourceInfo>> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolves a URL's group, version and plural to a served resource.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<ResourceInfo> {
+        let map = self.read();
+        let r = map.get(&(group.to_string(), plural.to_string()))?;
+        r.versions.iter().any(|v| v == version).then(|| r.clone())
+    }
+
+    pub fn by_gr(&self, group: &str, plural: &str) -> Option<ResourceInfo> {
+        self.read()
+            .get(&(group.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    pub fn all(&self) -> Vec<ResourceInfo> {
+        self.read().values().cloned().collect()
+    }
+
+    /// Registers (or refreshes) a CRD from its stored JSON; returns the resource it serves.
+    pub fn upsert_crd(&self, crd: &Value) -> Option<ResourceInfo> {
+        let info = crd_to_info(crd)?;
+        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let key = (info.group.clone(), info.plural.clone());
+        if let Some(existing) = map.get(&key)
+            && existing.crd.is_none()
+        {
+            return None;
+        }
+        map.insert(key, info.clone());
+        Some(info)
+    }
+
+    pub fn remove_crd(&self, crd: &Value) -> Option<ResourceInfo> {
+        let group = crd.pointer("/spec/group")?.as_str()?;
+        let plural = crd.pointer("/spec/names/plural")?.as_str()?;
+        let mut map = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let key = (group.to_string(), plural.to_string());
+        if map.get(&key).is_some_and(|r| r.crd.is_some()) {
+            map.remove(&key)
+        } else {
+            None
+        }
+    }
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Builds the resource description of a CRD's `spec`.
+pub fn crd_to_info(crd: &Value) -> Option<ResourceInfo> {
+    let spec = crd.get("spec")?;
+    let names = spec.get("names")?;
+    let group = spec.get("group")?.as_str()?.to_string();
+    let plural = names.get("plural")?.as_str()?.to_string();
+    let kind = names.get("kind")?.as_str()?.to_string();
+    let mut versions: Vec<CrdVersion> = Vec::new();
+    for v in spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if v.get("served").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        let Some(name) = v.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        versions.push(CrdVersion {
+            name: name.to_string(),
+            storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
+            schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+            printer_columns: v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            selectable_fields: v
+                .get("selectableFields")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|f| f.get("jsonPath").and_then(Value::as_str))
+                        .map(|p| p.trim_start_matches('.').to_string())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            status: v.pointer("/subresources/status").is_some(),
+        });
+    }
+    if versions.is_empty() {
+        return None;
+    }
+    // Preferred version first: upstream sorts by Kube version priority; the storage
+    // version is a close, simple approximation (documented in docs/apiserver.md).
+    versions.sort_by_key(|v| !v.storage);
+    let namespaced = spec.get("scope").and_then(Value::as_str) != Some("Cluster");
+    let list_kind = names
+        .get("listKind")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| format!("{kind}List"));
+    let singular = names
+        .get("singular")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| kind.to_lowercase());
+    let status = versions.iter().any(|v| v.status);
+    Some(ResourceInfo {
+        group,
+        versions: versions.iter().map(|v| v.name.clone()).collect(),
+        kind,
+        list_kind,
+        plural,
+        singular,
+        short_names: strings(names.get("shortNames")),
+        categories: strings(names.get("categories")),
+        namespaced,
+        status,
+        eviction: false,
+        crd: Some(versions),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn crd_registration_prefers_storage_version() {
+        let r = Registry::new();
+        let crd = json!({"spec": {"group": "x.io", "scope": "Cluster",
+            "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": false},
+                         {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}}]}});
+        let info = r.upsert_crd(&crd).expect("registered");
+        assert_eq!(info.versions, vec!["v1", "v1alpha1"]);
+        assert!(!info.namespaced);
+        assert!(info.has_status("v1") && !info.has_status("v1alpha1"));
+        assert!(r.lookup("x.io", "v1alpha1", "widgets").is_some());
+        assert!(r.remove_crd(&crd).is_some());
+        assert!(r.lookup("x.io", "v1", "widgets").is_none());
+    }
+
+    #[test]
+    fn crd_cannot_shadow_builtin() {
+        let r = Registry::new();
+        let crd = json!({"spec": {"group": "", "names": {"plural": "pods", "kind": "Pod"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        assert!(r.upsert_crd(&crd).is_none());
+        assert!(r.lookup("", "v1", "pods").unwrap().crd.is_none());
+    }
+}

@@ -1,0 +1,1240 @@
+//! The HTTP surface: routing, authentication, and the verbs on resources.
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use futures::StreamExt;
+use http::{HeaderMap, Method, StatusCode, header};
+use mco_apimachinery::selector::{FieldSelector, LabelSelector, builtin_selectable_fields};
+use serde_json::{Value, json};
+
+use crate::auth::{Identity, mcn_guard};
+use crate::discovery::{self, DiscoveryFormat};
+use crate::error::{ApiError, Cause};
+use crate::machinery;
+use crate::objects::{self, Part, meta, meta_mut, meta_str};
+use crate::registry::{Registry, ResourceInfo};
+use crate::store::{Action, Event, EventType, Outcome, Store};
+use crate::tables::{self, Include};
+
+/// Everything a request handler needs.
+pub struct App {
+    pub store: Arc<Store>,
+    pub registry: Registry,
+    /// Evictions check budgets and delete in one step; serialising them keeps two
+    /// concurrent evictions from spending the same disruption.
+    pub evict_lock: tokio::sync::Mutex<()>,
+    /// UIDs deleted with `propagationPolicy=Orphan`: their dependents are kept.
+    pub orphaned: Mutex<HashSet<String>>,
+    pub addr: SocketAddr,
+}
+
+/// A resolved resource URL.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub info: ResourceInfo,
+    pub version: String,
+    pub ns: Option<String>,
+    pub name: Option<String>,
+    pub sub: Option<String>,
+}
+
+impl Target {
+    fn ns_str(&self) -> &str {
+        self.ns.as_deref().unwrap_or("")
+    }
+}
+
+pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    match route(&app, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn json_response(code: u16, v: &Value) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(v).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+fn wants_table(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
+}
+
+fn parse_query(uri: &http::Uri) -> HashMap<String, String> {
+    axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .map(|q| q.0.into_iter().collect())
+        .unwrap_or_default()
+}
+
+fn authenticate(app: &App, headers: &HeaderMap) -> Result<Option<Identity>, ApiError> {
+    let Some(h) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let token = h
+        .to_str()
+        .ok()
+        .and_then(|s| s.strip_prefix("Bearer "))
+        .map(str::trim);
+    match token.and_then(|t| app.store.identity_for(t)) {
+        Some(id) => Ok(Some(id)),
+        None => Err(ApiError::unauthorized()),
+    }
+}
+
+async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let headers = req.headers().clone();
+    let query = parse_query(&uri);
+    let segs: Vec<String> = uri
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    let segs_ref: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let public = matches!(
+        segs_ref.first(),
+        Some(&"version" | &"healthz" | &"livez" | &"readyz")
+    );
+    let identity = authenticate(app, &headers)?;
+    let identity = match (identity, public) {
+        (Some(id), _) => id,
+        (None, true) => Identity::Admin,
+        (None, false) => return Err(ApiError::unauthorized()),
+    };
+    let body = if matches!(
+        method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    ) {
+        axum::body::to_bytes(req.into_body(), crate::MAX_BODY)
+            .await
+            .map_err(|_| ApiError::too_large())?
+    } else {
+        Bytes::new()
+    };
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let get_only = |r: Response| {
+        if method == Method::GET {
+            Ok(r)
+        } else {
+            Err(ApiError::method_not_allowed())
+        }
+    };
+    match segs_ref.as_slice() {
+        ["version"] => get_only(json_response(200, &discovery::version_info())),
+        ["healthz" | "livez" | "readyz", ..] => get_only((StatusCode::OK, "ok").into_response()),
+        ["api"] => {
+            let f = discovery::negotiate(&accept);
+            let body = match f {
+                DiscoveryFormat::Legacy => discovery::legacy_api(&app.addr.to_string()),
+                _ => discovery::aggregated(&app.registry, true, f),
+            };
+            get_only(typed_response(&body, discovery::content_type(f)))
+        }
+        ["apis"] => {
+            let f = discovery::negotiate(&accept);
+            let body = match f {
+                DiscoveryFormat::Legacy => discovery::legacy_apis(&app.registry),
+                _ => discovery::aggregated(&app.registry, false, f),
+            };
+            get_only(typed_response(&body, discovery::content_type(f)))
+        }
+        ["api", v] => discovery::legacy_resource_list(&app.registry, "", v)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(ApiError::not_found_path),
+        ["apis", g] => discovery::legacy_group(&app.registry, g)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(ApiError::not_found_path),
+        ["apis", g, v] => discovery::legacy_resource_list(&app.registry, g, v)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(ApiError::not_found_path),
+        ["openapi", "v3"] => get_only(json_response(200, &discovery::openapi_root(&app.registry))),
+        ["openapi", "v3", "api", v] => openapi_doc(app, "", v, &query),
+        ["openapi", "v3", "apis", g, v] => openapi_doc(app, g, v, &query),
+        ["api", v, rest @ ..] => {
+            let t = resolve(app, "", v, rest)?;
+            resource(app, &method, t, &identity, &query, &headers, body).await
+        }
+        ["apis", g, v, rest @ ..] => {
+            let t = resolve(app, g, v, rest)?;
+            resource(app, &method, t, &identity, &query, &headers, body).await
+        }
+        _ => Err(ApiError::not_found_path()),
+    }
+}
+
+fn typed_response(v: &Value, ct: &str) -> Response {
+    let mut r = json_response(200, v);
+    if let Ok(h) = ct.parse() {
+        r.headers_mut().insert(header::CONTENT_TYPE, h);
+        r.headers_mut()
+            .insert(header::VARY, http::HeaderValue::from_static("Accept"));
+    }
+    r
+}
+
+fn openapi_doc(
+    app: &App,
+    g: &str,
+    v: &str,
+    q: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let doc = discovery::openapi_gv(&app.registry, g, v).ok_or_else(ApiError::not_found_path)?;
+    let mut r = json_response(200, &doc);
+    if q.get("hash")
+        .is_some_and(|h| *h == discovery::doc_hash(&doc))
+    {
+        r.headers_mut().insert(
+            header::CACHE_CONTROL,
+            http::HeaderValue::from_static("public, immutable"),
+        );
+    }
+    Ok(r)
+}
+
+fn resolve(app: &App, group: &str, version: &str, rest: &[&str]) -> Result<Target, ApiError> {
+    let namespaced_path = rest.len() >= 3
+        && rest[0] == "namespaces"
+        && !(rest.len() == 3 && matches!(rest[2], "status" | "finalize"));
+    let (ns, rest) = if namespaced_path {
+        (Some(rest[1].to_string()), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(n.to_string()), None),
+        [p, n, s] => (*p, Some(n.to_string()), Some(s.to_string())),
+        _ => return Err(ApiError::not_found_path()),
+    };
+    let info = app
+        .registry
+        .lookup(group, version, plural)
+        .ok_or_else(ApiError::not_found_path)?;
+    if ns.is_some() && !info.namespaced {
+        return Err(ApiError::not_found_path());
+    }
+    if info.namespaced && ns.is_none() && name.is_some() {
+        return Err(ApiError::not_found_path());
+    }
+    match sub.as_deref() {
+        None => {}
+        Some("status") if info.has_status(version) => {}
+        Some("eviction") if info.eviction => {}
+        Some(_) => return Err(ApiError::not_found_path()),
+    }
+    Ok(Target {
+        info,
+        version: version.to_string(),
+        ns,
+        name,
+        sub,
+    })
+}
+
+/// The object in the version the client asked for (conversion `None`).
+pub fn out(info: &ResourceInfo, version: &str, v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "apiVersion".into(),
+            Value::String(info.api_version(version)),
+        );
+        o.insert("kind".into(), Value::String(info.kind.clone()));
+    }
+    v
+}
+
+fn object_response(
+    t: &Target,
+    headers: &HeaderMap,
+    q: &HashMap<String, String>,
+    code: u16,
+    v: &Value,
+) -> Response {
+    let o = out(&t.info, &t.version, v);
+    if wants_table(headers) {
+        let rv = meta_str(&o, "resourceVersion")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let include = Include::parse(q.get("includeObject").map(String::as_str));
+        return json_response(
+            code,
+            &tables::table(&t.info, &t.version, &[o], include, rv, None),
+        );
+    }
+    json_response(code, &o)
+}
+
+/// Protobuf and CBOR bodies are refused with 415, on which client-go retries in JSON.
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let base = ct.split(';').next().unwrap_or("").trim();
+    if base.is_empty() || base == "application/json" || base == "application/yaml" || base == "*/*"
+    {
+        return Ok(());
+    }
+    Err(ApiError::unsupported_media(format!(
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({base} was sent)"
+    )))
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+fn dry_run(q: &HashMap<String, String>) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+async fn resource(
+    app: &Arc<App>,
+    method: &Method,
+    t: Target,
+    id: &Identity,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let is_write = matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
+    if is_write
+        && let Some(name) = t.name.as_deref().or(None)
+        && let Some(msg) = mcn_guard(id, &t.info.group, &t.info.plural, name)
+    {
+        return Err(ApiError::forbidden(msg));
+    }
+    match (method, t.name.is_some(), t.sub.as_deref()) {
+        (&Method::GET, false, _) => {
+            if q.get("watch").is_some_and(|w| w == "1" || w == "true") {
+                watch(app, &t, q, headers)
+            } else {
+                list(app, &t, q, headers)
+            }
+        }
+        (&Method::GET, true, _) => {
+            let name = t.name.as_deref().unwrap_or("");
+            let v = app
+                .store
+                .get(&t.info.gr(), t.ns_str(), name)
+                .ok_or_else(|| ApiError::not_found(&t.info.rref(), name))?;
+            Ok(object_response(&t, headers, q, 200, &v))
+        }
+        (&Method::POST, false, None) => {
+            if t.info.namespaced && t.ns.is_none() {
+                return Err(ApiError::not_found_path());
+            }
+            check_content_type(headers)?;
+            let obj = parse_body(&body)?;
+            if let Some(n) = meta_str(&obj, "name")
+                && let Some(msg) = mcn_guard(id, &t.info.group, &t.info.plural, n)
+            {
+                return Err(ApiError::forbidden(msg));
+            }
+            let v = create(app, &t.info, &t.version, t.ns_str(), obj, dry_run(q)).await?;
+            Ok(object_response(&t, headers, q, 201, &v))
+        }
+        (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
+        (&Method::PUT, true, sub) => {
+            check_content_type(headers)?;
+            let obj = parse_body(&body)?;
+            let part = if sub == Some("status") {
+                Part::Status
+            } else {
+                Part::Main
+            };
+            let v = update(app, &t, obj, part, dry_run(q)).await?;
+            Ok(object_response(&t, headers, q, 200, &v))
+        }
+        (&Method::PATCH, true, sub) => {
+            let part = if sub == Some("status") {
+                Part::Status
+            } else {
+                Part::Main
+            };
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let (code, v) = patch(app, &t, ct, &body, part, q).await?;
+            Ok(object_response(&t, headers, q, code, &v))
+        }
+        (&Method::DELETE, true, None) => {
+            let name = t.name.clone().unwrap_or_default();
+            let opts = DeleteOpts::parse(q, &body);
+            let outcome = delete(app, &t.info, t.ns_str(), &name, opts).await?;
+            let v = outcome
+                .object()
+                .cloned()
+                .unwrap_or_else(|| Arc::new(json!({})));
+            Ok(object_response(&t, headers, q, 200, &v))
+        }
+        (&Method::DELETE, false, None) => delete_collection(app, &t, q, headers, &body).await,
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// Label and field selectors of a list or watch request.
+pub struct Filter {
+    label: LabelSelector,
+    field: FieldSelector,
+}
+
+impl Filter {
+    fn parse(t: &Target, q: &HashMap<String, String>) -> Result<Filter, ApiError> {
+        let label = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let field = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let mut supported: Vec<&str> =
+            builtin_selectable_fields(&t.info.group, &t.info.kind).to_vec();
+        let extra: Vec<String> = t
+            .info
+            .crd_version(&t.version)
+            .map(|v| v.selectable_fields.clone())
+            .unwrap_or_default();
+        supported.extend(extra.iter().map(String::as_str));
+        if t.info.group.is_empty() && t.info.kind == "Event" {
+            supported.extend([
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ]);
+        }
+        field
+            .check_supported(&supported)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok(Filter { label, field })
+    }
+
+    pub fn matches(&self, v: &Value) -> bool {
+        self.label.matches_object(v) && self.field.matches(v)
+    }
+}
+
+fn encode_continue(k: &(String, String)) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&json!([k.0, k.1])).unwrap_or_default())
+}
+
+fn decode_continue(s: &str) -> Result<(String, String), ApiError> {
+    let bad = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .map_err(|_| bad())?;
+    let v: (String, String) = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    Ok(v)
+}
+
+fn list(
+    app: &App,
+    t: &Target,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let filter = Filter::parse(t, q)?;
+    let limit = q
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let after = match q.get("continue").filter(|c| !c.is_empty()) {
+        Some(c) => Some(decode_continue(c)?),
+        None => None,
+    };
+    let (rv, items, next) = app
+        .store
+        .list(&t.info.gr(), t.ns.as_deref(), after, limit, &|v| {
+            filter.matches(v)
+        });
+    let cont = next.as_ref().map(encode_continue);
+    let items: Vec<Value> = items.iter().map(|v| out(&t.info, &t.version, v)).collect();
+    if wants_table(headers) {
+        let include = Include::parse(q.get("includeObject").map(String::as_str));
+        return Ok(json_response(
+            200,
+            &tables::table(&t.info, &t.version, &items, include, rv, cont),
+        ));
+    }
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        metadata["continue"] = json!(c);
+    }
+    Ok(json_response(
+        200,
+        &json!({"kind": t.info.list_kind, "apiVersion": t.info.api_version(&t.version), "metadata": metadata, "items": items}),
+    ))
+}
+
+/// Decides whether (and as what) a committed event reaches a filtered watcher.
+fn visible(e: &Event, gr: &str, ns: Option<&str>, f: &Filter) -> Option<(EventType, Arc<Value>)> {
+    if e.gr != gr || ns.is_some_and(|ns| ns != e.ns) {
+        return None;
+    }
+    match e.typ {
+        EventType::Added => f.matches(&e.obj).then(|| (EventType::Added, e.obj.clone())),
+        EventType::Deleted => f
+            .matches(&e.obj)
+            .then(|| (EventType::Deleted, e.obj.clone())),
+        EventType::Modified => {
+            let now = f.matches(&e.obj);
+            match (e.old.as_ref().map(|o| f.matches(o)), now) {
+                (Some(true), true) | (None, true) => Some((EventType::Modified, e.obj.clone())),
+                (Some(true), false) => Some((EventType::Deleted, e.obj.clone())),
+                (Some(false), true) => Some((EventType::Added, e.obj.clone())),
+                _ => None,
+            }
+        }
+    }
+}
+
+struct WatchFmt {
+    info: ResourceInfo,
+    version: String,
+    table: Option<Include>,
+}
+
+impl WatchFmt {
+    fn line(&self, typ: &str, obj: &Value) -> Bytes {
+        let o = out(&self.info, &self.version, obj);
+        let o = match self.table {
+            Some(inc) => {
+                let rv = meta_str(&o, "resourceVersion")
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                tables::table(&self.info, &self.version, &[o], inc, rv, None)
+            }
+            None => o,
+        };
+        let mut b = serde_json::to_vec(&json!({"type": typ, "object": o})).unwrap_or_default();
+        b.push(b'\n');
+        Bytes::from(b)
+    }
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut m = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            m["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let o = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(&self.version), "metadata": m});
+        let mut b =
+            serde_json::to_vec(&json!({"type": "BOOKMARK", "object": o})).unwrap_or_default();
+        b.push(b'\n');
+        Bytes::from(b)
+    }
+}
+
+fn error_line(e: &ApiError) -> Bytes {
+    let mut b =
+        serde_json::to_vec(&json!({"type": "ERROR", "object": e.to_status()})).unwrap_or_default();
+    b.push(b'\n');
+    Bytes::from(b)
+}
+
+fn watch(
+    app: &Arc<App>,
+    t: &Target,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let filter = Filter::parse(t, q)?;
+    let gr = t.info.gr();
+    let ns = t.ns.clone();
+    let fmt = WatchFmt {
+        info: t.info.clone(),
+        version: t.version.clone(),
+        table: wants_table(headers)
+            .then(|| Include::parse(q.get("includeObject").map(String::as_str))),
+    };
+    let bookmarks = q
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true" || v == "1");
+    let send_initial = q.get("sendInitialEvents").is_some_and(|v| v == "true");
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(1800);
+    let mut rx = app.store.subscribe();
+    let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let mut first: Vec<Bytes> = Vec::new();
+    let mut last: u64;
+    let mut end_now = false;
+    if rv_param.is_empty() || rv_param == "0" || send_initial {
+        let (rv, items, _) = app
+            .store
+            .list(&gr, ns.as_deref(), None, None, &|v| filter.matches(v));
+        first.extend(items.iter().map(|v| fmt.line("ADDED", v)));
+        last = rv;
+        if send_initial && bookmarks {
+            first.push(fmt.bookmark(rv, true));
+        }
+    } else {
+        let from: u64 = rv_param
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))?;
+        last = from;
+        match app.store.events_since(from) {
+            None => {
+                let e = ApiError::gone(format!(
+                    "too old resource version: {from} ({})",
+                    app.store.window_start() + 1
+                ));
+                first.push(error_line(&e));
+                end_now = true;
+            }
+            Some(evs) => {
+                for e in evs {
+                    last = last.max(e.rv);
+                    if let Some((typ, obj)) = visible(&e, &gr, ns.as_deref(), &filter) {
+                        first.push(fmt.line(typ.as_str(), &obj));
+                    }
+                }
+            }
+        }
+    }
+    let (tx, brx) = tokio::sync::mpsc::channel::<Bytes>(256);
+    tokio::spawn(async move {
+        for b in first {
+            if tx.send(b).await.is_err() {
+                return;
+            }
+        }
+        if end_now {
+            return;
+        }
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = tick.tick(), if bookmarks => {
+                    if tx.send(fmt.bookmark(last, false)).await.is_err() { return; }
+                }
+                _ = tx.closed() => return,
+                ev = rx.recv() => match ev {
+                    Ok(e) => {
+                        if e.rv <= last { continue; }
+                        last = e.rv;
+                        if let Some((typ, obj)) = visible(&e, &gr, ns.as_deref(), &filter)
+                            && tx.send(fmt.line(typ.as_str(), &obj)).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = tx.send(error_line(&ApiError::gone("too old resource version: watcher fell behind"))).await;
+                        return;
+                    }
+                    Err(_) => return,
+                }
+            }
+        }
+    });
+    let stream = tokio_stream::wrappers::ReceiverStream::new(brx).map(Ok::<_, Infallible>);
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+fn ensure_namespace(app: &App, info: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
+    if info.namespaced && app.store.get("/namespaces", "", ns).is_none() {
+        return Err(
+            ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"))
+                .with_details(json!({"name": ns, "kind": "namespaces"})),
+        );
+    }
+    Ok(())
+}
+
+/// Validates and stores a new object.
+pub async fn create(
+    app: &App,
+    info: &ResourceInfo,
+    version: &str,
+    ns: &str,
+    mut obj: Value,
+    dry: bool,
+) -> Result<Arc<Value>, ApiError> {
+    obj["apiVersion"] = json!(info.api_version(version));
+    obj["kind"] = json!(info.kind);
+    let m = meta_mut(&mut obj);
+    if info.namespaced {
+        match m.get("namespace").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && n != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                m.insert("namespace".into(), json!(ns));
+            }
+        }
+    } else {
+        m.remove("namespace");
+    }
+    let mut name = m
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if name.is_empty() {
+        match m
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|g| !g.is_empty())
+        {
+            Some(g) => {
+                name = format!("{g}{}", objects::name_suffix());
+                m.insert("name".into(), json!(name));
+            }
+            None => {
+                return Err(ApiError::invalid(
+                    &info.rref(),
+                    "",
+                    vec![Cause::new(
+                        "FieldValueRequired",
+                        "metadata.name",
+                        "Required value: name or generateName is required",
+                    )],
+                ));
+            }
+        }
+    }
+    if let Some(c) = objects::validate_name(info, &name) {
+        return Err(ApiError::invalid(&info.rref(), &name, vec![c]));
+    }
+    ensure_namespace(app, info, ns)?;
+    objects::prepare_create(info, version, &mut obj);
+    if info.is_custom() {
+        objects::admit_custom(info, version, &mut obj, &name)?;
+    }
+    let is_crd = info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions";
+    if is_crd {
+        let causes = objects::validate_crd(&obj, &name);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&info.rref(), &name, causes));
+        }
+    }
+    let rref_info = info.clone();
+    let n2 = name.clone();
+    let outcome = app
+        .store
+        .write(
+            &info.gr(),
+            ns,
+            &name,
+            dry,
+            Box::new(move |cur| match cur {
+                Some(_) => Err(ApiError::already_exists(&rref_info.rref(), &n2)),
+                None => Ok(Action::Put(obj)),
+            }),
+        )
+        .await?;
+    let v = outcome
+        .object()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("create returned nothing"))?;
+    if is_crd && !dry {
+        app.registry.upsert_crd(&v);
+    }
+    Ok(v)
+}
+
+async fn update(
+    app: &App,
+    t: &Target,
+    obj: Value,
+    part: Part,
+    dry: bool,
+) -> Result<Arc<Value>, ApiError> {
+    let name = t.name.clone().unwrap_or_default();
+    if let Some(n) = meta_str(&obj, "name")
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    let info = t.info.clone();
+    let version = t.version.clone();
+    let n2 = name.clone();
+    let outcome = app
+        .store
+        .write(
+            &t.info.gr(),
+            t.ns_str(),
+            &name,
+            dry,
+            Box::new(move |cur| {
+                let cur = cur.ok_or_else(|| ApiError::not_found(&info.rref(), &n2))?;
+                if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty())
+                    && Some(rv) != meta_str(cur, "resourceVersion")
+                {
+                    return Err(ApiError::conflict(&info.rref(), &n2));
+                }
+                finish(&info, &version, cur, obj, part)
+            }),
+        )
+        .await?;
+    after_write(app, &t.info, &outcome);
+    outcome
+        .object()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("update returned nothing"))
+}
+
+/// Shared tail of update and patch: no-op detection and finalizer-driven removal.
+fn finish(
+    info: &ResourceInfo,
+    version: &str,
+    cur: &Arc<Value>,
+    new: Value,
+    part: Part,
+) -> Result<Action, ApiError> {
+    if info.group == "apiextensions.k8s.io"
+        && info.plural == "customresourcedefinitions"
+        && part == Part::Main
+    {
+        let name = meta_str(cur, "name").unwrap_or("");
+        let causes = objects::validate_crd(&new, name);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&info.rref(), name, causes));
+        }
+    }
+    match objects::finish_update(info, version, cur, new, part)? {
+        None => Ok(Action::Keep),
+        Some(v) if objects::should_remove(&v) => Ok(Action::Delete),
+        Some(v) => Ok(Action::Put(v)),
+    }
+}
+
+fn after_write(app: &App, info: &ResourceInfo, outcome: &Outcome) {
+    if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
+        match outcome {
+            Outcome::Updated(v) | Outcome::Created(v) => {
+                app.registry.upsert_crd(v);
+            }
+            Outcome::Deleted(v) => {
+                app.registry.remove_crd(v);
+            }
+            Outcome::Unchanged(_) => {}
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PatchType {
+    Merge,
+    Json,
+    Strategic,
+    Apply,
+}
+
+fn patch_type(ct: &str) -> Option<PatchType> {
+    let base = ct.split(';').next().unwrap_or("").trim();
+    Some(match base {
+        "application/merge-patch+json" => PatchType::Merge,
+        "application/json-patch+json" => PatchType::Json,
+        "application/strategic-merge-patch+json" => PatchType::Strategic,
+        "application/apply-patch+yaml" | "application/apply-patch+cbor" => PatchType::Apply,
+        _ => return None,
+    })
+}
+
+async fn patch(
+    app: &App,
+    t: &Target,
+    ct: &str,
+    body: &[u8],
+    part: Part,
+    q: &HashMap<String, String>,
+) -> Result<(u16, Arc<Value>), ApiError> {
+    let name = t.name.clone().unwrap_or_default();
+    let unsupported = || {
+        ApiError::unsupported_media(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
+            if t.info.is_custom() {
+                ""
+            } else {
+                ", application/strategic-merge-patch+json"
+            }
+        ))
+    };
+    let pt = patch_type(ct).ok_or_else(unsupported)?;
+    if pt == PatchType::Strategic && t.info.is_custom() {
+        return Err(unsupported());
+    }
+    let patch_doc: Value = match pt {
+        PatchType::Apply => {
+            let y: serde_yaml::Value = serde_yaml::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+            serde_json::to_value(y)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        }
+        _ => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
+        })?,
+    };
+    if pt == PatchType::Apply {
+        if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+            return Err(ApiError::bad_request(
+                "PATCH requests with apply-patch+yaml must have a fieldManager",
+            ));
+        }
+        if !patch_doc.is_object() {
+            return Err(ApiError::bad_request(
+                "the applied configuration must be an object",
+            ));
+        }
+        if let Some(n) = meta_str(&patch_doc, "name")
+            && n != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    // An apply may create: check what create would check before queueing.
+    let creating =
+        pt == PatchType::Apply && app.store.get(&t.info.gr(), t.ns_str(), &name).is_none();
+    if creating {
+        if let Some(c) = objects::validate_name(&t.info, &name) {
+            return Err(ApiError::invalid(&t.info.rref(), &name, vec![c]));
+        }
+        ensure_namespace(app, &t.info, t.ns_str())?;
+    }
+    let info = t.info.clone();
+    let version = t.version.clone();
+    let ns = t.ns.clone();
+    let n2 = name.clone();
+    let outcome = app
+        .store
+        .write(
+            &t.info.gr(),
+            t.ns_str(),
+            &name,
+            dry_run(q),
+            Box::new(move |cur| {
+                let Some(cur) = cur else {
+                    if pt != PatchType::Apply {
+                        return Err(ApiError::not_found(&info.rref(), &n2));
+                    }
+                    let mut obj = patch_doc;
+                    obj["apiVersion"] = json!(info.api_version(&version));
+                    obj["kind"] = json!(info.kind);
+                    let m = meta_mut(&mut obj);
+                    m.insert("name".into(), json!(n2));
+                    if let Some(ns) = &ns {
+                        m.insert("namespace".into(), json!(ns));
+                    }
+                    objects::prepare_create(&info, &version, &mut obj);
+                    if info.is_custom() {
+                        objects::admit_custom(&info, &version, &mut obj, &n2)?;
+                    }
+                    return Ok(Action::Put(obj));
+                };
+                let base = out(&info, &version, cur);
+                let patched = match pt {
+                    PatchType::Merge => {
+                        let mut v = base;
+                        machinery::merge_patch(&mut v, &patch_doc);
+                        v
+                    }
+                    PatchType::Json => machinery::json_patch(&base, &patch_doc)
+                        .map_err(|e| ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}")))?,
+                    PatchType::Strategic => {
+                        let mut v = base;
+                        machinery::strategic_merge_patch(&mut v, &patch_doc);
+                        v
+                    }
+                    PatchType::Apply => machinery::apply(&base, &patch_doc),
+                };
+                if pt != PatchType::Apply
+                    && let Some(rv) = meta_str(&patched, "resourceVersion")
+                    && Some(rv) != meta_str(cur, "resourceVersion")
+                {
+                    return Err(ApiError::conflict(&info.rref(), &n2));
+                }
+                finish(&info, &version, cur, patched, part)
+            }),
+        )
+        .await?;
+    after_write(app, &t.info, &outcome);
+    let code = if matches!(outcome, Outcome::Created(_)) {
+        201
+    } else {
+        200
+    };
+    let v = outcome
+        .object()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("patch returned nothing"))?;
+    Ok((code, v))
+}
+
+/// The parts of DeleteOptions this server honours.
+#[derive(Debug, Default, Clone)]
+pub struct DeleteOpts {
+    pub dry_run: bool,
+    pub propagation: Option<String>,
+    pub uid: Option<String>,
+    pub rv: Option<String>,
+}
+
+impl DeleteOpts {
+    /// Reads options from the query and a JSON body; other bodies (protobuf) are ignored.
+    fn parse(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
+        let b: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let orphan = b.get("orphanDependents").and_then(Value::as_bool) == Some(true);
+        DeleteOpts {
+            dry_run: dry_run(q)
+                || b.get("dryRun")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.iter().any(|x| x == "All")),
+            propagation: q
+                .get("propagationPolicy")
+                .cloned()
+                .or_else(|| {
+                    b.get("propagationPolicy")
+                        .and_then(Value::as_str)
+                        .map(String::from)
+                })
+                .or_else(|| orphan.then(|| "Orphan".to_string())),
+            uid: b
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(String::from),
+            rv: b
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(String::from),
+        }
+    }
+}
+
+/// Deletes an object, or marks it for deletion while finalizers remain.
+pub async fn delete(
+    app: &App,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    opts: DeleteOpts,
+) -> Result<Outcome, ApiError> {
+    if opts.propagation.as_deref() == Some("Orphan")
+        && let Some(uid) = app
+            .store
+            .get(&info.gr(), ns, name)
+            .and_then(|v| meta_str(&v, "uid").map(String::from))
+    {
+        app.orphaned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid);
+    }
+    let i2 = info.clone();
+    let n2 = name.to_string();
+    let o2 = opts.clone();
+    let outcome = app
+        .store
+        .write(
+            &info.gr(),
+            ns,
+            name,
+            opts.dry_run,
+            Box::new(move |cur| {
+                let cur = cur.ok_or_else(|| ApiError::not_found(&i2.rref(), &n2))?;
+                if let Some(uid) = &o2.uid
+                    && Some(uid.as_str()) != meta_str(cur, "uid")
+                {
+                    return Err(ApiError::conflict_msg(&i2.rref(), &n2, &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta_str(cur, "uid").unwrap_or("")
+                    )));
+                }
+                if let Some(rv) = &o2.rv
+                    && Some(rv.as_str()) != meta_str(cur, "resourceVersion")
+                {
+                    return Err(ApiError::conflict_msg(&i2.rref(), &n2, &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        meta_str(cur, "resourceVersion").unwrap_or("")
+                    )));
+                }
+                let has_finalizers = meta(cur).get("finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+                if !has_finalizers {
+                    return Ok(Action::Delete);
+                }
+                if meta(cur).get("deletionTimestamp").is_some_and(|d| !d.is_null()) {
+                    return Ok(Action::Keep);
+                }
+                let mut v = (**cur).clone();
+                let m = meta_mut(&mut v);
+                m.insert("deletionTimestamp".into(), json!(objects::now_rfc3339()));
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                m.remove("resourceVersion");
+                Ok(Action::Put(v))
+            }),
+        )
+        .await?;
+    after_write(app, info, &outcome);
+    Ok(outcome)
+}
+
+async fn delete_collection(
+    app: &App,
+    t: &Target,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let filter = Filter::parse(t, q)?;
+    let (_, items, _) = app
+        .store
+        .list(&t.info.gr(), t.ns.as_deref(), None, None, &|v| {
+            filter.matches(v)
+        });
+    let opts = DeleteOpts::parse(q, body);
+    let mut deleted = Vec::new();
+    for v in items {
+        let ns = meta_str(&v, "namespace").unwrap_or("").to_string();
+        let name = meta_str(&v, "name").unwrap_or("").to_string();
+        match delete(app, &t.info, &ns, &name, opts.clone()).await {
+            Ok(o) => deleted.extend(o.object().map(|v| out(&t.info, &t.version, v))),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let _ = headers;
+    Ok(json_response(
+        200,
+        &json!({"kind": t.info.list_kind, "apiVersion": t.info.api_version(&t.version),
+            "metadata": {"resourceVersion": app.store.current_rv().to_string()}, "items": deleted}),
+    ))
+}
+
+async fn evict(app: &App, t: &Target, body: &[u8]) -> Result<Response, ApiError> {
+    let ns = t.ns_str().to_string();
+    let name = t.name.clone().unwrap_or_default();
+    let ev: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if let Some(n) = meta_str(&ev, "name").filter(|n| !n.is_empty() && *n != name) {
+        return Err(ApiError::bad_request(format!(
+            "name in URL does not match name in Eviction object: {n}"
+        )));
+    }
+    let _guard = app.evict_lock.lock().await;
+    let pod = app
+        .store
+        .get("/pods", &ns, &name)
+        .ok_or_else(|| ApiError::not_found(&t.info.rref(), &name))?;
+    let success = || {
+        json_response(
+            201,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        )
+    };
+    if meta(&pod)
+        .get("deletionTimestamp")
+        .is_some_and(|d| !d.is_null())
+    {
+        return Ok(success());
+    }
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ignore_pdb = matches!(phase, "Succeeded" | "Failed" | "Pending");
+    if !ignore_pdb {
+        let (_, pdbs, _) = app.store.list(
+            "policy/poddisruptionbudgets",
+            Some(&ns),
+            None,
+            None,
+            &|pdb| crate::controllers::pdb_selects(pdb, &pod),
+        );
+        if pdbs.len() > 1 {
+            return Err(ApiError::internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            ));
+        }
+        if let Some(pdb) = pdbs.first() {
+            let st = crate::controllers::pdb_status(&app.store, pdb);
+            let allowed = st["disruptionsAllowed"].as_i64().unwrap_or(0);
+            let healthy = crate::controllers::pod_ready(&pod);
+            if healthy && allowed <= 0 {
+                let pdb_name = meta_str(pdb, "name").unwrap_or("");
+                return Err(ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.")
+                    .with_details(json!({"causes": [{"reason": "DisruptionBudget", "message": format!(
+                        "The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
+                        st["desiredHealthy"].as_i64().unwrap_or(0), st["currentHealthy"].as_i64().unwrap_or(0))}]})));
+            }
+        }
+    }
+    let dry = ev
+        .pointer("/deleteOptions/dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x == "All"));
+    let opts = DeleteOpts {
+        dry_run: dry,
+        ..Default::default()
+    };
+    let info = app
+        .registry
+        .lookup("", "v1", "pods")
+        .ok_or_else(|| ApiError::internal("pods are not registered"))?;
+    match delete(app, &info, &ns, &name, opts).await {
+        Ok(_) => Ok(success()),
+        Err(e) => Err(e),
+    }
+}
