@@ -1,0 +1,629 @@
+//! The rollout planner: which nodes belong to which pool, which of them may be moved to the pool's
+//! target now, which carry the `UpdateInProgress` taint, and what the pool's status says.
+//!
+//! Pure: it reads objects and returns a [`Plan`]; the node controller applies it. Keeping every
+//! rule here means the rules that bound disruption are tested without an API server.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use mco_api::constants::{annotations, labels, names, pool_conditions, states, taints};
+use mco_api::{MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolStatus};
+use mco_apimachinery::selector::LabelSelector;
+
+/// Nodes with this label value are never managed (upstream skips Windows nodes).
+const OS_LABEL: &str = "kubernetes.io/os";
+
+/// Severity of a [`PlanEvent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    Normal,
+    Warning,
+}
+
+/// What an event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventSubject {
+    Pool(String),
+    Node(String),
+}
+
+/// An event the controller should publish when it applies a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanEvent {
+    pub kind: EventKind,
+    pub subject: EventSubject,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Where every node belongs. Computed once for all pools, because a node's pool depends on every
+/// pool's selector, not just one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Membership {
+    /// node → its primary pool.
+    pub primary: BTreeMap<String, String>,
+    /// Nodes that match more than one custom pool, with those pools; they belong to none.
+    pub conflicts: BTreeMap<String, Vec<String>>,
+    /// Nodes in the master pool that also match a custom pool (`mcc_pool_alert`).
+    pub pool_alerts: BTreeSet<String>,
+}
+
+impl Membership {
+    /// Warning events for nodes that cannot be placed in a pool.
+    pub fn conflict_events(&self) -> Vec<PlanEvent> {
+        self.conflicts
+            .iter()
+            .map(|(node, pools)| PlanEvent {
+                kind: EventKind::Warning,
+                subject: EventSubject::Node(node.clone()),
+                reason: "PoolConflict",
+                message: format!(
+                    "node {node} belongs to {} custom roles ({}), cannot proceed with this Node",
+                    pools.len(),
+                    pools.join(", ")
+                ),
+            })
+            .collect()
+    }
+}
+
+/// The pool's node selector, or `None` when it selects nothing. Upstream treats both a nil and an
+/// empty selector as matching no node (an empty one also earns a `SelectingAll` warning).
+fn node_selector(pool: &MachineConfigPool) -> Option<LabelSelector> {
+    let sel = pool.spec.node_selector.as_ref()?;
+    let value = serde_json::to_value(sel).ok()?;
+    let parsed = LabelSelector::from_k8s(&value).ok()??;
+    (!parsed.is_empty()).then_some(parsed)
+}
+
+/// Whether the pool's node selector is the empty `{}` (upstream's `SelectingAll`).
+pub fn selects_all_nodes(pool: &MachineConfigPool) -> bool {
+    pool.spec.node_selector.as_ref().is_some_and(|s| {
+        s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+            && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+    })
+}
+
+fn name_of_pool(pool: &MachineConfigPool) -> &str {
+    pool.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn name_of(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn node_labels(node: &Node) -> BTreeMap<String, String> {
+    node.metadata.labels.clone().unwrap_or_default()
+}
+
+/// Upstream's `GetPoolsForNode`: more than one custom pool is an error; master wins over a
+/// custom pool (and raises the pool alert); a custom pool wins over worker.
+pub fn assign_pools(nodes: &[Node], pools: &[MachineConfigPool]) -> Membership {
+    let selectors: Vec<(&str, LabelSelector)> = pools
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| node_selector(p).map(|s| (name_of_pool(p), s)))
+        .collect();
+    let mut out = Membership::default();
+    for node in nodes {
+        let name = name_of(node);
+        let labels = node_labels(node);
+        if labels.get(OS_LABEL).is_some_and(|os| os == "windows") {
+            continue;
+        }
+        let matching: Vec<&str> = selectors
+            .iter()
+            .filter(|(_, s)| s.matches(&labels))
+            .map(|(p, _)| *p)
+            .collect();
+        let master = matching.contains(&names::MASTER_POOL);
+        let worker = matching.contains(&names::WORKER_POOL);
+        let custom: Vec<&str> = matching
+            .iter()
+            .copied()
+            .filter(|p| *p != names::MASTER_POOL && *p != names::WORKER_POOL)
+            .collect();
+        let primary = match custom.as_slice() {
+            [] if master => names::MASTER_POOL,
+            [] if worker => names::WORKER_POOL,
+            [] => continue,
+            [_] if master => {
+                out.pool_alerts.insert(name.to_string());
+                names::MASTER_POOL
+            }
+            [one] => one,
+            many => {
+                out.conflicts.insert(
+                    name.to_string(),
+                    many.iter().map(|s| s.to_string()).collect(),
+                );
+                continue;
+            }
+        };
+        out.primary.insert(name.to_string(), primary.to_string());
+    }
+    out
+}
+
+/// The rollout budget: an int or a percentage of the pool's nodes (rounded down), default 1,
+/// never below 1. An unparsable value also gives 1, the safe choice.
+pub fn max_unavailable(value: Option<&IntOrString>, node_count: usize) -> usize {
+    let scaled: i64 = match value {
+        None => 1,
+        Some(IntOrString::Int(n)) => i64::from(*n),
+        Some(IntOrString::String(s)) => match s.strip_suffix('%').map(str::parse::<i64>) {
+            Some(Ok(pct)) => pct.saturating_mul(node_count as i64) / 100,
+            _ => s.parse::<i64>().unwrap_or(1),
+        },
+    };
+    usize::try_from(scaled).unwrap_or(0).max(1)
+}
+
+fn annotation<'a>(node: &'a Node, key: &str) -> &'a str {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+        .unwrap_or_default()
+}
+
+/// The config the node is on.
+pub fn current_config(node: &Node) -> &str {
+    annotation(node, annotations::CURRENT_CONFIG)
+}
+
+/// The config the node is moving to.
+pub fn desired_config(node: &Node) -> &str {
+    annotation(node, annotations::DESIRED_CONFIG)
+}
+
+/// The daemon's state annotation.
+pub fn node_state(node: &Node) -> &str {
+    annotation(node, annotations::STATE)
+}
+
+/// Upstream's `isNodeReady`: Ready=True, no disk pressure, network available, schedulable.
+/// A condition that is absent does not count against the node.
+pub fn is_ready(node: &Node) -> bool {
+    let conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let ok = conditions.iter().all(|c| match c.type_.as_str() {
+        "Ready" => c.status == "True",
+        "DiskPressure" | "NetworkUnavailable" => c.status == "False",
+        _ => true,
+    });
+    ok && !node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// The daemon finished: on its desired config and `Done`.
+pub fn is_done(node: &Node) -> bool {
+    let current = current_config(node);
+    !current.is_empty() && current == desired_config(node) && node_state(node) == states::DONE
+}
+
+/// The daemon reports Degraded or Unreconcilable.
+pub fn is_degraded(node: &Node) -> bool {
+    matches!(node_state(node), states::DEGRADED | states::UNRECONCILABLE)
+}
+
+/// Degraded while trying to reach another config: it will not finish by itself.
+pub fn is_failing(node: &Node) -> bool {
+    is_degraded(node) && current_config(node) != desired_config(node)
+}
+
+/// Done on the pool's target.
+pub fn is_updated(node: &Node, target: &str) -> bool {
+    !target.is_empty() && is_done(node) && desired_config(node) == target
+}
+
+/// A node the daemon has never reported on. Beyond upstream (where the config server writes the
+/// first annotations at boot): such a node has nothing mco could disrupt, so it is targeted at
+/// once and does not consume the budget; otherwise a cluster of fresh nodes would never start.
+pub fn is_unmanaged(node: &Node) -> bool {
+    current_config(node).is_empty()
+}
+
+/// Upstream's `IsUnavailableForUpdate`: not ready, or busy and not failing. Nodes the daemon
+/// has never reported on are not counted (see [`is_unmanaged`]).
+pub fn is_unavailable(node: &Node) -> bool {
+    if is_unmanaged(node) {
+        return false;
+    }
+    !is_ready(node) || (!is_done(node) && !is_failing(node))
+}
+
+fn has_update_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY)
+}
+
+/// What the node controller should do for one pool, and the pool's new status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub pool: String,
+    /// The pool's target rendered config, if the render controller has set one.
+    pub target: Option<String>,
+    /// Names of the nodes whose primary pool this is, sorted.
+    pub members: Vec<String>,
+    /// Nodes to point at the target now, in rollout order.
+    pub candidates: Vec<String>,
+    /// Nodes that need the `UpdateInProgress` taint and do not have it yet.
+    pub taint_add: Vec<String>,
+    /// Nodes that carry the taint but have arrived.
+    pub taint_remove: Vec<String>,
+    /// The computed budget.
+    pub max_unavailable: usize,
+    /// The new pool status (conditions other than the node controller's are carried over).
+    pub status: MachineConfigPoolStatus,
+    pub events: Vec<PlanEvent>,
+}
+
+/// Plan one pool against all nodes and all pools. `now` (RFC 3339) stamps condition transitions.
+pub fn plan(
+    pool: &MachineConfigPool,
+    nodes: &[Node],
+    pools: &[MachineConfigPool],
+    now: &str,
+) -> Plan {
+    plan_with(pool, nodes, &assign_pools(nodes, pools), now)
+}
+
+/// Like [`plan`], with the membership computed once for every pool.
+pub fn plan_with(
+    pool: &MachineConfigPool,
+    nodes: &[Node],
+    membership: &Membership,
+    now: &str,
+) -> Plan {
+    let pool_name = name_of_pool(pool).to_string();
+    let previous = pool.status.clone().unwrap_or_default();
+    let target = pool
+        .spec
+        .configuration
+        .as_ref()
+        .map(|c| c.name.clone())
+        .filter(|n| !n.is_empty());
+    let mut members: Vec<&Node> = nodes
+        .iter()
+        .filter(|n| membership.primary.get(name_of(n)) == Some(&pool_name))
+        .collect();
+    members.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+    let budget = max_unavailable(pool.spec.max_unavailable.as_ref(), members.len());
+
+    let mut plan = Plan {
+        pool: pool_name.clone(),
+        target: target.clone(),
+        members: members.iter().map(|n| name_of(n).to_string()).collect(),
+        candidates: vec![],
+        taint_add: vec![],
+        taint_remove: vec![],
+        max_unavailable: budget,
+        status: previous.clone(),
+        events: vec![],
+    };
+
+    if selects_all_nodes(pool) {
+        plan.events.push(PlanEvent {
+            kind: EventKind::Warning,
+            subject: EventSubject::Pool(pool_name),
+            reason: "SelectingAll",
+            message:
+                "This machineconfigpool is selecting all nodes. A non-empty selector is required."
+                    .into(),
+        });
+        return plan;
+    }
+
+    if let Some(target) = target.as_deref()
+        && !pool.spec.paused
+    {
+        for node in &members {
+            let wanted = !is_updated(node, target);
+            let has = has_update_taint(node);
+            if wanted && !has {
+                plan.taint_add.push(name_of(node).to_string());
+            } else if !wanted && has {
+                plan.taint_remove.push(name_of(node).to_string());
+            }
+        }
+        plan.candidates = candidates(&members, target, budget);
+        if !plan.candidates.is_empty() {
+            let message = match plan.candidates.as_slice() {
+                [one] => format!("Targeted node {one} to MachineConfig: {target}"),
+                many => format!(
+                    "Set target for {} nodes to MachineConfig: {target}",
+                    many.len()
+                ),
+            };
+            plan.events.push(PlanEvent {
+                kind: EventKind::Normal,
+                subject: EventSubject::Pool(plan.pool.clone()),
+                reason: "SetDesiredConfig",
+                message,
+            });
+        }
+    }
+
+    // Status is computed as it will be once the candidates carry their new desiredConfig: the
+    // controller writes both in one pass, and counting candidates as busy keeps it honest.
+    let after: Vec<Node> = members
+        .iter()
+        .map(|n| {
+            let mut n = (*n).clone();
+            if let Some(t) = target.as_deref()
+                && plan.candidates.iter().any(|c| c == name_of(&n))
+            {
+                n.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(annotations::DESIRED_CONFIG.into(), t.into());
+            }
+            n
+        })
+        .collect();
+    let (status, events) = calculate_status(pool, &after, now);
+    plan.status = status;
+    plan.events.extend(events);
+    plan
+}
+
+/// Upstream's candidate selection: the budget minus unavailable nodes minus nodes failing on the
+/// target; candidates are ready nodes not yet pointed at the target, by zone then age.
+fn candidates(members: &[&Node], target: &str, budget: usize) -> Vec<String> {
+    // Unmanaged nodes are targeted regardless of the budget: see `is_unmanaged`.
+    let mut out: Vec<String> = members
+        .iter()
+        .filter(|n| is_unmanaged(n) && desired_config(n) != target)
+        .map(|n| name_of(n).to_string())
+        .collect();
+    let unavailable = members.iter().filter(|n| is_unavailable(n)).count();
+    // A failing node that is also unavailable is already counted once.
+    let failing = members
+        .iter()
+        .filter(|n| desired_config(n) == target && is_failing(n) && !is_unavailable(n))
+        .count();
+    let capacity = budget.saturating_sub(unavailable).saturating_sub(failing);
+    if capacity == 0 {
+        return out;
+    }
+    let mut eligible: Vec<&Node> = members
+        .iter()
+        .copied()
+        .filter(|n| !is_unmanaged(n) && desired_config(n) != target && is_ready(n))
+        .collect();
+    eligible.sort_by(|a, b| rollout_order(a, b));
+    out.extend(
+        eligible
+            .into_iter()
+            .take(capacity)
+            .map(|n| name_of(n).to_string()),
+    );
+    out
+}
+
+/// By zone label ascending (no zone last), then oldest first, then by name for determinism.
+fn rollout_order(a: &Node, b: &Node) -> std::cmp::Ordering {
+    let zone = |n: &Node| {
+        n.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::ZONE))
+            .cloned()
+    };
+    let created = |n: &Node| n.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let (za, zb) = (zone(a), zone(b));
+    let by_zone = match (&za, &zb) {
+        (Some(x), Some(y)) => x.cmp(y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    };
+    by_zone
+        .then_with(|| match (created(a), created(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        })
+        .then_with(|| name_of(a).cmp(name_of(b)))
+}
+
+/// Upstream's `SetMachineConfigPoolCondition`: the transition time moves only when the status
+/// changes; an identical condition is left alone.
+pub fn set_condition(
+    conditions: &mut Vec<MachineConfigPoolCondition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &str,
+) {
+    let status = if status { "True" } else { "False" };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Some(now.to_string());
+            }
+            c.status = status.to_string();
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+        }
+        None => conditions.push(MachineConfigPoolCondition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            last_transition_time: Some(now.to_string()),
+            reason: reason.to_string(),
+            message: message.to_string(),
+        }),
+    }
+}
+
+/// Upstream's `calculateStatus` for a pool and its member nodes. `RenderDegraded` belongs to the
+/// render controller and is carried over; `Degraded` aggregates it with `NodeDegraded`.
+pub fn calculate_status(
+    pool: &MachineConfigPool,
+    members: &[Node],
+    now: &str,
+) -> (MachineConfigPoolStatus, Vec<PlanEvent>) {
+    let pool_name = name_of_pool(pool);
+    let previous = pool.status.clone().unwrap_or_default();
+    let target = pool
+        .spec
+        .configuration
+        .as_ref()
+        .map(|c| c.name.as_str())
+        .unwrap_or_default();
+    let total = members.len();
+    let updated = members.iter().filter(|n| is_updated(n, target)).count();
+    let ready = members
+        .iter()
+        .filter(|n| is_updated(n, target) && is_ready(n))
+        .count();
+    let unavailable = members.iter().filter(|n| is_unavailable(n)).count();
+    let degraded: Vec<&Node> = members.iter().filter(|n| is_degraded(n)).collect();
+
+    let mut status = previous.clone();
+    status.observed_generation = pool.metadata.generation;
+    status.machine_count = total as i32;
+    status.updated_machine_count = updated as i32;
+    status.ready_machine_count = ready as i32;
+    status.unavailable_machine_count = unavailable as i32;
+    status.degraded_machine_count = degraded.len() as i32;
+    let mut events = vec![];
+
+    if !target.is_empty() {
+        let all_updated = updated == total && ready == total && unavailable == 0;
+        if all_updated {
+            set_condition(
+                &mut status.conditions,
+                pool_conditions::UPDATED,
+                true,
+                "",
+                &format!("All nodes are updated with MachineConfig {target}"),
+                now,
+            );
+            set_condition(
+                &mut status.conditions,
+                pool_conditions::UPDATING,
+                false,
+                "",
+                "",
+                now,
+            );
+            let was = previous.configuration.as_ref().map(|c| c.name.as_str());
+            if was != Some(target) {
+                events.push(PlanEvent {
+                    kind: EventKind::Normal,
+                    subject: EventSubject::Pool(pool_name.to_string()),
+                    reason: "Completed",
+                    message: format!(
+                        "Pool {pool_name} has completed update to MachineConfig {target}"
+                    ),
+                });
+            }
+            status.configuration = pool.spec.configuration.clone();
+        } else {
+            set_condition(
+                &mut status.conditions,
+                pool_conditions::UPDATED,
+                false,
+                "",
+                "",
+                now,
+            );
+            if pool.spec.paused {
+                set_condition(
+                    &mut status.conditions,
+                    pool_conditions::UPDATING,
+                    false,
+                    "",
+                    &format!("Pool is paused; will not update to MachineConfig {target}"),
+                    now,
+                );
+            } else {
+                if !previous.is_true(pool_conditions::UPDATING) {
+                    events.push(PlanEvent {
+                        kind: EventKind::Normal,
+                        subject: EventSubject::Pool(pool_name.to_string()),
+                        reason: "Updating",
+                        message: format!("Pool {pool_name} now targeting MachineConfig {target}"),
+                    });
+                }
+                set_condition(
+                    &mut status.conditions,
+                    pool_conditions::UPDATING,
+                    true,
+                    "",
+                    &format!("All nodes are updating to MachineConfig {target}"),
+                    now,
+                );
+            }
+        }
+    }
+
+    let node_degraded = !degraded.is_empty();
+    let (nd_reason, nd_message) = if node_degraded {
+        (
+            format!(
+                "{} nodes are reporting degraded status on sync",
+                degraded.len()
+            ),
+            degraded
+                .iter()
+                .map(|n| {
+                    format!(
+                        "Node {} is reporting: {:?}",
+                        name_of(n),
+                        annotation(n, annotations::REASON)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    set_condition(
+        &mut status.conditions,
+        pool_conditions::NODE_DEGRADED,
+        node_degraded,
+        &nd_reason,
+        &nd_message,
+        now,
+    );
+    let render = previous
+        .condition(pool_conditions::RENDER_DEGRADED)
+        .filter(|c| c.status == "True")
+        .cloned();
+    let (d_reason, d_message) = match (&render, node_degraded) {
+        (_, true) => (nd_reason.clone(), nd_message.clone()),
+        (Some(r), false) => (r.reason.clone(), r.message.clone()),
+        (None, false) => (String::new(), String::new()),
+    };
+    set_condition(
+        &mut status.conditions,
+        pool_conditions::DEGRADED,
+        node_degraded || render.is_some(),
+        &d_reason,
+        &d_message,
+        now,
+    );
+    (status, events)
+}
+
+#[cfg(test)]
+mod tests;
