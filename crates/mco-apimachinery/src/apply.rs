@@ -15,6 +15,33 @@
 //! and `status`. On the main endpoint of a kind with a status subresource,
 //! use [`ApplyOptions::with_reset_fields`]`(&["status"])` so that status in the
 //! request is ignored there.
+//!
+//! # Example: the PATCH handler's flow
+//!
+//! ```
+//! use mco_apimachinery::apply::{apply, record_update, ApplyError, ApplyOptions, CONFLICT_CAUSE_REASON};
+//! use mco_apimachinery::patch::{merge_patch, MergeKeyTable};
+//! use serde_json::json;
+//!
+//! let keys = MergeKeyTable::metadata_only();
+//! let opts = ApplyOptions::new("2026-01-01T00:00:00Z", &keys);
+//! let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!                   "metadata": {"name": "demo"}, "data": {"a": "1"}});
+//! // `application/apply-patch+yaml` creating the object (force=false).
+//! let live = apply(None, &body, "kubectl", false, opts).unwrap();
+//! // A merge patch by another manager, then its ownership bookkeeping.
+//! let patched = merge_patch(&live, &json!({"data": {"a": "2"}})).unwrap();
+//! let live = record_update(Some(&live), &patched, "kubectl-patch", opts);
+//! // Re-applying the old value now conflicts: answer 409 with these causes.
+//! match apply(Some(&live), &body, "kubectl", false, opts) {
+//!     Err(ApplyError::Conflict(conflicts)) => {
+//!         assert_eq!(conflicts[0].field, ".data.a");
+//!         assert_eq!(CONFLICT_CAUSE_REASON, "FieldManagerConflict");
+//!         assert_eq!(conflicts[0].message(), r#"conflict with "kubectl-patch" using v1"#);
+//!     }
+//!     other => panic!("expected a conflict, got {other:?}"),
+//! }
+//! ```
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -41,6 +68,20 @@ const STRIPPED: &[&[&str]] = &[
     &["metadata", "selfLink"],
     &["metadata", "clusterName"],
 ];
+
+/// `details.causes[].reason` of a 409 apply conflict.
+pub const CONFLICT_CAUSE_REASON: &str = "FieldManagerConflict";
+
+/// Upstream caps field manager names at this length.
+pub const MAX_MANAGER_LEN: usize = 128;
+
+/// The manager name upstream uses when a non-apply request has no
+/// `fieldManager`: the User-Agent up to its first `/` (`kubectl/v1.32.5 ...`
+/// gives `kubectl`), truncated to [`MAX_MANAGER_LEN`].
+pub fn manager_from_user_agent(user_agent: &str) -> String {
+    let prefix = user_agent.split('/').next().unwrap_or_default();
+    prefix.chars().take(MAX_MANAGER_LEN).collect()
+}
 
 /// The manager upstream invents for fields that existed before anyone applied.
 pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
@@ -166,8 +207,10 @@ impl Conflict {
 /// Server-side apply failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ApplyError {
-    /// Fields owned by other managers would change (HTTP 409). Display gives
-    /// kube-apiserver's exact message.
+    /// Fields owned by other managers would change (HTTP 409, reason
+    /// `Conflict`). Display gives kube-apiserver's exact message; each
+    /// conflict is one `details.causes` entry with reason
+    /// [`CONFLICT_CAUSE_REASON`], `field` and [`Conflict::message`].
     #[error("{}", conflict_message(.0))]
     Conflict(Vec<Conflict>),
     /// The applied configuration is malformed (HTTP 422 upstream).
@@ -1266,6 +1309,19 @@ mod tests {
         // A no-op write adds no entry.
         let same = record_update(Some(&out), &out, "noop", o);
         assert!(managed_entries(&same).iter().all(|e| e.manager != "noop"));
+    }
+
+    #[test]
+    fn manager_names_from_user_agents() {
+        assert_eq!(
+            manager_from_user_agent("kubectl/v1.32.5 (linux/amd64) kubernetes/abc"),
+            "kubectl"
+        );
+        assert_eq!(manager_from_user_agent(""), "");
+        assert_eq!(
+            manager_from_user_agent(&"x".repeat(300)).len(),
+            MAX_MANAGER_LEN
+        );
     }
 
     #[test]

@@ -856,6 +856,28 @@ mod tests {
     }
 
     #[test]
+    fn set_element_order_places_new_items() {
+        let live = json!({"spec":{"template":{"spec":{"containers":[
+            {"name":"a","image":"a"},{"name":"b","image":"b"}
+        ]}}}});
+        let out = smp(
+            live,
+            json!({"spec":{"template":{"spec":{
+                "$setElementOrder/containers":[{"name":"a"},{"name":"new"},{"name":"b"}],
+                "containers":[{"name":"new","image":"n"}]
+            }}}}),
+            ("apps", "DaemonSet"),
+        );
+        let names: Vec<&str> = out["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, vec!["a", "new", "b"]);
+    }
+
+    #[test]
     fn kubectl_apply_configmap_patch() {
         let live = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"demo"},"data":{"a":"3","b":"x"}});
         let out = smp(
