@@ -163,8 +163,15 @@ impl Structural {
     /// Drops fields the schema does not know, as upstream pruning does. At the
     /// root, `apiVersion`, `kind` and `metadata` are always kept, and `metadata`
     /// is not looked into.
-    pub fn prune(&self, obj: &mut Value) {
-        prune_node(Some(self), obj, true);
+    ///
+    /// Returns the paths of the dropped fields (`spec.bogus`,
+    /// `spec.items[0].extra`), from which the API server builds the
+    /// `fieldValidation` outcome: `unknown field "spec.bogus"` as a warning
+    /// (`Warn`) or as a `strict decoding error` (`Strict`).
+    pub fn prune(&self, obj: &mut Value) -> Vec<String> {
+        let mut pruned = Vec::new();
+        prune_node(Some(self), obj, true, "", &mut pruned);
+        pruned
     }
 
     /// Applies schema defaults: null values of non-nullable fields without a
@@ -923,40 +930,53 @@ fn json_equal(a: &Value, b: &Value) -> bool {
 
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
-fn prune_node(s: Option<&Structural>, v: &mut Value, root: bool) {
+fn is_meta(k: &str) -> bool {
+    META_FIELDS.contains(&k)
+}
+
+/// Prunes `v` and records the path of every dropped field.
+fn prune_node(
+    s: Option<&Structural>,
+    v: &mut Value,
+    root: bool,
+    path: &str,
+    pruned: &mut Vec<String>,
+) {
     if let Some(s) = s
         && s.preserve_unknown_fields
     {
-        prune_known_only(s, v, root);
+        prune_known_only(s, v, root, path, pruned);
         return;
     }
     match v {
         Value::Object(map) => {
-            let Some(s) = s else {
-                if root {
-                    map.retain(|k, _| META_FIELDS.contains(&k.as_str()));
-                } else {
-                    map.clear();
-                }
-                return;
+            let keep_meta = root || s.is_some_and(|s| s.embedded_resource);
+            let keep = |k: &str| {
+                (keep_meta && is_meta(k))
+                    || s.is_some_and(|s| {
+                        s.property(k).is_some() || s.additional_properties.is_some()
+                    })
             };
-            let keep_meta = root || s.embedded_resource;
-            map.retain(|k, _| {
-                (keep_meta && META_FIELDS.contains(&k.as_str()))
-                    || s.property(k).is_some()
-                    || s.additional_properties.is_some()
-            });
+            pruned.extend(map.keys().filter(|k| !keep(k)).map(|k| child(path, k)));
+            map.retain(|k, _| keep(k));
+            let Some(s) = s else { return };
             for (k, child_value) in map.iter_mut() {
-                if keep_meta && META_FIELDS.contains(&k.as_str()) {
+                if keep_meta && is_meta(k) {
                     continue;
                 }
-                prune_node(s.field_schema(k), child_value, false);
+                prune_node(
+                    s.field_schema(k),
+                    child_value,
+                    false,
+                    &child(path, k),
+                    pruned,
+                );
             }
         }
         Value::Array(items) => {
             let item_schema = s.and_then(|s| s.items.as_deref());
-            for item in items {
-                prune_node(item_schema, item, false);
+            for (i, item) in items.iter_mut().enumerate() {
+                prune_node(item_schema, item, false, &format!("{path}[{i}]"), pruned);
             }
         }
         _ => {}
@@ -965,23 +985,29 @@ fn prune_node(s: Option<&Structural>, v: &mut Value, root: bool) {
 
 /// Under `x-kubernetes-preserve-unknown-fields`, unknown fields stay but known
 /// ones are still pruned by their own schemas.
-fn prune_known_only(s: &Structural, v: &mut Value, root: bool) {
+fn prune_known_only(
+    s: &Structural,
+    v: &mut Value,
+    root: bool,
+    path: &str,
+    pruned: &mut Vec<String>,
+) {
     match v {
         Value::Object(map) => {
             let keep_meta = root || s.embedded_resource;
             for (k, child_value) in map.iter_mut() {
-                if keep_meta && META_FIELDS.contains(&k.as_str()) {
+                if keep_meta && is_meta(k) {
                     continue;
                 }
                 if let Some(cs) = s.field_schema(k) {
-                    prune_node(Some(cs), child_value, false);
+                    prune_node(Some(cs), child_value, false, &child(path, k), pruned);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(is) = s.items.as_deref() {
-                for item in items {
-                    prune_known_only(is, item, false);
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune_known_only(is, item, false, &format!("{path}[{i}]"), pruned);
                 }
             }
         }

@@ -318,7 +318,17 @@ fn prune_drops_unknown_fields() {
         },
         "status": {"observedGeneration": 1, "junk": true, "conditions": [{"type": "A", "status": "True", "x": 1}]}
     });
-    schema().prune(&mut o);
+    let pruned = schema().prune(&mut o);
+    assert_eq!(
+        pruned,
+        vec![
+            "unknownRoot",
+            "spec.bogus",
+            "spec.items[0].extra",
+            "status.junk",
+            "status.conditions[0].x"
+        ]
+    );
     assert_eq!(
         o,
         json!({
@@ -348,7 +358,7 @@ fn prune_under_preserve_still_prunes_known_children() {
     }))
     .unwrap();
     let mut o = json!({"free": {"x": 1}, "known": {"a": "1", "b": "2"}});
-    s.prune(&mut o);
+    assert_eq!(s.prune(&mut o), vec!["known.b"]);
     assert_eq!(o, json!({"free": {"x": 1}, "known": {"a": "1"}}));
 }
 
