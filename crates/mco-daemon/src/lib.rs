@@ -8,12 +8,15 @@ pub mod backup;
 pub mod cmd;
 pub mod error;
 pub mod fs;
+pub mod host;
 pub mod osrelease;
 pub mod ostree;
 pub mod passwd;
 pub mod paths;
+pub mod reboot;
 pub mod systemd;
 pub mod units;
 pub mod users;
 
 pub use error::{HostError, Result};
+pub use host::{Host, HostKind};

@@ -232,11 +232,7 @@ fn glob_match(pattern: &str, name: &str) -> bool {
     go(&p, &n)
 }
 
-const UNIT_SEARCH_PATH: &[&str] = &[
-    paths::SYSTEMD_UNIT_DIR,
-    "/run/systemd/system",
-    paths::SYSTEMD_VENDOR_UNIT_DIR,
-];
+use crate::units::UNIT_SEARCH_PATH;
 
 impl SimSystemd {
     /// The simulated systemd of the node at `fs`.

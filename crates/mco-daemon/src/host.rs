@@ -1,0 +1,93 @@
+//! One handle on a node: its files, OS updater, systemd and rebooter, real or simulated, so
+//! the update engine is written once.
+
+use std::path::Path;
+
+use crate::cmd::CommandRunner;
+use crate::error::Result;
+use crate::fs::HostFs;
+use crate::osrelease::HostOs;
+use crate::ostree::{OsUpdater, RpmOstree, SimOstree};
+use crate::paths;
+use crate::reboot::{Rebooter, SimRebooter, SystemdRunRebooter};
+use crate::systemd::{SimSystemd, Systemctl, Systemd};
+
+/// Which implementation a [`Host`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostKind {
+    /// rpm-ostree, systemctl, systemd-run.
+    Real,
+    /// State files inside the node's root.
+    Sim,
+}
+
+/// A node as the update engine sees it.
+pub struct Host {
+    /// The node's files.
+    pub fs: HostFs,
+    /// Its OS updater.
+    pub os: Box<dyn OsUpdater>,
+    /// Its systemd.
+    pub systemd: Box<dyn Systemd>,
+    /// Its rebooter.
+    pub rebooter: Box<dyn Rebooter>,
+    kind: HostKind,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("root", &self.fs.root())
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl Host {
+    /// A real host whose root is `root`: `/` when the daemon runs on the host, or the host's
+    /// mount (e.g. `/rootfs`) when it runs in a container, in which case host tools run via
+    /// `chroot <root>`.
+    pub fn real(root: impl AsRef<Path>) -> Result<Host> {
+        let root = root.as_ref();
+        let fs = HostFs::open(root)?;
+        let runner = CommandRunner::in_root(root);
+        let ostree_booted = fs.exists(paths::OSTREE_BOOTED)?;
+        Ok(Host {
+            os: Box::new(RpmOstree::new(runner.clone())),
+            systemd: Box::new(Systemctl::new(runner.clone())),
+            rebooter: Box::new(
+                SystemdRunRebooter::new(runner).after_ostree_finalize(ostree_booted),
+            ),
+            fs,
+            kind: HostKind::Real,
+        })
+    }
+
+    /// A simulated node whose whole state lives under `root`.
+    pub fn sim(root: impl AsRef<Path>) -> Result<Host> {
+        let fs = HostFs::open(root)?;
+        Ok(Host {
+            os: Box::new(SimOstree::new(fs.try_clone()?)),
+            systemd: Box::new(SimSystemd::new(fs.try_clone()?)),
+            rebooter: Box::new(SimRebooter::new(fs.try_clone()?)),
+            fs,
+            kind: HostKind::Sim,
+        })
+    }
+
+    /// Replaces the rebooter (a simulated node's supervisor plugs in its notifier).
+    pub fn with_rebooter(mut self, rebooter: Box<dyn Rebooter>) -> Host {
+        self.rebooter = rebooter;
+        self
+    }
+
+    /// Which implementation this is.
+    pub fn kind(&self) -> HostKind {
+        self.kind
+    }
+
+    /// Reads the OS identity and whether the OS is managed.
+    pub fn detect_os(&self) -> Result<HostOs> {
+        HostOs::detect(&self.fs)
+    }
+}
