@@ -669,6 +669,10 @@ impl FieldSelector {
             return Ok(Self::everything());
         }
         for raw in split_unescaped(s, ',') {
+            // Upstream skips empty terms (`a=b,,c=d`).
+            if raw.is_empty() {
+                continue;
+            }
             let err = || FieldSelectorError::Parse {
                 selector: s.to_string(),
                 term: raw.to_string(),
@@ -1076,6 +1080,7 @@ mod tests {
             "invalid selector: 'metadata.name'; can't understand 'metadata.name'"
         );
         assert!(FieldSelector::parse("=x").is_err());
+        assert_eq!(FieldSelector::parse("a=b,,c=d").unwrap().terms().len(), 2);
         assert!(FieldSelector::parse("a=b=c").is_err());
     }
 
