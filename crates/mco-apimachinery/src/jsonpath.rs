@@ -661,6 +661,12 @@ mod tests {
                 vec![json!(1), json!(2), json!(3)],
             ),
             (".spec.items[?(@.missing)].n", vec![]),
+            // An element without the compared field never matches, even with `!=`.
+            (".status.conditions[?(@.reason!=\"x\")].type", vec![]),
+            (
+                "{.status.conditions[?(@.type == 'Updating')].status}",
+                vec![json!("False")],
+            ),
             ("..version", vec![json!("3.4.0")]),
         ];
         for (expr, want) in cases {

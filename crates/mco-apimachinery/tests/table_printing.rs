@@ -213,6 +213,46 @@ fn crd_without_columns_gets_age() {
 }
 
 #[test]
+fn typed_columns_follow_cell_for_json_value() {
+    let crd = json!({"spec": {"versions": [{"name": "v1", "additionalPrinterColumns": [
+        {"name": "Ratio", "type": "number", "jsonPath": ".spec.ratio"},
+        {"name": "Whole", "type": "number", "jsonPath": ".spec.whole"},
+        {"name": "Truncated", "type": "integer", "jsonPath": ".spec.ratio"},
+        {"name": "Paused", "type": "boolean", "jsonPath": ".spec.paused"},
+        {"name": "Args", "type": "string", "jsonPath": ".spec.args"},
+        {"name": "FirstArg", "type": "string", "jsonPath": ".spec.args[*]"},
+        {"name": "Count", "type": "string", "jsonPath": ".spec.whole"},
+        {"name": "When", "type": "date", "jsonPath": ".status.when"}
+    ]}]}});
+    let conv = TableConvertor::for_crd(&PrinterColumn::from_crd(&crd, "v1")).unwrap();
+    let o = json!({
+        "metadata": {"name": "p"},
+        "spec": {"ratio": 2.5, "whole": 4, "paused": true, "args": ["a", "b"]},
+        "status": {"when": "not a time"}
+    });
+    assert_eq!(
+        conv.cells(&o, now()),
+        vec![
+            json!("p"),
+            json!(2.5),
+            json!(4),
+            json!(2),
+            json!(true),
+            json!(r#"["a","b"]"#),
+            json!("a"),
+            json!("4"),
+            json!("<invalid>")
+        ],
+        "first match only; strings printed as client-go prints them"
+    );
+    let mistyped = json!({"metadata": {"name": "q"}, "spec": {"ratio": "x", "paused": "yes"}});
+    let cells = conv.cells(&mistyped, now());
+    assert_eq!(cells[1], Value::Null);
+    assert_eq!(cells[3], Value::Null);
+    assert_eq!(cells[4], Value::Null);
+}
+
+#[test]
 fn bad_printer_column_path_is_an_error() {
     let col =
         PrinterColumn::parse(&json!({"name": "X", "type": "string", "jsonPath": ".a[?(@.b=="}))
