@@ -55,6 +55,10 @@ pub enum Operator {
     Exists,
     /// `!a`
     DoesNotExist,
+    /// `a>3`: the label is an integer greater than the value.
+    GreaterThan,
+    /// `a<3`: the label is an integer less than the value.
+    LessThan,
 }
 
 /// One clause of a selector; a selector is the AND of its requirements.
@@ -95,6 +99,15 @@ impl Requirement {
                     });
                 }
             }
+            Operator::GreaterThan | Operator::LessThan => {
+                if values.len() != 1 || values[0].parse::<i64>().is_err() {
+                    return Err(SelectorError::Parse {
+                        part: key,
+                        reason: "for 'Gt', 'Lt' operators, exactly one integer value is required"
+                            .into(),
+                    });
+                }
+            }
             Operator::Exists | Operator::DoesNotExist => {
                 if !values.is_empty() {
                     return Err(SelectorError::Parse {
@@ -104,8 +117,11 @@ impl Requirement {
                 }
             }
         }
-        for v in &values {
-            validate_value(v)?;
+        // Gt/Lt values are integers (possibly negative), not label values.
+        if !matches!(op, Operator::GreaterThan | Operator::LessThan) {
+            for v in &values {
+                validate_value(v)?;
+            }
         }
         Ok(Self { key, op, values })
     }
@@ -136,6 +152,17 @@ impl Requirement {
             (Operator::NotEquals | Operator::NotIn, None) => true,
             (Operator::Exists, found) => found.is_some(),
             (Operator::DoesNotExist, found) => found.is_none(),
+            (Operator::GreaterThan | Operator::LessThan, None) => false,
+            (op, Some(v)) => {
+                let (Ok(have), Ok(want)) = (v.parse::<i64>(), self.values[0].parse::<i64>()) else {
+                    return false;
+                };
+                if op == Operator::GreaterThan {
+                    have > want
+                } else {
+                    have < want
+                }
+            }
         }
     }
 }
@@ -148,6 +175,8 @@ impl fmt::Display for Requirement {
             Operator::Equals => write!(f, "{}={}", self.key, self.values[0]),
             Operator::DoubleEquals => write!(f, "{}=={}", self.key, self.values[0]),
             Operator::NotEquals => write!(f, "{}!={}", self.key, self.values[0]),
+            Operator::GreaterThan => write!(f, "{}>{}", self.key, self.values[0]),
+            Operator::LessThan => write!(f, "{}<{}", self.key, self.values[0]),
             Operator::In => write!(f, "{} in ({})", self.key, self.values.join(",")),
             Operator::NotIn => write!(f, "{} notin ({})", self.key, self.values.join(",")),
         }
@@ -429,6 +458,8 @@ enum Token {
     Equals,
     DoubleEquals,
     NotEquals,
+    Greater,
+    Less,
     Bang,
     Open,
     Close,
@@ -446,6 +477,8 @@ impl Token {
             Token::Equals => "=".into(),
             Token::DoubleEquals => "==".into(),
             Token::NotEquals => "!=".into(),
+            Token::Greater => ">".into(),
+            Token::Less => "<".into(),
             Token::Bang => "!".into(),
             Token::Open => "(".into(),
             Token::Close => ")".into(),
@@ -484,6 +517,8 @@ impl<'a> Lexer<'a> {
             '=' => (Token::Equals, 1),
             '!' if two == Some("!=") => (Token::NotEquals, 2),
             '!' => (Token::Bang, 1),
+            '>' => (Token::Greater, 1),
+            '<' => (Token::Less, 1),
             c if is_ident_char(c) => {
                 let len = self
                     .rest
@@ -505,7 +540,7 @@ impl<'a> Lexer<'a> {
 }
 
 fn is_ident_char(c: char) -> bool {
-    !c.is_whitespace() && !matches!(c, ',' | '=' | '!' | '(' | ')')
+    !c.is_whitespace() && !matches!(c, ',' | '=' | '!' | '(' | ')' | '>' | '<')
 }
 
 fn parse_requirement(lexer: &mut Lexer<'_>) -> Result<Requirement, SelectorError> {
@@ -540,12 +575,14 @@ fn parse_requirement(lexer: &mut Lexer<'_>) -> Result<Requirement, SelectorError
         Token::Equals => Operator::Equals,
         Token::DoubleEquals => Operator::DoubleEquals,
         Token::NotEquals => Operator::NotEquals,
+        Token::Greater => Operator::GreaterThan,
+        Token::Less => Operator::LessThan,
         Token::In => Operator::In,
         Token::NotIn => Operator::NotIn,
         other => {
             return Err(SelectorError::Parse {
                 part: other.text(),
-                reason: "expected one of '=', '==', '!=', 'in', 'notin'".into(),
+                reason: "expected one of '=', '==', '!=', '>', '<', 'in', 'notin'".into(),
             });
         }
     };
@@ -911,7 +948,12 @@ mod tests {
 
     #[test]
     fn label_operators_table() {
-        let l = labels(&[("app", "web"), ("tier", "front"), ("empty", "")]);
+        let l = labels(&[
+            ("app", "web"),
+            ("tier", "front"),
+            ("empty", ""),
+            ("gen", "3"),
+        ]);
         let cases: &[(&str, bool)] = &[
             ("", true),
             ("app=web", true),
@@ -935,6 +977,12 @@ mod tests {
             ("empty=", true),
             ("empty", true),
             (" app = web , ! missing ", true),
+            ("gen>2", true),
+            ("gen>3", false),
+            ("gen<4", true),
+            ("gen>-1", true),
+            ("app>1", false),
+            ("missing<9", false),
             ("example.com/role!=x", true),
         ];
         for (sel, want) in cases {
@@ -957,6 +1005,7 @@ mod tests {
             ("Bad_Prefix.com/x=y", "Bad_Prefix.com/x"),
             ("!", "<end of input>"),
             ("a=(x)", "("),
+            ("gen>x", "one integer value"),
         ];
         for (sel, needle) in cases {
             let err = LabelSelector::parse(sel).expect_err(sel).to_string();
@@ -1135,10 +1184,13 @@ mod tests {
             Just(Operator::NotIn),
             Just(Operator::Exists),
             Just(Operator::DoesNotExist),
+            Just(Operator::GreaterThan),
+            Just(Operator::LessThan),
         ];
         (key, op, proptest::collection::vec(label_name(), 1..4)).prop_map(|(k, op, vals)| {
             let vals = match op {
                 Operator::Exists | Operator::DoesNotExist => vec![],
+                Operator::GreaterThan | Operator::LessThan => vec![format!("{}", vals.len())],
                 Operator::Equals | Operator::DoubleEquals | Operator::NotEquals => {
                     vec![vals[0].clone()]
                 }
