@@ -9,7 +9,7 @@ use mco_api::MachineConfig;
 use thiserror::Error;
 
 use crate::diff::{self, CORE_USER, ConfigView, list_eq};
-use crate::ignition::{self, IgnitionError};
+use crate::ignition::{self, FieldError, IgnitionError};
 
 /// Why the change between two configs cannot be applied on a running node.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -184,6 +184,8 @@ pub enum ReconcileError {
     ParseOld { name: String, source: IgnitionError },
     #[error("parsing new Ignition config from machineconfig {name:?} failed: {source}")]
     ParseNew { name: String, source: IgnitionError },
+    #[error("validating new Ignition config from machineconfig {name:?} failed: {source}")]
+    ValidateNew { name: String, source: FieldError },
     /// Upstream prints the old config's name first although the wording suggests otherwise; kept so
     /// that messages match.
     #[error("new machineconfig {old:?} is not reconcilable against {new:?}: {reason}")]
@@ -194,7 +196,10 @@ pub enum ReconcileError {
     },
 }
 
-/// Parses both MachineConfigs' Ignition and checks them, wrapping any refusal as upstream does.
+/// Parses both MachineConfigs' Ignition, checks the reconcilability rules, then validates the new
+/// config. The rules run before validation (upstream validates first) so that an `append` or a
+/// force-file entry is reported with upstream's reconcilability text rather than as a validation
+/// failure.
 pub fn check_machine_configs(
     old: &MachineConfig,
     new: &MachineConfig,
@@ -202,21 +207,17 @@ pub fn check_machine_configs(
 ) -> Result<(), ReconcileError> {
     let old_name = old.metadata.name.clone().unwrap_or_default();
     let new_name = new.metadata.name.clone().unwrap_or_default();
-    let empty = serde_json::json!({"ignition": {"version": "3.5.0"}});
-    let old_ign =
-        ignition::parse(old.spec.config.as_ref().unwrap_or(&empty)).map_err(|source| {
-            ReconcileError::ParseOld {
-                name: old_name.clone(),
-                source,
-            }
-        })?;
-    let new_ign =
-        ignition::parse(new.spec.config.as_ref().unwrap_or(&empty)).map_err(|source| {
-            ReconcileError::ParseNew {
-                name: new_name.clone(),
-                source,
-            }
-        })?;
+    let parse = |raw: Option<&serde_json::Value>| {
+        raw.map_or_else(|| Ok(ignition::empty()), ignition::parse)
+    };
+    let old_ign = parse(old.spec.config.as_ref()).map_err(|source| ReconcileError::ParseOld {
+        name: old_name.clone(),
+        source,
+    })?;
+    let new_ign = parse(new.spec.config.as_ref()).map_err(|source| ReconcileError::ParseNew {
+        name: new_name.clone(),
+        source,
+    })?;
     check_reconcilable(
         ConfigView::new(&old.spec, &old_ign),
         ConfigView::new(&new.spec, &new_ign),
@@ -224,7 +225,11 @@ pub fn check_machine_configs(
     )
     .map_err(|reason| ReconcileError::NotReconcilable {
         old: old_name,
-        new: new_name,
+        new: new_name.clone(),
         reason,
+    })?;
+    ignition::validate(&new_ign).map_err(|source| ReconcileError::ValidateNew {
+        name: new_name,
+        source,
     })
 }
