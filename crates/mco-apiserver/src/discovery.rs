@@ -1,8 +1,8 @@
 //! Discovery documents (legacy and aggregated) and OpenAPI v3, generated from the registry.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 
+use mco_apimachinery::openapi::{OpenApiResource, OpenApiV3, builtin_resources};
 use serde_json::{Value, json};
 
 use crate::registry::{Registry, ResourceInfo};
@@ -236,109 +236,16 @@ pub fn version_info() -> Value {
         "platform": "linux/amd64"})
 }
 
-fn gv_key(group: &str, version: &str) -> String {
-    if group.is_empty() {
-        format!("api/{version}")
-    } else {
-        format!("apis/{group}/{version}")
-    }
-}
-
-fn param(name: &str) -> Value {
-    json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}})
-}
-
-/// The OpenAPI v3 document of one group-version: PATCH operations carrying the
-/// `fieldValidation` parameter (what kubectl checks), and CRD schemas.
-pub fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<Value> {
-    let rs: Vec<ResourceInfo> = reg
-        .all()
-        .into_iter()
-        .filter(|r| r.group == group && r.versions.iter().any(|v| v == version))
-        .collect();
-    if rs.is_empty() {
-        return None;
-    }
-    let mut paths = serde_json::Map::new();
-    let mut schemas = serde_json::Map::new();
-    let prefix = if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    };
-    for r in &rs {
-        let gvk = json!({"group": group, "version": version, "kind": r.kind});
-        let base = if r.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
-        } else {
-            format!("{prefix}/{}", r.plural)
-        };
-        let mut content = serde_json::Map::new();
-        for ct in [
-            "application/json-patch+json",
-            "application/merge-patch+json",
-            "application/apply-patch+yaml",
-        ] {
-            content.insert(ct.into(), json!({"schema": {"type": "object"}}));
-        }
-        let op = |action: &str, id: &str| {
-            json!({"operationId": format!("{id}{}", r.kind), "x-kubernetes-action": action,
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": [param("dryRun"), param("fieldManager"), param("fieldValidation")],
-                "responses": {}})
-        };
-        let mut patch = op("patch", "patch");
-        patch["parameters"] = json!([
-            param("dryRun"),
-            param("fieldManager"),
-            param("force"),
-            param("fieldValidation")
-        ]);
-        patch["requestBody"] = json!({"content": content});
-        paths.insert(
-            format!("{base}/{{name}}"),
-            json!({"get": op("get", "read"), "put": op("put", "replace"),
-            "patch": patch, "delete": op("delete", "delete")}),
-        );
-        paths.insert(
-            base,
-            json!({"get": op("list", "list"), "post": op("post", "create")}),
-        );
-        if let Some(schema) = r.crd_version(version).and_then(|v| v.schema.clone()) {
-            let mut s = schema;
-            s["x-kubernetes-group-version-kind"] = json!([gvk]);
-            let key = format!(
-                "{}.{}.{}",
-                group.split('.').rev().collect::<Vec<_>>().join("."),
-                version,
-                r.kind
-            );
-            schemas.insert(key, s);
+/// Every OpenAPI v3 document for what is served right now. Built per request: the
+/// documents are small and kubectl fetches them once per `apply`.
+pub fn openapi(reg: &Registry) -> OpenApiV3 {
+    let mut resources = builtin_resources();
+    for r in reg.all() {
+        if let Some(crd) = &r.crd_object {
+            resources.extend(OpenApiResource::from_crd(crd));
         }
     }
-    Some(
-        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"},
-        "paths": paths, "components": {"schemas": schemas}}),
-    )
-}
-
-pub fn doc_hash(doc: &Value) -> String {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    doc.to_string().hash(&mut h);
-    format!("{:016X}", h.finish())
-}
-
-pub fn openapi_root(reg: &Registry) -> Value {
-    let mut paths = serde_json::Map::new();
-    for (g, vs) in groups(reg) {
-        for (v, _) in vs {
-            if let Some(doc) = openapi_gv(reg, &g, &v) {
-                let key = gv_key(&g, &v);
-                paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc_hash(&doc))}));
-            }
-        }
-    }
-    json!({"paths": paths})
+    OpenApiV3::build(&resources)
 }
 
 #[cfg(test)]
@@ -388,28 +295,18 @@ mod tests {
     }
 
     #[test]
-    fn openapi_patch_has_field_validation() {
+    fn openapi_includes_crds() {
         let r = Registry::new();
-        let d = openapi_gv(&r, "", "v1").unwrap();
-        let p = &d["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
+        let crd = json!({"metadata": {"name": "ws.x.io"}, "spec": {"group": "x.io", "scope": "Cluster", "names": {"plural": "ws", "kind": "W"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        r.upsert_crd(&crd).unwrap();
+        let o = openapi(&r);
         assert!(
-            p["parameters"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|x| x["name"] == "fieldValidation")
-        );
-        assert_eq!(p["x-kubernetes-group-version-kind"]["kind"], "ConfigMap");
-        assert!(
-            p["requestBody"]["content"]
-                .get("application/strategic-merge-patch+json")
-                .is_none()
-        );
-        assert!(
-            openapi_root(&r)["paths"]["apis/apps/v1"]["serverRelativeURL"]
+            o.root()["paths"]["apis/x.io/v1"]["serverRelativeURL"]
                 .as_str()
                 .unwrap()
-                .starts_with("/openapi/v3/apis/apps/v1?hash=")
+                .contains("?hash=")
         );
+        assert!(o.document("api/v1").is_some());
     }
 }

@@ -96,7 +96,8 @@ impl Server {
                     .lookup("", "v1", "namespaces")
                     .ok_or_else(|| Error::Data("namespaces missing".into()))?;
                 let obj = json!({"metadata": {"name": ns}});
-                if let Err(e) = rest::create(&app, &info, "v1", "", obj, false).await
+                if let Err(e) =
+                    rest::create(&app, &info, "v1", "", obj, &rest::WriteCtx::default()).await
                     && e.code != 409
                 {
                     return Err(Error::Data(e.message));

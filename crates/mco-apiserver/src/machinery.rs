@@ -1,320 +1,147 @@
-//! Patch, apply and schema steps. Each is a thin seam so the write path does not care
-//! whether the work is done here or in `mco-apimachinery`.
+//! Adapters from the write path to `mco-apimachinery`: patches, server-side apply,
+//! field ownership and CRD schemas, with their errors turned into Status answers.
 
-use serde_json::{Map, Value};
+use mco_apimachinery::apply::{self, ApplyError, ApplyOptions, CONFLICT_CAUSE_REASON};
+use mco_apimachinery::patch::{self, MergeKeyTable, PatchError, PatchType};
+use mco_apimachinery::schema::Structural;
+use serde_json::{Value, json};
 
-use crate::error::Cause;
+use crate::error::{ApiError, Cause};
+use crate::objects::Part;
+use crate::registry::ResourceInfo;
 
-/// JSON merge patch (RFC 7386).
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    json_patch::merge(target, patch);
+/// List semantics for merges and ownership: upstream's table for built-ins, the
+/// schema's `x-kubernetes-list-*` for custom resources.
+pub fn merge_keys(info: &ResourceInfo, version: &str) -> Option<MergeKeyTable> {
+    match info.crd_version(version) {
+        Some(v) => Some(
+            v.schema
+                .as_ref()
+                .map(MergeKeyTable::from_openapi_schema)
+                .unwrap_or_else(MergeKeyTable::metadata_only),
+        ),
+        None => MergeKeyTable::builtin(&info.group, &info.kind),
+    }
 }
 
-/// JSON patch (RFC 6902), including `test`.
-pub fn json_patch(target: &Value, patch: &Value) -> Result<Value, String> {
-    let p: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| e.to_string())?;
-    let mut out = target.clone();
-    json_patch::patch(&mut out, &p).map_err(|e| e.to_string())?;
-    Ok(out)
+fn patch_error(e: PatchError) -> ApiError {
+    match e {
+        PatchError::JsonPatchFailed { .. } => ApiError::new(422, "Invalid", e.to_string()),
+        _ => ApiError::bad_request(e.to_string()),
+    }
 }
 
-/// Merge keys of the built-in list fields that upstream merges element-wise.
-fn merge_key(field: &str) -> Option<&'static str> {
-    Some(match field {
-        "conditions" | "addresses" => "type",
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "env"
-        | "volumes"
-        | "imagePullSecrets"
-        | "containerStatuses"
-        | "initContainerStatuses" => "name",
-        "volumeMounts" | "volumeDevices" => "mountPath",
-        "ports" => "containerPort",
-        "ownerReferences" => "uid",
-        "taints" | "tolerations" => "key",
-        _ => return None,
+/// Applies a merge, JSON or strategic merge patch.
+pub fn patch(
+    doc: &Value,
+    pt: PatchType,
+    body: &Value,
+    keys: &MergeKeyTable,
+) -> Result<Value, ApiError> {
+    patch::apply_patch(doc, pt, body, keys).map_err(patch_error)
+}
+
+fn options<'a>(
+    time: &'a str,
+    keys: &'a MergeKeyTable,
+    api_version: &'a str,
+    info: &ResourceInfo,
+    version: &str,
+    part: Part,
+) -> ApplyOptions<'a> {
+    match part {
+        Part::Status => ApplyOptions::for_status(time, keys).with_api_version(api_version),
+        Part::Main if info.has_status(version) => ApplyOptions::new(time, keys)
+            .with_api_version(api_version)
+            .with_reset_fields(&["status"]),
+        Part::Main => ApplyOptions::new(time, keys).with_api_version(api_version),
+    }
+}
+
+/// Server-side apply by `manager`; conflicts become upstream's 409.
+pub fn server_side_apply(
+    info: &ResourceInfo,
+    version: &str,
+    part: Part,
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+) -> Result<Value, ApiError> {
+    let keys = merge_keys(info, version).unwrap_or_else(MergeKeyTable::metadata_only);
+    let time = crate::objects::now_rfc3339();
+    let av = info.api_version(version);
+    let opts = options(&time, &keys, &av, info, version, part);
+    apply::apply(live, applied, manager, force, opts).map_err(|e| match e {
+        ApplyError::Conflict(cs) => {
+            let causes: Vec<Value> = cs
+                .iter()
+                .map(|c| json!({"reason": CONFLICT_CAUSE_REASON, "field": c.field, "message": c.message()}))
+                .collect();
+            ApiError::new(409, "Conflict", ApplyError::Conflict(cs).to_string()).with_details(json!({"causes": causes}))
+        }
+        ApplyError::Invalid(m) => ApiError::new(422, "Invalid", m),
     })
 }
 
-/// Strategic merge patch for built-in kinds: a merge patch in which known list fields
-/// merge by their key and `$patch: delete` / `$retainKeys` directives are honoured in
-/// their simplest forms.
-pub fn strategic_merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(p) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let t = target.as_object_mut().expect("object");
-    for (k, pv) in p {
-        if k.starts_with("$setElementOrder/") || k == "$retainKeys" || k == "$patch" {
-            continue;
-        }
-        if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
-            if let (Some(Value::Array(list)), Value::Array(del)) = (t.get_mut(field), pv) {
-                list.retain(|x| !del.contains(x));
-            }
-            continue;
-        }
-        match pv {
-            Value::Null => {
-                t.remove(k);
-            }
-            Value::Array(items) => match (merge_key(k), t.get_mut(k)) {
-                (Some(key), Some(Value::Array(cur))) => {
-                    for item in items {
-                        let id = item.get(key).cloned();
-                        let pos = id
-                            .as_ref()
-                            .and_then(|id| cur.iter().position(|c| c.get(key) == Some(id)));
-                        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
-                        match (pos, delete) {
-                            (Some(i), true) => {
-                                cur.remove(i);
-                            }
-                            (Some(i), false) => strategic_merge_patch(&mut cur[i], item),
-                            (None, false) => {
-                                let mut fresh = Value::Object(Map::new());
-                                strategic_merge_patch(&mut fresh, item);
-                                cur.push(fresh);
-                            }
-                            (None, true) => {}
-                        }
-                    }
-                }
-                _ if k == "finalizers" => {
-                    let cur = t.entry(k.clone()).or_insert_with(|| Value::Array(vec![]));
-                    if let Value::Array(cur) = cur {
-                        for i in items {
-                            if !cur.contains(i) {
-                                cur.push(i.clone());
-                            }
-                        }
-                    }
-                }
-                _ => {
-                    t.insert(k.clone(), pv.clone());
-                }
-            },
-            Value::Object(_) => {
-                let entry = t
-                    .entry(k.clone())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                strategic_merge_patch(entry, pv);
-            }
-            other => {
-                t.insert(k.clone(), other.clone());
-            }
-        }
+/// Records a non-apply write in `managedFields`.
+pub fn record_update(
+    info: &ResourceInfo,
+    version: &str,
+    part: Part,
+    before: Option<&Value>,
+    after: &Value,
+    manager: &str,
+) -> Value {
+    let keys = merge_keys(info, version).unwrap_or_else(MergeKeyTable::metadata_only);
+    let time = crate::objects::now_rfc3339();
+    let av = info.api_version(version);
+    let opts = options(&time, &keys, &av, info, version, part);
+    apply::record_update(before, after, manager, opts)
+}
+
+/// The manager name of a non-apply write: `fieldManager`, else the User-Agent's program.
+pub fn manager_for(field_manager: Option<&str>, user_agent: &str) -> String {
+    match field_manager.filter(|m| !m.is_empty()) {
+        Some(m) => m.to_string(),
+        None => apply::manager_from_user_agent(user_agent),
     }
 }
 
-/// Drops `null`s so an applied configuration can be merged as a patch.
-fn strip_nulls(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), strip_nulls(v)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
+/// Prunes, defaults and validates a custom resource as kube-apiserver does;
+/// returns the paths pruning removed and the validation causes.
+pub fn schema_admit(schema: &Structural, obj: &mut Value) -> (Vec<String>, Vec<Cause>) {
+    let before = obj.clone();
+    schema.prune(obj);
+    let mut pruned = Vec::new();
+    diff_removed(&before, obj, "", &mut pruned);
+    schema.apply_defaults(obj);
+    let causes = schema
+        .validate(obj)
+        .into_iter()
+        .map(|e| Cause::new(e.type_.reason(), &e.field, e.body()))
+        .collect();
+    (pruned, causes)
 }
 
-/// Server-side apply: merges the applied configuration into the live object.
-pub fn apply(live: &Value, applied: &Value) -> Value {
-    let mut out = live.clone();
-    strategic_merge_patch(&mut out, &strip_nulls(applied));
-    out
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn short(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("\"{s}\""),
-        Value::Object(_) => "\"object\"".into(),
-        Value::Array(_) => "\"array\"".into(),
-        other => other.to_string(),
-    }
-}
-
-/// Prunes unknown fields, applies defaults and validates `obj` against a structural
-/// schema, returning the causes upstream would report.
-pub fn schema_admit(schema: &Value, obj: &mut Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    // metadata and apiVersion/kind are never pruned or validated by the CRD schema.
-    let meta = obj.get("metadata").cloned();
-    let av = obj.get("apiVersion").cloned();
-    let kind = obj.get("kind").cloned();
-    walk(schema, obj, "", &mut causes, true);
-    if let Some(o) = obj.as_object_mut() {
-        for (k, v) in [("metadata", meta), ("apiVersion", av), ("kind", kind)] {
-            if let Some(v) = v {
-                o.insert(k.into(), v);
-            }
-        }
-    }
-    causes
-}
-
-fn walk(s: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>, root: bool) {
-    let field = |k: &str| {
-        if path.is_empty() {
-            k.to_string()
-        } else {
-            format!("{path}.{k}")
-        }
-    };
-    if v.is_null() && s.get("nullable").and_then(Value::as_bool) == Some(true) {
-        return;
-    }
-    let int_or_string = s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
-    if let Some(t) = s.get("type").and_then(Value::as_str)
-        && !int_or_string
-    {
-        let actual = type_name(v);
-        let ok = actual == t || (t == "number" && actual == "integer");
-        if !ok {
-            causes.push(Cause::new(
-                "FieldValueTypeInvalid",
-                path,
-                format!(
-                    "Invalid value: {}: {} in body must be of type {}: \"{}\"",
-                    short(v),
-                    path,
-                    t,
-                    actual
-                ),
-            ));
-            return;
-        }
-    }
-    if let Some(e) = s.get("enum").and_then(Value::as_array)
-        && !e.contains(v)
-    {
-        let allowed: Vec<String> = e.iter().map(short).collect();
-        causes.push(Cause::new(
-            "FieldValueNotSupported",
-            path,
-            format!(
-                "Unsupported value: {}: supported values: {}",
-                short(v),
-                allowed.join(", ")
-            ),
-        ));
-    }
-    match v {
-        Value::Object(m) => {
-            let props = s.get("properties").and_then(Value::as_object);
-            let preserve = s
-                .get("x-kubernetes-preserve-unknown-fields")
-                .and_then(Value::as_bool)
-                == Some(true);
-            if let Some(props) = props {
-                for (k, ps) in props {
-                    if !m.contains_key(k)
-                        && let Some(d) = ps.get("default")
-                    {
-                        m.insert(k.clone(), d.clone());
-                    }
-                }
-            }
-            let additional = s.get("additionalProperties").filter(|a| a.is_object());
-            let keys: Vec<String> = m.keys().cloned().collect();
-            for k in keys {
-                if root && (k == "metadata" || k == "apiVersion" || k == "kind") {
-                    continue;
-                }
-                match props.and_then(|p| p.get(&k)).or(additional) {
-                    Some(ps) => {
-                        if let Some(child) = m.get_mut(&k) {
-                            walk(ps, child, &field(&k), causes, false);
-                        }
-                    }
-                    None if preserve
-                        || s.get("additionalProperties") == Some(&Value::Bool(true)) => {}
-                    None => {
-                        m.remove(&k);
-                    }
-                }
-            }
-            for r in s
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(r) = r.as_str()
-                    && !m.contains_key(r)
-                {
-                    causes.push(Cause::new(
-                        "FieldValueRequired",
-                        &field(r),
-                        "Required value",
-                    ));
+fn diff_removed(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, bv) in b {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match a.get(k) {
+                    None => out.push(p),
+                    Some(av) => diff_removed(bv, av, &p, out),
                 }
             }
         }
-        Value::Array(items) => {
-            if let Some(max) = s.get("maxItems").and_then(Value::as_u64)
-                && items.len() as u64 > max
-            {
-                causes.push(Cause::new(
-                    "FieldValueTooMany",
-                    path,
-                    format!("Too many: {}: must have at most {} items", items.len(), max),
-                ));
-            }
-            if let Some(is) = s.get("items") {
-                for (i, it) in items.iter_mut().enumerate() {
-                    walk(is, it, &format!("{path}[{i}]"), causes, false);
-                }
-            }
-        }
-        Value::String(st) => {
-            if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
-                && st.chars().count() as u64 > max
-            {
-                causes.push(Cause::new(
-                    "FieldValueTooLong",
-                    path,
-                    format!("Too long: may not be more than {max} bytes"),
-                ));
-            }
-        }
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(0.0);
-            if let Some(min) = s.get("minimum").and_then(Value::as_f64)
-                && x < min
-            {
-                causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {n}: {path} in body should be greater than or equal to {min}")));
-            }
-            if let Some(max) = s.get("maximum").and_then(Value::as_f64)
-                && x > max
-            {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    path,
-                    format!(
-                        "Invalid value: {n}: {path} in body should be less than or equal to {max}"
-                    ),
-                ));
+        (Value::Array(b), Value::Array(a)) => {
+            for (i, (bv, av)) in b.iter().zip(a.iter()).enumerate() {
+                diff_removed(bv, av, &format!("{path}[{i}]"), out);
             }
         }
         _ => {}
@@ -324,62 +151,68 @@ fn walk(s: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>, root: boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::registry::Registry;
 
     #[test]
-    fn smp_merges_conditions_by_type() {
-        let mut t = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "X", "status": "True"}]}});
-        strategic_merge_patch(
-            &mut t,
+    fn builtins_patch_strategically_and_customs_do_not() {
+        let r = Registry::new();
+        let node = r.lookup("", "v1", "nodes").unwrap();
+        assert!(merge_keys(&node, "v1").is_some());
+        let crd = json!({"spec": {"group": "x.io", "names": {"plural": "ws", "kind": "W"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        let w = r.upsert_crd(&crd).unwrap();
+        assert!(merge_keys(&w, "v1").is_some());
+        let keys = merge_keys(&node, "v1").unwrap();
+        let doc = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "X", "status": "True"}]}});
+        let out = patch(
+            &doc,
+            PatchType::StrategicMerge,
             &json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
-        );
-        assert_eq!(
-            t["status"]["conditions"],
-            json!([{"type": "Ready", "status": "True"}, {"type": "X", "status": "True"}])
-        );
-        strategic_merge_patch(&mut t, &json!({"spec": {"unschedulable": true}}));
-        assert_eq!(t["spec"]["unschedulable"], true);
-        strategic_merge_patch(&mut t, &json!({"spec": {"unschedulable": null}}));
-        assert!(t["spec"].get("unschedulable").is_none());
+            &keys,
+        )
+        .unwrap();
+        assert_eq!(out["status"]["conditions"][1]["type"], "X");
+        assert_eq!(out["status"]["conditions"][0]["status"], "True");
     }
 
     #[test]
-    fn json_patch_test_op_fails_on_mismatch() {
-        let t = json!({"a": 1});
-        assert!(json_patch(&t, &json!([{"op": "test", "path": "/a", "value": 2}])).is_err());
-        assert_eq!(
-            json_patch(&t, &json!([{"op": "replace", "path": "/a", "value": 2}])).unwrap(),
-            json!({"a": 2})
+    fn json_patch_test_failure_is_422() {
+        let keys = MergeKeyTable::metadata_only();
+        let e = patch(
+            &json!({"a": 1}),
+            PatchType::Json,
+            &json!([{"op": "test", "path": "/a", "value": 2}]),
+            &keys,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 422);
+    }
+
+    #[test]
+    fn apply_conflict_is_409_with_causes() {
+        let r = Registry::new();
+        let cm = r.lookup("", "v1", "configmaps").unwrap();
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}, "data": {"a": "1"}});
+        let live = server_side_apply(&cm, "v1", Part::Main, None, &body, "one", false).unwrap();
+        let changed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}, "data": {"a": "2"}});
+        let e = server_side_apply(&cm, "v1", Part::Main, Some(&live), &changed, "two", false)
+            .unwrap_err();
+        assert_eq!(e.code, 409);
+        assert!(e.message.starts_with("Apply failed with 1 conflict"));
+        assert!(
+            server_side_apply(&cm, "v1", Part::Main, Some(&live), &changed, "two", true).is_ok()
         );
     }
 
     #[test]
-    fn schema_prunes_defaults_and_validates() {
-        let schema = json!({"type": "object", "properties": {
-            "spec": {"type": "object", "required": ["mode"], "properties": {
-                "mode": {"type": "string", "enum": ["a", "b"]},
-                "count": {"type": "integer", "default": 3, "maximum": 5},
-                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}});
-        let mut obj =
-            json!({"metadata": {"name": "x"}, "spec": {"mode": "a", "junk": 1, "free": {"y": 1}}});
-        assert!(schema_admit(&schema, &mut obj).is_empty());
-        assert_eq!(
-            obj["spec"],
-            json!({"mode": "a", "count": 3, "free": {"y": 1}})
-        );
-        let mut bad = json!({"spec": {"mode": "c", "count": "x"}});
-        let causes = schema_admit(&schema, &mut bad);
-        assert_eq!(causes.len(), 2);
-        assert_eq!(causes[0].field, "spec.mode");
-        assert!(causes[0].message.starts_with("Unsupported value: \"c\""));
-        assert_eq!(
-            causes[1].message,
-            "Invalid value: \"x\": spec.count in body must be of type integer: \"string\""
-        );
-        let mut missing = json!({"spec": {}});
-        assert_eq!(
-            schema_admit(&schema, &mut missing)[0].message,
-            "Required value"
-        );
+    fn schema_reports_pruned_fields() {
+        let s = Structural::parse(&json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {"type": "integer"}}}}})).unwrap();
+        let mut obj = json!({"metadata": {"name": "x"}, "spec": {"a": 1, "b": 2}});
+        let (pruned, causes) = schema_admit(&s, &mut obj);
+        assert_eq!(pruned, vec!["spec.b"]);
+        assert!(causes.is_empty());
+        let mut bad = json!({"spec": {"a": "x"}});
+        let (_, causes) = schema_admit(&s, &mut bad);
+        assert_eq!(causes[0].field, "spec.a");
     }
 }

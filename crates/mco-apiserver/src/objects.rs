@@ -108,18 +108,32 @@ pub fn same_object(a: &Value, b: &Value) -> bool {
     strip(a) == strip(b)
 }
 
-/// Admits a custom resource through its version's schema.
+/// Admits a custom resource through its version's schema: prune, default, validate.
+/// With `strict` (`fieldValidation=Strict`), pruned fields are an error, as upstream.
 pub fn admit_custom(
     info: &ResourceInfo,
     version: &str,
     obj: &mut Value,
     name: &str,
+    strict: bool,
 ) -> Result<(), ApiError> {
-    if let Some(schema) = info.crd_version(version).and_then(|v| v.schema.as_ref()) {
-        let causes = machinery::schema_admit(schema, obj);
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(&info.rref(), name, causes));
-        }
+    let Some(schema) = info.crd_version(version).and_then(|v| v.structural.clone()) else {
+        return Ok(());
+    };
+    let (pruned, causes) = machinery::schema_admit(&schema, obj);
+    if strict && !pruned.is_empty() {
+        let fields: Vec<String> = pruned
+            .iter()
+            .map(|p| format!("unknown field \"{p}\""))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            fields.join(", "),
+            kind = info.kind
+        )));
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&info.rref(), name, causes));
     }
     Ok(())
 }
@@ -246,6 +260,7 @@ pub fn finish_update(
     cur: &Value,
     mut new: Value,
     part: Part,
+    strict: bool,
 ) -> Result<Option<Value>, ApiError> {
     let has_status = info.has_status(version);
     let name = meta_str(cur, "name").unwrap_or("").to_string();
@@ -309,8 +324,8 @@ pub fn finish_update(
         }
     }
     nm.remove("resourceVersion");
-    if part == Part::Main && info.is_custom() {
-        admit_custom(info, version, &mut new, &name)?;
+    if info.is_custom() {
+        admit_custom(info, version, &mut new, &name, strict && part == Part::Main)?;
     }
     if spec_part(cur, has_status) != spec_part(&new, has_status) {
         let g = meta(cur)
@@ -373,6 +388,7 @@ mod tests {
             &cur,
             json!({"metadata": {"name": "n"}, "spec": {}, "status": {"a": 2}}),
             Part::Main,
+            false,
         )
         .unwrap();
         assert!(same.is_none());
@@ -382,12 +398,13 @@ mod tests {
             &cur,
             json!({"metadata": {"name": "n"}, "status": {"a": 2}}),
             Part::Status,
+            false,
         )
         .unwrap()
         .unwrap();
         assert_eq!(st["status"]["a"], 2);
         assert_eq!(st["metadata"]["generation"], 1);
-        let sp = finish_update(&node, "v1", &cur, json!({"metadata": {"name": "n", "labels": {"x": "y"}}, "spec": {"unschedulable": true}}), Part::Main).unwrap().unwrap();
+        let sp = finish_update(&node, "v1", &cur, json!({"metadata": {"name": "n", "labels": {"x": "y"}}, "spec": {"unschedulable": true}}), Part::Main, false).unwrap().unwrap();
         assert_eq!(sp["metadata"]["generation"], 2);
         assert_eq!(sp["status"]["a"], 1);
         assert_eq!(sp["metadata"]["uid"], "u");

@@ -1,8 +1,9 @@
 //! Which resources are served: the built-in kinds plus whatever CRDs are stored.
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
+use mco_apimachinery::schema::Structural;
 use serde_json::Value;
 
 use crate::error::ResRef;
@@ -13,6 +14,8 @@ pub struct CrdVersion {
     pub name: String,
     pub storage: bool,
     pub schema: Option<Value>,
+    /// The parsed schema; `None` when absent or unusable (then nothing is validated).
+    pub structural: Option<Arc<Structural>>,
     pub printer_columns: Vec<Value>,
     pub selectable_fields: Vec<String>,
     pub status: bool,
@@ -35,6 +38,8 @@ pub struct ResourceInfo {
     pub eviction: bool,
     /// Set for custom resources: per-version schema and printer columns.
     pub crd: Option<Vec<CrdVersion>>,
+    /// The CRD object a custom resource comes from.
+    pub crd_object: Option<Arc<Value>>,
 }
 
 impl ResourceInfo {
@@ -95,6 +100,7 @@ fn builtin(
         status,
         eviction: false,
         crd: None,
+        crd_object: None,
     }
 }
 
@@ -354,6 +360,13 @@ pub fn crd_to_info(crd: &Value) -> Option<ResourceInfo> {
             name: name.to_string(),
             storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
             schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+            structural: v.pointer("/schema/openAPIV3Schema").and_then(|s| match Structural::parse(s) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "unusable CRD schema; objects are stored unvalidated");
+                    None
+                }
+            }),
             printer_columns: v
                 .get("additionalPrinterColumns")
                 .and_then(Value::as_array)
@@ -403,6 +416,7 @@ pub fn crd_to_info(crd: &Value) -> Option<ResourceInfo> {
         status,
         eviction: false,
         crd: Some(versions),
+        crd_object: Some(Arc::new(crd.clone())),
     })
 }
 

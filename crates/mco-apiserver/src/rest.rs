@@ -23,6 +23,7 @@ use crate::objects::{self, Part, meta, meta_mut, meta_str};
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::{Action, Event, EventType, Outcome, Store};
 use crate::tables::{self, Include};
+use mco_apimachinery::patch::{MergeKeyTable, PatchType};
 
 /// Everything a request handler needs.
 pub struct App {
@@ -173,9 +174,11 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
         ["apis", g, v] => discovery::legacy_resource_list(&app.registry, g, v)
             .map(|d| json_response(200, &d))
             .ok_or_else(ApiError::not_found_path),
-        ["openapi", "v3"] => get_only(json_response(200, &discovery::openapi_root(&app.registry))),
-        ["openapi", "v3", "api", v] => openapi_doc(app, "", v, &query),
-        ["openapi", "v3", "apis", g, v] => openapi_doc(app, g, v, &query),
+        ["openapi", "v3"] => get_only(json_response(
+            200,
+            &discovery::openapi(&app.registry).root(),
+        )),
+        ["openapi", "v3", rest @ ..] => openapi_doc(app, &rest.join("/"), &query),
         ["api", v, rest @ ..] => {
             let t = resolve(app, "", v, rest)?;
             resource(app, &method, t, &identity, &query, &headers, body).await
@@ -198,16 +201,12 @@ fn typed_response(v: &Value, ct: &str) -> Response {
     r
 }
 
-fn openapi_doc(
-    app: &App,
-    g: &str,
-    v: &str,
-    q: &HashMap<String, String>,
-) -> Result<Response, ApiError> {
-    let doc = discovery::openapi_gv(&app.registry, g, v).ok_or_else(ApiError::not_found_path)?;
-    let mut r = json_response(200, &doc);
+fn openapi_doc(app: &App, key: &str, q: &HashMap<String, String>) -> Result<Response, ApiError> {
+    let all = discovery::openapi(&app.registry);
+    let doc = all.document(key).ok_or_else(ApiError::not_found_path)?;
+    let mut r = json_response(200, doc);
     if q.get("hash")
-        .is_some_and(|h| *h == discovery::doc_hash(&doc))
+        .is_some_and(|h| Some(h.as_str()) == all.hash(key))
     {
         r.headers_mut().insert(
             header::CACHE_CONTROL,
@@ -368,7 +367,8 @@ async fn resource(
             {
                 return Err(ApiError::forbidden(msg));
             }
-            let v = create(app, &t.info, &t.version, t.ns_str(), obj, dry_run(q)).await?;
+            let ctx = WriteCtx::from_request(q, headers);
+            let v = create(app, &t.info, &t.version, t.ns_str(), obj, &ctx).await?;
             Ok(object_response(&t, headers, q, 201, &v))
         }
         (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
@@ -380,7 +380,7 @@ async fn resource(
             } else {
                 Part::Main
             };
-            let v = update(app, &t, obj, part, dry_run(q)).await?;
+            let v = update(app, &t, obj, part, &WriteCtx::from_request(q, headers)).await?;
             Ok(object_response(&t, headers, q, 200, &v))
         }
         (&Method::PATCH, true, sub) => {
@@ -393,7 +393,8 @@ async fn resource(
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            let (code, v) = patch(app, &t, ct, &body, part, q).await?;
+            let ctx = WriteCtx::from_request(q, headers);
+            let (code, v) = patch(app, &t, ct, &body, part, q, &ctx).await?;
             Ok(object_response(&t, headers, q, code, &v))
         }
         (&Method::DELETE, true, None) => {
@@ -699,6 +700,33 @@ fn ensure_namespace(app: &App, info: &ResourceInfo, ns: &str) -> Result<(), ApiE
     Ok(())
 }
 
+/// Per-request write options.
+#[derive(Debug, Clone, Default)]
+pub struct WriteCtx {
+    pub dry_run: bool,
+    /// The field manager recorded in `managedFields`.
+    pub manager: String,
+    /// `fieldValidation=Strict`: unknown fields are an error.
+    pub strict: bool,
+    /// `force=true` on server-side apply.
+    pub force: bool,
+}
+
+impl WriteCtx {
+    fn from_request(q: &HashMap<String, String>, headers: &HeaderMap) -> WriteCtx {
+        let ua = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("unknown");
+        WriteCtx {
+            dry_run: dry_run(q),
+            manager: machinery::manager_for(q.get("fieldManager").map(String::as_str), ua),
+            strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
+            force: q.get("force").is_some_and(|v| v == "true"),
+        }
+    }
+}
+
 /// Validates and stores a new object.
 pub async fn create(
     app: &App,
@@ -706,7 +734,7 @@ pub async fn create(
     version: &str,
     ns: &str,
     mut obj: Value,
-    dry: bool,
+    ctx: &WriteCtx,
 ) -> Result<Arc<Value>, ApiError> {
     obj["apiVersion"] = json!(info.api_version(version));
     obj["kind"] = json!(info.kind);
@@ -759,14 +787,17 @@ pub async fn create(
     ensure_namespace(app, info, ns)?;
     objects::prepare_create(info, version, &mut obj);
     if info.is_custom() {
-        objects::admit_custom(info, version, &mut obj, &name)?;
+        objects::admit_custom(info, version, &mut obj, &name, ctx.strict)?;
     }
-    let is_crd = info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions";
+    let is_crd = is_crd(info);
     if is_crd {
         let causes = objects::validate_crd(&obj, &name);
         if !causes.is_empty() {
             return Err(ApiError::invalid(&info.rref(), &name, causes));
         }
+    }
+    if !ctx.manager.is_empty() {
+        obj = machinery::record_update(info, version, Part::Main, None, &obj, &ctx.manager);
     }
     let rref_info = info.clone();
     let n2 = name.clone();
@@ -776,7 +807,7 @@ pub async fn create(
             &info.gr(),
             ns,
             &name,
-            dry,
+            ctx.dry_run,
             Box::new(move |cur| match cur {
                 Some(_) => Err(ApiError::already_exists(&rref_info.rref(), &n2)),
                 None => Ok(Action::Put(obj)),
@@ -787,10 +818,14 @@ pub async fn create(
         .object()
         .cloned()
         .ok_or_else(|| ApiError::internal("create returned nothing"))?;
-    if is_crd && !dry {
+    if is_crd && !ctx.dry_run {
         app.registry.upsert_crd(&v);
     }
     Ok(v)
+}
+
+fn is_crd(info: &ResourceInfo) -> bool {
+    info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
 }
 
 async fn update(
@@ -798,7 +833,7 @@ async fn update(
     t: &Target,
     obj: Value,
     part: Part,
-    dry: bool,
+    ctx: &WriteCtx,
 ) -> Result<Arc<Value>, ApiError> {
     let name = t.name.clone().unwrap_or_default();
     if let Some(n) = meta_str(&obj, "name")
@@ -811,13 +846,14 @@ async fn update(
     let info = t.info.clone();
     let version = t.version.clone();
     let n2 = name.clone();
+    let c2 = ctx.clone();
     let outcome = app
         .store
         .write(
             &t.info.gr(),
             t.ns_str(),
             &name,
-            dry,
+            ctx.dry_run,
             Box::new(move |cur| {
                 let cur = cur.ok_or_else(|| ApiError::not_found(&info.rref(), &n2))?;
                 if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty())
@@ -825,7 +861,7 @@ async fn update(
                 {
                     return Err(ApiError::conflict(&info.rref(), &n2));
                 }
-                finish(&info, &version, cur, obj, part)
+                finish(&info, &version, cur, obj, part, &c2, true)
             }),
         )
         .await?;
@@ -836,33 +872,41 @@ async fn update(
         .ok_or_else(|| ApiError::internal("update returned nothing"))
 }
 
-/// Shared tail of update and patch: no-op detection and finalizer-driven removal.
+/// Shared tail of update and patch: status separation, validation, no-op detection,
+/// field ownership and finalizer-driven removal.
 fn finish(
     info: &ResourceInfo,
     version: &str,
     cur: &Arc<Value>,
     new: Value,
     part: Part,
+    ctx: &WriteCtx,
+    record: bool,
 ) -> Result<Action, ApiError> {
-    if info.group == "apiextensions.k8s.io"
-        && info.plural == "customresourcedefinitions"
-        && part == Part::Main
-    {
+    if is_crd(info) && part == Part::Main {
         let name = meta_str(cur, "name").unwrap_or("");
         let causes = objects::validate_crd(&new, name);
         if !causes.is_empty() {
             return Err(ApiError::invalid(&info.rref(), name, causes));
         }
     }
-    match objects::finish_update(info, version, cur, new, part)? {
+    match objects::finish_update(info, version, cur, new, part, ctx.strict)? {
         None => Ok(Action::Keep),
         Some(v) if objects::should_remove(&v) => Ok(Action::Delete),
+        Some(v) if record && !ctx.manager.is_empty() => Ok(Action::Put(machinery::record_update(
+            info,
+            version,
+            part,
+            Some(cur),
+            &v,
+            &ctx.manager,
+        ))),
         Some(v) => Ok(Action::Put(v)),
     }
 }
 
 fn after_write(app: &App, info: &ResourceInfo, outcome: &Outcome) {
-    if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
+    if is_crd(info) {
         match outcome {
             Outcome::Updated(v) | Outcome::Created(v) => {
                 app.registry.upsert_crd(v);
@@ -875,25 +919,6 @@ fn after_write(app: &App, info: &ResourceInfo, outcome: &Outcome) {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PatchType {
-    Merge,
-    Json,
-    Strategic,
-    Apply,
-}
-
-fn patch_type(ct: &str) -> Option<PatchType> {
-    let base = ct.split(';').next().unwrap_or("").trim();
-    Some(match base {
-        "application/merge-patch+json" => PatchType::Merge,
-        "application/json-patch+json" => PatchType::Json,
-        "application/strategic-merge-patch+json" => PatchType::Strategic,
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => PatchType::Apply,
-        _ => return None,
-    })
-}
-
 async fn patch(
     app: &App,
     t: &Target,
@@ -901,8 +926,10 @@ async fn patch(
     body: &[u8],
     part: Part,
     q: &HashMap<String, String>,
+    ctx: &WriteCtx,
 ) -> Result<(u16, Arc<Value>), ApiError> {
     let name = t.name.clone().unwrap_or_default();
+    let keys = machinery::merge_keys(&t.info, &t.version);
     let unsupported = || {
         ApiError::unsupported_media(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
@@ -913,10 +940,11 @@ async fn patch(
             }
         ))
     };
-    let pt = patch_type(ct).ok_or_else(unsupported)?;
-    if pt == PatchType::Strategic && t.info.is_custom() {
+    let pt = PatchType::from_content_type(ct).ok_or_else(unsupported)?;
+    if pt == PatchType::StrategicMerge && (t.info.is_custom() || keys.is_none()) {
         return Err(unsupported());
     }
+    let keys = keys.unwrap_or_else(MergeKeyTable::metadata_only);
     let patch_doc: Value = match pt {
         PatchType::Apply => {
             let y: serde_yaml::Value = serde_yaml::from_slice(body)
@@ -960,19 +988,28 @@ async fn patch(
     let version = t.version.clone();
     let ns = t.ns.clone();
     let n2 = name.clone();
+    let c2 = ctx.clone();
     let outcome = app
         .store
         .write(
             &t.info.gr(),
             t.ns_str(),
             &name,
-            dry_run(q),
+            ctx.dry_run,
             Box::new(move |cur| {
                 let Some(cur) = cur else {
                     if pt != PatchType::Apply {
                         return Err(ApiError::not_found(&info.rref(), &n2));
                     }
-                    let mut obj = patch_doc;
+                    let mut obj = machinery::server_side_apply(
+                        &info,
+                        &version,
+                        part,
+                        None,
+                        &patch_doc,
+                        &c2.manager,
+                        c2.force,
+                    )?;
                     obj["apiVersion"] = json!(info.api_version(&version));
                     obj["kind"] = json!(info.kind);
                     let m = meta_mut(&mut obj);
@@ -982,25 +1019,25 @@ async fn patch(
                     }
                     objects::prepare_create(&info, &version, &mut obj);
                     if info.is_custom() {
-                        objects::admit_custom(&info, &version, &mut obj, &n2)?;
+                        objects::admit_custom(&info, &version, &mut obj, &n2, c2.strict)?;
                     }
                     return Ok(Action::Put(obj));
                 };
                 let base = out(&info, &version, cur);
-                let patched = match pt {
-                    PatchType::Merge => {
-                        let mut v = base;
-                        machinery::merge_patch(&mut v, &patch_doc);
-                        v
-                    }
-                    PatchType::Json => machinery::json_patch(&base, &patch_doc)
-                        .map_err(|e| ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}")))?,
-                    PatchType::Strategic => {
-                        let mut v = base;
-                        machinery::strategic_merge_patch(&mut v, &patch_doc);
-                        v
-                    }
-                    PatchType::Apply => machinery::apply(&base, &patch_doc),
+                let (patched, record) = match pt {
+                    PatchType::Apply => (
+                        machinery::server_side_apply(
+                            &info,
+                            &version,
+                            part,
+                            Some(&base),
+                            &patch_doc,
+                            &c2.manager,
+                            c2.force,
+                        )?,
+                        false,
+                    ),
+                    _ => (machinery::patch(&base, pt, &patch_doc, &keys)?, true),
                 };
                 if pt != PatchType::Apply
                     && let Some(rv) = meta_str(&patched, "resourceVersion")
@@ -1008,7 +1045,7 @@ async fn patch(
                 {
                     return Err(ApiError::conflict(&info.rref(), &n2));
                 }
-                finish(&info, &version, cur, patched, part)
+                finish(&info, &version, cur, patched, part, &c2, record)
             }),
         )
         .await?;
