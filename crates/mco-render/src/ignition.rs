@@ -630,7 +630,10 @@ mod v2_2 {
             compression: None,
             http_headers: None,
             source: r.source,
-            verification: r.verification.hash.map(|h| v3::Verification { hash: Some(h) }),
+            verification: r
+                .verification
+                .hash
+                .map(|h| v3::Verification { hash: Some(h) }),
         }
     }
 

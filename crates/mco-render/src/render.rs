@@ -50,11 +50,11 @@ pub enum SpecViolation {
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum RenderError {
     /// `spec.config` could not be parsed or translated.
-    #[error("MachineConfig {mc:?}: {field}: {source}")]
+    #[error("MachineConfig {mc:?}: {field}: {error}")]
     Parse {
         mc: String,
         field: String,
-        source: IgnitionError,
+        error: IgnitionError,
     },
     /// `spec.config` parsed but breaks a rule.
     #[error("MachineConfig {mc:?}: {field}: {violation}")]
@@ -70,10 +70,10 @@ pub enum RenderError {
         field: String,
         violation: SpecViolation,
     },
-    #[error("MachineConfigPool {pool:?}: {source}")]
+    #[error("MachineConfigPool {pool:?}: {error}")]
     Selector {
         pool: String,
-        source: merge::SelectError,
+        error: merge::SelectError,
     },
     #[error("MachineConfigPool {pool:?}: no MachineConfigs found matching selector {selector}")]
     NoneSelected { pool: String, selector: String },
@@ -143,8 +143,8 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<Ignition, RenderErr
     }
     let cfg = match &mc.spec.config {
         None => ignition::empty(),
-        Some(raw) => ignition::parse(raw).map_err(|source| {
-            let field = match source {
+        Some(raw) => ignition::parse(raw).map_err(|error| {
+            let field = match error {
                 IgnitionError::InvalidVersion(_) | IgnitionError::UnknownVersion(_) => {
                     "spec.config.ignition.version"
                 }
@@ -153,7 +153,7 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<Ignition, RenderErr
             RenderError::Parse {
                 mc: name.clone(),
                 field: field.into(),
-                source,
+                error,
             }
         })?,
     };
@@ -174,9 +174,9 @@ pub fn render_pool(
 ) -> Result<Rendered, RenderError> {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let selector = pool.spec.machine_config_selector.as_ref();
-    let mut selected = merge::select(selector, mcs).map_err(|source| RenderError::Selector {
+    let mut selected = merge::select(selector, mcs).map_err(|error| RenderError::Selector {
         pool: pool_name.clone(),
-        source,
+        error,
     })?;
     if selected.is_empty() {
         return Err(RenderError::NoneSelected {
@@ -318,7 +318,11 @@ fn describe_selector(
     };
     serde_json::to_value(sel)
         .ok()
-        .and_then(|v| mco_apimachinery::selector::LabelSelector::from_k8s(&v).ok().flatten())
+        .and_then(|v| {
+            mco_apimachinery::selector::LabelSelector::from_k8s(&v)
+                .ok()
+                .flatten()
+        })
         .map(|s| s.to_string())
         .unwrap_or_else(|| format!("{sel:?}"))
 }

@@ -1,6 +1,220 @@
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+//! `mco render`: render a pool's MachineConfigs offline, exactly as the render controller would.
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use mco_api::constants::{labels, names};
+use mco_api::{
+    ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool, MachineConfigPoolSpec,
+};
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Output {
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The pool to render. `master` and `worker` are built in (they select MCs labelled
+    /// `machineconfiguration.openshift.io/role: <pool>`); other pools come from --pool-file or from a
+    /// MachineConfigPool among the -f inputs.
+    #[arg(long, default_value = names::WORKER_POOL)]
+    pub pool: String,
+    /// A MachineConfigPool manifest to take the pool (its machineConfigSelector) from.
+    #[arg(long, value_name = "FILE")]
+    pub pool_file: Option<PathBuf>,
+    /// A ControllerConfig manifest carrying the cluster's default OS image.
+    #[arg(long, value_name = "FILE")]
+    pub controller_config: Option<PathBuf>,
+    /// MachineConfig manifests: files (multi-document YAML or JSON) or directories of them.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format of the rendered MachineConfig.
+    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+    pub output: Output,
+    /// The value of the generated-by-controller-version annotation.
+    #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+    pub controller_version: String,
+}
+
+/// Everything found in the input files, by kind.
+#[derive(Default)]
+struct Inputs {
+    mcs: Vec<MachineConfig>,
+    pools: Vec<MachineConfigPool>,
+    controller_configs: Vec<ControllerConfig>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut inputs = Inputs::default();
+    for path in &args.files {
+        load_path(path, &mut inputs)?;
+    }
+    if let Some(path) = &args.pool_file {
+        let mut from_file = Inputs::default();
+        load_file(path, &mut from_file)?;
+        if from_file.pools.is_empty() {
+            bail!("{}: no MachineConfigPool found", path.display());
+        }
+        inputs.pools.splice(0..0, from_file.pools);
+    }
+    if let Some(path) = &args.controller_config {
+        let mut from_file = Inputs::default();
+        load_file(path, &mut from_file)?;
+        let Some(cc) = from_file.controller_configs.into_iter().next() else {
+            bail!("{}: no ControllerConfig found", path.display());
+        };
+        inputs.controller_configs.insert(0, cc);
+    }
+
+    let pool = find_pool(&args.pool, &inputs.pools)?;
+    let cc: ControllerConfigSpec = inputs
+        .controller_configs
+        .into_iter()
+        .next()
+        .map(|c| c.spec)
+        .unwrap_or_default();
+    let rendered =
+        mco_render::render::render_pool(&pool, &inputs.mcs, &cc, &args.controller_version)
+            .with_context(|| format!("rendering pool {:?}", args.pool))?;
+    let sources: Vec<&str> = rendered
+        .source
+        .iter()
+        .filter_map(|r| r.name.as_deref())
+        .collect();
+    tracing::info!(
+        "{} rendered from {} MachineConfigs: {}",
+        rendered
+            .machine_config
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or(""),
+        sources.len(),
+        sources.join(", ")
+    );
+    let out = match args.output {
+        Output::Yaml => serde_yaml::to_string(&rendered.machine_config)?,
+        Output::Json => serde_json::to_string_pretty(&rendered.machine_config)? + "\n",
+    };
+    print!("{out}");
+    Ok(())
+}
+
+/// The named pool: from the inputs first, else upstream's built-in master/worker selectors.
+fn find_pool(name: &str, pools: &[MachineConfigPool]) -> anyhow::Result<MachineConfigPool> {
+    if let Some(p) = pools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+    {
+        return Ok(p.clone());
+    }
+    if name != names::MASTER_POOL && name != names::WORKER_POOL {
+        bail!(
+            "unknown pool {name:?}: only \"master\" and \"worker\" are built in; pass --pool-file with its MachineConfigPool"
+        );
+    }
+    let selector = serde_json::from_value(serde_json::json!({
+        "matchLabels": { (labels::ROLE): name }
+    }))?;
+    Ok(MachineConfigPool::new(
+        name,
+        MachineConfigPoolSpec {
+            machine_config_selector: Some(selector),
+            ..Default::default()
+        },
+    ))
+}
+
+fn load_path(path: &Path, inputs: &mut Inputs) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_dir() {
+        return load_file(path, inputs);
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .with_context(|| format!("listing {}", path.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("listing {}", path.display()))?;
+    entries.sort();
+    for entry in entries {
+        let manifest = matches!(
+            entry.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml" | "json")
+        );
+        if manifest && entry.is_file() {
+            load_file(&entry, inputs)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads every document of a YAML (or JSON, which is YAML) file; `kind: List` is unpacked.
+fn load_file(path: &Path, inputs: &mut Inputs) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    for (i, doc) in split_documents(&text).into_iter().enumerate() {
+        let value: serde_json::Value = serde_yaml::from_str(doc)
+            .with_context(|| format!("{}: document {}: invalid YAML", path.display(), i + 1))?;
+        add_object(value, inputs)
+            .with_context(|| format!("{}: document {}", path.display(), i + 1))?;
+    }
+    Ok(())
+}
+
+/// Splits a multi-document stream at `---` lines, dropping documents with no content.
+fn split_documents(text: &str) -> Vec<&str> {
+    let mut docs = Vec::new();
+    let mut start = 0;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_end();
+        if trimmed == "---" || trimmed.starts_with("--- ") || trimmed.starts_with("---#") {
+            docs.push(&text[start..offset]);
+            start = offset + line.len();
+        }
+        offset += line.len();
+    }
+    docs.push(&text[start..]);
+    docs.into_iter()
+        .filter(|d| {
+            d.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        })
+        .collect()
+}
+
+fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<()> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let kind = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or_default()
+        .to_string();
+    match kind.as_str() {
+        "MachineConfig" => inputs
+            .mcs
+            .push(serde_json::from_value(value).context("invalid MachineConfig")?),
+        "MachineConfigPool" => inputs
+            .pools
+            .push(serde_json::from_value(value).context("invalid MachineConfigPool")?),
+        "ControllerConfig" => inputs
+            .controller_configs
+            .push(serde_json::from_value(value).context("invalid ControllerConfig")?),
+        "List" | "MachineConfigList" => {
+            if let Some(serde_json::Value::Array(items)) = value.get("items").cloned() {
+                for item in items {
+                    add_object(item, inputs)?;
+                }
+            }
+        }
+        "" => bail!("object has no kind"),
+        other => tracing::warn!(
+            "skipping a {other}: render reads only MachineConfig, MachineConfigPool and ControllerConfig"
+        ),
+    }
+    Ok(())
 }
