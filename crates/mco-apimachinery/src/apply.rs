@@ -874,6 +874,9 @@ fn merge_values(
             }
             merge_values(Some(&empty), config, names, lt)
         }
+        // A new list still goes through the list logic, so that `null`s in
+        // keyed items are dropped and sets are deduplicated.
+        (_, Value::Array(_)) => merge_values(Some(&Value::Array(Vec::new())), config, names, lt),
         _ => config.clone(),
     }
 }
@@ -1309,6 +1312,22 @@ mod tests {
         // A no-op write adds no entry.
         let same = record_update(Some(&out), &out, "noop", o);
         assert!(managed_entries(&same).iter().all(|e| e.manager != "noop"));
+    }
+
+    #[test]
+    fn nulls_in_new_keyed_items_are_dropped() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let obj = json!({"apiVersion":"v1","kind":"X","metadata":{"name":"n"},
+            "status":{"conditions":[{"type":"A","status":"True","reason":null}]}});
+        let out = apply(None, &obj, "m", false, o).unwrap();
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([{"type":"A","status":"True"}])
+        );
+        let es = managed_entries(&out);
+        assert!(!es[0].owns(".status.conditions[type=\"A\"].reason"));
+        assert!(es[0].owns(".status.conditions[type=\"A\"].status"));
     }
 
     #[test]
