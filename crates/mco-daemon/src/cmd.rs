@@ -123,13 +123,25 @@ impl CommandRunner {
         args: &[String],
     ) -> Result<(ExitStatus, CmdOutput)> {
         tracing::debug!(command = %command_line(program, args), chroot = ?self.chroot, "running");
-        let out = self
-            .command(program, args)
-            .output()
-            .map_err(|e| HostError::Spawn {
-                command: command_line(program, args),
-                source: e,
-            })?;
+        // ETXTBSY: an executable that was just written (a tool dropped in place, or a test's
+        // fake) can still be open for writing in a child another thread is forking; that
+        // window closes at the child's exec, so a short bounded retry always gets through.
+        const ETXTBSY: i32 = 26;
+        let mut attempts = 0;
+        let out = loop {
+            match self.command(program, args).output() {
+                Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempts < 100 => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => {
+                    break other.map_err(|e| HostError::Spawn {
+                        command: command_line(program, args),
+                        source: e,
+                    })?;
+                }
+            }
+        };
         Ok((
             out.status,
             CmdOutput {

@@ -280,7 +280,7 @@ fn other_failures_are_not_retried() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("rebase --experimental ostree-unverified-registry:quay.io/x:1"));
-    assert!(err.contains("error: Timeout was reached"));
+    assert!(err.contains("error: Timeout was reached"), "{err}");
     assert_eq!(calls(t.path(), "rpm-ostree").len(), 1);
 }
 
@@ -293,5 +293,30 @@ fn runs_through_chroot_when_root_is_not_slash() {
     assert_eq!(
         calls(t.path(), "chroot"),
         vec![argv(&["/rootfs", "rpm-ostree", "cleanup", "-p"])]
+    );
+}
+
+/// The log rendering matches what operators saw in seed 000, so the two can be compared.
+#[test]
+fn human_rendering_matches_rpm_ostree_status() {
+    let st = OsStatus::parse(&fixture("rpm-ostree/seed-unpivoted.json")).unwrap();
+    assert_eq!(
+        st.to_string(),
+        "State: idle\nDeployments:\n\
+         * uswift:uswift/x86_64\n\
+         \x20                  Version: 20.20230625.uccps.0 (2023-06-25T08:15:06Z)\n\
+         \x20                   Commit: 698a07617e25f715b19b047b27a03d18fd526da4a2cfd56f02f6661ba78be127\n"
+    );
+    let st = OsStatus::parse(&fixture("rpm-ostree/pivot-era.json")).unwrap();
+    let text = st.to_string();
+    assert!(
+        text.starts_with(
+            "State: idle\nDeployments:\n\
+             * pivot://registry.uniontech.com/uccps-components/machine-os-content:1.3.0\n\
+             \x20             CustomOrigin: Managed by machine-config-operator\n\
+             \x20                  Version: 20.20231221.uccps.0 (2023-12-21T07:35:25Z)\n\n\
+             \x20 pivot://registry.uniontech.com/utccp-components/machine-os-content:1.2.2\n"
+        ),
+        "{text}"
     );
 }

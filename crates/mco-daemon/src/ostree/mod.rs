@@ -292,6 +292,47 @@ impl OsStatus {
     }
 }
 
+impl fmt::Display for OsStatus {
+    /// Like the human `rpm-ostree status`, for logs: the booted deployment marked `*`, the
+    /// title being the origin (`pivot://...` for adopted legacy nodes), then the custom origin
+    /// description, version with commit time, and the commit for un-adopted deployments.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = if self.transaction_active {
+            "busy"
+        } else {
+            "idle"
+        };
+        writeln!(f, "State: {state}")?;
+        writeln!(f, "Deployments:")?;
+        for (i, d) in self.deployments.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            let mark = if d.booted { '*' } else { ' ' };
+            writeln!(f, "{mark} {}", d.origin)?;
+            let line = |f: &mut fmt::Formatter<'_>, label: &str, value: &str| {
+                writeln!(f, "{:>27} {value}", format!("{label}:"))
+            };
+            if let Some((_, desc)) = &d.custom_origin {
+                line(f, "CustomOrigin", desc)?;
+            }
+            let when = d
+                .timestamp
+                .and_then(|t| jiff::Timestamp::from_second(t as i64).ok())
+                .map(|t| format!(" ({})", t.strftime("%Y-%m-%dT%H:%M:%SZ")))
+                .unwrap_or_default();
+            line(f, "Version", &format!("{}{when}", d.version))?;
+            if d.staged {
+                line(f, "Staged", "yes")?;
+            }
+            if !matches!(d.origin, Origin::Pivot(_)) {
+                line(f, "Commit", &d.checksum)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How to rebase to an OS image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RebaseMode {
