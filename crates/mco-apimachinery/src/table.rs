@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::jsonpath::{JsonPath, JsonPathError, print_value};
+use crate::selector::LabelSelector;
 
 const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const CREATION_TIMESTAMP_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
@@ -208,6 +209,11 @@ enum Printer {
     ServiceAccount,
     Lease,
     PodDisruptionBudget,
+    /// Core events, or `events.k8s.io` events when `true`.
+    Event(bool),
+    Deployment,
+    ReplicaSet,
+    DaemonSet,
     Default,
 }
 
@@ -454,6 +460,243 @@ impl TableConvertor {
                     age,
                 ],
             ),
+            ("", "events") | ("events.k8s.io", "events") => (
+                Printer::Event(group == "events.k8s.io"),
+                vec![
+                    C::new(
+                        "Last Seen",
+                        "string",
+                        "",
+                        "The time at which the most recent occurrence of this event was recorded.",
+                        0,
+                    ),
+                    C::new(
+                        "Type",
+                        "string",
+                        "",
+                        "Type of this event (Normal, Warning), new types could be added in the future",
+                        0,
+                    ),
+                    C::new(
+                        "Reason",
+                        "string",
+                        "",
+                        "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+                        0,
+                    ),
+                    C::new(
+                        "Object",
+                        "string",
+                        "",
+                        "The object that this event is about.",
+                        0,
+                    ),
+                    C::new(
+                        "Subobject",
+                        "string",
+                        "",
+                        "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement.",
+                        1,
+                    ),
+                    C::new(
+                        "Source",
+                        "string",
+                        "",
+                        "The component reporting this event. Should be a short machine understandable string.",
+                        1,
+                    ),
+                    C::new(
+                        "Message",
+                        "string",
+                        "",
+                        "A human-readable description of the status of this operation.",
+                        0,
+                    ),
+                    C::new(
+                        "First Seen",
+                        "string",
+                        "",
+                        "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
+                        1,
+                    ),
+                    C::new(
+                        "Count",
+                        "string",
+                        "",
+                        "The number of times this event has occurred.",
+                        1,
+                    ),
+                    C::new("Name", "string", "name", NAME_DESCRIPTION, 1),
+                ],
+            ),
+            ("apps", "deployments") => (
+                Printer::Deployment,
+                vec![
+                    name,
+                    C::new(
+                        "Ready",
+                        "string",
+                        "",
+                        "Number of the pod with ready state",
+                        0,
+                    ),
+                    C::new(
+                        "Up-to-date",
+                        "string",
+                        "",
+                        "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                        0,
+                    ),
+                    C::new(
+                        "Available",
+                        "string",
+                        "",
+                        "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                        0,
+                    ),
+                    age,
+                    C::new(
+                        "Containers",
+                        "string",
+                        "",
+                        "Names of each container in the template.",
+                        1,
+                    ),
+                    C::new(
+                        "Images",
+                        "string",
+                        "",
+                        "Images referenced by each container in the template.",
+                        1,
+                    ),
+                    C::new(
+                        "Selector",
+                        "string",
+                        "",
+                        "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
+                        1,
+                    ),
+                ],
+            ),
+            ("apps", "replicasets") => (
+                Printer::ReplicaSet,
+                vec![
+                    name,
+                    C::new(
+                        "Desired",
+                        "integer",
+                        "",
+                        "Replicas is the number of desired replicas.",
+                        0,
+                    ),
+                    C::new(
+                        "Current",
+                        "integer",
+                        "",
+                        "Replicas is the most recently observed number of replicas.",
+                        0,
+                    ),
+                    C::new(
+                        "Ready",
+                        "integer",
+                        "",
+                        "The number of ready replicas for this replica set.",
+                        0,
+                    ),
+                    age,
+                    C::new(
+                        "Containers",
+                        "string",
+                        "",
+                        "Names of each container in the template.",
+                        1,
+                    ),
+                    C::new(
+                        "Images",
+                        "string",
+                        "",
+                        "Images referenced by each container in the template.",
+                        1,
+                    ),
+                    C::new(
+                        "Selector",
+                        "string",
+                        "",
+                        "Selector is a label query over pods that should match the replica count.",
+                        1,
+                    ),
+                ],
+            ),
+            ("apps", "daemonsets") => (
+                Printer::DaemonSet,
+                vec![
+                    name,
+                    C::new(
+                        "Desired",
+                        "integer",
+                        "",
+                        "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).",
+                        0,
+                    ),
+                    C::new(
+                        "Current",
+                        "integer",
+                        "",
+                        "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
+                        0,
+                    ),
+                    C::new(
+                        "Ready",
+                        "integer",
+                        "",
+                        "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
+                        0,
+                    ),
+                    C::new(
+                        "Up-to-date",
+                        "integer",
+                        "",
+                        "The total number of nodes that are running updated daemon pod",
+                        0,
+                    ),
+                    C::new(
+                        "Available",
+                        "integer",
+                        "",
+                        "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)",
+                        0,
+                    ),
+                    C::new(
+                        "Node Selector",
+                        "string",
+                        "",
+                        "NodeSelector is a selector which must be true for the pod to fit on a node.",
+                        0,
+                    ),
+                    age,
+                    C::new(
+                        "Containers",
+                        "string",
+                        "",
+                        "Names of each container in the template.",
+                        1,
+                    ),
+                    C::new(
+                        "Images",
+                        "string",
+                        "",
+                        "Images referenced by each container in the template.",
+                        1,
+                    ),
+                    C::new(
+                        "Selector",
+                        "string",
+                        "",
+                        "A label query over pods that are managed by the daemon set.",
+                        1,
+                    ),
+                ],
+            ),
             _ => (Printer::Default, vec![name, age]),
         };
         TableConvertor { printer, columns }
@@ -521,6 +764,61 @@ impl TableConvertor {
                             .unwrap_or(0)
                     ),
                     json!(created),
+                ]
+            }
+            Printer::Event(new_api) => event_cells(obj, *new_api, now),
+            Printer::Deployment => {
+                let (containers, images) = container_cells(obj);
+                vec![
+                    name,
+                    json!(format!(
+                        "{}/{}",
+                        int_at(obj, "/status/readyReplicas"),
+                        obj.pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(1)
+                    )),
+                    json!(int_at(obj, "/status/updatedReplicas")),
+                    json!(int_at(obj, "/status/availableReplicas")),
+                    json!(created),
+                    json!(containers),
+                    json!(images),
+                    json!(selector_text(obj)),
+                ]
+            }
+            Printer::ReplicaSet => {
+                let (containers, images) = container_cells(obj);
+                vec![
+                    name,
+                    json!(
+                        obj.pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(1)
+                    ),
+                    json!(int_at(obj, "/status/replicas")),
+                    json!(int_at(obj, "/status/readyReplicas")),
+                    json!(created),
+                    json!(containers),
+                    json!(images),
+                    json!(selector_text(obj)),
+                ]
+            }
+            Printer::DaemonSet => {
+                let (containers, images) = container_cells(obj);
+                vec![
+                    name,
+                    json!(int_at(obj, "/status/desiredNumberScheduled")),
+                    json!(int_at(obj, "/status/currentNumberScheduled")),
+                    json!(int_at(obj, "/status/numberReady")),
+                    json!(int_at(obj, "/status/updatedNumberScheduled")),
+                    json!(int_at(obj, "/status/numberAvailable")),
+                    json!(format_labels(
+                        obj.pointer("/spec/template/spec/nodeSelector")
+                    )),
+                    json!(created),
+                    json!(containers),
+                    json!(images),
+                    json!(selector_text(obj)),
                 ]
             }
             Printer::Default => vec![name, json!(created)],
@@ -624,6 +922,118 @@ pub fn partial_object_metadata(obj: &Value) -> Value {
 
 fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn int_at(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// `layoutContainerCells`: the template's container names and images.
+fn container_cells(obj: &Value) -> (String, String) {
+    let containers = obj
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let field = |k: &str| {
+        containers
+            .iter()
+            .map(|c| c[k].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (field("name"), field("image"))
+}
+
+/// `metav1.FormatLabelSelector` of `spec.selector`.
+fn selector_text(obj: &Value) -> String {
+    match LabelSelector::from_k8s_field(obj.pointer("/spec/selector")) {
+        Ok(Some(sel)) if !sel.is_empty() => sel.to_string(),
+        Ok(_) => "<none>".into(),
+        Err(_) => "<error>".into(),
+    }
+}
+
+/// `labels.FormatLabels`: `k=v` pairs sorted by key, `<none>` when empty.
+fn format_labels(labels: Option<&Value>) -> String {
+    let Some(map) = labels.and_then(Value::as_object).filter(|m| !m.is_empty()) else {
+        return "<none>".into();
+    };
+    let mut pairs: Vec<String> = map
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    pairs.sort();
+    pairs.join(",")
+}
+
+/// kube-apiserver's `printEvent`. `events.k8s.io` events carry the same data
+/// under other names (`regarding`, `note`, `deprecated*`).
+fn event_cells(ev: &Value, new_api: bool, now: Timestamp) -> Vec<Value> {
+    let key = |core: &'static str, new: &'static str| if new_api { new } else { core };
+    let text = |p: String| str_at(ev, &p).to_string();
+    let involved = key("involvedObject", "regarding");
+    let first_raw = text(format!(
+        "/{}",
+        key("firstTimestamp", "deprecatedFirstTimestamp")
+    ));
+    let last_raw = text(format!(
+        "/{}",
+        key("lastTimestamp", "deprecatedLastTimestamp")
+    ));
+    let first = if first_raw.is_empty() {
+        age(ev.get("eventTime").and_then(Value::as_str), now)
+    } else {
+        age(Some(&first_raw), now)
+    };
+    let mut last = if last_raw.is_empty() {
+        first.clone()
+    } else {
+        age(Some(&last_raw), now)
+    };
+    let mut count = ev
+        .get(key("count", "deprecatedCount"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    match ev.get("series").filter(|s| s.is_object()) {
+        Some(series) => {
+            last = age(series["lastObservedTime"].as_str(), now);
+            count = series["count"].as_i64().unwrap_or(0);
+        }
+        None if count == 0 => count = 1,
+        None => {}
+    }
+    let kind = text(format!("/{involved}/kind")).to_lowercase();
+    let obj_name = text(format!("/{involved}/name"));
+    let target = if obj_name.is_empty() {
+        kind
+    } else {
+        format!("{kind}/{obj_name}")
+    };
+    let source_key = key("source", "deprecatedSource");
+    let component = Some(text(format!("/{source_key}/component")))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| text("/reportingController".into()));
+    let instance = Some(text(format!("/{source_key}/host")))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| text("/reportingInstance".into()));
+    let source = if instance.is_empty() {
+        component
+    } else {
+        format!("{component}, {instance}")
+    };
+    vec![
+        json!(last),
+        json!(text("/type".into())),
+        json!(text("/reason".into())),
+        json!(target),
+        json!(text(format!("/{involved}/fieldPath"))),
+        json!(source),
+        json!(text(format!("/{}", key("message", "note"))).trim()),
+        json!(first),
+        json!(count),
+        json!(text("/metadata/name".into())),
+    ]
 }
 
 fn obj_len(obj: &Value, pointer: &str) -> usize {

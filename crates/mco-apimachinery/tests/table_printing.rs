@@ -450,7 +450,7 @@ fn other_builtin_printers() {
         TableConvertor::for_builtin("", "configmaps").cells(&cm, now()),
         vec![json!("demo"), json!(3), json!("10s")]
     );
-    let generic = TableConvertor::for_builtin("apps", "daemonsets");
+    let generic = TableConvertor::for_builtin("rbac.authorization.k8s.io", "roles");
     let names: Vec<&str> = generic
         .column_definitions()
         .iter()
@@ -473,5 +473,148 @@ fn other_builtin_printers() {
     assert_eq!(
         TableConvertor::for_builtin("", "namespaces").cells(&ns, now()),
         vec![json!("default"), json!("Active"), json!("60m")]
+    );
+}
+
+#[test]
+fn event_printer_core_and_events_api() {
+    let core = TableConvertor::for_builtin("", "events");
+    let headers: Vec<(&str, i32)> = core
+        .column_definitions()
+        .iter()
+        .map(|c| (c.name.as_str(), c.priority))
+        .collect();
+    assert_eq!(
+        headers,
+        vec![
+            ("Last Seen", 0),
+            ("Type", 0),
+            ("Reason", 0),
+            ("Object", 0),
+            ("Subobject", 1),
+            ("Source", 1),
+            ("Message", 0),
+            ("First Seen", 1),
+            ("Count", 1),
+            ("Name", 1)
+        ]
+    );
+    let ev = json!({
+        "metadata": {"name": "worker-0.1789"},
+        "involvedObject": {"kind": "MachineConfigNode", "name": "worker-0"},
+        "reason": "UpdatePrepared",
+        "message": "Node worker-0 prepared for update\n",
+        "source": {"component": "machineconfigdaemon", "host": "worker-0"},
+        "type": "Normal",
+        "count": 2,
+        "firstTimestamp": "2026-11-30T09:50:00Z",
+        "lastTimestamp": "2026-11-30T09:58:00Z"
+    });
+    assert_eq!(
+        core.cells(&ev, now()),
+        vec![
+            json!("2m"),
+            json!("Normal"),
+            json!("UpdatePrepared"),
+            json!("machineconfignode/worker-0"),
+            json!(""),
+            json!("machineconfigdaemon, worker-0"),
+            json!("Node worker-0 prepared for update"),
+            json!("10m"),
+            json!(2),
+            json!("worker-0.1789")
+        ]
+    );
+
+    let new_api = TableConvertor::for_builtin("events.k8s.io", "events");
+    let ev2 = json!({
+        "metadata": {"name": "e2"},
+        "regarding": {"kind": "Node", "name": "worker-1"},
+        "reason": "Drain",
+        "note": "draining",
+        "type": "Warning",
+        "eventTime": "2026-11-30T09:59:30.123456Z",
+        "reportingController": "mco",
+        "series": {"count": 5, "lastObservedTime": "2026-11-30T09:59:50.000000Z"}
+    });
+    assert_eq!(
+        new_api.cells(&ev2, now()),
+        vec![
+            json!("10s"),
+            json!("Warning"),
+            json!("Drain"),
+            json!("node/worker-1"),
+            json!(""),
+            json!("mco"),
+            json!("draining"),
+            json!("29s"),
+            json!(5),
+            json!("e2")
+        ]
+    );
+}
+
+#[test]
+fn workload_printers() {
+    let template = json!({"spec": {
+        "nodeSelector": {"b": "2", "a": "1"},
+        "containers": [{"name": "web", "image": "nginx:1"}, {"name": "side", "image": "busybox"}]
+    }});
+    let deploy = json!({
+        "metadata": {"name": "web", "creationTimestamp": "2026-11-30T09:00:00Z"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]},
+            "template": template
+        },
+        "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}
+    });
+    assert_eq!(
+        TableConvertor::for_builtin("apps", "deployments").cells(&deploy, now()),
+        vec![
+            json!("web"),
+            json!("2/3"),
+            json!(3),
+            json!(2),
+            json!("60m"),
+            json!("web,side"),
+            json!("nginx:1,busybox"),
+            json!("app=web,tier in (a,b)")
+        ]
+    );
+    let ds = json!({
+        "metadata": {"name": "mcd"},
+        "spec": {"template": template},
+        "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberReady": 3, "updatedNumberScheduled": 3, "numberAvailable": 3}
+    });
+    assert_eq!(
+        TableConvertor::for_builtin("apps", "daemonsets").cells(&ds, now()),
+        vec![
+            json!("mcd"),
+            json!(3),
+            json!(3),
+            json!(3),
+            json!(3),
+            json!(3),
+            json!("a=1,b=2"),
+            json!("<unknown>"),
+            json!("web,side"),
+            json!("nginx:1,busybox"),
+            json!("<none>")
+        ]
+    );
+    let rs = json!({"metadata": {"name": "web-5d4f"}, "spec": {"replicas": 1, "template": {"spec": {"containers": []}}}, "status": {"replicas": 1}});
+    assert_eq!(
+        TableConvertor::for_builtin("apps", "replicasets").cells(&rs, now()),
+        vec![
+            json!("web-5d4f"),
+            json!(1),
+            json!(1),
+            json!(0),
+            json!("<unknown>"),
+            json!(""),
+            json!(""),
+            json!("<none>")
+        ]
     );
 }
