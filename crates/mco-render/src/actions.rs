@@ -8,14 +8,16 @@
 
 use std::fmt;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::diff::{ConfigDiff, FileChange};
 use crate::ignition;
 
-/// One post-config action, as upstream's `NodeDisruptionPolicyStatusAction` types.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// One post-config action, as upstream's `NodeDisruptionPolicyStatusAction` types. Serialises to
+/// the operator API's shape, e.g. `{"type": "Reload", "reload": {"serviceName": "crio.service"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "WireAction", into = "WireAction")]
 pub enum PostConfigAction {
     /// Nothing to do (the change takes effect by itself, e.g. SSH keys).
     None,
@@ -54,6 +56,73 @@ impl fmt::Display for PostConfigAction {
             Self::Special => f.write_str("Special"),
             Self::Reboot => f.write_str("Reboot"),
         }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireService {
+    service_name: String,
+}
+
+/// The operator API's tagged-struct encoding of an action.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct WireAction {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reload: Option<WireService>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    restart: Option<WireService>,
+}
+
+impl From<PostConfigAction> for WireAction {
+    fn from(a: PostConfigAction) -> Self {
+        let bare = |kind: &str| WireAction {
+            kind: kind.to_owned(),
+            reload: None,
+            restart: None,
+        };
+        match a {
+            PostConfigAction::None => bare("None"),
+            PostConfigAction::Drain => bare("Drain"),
+            PostConfigAction::DaemonReload => bare("DaemonReload"),
+            PostConfigAction::Special => bare("Special"),
+            PostConfigAction::Reboot => bare("Reboot"),
+            PostConfigAction::Reload(service_name) => WireAction {
+                reload: Some(WireService { service_name }),
+                ..bare("Reload")
+            },
+            PostConfigAction::Restart(service_name) => WireAction {
+                restart: Some(WireService { service_name }),
+                ..bare("Restart")
+            },
+        }
+    }
+}
+
+impl TryFrom<WireAction> for PostConfigAction {
+    type Error = String;
+
+    fn try_from(w: WireAction) -> Result<Self, Self::Error> {
+        Ok(match w.kind.as_str() {
+            "None" => Self::None,
+            "Drain" => Self::Drain,
+            "DaemonReload" => Self::DaemonReload,
+            "Special" => Self::Special,
+            "Reboot" => Self::Reboot,
+            "Reload" => Self::Reload(
+                w.reload
+                    .ok_or("reload.serviceName is required when type is Reload")?
+                    .service_name,
+            ),
+            "Restart" => Self::Restart(
+                w.restart
+                    .ok_or("restart.serviceName is required when type is Restart")?
+                    .service_name,
+            ),
+            other => return Err(format!("unknown post-config action type {other:?}")),
+        })
     }
 }
 
@@ -107,14 +176,14 @@ pub mod paths {
 }
 
 /// Actions for a file path: an exact path, or a directory covering everything beneath it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilePolicy {
     pub path: String,
     pub actions: Vec<PostConfigAction>,
 }
 
 /// Actions for a systemd unit, matched by exact name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnitPolicy {
     pub name: String,
     pub actions: Vec<PostConfigAction>,
@@ -300,6 +369,74 @@ pub fn drain_required(actions: &[PostConfigAction], diff: &ConfigDiff) -> bool {
             Some(change) => registries_change_is_safe(change).unwrap_or(false),
             None => true,
         };
+    }
+    false
+}
+
+/// Files whose change needs nothing on the first-boot path; `kubelet-ca.crt` is written by the
+/// certificate writer and tolerated there.
+const LEGACY_NONE_FILES: &[&str] = &["/etc/kubernetes/kubelet-ca.crt", paths::KUBELET_AUTH_FILE];
+const LEGACY_RELOAD_CRIO_FILES: &[&str] = &[
+    paths::REGISTRIES_CONF,
+    paths::GPG_NO_REBOOT,
+    paths::CONTAINER_POLICY,
+];
+
+fn parent_dir(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
+/// Upstream's older calculation, still used on first boot when the API (and so any administrator
+/// policy) is unreachable: every unit change reboots, directories match only their direct
+/// children, and the result is a single action: `None`, `Reload crio`, the crio restart after a
+/// CA trust update, or `Reboot`.
+pub fn legacy_actions_for(diff: &ConfigDiff) -> Vec<PostConfigAction> {
+    use PostConfigAction as A;
+    if diff.needs_os_update() || !diff.units.is_empty() {
+        return vec![A::Reboot];
+    }
+    let mut reload = false;
+    let mut restart = false;
+    for path in diff.files.all() {
+        let dir = parent_dir(path);
+        if LEGACY_NONE_FILES.contains(&path) || dir == paths::NMSTATE_OPENSHIFT_DIR {
+            continue;
+        } else if LEGACY_RELOAD_CRIO_FILES.contains(&path) || dir == paths::SIGSTORE_REGISTRIES_DIR
+        {
+            reload = true;
+        } else if path == paths::USER_CA_BUNDLE {
+            restart = true;
+        } else {
+            return vec![A::Reboot];
+        }
+    }
+    if restart {
+        vec![
+            A::restart(paths::UPDATE_CA_TRUST_SERVICE),
+            A::restart(paths::CRIO_SERVICE),
+        ]
+    } else if reload {
+        vec![A::reload(paths::CRIO_SERVICE)]
+    } else {
+        vec![A::None]
+    }
+}
+
+/// The first-boot path's drain rule: reboot drains; a crio reload or restart drains only for an
+/// unsafe registries.conf change; anything else does not.
+pub fn legacy_drain_required(actions: &[PostConfigAction], diff: &ConfigDiff) -> bool {
+    use PostConfigAction as A;
+    if actions.iter().any(|a| matches!(a, A::Reboot | A::Drain)) {
+        return true;
+    }
+    if actions
+        .iter()
+        .any(|a| matches!(a, A::Reload(_) | A::Restart(_) | A::Special))
+    {
+        return diff
+            .registries_conf
+            .as_ref()
+            .is_some_and(|c| !registries_change_is_safe(c).unwrap_or(false));
     }
     false
 }

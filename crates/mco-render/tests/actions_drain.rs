@@ -3,7 +3,8 @@
 use base64::Engine;
 use mco_api::MachineConfigSpec;
 use mco_render::actions::{
-    PostConfigAction as A, RegistriesError, actions_for, drain_required, registries_change_is_safe,
+    PostConfigAction as A, RegistriesError, actions_for, drain_required, legacy_actions_for,
+    legacy_drain_required, registries_change_is_safe,
 };
 use mco_render::diff::{ConfigDiff, ConfigView};
 use mco_render::ignition::Ignition;
@@ -346,4 +347,33 @@ fn undecodable_data_url_drains() {
     let err = registries_change_is_safe(d.registries_conf.as_ref().unwrap()).unwrap_err();
     assert!(matches!(err, RegistriesError::Decode(_)), "{err:?}");
     assert!(drain_required(&[A::Special], &d));
+}
+
+#[test]
+fn legacy_drain_follows_the_first_boot_rules() {
+    let safe = diff(
+        &registries(BASE),
+        &registries(&edit(r#""docker.io"]"#, r#""docker.io", "test.io"]"#)),
+    );
+    let unsafe_ = diff(
+        &registries(BASE),
+        &registries(&edit(r#", "docker.io"]"#, "]")),
+    );
+    let actions = legacy_actions_for(&safe);
+    assert_eq!(actions, vec![A::reload("crio.service")]);
+    assert!(!legacy_drain_required(&actions, &safe));
+    let actions = legacy_actions_for(&unsafe_);
+    assert!(legacy_drain_required(&actions, &unsafe_));
+
+    let none = ConfigDiff::default();
+    assert!(legacy_drain_required(&[A::Reboot], &none));
+    assert!(!legacy_drain_required(&[A::None], &none));
+    // A crio restart for the CA bundle alone does not drain.
+    assert!(!legacy_drain_required(
+        &[
+            A::restart("coreos-update-ca-trust.service"),
+            A::restart("crio.service")
+        ],
+        &none
+    ));
 }

@@ -3,7 +3,7 @@
 use mco_api::MachineConfigSpec;
 use mco_render::actions::{
     ActionList, DisruptionPolicies, FilePolicy, PostConfigAction as A, UnitPolicy, actions_for,
-    actions_with_policies, requires_reboot, update_prepared_message,
+    actions_with_policies, legacy_actions_for, requires_reboot, update_prepared_message,
 };
 use mco_render::diff::{ConfigDiff, ConfigView};
 use mco_render::ignition::Ignition;
@@ -415,4 +415,145 @@ fn requires_reboot_only_for_reboot() {
     ] {
         assert!(!requires_reboot(std::slice::from_ref(&a)), "{a}");
     }
+}
+
+#[test]
+fn actions_use_the_operator_api_wire_shape() {
+    let cases = vec![
+        (A::None, json!({"type": "None"})),
+        (A::Reboot, json!({"type": "Reboot"})),
+        (A::Drain, json!({"type": "Drain"})),
+        (A::DaemonReload, json!({"type": "DaemonReload"})),
+        (A::Special, json!({"type": "Special"})),
+        (
+            crio_reload(),
+            json!({"type": "Reload", "reload": {"serviceName": "crio.service"}}),
+        ),
+        (
+            A::restart("kubelet.service"),
+            json!({"type": "Restart", "restart": {"serviceName": "kubelet.service"}}),
+        ),
+    ];
+    for (action, wire) in cases {
+        assert_eq!(serde_json::to_value(&action).unwrap(), wire, "{action}");
+        assert_eq!(serde_json::from_value::<A>(wire).unwrap(), action);
+    }
+    for bad in [
+        json!({"type": "Reload"}),
+        json!({"type": "Restart", "reload": {"serviceName": "x.service"}}),
+        json!({"type": "Explode"}),
+    ] {
+        assert!(serde_json::from_value::<A>(bad.clone()).is_err(), "{bad}");
+    }
+    let policy: FilePolicy = serde_json::from_value(json!({
+        "path": "/etc/chrony.conf",
+        "actions": [{"type": "Restart", "restart": {"serviceName": "chronyd.service"}}]
+    }))
+    .unwrap();
+    assert_eq!(policy.actions, vec![A::restart("chronyd.service")]);
+}
+
+/// Upstream TestCalculatePostConfigChangeAction, for the first-boot path.
+#[test]
+fn legacy_first_boot_actions() {
+    let restart_crio = vec![
+        A::restart("coreos-update-ca-trust.service"),
+        A::restart("crio.service"),
+    ];
+    let ca = "/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt";
+    let cases: Vec<(&str, Vec<&str>, Vec<A>)> = vec![
+        (
+            "normal file",
+            vec!["/etc/random-reboot-file"],
+            vec![A::Reboot],
+        ),
+        (
+            "pull secret",
+            vec!["/var/lib/kubelet/config.json"],
+            vec![A::None],
+        ),
+        (
+            "kubelet CA",
+            vec!["/etc/kubernetes/kubelet-ca.crt"],
+            vec![A::None],
+        ),
+        (
+            "nmstate",
+            vec!["/etc/nmstate/openshift/a.yml"],
+            vec![A::None],
+        ),
+        (
+            "nmstate is matched on the direct parent only",
+            vec!["/etc/nmstate/openshift/sub/a.yml"],
+            vec![A::Reboot],
+        ),
+        (
+            "registries",
+            vec!["/etc/containers/registries.conf"],
+            vec![crio_reload()],
+        ),
+        (
+            "registries.d",
+            vec!["/etc/containers/registries.d/a.yaml"],
+            vec![crio_reload()],
+        ),
+        (
+            "registries.d is matched on the direct parent only",
+            vec!["/etc/containers/registries.d/sub/a.yaml"],
+            vec![A::Reboot],
+        ),
+        (
+            "crio policies need a reboot here",
+            vec!["/etc/crio/policies/a.json"],
+            vec![A::Reboot],
+        ),
+        (
+            "policy.json",
+            vec!["/etc/containers/policy.json"],
+            vec![crio_reload()],
+        ),
+        (
+            "gpg key",
+            vec!["/etc/machine-config-daemon/no-reboot/containers-gpg.pub"],
+            vec![crio_reload()],
+        ),
+        (
+            "registries overrides pull secret",
+            vec![
+                "/etc/containers/registries.conf",
+                "/var/lib/kubelet/config.json",
+            ],
+            vec![crio_reload()],
+        ),
+        ("user CA bundle", vec![ca], restart_crio.clone()),
+        (
+            "restart is not overridden by a later reload",
+            vec![
+                ca,
+                "/etc/machine-config-daemon/no-reboot/containers-gpg.pub",
+            ],
+            restart_crio,
+        ),
+    ];
+    for (name, paths, want) in cases {
+        assert_eq!(legacy_actions_for(&changed_files(&paths)), want, "{name}");
+    }
+}
+
+#[test]
+fn legacy_path_reboots_for_any_unit_or_os_change() {
+    let old = Cfg::new(json!({}), json!({}));
+    let iri = Cfg::new(
+        json!({}),
+        json!({"systemd": {"units": [{"name": "iri-registry.service", "contents": "[Unit]"}]}}),
+    );
+    assert_eq!(legacy_actions_for(&diff(&old, &iri)), vec![A::Reboot]);
+    let kargs = Cfg::new(json!({"kernelArguments": ["karg1"]}), json!({}));
+    assert_eq!(legacy_actions_for(&diff(&old, &kargs)), vec![A::Reboot]);
+    let ssh = Cfg::new(
+        json!({}),
+        json!({"passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["k"]}]}}),
+    );
+    assert_eq!(legacy_actions_for(&diff(&old, &ssh)), vec![A::None]);
+    assert_eq!(legacy_actions_for(&diff(&old, &old)), vec![A::None]);
 }
