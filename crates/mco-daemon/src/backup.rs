@@ -50,6 +50,20 @@ pub fn ensure_backup_from(fs: &HostFs, from: &str, path: &str) -> Result<BackupS
     Ok(BackupState::SavedOriginal)
 }
 
+/// Writes a file mco manages: records its original first (see [`ensure_backup`]), then writes
+/// atomically with mode and owner. The order matters for crash safety: a crash in between
+/// leaves the original saved and the file untouched, and a retry does not re-save.
+pub fn write_managed_file(
+    fs: &HostFs,
+    path: &str,
+    contents: &[u8],
+    attrs: &FileAttrs,
+) -> Result<BackupState> {
+    let state = ensure_backup(fs, path)?;
+    fs.write_atomic(path, contents, attrs)?;
+    Ok(state)
+}
+
 /// What [`release`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Released {
@@ -126,6 +140,26 @@ mod tests {
         assert_eq!(release(&fs, "/etc/motd").unwrap(), Released::Restored);
         assert_eq!(fs.read("/etc/motd").unwrap(), b"shipped by the OS\n");
         assert!(!fs.exists(&orig_path("/etc/motd")).unwrap());
+    }
+
+    #[test]
+    fn managed_write_backs_up_once() {
+        let (_t, fs) = root();
+        fs.write_atomic("/etc/chrony.conf", b"os", &FileAttrs::mode(0o600))
+            .unwrap();
+        assert_eq!(
+            write_managed_file(&fs, "/etc/chrony.conf", b"mc1", &FileAttrs::default()).unwrap(),
+            BackupState::SavedOriginal
+        );
+        assert_eq!(
+            write_managed_file(&fs, "/etc/chrony.conf", b"mc2", &FileAttrs::default()).unwrap(),
+            BackupState::AlreadyRecorded
+        );
+        assert_eq!(fs.read("/etc/chrony.conf").unwrap(), b"mc2");
+        assert_eq!(fs.stat("/etc/chrony.conf").unwrap().unwrap().mode, 0o644);
+        release(&fs, "/etc/chrony.conf").unwrap();
+        assert_eq!(fs.read("/etc/chrony.conf").unwrap(), b"os");
+        assert_eq!(fs.stat("/etc/chrony.conf").unwrap().unwrap().mode, 0o600);
     }
 
     #[test]

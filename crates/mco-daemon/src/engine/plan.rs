@@ -1,0 +1,244 @@
+//! The pure half of an update: parse both configs, check reconcilability, diff them and derive
+//! the post-config actions and the drain decision. No I/O, so every rule is unit-tested.
+
+use mco_api::MachineConfig;
+use mco_render::actions::{self, PostConfigAction};
+use mco_render::diff::{ConfigDiff, ConfigView};
+use mco_render::ignition::{self, Ignition, IgnitionError};
+use mco_render::reconcile::{self, ReconcileError, StorageOverrides};
+
+/// Upstream's name for the empty config an update starts from when there is none.
+pub const EMPTY_CONFIG_NAME: &str = "mco-empty-mc";
+
+/// A MachineConfig with its Ignition parsed once.
+#[derive(Debug, Clone)]
+pub struct ParsedConfig {
+    /// `metadata.name`.
+    pub name: String,
+    /// The config as received.
+    pub mc: MachineConfig,
+    /// Its Ignition, translated to the internal spec version.
+    pub ignition: Ignition,
+}
+
+impl ParsedConfig {
+    /// Parses the Ignition of `mc`; an absent config is the empty one.
+    pub fn new(mc: &MachineConfig) -> Result<ParsedConfig, IgnitionError> {
+        let ignition = match mc.spec.config.as_ref() {
+            Some(raw) => ignition::parse(raw)?,
+            None => ignition::empty(),
+        };
+        Ok(ParsedConfig {
+            name: mc.metadata.name.clone().unwrap_or_default(),
+            mc: mc.clone(),
+            ignition,
+        })
+    }
+
+    /// The view the diff takes.
+    pub fn view(&self) -> ConfigView<'_> {
+        ConfigView::new(&self.mc.spec, &self.ignition)
+    }
+
+    /// The MachineConfig's kernel arguments, split like the kernel does.
+    pub fn kernel_arguments(&self) -> Vec<String> {
+        mco_render::diff::split_kernel_arguments(
+            self.mc.spec.kernel_arguments.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+/// Which calculation of post-config actions runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ActionPolicy {
+    /// Node-disruption policies with upstream's defaults (a running cluster).
+    #[default]
+    Disruption,
+    /// Upstream's older calculation, used on first boot.
+    Legacy,
+}
+
+/// Everything an update will do, decided before anything is touched.
+#[derive(Debug, Clone)]
+pub struct UpdatePlan {
+    /// The config the node is in.
+    pub old: ParsedConfig,
+    /// The config it goes to.
+    pub new: ParsedConfig,
+    /// What differs.
+    pub diff: ConfigDiff,
+    /// What to do after writing (never empty).
+    pub actions: Vec<PostConfigAction>,
+    /// Whether to drain first.
+    pub drain: bool,
+    /// The force file asked for a complete re-apply with a reboot.
+    pub force: bool,
+}
+
+/// Why no plan could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The change cannot be applied in place; the node becomes Unreconcilable.
+    #[error(transparent)]
+    Unreconcilable(#[from] ReconcileError),
+    /// A config whose Ignition does not parse (the render controller should have refused it).
+    #[error("parsing Ignition of machineconfig {name:?}: {source}")]
+    Parse {
+        /// The config.
+        name: String,
+        /// Why.
+        #[source]
+        source: IgnitionError,
+    },
+}
+
+impl UpdatePlan {
+    /// Plans the update from `old` to `new`. `force` makes every part of `new` apply (files,
+    /// units, OS rebase even when the URL is unchanged) and the post action a reboot, which is
+    /// what the force file means.
+    pub fn new(
+        old: &MachineConfig,
+        new: &MachineConfig,
+        force: bool,
+        policy: ActionPolicy,
+    ) -> Result<UpdatePlan, PlanError> {
+        reconcile::check_machine_configs(old, new, StorageOverrides::default())?;
+        let parse = |mc: &MachineConfig| {
+            ParsedConfig::new(mc).map_err(|source| PlanError::Parse {
+                name: mc.metadata.name.clone().unwrap_or_default(),
+                source,
+            })
+        };
+        let old = parse(old)?;
+        let new = parse(new)?;
+        let diff = ConfigDiff::between(old.view(), new.view());
+        let (actions, drain) = if force {
+            (vec![PostConfigAction::Reboot], true)
+        } else {
+            match policy {
+                ActionPolicy::Disruption => {
+                    let a = actions::actions_for(&diff);
+                    let d = actions::drain_required(&a, &diff);
+                    (a, d)
+                }
+                ActionPolicy::Legacy => {
+                    let a = actions::legacy_actions_for(&diff);
+                    let d = actions::legacy_drain_required(&a, &diff);
+                    (a, d)
+                }
+            }
+        };
+        Ok(UpdatePlan {
+            old,
+            new,
+            diff,
+            actions,
+            drain,
+            force,
+        })
+    }
+
+    /// Whether the post action is a reboot.
+    pub fn reboots(&self) -> bool {
+        actions::requires_reboot(&self.actions)
+    }
+
+    /// Whether the OS (image, kernel arguments, kernel type) is touched.
+    pub fn os_update(&self) -> bool {
+        self.force
+            || self.diff.os_image_changed
+            || self.diff.kernel_arguments_changed
+            || self.diff.kernel_type_changed
+    }
+
+    /// Whether the `core` user's SSH keys or password are touched.
+    pub fn ssh_update(&self) -> bool {
+        self.diff.ssh_keys_changed || self.diff.password_hash_changed
+    }
+
+    /// The `UpdatePrepared=True` message.
+    pub fn prepared_message(&self) -> String {
+        actions::update_prepared_message(&self.actions, self.drain)
+    }
+}
+
+/// The placeholder upstream prints where an update will or will not do something: `""` or
+/// `"not "`.
+pub fn not_if(done: bool) -> &'static str {
+    if done { "" } else { "not " }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn mc(name: &str, url: &str, config: serde_json::Value) -> MachineConfig {
+        let mut m = MachineConfig::new(name, Default::default());
+        m.spec.os_image_url = url.into();
+        m.spec.config = Some(config);
+        m
+    }
+
+    fn ign(files: serde_json::Value) -> serde_json::Value {
+        json!({"ignition": {"version": "3.2.0"}, "storage": {"files": files}})
+    }
+
+    #[test]
+    fn file_change_outside_policies_reboots_and_drains() {
+        let old = mc("a", "img", ign(json!([])));
+        let new = mc(
+            "b",
+            "img",
+            ign(json!([{"path": "/etc/x", "contents": {"source": "data:,x"}}])),
+        );
+        let p = UpdatePlan::new(&old, &new, false, ActionPolicy::Disruption).unwrap();
+        assert!(p.reboots());
+        assert!(p.drain);
+        assert!(!p.os_update());
+        assert_eq!(p.diff.files.added, vec!["/etc/x".to_string()]);
+    }
+
+    #[test]
+    fn ssh_key_is_rebootless_without_drain() {
+        let old = mc("a", "img", ign(json!([])));
+        let mut cfg = ign(json!([]));
+        cfg["passwd"] = json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAA"]}]});
+        let new = mc("b", "img", cfg);
+        let p = UpdatePlan::new(&old, &new, false, ActionPolicy::Disruption).unwrap();
+        assert!(!p.reboots());
+        assert!(!p.drain);
+        assert!(p.ssh_update());
+        assert_eq!(p.actions, vec![PostConfigAction::None]);
+    }
+
+    #[test]
+    fn force_reboots_even_when_equal() {
+        let old = mc("a", "img", ign(json!([])));
+        let p = UpdatePlan::new(&old, &old, true, ActionPolicy::Disruption).unwrap();
+        assert!(p.diff.is_empty());
+        assert!(p.reboots());
+        assert!(p.os_update());
+    }
+
+    #[test]
+    fn unreconcilable_change_is_refused() {
+        let old = mc("a", "img", ign(json!([])));
+        let mut cfg = ign(json!([]));
+        cfg["storage"]["directories"] = json!([{"path": "/etc/d"}]);
+        let new = mc("b", "img", cfg);
+        let err = UpdatePlan::new(&old, &new, false, ActionPolicy::Disruption).unwrap_err();
+        assert!(matches!(err, PlanError::Unreconcilable(_)), "{err}");
+        assert!(
+            err.to_string()
+                .contains("ignition directories section contains changes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn placeholder() {
+        assert_eq!(not_if(true), "");
+        assert_eq!(not_if(false), "not ");
+    }
+}
