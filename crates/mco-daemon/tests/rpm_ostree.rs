@@ -320,3 +320,22 @@ fn human_rendering_matches_rpm_ostree_status() {
         "{text}"
     );
 }
+
+/// The fake found first on the child's `PATH` (set on the command only, never on this test
+/// process), exactly as the real host resolves `rpm-ostree`.
+#[test]
+fn fake_first_on_child_path() {
+    let t = tempfile::tempdir().unwrap();
+    fake_tool(t.path(), "rpm-ostree", "exit 0");
+    let path = format!(
+        "{}:{}",
+        t.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let r = RpmOstree::new(CommandRunner::direct().with_env("PATH", path));
+    r.cleanup_pending().unwrap();
+    assert_eq!(
+        calls(t.path(), "rpm-ostree"),
+        vec![argv(&["cleanup", "-p"])]
+    );
+}

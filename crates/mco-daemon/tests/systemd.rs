@@ -360,3 +360,21 @@ fn vendor_unit_copy_is_backed_up_on_ostree() {
     );
     assert_eq!(fs.read("/etc/systemd/system/k.service").unwrap(), b"vendor");
 }
+
+#[test]
+fn systemctl_found_first_on_child_path() {
+    let t = tempfile::tempdir().unwrap();
+    fake_tool(t.path(), "systemctl", "exit 0");
+    let path = format!(
+        "{}:{}",
+        t.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Systemctl::new(CommandRunner::direct().with_env("PATH", path))
+        .restart("crio.service")
+        .unwrap();
+    assert_eq!(
+        calls(t.path(), "systemctl"),
+        vec![argv(&["restart", "crio.service"])]
+    );
+}
