@@ -624,7 +624,10 @@ fn validate_node(s: &Structural, v: &Value, path: &str, root: bool, errs: &mut V
     }
 
     match v {
-        Value::String(text) => validate_string(s, text, path, errs),
+        Value::String(text) => {
+            validate_string(s, text, path, errs);
+            validate_format(s, text, path, errs);
+        }
         Value::Number(n) => validate_number(s, n, path, errs),
         Value::Array(items) => validate_array(s, items, path, errs),
         _ => {}
@@ -667,6 +670,102 @@ fn validate_string(s: &Structural, text: &str, path: &str, errs: &mut Vec<FieldE
             &in_body(path, &format!("should match '{}'", re.as_str())),
         ));
     }
+}
+
+/// String formats kube-apiserver checks (strfmt's registry); unknown formats,
+/// and formats on non-strings, are not checked.
+fn validate_format(s: &Structural, text: &str, path: &str, errs: &mut Vec<FieldError>) {
+    let Some(format) = s.format.as_deref() else {
+        return;
+    };
+    let valid = match format {
+        "date-time" | "datetime" => is_date_time(text),
+        "date" => text.parse::<jiff::civil::Date>().is_ok() && text.len() == 10,
+        "uuid" | "uuid3" | "uuid4" | "uuid5" => is_uuid(text),
+        "ipv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => text.parse::<std::net::Ipv6Addr>().is_ok(),
+        "cidr" => is_cidr(text),
+        "mac" => is_mac(text),
+        "hostname" => is_hostname(text),
+        "byte" => is_base64(text),
+        _ => return,
+    };
+    if !valid {
+        errs.push(FieldError::type_invalid(
+            path,
+            Value::String(text.into()),
+            &in_body(
+                path,
+                &format!("must be of type {format}: {}", go_quote(text)),
+            ),
+        ));
+    }
+}
+
+fn is_date_time(text: &str) -> bool {
+    // strfmt accepts RFC 3339 with or without fractional seconds, and local
+    // times without an offset.
+    text.len() >= 19
+        && (text.parse::<jiff::Timestamp>().is_ok()
+            || text.parse::<jiff::civil::DateTime>().is_ok())
+        && text
+            .as_bytes()
+            .get(10)
+            .is_some_and(|b| matches!(b, b'T' | b't' | b' '))
+}
+
+fn is_uuid(text: &str) -> bool {
+    let groups: Vec<&str> = text.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+fn is_cidr(text: &str) -> bool {
+    let Some((ip, bits)) = text.split_once('/') else {
+        return false;
+    };
+    let Ok(bits) = bits.parse::<u8>() else {
+        return false;
+    };
+    match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => bits <= 32,
+        Ok(std::net::IpAddr::V6(_)) => bits <= 128,
+        Err(_) => false,
+    }
+}
+
+fn is_mac(text: &str) -> bool {
+    let sep = if text.contains('-') { '-' } else { ':' };
+    let groups: Vec<&str> = text.split(sep).collect();
+    matches!(groups.len(), 6 | 8 | 20)
+        && groups
+            .iter()
+            .all(|g| g.len() == 2 && g.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+fn is_hostname(text: &str) -> bool {
+    let trimmed = text.strip_suffix('.').unwrap_or(text);
+    !trimmed.is_empty()
+        && text.len() <= 255
+        && trimmed.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+fn is_base64(text: &str) -> bool {
+    let body = text.trim_end_matches('=');
+    text.len() % 4 == 0
+        && text.len() - body.len() <= 2
+        && body
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/')
 }
 
 fn validate_number(s: &Structural, n: &serde_json::Number, path: &str, errs: &mut Vec<FieldError>) {
@@ -1152,6 +1251,39 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(go_quote(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn format_checks() {
+        let cases: [(&str, &str, bool); 18] = [
+            ("date-time", "2026-11-30T10:00:00Z", true),
+            ("date-time", "2026-11-30T10:00:00.5-07:00", true),
+            ("date-time", "2026-11-30", false),
+            ("date-time", "", false),
+            ("date", "2026-11-30", true),
+            ("date", "2026-13-30", false),
+            ("cidr", "10.0.0.0/8", true),
+            ("cidr", "10.0.0.0/33", false),
+            ("cidr", "fd00::/64", true),
+            ("mac", "52:54:00:ab:cd:ef", true),
+            ("mac", "52:54:00:ab:cd", false),
+            ("hostname", "worker-0.example.com", true),
+            ("hostname", "-bad", false),
+            ("byte", "aGVsbG8=", true),
+            ("byte", "aGVsbG8", false),
+            ("ipv6", "fe80::1", true),
+            ("uuid", "39E06294-2876-5528-AD66-DE63C0281EE9", true),
+            ("uuid", "39e0629428765528ad66de63c0281ee9", false),
+        ];
+        for (format, text, ok) in cases {
+            let s = Structural {
+                format: Some(format.into()),
+                ..Structural::default()
+            };
+            let mut errs = Vec::new();
+            validate_format(&s, text, "f", &mut errs);
+            assert_eq!(errs.is_empty(), ok, "{format} {text:?}");
         }
     }
 

@@ -61,6 +61,10 @@ fn schema() -> Structural {
                         "x-kubernetes-preserve-unknown-fields": true
                     },
                     "flag": {"type": "boolean"},
+                    "when": {"type": "string", "format": "date-time"},
+                    "addr": {"type": "string", "format": "ipv4"},
+                    "id": {"type": "string", "format": "uuid"},
+                    "free": {"type": "string", "format": "something-custom"},
                     "opt": {"type": "string", "nullable": true},
                     "config": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
                 }
@@ -117,6 +121,10 @@ fn valid_object_has_no_errors() {
         "labels": {"k": "v"},
         "template": {"apiVersion": "v1", "kind": "ConfigMap", "data": {}},
         "flag": true,
+        "when": "2026-11-30T10:00:00Z",
+        "addr": "10.0.0.1",
+        "id": "39e06294-2876-5528-ad66-de63c0281ee9",
+        "free": "anything",
         "opt": null
     });
     assert_eq!(messages(spec), Vec::<String>::new());
@@ -226,6 +234,24 @@ fn validation_messages_match_kube_apiserver() {
             vec![
                 r#"spec.template.apiVersion: Invalid value: "": must not be empty"#,
                 "spec.template.kind: Invalid value: 3: must be a string",
+            ],
+        ),
+        (
+            json!({"x": "a", "when": ""}),
+            vec![
+                r#"spec.when: Invalid value: "": spec.when in body must be of type date-time: """#,
+            ],
+        ),
+        (
+            json!({"x": "a", "when": "2026-11-30T10:00:00.123456+02:00", "addr": "10.0.0.256"}),
+            vec![
+                r#"spec.addr: Invalid value: "10.0.0.256": spec.addr in body must be of type ipv4: "10.0.0.256""#,
+            ],
+        ),
+        (
+            json!({"x": "a", "id": "not-a-uuid"}),
+            vec![
+                r#"spec.id: Invalid value: "not-a-uuid": spec.id in body must be of type uuid: "not-a-uuid""#,
             ],
         ),
         (
