@@ -761,7 +761,7 @@ fn is_hostname(text: &str) -> bool {
 
 fn is_base64(text: &str) -> bool {
     let body = text.trim_end_matches('=');
-    text.len() % 4 == 0
+    text.len().is_multiple_of(4)
         && text.len() - body.len() <= 2
         && body
             .chars()
