@@ -297,7 +297,7 @@ fn find_file<'a>(files: &'a [File], path: &str) -> Option<&'a File> {
     files.iter().rev().find(|f| f.path == path)
 }
 
-fn storage<T>(
+pub(crate) fn storage<T>(
     ign: &Ignition,
     field: impl Fn(&ignition_config::v3_5::Storage) -> &Option<Vec<T>>,
 ) -> Option<&[T]> {
@@ -310,14 +310,13 @@ pub(crate) fn list_eq<T: PartialEq>(a: Option<&[T]>, b: Option<&[T]>) -> bool {
 }
 
 fn files_equal(a: &File, b: &File) -> bool {
-    let mut a = a.clone();
-    let mut b = b.clone();
-    for f in [&mut a, &mut b] {
-        if f.append.as_ref().is_some_and(Vec::is_empty) {
-            f.append = None;
-        }
-    }
-    a == b
+    a.path == b.path
+        && a.contents == b.contents
+        && a.mode == b.mode
+        && a.user == b.user
+        && a.group == b.group
+        && a.overwrite == b.overwrite
+        && list_eq(a.append.as_deref(), b.append.as_deref())
 }
 
 fn units_equal(a: &Unit, b: &Unit) -> bool {

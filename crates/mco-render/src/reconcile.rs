@@ -5,11 +5,12 @@
 //! difference: absent and empty Ignition lists compare equal (upstream's reflection-based
 //! comparison refuses `"directories": []` against a config without the key).
 
+use ignition_config::v3_5::User;
 use mco_api::MachineConfig;
 use thiserror::Error;
 
-use crate::diff::{self, CORE_USER, ConfigView, list_eq};
-use crate::ignition::{self, FieldError, IgnitionError};
+use crate::diff::{self, CORE_USER, ConfigView, list_eq, storage};
+use crate::ignition::{self, FieldError, Ignition, IgnitionError};
 
 /// Why the change between two configs cannot be applied on a running node.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -89,24 +90,29 @@ pub fn check_reconcilable(
         return Err(Unreconcilable::IgnitionKernelArguments);
     }
 
-    let st = |ign: &'_ crate::ignition::Ignition| ign.storage.clone().unwrap_or_default();
-    let (so, sn) = (st(o), st(n));
-    if !overrides.disks && !list_eq(so.disks.as_deref(), sn.disks.as_deref()) {
+    if !overrides.disks && !list_eq(storage(o, |s| &s.disks), storage(n, |s| &s.disks)) {
         return Err(Unreconcilable::Disks);
     }
-    if !overrides.filesystems && !list_eq(so.filesystems.as_deref(), sn.filesystems.as_deref()) {
+    if !overrides.filesystems
+        && !list_eq(
+            storage(o, |s| &s.filesystems),
+            storage(n, |s| &s.filesystems),
+        )
+    {
         return Err(Unreconcilable::Filesystems);
     }
-    if !overrides.raid && !list_eq(so.raid.as_deref(), sn.raid.as_deref()) {
+    if !overrides.raid && !list_eq(storage(o, |s| &s.raid), storage(n, |s| &s.raid)) {
         return Err(Unreconcilable::Raid);
     }
-    if !list_eq(so.directories.as_deref(), sn.directories.as_deref()) {
+    if !list_eq(
+        storage(o, |s| &s.directories),
+        storage(n, |s| &s.directories),
+    ) {
         return Err(Unreconcilable::Directories);
     }
     // Removing links is allowed so that configs from before links were refused can still move on.
-    if !list_eq(so.links.as_deref(), sn.links.as_deref())
-        && sn.links.as_ref().is_some_and(|l| !l.is_empty())
-    {
+    let new_links = storage(n, |s| &s.links);
+    if !list_eq(storage(o, |s| &s.links), new_links) && new_links.is_some_and(|l| !l.is_empty()) {
         return Err(Unreconcilable::Links);
     }
 
@@ -129,17 +135,12 @@ pub fn check_reconcilable(
     Ok(())
 }
 
-fn check_passwd(
-    o: &crate::ignition::Ignition,
-    n: &crate::ignition::Ignition,
-) -> Result<(), PasswdChange> {
-    let groups = |i: &crate::ignition::Ignition| {
-        i.passwd
-            .as_ref()
-            .and_then(|p| p.groups.clone())
-            .unwrap_or_default()
-    };
-    if groups(o) != groups(n) {
+fn groups(ign: &Ignition) -> Option<&[ignition_config::v3_5::Group]> {
+    ign.passwd.as_ref().and_then(|p| p.groups.as_deref())
+}
+
+fn check_passwd(o: &Ignition, n: &Ignition) -> Result<(), PasswdChange> {
+    if !list_eq(groups(o), groups(n)) {
         return Err(PasswdChange::Groups);
     }
     let new_users = diff::users(n);
@@ -156,7 +157,7 @@ fn check_passwd(
     Ok(())
 }
 
-fn verify_core_user(user: &ignition_config::v3_5::User) -> Result<(), PasswdChange> {
+fn verify_core_user(user: &User) -> Result<(), PasswdChange> {
     let has_keys = user
         .ssh_authorized_keys
         .as_ref()
@@ -164,14 +165,14 @@ fn verify_core_user(user: &ignition_config::v3_5::User) -> Result<(), PasswdChan
     if user.name != CORE_USER || (user.password_hash.is_none() && !has_keys) {
         return Err(PasswdChange::CoreUserWithoutCredentials);
     }
-    let rest = ignition_config::v3_5::User {
+    let rest = User {
         name: String::new(),
         ssh_authorized_keys: None,
         password_hash: None,
         groups: user.groups.clone().filter(|g| !g.is_empty()),
         ..user.clone()
     };
-    if rest != ignition_config::v3_5::User::new(String::new()) {
+    if rest != User::new(String::new()) {
         return Err(PasswdChange::CoreUserOtherFields);
     }
     Ok(())
