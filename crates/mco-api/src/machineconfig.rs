@@ -1,5 +1,8 @@
 //! `MachineConfig` (v1): an Ignition config plus kernel arguments, extensions and an OS image.
 
+// Every `printcolumn(...)` repeats the same keys; clippy reads that as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

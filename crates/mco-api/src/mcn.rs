@@ -1,6 +1,9 @@
 //! `MachineConfigNode` (v1alpha1): per-node update progress, in the shape operators read with
 //! `kubectl get machineconfignodes`.
 
+// Every `printcolumn(...)` repeats the same keys; clippy reads that as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;

@@ -1,5 +1,8 @@
 //! `MachineConfigPool` (v1): which MachineConfigs apply to which nodes, and how fast to roll out.
 
+// Every `printcolumn(...)` repeats the same keys; clippy reads that as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
