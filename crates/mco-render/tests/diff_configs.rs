@@ -416,3 +416,26 @@ fn registries_conf_entries_are_kept_for_the_drain_decision() {
     let change = removed.registries_conf.expect("registries.conf removed");
     assert!(change.old.is_some() && change.new.is_none());
 }
+
+/// Upstream TestKernelArguments' input: unquoted, `bar=hello world` is split as the kernel splits
+/// it, but order is kept, so the resulting command line still reads `bar=hello world`.
+#[test]
+fn upstream_e2e_kernel_arguments_keep_their_order_on_the_command_line() {
+    let input = strings(&["nosmt", "foo=bar", "foo=baz", " baz=test bar=hello world"]);
+    let split = split_kernel_arguments(&input);
+    assert_eq!(
+        split,
+        strings(&[
+            "nosmt",
+            "foo=bar",
+            "foo=baz",
+            "baz=test",
+            "bar=hello",
+            "world"
+        ])
+    );
+    let cmdline = split.join(" ");
+    for expected in ["nosmt", "foo=bar", "foo=baz", "baz=test", "bar=hello world"] {
+        assert!(cmdline.contains(expected), "{expected:?} in {cmdline:?}");
+    }
+}
