@@ -2,7 +2,199 @@
 //! to it no faster than `maxUnavailable` allows, drains them, keeps one MachineConfigNode per
 //! node, and reports truthful pool status.
 //!
-//! The decisions live in pure modules ([`plan`]); the controllers only read the cluster, call
-//! them and write the result.
+//! The decisions live in pure modules ([`plan`], [`gc`], [`drain::pods_to_evict`],
+//! [`leader::can_take`]); the controllers only read the cluster, call them and write the result.
+//! [`run`] is the whole controller, usable from `mco controller` and in-process.
 
+pub mod controllers;
+pub mod drain;
+pub mod gc;
+pub mod leader;
+pub mod mcn;
+pub mod metrics;
 pub mod plan;
+pub mod render;
+pub mod rollout;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use leader::LeaseConfig;
+pub use metrics::Metrics;
+
+/// Why a reconcile or the controller failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("encoding: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("serving metrics: {0}")]
+    Io(#[from] std::io::Error),
+    /// The cache was behind a write; the reconcile is retried with fresher state.
+    #[error("stale state: {0}")]
+    Stale(String),
+}
+
+/// Drain timing; every value is a flag so tests can run in seconds (defaults are upstream's).
+#[derive(Debug, Clone)]
+pub struct DrainTimeouts {
+    /// One drain attempt gives up after this long.
+    pub attempt_timeout: Duration,
+    /// Delay between evictions refused by a PodDisruptionBudget (429).
+    pub evict_retry: Duration,
+    /// A failed attempt is retried after this long...
+    pub requeue: Duration,
+    /// ...or after this long once the drain has been failing for `slow_after`.
+    pub requeue_slow: Duration,
+    pub slow_after: Duration,
+    /// After failing this long: a `DrainFailed` event and `mcc_drain_err{node}=1`.
+    pub failed_after: Duration,
+}
+
+impl Default for DrainTimeouts {
+    fn default() -> Self {
+        Self {
+            attempt_timeout: Duration::from_secs(90),
+            evict_retry: Duration::from_secs(5),
+            requeue: Duration::from_secs(60),
+            requeue_slow: Duration::from_secs(300),
+            slow_after: Duration::from_secs(600),
+            failed_after: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Everything the controller can be told (named `Config` in the public API; not to be confused
+/// with the `ControllerConfig` object, which is cluster input to rendering).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Written to rendered configs as `generated-by-controller-version`.
+    pub controller_version: String,
+    /// Rendered configs kept per pool beyond those still referenced.
+    pub rendered_retain: usize,
+    /// Bursts of MachineConfig/pool changes within this window render once.
+    pub render_debounce: Duration,
+    /// Every object is reconciled again at least this often, so missed deletes heal.
+    pub resync: Duration,
+    /// Retry delay after a failed reconcile.
+    pub error_requeue: Duration,
+    pub drain: DrainTimeouts,
+    pub lease: LeaseConfig,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served; `None` serves nothing.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            controller_version: env!("CARGO_PKG_VERSION").to_string(),
+            rendered_retain: 5,
+            render_debounce: Duration::from_secs(1),
+            resync: Duration::from_secs(30),
+            error_requeue: Duration::from_secs(2),
+            drain: DrainTimeouts::default(),
+            lease: LeaseConfig::default(),
+            metrics_addr: None,
+        }
+    }
+}
+
+/// Run the controller until `shutdown` resolves: serve metrics, wait for the leader lease,
+/// reconcile while holding it, and fall back to standby if it is lost.
+pub async fn run(
+    client: kube::Client,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    run_with_metrics(client, config, Arc::new(Metrics::new()), shutdown).await
+}
+
+/// Like [`run`], with metrics the caller can read (tests and the embedded cluster).
+pub async fn run_with_metrics(
+    client: kube::Client,
+    config: Config,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    let mut server = None;
+    if let Some(addr) = config.metrics_addr {
+        let (bound, fut) = metrics::serve(addr, metrics.clone()).await?;
+        tracing::info!(%bound, "serving /metrics, /healthz and /readyz");
+        server = Some(tokio::spawn(fut));
+    }
+    let _server = AbortOnDrop(server);
+    metrics.set_ready(true);
+    let elector = leader::Elector::new(client.clone(), config.lease.clone());
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            _ = elector.acquire() => {}
+        }
+        metrics.leader.set(1);
+        let outcome = tokio::select! {
+            _ = &mut shutdown => {
+                metrics.leader.set(0);
+                elector.release().await;
+                return Ok(());
+            }
+            r = controllers::run_all(client.clone(), config.clone(), metrics.clone(), elector.identity().to_string()) => r,
+            _ = elector.hold() => Ok(()),
+        };
+        metrics.leader.set(0);
+        if let Err(e) = outcome {
+            tracing::error!(error = %e, "controllers stopped");
+            elector.release().await;
+            return Err(e);
+        }
+        tracing::warn!("lost the leader lease; standing by");
+    }
+}
+
+struct AbortOnDrop(Option<tokio::task::JoinHandle<std::io::Result<()>>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(h) = &self.0 {
+            h.abort();
+        }
+    }
+}
+
+/// Parse a duration flag: a number with a unit (`250ms`, `5s`, `10m`, `1h`), or bare seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 5s, 10m, 1h"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!(
+            "invalid duration {s:?}: unit must be ms, s, m or h"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("1d").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+}

@@ -23,6 +23,8 @@ enum Command {
     Manifests(cmd::manifests::Args),
     /// Run the embedded Kubernetes-compatible API server.
     Apiserver(cmd::apiserver::Args),
+    /// Run the controller: render, roll out within maxUnavailable, drain, report.
+    Controller(cmd::controller::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +40,6 @@ fn main() -> anyhow::Result<()> {
         Command::Render(args) => cmd::render::run(args),
         Command::Manifests(args) => cmd::manifests::run(args),
         Command::Apiserver(args) => cmd::apiserver::run(args),
+        Command::Controller(args) => cmd::controller::run(args),
     }
 }

@@ -1,3 +1,4 @@
 pub mod apiserver;
+pub mod controller;
 pub mod manifests;
 pub mod render;

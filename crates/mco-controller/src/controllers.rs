@@ -1,0 +1,335 @@
+//! Wiring: one reflector per kind, shared by every controller that reads it, and the
+//! kube-runtime `Controller`s that call the reconcilers.
+//!
+//! Reconcilers are level-triggered: each reads the whole current state from the shared stores
+//! and converges it, so a missed or repeated trigger is harmless. Deletions do not trigger the
+//! subscribers of a shared store, so every controller also resyncs on a timer.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use kube::runtime::controller::{Action, Config as ControllerSettings};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool};
+
+use crate::metrics::Metrics;
+use crate::plan::{EventKind, PlanEvent};
+use crate::{Config, Error};
+
+/// Shared state of every reconciler.
+pub struct Ctx {
+    pub client: Client,
+    pub config: Config,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub nodes: Store<Node>,
+    pub pools: Store<MachineConfigPool>,
+    pub mcs: Store<MachineConfig>,
+    pub mcns: Store<MachineConfigNode>,
+    pub ccs: Store<ControllerConfig>,
+    /// Nodes as this controller last wrote them, until the node cache catches up; see
+    /// [`Ctx::fresh_nodes`].
+    pub written_nodes: Mutex<HashMap<String, Node>>,
+    /// Nodes whose pool conflict was already reported, so the warning is not repeated.
+    pub warned_conflicts: Mutex<BTreeSet<String>>,
+    /// When each node's current drain started; drain state lives in memory, as upstream's.
+    pub drains: Mutex<HashMap<String, crate::drain::DrainProgress>>,
+}
+
+fn resource_version(n: &Node) -> Option<u64> {
+    n.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+impl Ctx {
+    /// Every node, with this controller's own recent writes laid over a cache that has not seen
+    /// them yet. Without this, a reconcile that runs before the watch delivers its own
+    /// `desiredConfig` write would not count that node as busy and could exceed the budget.
+    pub fn fresh_nodes(&self) -> Vec<Node> {
+        let mut written = self.written_nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for cached in self.nodes.state() {
+            let name = cached.metadata.name.clone().unwrap_or_default();
+            match written.get(&name) {
+                Some(w) => {
+                    let caught_up = match (resource_version(&cached), resource_version(w)) {
+                        (Some(c), Some(w)) => c >= w,
+                        // Opaque versions: trust the cache once it shows our annotations.
+                        _ => crate::plan::desired_config(&cached) == crate::plan::desired_config(w),
+                    };
+                    if caught_up {
+                        written.remove(&name);
+                        out.push((*cached).clone());
+                    } else {
+                        out.push(w.clone());
+                    }
+                }
+                None => out.push((*cached).clone()),
+            }
+        }
+        out
+    }
+
+    /// Remember a node as returned by a write.
+    pub fn wrote_node(&self, node: Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        self.written_nodes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, node);
+    }
+
+    /// Publish an event; failures are logged, never fatal (events are best effort).
+    pub async fn publish(
+        &self,
+        reference: &ObjectReference,
+        kind: EventKind,
+        reason: &str,
+        message: &str,
+    ) {
+        let ev = Event {
+            type_: match kind {
+                EventKind::Normal => EventType::Normal,
+                EventKind::Warning => EventType::Warning,
+            },
+            reason: reason.into(),
+            note: Some(message.into()),
+            action: reason.into(),
+            secondary: None,
+        };
+        match kind {
+            EventKind::Normal => tracing::info!(object = ?reference.name, reason, message),
+            EventKind::Warning => tracing::warn!(object = ?reference.name, reason, message),
+        }
+        if let Err(e) = self.recorder.publish(&ev, reference).await {
+            tracing::debug!(error = %e, reason, "publishing event");
+        }
+    }
+
+    /// Publish a planner event about a pool or a node.
+    pub async fn publish_plan_event(&self, ev: &PlanEvent) {
+        let reference = match &ev.subject {
+            crate::plan::EventSubject::Pool(name) => self
+                .pools
+                .get(&ObjectRef::new(name))
+                .map(|p| p.object_ref(&()))
+                .unwrap_or_else(|| ObjectReference {
+                    api_version: Some("machineconfiguration.openshift.io/v1".into()),
+                    kind: Some("MachineConfigPool".into()),
+                    name: Some(name.clone()),
+                    ..Default::default()
+                }),
+            crate::plan::EventSubject::Node(name) => node_ref(self, name),
+        };
+        self.publish(&reference, ev.kind, ev.reason, &ev.message)
+            .await;
+    }
+}
+
+/// A reference to a node, with its uid when the cache has it.
+pub fn node_ref(ctx: &Ctx, name: &str) -> ObjectReference {
+    ctx.nodes
+        .get(&ObjectRef::new(name))
+        .map(|n| n.object_ref(&()))
+        .unwrap_or_else(|| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.into()),
+            ..Default::default()
+        })
+}
+
+/// Time one reconcile and count it.
+pub async fn timed<F>(ctx: &Ctx, controller: &str, fut: F) -> Result<Action, Error>
+where
+    F: std::future::Future<Output = Result<Action, Error>>,
+{
+    let start = Instant::now();
+    let r = fut.await;
+    ctx.metrics
+        .observe(controller, start.elapsed().as_secs_f64(), r.is_ok());
+    if let Err(e) = &r {
+        tracing::warn!(controller, error = %e, "reconcile failed");
+    }
+    r
+}
+
+fn error_policy<K>(_: Arc<K>, _: &Error, ctx: Arc<Ctx>) -> Action {
+    Action::requeue(ctx.config.error_requeue)
+}
+
+fn ticker(every: Duration) -> impl Stream<Item = ()> + Send {
+    futures::stream::unfold(tokio::time::interval(every), |mut i| async move {
+        i.tick().await;
+        Some(((), i))
+    })
+    .skip(1)
+}
+
+/// A watch feeding a shared store; the future runs until dropped.
+fn reflect<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+) -> impl std::future::Future<Output = ()> + Send
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect_shared(writer)
+        .for_each(|ev| async move {
+            if let Err(e) = ev {
+                tracing::warn!(error = %e, "watch");
+            }
+        })
+}
+
+fn all_pools(pools: &Store<MachineConfigPool>) -> Vec<ObjectRef<MachineConfigPool>> {
+    pools
+        .state()
+        .iter()
+        .map(|p| ObjectRef::from_obj(&**p))
+        .collect()
+}
+
+/// Run every controller until one of them stops (they only stop on shutdown).
+pub async fn run_all(
+    client: Client,
+    config: Config,
+    metrics: Arc<Metrics>,
+    identity: String,
+) -> Result<(), Error> {
+    const BUF: usize = 1024;
+    let (nodes, nodes_w) = reflector::store_shared::<Node>(BUF);
+    let (pools, pools_w) = reflector::store_shared::<MachineConfigPool>(BUF);
+    let (mcs, mcs_w) = reflector::store_shared::<MachineConfig>(BUF);
+    let (mcns, mcns_w) = reflector::store_shared::<MachineConfigNode>(BUF);
+    let (ccs, ccs_w) = reflector::store_shared::<ControllerConfig>(BUF);
+
+    let subscribe = |what: &str| Error::Stale(format!("cannot subscribe to the {what} store"));
+    let nodes_for_rollout = nodes_w.subscribe().ok_or_else(|| subscribe("node"))?;
+    let nodes_for_mcn = nodes_w.subscribe().ok_or_else(|| subscribe("node"))?;
+    let nodes_for_drain = nodes_w.subscribe().ok_or_else(|| subscribe("node"))?;
+    let pools_for_render = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
+    let pools_for_rollout = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
+    let mcs_for_render = mcs_w
+        .subscribe()
+        .ok_or_else(|| subscribe("MachineConfig"))?;
+    let ccs_for_render = ccs_w
+        .subscribe()
+        .ok_or_else(|| subscribe("ControllerConfig"))?;
+
+    let watches = future::join5(
+        reflect(Api::<Node>::all(client.clone()), nodes_w),
+        reflect(Api::<MachineConfigPool>::all(client.clone()), pools_w),
+        reflect(Api::<MachineConfig>::all(client.clone()), mcs_w),
+        reflect(Api::<MachineConfigNode>::all(client.clone()), mcns_w),
+        reflect(Api::<ControllerConfig>::all(client.clone()), ccs_w),
+    );
+
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "machineconfigcontroller".into(),
+            instance: Some(identity),
+        },
+    );
+    let ctx = Arc::new(Ctx {
+        client,
+        config: config.clone(),
+        metrics,
+        recorder,
+        nodes: nodes.clone(),
+        pools: pools.clone(),
+        mcs: mcs.clone(),
+        mcns: mcns.clone(),
+        ccs,
+        written_nodes: Mutex::new(HashMap::new()),
+        warned_conflicts: Mutex::new(BTreeSet::new()),
+        drains: Mutex::new(HashMap::new()),
+    });
+
+    let controllers = async {
+        // Reconcilers read several stores; start them only once every cache is filled.
+        let ready = future::join5(
+            ctx.nodes.wait_until_ready(),
+            ctx.pools.wait_until_ready(),
+            ctx.mcs.wait_until_ready(),
+            ctx.mcns.wait_until_ready(),
+            ctx.ccs.wait_until_ready(),
+        )
+        .await;
+        if ready.0.is_err() || ready.1.is_err() || ready.2.is_err() || ready.3.is_err() {
+            return;
+        }
+        tracing::info!("caches synced; controllers running");
+
+        let p1 = pools.clone();
+        let p2 = pools.clone();
+        let render = Controller::for_shared_stream(pools_for_render, pools.clone())
+            .watches_shared_stream(mcs_for_render, move |_| all_pools(&p1))
+            .watches_shared_stream(ccs_for_render, move |_| all_pools(&p2))
+            .reconcile_all_on(ticker(config.resync))
+            .with_config(ControllerSettings::default().debounce(config.render_debounce))
+            .run(
+                |pool, ctx| async move {
+                    let c = ctx.clone();
+                    timed(&c, "render", crate::render::reconcile(pool, ctx)).await
+                },
+                error_policy,
+                ctx.clone(),
+            )
+            .for_each(|_| future::ready(()));
+
+        let p3 = pools.clone();
+        let rollout = Controller::for_shared_stream(pools_for_rollout, pools.clone())
+            .watches_shared_stream(nodes_for_rollout, move |_| all_pools(&p3))
+            .reconcile_all_on(ticker(config.resync))
+            .run(
+                |pool, ctx| async move {
+                    let c = ctx.clone();
+                    timed(&c, "node", crate::rollout::reconcile(pool, ctx)).await
+                },
+                error_policy,
+                ctx.clone(),
+            )
+            .for_each(|_| future::ready(()));
+
+        let mcn = Controller::for_shared_stream(nodes_for_mcn, nodes.clone())
+            .reconcile_all_on(ticker(config.resync))
+            .run(
+                |node, ctx| async move {
+                    let c = ctx.clone();
+                    timed(&c, "machineconfignode", crate::mcn::reconcile(node, ctx)).await
+                },
+                error_policy,
+                ctx.clone(),
+            )
+            .for_each(|_| future::ready(()));
+
+        let drain = Controller::for_shared_stream(nodes_for_drain, nodes.clone())
+            .run(
+                |node, ctx| async move {
+                    let c = ctx.clone();
+                    timed(&c, "drain", crate::drain::reconcile(node, ctx)).await
+                },
+                error_policy,
+                ctx.clone(),
+            )
+            .for_each(|_| future::ready(()));
+
+        let sweep = crate::mcn::sweep_orphans(ctx.clone());
+        future::join5(render, rollout, mcn, drain, sweep).await;
+    };
+
+    tokio::select! {
+        _ = watches => Err(Error::Stale("watches ended".into())),
+        _ = controllers => Err(Error::Stale("controllers ended".into())),
+    }
+}

@@ -1,0 +1,668 @@
+//! The drain controller: acts when a node's `desiredDrain` differs from its `lastAppliedDrain`.
+//! `drain-<mc>` cordons the node and evicts its pods (PodDisruptionBudgets are honoured by the
+//! eviction API); `uncordon-<mc>` makes it schedulable again. Progress is written to the node's
+//! MachineConfigNode, including which pods and which budget block a drain.
+//!
+//! ## How the MCN conditions are written
+//! The daemon owns most of an MCN's `status`; this controller owns only the drain-related
+//! conditions (`UpdateExecuted`, `Cordoned`, `Drained`, `UpdateComplete`, `Uncordoned`). They are
+//! written with server-side apply under their own field manager ([`FIELD_MANAGER`]), distinct from
+//! the daemon's. `conditions` is a list-map keyed by `type`, so the API server merges an apply of
+//! a few entries into the list and leaves the daemon's entries alone. A JSON merge patch would
+//! replace the whole list (clobbering the daemon's conditions), and a JSON patch would need list
+//! indexes that race with the daemon. Applies are forced: when the daemon last wrote one of these
+//! conditions (its `Updated` reset), the drain controller's newer word wins, as upstream.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::Api;
+use kube::api::{EvictParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use mco_api::constants::{annotations, drain as drain_values, mcn_conditions};
+use mco_apimachinery::selector::LabelSelector;
+use serde_json::json;
+
+use crate::Error;
+use crate::controllers::{Ctx, node_ref};
+use crate::metrics::NodeLabels;
+use crate::plan::EventKind;
+
+/// The field manager of the drain conditions on MCN status.
+pub const FIELD_MANAGER: &str = "machine-config-controller";
+
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// In-memory state of one node's drain, as upstream keeps it.
+#[derive(Debug, Clone)]
+pub struct DrainProgress {
+    pub desired: String,
+    pub started: Instant,
+    pub threshold_reported: bool,
+    pub failed_reported: bool,
+    /// What blocked the last attempt, for the condition message.
+    pub blockers: String,
+}
+
+/// Pods a drain must evict: everything on the node except DaemonSet-owned and mirror pods.
+pub fn pods_to_evict(pods: &[Pod]) -> Vec<&Pod> {
+    pods.iter()
+        .filter(|p| {
+            let ds = p
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
+            let mirror = p
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION));
+            !ds && !mirror
+        })
+        .collect()
+}
+
+/// The PodDisruptionBudgets (by name) whose selector matches the pod.
+pub fn budgets_for<'a>(pod: &Pod, pdbs: &'a [PodDisruptionBudget]) -> Vec<&'a str> {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    pdbs.iter()
+        .filter(|pdb| {
+            let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+                return false;
+            };
+            let Ok(v) = serde_json::to_value(sel) else {
+                return false;
+            };
+            matches!(LabelSelector::from_k8s(&v), Ok(Some(s)) if !s.is_empty() && s.matches(&labels))
+        })
+        .filter_map(|pdb| pdb.metadata.name.as_deref())
+        .collect()
+}
+
+/// Go's `time.Duration` text (`1h0m0s`, `10m0s`, `90s`), as upstream's messages print it.
+pub fn go_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Upstream's in-progress message, plus (beyond upstream) what blocks the drain.
+pub fn draining_message(desired: &str, last: &str, blockers: &str) -> String {
+    let base = format!(
+        "Draining node. The drain will not be complete until desired drainer {desired} matches current drainer {last}"
+    );
+    if blockers.is_empty() {
+        base
+    } else {
+        format!("{base}. Blocked by: {blockers}")
+    }
+}
+
+fn annotation<'a>(node: &'a Node, key: &str) -> &'a str {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+        .unwrap_or_default()
+}
+
+fn unschedulable(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// One condition to apply: (type, status, reason, message).
+type Cond<'a> = (&'a str, &'a str, &'a str, String);
+
+/// Apply drain conditions to the node's MCN (see the module docs for why server-side apply).
+async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(), Error> {
+    let existing = ctx
+        .mcns
+        .get(&ObjectRef::new(node))
+        .and_then(|m| m.status.clone())
+        .map(|s| s.conditions)
+        .unwrap_or_default();
+    let now = Time(jiff::Timestamp::now());
+    let mut changed = false;
+    let list: Vec<Condition> = conds
+        .iter()
+        .map(|(type_, status, reason, message)| {
+            let old = existing.iter().find(|c| c.type_ == *type_);
+            changed |= old.is_none_or(|o| {
+                o.status != *status || o.reason != *reason || o.message != *message
+            });
+            Condition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message: message.clone(),
+                last_transition_time: match old {
+                    Some(o) if o.status == *status => o.last_transition_time.clone(),
+                    _ => now.clone(),
+                },
+                observed_generation: None,
+            }
+        })
+        .collect();
+    if !changed {
+        return Ok(());
+    }
+    let body = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+        "kind": "MachineConfigNode",
+        "metadata": {"name": node},
+        "status": {"conditions": list},
+    });
+    let api: Api<mco_api::MachineConfigNode> = Api::all(ctx.client.clone());
+    match api
+        .patch_status(
+            node,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // No MCN yet: the MCN controller creates it; the drain goes on regardless.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn set_unschedulable(ctx: &Ctx, node: &str, value: bool) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let patch = json!({"spec": {"unschedulable": value}});
+    let n = api
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    ctx.wrote_node(n);
+    Ok(())
+}
+
+async fn set_last_applied(ctx: &Ctx, node: &str, value: &str) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"annotations": {annotations::LAST_APPLIED_DRAIN: value}}});
+    let n = api
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    ctx.wrote_node(n);
+    Ok(())
+}
+
+fn progress(ctx: &Ctx, node: &str, desired: &str) -> DrainProgress {
+    let mut drains = ctx.drains.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = drains
+        .entry(node.to_string())
+        .or_insert_with(|| DrainProgress {
+            desired: desired.to_string(),
+            started: Instant::now(),
+            threshold_reported: false,
+            failed_reported: false,
+            blockers: String::new(),
+        });
+    if entry.desired != desired {
+        *entry = DrainProgress {
+            desired: desired.to_string(),
+            started: Instant::now(),
+            threshold_reported: false,
+            failed_reported: false,
+            blockers: String::new(),
+        };
+    }
+    entry.clone()
+}
+
+fn update_progress(ctx: &Ctx, node: &str, f: impl FnOnce(&mut DrainProgress)) {
+    if let Some(p) = ctx
+        .drains
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_mut(node)
+    {
+        f(p);
+    }
+}
+
+fn forget(ctx: &Ctx, node: &str) {
+    ctx.drains
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(node);
+    ctx.metrics
+        .drain_err
+        .remove(&NodeLabels { node: node.into() });
+}
+
+/// React to one node's drain request.
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let desired = annotation(&node, annotations::DESIRED_DRAIN).to_string();
+    let last = annotation(&node, annotations::LAST_APPLIED_DRAIN).to_string();
+    if desired.is_empty() || desired == last {
+        forget(&ctx, &name);
+        return Ok(Action::await_change());
+    }
+    if desired.starts_with(drain_values::UNCORDON_PREFIX) {
+        uncordon(&ctx, &name, &desired).await
+    } else if desired.starts_with(drain_values::DRAIN_PREFIX) {
+        drain(&ctx, &node, &desired, &last).await
+    } else {
+        tracing::warn!(node = %name, %desired, "unknown drain request");
+        Ok(Action::await_change())
+    }
+}
+
+async fn uncordon(ctx: &Ctx, node: &str, desired: &str) -> Result<Action, Error> {
+    if let Err(e) = set_unschedulable(ctx, node, false).await {
+        set_conditions(
+            ctx,
+            node,
+            &[
+                (
+                    mcn_conditions::UPDATE_COMPLETE,
+                    "Unknown",
+                    "Uncordoned",
+                    format!("Failed to Uncordon Node: {e}"),
+                ),
+                (
+                    mcn_conditions::UNCORDONED,
+                    "Unknown",
+                    "UpdateCompleteUncordoned",
+                    format!("Error: Failed to UnCordon node. Error is: {e}"),
+                ),
+            ],
+        )
+        .await?;
+        return Err(e);
+    }
+    set_conditions(
+        ctx,
+        node,
+        &[
+            (
+                mcn_conditions::UPDATE_COMPLETE,
+                "True",
+                "Uncordoned",
+                "Uncordoned Node as part of completing upgrade phase".into(),
+            ),
+            (
+                mcn_conditions::UNCORDONED,
+                "True",
+                "UpdateCompleteUncordoned",
+                "UnCordoned node. The node is reporting Unschedulable = false".into(),
+            ),
+        ],
+    )
+    .await?;
+    set_last_applied(ctx, node, desired).await?;
+    forget(ctx, node);
+    Ok(Action::await_change())
+}
+
+async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Action, Error> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let t = ctx.config.drain.clone();
+    let state = progress(ctx, &name, desired);
+    if !unschedulable(node) {
+        if let Err(e) = set_unschedulable(ctx, &name, true).await {
+            set_conditions(
+                ctx,
+                &name,
+                &[
+                    (
+                        mcn_conditions::UPDATE_EXECUTED,
+                        "Unknown",
+                        "Cordoned",
+                        format!("Error: Failed to Cordon node. Error is: {e}"),
+                    ),
+                    (
+                        mcn_conditions::CORDONED,
+                        "Unknown",
+                        "UpdateExecutedCordoned",
+                        format!("Error: Failed to Cordon node. Error is: {e}"),
+                    ),
+                ],
+            )
+            .await?;
+            return Err(e);
+        }
+        set_conditions(
+            ctx,
+            &name,
+            &[
+                (
+                    mcn_conditions::UPDATE_EXECUTED,
+                    "Unknown",
+                    "Cordoned",
+                    "Cordoned Node as part of update executed phase".into(),
+                ),
+                (
+                    mcn_conditions::CORDONED,
+                    "True",
+                    "UpdateExecutedCordoned",
+                    "Cordoned node. The node is reporting Unschedulable = true".into(),
+                ),
+            ],
+        )
+        .await?;
+    }
+    set_conditions(
+        ctx,
+        &name,
+        &[
+            (
+                mcn_conditions::UPDATE_EXECUTED,
+                "Unknown",
+                "Drained",
+                "Draining Node as part of update executed phase".into(),
+            ),
+            (
+                mcn_conditions::DRAINED,
+                "Unknown",
+                "UpdateExecutedDrained",
+                draining_message(desired, last, &state.blockers),
+            ),
+        ],
+    )
+    .await?;
+
+    let attempt =
+        tokio::time::timeout(t.attempt_timeout, evict_all(ctx, &name, desired, last)).await;
+    let error = match attempt {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some(format!(
+            "drain did not complete within {}",
+            go_duration(t.attempt_timeout)
+        )),
+    };
+    let Some(error) = error else {
+        // Upstream restarts if someone uncordoned the node during the drain.
+        let fresh = Api::<Node>::all(ctx.client.clone()).get(&name).await?;
+        if !unschedulable(&fresh) {
+            tracing::info!(node = %name, "node was uncordoned during the drain; starting over");
+            return Ok(Action::requeue(Duration::from_millis(100)));
+        }
+        set_conditions(
+            ctx,
+            &name,
+            &[(
+                mcn_conditions::DRAINED,
+                "True",
+                "UpdateExecutedDrained",
+                format!(
+                    "Drained node. The drain is complete as the desired drainer matches current drainer: {desired}"
+                ),
+            )],
+        )
+        .await?;
+        set_last_applied(ctx, &name, desired).await?;
+        forget(ctx, &name);
+        tracing::info!(node = %name, "drain complete");
+        return Ok(Action::await_change());
+    };
+
+    let state = progress(ctx, &name, desired);
+    let elapsed = state.started.elapsed();
+    tracing::warn!(node = %name, %error, "drain attempt failed");
+    let detail = if state.blockers.is_empty() {
+        format!("Error: Node Drain has not succeeded. Error is: {error}")
+    } else {
+        draining_message(desired, last, &state.blockers)
+    };
+    set_conditions(
+        ctx,
+        &name,
+        &[(
+            mcn_conditions::DRAINED,
+            "Unknown",
+            "UpdateExecutedDrained",
+            detail,
+        )],
+    )
+    .await?;
+    if elapsed >= t.failed_after && !state.failed_reported {
+        ctx.publish(
+            &node_ref(ctx, &name),
+            EventKind::Warning,
+            "DrainFailed",
+            &format!(
+                "node {name}: drain exceeded timeout: {}. Will continue to retry.",
+                go_duration(t.failed_after)
+            ),
+        )
+        .await;
+        ctx.metrics
+            .drain_err
+            .get_or_create(&NodeLabels { node: name.clone() })
+            .set(1);
+        update_progress(ctx, &name, |p| p.failed_reported = true);
+    } else if elapsed >= t.slow_after && !state.threshold_reported {
+        ctx.publish(
+            &node_ref(ctx, &name),
+            EventKind::Warning,
+            "DrainThresholdExceeded",
+            &format!(
+                "Drain failed. Drain has been failing for more than {} minutes. Waiting {} minutes then retrying. Error message from drain: {error}",
+                t.slow_after.as_secs() / 60,
+                t.requeue_slow.as_secs() / 60
+            ),
+        )
+        .await;
+        update_progress(ctx, &name, |p| p.threshold_reported = true);
+    }
+    Ok(Action::requeue(if elapsed >= t.slow_after {
+        t.requeue_slow
+    } else {
+        t.requeue
+    }))
+}
+
+/// Pods on the node, by field selector where the server supports it.
+async fn pods_on(ctx: &Ctx, node: &str) -> Result<Vec<Pod>, Error> {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let items = match api.list(&lp).await {
+        Ok(l) => l.items,
+        Err(kube::Error::Api(s)) if s.code == 400 => api.list(&ListParams::default()).await?.items,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(items
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .collect())
+}
+
+/// Evict until no evictable pod is left. A 429 (a PodDisruptionBudget says no) is retried every
+/// `evict_retry`, and the MCN says which pods and budgets are in the way.
+async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(), Error> {
+    let poll = ctx.config.drain.evict_retry.min(Duration::from_secs(1));
+    loop {
+        let pods = pods_on(ctx, node).await?;
+        let targets = pods_to_evict(&pods);
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let mut blocked = vec![];
+        for pod in targets
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+        {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let pname = pod.metadata.name.clone().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+            match api.evict(&pname, &EvictParams::default()).await {
+                Ok(_) => tracing::info!(node, pod = %format!("{ns}/{pname}"), "evicted"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(kube::Error::Api(s)) if s.code == 429 => {
+                    let pdbs = Api::<PodDisruptionBudget>::namespaced(ctx.client.clone(), &ns)
+                        .list(&ListParams::default())
+                        .await
+                        .map(|l| l.items)
+                        .unwrap_or_default();
+                    let names: Vec<String> = budgets_for(pod, &pdbs)
+                        .into_iter()
+                        .map(|b| format!("PodDisruptionBudget {ns}/{b}"))
+                        .collect();
+                    let why = if names.is_empty() {
+                        s.message.clone()
+                    } else {
+                        format!("{}: {}", names.join(", "), s.message)
+                    };
+                    blocked.push(format!("pod {ns}/{pname} ({why})"));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if blocked.is_empty() {
+            tokio::time::sleep(poll).await;
+            continue;
+        }
+        let blockers = blocked.join("; ");
+        let changed = {
+            let mut drains = ctx.drains.lock().unwrap_or_else(|e| e.into_inner());
+            match drains.get_mut(node) {
+                Some(p) if p.blockers != blockers => {
+                    p.blockers = blockers.clone();
+                    true
+                }
+                _ => false,
+            }
+        };
+        if changed {
+            tracing::info!(node, %blockers, "drain blocked");
+            set_conditions(
+                ctx,
+                node,
+                &[(
+                    mcn_conditions::DRAINED,
+                    "Unknown",
+                    "UpdateExecutedDrained",
+                    draining_message(desired, last, &blockers),
+                )],
+            )
+            .await?;
+        }
+        tokio::time::sleep(ctx.config.drain.evict_retry).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector as K8sSel, OwnerReference};
+
+    fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.namespace = Some("default".into());
+        p.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        p
+    }
+
+    #[test]
+    fn skips_daemonset_and_mirror_pods() {
+        let mut ds = pod("ds", &[]);
+        ds.metadata.owner_references = Some(vec![OwnerReference {
+            kind: "DaemonSet".into(),
+            name: "d".into(),
+            api_version: "apps/v1".into(),
+            uid: "u".into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]);
+        let mut mirror = pod("static", &[]);
+        mirror.metadata.annotations =
+            Some([(MIRROR_ANNOTATION.to_string(), "x".to_string())].into());
+        let mut rs = pod("web-1", &[]);
+        rs.metadata.owner_references = Some(vec![OwnerReference {
+            kind: "ReplicaSet".into(),
+            name: "web".into(),
+            api_version: "apps/v1".into(),
+            uid: "u".into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]);
+        let bare = pod("bare", &[]);
+        let pods = [ds, mirror, rs, bare];
+        let names: Vec<_> = pods_to_evict(&pods)
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, vec!["web-1", "bare"]);
+    }
+
+    #[test]
+    fn finds_the_budget_covering_a_pod() {
+        let pdb = |name: &str, app: &str| PodDisruptionBudget {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(PodDisruptionBudgetSpec {
+                selector: Some(K8sSel {
+                    match_labels: Some([("app".to_string(), app.to_string())].into()),
+                    match_expressions: None,
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let pdbs = [pdb("web-pdb", "web"), pdb("db-pdb", "db")];
+        assert_eq!(
+            budgets_for(&pod("w", &[("app", "web")]), &pdbs),
+            vec!["web-pdb"]
+        );
+        assert!(budgets_for(&pod("x", &[("app", "other")]), &pdbs).is_empty());
+    }
+
+    #[test]
+    fn durations_print_like_go() {
+        assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
+        assert_eq!(go_duration(Duration::from_secs(600)), "10m0s");
+        assert_eq!(go_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(go_duration(Duration::from_secs(5)), "5s");
+        assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
+    }
+
+    #[test]
+    fn draining_message_names_blockers() {
+        assert_eq!(
+            draining_message("drain-a", "uncordon-b", ""),
+            "Draining node. The drain will not be complete until desired drainer drain-a matches current drainer uncordon-b"
+        );
+        assert!(
+            draining_message(
+                "drain-a",
+                "",
+                "pod default/web-1 (PodDisruptionBudget default/web-pdb: no)"
+            )
+            .ends_with("Blocked by: pod default/web-1 (PodDisruptionBudget default/web-pdb: no)")
+        );
+    }
+}

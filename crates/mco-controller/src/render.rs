@@ -1,0 +1,227 @@
+//! The render controller: one rendered config per pool, the pool's `spec.configuration`, the
+//! `RenderDegraded` condition, and garbage collection of rendered configs no one needs.
+
+use std::sync::Arc;
+
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource};
+use mco_api::constants::{names, pool_conditions};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, PoolConfiguration};
+use serde_json::json;
+
+use crate::controllers::Ctx;
+use crate::plan::{EventKind, set_condition};
+use crate::{Error, gc};
+
+/// Upstream's `RenderDegraded` message.
+pub fn render_failure_message(pool: &str, err: &str) -> String {
+    format!("Failed to render configuration for pool {pool}: {err}")
+}
+
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+/// Set `RenderDegraded` (and the `Degraded` aggregate) on the pool's status, if it changes.
+async fn set_render_degraded(ctx: &Ctx, pool: &str, message: Option<&str>) -> Result<(), Error> {
+    let now = now();
+    update_pool_status(ctx, pool, |p| {
+        let mut status = p.status.clone().unwrap_or_default();
+        let was = status.condition(pool_conditions::RENDER_DEGRADED).cloned();
+        set_condition(
+            &mut status.conditions,
+            pool_conditions::RENDER_DEGRADED,
+            message.is_some(),
+            "",
+            message.unwrap_or_default(),
+            &now,
+        );
+        if status.condition(pool_conditions::RENDER_DEGRADED).cloned() == was && was.is_some() {
+            return None;
+        }
+        let node_degraded = status
+            .condition(pool_conditions::NODE_DEGRADED)
+            .filter(|c| c.status == "True")
+            .cloned();
+        let (reason, msg) = match (&node_degraded, message) {
+            (Some(c), _) => (c.reason.clone(), c.message.clone()),
+            (None, Some(m)) => (String::new(), m.to_string()),
+            (None, None) => (String::new(), String::new()),
+        };
+        set_condition(
+            &mut status.conditions,
+            pool_conditions::DEGRADED,
+            node_degraded.is_some() || message.is_some(),
+            &reason,
+            &msg,
+            &now,
+        );
+        Some(status)
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Read-modify-write of a pool's status with optimistic concurrency: `f` sees the live object
+/// and returns the new status, or `None` for no change. Conflicts are retried on a fresh read.
+pub async fn update_pool_status(
+    ctx: &Ctx,
+    name: &str,
+    f: impl Fn(&MachineConfigPool) -> Option<mco_api::MachineConfigPoolStatus>,
+) -> Result<Option<MachineConfigPool>, Error> {
+    let api: Api<MachineConfigPool> = Api::all(ctx.client.clone());
+    for _ in 0..5 {
+        let Some(mut pool) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let Some(status) = f(&pool) else {
+            return Ok(None);
+        };
+        if pool.status.as_ref() == Some(&status) {
+            return Ok(None);
+        }
+        pool.status = Some(status);
+        match api
+            .replace_status(name, &PostParams::default(), &pool)
+            .await
+        {
+            Ok(p) => return Ok(Some(p)),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Stale(format!(
+        "pool {name}: status kept conflicting"
+    )))
+}
+
+/// Render one pool.
+pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let requeue = Action::requeue(ctx.config.resync);
+    if pool.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    if pool.spec.machine_config_selector.as_ref().is_some_and(|s| {
+        s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+            && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+    }) {
+        ctx.publish(
+            &pool.object_ref(&()),
+            EventKind::Warning,
+            "SelectingAll",
+            "This machineconfigpool is selecting all MachineConfigs. A non-empty selector is required.",
+        )
+        .await;
+        return Ok(requeue);
+    }
+    let Some(cc) = ctx.ccs.get(&ObjectRef::<ControllerConfig>::new(
+        names::CONTROLLER_CONFIG,
+    )) else {
+        tracing::info!(pool = %name, "waiting for ControllerConfig {}", names::CONTROLLER_CONFIG);
+        return Ok(requeue);
+    };
+    let all: Vec<MachineConfig> = ctx.mcs.state().iter().map(|m| (**m).clone()).collect();
+    let rendered = match mco_render::render::render_pool(
+        &pool,
+        &all,
+        &cc.spec,
+        &ctx.config.controller_version,
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            let message = render_failure_message(&name, &e.to_string());
+            tracing::warn!(pool = %name, %message);
+            set_render_degraded(&ctx, &name, Some(&message)).await?;
+            return Ok(requeue);
+        }
+    };
+    let target = rendered
+        .machine_config
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_default();
+
+    let mcs: Api<MachineConfig> = Api::all(ctx.client.clone());
+    let existing = ctx.mcs.get(&ObjectRef::new(&target));
+    if existing.is_none() && mcs.get_opt(&target).await?.is_none() {
+        let mut mc = rendered.machine_config.clone();
+        mc.metadata.owner_references = Some(vec![mco_render::render::owner_reference(&pool)]);
+        match mcs.create(&PostParams::default(), &mc).await {
+            Ok(_) => {
+                ctx.publish(
+                    &pool.object_ref(&()),
+                    EventKind::Normal,
+                    "RenderedConfigGenerated",
+                    &format!(
+                        "{target} successfully generated (release version: {}, controller version: {})",
+                        cc.spec.release_image, ctx.config.controller_version
+                    ),
+                )
+                .await;
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+
+    let wanted = PoolConfiguration {
+        name: target.clone(),
+        source: rendered.source.clone(),
+    };
+    if pool.spec.configuration.as_ref() != Some(&wanted) {
+        let pools: Api<MachineConfigPool> = Api::all(ctx.client.clone());
+        let patch = json!({
+            "metadata": {"resourceVersion": pool.metadata.resource_version},
+            "spec": {"configuration": wanted},
+        });
+        match pools
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                return Err(Error::Stale(format!("pool {name} changed while rendering")));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if pool.spec.configuration.as_ref().map(|c| c.name.as_str()) != Some(target.as_str()) {
+            tracing::info!(pool = %name, "now targeting: {target}");
+        }
+    }
+    set_render_degraded(&ctx, &name, None).await?;
+    collect_garbage(&ctx).await?;
+    Ok(requeue)
+}
+
+/// Delete rendered configs nothing refers to any more, beyond the newest few per pool.
+async fn collect_garbage(ctx: &Ctx) -> Result<(), Error> {
+    let mcs: Vec<MachineConfig> = ctx.mcs.state().iter().map(|m| (**m).clone()).collect();
+    let pools: Vec<MachineConfigPool> = ctx.pools.state().iter().map(|p| (**p).clone()).collect();
+    let nodes = ctx.fresh_nodes();
+    let api: Api<MachineConfig> = Api::all(ctx.client.clone());
+    // The newest config is always kept: the pool cache may not show it as the target yet.
+    for name in gc::to_delete(&mcs, &pools, &nodes, ctx.config.rendered_retain.max(1)) {
+        tracing::info!("deleting unreferenced rendered config {name}");
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn failure_message_is_upstreams() {
+        assert_eq!(
+            super::render_failure_message("worker", "boom"),
+            "Failed to render configuration for pool worker: boom"
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! The node (rollout) controller: applies the planner's decisions for one pool — `desiredConfig`
+//! on the chosen nodes and their MachineConfigNodes, the `UpdateInProgress` taint, pool status,
+//! events and metrics.
+
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use mco_api::constants::{annotations, taints};
+use mco_api::{MachineConfigNode, MachineConfigPool};
+use serde_json::json;
+
+use crate::Error;
+use crate::controllers::Ctx;
+use crate::metrics::NodeLabels;
+use crate::plan::{self, Membership, PlanEvent};
+use crate::render::update_pool_status;
+
+fn name_of(n: &Node) -> &str {
+    n.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// Report nodes that fit no pool (once each) and set `mcc_pool_alert`.
+async fn report_membership(ctx: &Ctx, membership: &Membership) {
+    let fresh: Vec<PlanEvent> = {
+        let mut warned = ctx
+            .warned_conflicts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        warned.retain(|n| membership.conflicts.contains_key(n));
+        membership
+            .conflict_events()
+            .into_iter()
+            .filter(|ev| match &ev.subject {
+                plan::EventSubject::Node(n) => warned.insert(n.clone()),
+                plan::EventSubject::Pool(_) => true,
+            })
+            .collect()
+    };
+    for ev in &fresh {
+        ctx.publish_plan_event(ev).await;
+    }
+    ctx.metrics.pool_alert.clear();
+    for node in &membership.pool_alerts {
+        ctx.metrics
+            .pool_alert
+            .get_or_create(&NodeLabels { node: node.clone() })
+            .set(1);
+    }
+}
+
+/// Point a node at the target: the annotation (which the daemon acts on) and the MCN spec.
+async fn set_desired(ctx: &Ctx, node: &str, target: &str) -> Result<(), Error> {
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"annotations": {annotations::DESIRED_CONFIG: target}}});
+    let written = nodes
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    ctx.wrote_node(written);
+    let mcns: Api<MachineConfigNode> = Api::all(ctx.client.clone());
+    let patch = json!({"spec": {"configVersion": {"desired": target}}});
+    match mcns
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // The MCN controller creates it with the node's desiredConfig.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Add or remove the `UpdateInProgress:PreferNoSchedule` taint. Taints are one atomic list, so
+/// the write is conditional on the version read; a conflict is retried by the next reconcile.
+async fn set_taint(ctx: &Ctx, node: &Node, present: bool) -> Result<bool, Error> {
+    let mut list: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    list.retain(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY);
+    if present {
+        list.push(Taint {
+            key: taints::UPDATE_IN_PROGRESS_KEY.into(),
+            effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
+            ..Default::default()
+        });
+    }
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let patch = json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": list},
+    });
+    match nodes
+        .patch(
+            name_of(node),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(n) => {
+            ctx.wrote_node(n);
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Apply the plan for one pool.
+pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    if pool.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let pools: Vec<MachineConfigPool> = ctx.pools.state().iter().map(|p| (**p).clone()).collect();
+    let nodes = ctx.fresh_nodes();
+    let membership = plan::assign_pools(&nodes, &pools);
+    report_membership(&ctx, &membership).await;
+    let now = jiff::Timestamp::now().to_string();
+    let the_plan = plan::plan_with(&pool, &nodes, &membership, &now);
+
+    if plan::selects_all_nodes(&pool) {
+        for ev in &the_plan.events {
+            ctx.publish_plan_event(ev).await;
+        }
+        return Ok(Action::requeue(ctx.config.resync));
+    }
+
+    if let Some(target) = the_plan.target.as_deref() {
+        for c in &the_plan.candidates {
+            set_desired(&ctx, c, target).await?;
+        }
+    }
+    let mut complete = true;
+    for (list, present) in [(&the_plan.taint_add, true), (&the_plan.taint_remove, false)] {
+        for n in list {
+            if let Some(node) = nodes.iter().find(|x| name_of(x) == n) {
+                complete &= set_taint(&ctx, node, present).await?;
+            }
+        }
+    }
+
+    let members: Vec<Node> = ctx
+        .fresh_nodes()
+        .into_iter()
+        .filter(|n| the_plan.members.iter().any(|m| m == name_of(n)))
+        .collect();
+    let status_events: Mutex<Vec<PlanEvent>> = Mutex::new(vec![]);
+    let written = update_pool_status(&ctx, &name, |live| {
+        if live.spec.configuration != pool.spec.configuration
+            || live.spec.paused != pool.spec.paused
+        {
+            // The spec moved under us; the pool watch brings a new reconcile.
+            return None;
+        }
+        let mut p = (*pool).clone();
+        p.status = live.status.clone();
+        p.metadata.generation = live.metadata.generation;
+        let (status, events) = plan::calculate_status(&p, &members, &now);
+        *status_events.lock().unwrap_or_else(|e| e.into_inner()) = events;
+        Some(status)
+    })
+    .await?;
+    let status = written
+        .and_then(|p| p.status)
+        .unwrap_or_else(|| the_plan.status.clone());
+    ctx.metrics.set_pool(&name, &status);
+
+    for ev in the_plan
+        .events
+        .iter()
+        .filter(|e| e.reason == "SetDesiredConfig")
+    {
+        ctx.publish_plan_event(ev).await;
+    }
+    let events = std::mem::take(&mut *status_events.lock().unwrap_or_else(|e| e.into_inner()));
+    for ev in &events {
+        ctx.publish_plan_event(ev).await;
+    }
+    if !complete {
+        return Err(Error::Stale(format!(
+            "pool {name}: a node changed while its taint was written"
+        )));
+    }
+    Ok(Action::requeue(ctx.config.resync))
+}

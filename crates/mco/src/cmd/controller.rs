@@ -1,0 +1,130 @@
+//! `mco controller`: render, roll out, drain and report, against a cluster or the embedded API
+//! server. Every timeout is a flag so tests and small clusters can run fast.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mco_controller::{Config, DrainTimeouts, LeaseConfig, parse_duration};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Kubeconfig to use (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Rendered configs kept per pool beyond those still referenced by a pool or node.
+    #[arg(long, default_value_t = 5)]
+    rendered_retain: usize,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(long, default_value = "127.0.0.1:9797")]
+    metrics_addr: SocketAddr,
+    /// Coalesce bursts of MachineConfig and pool changes into one render.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    render_debounce: Duration,
+    /// Reconcile everything at least this often.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    resync: Duration,
+    /// Retry delay after a failed reconcile.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    error_requeue: Duration,
+    /// One drain attempt gives up after this long.
+    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    drain_attempt_timeout: Duration,
+    /// Delay between evictions refused by a PodDisruptionBudget.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    drain_evict_retry: Duration,
+    /// A failed drain attempt is retried after this long.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    drain_requeue: Duration,
+    /// Retry delay once a drain has been failing for --drain-slow-after.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    drain_requeue_slow: Duration,
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    drain_slow_after: Duration,
+    /// After failing this long: DrainFailed event and mcc_drain_err=1 (retries go on).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    drain_failed_after: Duration,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "kube-system")]
+    lease_namespace: String,
+    #[arg(long, default_value = "machine-config-controller")]
+    lease_name: String,
+    /// A standby takes over this long after the leader stops renewing.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    lease_duration: Duration,
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    lease_renew_interval: Duration,
+    /// This replica's identity in the Lease (default: host name and a random suffix).
+    #[arg(long)]
+    identity: Option<String>,
+}
+
+impl Args {
+    fn config(&self) -> Config {
+        let mut lease = LeaseConfig {
+            namespace: self.lease_namespace.clone(),
+            name: self.lease_name.clone(),
+            duration: self.lease_duration,
+            renew_interval: self.lease_renew_interval,
+            ..Default::default()
+        };
+        if let Some(id) = &self.identity {
+            lease.identity = id.clone();
+        }
+        Config {
+            controller_version: env!("CARGO_PKG_VERSION").to_string(),
+            rendered_retain: self.rendered_retain,
+            render_debounce: self.render_debounce,
+            resync: self.resync,
+            error_requeue: self.error_requeue,
+            drain: DrainTimeouts {
+                attempt_timeout: self.drain_attempt_timeout,
+                evict_retry: self.drain_evict_retry,
+                requeue: self.drain_requeue,
+                requeue_slow: self.drain_requeue_slow,
+                slow_after: self.drain_slow_after,
+                failed_after: self.drain_failed_after,
+            },
+            lease,
+            metrics_addr: Some(self.metrics_addr),
+        }
+    }
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    Ok(match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)?;
+            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+            kube::Client::try_from(cfg)?
+        }
+        None => kube::Client::try_default().await?,
+    })
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("shutting down");
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let client = client(args.kubeconfig.as_ref()).await?;
+        mco_controller::run(client, args.config(), shutdown_signal()).await?;
+        Ok(())
+    })
+}
