@@ -6,8 +6,11 @@
 //! order in which a caller should use this module, is: [`Structural::prune`], then
 //! [`Structural::apply_defaults`], then [`Structural::validate`].
 //!
-//! Not covered: `allOf`/`anyOf`/`oneOf`/`not` (ignored), string `format`s other than
-//! `int-or-string`, and CEL rules (`x-kubernetes-validations`).
+//! Not covered: CEL rules (`x-kubernetes-validations`), `dependencies`, and
+//! string formats outside the common set (`date-time`, `date`, `uuid`, `ipv4`,
+//! `ipv6`, `cidr`, `mac`, `hostname`, `byte`). For `anyOf`/`oneOf`, upstream
+//! reports the failures of the alternative with the most successful checks;
+//! here the first failing alternative stands in for it.
 
 use std::fmt;
 
@@ -79,6 +82,14 @@ pub struct Structural {
     pub list_type: Option<String>,
     pub list_map_keys: Vec<String>,
     pub map_type: Option<String>,
+    /// Value validations that must all hold.
+    pub all_of: Vec<Structural>,
+    /// Value validations of which at least one must hold.
+    pub any_of: Vec<Structural>,
+    /// Value validations of which exactly one must hold.
+    pub one_of: Vec<Structural>,
+    /// A value validation that must not hold.
+    pub not: Option<Box<Structural>>,
 }
 
 impl Structural {
@@ -279,6 +290,23 @@ fn parse_node(v: &Value, path: &str) -> Result<Structural, SchemaError> {
             }));
         }
         _ => {}
+    }
+    for (key, target) in [
+        ("allOf", &mut s.all_of),
+        ("anyOf", &mut s.any_of),
+        ("oneOf", &mut s.one_of),
+    ] {
+        if let Some(list) = m.get(key) {
+            let list = list
+                .as_array()
+                .ok_or_else(|| parse_err(&child(path, key)))?;
+            for (i, sub) in list.iter().enumerate() {
+                target.push(parse_node(sub, &format!("{}[{i}]", child(path, key)))?);
+            }
+        }
+    }
+    if let Some(not) = m.get("not") {
+        s.not = Some(Box::new(parse_node(not, &child(path, "not"))?));
     }
     match m.get("items") {
         Some(items @ Value::Object(_)) => {
@@ -623,6 +651,8 @@ fn validate_node(s: &Structural, v: &Value, path: &str, root: bool, errs: &mut V
         }
     }
 
+    validate_schema_props(s, v, path, errs);
+
     match v {
         Value::String(text) => {
             validate_string(s, text, path, errs);
@@ -669,6 +699,92 @@ fn validate_string(s: &Structural, text: &str, path: &str, errs: &mut Vec<FieldE
             Value::String(text.into()),
             &in_body(path, &format!("should match '{}'", re.as_str())),
         ));
+    }
+}
+
+/// `anyOf`, `oneOf`, `allOf` and `not`. Their own messages are not field
+/// errors upstream, so they surface with an empty field path, as in
+/// `: Invalid value: "": "spec.x" must validate at least one schema (anyOf)`.
+fn validate_schema_props(s: &Structural, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let composite = |detail: String| FieldError::invalid("", Value::String(String::new()), &detail);
+    let run = |sub: &Structural| {
+        let mut e = Vec::new();
+        validate_node(sub, v, path, false, &mut e);
+        e
+    };
+    if !s.any_of.is_empty() {
+        let mut best: Option<Vec<FieldError>> = None;
+        let mut ok = false;
+        for sub in &s.any_of {
+            let e = run(sub);
+            if e.is_empty() {
+                ok = true;
+                best = None;
+                break;
+            }
+            best.get_or_insert(e);
+        }
+        if !ok {
+            errs.push(composite(format!(
+                "{} must validate at least one schema (anyOf)",
+                go_quote(path)
+            )));
+        }
+        errs.extend(best.unwrap_or_default());
+    }
+    if !s.one_of.is_empty() {
+        let mut best: Option<Vec<FieldError>> = None;
+        let mut validated = 0;
+        for sub in &s.one_of {
+            let e = run(sub);
+            if e.is_empty() {
+                validated += 1;
+                best = None;
+            } else if validated == 0 {
+                best.get_or_insert(e);
+            }
+        }
+        if validated != 1 {
+            let additional = if validated == 0 {
+                "Found none valid".to_string()
+            } else {
+                format!("Found {validated} valid alternatives")
+            };
+            errs.push(composite(format!(
+                "{} must validate one and only one schema (oneOf). {additional}",
+                go_quote(path)
+            )));
+            errs.extend(best.unwrap_or_default());
+        }
+    }
+    if !s.all_of.is_empty() {
+        let mut validated = 0;
+        for sub in &s.all_of {
+            let e = run(sub);
+            if e.is_empty() {
+                validated += 1;
+            }
+            errs.extend(e);
+        }
+        if validated != s.all_of.len() {
+            let additional = if validated == 0 {
+                ". None validated"
+            } else {
+                ""
+            };
+            errs.push(composite(format!(
+                "{} must validate all the schemas (allOf){additional}",
+                go_quote(path)
+            )));
+        }
+    }
+    if let Some(not) = &s.not
+        && run(not).is_empty()
+    {
+        errs.push(composite(format!(
+            "{} must not validate the schema (not)",
+            go_quote(path)
+        )));
     }
 }
 

@@ -146,9 +146,14 @@ fn validation_messages_match_kube_apiserver() {
             ],
         ),
         (
+            // The int-or-string type check, then the anyOf that CRDs pair with it
+            // (its own message has no field path upstream), then the failures of
+            // the first alternative.
             json!({"x": "a", "maxUnavailable": {"a": 1}}),
             vec![
                 r#"spec.maxUnavailable: Invalid value: "object": spec.maxUnavailable in body must be of type integer,string: "object""#,
+                r#": Invalid value: "": "spec.maxUnavailable" must validate at least one schema (anyOf)"#,
+                r#"spec.maxUnavailable: Invalid value: "object": spec.maxUnavailable in body must be of type integer: "object""#,
             ],
         ),
         (
@@ -310,6 +315,63 @@ fn error_reasons_and_bodies_feed_status_causes() {
     assert_eq!(
         aggregate_message(&[errs[2].clone(), errs[2].clone(), errs[0].clone()]),
         r#"[spec.x: Required value, spec.kernelType: Unsupported value: "foo": supported values: "default", "realtime"]"#
+    );
+}
+
+#[test]
+fn composite_schemas() {
+    let s = Structural::parse(&json!({
+        "type": "object",
+        "properties": {
+            "size": {
+                "x-kubernetes-int-or-string": true,
+                "anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+%$"}]
+            },
+            "mode": {"type": "string", "allOf": [{"minLength": 2}, {"maxLength": 3}]},
+            "union": {
+                "type": "object",
+                "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+                "oneOf": [{"required": ["a"]}, {"required": ["b"]}]
+            },
+            "name": {"type": "string", "not": {"enum": ["forbidden"]}}
+        }
+    }))
+    .unwrap();
+    let msgs =
+        |o: Value| -> Vec<String> { s.validate(&o).iter().map(ToString::to_string).collect() };
+
+    assert!(msgs(json!({"size": 3, "mode": "ab", "union": {"a": "x"}, "name": "ok"})).is_empty());
+    assert!(msgs(json!({"size": "10%"})).is_empty());
+    assert_eq!(
+        msgs(json!({"size": "ten"})),
+        vec![
+            r#": Invalid value: "": "size" must validate at least one schema (anyOf)"#,
+            r#"size: Invalid value: "string": size in body must be of type integer: "string""#,
+        ]
+    );
+    assert_eq!(
+        msgs(json!({"mode": "abcd"})),
+        vec![
+            "mode: Too long: may not be longer than 3",
+            r#": Invalid value: "": "mode" must validate all the schemas (allOf)"#,
+        ]
+    );
+    assert_eq!(
+        msgs(json!({"union": {"a": "x", "b": "y"}})),
+        vec![
+            r#": Invalid value: "": "union" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
+        ]
+    );
+    assert_eq!(
+        msgs(json!({"union": {}})),
+        vec![
+            r#": Invalid value: "": "union" must validate one and only one schema (oneOf). Found none valid"#,
+            "union.a: Required value",
+        ]
+    );
+    assert_eq!(
+        msgs(json!({"name": "forbidden"})),
+        vec![r#": Invalid value: "": "name" must not validate the schema (not)"#]
     );
 }
 
