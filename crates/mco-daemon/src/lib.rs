@@ -17,9 +17,12 @@
 //!
 //! All of it is blocking; an async caller runs it on a blocking thread.
 
+pub mod apply;
 pub mod backup;
 pub mod cmd;
+pub mod engine;
 pub mod error;
+pub mod firstboot;
 pub mod fs;
 pub mod host;
 pub mod osrelease;
@@ -30,6 +33,7 @@ pub mod reboot;
 pub mod systemd;
 pub mod units;
 pub mod users;
+pub mod validate;
 
 pub use error::{HostError, Result};
 pub use host::{Host, HostKind};

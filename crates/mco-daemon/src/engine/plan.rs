@@ -203,7 +203,8 @@ mod tests {
     fn ssh_key_is_rebootless_without_drain() {
         let old = mc("a", "img", ign(json!([])));
         let mut cfg = ign(json!([]));
-        cfg["passwd"] = json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAA"]}]});
+        cfg["passwd"] =
+            json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAA"]}]});
         let new = mc("b", "img", cfg);
         let p = UpdatePlan::new(&old, &new, false, ActionPolicy::Disruption).unwrap();
         assert!(!p.reboots());

@@ -1,0 +1,599 @@
+//! Applying a planned update to a host: files, units, the `core` user's SSH keys and password,
+//! the OS, then the on-disk `currentconfig`, with every change journalled so that any failure
+//! puts the node back exactly as it was (upstream rolls back by re-applying the old config,
+//! which cannot restore what the old config did not describe; a journal of prior states can).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use ignition_config::v3_5::{File, Unit};
+use mco_render::actions::PostConfigAction;
+use mco_render::ignition::{self, IgnitionError};
+
+use crate::backup;
+use crate::engine::plan::{ParsedConfig, UpdatePlan};
+use crate::error::HostError;
+use crate::fs::{DEFAULT_FILE_MODE, EntryKind, FileAttrs, HostFs};
+use crate::host::Host;
+use crate::ostree::{KernelType, Origin, RebaseMode};
+use crate::passwd;
+use crate::paths;
+use crate::units::{self, DropinSpec, UnitSpec};
+use crate::users;
+
+/// Why applying failed (after which everything applied was rolled back).
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A host operation failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// A file's contents could not be decoded.
+    #[error("decoding contents of file {path:?}: {source}")]
+    Decode {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: IgnitionError,
+    },
+    /// The on-disk config could not be serialised.
+    #[error("serialising machineconfig {name}: {source}")]
+    Serialize {
+        /// The config.
+        name: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Upstream's OS update failure wording.
+    #[error("failed to update OS to {url}: {source}")]
+    Os {
+        /// Target image.
+        url: String,
+        /// Why.
+        #[source]
+        source: HostError,
+    },
+    /// A rebootless post action failed.
+    #[error("{action}: {source}")]
+    PostAction {
+        /// e.g. `Reload crio.service`.
+        action: String,
+        /// Why.
+        #[source]
+        source: HostError,
+    },
+}
+
+/// What a path held before the update touched it.
+#[derive(Debug, Clone)]
+enum Prior {
+    Absent,
+    File {
+        data: Vec<u8>,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+    Symlink(PathBuf),
+    /// Directories and special files are never replaced by the engine: nothing to restore.
+    Untouchable,
+}
+
+/// Prior states of everything an update changed, to undo it in reverse order.
+#[derive(Debug, Default)]
+pub struct Journal {
+    paths: Vec<(String, Prior)>,
+    seen: HashSet<String>,
+    enablement: Vec<(String, bool)>,
+    enablement_seen: HashSet<String>,
+    os_touched: bool,
+}
+
+impl Journal {
+    /// Records `path` before its first change in this update.
+    pub fn record(&mut self, fs: &HostFs, path: &str) -> Result<(), HostError> {
+        if !self.seen.insert(path.to_string()) {
+            return Ok(());
+        }
+        let prior = match fs.stat(path)? {
+            None => Prior::Absent,
+            Some(st) => match st.kind {
+                EntryKind::File => Prior::File {
+                    data: fs.read(path)?,
+                    mode: st.mode & 0o7777,
+                    uid: st.uid,
+                    gid: st.gid,
+                },
+                EntryKind::Symlink => match fs.read_link(path)? {
+                    Some(t) => Prior::Symlink(t),
+                    None => Prior::Absent,
+                },
+                _ => Prior::Untouchable,
+            },
+        };
+        self.paths.push((path.to_string(), prior));
+        Ok(())
+    }
+
+    /// Records a path and its backup records.
+    fn record_managed(&mut self, fs: &HostFs, path: &str) -> Result<(), HostError> {
+        self.record(fs, path)?;
+        self.record(fs, &backup::orig_path(path))?;
+        self.record(fs, &backup::noorig_path(path))
+    }
+
+    fn record_enablement(&mut self, host: &Host, unit: &str) -> Result<(), HostError> {
+        if self.enablement_seen.insert(unit.to_string()) {
+            let on = host.systemd.is_enabled(unit).unwrap_or(false);
+            self.enablement.push((unit.to_string(), on));
+        }
+        Ok(())
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty() && self.enablement.is_empty() && !self.os_touched
+    }
+
+    /// Puts every recorded path back, restores unit enablement and drops a staged deployment.
+    /// Best effort: each failure is logged and the rest still runs, since a half-finished
+    /// rollback is worse than a complete one with a logged gap.
+    pub fn rollback(self, host: &Host) {
+        let fs = &host.fs;
+        for (path, prior) in self.paths.into_iter().rev() {
+            let r = match prior {
+                Prior::Absent => fs.remove_file(&path).map(|_| ()),
+                Prior::File {
+                    data,
+                    mode,
+                    uid,
+                    gid,
+                } => fs.write_atomic(&path, &data, &FileAttrs::mode(mode).owned(uid, gid)),
+                Prior::Symlink(t) => fs.symlink(&t.to_string_lossy(), &path),
+                Prior::Untouchable => Ok(()),
+            };
+            if let Err(e) = r {
+                tracing::error!(path = %path, error = %e, "rollback: could not restore file");
+            }
+        }
+        for (unit, on) in self.enablement.into_iter().rev() {
+            let units = [unit.clone()];
+            let r = if on {
+                host.systemd.enable(&units)
+            } else {
+                host.systemd.disable(&units)
+            };
+            if let Err(e) = r {
+                tracing::error!(unit = %unit, error = %e, "rollback: could not restore enablement");
+            }
+        }
+        if self.os_touched
+            && let Err(e) = host.os.cleanup_pending()
+        {
+            tracing::error!(error = %e, "rollback: could not drop the staged deployment");
+        }
+        if let Err(e) = host.systemd.daemon_reload() {
+            tracing::warn!(error = %e, "rollback: daemon-reload failed");
+        }
+    }
+}
+
+/// What an applied update did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// A new deployment was staged, or kernel arguments or type changed.
+    pub os_updated: bool,
+    /// The `core` user's keys or password changed.
+    pub ssh_updated: bool,
+    /// Set when the OS part was skipped because the host is not ostree-booted; the line that
+    /// says so goes to the log and to the MachineConfigNode.
+    pub os_skipped: Option<String>,
+}
+
+/// Options of one application.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApplyOptions {
+    /// Whether the host's OS is managed (`/run/ostree-booted`).
+    pub managed_os: bool,
+}
+
+/// The message logged and reported when the OS part of a config is skipped.
+pub fn os_skipped_message(url: &str) -> String {
+    format!(
+        "Not an ostree-booted host ({} absent): skipping OS update to osImageURL {url:?}, kernel arguments and kernel type",
+        paths::OSTREE_BOOTED
+    )
+}
+
+/// Applies `plan` to `host`. On error everything applied is rolled back before returning.
+pub fn apply(host: &Host, plan: &UpdatePlan, opts: ApplyOptions) -> Result<Applied, ApplyError> {
+    let mut journal = Journal::default();
+    match apply_inner(host, plan, opts, &mut journal) {
+        Ok(a) => Ok(a),
+        Err(e) => {
+            tracing::error!(error = %e, "update failed; rolling back");
+            journal.rollback(host);
+            Err(e)
+        }
+    }
+}
+
+/// Like [`apply`], but hands the journal back so that a later failure (the post action, a
+/// failed reboot request) can still roll the update back.
+pub fn apply_journalled(
+    host: &Host,
+    plan: &UpdatePlan,
+    opts: ApplyOptions,
+) -> Result<(Applied, Journal), ApplyError> {
+    let mut journal = Journal::default();
+    match apply_inner(host, plan, opts, &mut journal) {
+        Ok(a) => Ok((a, journal)),
+        Err(e) => {
+            tracing::error!(error = %e, "update failed; rolling back");
+            journal.rollback(host);
+            Err(e)
+        }
+    }
+}
+
+fn apply_inner(
+    host: &Host,
+    plan: &UpdatePlan,
+    opts: ApplyOptions,
+    journal: &mut Journal,
+) -> Result<Applied, ApplyError> {
+    let mut applied = Applied::default();
+    write_files(host, plan, journal)?;
+    write_units(host, plan, opts, journal)?;
+    delete_stale(host, plan, journal)?;
+    applied.ssh_updated = write_core_user(host, plan, journal)?;
+    if plan.os_update() {
+        if opts.managed_os {
+            applied.os_updated = update_os(host, plan, journal)?;
+        } else {
+            let msg = os_skipped_message(&plan.new.mc.spec.os_image_url);
+            tracing::info!("{msg}");
+            applied.os_skipped = Some(msg);
+        }
+    }
+    write_current_config(&host.fs, &plan.new, journal)?;
+    Ok(applied)
+}
+
+fn file_list(cfg: &ParsedConfig) -> &[File] {
+    cfg.ignition
+        .storage
+        .as_ref()
+        .and_then(|s| s.files.as_deref())
+        .unwrap_or_default()
+}
+
+fn unit_list(cfg: &ParsedConfig) -> &[Unit] {
+    cfg.ignition
+        .systemd
+        .as_ref()
+        .and_then(|s| s.units.as_deref())
+        .unwrap_or_default()
+}
+
+/// Decoded contents of an Ignition file entry.
+pub fn file_contents(f: &File) -> Result<Vec<u8>, ApplyError> {
+    match f.contents.as_ref().and_then(|c| c.source.as_deref()) {
+        None => Ok(Vec::new()),
+        Some(src) => {
+            let compression = f
+                .contents
+                .as_ref()
+                .and_then(|c| c.compression.as_deref())
+                .filter(|c| !c.is_empty());
+            ignition::decode_data_url(src, compression).map_err(|source| ApplyError::Decode {
+                path: f.path.clone(),
+                source,
+            })
+        }
+    }
+}
+
+/// The mode of an Ignition file entry (default 0644).
+pub fn file_mode(f: &File) -> u32 {
+    f.mode.map(|m| m as u32).unwrap_or(DEFAULT_FILE_MODE)
+}
+
+fn write_files(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<(), ApplyError> {
+    for f in file_list(&plan.new) {
+        if !plan.force && !plan.diff.files.contains(&f.path) {
+            continue;
+        }
+        let data = file_contents(f)?;
+        let (uid, gid) = passwd::resolve_ownership(
+            &host.fs,
+            f.user.as_ref().and_then(|u| u.id).map(|i| i as u32),
+            f.user.as_ref().and_then(|u| u.name.as_deref()),
+            f.group.as_ref().and_then(|g| g.id).map(|i| i as u32),
+            f.group.as_ref().and_then(|g| g.name.as_deref()),
+        )?;
+        journal.record_managed(&host.fs, &f.path)?;
+        tracing::info!(path = %f.path, "writing file");
+        backup::write_managed_file(
+            &host.fs,
+            &f.path,
+            &data,
+            &FileAttrs::mode(file_mode(f)).owned(uid, gid),
+        )?;
+    }
+    Ok(())
+}
+
+/// The host layer's description of an Ignition unit.
+pub fn unit_spec(u: &Unit) -> UnitSpec {
+    UnitSpec {
+        name: u.name.clone(),
+        contents: u.contents.clone(),
+        enabled: u.enabled,
+        mask: u.mask,
+        dropins: u
+            .dropins
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|d| DropinSpec {
+                name: d.name.clone(),
+                contents: d.contents.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn has_text(s: &Option<String>) -> bool {
+    s.as_deref().is_some_and(|c| !c.is_empty())
+}
+
+fn write_units(
+    host: &Host,
+    plan: &UpdatePlan,
+    opts: ApplyOptions,
+    journal: &mut Journal,
+) -> Result<(), ApplyError> {
+    let old_units = unit_list(&plan.old);
+    let mut specs = Vec::new();
+    for u in unit_list(&plan.new) {
+        if !plan.force && !plan.diff.units.contains(&u.name) {
+            continue;
+        }
+        let unit_path = units::unit_path(&u.name);
+        journal.record_managed(&host.fs, &unit_path)?;
+        journal.record_enablement(host, &u.name)?;
+        let new_dropins: Vec<&str> = u
+            .dropins
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect();
+        for d in &new_dropins {
+            journal.record_managed(&host.fs, &units::dropin_path(&u.name, d))?;
+        }
+        // What the old version of the unit wrote and the new one no longer describes goes.
+        if let Some(old) = old_units.iter().find(|o| o.name == u.name) {
+            for d in old.dropins.as_deref().unwrap_or_default() {
+                if !new_dropins.contains(&d.name.as_str()) && has_text(&d.contents) {
+                    let p = units::dropin_path(&u.name, &d.name);
+                    journal.record_managed(&host.fs, &p)?;
+                    backup::release(&host.fs, &p)?;
+                }
+            }
+            if has_text(&old.contents) && !has_text(&u.contents) && u.mask != Some(true) {
+                backup::release(&host.fs, &unit_path)?;
+            }
+            if old.mask == Some(true) && u.mask != Some(true) {
+                units::unmask_unit(&host.fs, &u.name)?;
+            }
+        }
+        specs.push(unit_spec(u));
+    }
+    if specs.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(
+        units = ?specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        "writing systemd units"
+    );
+    units::write_units(&host.fs, host.systemd.as_ref(), &specs, opts.managed_os)?;
+    host.systemd.daemon_reload()?;
+    Ok(())
+}
+
+fn delete_stale(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<(), ApplyError> {
+    let new_dropins: HashSet<String> = unit_list(&plan.new)
+        .iter()
+        .flat_map(|u| {
+            u.dropins
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .map(|d| units::dropin_path(&u.name, &d.name))
+        })
+        .collect();
+    for path in &plan.diff.files.removed {
+        // A file that became a unit dropin is the unit writer's now (upstream keeps it).
+        if new_dropins.contains(path) {
+            continue;
+        }
+        journal.record_managed(&host.fs, path)?;
+        let r = backup::release(&host.fs, path)?;
+        tracing::info!(path = %path, result = ?r, "removed stale file");
+    }
+    let old_units = unit_list(&plan.old);
+    for name in &plan.diff.units.removed {
+        let Some(old) = old_units.iter().find(|u| &u.name == name) else {
+            continue;
+        };
+        journal.record_enablement(host, name)?;
+        if old.enabled == Some(true) && units::unit_file_exists(&host.fs, name)? {
+            host.systemd.disable(std::slice::from_ref(name))?;
+        }
+        for d in old.dropins.as_deref().unwrap_or_default() {
+            let p = units::dropin_path(name, &d.name);
+            journal.record_managed(&host.fs, &p)?;
+            if host.fs.exists(&p)? {
+                backup::release(&host.fs, &p)?;
+            }
+        }
+        let p = units::unit_path(name);
+        journal.record_managed(&host.fs, &p)?;
+        if old.mask == Some(true) {
+            units::unmask_unit(&host.fs, name)?;
+        } else if has_text(&old.contents) {
+            backup::release(&host.fs, &p)?;
+        }
+        tracing::info!(unit = %name, "removed stale unit");
+    }
+    if !plan.diff.units.removed.is_empty() {
+        host.systemd.daemon_reload()?;
+    }
+    Ok(())
+}
+
+fn core_user(cfg: &ParsedConfig) -> Option<&ignition_config::v3_5::User> {
+    cfg.ignition
+        .passwd
+        .as_ref()?
+        .users
+        .as_deref()?
+        .iter()
+        .find(|u| u.name == paths::CORE_USER)
+}
+
+/// Writes the `core` user's SSH keys and password hash when they changed (or on a forced
+/// re-apply). Returns whether anything was written.
+fn write_core_user(
+    host: &Host,
+    plan: &UpdatePlan,
+    journal: &mut Journal,
+) -> Result<bool, ApplyError> {
+    let keys_changed = plan.diff.ssh_keys_changed
+        || (plan.force && core_user(&plan.new).is_some_and(|u| u.ssh_authorized_keys.is_some()));
+    let hash_changed = plan.diff.password_hash_changed;
+    if !keys_changed && !hash_changed {
+        return Ok(false);
+    }
+    if passwd::lookup_uid(&host.fs, paths::CORE_USER).is_err() {
+        tracing::info!("user core does not exist on this host; skipping SSH keys and password");
+        return Ok(false);
+    }
+    let core = core_user(&plan.new);
+    if keys_changed {
+        let keys = core
+            .and_then(|u| u.ssh_authorized_keys.clone())
+            .unwrap_or_default();
+        journal.record(&host.fs, paths::CORE_SSH_KEYS)?;
+        tracing::info!(count = keys.len(), "writing SSH keys of user core");
+        users::write_core_ssh_keys(&host.fs, &keys)?;
+    }
+    if hash_changed {
+        let hash = core
+            .and_then(|u| u.password_hash.clone())
+            .unwrap_or_default();
+        journal.record(&host.fs, paths::SHADOW)?;
+        tracing::info!("setting password hash of user core");
+        users::set_password_hash(&host.fs, paths::CORE_USER, &hash)?;
+    }
+    Ok(true)
+}
+
+/// How to rebase: keep the booted deployment's kind of origin; a never-adopted or pivot-era
+/// deployment gets the legacy `pivot://` custom origin, which is what upstream's nodes of that
+/// era show once adopted (seed 000).
+pub fn rebase_mode(booted: &Origin, url: &str) -> RebaseMode {
+    match booted {
+        Origin::Container(_) => RebaseMode::Container,
+        Origin::Pivot(_) | Origin::Ostree(_) => RebaseMode::Pivot {
+            refspec: format!("ostree-unverified-registry:{url}"),
+        },
+    }
+}
+
+fn update_os(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<bool, ApplyError> {
+    let url = plan.new.mc.spec.os_image_url.clone();
+    let os_err = |source: HostError| ApplyError::Os {
+        url: url.clone(),
+        source,
+    };
+    journal.os_touched = true;
+    host.os.cleanup_pending().map_err(os_err)?;
+    let status = host.os.status().map_err(os_err)?;
+    let booted_url = status.booted.os_image_url();
+    let mut changed = false;
+    if !url.is_empty() && (plan.force || booted_url.as_deref() != Some(url.as_str())) {
+        let mode = rebase_mode(&status.booted.origin, &url);
+        tracing::info!(from = ?booted_url, to = %url, ?mode, "rebasing OS");
+        host.os.rebase(&url, &mode).map_err(os_err)?;
+        changed = true;
+    } else if url == booted_url.clone().unwrap_or_default() {
+        tracing::info!(url = %url, "already booted into the target OS image; skipping rebase");
+    }
+    if plan.force || plan.diff.kernel_arguments_changed {
+        let delete = plan.old.kernel_arguments();
+        let append = plan.new.kernel_arguments();
+        if !delete.is_empty() || !append.is_empty() {
+            tracing::info!(?delete, ?append, "changing kernel arguments");
+            host.os.set_kargs(&delete, &append).map_err(os_err)?;
+            changed = true;
+        }
+    }
+    if plan.force || plan.diff.kernel_type_changed {
+        let kernel = KernelType::from_mc(&plan.new.mc.spec.kernel_type).unwrap_or_default();
+        tracing::info!(kernel = kernel.as_mc(), "setting kernel type");
+        host.os.set_kernel_type(kernel).map_err(os_err)?;
+        changed = true;
+    }
+    Ok(changed)
+}
+
+/// Writes `/etc/machine-config-daemon/currentconfig`, the source of truth after a reboot.
+fn write_current_config(
+    fs: &HostFs,
+    cfg: &ParsedConfig,
+    journal: &mut Journal,
+) -> Result<(), ApplyError> {
+    let data = serde_json::to_vec(&cfg.mc).map_err(|source| ApplyError::Serialize {
+        name: cfg.name.clone(),
+        source,
+    })?;
+    journal.record(fs, paths::CURRENT_CONFIG)?;
+    fs.write_atomic(paths::CURRENT_CONFIG, &data, &FileAttrs::default())?;
+    Ok(())
+}
+
+/// Reads the on-disk `currentconfig`, if any.
+pub fn read_current_config(fs: &HostFs) -> Result<Option<mco_api::MachineConfig>, HostError> {
+    match fs.read_optional(paths::CURRENT_CONFIG)? {
+        None => Ok(None),
+        Some(data) => serde_json::from_slice(&data)
+            .map(Some)
+            .map_err(|e| HostError::Json {
+                what: paths::CURRENT_CONFIG.into(),
+                source: e,
+            }),
+    }
+}
+
+/// Runs the rebootless post actions in order (upstream: Reload, Restart, DaemonReload, crio
+/// reload for Special). `None` and `Drain` need nothing here.
+pub fn run_rebootless_actions(host: &Host, actions: &[PostConfigAction]) -> Result<(), ApplyError> {
+    for a in actions {
+        let err = |source| ApplyError::PostAction {
+            action: a.to_string(),
+            source,
+        };
+        match a {
+            PostConfigAction::Reload(u) => host.systemd.reload(u).map_err(err)?,
+            PostConfigAction::Restart(u) => host.systemd.restart(u).map_err(err)?,
+            PostConfigAction::DaemonReload => host.systemd.daemon_reload().map_err(err)?,
+            PostConfigAction::Special => host.systemd.reload("crio.service").map_err(err)?,
+            PostConfigAction::None | PostConfigAction::Drain | PostConfigAction::Reboot => {}
+        }
+    }
+    Ok(())
+}

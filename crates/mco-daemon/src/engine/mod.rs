@@ -1,0 +1,369 @@
+//! The update engine: one node, no Kubernetes. It validates the disk, plans and applies an
+//! update with rollback, and runs the post action, reporting each phase through a
+//! [`Reporter`] so the sync loop can write node annotations and MachineConfigNode conditions
+//! while tests simply record the phases.
+
+pub mod plan;
+
+use mco_api::MachineConfig;
+use mco_render::actions::PostConfigAction;
+use mco_render::reconcile::ReconcileError;
+
+use crate::apply::{self, ApplyError, ApplyOptions};
+use crate::error::HostError;
+use crate::host::Host;
+use crate::osrelease::HostOs;
+use crate::paths;
+use crate::validate::{self, ValidateOptions, ValidationError};
+use plan::{ActionPolicy, ParsedConfig, PlanError, UpdatePlan, not_if};
+
+/// A phase of an update, in the order they happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// The change cannot be applied (`UpdatePrepared=Unknown`).
+    PrepareFailed {
+        /// Upstream's `Update Failed compatibility validation...` message.
+        message: String,
+    },
+    /// Compatible; actions and drain decided (`UpdatePrepared=True`).
+    Prepared {
+        /// `Update Compatible. Post Cfg Actions: [...] Drain Required: <b>`.
+        message: String,
+        /// Whether a drain follows.
+        drain: bool,
+    },
+    /// No drain for this update (`Drained=False`).
+    DrainNotRequired,
+    /// Writing files and OS (`AppliedFilesAndOS=Unknown`).
+    Applying {
+        /// Upstream's message.
+        message: String,
+    },
+    /// Files and OS written (`AppliedFilesAndOS=True`).
+    Applied {
+        /// Upstream's message, plus the OS-skipped note on non-ostree hosts.
+        message: String,
+    },
+    /// A reboot follows (`RebootedNode=Unknown`, `post-config-action=Rebooting`); reported
+    /// before the reboot is requested so the annotation survives it.
+    Rebooting {
+        /// Why, as the reboot unit's description carries it.
+        rationale: String,
+    },
+    /// The rebootless actions ran (`UpdatePostActionComplete=True` or `ReloadedCRIO=True`).
+    PostActionComplete {
+        /// What ran.
+        actions: Vec<PostConfigAction>,
+    },
+}
+
+/// Receives the phases of an update; the kube layer turns them into API writes.
+pub trait Reporter {
+    /// Records one phase. An error aborts (and rolls back) the update.
+    fn report(&mut self, phase: &Phase) -> Result<(), String>;
+
+    /// Blocks until the node is drained for `config` (annotation `desiredDrain=drain-<config>`
+    /// answered by `lastAppliedDrain`). An error aborts the update before anything is written.
+    fn drain(&mut self, config: &str) -> Result<(), String>;
+}
+
+/// A reporter that keeps the phases, for tests and the offline commands.
+#[derive(Debug, Default)]
+pub struct RecordingReporter {
+    /// Every phase reported.
+    pub phases: Vec<Phase>,
+    /// Every drain requested.
+    pub drains: Vec<String>,
+}
+
+impl Reporter for RecordingReporter {
+    fn report(&mut self, phase: &Phase) -> Result<(), String> {
+        tracing::info!(?phase, "update phase");
+        self.phases.push(phase.clone());
+        Ok(())
+    }
+
+    fn drain(&mut self, config: &str) -> Result<(), String> {
+        self.drains.push(config.to_string());
+        Ok(())
+    }
+}
+
+/// Why an engine operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The change cannot be applied in place: the node becomes Unreconcilable.
+    #[error("can't reconcile config {old} with {new}: {source}")]
+    Unreconcilable {
+        /// From.
+        old: String,
+        /// To.
+        new: String,
+        /// Why.
+        #[source]
+        source: Box<ReconcileError>,
+    },
+    /// A config that does not parse.
+    #[error(transparent)]
+    Plan(Box<PlanError>),
+    /// The disk does not match the current config.
+    #[error(transparent)]
+    Validation(Box<ValidationError>),
+    /// Applying failed; everything applied was rolled back.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// The host could not be read.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The drain did not complete.
+    #[error("{0}")]
+    Drain(String),
+    /// The reporter refused a phase (e.g. the API server is unreachable).
+    #[error("reporting update progress: {0}")]
+    Report(String),
+    /// The reboot could not be requested; the update was rolled back.
+    #[error(transparent)]
+    Reboot(HostError),
+}
+
+impl From<ValidationError> for EngineError {
+    fn from(e: ValidationError) -> Self {
+        EngineError::Validation(Box::new(e))
+    }
+}
+
+impl EngineError {
+    /// Whether the node should be marked Unreconcilable rather than Degraded.
+    pub fn is_unreconcilable(&self) -> bool {
+        matches!(self, EngineError::Unreconcilable { .. })
+    }
+}
+
+/// How an update ends when it succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    /// A reboot was requested; the update completes on the next start.
+    Rebooting,
+    /// A reboot is needed but the caller asked to do it itself (first boot).
+    RebootDeferred,
+    /// Done without a reboot; the caller completes the update (uncordon, Done).
+    Rebootless {
+        /// What ran.
+        actions: Vec<PostConfigAction>,
+    },
+}
+
+/// Options of one update.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpdateOptions {
+    /// Re-apply everything with a reboot, as the force file asks (also implied by the file).
+    pub force: bool,
+    /// Which action calculation runs.
+    pub policy: ActionPolicy,
+    /// Do not request the reboot; return [`UpdateOutcome::RebootDeferred`].
+    pub defer_reboot: bool,
+}
+
+/// What the start-up check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootCheck {
+    /// The disk matches the config.
+    Valid,
+    /// The force file is present: validation was skipped and a forced update must run.
+    Forced,
+}
+
+/// The update engine of one node.
+#[derive(Debug)]
+pub struct Engine {
+    /// The node.
+    pub host: Host,
+    /// Its OS, as detected at start.
+    pub os: HostOs,
+}
+
+impl Engine {
+    /// Detects the host OS and logs what mco will manage.
+    pub fn new(host: Host) -> Result<Engine, HostError> {
+        let os = host.detect_os()?;
+        if os.is_managed_ostree() {
+            tracing::info!(os = %os.describe(), "ostree-booted host: OS updates are managed");
+        } else {
+            tracing::info!(
+                os = %os.describe(),
+                "{} absent: OS updates are skipped; files and units still apply",
+                paths::OSTREE_BOOTED
+            );
+        }
+        Ok(Engine { host, os })
+    }
+
+    /// Whether the OS (image, kernel arguments, kernel type) is managed.
+    pub fn managed_os(&self) -> bool {
+        self.os.is_managed_ostree()
+    }
+
+    /// Whether `/run/machine-config-daemon-force` exists.
+    pub fn force_requested(&self) -> Result<bool, HostError> {
+        self.host.fs.exists(paths::FORCE_FILE)
+    }
+
+    /// The on-disk `currentconfig`.
+    pub fn on_disk_config(&self) -> Result<Option<MachineConfig>, HostError> {
+        apply::read_current_config(&self.host.fs)
+    }
+
+    /// Validates the disk against `mc`.
+    pub fn validate(&self, mc: &MachineConfig) -> Result<(), EngineError> {
+        let cfg = ParsedConfig::new(mc).map_err(|source| {
+            EngineError::Plan(Box::new(PlanError::Parse {
+                name: mc.metadata.name.clone().unwrap_or_default(),
+                source,
+            }))
+        })?;
+        validate::validate_on_disk(
+            &self.host,
+            &cfg,
+            ValidateOptions {
+                managed_os: self.managed_os(),
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Upstream's start-up check: the force file skips validation (and asks for a forced
+    /// update); otherwise the disk must match `current`.
+    pub fn boot_check(&self, current: &MachineConfig) -> Result<BootCheck, EngineError> {
+        if self.force_requested()? {
+            tracing::info!("Skipping on-disk validation; {} present", paths::FORCE_FILE);
+            return Ok(BootCheck::Forced);
+        }
+        tracing::info!(
+            config = current.metadata.name.as_deref().unwrap_or_default(),
+            "Validating against current config"
+        );
+        self.validate(current)?;
+        tracing::info!("Validated on-disk state");
+        Ok(BootCheck::Valid)
+    }
+
+    /// Updates the node from `old` to `new`: plan, drain, apply with rollback, post action.
+    pub fn update(
+        &self,
+        old: &MachineConfig,
+        new: &MachineConfig,
+        opts: UpdateOptions,
+        reporter: &mut dyn Reporter,
+    ) -> Result<UpdateOutcome, EngineError> {
+        let force = opts.force || self.force_requested()?;
+        let old_name = old.metadata.name.clone().unwrap_or_default();
+        let new_name = new.metadata.name.clone().unwrap_or_default();
+        let plan = match UpdatePlan::new(old, new, force, opts.policy) {
+            Ok(p) => p,
+            Err(PlanError::Unreconcilable(source)) => {
+                let message = format!(
+                    "Update Failed compatibility validation. MachineConfigs {old_name} and {new_name} are not compatible. Err: {source}"
+                );
+                reporter
+                    .report(&Phase::PrepareFailed { message })
+                    .map_err(EngineError::Report)?;
+                return Err(EngineError::Unreconcilable {
+                    old: old_name,
+                    new: new_name,
+                    source: Box::new(source),
+                });
+            }
+            Err(e) => return Err(EngineError::Plan(Box::new(e))),
+        };
+        tracing::info!(
+            from = %old_name,
+            to = %new_name,
+            force,
+            files = ?plan.diff.files,
+            units = ?plan.diff.units,
+            actions = %mco_render::actions::ActionList(&plan.actions),
+            drain = plan.drain,
+            "Starting update"
+        );
+        reporter
+            .report(&Phase::Prepared {
+                message: plan.prepared_message(),
+                drain: plan.drain,
+            })
+            .map_err(EngineError::Report)?;
+        if plan.drain {
+            reporter.drain(&new_name).map_err(EngineError::Drain)?;
+        } else {
+            reporter
+                .report(&Phase::DrainNotRequired)
+                .map_err(EngineError::Report)?;
+        }
+        let os_will = plan.os_update() && self.managed_os();
+        let ssh_will = plan.ssh_update();
+        reporter
+            .report(&Phase::Applying {
+                message: format!(
+                    "Applying files and new OS config to node. OS will {}need an update. SSH Keys will {}need an update",
+                    not_if(os_will),
+                    not_if(ssh_will)
+                ),
+            })
+            .map_err(EngineError::Report)?;
+        let (applied, journal) = apply::apply_journalled(
+            &self.host,
+            &plan,
+            ApplyOptions {
+                managed_os: self.managed_os(),
+            },
+        )?;
+        let mut message = format!(
+            "Applied files and new OS config to node. OS did {}need an update. SSH Keys did {}need an update",
+            not_if(applied.os_updated),
+            not_if(applied.ssh_updated)
+        );
+        if let Some(note) = &applied.os_skipped {
+            message.push_str(". ");
+            message.push_str(note);
+        }
+        let finish = (|| {
+            reporter
+                .report(&Phase::Applied { message })
+                .map_err(EngineError::Report)?;
+            if force {
+                self.host.fs.remove_file(paths::FORCE_FILE)?;
+            }
+            if plan.reboots() {
+                let rationale = format!("Node will reboot into config {new_name}");
+                reporter
+                    .report(&Phase::Rebooting {
+                        rationale: rationale.clone(),
+                    })
+                    .map_err(EngineError::Report)?;
+                if opts.defer_reboot {
+                    return Ok(UpdateOutcome::RebootDeferred);
+                }
+                tracing::info!("{rationale}");
+                self.host
+                    .rebooter
+                    .reboot(&rationale)
+                    .map_err(EngineError::Reboot)?;
+                Ok(UpdateOutcome::Rebooting)
+            } else {
+                apply::run_rebootless_actions(&self.host, &plan.actions)?;
+                reporter
+                    .report(&Phase::PostActionComplete {
+                        actions: plan.actions.clone(),
+                    })
+                    .map_err(EngineError::Report)?;
+                Ok(UpdateOutcome::Rebootless {
+                    actions: plan.actions.clone(),
+                })
+            }
+        })();
+        if finish.is_err() {
+            tracing::error!("update failed after writing; rolling back");
+            journal.rollback(&self.host);
+        }
+        finish
+    }
+}

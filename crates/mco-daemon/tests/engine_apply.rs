@@ -1,0 +1,459 @@
+//! The update engine over a simulated host: files, units, SSH, kernel arguments, OS, rollback.
+
+mod support;
+
+use mco_daemon::engine::{Phase, RecordingReporter, UpdateOptions, UpdateOutcome};
+use mco_daemon::fs::running_as_root;
+use mco_daemon::ostree::{Origin, OsUpdater};
+use mco_daemon::reboot::SimRebooter;
+use mco_daemon::{paths, users};
+use mco_render::actions::PostConfigAction;
+use serde_json::json;
+use support::{Node, URL_122, file, ign, mc};
+
+fn update(
+    node: &Node,
+    old: &mco_api::MachineConfig,
+    new: &mco_api::MachineConfig,
+) -> (UpdateOutcome, RecordingReporter) {
+    let mut r = RecordingReporter::default();
+    let out = node
+        .engine()
+        .update(old, new, UpdateOptions::default(), &mut r)
+        .unwrap();
+    (out, r)
+}
+
+/// Upstream TestDontDeleteRPMFiles plus modes, owners and backups.
+#[test]
+fn files_modes_owners_backups_and_restore() {
+    let node = Node::new(false);
+    node.write("/etc/motd", "shipped with the OS\n");
+    let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let mut owned = file("/etc/owned/secret", "s3cret", 0o600);
+    owned["user"] = json!({"name": "core"});
+    owned["group"] = json!({"name": "wheel"});
+    let new = mc(
+        "rendered-worker-1",
+        "",
+        ign(
+            json!([file("/etc/motd", "managed by mco\n", 0o644), owned]),
+            json!([]),
+        ),
+    );
+    let (out, r) = update(&node, &empty, &new);
+    assert_eq!(out, UpdateOutcome::Rebooting);
+    assert_eq!(r.drains, vec!["rendered-worker-1".to_string()]);
+    assert!(SimRebooter::pending(&node.fs).unwrap().is_some());
+    assert_eq!(node.read("/etc/motd").unwrap(), "managed by mco\n");
+    assert_eq!(node.read("/etc/owned/secret").unwrap(), "s3cret");
+    assert_eq!(node.mode("/etc/owned/secret"), 0o600);
+    if running_as_root() {
+        let st = node.fs.stat("/etc/owned/secret").unwrap().unwrap();
+        assert_eq!((st.uid, st.gid), (1000, 10));
+    }
+    assert_eq!(
+        node.read("/etc/machine-config-daemon/orig/etc/motd.mcdorig")
+            .unwrap(),
+        "shipped with the OS\n"
+    );
+    assert!(
+        node.fs
+            .exists("/etc/machine-config-daemon/noorig/etc/owned/secret.mcdnoorig")
+            .unwrap()
+    );
+    let on_disk = node.engine().on_disk_config().unwrap().unwrap();
+    assert_eq!(on_disk.metadata.name.as_deref(), Some("rendered-worker-1"));
+    node.engine().validate(&new).unwrap();
+
+    // Deleting the MC: the OS file comes back, the created one goes.
+    let back = mc("rendered-worker-2", "", ign(json!([]), json!([])));
+    update(&node, &new, &back);
+    assert_eq!(node.read("/etc/motd").unwrap(), "shipped with the OS\n");
+    assert!(!node.fs.exists("/etc/owned/secret").unwrap());
+    assert!(
+        !node
+            .fs
+            .exists("/etc/machine-config-daemon/orig/etc/motd.mcdorig")
+            .unwrap()
+    );
+}
+
+/// Upstream TestIgn3Cfg: seven unit variants, a file and an SSH key.
+#[test]
+fn ign3_units_all_variants() {
+    let node = Node::new(false);
+    let svc = |d: &str| {
+        format!(
+            "[Unit]\nDescription={d}\n[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"
+        )
+    };
+    let units = json!([
+        {"name": "enabled-with-contents.service", "enabled": true, "contents": svc("a")},
+        {"name": "disabled-with-contents.service", "enabled": false, "contents": svc("b")},
+        {"name": "contents-only.service", "contents": svc("c")},
+        {"name": "enabled-no-contents.service", "enabled": true},
+        {"name": "dropin-only.service", "dropins": [{"name": "10-a.conf", "contents": "[Service]\nEnvironment=A=1\n"}]},
+        {"name": "empty-dropin.service", "contents": svc("e"), "dropins": [{"name": "20-empty.conf"}]},
+        {"name": "masked.service", "mask": true},
+    ]);
+    let mut cfg = ign(json!([file("/etc/testfileconfig", "test", 0o644)]), units);
+    cfg["ignition"]["version"] = json!("3.2.0");
+    cfg["passwd"] = json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-rsa AAAAtest test@example"]}]});
+    let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let new = mc("rendered-worker-1", "", cfg);
+    update(&node, &empty, &new);
+
+    let e = node.engine();
+    let sd = &e.host.systemd;
+    let unit = |n: &str| format!("/etc/systemd/system/{n}");
+    assert!(node.read(&unit("enabled-with-contents.service")).is_some());
+    assert!(sd.is_enabled("enabled-with-contents.service").unwrap());
+    assert!(node.read(&unit("disabled-with-contents.service")).is_some());
+    assert!(!sd.is_enabled("disabled-with-contents.service").unwrap());
+    assert!(node.read(&unit("contents-only.service")).is_some());
+    assert!(
+        !node
+            .fs
+            .exists(&unit("enabled-no-contents.service"))
+            .unwrap()
+    );
+    assert!(!node.fs.exists(&unit("dropin-only.service")).unwrap());
+    assert_eq!(
+        node.read(&unit("dropin-only.service.d/10-a.conf")).unwrap(),
+        "[Service]\nEnvironment=A=1\n"
+    );
+    assert!(node.read(&unit("empty-dropin.service")).is_some());
+    assert!(
+        !node
+            .fs
+            .exists(&unit("empty-dropin.service.d/20-empty.conf"))
+            .unwrap()
+    );
+    assert_eq!(
+        node.fs.read_link(&unit("masked.service")).unwrap().unwrap(),
+        std::path::PathBuf::from("/dev/null")
+    );
+    assert_eq!(node.read("/etc/testfileconfig").unwrap(), "test");
+    assert_eq!(
+        users::read_core_ssh_keys(&node.fs).unwrap(),
+        vec!["ssh-rsa AAAAtest test@example".to_string()]
+    );
+    e.validate(&new).unwrap();
+
+    // Removing the config removes the units and dropins mco wrote.
+    let back = mc("rendered-worker-2", "", ign(json!([]), json!([])));
+    update(&node, &new, &back);
+    assert!(
+        !node
+            .fs
+            .exists(&unit("enabled-with-contents.service"))
+            .unwrap()
+    );
+    assert!(!sd.is_enabled("enabled-with-contents.service").unwrap());
+    assert!(
+        !node
+            .fs
+            .exists(&unit("dropin-only.service.d/10-a.conf"))
+            .unwrap()
+    );
+    assert!(!node.fs.exists(&unit("masked.service")).unwrap());
+}
+
+/// Upstream TestNoReboot: SSH keys and password hash apply without a reboot.
+#[test]
+fn ssh_keys_and_password_without_reboot() {
+    let node = Node::new(true);
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let mut cfg = ign(json!([]), json!([]));
+    cfg["passwd"] = json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAAkey"], "passwordHash": "$6$abc$def"}]});
+    let new = mc("rendered-worker-1", "", cfg);
+    let (out, r) = update(&node, &old, &new);
+    assert_eq!(
+        out,
+        UpdateOutcome::Rebootless {
+            actions: vec![PostConfigAction::None]
+        }
+    );
+    assert!(r.drains.is_empty());
+    assert!(r.phases.contains(&Phase::DrainNotRequired));
+    assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
+    assert_eq!(
+        node.read(paths::CORE_SSH_KEYS).unwrap(),
+        "ssh-ed25519 AAAAkey\n"
+    );
+    assert_eq!(node.mode(paths::CORE_SSH_KEYS), 0o600);
+    assert_eq!(node.mode(paths::CORE_SSH_KEYS_DIR), 0o700);
+    assert_eq!(node.mode(paths::CORE_SSH_DIR), 0o700);
+    assert_eq!(
+        users::password_hash(&node.fs, "core").unwrap(),
+        "$6$abc$def"
+    );
+    let applied = r
+        .phases
+        .iter()
+        .find_map(|p| match p {
+            Phase::Applied { message } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        applied,
+        "Applied files and new OS config to node. OS did not need an update. SSH Keys did need an update"
+    );
+
+    let (out, _) = update(&node, &new, &old);
+    assert!(matches!(out, UpdateOutcome::Rebootless { .. }));
+    assert_eq!(
+        node.read(paths::CORE_SSH_KEYS).unwrap(),
+        "",
+        "file stays, key goes"
+    );
+    assert_ne!(
+        users::password_hash(&node.fs, "core").unwrap(),
+        "$6$abc$def"
+    );
+}
+
+/// Upstream TestKernelArguments, including `bar="hello world"` as one argument.
+#[test]
+fn kernel_arguments_applied_and_removed() {
+    let node = Node::new(true);
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let mut new = mc("rendered-worker-1", "", ign(json!([]), json!([])));
+    new.spec.kernel_arguments = Some(vec![
+        "nosmt".into(),
+        "foo=bar".into(),
+        "foo=baz".into(),
+        " baz=test bar=\"hello world\"".into(),
+    ]);
+    let (out, _) = update(&node, &old, &new);
+    assert_eq!(out, UpdateOutcome::Rebooting);
+    let e = node.engine();
+    let kargs = e.host.os.kargs().unwrap();
+    for k in [
+        "nosmt",
+        "foo=bar",
+        "foo=baz",
+        "baz=test",
+        "bar=\"hello world\"",
+    ] {
+        assert!(kargs.contains(&k.to_string()), "{k} missing from {kargs:?}");
+    }
+    assert!(kargs.contains(&"rw".to_string()), "existing arguments kept");
+    node.sim_ostree().finalize_reboot().unwrap();
+    assert!(
+        node.sim_ostree()
+            .booted_kargs()
+            .unwrap()
+            .contains(&"bar=\"hello world\"".to_string())
+    );
+
+    // A missing argument is upstream's validation error.
+    node.sim_ostree()
+        .set_kargs(&["nosmt".to_string()], &[])
+        .unwrap();
+    let err = e.validate(&new).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "unexpected on-disk state validating against rendered-worker-1: missing expected kernel arguments: [nosmt]"
+    );
+    node.sim_ostree().cleanup_pending().unwrap();
+
+    let back = mc("rendered-worker-2", "", ign(json!([]), json!([])));
+    update(&node, &new, &back);
+    let kargs = e.host.os.kargs().unwrap();
+    assert_eq!(kargs, vec!["rw".to_string(), "root=UUID=1".to_string()]);
+}
+
+/// A never-adopted or pivot-era deployment rebases with the legacy pivot origin; a
+/// container-era one with a container reference.
+#[test]
+fn os_rebase_pivot_and_container() {
+    let node = Node::new(true);
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let new = mc("rendered-worker-1", URL_122, ign(json!([]), json!([])));
+    let (out, r) = update(&node, &old, &new);
+    assert_eq!(out, UpdateOutcome::Rebooting);
+    assert!(r.phases.iter().any(
+        |p| matches!(p, Phase::Applying { message } if message.contains("OS will need an update"))
+    ));
+    let st = node.engine().host.os.status().unwrap();
+    assert_eq!(st.staged.unwrap().origin, Origin::Pivot(URL_122.into()));
+
+    let node = Node::new(true);
+    node.sim_ostree()
+        .seed_from_json(&support::fixture("rpm-ostree/container-era.json"), &[])
+        .unwrap();
+    let target = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:0000000000000000000000000000000000000000000000000000000000000001";
+    let new = mc("rendered-worker-1", target, ign(json!([]), json!([])));
+    update(&node, &old, &new);
+    let st = node.engine().host.os.status().unwrap();
+    assert_eq!(
+        st.staged.unwrap().origin,
+        Origin::Container(format!("ostree-unverified-registry:{target}"))
+    );
+}
+
+/// A host without /run/ostree-booted: OS skipped with an explicit message, files still apply.
+#[test]
+fn non_ostree_host_skips_os_explicitly() {
+    let node = Node::new(false);
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let new = mc(
+        "rendered-worker-1",
+        URL_122,
+        ign(json!([file("/etc/x", "x", 0o644)]), json!([])),
+    );
+    let (_, r) = update(&node, &old, &new);
+    let applied = r
+        .phases
+        .iter()
+        .find_map(|p| match p {
+            Phase::Applied { message } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(applied.contains("OS did not need an update"), "{applied}");
+    assert!(applied.contains("skipping OS update"), "{applied}");
+    assert_eq!(node.read("/etc/x").unwrap(), "x");
+    node.engine().validate(&new).unwrap();
+}
+
+/// A crio-reload file change is rebootless and reloads crio.
+#[test]
+fn rebootless_reload() {
+    let node = Node::new(true);
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let new = mc(
+        "rendered-worker-1",
+        "",
+        ign(
+            json!([file(
+                "/etc/containers/registries.d/mirror.yaml",
+                "docker: {}",
+                0o644
+            )]),
+            json!([]),
+        ),
+    );
+    let (out, r) = update(&node, &old, &new);
+    assert_eq!(
+        out,
+        UpdateOutcome::Rebootless {
+            actions: vec![PostConfigAction::reload("crio.service")]
+        }
+    );
+    assert!(
+        node.systemd_log()
+            .iter()
+            .any(|l| l == "reload crio.service")
+    );
+    assert!(matches!(
+        r.phases.last().unwrap(),
+        Phase::PostActionComplete { .. }
+    ));
+}
+
+/// A failure midway (the OS step) rolls back files, units, SSH keys and the on-disk config.
+#[test]
+fn failure_midway_rolls_everything_back() {
+    let node = Node::new(true);
+    node.write("/etc/motd", "os\n");
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    // Establish an on-disk config first.
+    update(&node, &old, &old);
+    let before_cc = node.read(paths::CURRENT_CONFIG).unwrap();
+    let mut cfg = ign(
+        json!([
+            file("/etc/motd", "mco\n", 0o644),
+            file("/etc/new", "n", 0o644)
+        ]),
+        json!([{"name": "a.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}]),
+    );
+    cfg["passwd"] = json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 K"]}]});
+    let new = mc("rendered-worker-1", URL_122, cfg);
+    // Break the OS updater: its state disappears.
+    node.fs.remove_file(paths::SIM_OSTREE_STATE).unwrap();
+    let mut r = RecordingReporter::default();
+    let err = node
+        .engine()
+        .update(&old, &new, UpdateOptions::default(), &mut r)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!("failed to update OS to {URL_122}")),
+        "{err}"
+    );
+    assert_eq!(node.read("/etc/motd").unwrap(), "os\n");
+    assert!(!node.fs.exists("/etc/new").unwrap());
+    assert!(
+        !node
+            .fs
+            .exists("/etc/machine-config-daemon/orig/etc/motd.mcdorig")
+            .unwrap()
+    );
+    assert!(
+        !node
+            .fs
+            .exists("/etc/machine-config-daemon/noorig/etc/new.mcdnoorig")
+            .unwrap()
+    );
+    assert!(!node.fs.exists("/etc/systemd/system/a.service").unwrap());
+    assert!(!node.engine().host.systemd.is_enabled("a.service").unwrap());
+    assert!(!node.fs.exists(paths::CORE_SSH_KEYS).unwrap());
+    assert_eq!(node.read(paths::CURRENT_CONFIG).unwrap(), before_cc);
+    assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
+    assert!(!r.phases.iter().any(|p| matches!(p, Phase::Applied { .. })));
+}
+
+/// An owner that does not exist fails with upstream's message, and nothing stays written.
+#[test]
+fn unknown_owner_fails_and_rolls_back() {
+    let node = Node::new(false);
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let mut bad = file("/etc/b", "b", 0o644);
+    bad["user"] = json!({"name": "nosuchuser"});
+    let new = mc(
+        "rendered-worker-1",
+        "",
+        ign(json!([file("/etc/a", "a", 0o644), bad]), json!([])),
+    );
+    let mut r = RecordingReporter::default();
+    let err = node
+        .engine()
+        .update(&old, &new, UpdateOptions::default(), &mut r)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "failed to retrieve UserID for username: nosuchuser");
+    assert!(!node.fs.exists("/etc/a").unwrap());
+}
+
+/// An unreconcilable change is refused before anything is touched, with upstream's message.
+#[test]
+fn unreconcilable_is_reported_and_refused() {
+    let node = Node::new(false);
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let mut cfg = ign(json!([file("/etc/a", "a", 0o644)]), json!([]));
+    cfg["storage"]["directories"] = json!([{"path": "/etc/d"}]);
+    let new = mc("rendered-worker-1", "", cfg);
+    let mut r = RecordingReporter::default();
+    let err = node
+        .engine()
+        .update(&old, &new, UpdateOptions::default(), &mut r)
+        .unwrap_err();
+    assert!(err.is_unreconcilable());
+    assert!(
+        err.to_string()
+            .starts_with("can't reconcile config rendered-worker-0 with rendered-worker-1: "),
+        "{err}"
+    );
+    match &r.phases[..] {
+        [Phase::PrepareFailed { message }] => assert!(
+            message.starts_with("Update Failed compatibility validation. MachineConfigs rendered-worker-0 and rendered-worker-1 are not compatible. Err: "),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(!node.fs.exists("/etc/a").unwrap());
+}
