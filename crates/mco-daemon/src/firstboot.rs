@@ -60,11 +60,22 @@ pub fn done_path(path: &str) -> String {
     format!("{path}.bak")
 }
 
-/// The config the node runs before first boot completes: its booted OS and nothing else.
-fn booted_config(engine: &Engine) -> Result<MachineConfig, HostError> {
+/// The config the node runs before first boot completes: its booted OS, and those of the new
+/// config's kernel arguments the host already has (so a re-run changes nothing, and arguments
+/// mco never set are not deleted).
+fn booted_config(engine: &Engine, new: &MachineConfig) -> Result<MachineConfig, HostError> {
     let mut mc = MachineConfig::new(EMPTY_CONFIG_NAME, Default::default());
     if engine.managed_os() {
-        mc.spec.os_image_url = engine.host.os.booted_os_image_url()?.unwrap_or_default();
+        let status = engine.host.os.status()?;
+        mc.spec.os_image_url = status.booted.os_image_url().unwrap_or_default();
+        let have = engine.host.os.kargs()?;
+        let wanted = mco_render::diff::split_kernel_arguments(
+            new.spec.kernel_arguments.as_deref().unwrap_or_default(),
+        );
+        let present: Vec<String> = wanted.into_iter().filter(|k| have.contains(k)).collect();
+        if !present.is_empty() {
+            mc.spec.kernel_arguments = Some(present);
+        }
     }
     Ok(mc)
 }
@@ -96,7 +107,7 @@ pub fn complete_machineconfig(
             source,
         })?;
     let name = new.metadata.name.clone().unwrap_or_default();
-    let old = booted_config(engine)?;
+    let old = booted_config(engine, &new)?;
     tracing::info!(
         os = %engine.os.describe(),
         config = %name,
