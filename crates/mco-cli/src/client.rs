@@ -1,0 +1,166 @@
+//! Reading a [`Snapshot`] from the API, building clients, and following changes for `-w`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::ListParams;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
+
+use crate::local::{self, LocalFacts};
+use crate::snapshot::Snapshot;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading kubeconfig {path}: {message}")]
+    Kubeconfig { path: PathBuf, message: String },
+    #[error("connecting to the cluster: {0}")]
+    Connect(#[source] kube::Error),
+    #[error("listing {what}: {source}")]
+    List {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Local(#[from] local::LocalError),
+}
+
+/// A client from `kubeconfig`, or the usual defaults (in-cluster, `$KUBECONFIG`, `~/.kube/config`).
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, Error> {
+    let Some(path) = kubeconfig else {
+        return Client::try_default().await.map_err(Error::Connect);
+    };
+    let err = |message: String| Error::Kubeconfig {
+        path: path.to_path_buf(),
+        message,
+    };
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    Client::try_from(cfg).map_err(Error::Connect)
+}
+
+async fn list<K>(api: Api<K>, what: &'static str) -> Result<Vec<K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .map_err(|source| Error::List { what, source })
+}
+
+/// Lists a type that may not be served (CRDs not installed yet): empty instead of an error.
+async fn list_optional<K>(api: Api<K>, what: &'static str) -> Result<Vec<K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match list(api, what).await {
+        Err(Error::List {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 404 => Ok(Vec::new()),
+        other => other,
+    }
+}
+
+/// Reads everything the views need.
+pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
+    let c = client.clone();
+    let (pools, nodes, mcns, mcs, pods, pdbs) = futures::try_join!(
+        list_optional(
+            Api::<MachineConfigPool>::all(c.clone()),
+            "machineconfigpools"
+        ),
+        list(Api::<Node>::all(c.clone()), "nodes"),
+        list_optional(
+            Api::<MachineConfigNode>::all(c.clone()),
+            "machineconfignodes"
+        ),
+        list_optional(Api::<MachineConfig>::all(c.clone()), "machineconfigs"),
+        list(Api::<Pod>::all(c.clone()), "pods"),
+        list_optional(
+            Api::<PodDisruptionBudget>::all(c.clone()),
+            "poddisruptionbudgets"
+        ),
+    )?;
+    Ok(Snapshot {
+        now: jiff::Timestamp::now(),
+        pools,
+        nodes,
+        mcns,
+        machine_configs: mcs,
+        pods,
+        pdbs,
+    })
+}
+
+/// Reads the disks of the given nodes that live under `data_dir/nodes/<name>` (simulated nodes
+/// of `mco up`); nodes without a directory there are skipped.
+pub fn gather_sim_roots(
+    data_dir: &Path,
+    nodes: &[String],
+) -> Result<BTreeMap<String, LocalFacts>, Error> {
+    let mut out = BTreeMap::new();
+    for n in nodes {
+        let root = data_dir.join("nodes").join(n);
+        if root.is_dir() {
+            out.insert(n.clone(), local::gather(&root)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Calls `render` with a fresh snapshot now and after every change to pools, nodes, MCNs or
+/// PDBs, at most once per `min_interval`, and at least every `max_interval` (so durations
+/// advance). Returns when a watch ends or `render` returns `false`.
+pub async fn follow(
+    client: &Client,
+    min_interval: Duration,
+    max_interval: Duration,
+    mut render: impl FnMut(&Snapshot) -> bool,
+) -> Result<(), Error> {
+    let cfg = watcher::Config::default();
+    let events = futures::stream::select_all(vec![
+        watcher(Api::<MachineConfigPool>::all(client.clone()), cfg.clone())
+            .map_ok(|_| ())
+            .boxed(),
+        watcher(Api::<Node>::all(client.clone()), cfg.clone())
+            .map_ok(|_| ())
+            .boxed(),
+        watcher(Api::<MachineConfigNode>::all(client.clone()), cfg.clone())
+            .map_ok(|_| ())
+            .boxed(),
+        watcher(Api::<PodDisruptionBudget>::all(client.clone()), cfg)
+            .map_ok(|_| ())
+            .boxed(),
+    ]);
+    tokio::pin!(events);
+    loop {
+        let snap = fetch(client).await?;
+        if !render(&snap) {
+            return Ok(());
+        }
+        let started = tokio::time::Instant::now();
+        // Wait for a change (or the refresh tick), then let a burst settle.
+        tokio::select! {
+            ev = events.next() => {
+                if ev.is_none() {
+                    return Ok(());
+                }
+            }
+            _ = tokio::time::sleep(max_interval) => {}
+        }
+        let wait = min_interval.saturating_sub(started.elapsed());
+        tokio::time::sleep(wait).await;
+        // Drain what piled up meanwhile so one render covers it.
+        while let Some(Some(_)) = futures::FutureExt::now_or_never(events.next()) {}
+    }
+}

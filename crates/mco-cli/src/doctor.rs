@@ -1,0 +1,959 @@
+//! `mco doctor`: for every node or pool that is degraded, unreconcilable, stuck or blocked, the
+//! cause in plain words and the exact command that fixes it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use mco_api::constants::{annotations, mcn_conditions, pool_conditions, states};
+use mco_api::{MachineConfig, MachineConfigPool};
+
+use crate::drain::{BlockedDrain, blocked_drains};
+use crate::local::{self, DriftKind, LocalFacts};
+use crate::phase::{self, human_duration};
+use crate::snapshot::{NodeFacts, Snapshot, mcn_condition, name_of};
+
+/// A node still in the same in-progress phase after this long is reported as stuck.
+pub const STUCK_AFTER: Duration = Duration::from_secs(15 * 60);
+
+/// One way out: what it does and the command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fix {
+    pub how: String,
+    pub command: String,
+}
+
+impl Fix {
+    pub fn new(how: impl Into<String>, command: impl Into<String>) -> Fix {
+        Fix {
+            how: how.into(),
+            command: command.into(),
+        }
+    }
+}
+
+/// One problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// `node w9`, `pool worker`, `host /`.
+    pub subject: String,
+    pub title: String,
+    pub cause: String,
+    /// In order of preference.
+    pub fixes: Vec<Fix>,
+}
+
+impl Finding {
+    pub fn new(subject: &str, title: &str, cause: impl Into<String>, fixes: Vec<Fix>) -> Finding {
+        Finding {
+            subject: subject.to_string(),
+            title: title.to_string(),
+            cause: cause.into(),
+            fixes,
+        }
+    }
+}
+
+/// What a degraded node's reason says happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// `expected target osImageURL "<x>", have ""`: the OS was never adopted (seed 000).
+    NeverAdoptedOs {
+        expected: String,
+    },
+    /// `expected target osImageURL "<x>", have "<y>"`.
+    OsMismatch {
+        expected: String,
+        have: String,
+    },
+    /// `content mismatch for file "<p>"`.
+    ContentDrift {
+        path: String,
+    },
+    /// `mode mismatch for file: "<p>"`.
+    ModeDrift {
+        path: String,
+    },
+    /// `could not stat file "<p>"`.
+    MissingFile {
+        path: String,
+    },
+    /// `missing expected kernel arguments: [...]`.
+    KernelArguments {
+        missing: String,
+    },
+    /// `machineconfig ... "<name>" not found`.
+    MissingConfig {
+        name: String,
+    },
+    /// A change that cannot be applied to a running node.
+    Unreconcilable {
+        detail: String,
+    },
+    /// `failed to drain node ...`.
+    DrainFailed,
+    Other,
+}
+
+/// The first `"..."` after `marker` in `text`.
+fn quoted_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    let rest = &text[text.find(marker)? + marker.len()..];
+    let start = rest.find('"')? + 1;
+    let end = rest[start..].find('"')? + start;
+    Some(&rest[start..end])
+}
+
+/// Reads a Degraded/Unreconcilable reason.
+pub fn classify(reason: &str, unreconcilable: bool) -> Cause {
+    const OS: &str = "expected target osImageURL ";
+    if let Some(i) = reason.find(OS) {
+        let tail = &reason[i + OS.len()..];
+        let expected = quoted_after(tail, "").unwrap_or_default().to_string();
+        let have = quoted_after(tail, ", have ")
+            .unwrap_or_default()
+            .to_string();
+        return if have.is_empty() {
+            Cause::NeverAdoptedOs { expected }
+        } else {
+            Cause::OsMismatch { expected, have }
+        };
+    }
+    if let Some(p) = quoted_after(reason, "content mismatch for file ") {
+        return Cause::ContentDrift { path: p.into() };
+    }
+    if let Some(p) = quoted_after(reason, "mode mismatch for file: ") {
+        return Cause::ModeDrift { path: p.into() };
+    }
+    if let Some(p) = quoted_after(reason, "could not stat file ") {
+        return Cause::MissingFile { path: p.into() };
+    }
+    if let Some(i) = reason.find("missing expected kernel arguments: ") {
+        return Cause::KernelArguments {
+            missing: reason[i + "missing expected kernel arguments: ".len()..].to_string(),
+        };
+    }
+    if reason.contains("not found")
+        && let Some(i) = reason.find("machineconfig")
+    {
+        let tail = &reason[i..];
+        let name = quoted_after(tail, "")
+            .map(str::to_string)
+            .or_else(|| {
+                tail.split_whitespace()
+                    .find(|w| w.starts_with("rendered-"))
+                    .map(|w| {
+                        w.trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
+                            .into()
+                    })
+            })
+            .unwrap_or_default();
+        if !name.is_empty() {
+            return Cause::MissingConfig { name };
+        }
+    }
+    let unrec_words = [
+        "not reconcilable",
+        "can't reconcile",
+        "are not compatible",
+        "refusing to modify FIPS",
+    ];
+    if unreconcilable || unrec_words.iter().any(|w| reason.contains(w)) {
+        return Cause::Unreconcilable {
+            detail: reason.to_string(),
+        };
+    }
+    if reason.contains("failed to drain node") {
+        return Cause::DrainFailed;
+    }
+    Cause::Other
+}
+
+/// The MachineConfig field an unreconcilable reason points at, as a JSON path.
+pub fn unreconcilable_field(detail: &str) -> Option<String> {
+    let table: [(&str, &str); 10] = [
+        ("disks section", "spec.config.storage.disks"),
+        ("filesystems section", "spec.config.storage.filesystems"),
+        ("raid section", "spec.config.storage.raid"),
+        ("directories section", "spec.config.storage.directories"),
+        ("links section", "spec.config.storage.links"),
+        ("kargs section", "spec.config.kernelArguments"),
+        ("Passwd Groups", "spec.config.passwd.groups"),
+        ("passwd user section", "spec.config.passwd.users"),
+        ("SSH keys and password hash", "spec.config.passwd.users"),
+        ("FIPS", "spec.fips"),
+    ];
+    if let Some((_, f)) = table.iter().find(|(k, _)| detail.contains(k)) {
+        return Some(f.to_string());
+    }
+    if let Some(i) = detail.find("ignition file ")
+        && detail.contains("includes append")
+    {
+        let path = detail[i + "ignition file ".len()..]
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        return Some(format!("spec.config.storage.files[path={path}].append"));
+    }
+    if let Some(i) = detail.find("cannot create ") {
+        let path = detail[i + "cannot create ".len()..]
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        return Some(format!("spec.config.storage.files[path={path}]"));
+    }
+    None
+}
+
+/// Whether `mc` sets the field named by [`unreconcilable_field`].
+fn mc_sets(mc: &MachineConfig, field: &str) -> bool {
+    if field == "spec.fips" {
+        return mc.spec.fips;
+    }
+    let Some(cfg) = mc.spec.config.as_ref() else {
+        return false;
+    };
+    if let Some(rest) = field.strip_prefix("spec.config.storage.files[path=") {
+        let path = rest.split(']').next().unwrap_or_default();
+        return cfg
+            .pointer("/storage/files")
+            .and_then(|f| f.as_array())
+            .is_some_and(|files| {
+                files
+                    .iter()
+                    .any(|f| f.get("path").and_then(|p| p.as_str()) == Some(path))
+            });
+    }
+    let Some(rest) = field.strip_prefix("spec.config.") else {
+        return false;
+    };
+    let pointer = format!("/{}", rest.replace('.', "/"));
+    cfg.pointer(&pointer).is_some_and(|v| match v {
+        serde_json::Value::Array(a) => !a.is_empty(),
+        serde_json::Value::Null => false,
+        _ => true,
+    })
+}
+
+fn pool_target(pool: &MachineConfigPool) -> &str {
+    pool.spec
+        .configuration
+        .as_ref()
+        .map(|c| c.name.as_str())
+        .unwrap_or_default()
+}
+
+/// The user MachineConfigs of a pool's target that set `field`; when none can be told apart,
+/// the ones added since the pool's current config.
+fn culprit_configs(
+    snap: &Snapshot,
+    pool: Option<&MachineConfigPool>,
+    field: Option<&str>,
+) -> Vec<String> {
+    let Some(pool) = pool else {
+        return Vec::new();
+    };
+    let sources: Vec<String> = pool
+        .spec
+        .configuration
+        .iter()
+        .flat_map(|c| c.source.iter())
+        .filter_map(|r| r.name.clone())
+        .collect();
+    if let Some(field) = field {
+        let hits: Vec<String> = sources
+            .iter()
+            .filter(|n| snap.machine_config(n).is_some_and(|mc| mc_sets(mc, field)))
+            .cloned()
+            .collect();
+        if !hits.is_empty() {
+            return hits;
+        }
+    }
+    let before: Vec<String> = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.configuration.as_ref())
+        .map(|c| c.source.iter().filter_map(|r| r.name.clone()).collect())
+        .unwrap_or_default();
+    sources
+        .into_iter()
+        .filter(|s| !before.contains(s))
+        .collect()
+}
+
+/// Names of the nodes worth reading from disk: those in trouble.
+pub fn nodes_in_trouble(snap: &Snapshot) -> Vec<String> {
+    snap.nodes
+        .iter()
+        .filter(|n| {
+            let f = NodeFacts::of(n);
+            f.state == states::DEGRADED || f.state == states::UNRECONCILABLE
+        })
+        .map(|n| name_of(n).to_string())
+        .collect()
+}
+
+/// How to run something on a node, and the force command for it.
+struct NodeAccess {
+    force: String,
+    simulated: bool,
+}
+
+fn access(node: &str, roots: &BTreeMap<String, LocalFacts>) -> NodeAccess {
+    match roots.get(node) {
+        Some(f) => NodeAccess {
+            force: local::force_command(&f.root, f.simulated),
+            simulated: f.simulated,
+        },
+        None => NodeAccess {
+            force: format!("touch {}", mco_api::paths::FORCE_FILE),
+            simulated: false,
+        },
+    }
+}
+
+fn on_node(node: &str, a: &NodeAccess) -> String {
+    if a.simulated {
+        format!("for simulated node {node}, on this machine")
+    } else {
+        format!("on node {node} (e.g. `oc debug node/{node} -- chroot /host ...` or ssh)")
+    }
+}
+
+/// Diagnoses every node and pool (or only `only`, a node name). `roots` holds what was read
+/// from the disks of nodes reachable from here (simulated nodes, or `--root`).
+pub fn diagnose(
+    snap: &Snapshot,
+    roots: &BTreeMap<String, LocalFacts>,
+    only: Option<&str>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let membership = snap.membership();
+    let blocked = blocked_drains(snap);
+
+    if let Some(n) = only
+        && snap.node(n).is_none()
+    {
+        out.push(Finding::new(
+            &format!("node {n}"),
+            "no such node",
+            format!("The cluster has no Node named {n}."),
+            vec![Fix::new("list the nodes", "kubectl get nodes")],
+        ));
+        return out;
+    }
+
+    if only.is_none() {
+        for pool in &snap.pools {
+            pool_findings(snap, pool, &mut out);
+        }
+    }
+
+    for node in &snap.nodes {
+        let name = name_of(node);
+        if only.is_some_and(|o| o != name) {
+            continue;
+        }
+        let facts = NodeFacts::of(node);
+        let a = access(name, roots);
+        let pool_name = membership.primary.get(name).cloned();
+        let pool = pool_name.as_deref().and_then(|p| snap.pool(p));
+        let before = out.len();
+
+        if let Some(pools) = membership.conflicts.get(name) {
+            out.push(two_pools(snap, name, pools));
+        }
+
+        if only.is_some()
+            && let Some(p) = pool
+            && p.spec.paused
+            && pool_pending(p)
+        {
+            pool_findings(snap, p, &mut out);
+        }
+
+        let mcn_degraded = snap
+            .mcn(name)
+            .and_then(|m| mcn_condition(m, mcn_conditions::NODE_DEGRADED))
+            .filter(|c| c.status == "True")
+            .map(|c| c.message.clone());
+        let unrec = facts.state == states::UNRECONCILABLE;
+        let degraded = facts.state == states::DEGRADED || unrec;
+        let reason = if !facts.reason.is_empty() {
+            Some(facts.reason.clone())
+        } else if degraded {
+            mcn_degraded.clone().or(Some(String::new()))
+        } else {
+            mcn_degraded.clone()
+        };
+        if let Some(reason) = reason.filter(|_| degraded || mcn_degraded.is_some()) {
+            out.push(degraded_finding(
+                snap, name, &facts, &reason, unrec, pool, &a, roots,
+            ));
+        } else {
+            // Not degraded, but pointing at a config that no longer exists.
+            for cfg in [&facts.current, &facts.desired] {
+                if !cfg.is_empty()
+                    && !snap.machine_configs.is_empty()
+                    && snap.machine_config(cfg).is_none()
+                {
+                    out.push(missing_config(name, cfg, pool, &a));
+                    break;
+                }
+            }
+        }
+
+        for b in blocked.iter().filter(|b| b.node == name) {
+            out.push(blocked_finding(snap, b));
+        }
+
+        if out.len() == before
+            && let Some(f) = stuck(snap, name, &facts)
+        {
+            out.push(f);
+        }
+    }
+    out
+}
+
+fn pool_pending(p: &MachineConfigPool) -> bool {
+    let target = pool_target(p);
+    let current = p
+        .status
+        .as_ref()
+        .and_then(|s| s.configuration.as_ref())
+        .map(|c| c.name.as_str())
+        .unwrap_or_default();
+    let s = p.status.clone().unwrap_or_default();
+    (!target.is_empty() && target != current) || s.updated_machine_count < s.machine_count
+}
+
+fn pool_findings(snap: &Snapshot, pool: &MachineConfigPool, out: &mut Vec<Finding>) {
+    let name = name_of(pool);
+    let subject = format!("pool {name}");
+    if pool.spec.paused && pool_pending(pool) {
+        let s = pool.status.clone().unwrap_or_default();
+        out.push(Finding::new(
+            &subject,
+            "paused with a pending update",
+            format!(
+                "Pool {name} is paused: it rendered {target} but moves no node to it \
+                 ({updated}/{total} nodes updated). Changes made since the pause (including \
+                 certificate rotations) wait until it is unpaused.",
+                target = pool_target(pool),
+                updated = s.updated_machine_count,
+                total = s.machine_count,
+            ),
+            vec![Fix::new(
+                "unpause the pool; the rollout proceeds within maxUnavailable",
+                format!(
+                    "kubectl patch mcp {name} --type merge -p '{{\"spec\":{{\"paused\":false}}}}'"
+                ),
+            )],
+        ));
+    }
+    if let Some(c) = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(pool_conditions::RENDER_DEGRADED))
+        .filter(|c| c.status == "True")
+    {
+        let mc = quoted_after(&c.message, "machineconfig ")
+            .map(str::to_string)
+            .or_else(|| culprit_configs(snap, Some(pool), None).into_iter().next());
+        let fix = match &mc {
+            Some(m) => Fix::new(
+                format!("fix or remove MachineConfig {m}; the pool renders again at once"),
+                format!("kubectl edit machineconfig {m}   # or: kubectl delete machineconfig {m}"),
+            ),
+            None => Fix::new(
+                "find the MachineConfig named in the message and fix or remove it",
+                format!("kubectl describe mcp {name}"),
+            ),
+        };
+        out.push(Finding::new(
+            &subject,
+            "cannot render its configuration",
+            format!("{} No node is touched until this is fixed.", c.message),
+            vec![fix],
+        ));
+    }
+    if pool_target(pool).starts_with(mco_api::constants::names::RENDERED_PREFIX)
+        && !snap.machine_configs.is_empty()
+        && snap.machine_config(pool_target(pool)).is_none()
+    {
+        out.push(Finding::new(
+            &subject,
+            "target rendered config is missing",
+            format!(
+                "Pool {name} targets {}, which no longer exists.",
+                pool_target(pool)
+            ),
+            vec![Fix::new(
+                "the controller renders it again on its next sync; if it does not, see why",
+                format!("kubectl describe mcp {name}"),
+            )],
+        ));
+    }
+}
+
+fn two_pools(snap: &Snapshot, node: &str, pools: &[String]) -> Finding {
+    let mut fixes = Vec::new();
+    for keep in pools {
+        let drop: Vec<String> = pools
+            .iter()
+            .filter(|p| *p != keep)
+            .flat_map(|p| {
+                snap.pool(p)
+                    .and_then(|p| p.spec.node_selector.as_ref())
+                    .and_then(|s| s.match_labels.as_ref())
+                    .map(|l| l.keys().cloned().collect::<Vec<_>>())
+                    .unwrap_or_default()
+            })
+            .map(|k| format!("{k}-"))
+            .collect();
+        if !drop.is_empty() {
+            fixes.push(Fix::new(
+                format!("keep the node in pool {keep}: remove the other pools' labels"),
+                format!("kubectl label node {node} {}", drop.join(" ")),
+            ));
+        }
+    }
+    Finding::new(
+        &format!("node {node}"),
+        "in more than one custom pool",
+        format!(
+            "Node {node} matches the node selectors of the custom pools {}. A node can belong to \
+             only one custom pool, so no pool manages it: it gets no config updates.",
+            pools.join(", ")
+        ),
+        fixes,
+    )
+}
+
+fn missing_config(
+    node: &str,
+    cfg: &str,
+    pool: Option<&MachineConfigPool>,
+    a: &NodeAccess,
+) -> Finding {
+    let target = pool.map(pool_target).unwrap_or_default();
+    let mut fixes = Vec::new();
+    if !target.is_empty() && target != cfg {
+        fixes.push(Fix::new(
+            format!("point the node at its pool's current config {target}"),
+            format!(
+                "kubectl annotate node {node} --overwrite {}={target} {}={target}",
+                annotations::CURRENT_CONFIG,
+                annotations::DESIRED_CONFIG
+            ),
+        ));
+        fixes.push(Fix::new(
+            format!(
+                "then make the daemon re-apply it instead of validating against the old one ({})",
+                on_node(node, a)
+            ),
+            a.force.clone(),
+        ));
+    } else {
+        fixes.push(Fix::new(
+            "find out which rendered configs exist and re-create the missing one from the same sources",
+            "kubectl get machineconfig",
+        ));
+    }
+    Finding::new(
+        &format!("node {node}"),
+        "missing rendered config",
+        format!(
+            "Node {node} refers to machineconfig {cfg:?}, which does not exist (deleted, or \
+             garbage-collected while still in use). The daemon cannot validate or update from it."
+        ),
+        fixes,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn degraded_finding(
+    snap: &Snapshot,
+    node: &str,
+    facts: &NodeFacts,
+    reason: &str,
+    unrec: bool,
+    pool: Option<&MachineConfigPool>,
+    a: &NodeAccess,
+    roots: &BTreeMap<String, LocalFacts>,
+) -> Finding {
+    let subject = format!("node {node}");
+    let current = facts.current.as_str();
+    let where_ = on_node(node, a);
+    match classify(reason, unrec) {
+        Cause::NeverAdoptedOs { expected } => {
+            let mut cause = format!(
+                "The daemon reports `expected target osImageURL {expected:?}, have \"\"`. The booted OS \
+                 deployment was never taken over by mco: first boot skipped the OS (the daemon that ran \
+                 first boot did not recognise the host as ostree/CoreOS, e.g. os-release ID=\"uos\"), so \
+                 the booted deployment has no pivot:// or container origin and its image reads as \"\". \
+                 Files were applied, so the node joined; the first config change (or OS upgrade) then \
+                 fails validation."
+            );
+            if let Some(l) = roots.get(node)
+                && let Some(b) = &l.booted
+            {
+                let _ = write!(
+                    cause,
+                    " On disk: booted deployment `{}`, os-release ID={:?}, {} {}.",
+                    b.origin,
+                    l.os.identity.id,
+                    mco_api::paths::OSTREE_BOOTED,
+                    if l.os.ostree_booted {
+                        "present"
+                    } else {
+                        "absent"
+                    }
+                );
+            }
+            Finding::new(
+                &subject,
+                "OS image never adopted (first boot skipped the OS)",
+                cause,
+                vec![
+                    Fix::new(
+                        format!(
+                            "one step, {where_}: force a full re-apply of {current} including the OS; \
+                             the daemon rebases to {expected} and reboots, after which the node is \
+                             managed and later upgrades work"
+                        ),
+                        a.force.clone(),
+                    ),
+                    Fix::new(
+                        format!(
+                            "or, {where_}: complete first boot again from the saved first-boot config"
+                        ),
+                        format!(
+                            "cp {0}.bak {0} && mco daemon firstboot-complete-machineconfig",
+                            mco_api::paths::FIRSTBOOT_CONFIG
+                        ),
+                    ),
+                ],
+            )
+        }
+        Cause::OsMismatch { expected, have } => Finding::new(
+            &subject,
+            "booted OS image differs from the config",
+            format!(
+                "The node booted {have:?} but its config {current} expects {expected:?} (a rebase was \
+                 undone, or the OS was changed by hand)."
+            ),
+            vec![Fix::new(
+                format!("{where_}: re-apply the config, OS included (reboots)"),
+                a.force.clone(),
+            )],
+        ),
+        Cause::ContentDrift { path } | Cause::ModeDrift { path } | Cause::MissingFile { path } => {
+            let expected = snap
+                .machine_config(current)
+                .and_then(|mc| local::expected_file_size(mc, &path));
+            let on_disk = roots
+                .get(node)
+                .and_then(|l| l.file_drift.iter().find(|d| d.path == path));
+            let mut sizes = String::new();
+            match (expected, on_disk) {
+                (Some(e), Some(d)) => {
+                    let actual = match (&d.kind, d.actual_size) {
+                        (_, None) => "the file is missing".to_string(),
+                        (DriftKind::Mode { expected, actual }, _) => {
+                            format!("same content, mode {actual:04o} instead of {expected:04o}")
+                        }
+                        (_, Some(a)) => format!("found {a} bytes"),
+                    };
+                    let _ = write!(sizes, " Expected {e} bytes, {actual}.");
+                }
+                (Some(e), None) => {
+                    let _ = write!(
+                        sizes,
+                        " Expected {e} bytes (run `mco doctor {node} --root /` on the node to see what is there)."
+                    );
+                }
+                _ => {}
+            }
+            Finding::new(
+                &subject,
+                &format!("config drift: {path}"),
+                format!(
+                    "{path} was changed on the node after mco wrote it, so validation against \
+                     {current} fails: {reason}.{sizes}"
+                ),
+                vec![
+                    Fix::new(
+                        format!(
+                            "restore the file from {current} ({where_}); the daemon re-validates and \
+                             clears Degraded. The expected content is the data URL printed by"
+                        ),
+                        format!(
+                            "kubectl get machineconfig {current} -o jsonpath='{{.spec.config.storage.files[?(@.path==\"{path}\")].contents.source}}'"
+                        ),
+                    ),
+                    Fix::new(
+                        format!(
+                            "or make the daemon rewrite every file of {current} and reboot ({where_})"
+                        ),
+                        a.force.clone(),
+                    ),
+                ],
+            )
+        }
+        Cause::KernelArguments { missing } => Finding::new(
+            &subject,
+            "kernel arguments missing",
+            format!("The booted kernel lacks {missing} required by {current}."),
+            vec![Fix::new(
+                format!("{where_}: re-apply the config, kernel arguments included (reboots)"),
+                a.force.clone(),
+            )],
+        ),
+        Cause::MissingConfig { name } => missing_config(node, &name, pool, a),
+        Cause::Unreconcilable { detail } => {
+            let field = unreconcilable_field(&detail);
+            let mcs = culprit_configs(snap, pool, field.as_deref());
+            let which = if mcs.is_empty() {
+                "the MachineConfig that introduced it".to_string()
+            } else {
+                format!("MachineConfig {}", mcs.join(", "))
+            };
+            let mut fixes = Vec::new();
+            for mc in &mcs {
+                fixes.push(Fix::new(
+                    format!(
+                        "remove the change from {mc}{}",
+                        field
+                            .as_ref()
+                            .map(|f| format!(" (field {f})"))
+                            .unwrap_or_default()
+                    ),
+                    format!(
+                        "kubectl edit machineconfig {mc}   # or: kubectl delete machineconfig {mc}"
+                    ),
+                ));
+            }
+            if fixes.is_empty() {
+                fixes.push(Fix::new(
+                    "see which MachineConfigs the pool's target is built from",
+                    format!(
+                        "kubectl get mcp {} -o jsonpath='{{.spec.configuration.source[*].name}}'",
+                        pool.map(name_of).unwrap_or("<pool>")
+                    ),
+                ));
+            }
+            Finding::new(
+                &subject,
+                "unreconcilable change",
+                format!(
+                    "The new config changes {} which cannot be applied to a running node; it only \
+                     takes effect on newly provisioned nodes. Introduced by {which}. Daemon: {detail}",
+                    field.as_deref().unwrap_or("something")
+                ),
+                fixes,
+            )
+        }
+        Cause::DrainFailed => Finding::new(
+            &subject,
+            "drain failing",
+            format!("{reason}. A pod on the node cannot be evicted."),
+            vec![Fix::new(
+                "see the drain's progress and which pods block it",
+                format!("kubectl describe machineconfignode {node}"),
+            )],
+        ),
+        Cause::Other => Finding::new(
+            &subject,
+            if unrec { "unreconcilable" } else { "degraded" },
+            if reason.is_empty() {
+                format!("The node is {} without a reason.", facts.state)
+            } else {
+                reason.to_string()
+            },
+            vec![
+                Fix::new(
+                    "see the update's phases and messages",
+                    format!("kubectl describe machineconfignode {node}"),
+                ),
+                Fix::new(
+                    format!("once the cause is fixed, re-apply ({where_})"),
+                    a.force.clone(),
+                ),
+            ],
+        ),
+    }
+}
+
+fn blocked_finding(snap: &Snapshot, b: &BlockedDrain) -> Finding {
+    let mut cause = format!(
+        "Node {} is cordoned and its drain cannot evict {}.",
+        b.node,
+        b.describe()
+    );
+    for pdb_ref in b.pdbs() {
+        let (ns, name) = pdb_ref.split_once('/').unwrap_or(("default", &pdb_ref));
+        if let Some(p) = snap.pdbs.iter().find(|p| {
+            p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)
+        }) {
+            let spec = p.spec.clone().unwrap_or_default();
+            let rule = match (&spec.min_available, &spec.max_unavailable) {
+                (Some(m), _) => format!("minAvailable {}", intstr(m)),
+                (_, Some(m)) => format!("maxUnavailable {}", intstr(m)),
+                _ => "no limit".into(),
+            };
+            if let Some(s) = &p.status {
+                let _ = write!(
+                    cause,
+                    " PodDisruptionBudget {pdb_ref} ({rule}) allows {} disruptions: {} of {} pods \
+                     healthy, {} required.",
+                    s.disruptions_allowed, s.current_healthy, s.expected_pods, s.desired_healthy
+                );
+            }
+        }
+    }
+    if let Some(since) = b.since {
+        let _ = write!(
+            cause,
+            " Blocked for {}.",
+            human_duration(Duration::from_secs(
+                (snap.now.as_second() - since.as_second()).max(0) as u64
+            ))
+        );
+    }
+    cause.push_str(
+        " The drain retries on its own and finishes once replacement pods are Ready elsewhere.",
+    );
+    let mut fixes = Vec::new();
+    for pdb_ref in b.pdbs() {
+        let (ns, name) = pdb_ref.split_once('/').unwrap_or(("default", &pdb_ref));
+        fixes.push(Fix::new(
+            format!("inspect PodDisruptionBudget {pdb_ref}: which pods it counts and how many are healthy"),
+            format!("kubectl get pdb -n {ns} {name}"),
+        ));
+    }
+    if let Some(blk) = b.blockers.first() {
+        let (ns, _) = blk.pod.split_once('/').unwrap_or(("default", &blk.pod));
+        fixes.push(Fix::new(
+            format!(
+                "see why the workload of pod {} has no spare replica (not Ready, or nowhere to schedule)",
+                blk.pod
+            ),
+            format!("kubectl get pods -n {ns} -o wide"),
+        ));
+    }
+    Finding::new(
+        &format!("node {}", b.node),
+        "drain blocked by a PodDisruptionBudget",
+        cause,
+        fixes,
+    )
+}
+
+fn intstr(v: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString) -> String {
+    match v {
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i) => i.to_string(),
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
+    }
+}
+
+fn stuck(snap: &Snapshot, node: &str, facts: &NodeFacts) -> Option<Finding> {
+    let mcn = snap.mcn(node)?;
+    let p = phase::current_phase(mcn)?;
+    if !p.in_progress() {
+        return None;
+    }
+    let elapsed = p.elapsed(snap.now)?;
+    if elapsed < STUCK_AFTER {
+        return None;
+    }
+    let fix = if p.name == mcn_conditions::REBOOTED_NODE && !facts.ready {
+        Fix::new(
+            "the node has not come back from its reboot; check it",
+            format!("kubectl get node {node} -o wide"),
+        )
+    } else {
+        Fix::new(
+            "see the phase's message and the daemon's last error",
+            format!("kubectl describe machineconfignode {node}"),
+        )
+    };
+    Some(Finding::new(
+        &format!("node {node}"),
+        &format!("stuck in {}", p.name),
+        format!(
+            "The update has been in phase {} for {}: {}",
+            p.name,
+            human_duration(elapsed),
+            p.message
+        ),
+        vec![fix],
+    ))
+}
+
+/// The text of `mco doctor`.
+pub fn render(findings: &[Finding], snap: Option<&Snapshot>) -> String {
+    let mut out = String::new();
+    if findings.is_empty() {
+        match snap {
+            Some(s) => {
+                let _ = writeln!(
+                    out,
+                    "No problems found: {} pools, {} nodes healthy.",
+                    s.pools.len(),
+                    s.nodes.len()
+                );
+            }
+            None => out.push_str("No problems found.\n"),
+        }
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{} problem{} found.",
+        findings.len(),
+        if findings.len() == 1 { "" } else { "s" }
+    );
+    for f in findings {
+        out.push_str(&render_finding(f));
+    }
+    out
+}
+
+/// One finding: title line, cause, then each fix with its command on its own line.
+pub fn render_finding(f: &Finding) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n{}: {}", f.subject, f.title);
+    let _ = writeln!(out, "  Cause: {}", f.cause);
+    for (i, fix) in f.fixes.iter().enumerate() {
+        let label = if i == 0 { "Fix" } else { "Or" };
+        let _ = writeln!(out, "  {label}: {}", fix.how);
+        let _ = writeln!(out, "      $ {}", fix.command);
+    }
+    out
+}
+
+/// The text of `mco doctor --root`: the facts, then what they mean.
+pub fn render_local(facts: &LocalFacts, findings: &[Finding]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Node root {}:", facts.root.display());
+    for (k, v) in local::describe(facts) {
+        let _ = writeln!(out, "  {k}: {v}");
+    }
+    if findings.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nHealthy: {}.",
+            match &facts.current_config {
+                Some(c) => format!("the node is on {} and matches it", c.name),
+                None => "nothing to report".to_string(),
+            }
+        );
+    } else {
+        for f in findings {
+            out.push_str(&render_finding(f));
+        }
+    }
+    out
+}

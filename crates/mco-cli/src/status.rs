@@ -1,0 +1,343 @@
+//! `mco status`: per pool progress, the nodes updating now and in which phase, what is in the
+//! way, and when the rollout should be done. Built from a [`Snapshot`] only, so it works against
+//! any cluster.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use comfy_table::{ContentArrangement, Table, presets};
+use mco_api::MachineConfigPool;
+use mco_api::constants::{mcn_conditions, pool_conditions, states};
+
+use crate::drain::{BlockedDrain, blocked_drains};
+use crate::phase::{self, Phase};
+use crate::snapshot::{NodeFacts, Snapshot, mcn_condition, name_of};
+
+/// Width of the progress bar, in cells.
+pub const BAR_WIDTH: usize = 20;
+
+/// One pool's rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolProgress {
+    pub name: String,
+    pub updated: usize,
+    pub total: usize,
+    pub degraded_count: usize,
+    /// The rendered config the pool moves its nodes to.
+    pub target: String,
+    pub paused: bool,
+    pub degraded: bool,
+    pub max_unavailable: usize,
+    /// `None` until at least one node has completed an update to go by.
+    pub eta: Option<Duration>,
+    /// Completed updates the ETA is based on.
+    pub samples: usize,
+}
+
+/// A node moving to a new config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdatingNode {
+    pub node: String,
+    pub pool: String,
+    pub desired: String,
+    /// `None` while the daemon has not reported a phase yet.
+    pub phase: Option<Phase>,
+    pub in_phase: Option<Duration>,
+}
+
+/// A degraded or unreconcilable node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DegradedNode {
+    pub node: String,
+    pub pool: String,
+    pub state: String,
+    pub reason: String,
+}
+
+/// Everything `mco status` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StatusReport {
+    pub pools: Vec<PoolProgress>,
+    pub updating: Vec<UpdatingNode>,
+    pub degraded: Vec<DegradedNode>,
+    pub blocked: Vec<BlockedDrain>,
+    /// Pools whose rendering failed, with the message.
+    pub render_failures: Vec<(String, String)>,
+}
+
+/// `[########------------]`: `width` cells, filled in proportion, never full before the end.
+pub fn progress_bar(done: usize, total: usize, width: usize) -> String {
+    let filled = if total == 0 {
+        0
+    } else if done >= total {
+        width
+    } else {
+        (done * width / total).min(width.saturating_sub(1))
+    };
+    format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
+}
+
+/// `rendered-worker-0123456789…` for long rendered names; others unchanged.
+pub fn short_config(name: &str) -> String {
+    const KEEP: usize = 10;
+    match name.rfind('-') {
+        Some(i) if name.len() - i - 1 > KEEP + 1 => format!("{}…", &name[..i + 1 + KEEP]),
+        _ => name.to_string(),
+    }
+}
+
+fn pool_target(pool: &MachineConfigPool) -> String {
+    pool.spec
+        .configuration
+        .as_ref()
+        .map(|c| c.name.clone())
+        .unwrap_or_default()
+}
+
+/// Builds the report.
+pub fn build(snap: &Snapshot) -> StatusReport {
+    let membership = snap.membership();
+    let pool_of = |node: &str| membership.primary.get(node).cloned().unwrap_or_default();
+    let mut report = StatusReport::default();
+
+    for pool in &snap.pools {
+        let name = name_of(pool).to_string();
+        let status = pool.status.clone().unwrap_or_default();
+        let members: Vec<&str> = membership
+            .primary
+            .iter()
+            .filter(|(_, p)| **p == name)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let target = pool_target(pool);
+        // The controller's counts when it has written them; otherwise our own count.
+        let (total, updated) = if pool.status.is_some() {
+            (
+                status.machine_count.max(0) as usize,
+                status.updated_machine_count.max(0) as usize,
+            )
+        } else {
+            let updated = members
+                .iter()
+                .filter_map(|n| snap.node(n))
+                .map(NodeFacts::of)
+                .filter(|f| f.current == target && f.desired == target && f.state == states::DONE)
+                .count();
+            (members.len(), updated)
+        };
+        let max_unavailable = mco_controller::plan::max_unavailable(
+            pool.spec.max_unavailable.as_ref(),
+            total.max(members.len()),
+        );
+        let samples: Vec<Duration> = members
+            .iter()
+            .filter_map(|n| snap.mcn(n))
+            .filter(|m| {
+                m.status
+                    .as_ref()
+                    .and_then(|s| s.config_version.as_ref())
+                    .is_some_and(|v| v.current == target)
+            })
+            .filter_map(phase::completed_update_duration)
+            .collect();
+        let remaining = total.saturating_sub(updated);
+        if let Some(c) = status.condition(pool_conditions::RENDER_DEGRADED)
+            && c.status == "True"
+        {
+            report
+                .render_failures
+                .push((name.clone(), c.message.clone()));
+        }
+        report.pools.push(PoolProgress {
+            degraded_count: status.degraded_machine_count.max(0) as usize,
+            degraded: status.is_true(pool_conditions::DEGRADED),
+            paused: pool.spec.paused,
+            eta: phase::eta(&samples, remaining, max_unavailable),
+            samples: samples.len(),
+            name,
+            updated,
+            total,
+            target,
+            max_unavailable,
+        });
+    }
+    report.pools.sort_by(|a, b| a.name.cmp(&b.name));
+
+    for node in &snap.nodes {
+        let name = name_of(node);
+        let facts = NodeFacts::of(node);
+        let pool = pool_of(name);
+        if facts.state == states::DEGRADED || facts.state == states::UNRECONCILABLE {
+            let reason = if facts.reason.is_empty() {
+                snap.mcn(name)
+                    .and_then(|m| mcn_condition(m, mcn_conditions::NODE_DEGRADED))
+                    .filter(|c| c.status == "True")
+                    .map(|c| c.message.clone())
+                    .unwrap_or_default()
+            } else {
+                facts.reason.clone()
+            };
+            report.degraded.push(DegradedNode {
+                node: name.to_string(),
+                pool: pool.clone(),
+                state: facts.state.clone(),
+                reason,
+            });
+        }
+        let mcn = snap.mcn(name);
+        let mcn_updated = mcn
+            .and_then(|m| mcn_condition(m, mcn_conditions::UPDATED))
+            .is_some_and(|c| c.status == "True");
+        let moving = (!facts.desired.is_empty() && facts.desired != facts.current)
+            || facts.state == states::WORKING
+            || (mcn.is_some() && !mcn_updated && mcn.and_then(phase::current_phase).is_some());
+        if moving {
+            let phase = mcn.and_then(phase::current_phase);
+            report.updating.push(UpdatingNode {
+                node: name.to_string(),
+                pool,
+                desired: facts.desired.clone(),
+                in_phase: phase.as_ref().and_then(|p| p.elapsed(snap.now)),
+                phase,
+            });
+        }
+    }
+    report.blocked = blocked_drains(snap);
+    report
+}
+
+/// Longest message shown in the table; `mco doctor` and `kubectl describe` show the rest.
+pub const MESSAGE_WIDTH: usize = 72;
+
+/// `text` cut to `max` characters with `…`.
+pub fn ellipsize(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    t
+}
+
+fn trimmed(t: &Table) -> String {
+    t.to_string()
+        .lines()
+        .map(|l| l.strip_prefix(' ').unwrap_or(l).trim_end())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One line per pool, e.g.
+/// `worker  [##########----------] 3/6 updated  target rendered-worker-abc…  paused`.
+pub fn pool_line(p: &PoolProgress) -> Vec<String> {
+    let mut flags = Vec::new();
+    if p.paused {
+        flags.push("paused".to_string());
+    }
+    if p.degraded {
+        flags.push(format!("degraded ({} nodes)", p.degraded_count));
+    }
+    let eta = if p.updated >= p.total {
+        "done".to_string()
+    } else {
+        match p.eta {
+            Some(d) => format!(
+                "ETA {} ({} waves of {})",
+                phase::human_duration(d),
+                (p.total - p.updated).div_ceil(p.max_unavailable.max(1)),
+                p.max_unavailable
+            ),
+            None => "ETA unknown (no node finished yet)".to_string(),
+        }
+    };
+    vec![
+        p.name.clone(),
+        progress_bar(p.updated, p.total, BAR_WIDTH),
+        format!("{}/{} updated", p.updated, p.total),
+        format!("target {}", short_config(&p.target)),
+        eta,
+        flags.join(" "),
+    ]
+}
+
+/// The text of `mco status`; looks the same on a terminal and in a log.
+pub fn render(r: &StatusReport) -> String {
+    let mut out = String::new();
+    if r.pools.is_empty() {
+        out.push_str("No MachineConfigPools.\n");
+    } else {
+        let mut t = table();
+        for p in &r.pools {
+            t.add_row(pool_line(p));
+        }
+        let _ = writeln!(out, "{}", trimmed(&t));
+    }
+
+    out.push('\n');
+    if r.updating.is_empty() {
+        out.push_str("No node is updating.\n");
+    } else {
+        let mut t = table();
+        t.set_header(vec!["NODE", "POOL", "PHASE", "FOR", "TARGET", "MESSAGE"]);
+        let mut rows = r.updating.clone();
+        rows.sort_by(|a, b| (&a.pool, &a.node).cmp(&(&b.pool, &b.node)));
+        for u in &rows {
+            let (phase, message) = match &u.phase {
+                Some(p) if p.in_progress() => (format!("{} (in progress)", p.name), &p.message),
+                Some(p) => (format!("{} (done)", p.name), &p.message),
+                None => ("waiting".to_string(), &String::new()),
+            };
+            t.add_row(vec![
+                u.node.clone(),
+                u.pool.clone(),
+                phase,
+                u.in_phase.map(phase::human_duration).unwrap_or_default(),
+                short_config(&u.desired),
+                ellipsize(message, MESSAGE_WIDTH),
+            ]);
+        }
+        let _ = writeln!(out, "Updating:\n{}", trimmed(&t));
+    }
+
+    if !r.degraded.is_empty() || !r.blocked.is_empty() || !r.render_failures.is_empty() {
+        out.push('\n');
+        out.push_str("Trouble:\n");
+        let mut t = table();
+        t.set_header(vec!["WHAT", "WHERE", "WHY"]);
+        for (pool, msg) in &r.render_failures {
+            t.add_row(vec![
+                "render failed".into(),
+                format!("pool {pool}"),
+                msg.clone(),
+            ]);
+        }
+        for d in &r.degraded {
+            t.add_row(vec![
+                d.state.to_lowercase(),
+                format!("node {}", d.node),
+                d.reason.clone(),
+            ]);
+        }
+        for b in &r.blocked {
+            let since = b
+                .since
+                .map(|s| format!(" since {}", s.strftime("%H:%M:%SZ")))
+                .unwrap_or_default();
+            t.add_row(vec![
+                "drain blocked".into(),
+                format!("node {}", b.node),
+                format!("{}{since}", b.describe()),
+            ]);
+        }
+        let _ = writeln!(out, "{}", trimmed(&t));
+        out.push_str("Run `mco doctor` for causes and fixes.\n");
+    }
+    out
+}

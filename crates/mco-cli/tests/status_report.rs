@@ -1,0 +1,255 @@
+//! `mco status` report builders on hand-built snapshots.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mco_cli::phase::{self, current_phase, eta, median};
+use mco_cli::status::{self, PoolProgress, progress_bar, short_config};
+
+const OLD: &str = "rendered-worker-00000000000000000000000000000000";
+const NEW: &str = "rendered-worker-0123456789abcdef0123456789abcdef";
+
+#[test]
+fn progress_bar_text() {
+    assert_eq!(progress_bar(3, 6, 10), "[#####-----]");
+    assert_eq!(progress_bar(0, 6, 10), "[----------]");
+    assert_eq!(progress_bar(6, 6, 10), "[##########]");
+    // Never looks finished before it is.
+    assert_eq!(progress_bar(99, 100, 10), "[#########-]");
+    assert_eq!(progress_bar(0, 0, 4), "[----]");
+}
+
+#[test]
+fn pool_line_reads_well_without_a_terminal() {
+    let p = PoolProgress {
+        name: "worker".into(),
+        updated: 3,
+        total: 6,
+        degraded_count: 0,
+        target: NEW.into(),
+        paused: true,
+        degraded: false,
+        max_unavailable: 1,
+        eta: Some(Duration::from_secs(270)),
+        samples: 3,
+    };
+    let line = status::pool_line(&p).join("  ");
+    assert_eq!(
+        line,
+        "worker  [##########----------]  3/6 updated  target rendered-worker-0123456789…  \
+         ETA 4m30s (3 waves of 1)  paused"
+    );
+    assert_eq!(short_config("rendered-worker-abc"), "rendered-worker-abc");
+}
+
+#[test]
+fn phase_is_the_latest_started_in_upstream_order() {
+    let m = mcn(
+        "w1",
+        "worker",
+        OLD,
+        NEW,
+        &[
+            ("Updated", "False", "Node w1 needs an update", 0),
+            ("UpdatePrepared", "True", "Update Compatible.", 10),
+            (
+                "UpdateExecuted",
+                "Unknown",
+                "Draining Node as part of update executed phase",
+                20,
+            ),
+            ("Cordoned", "True", "Cordoned node.", 20),
+            ("Drained", "Unknown", "Draining node.", 25),
+            (
+                "AppliedFilesAndOS",
+                "False",
+                "This node has not yet entered the AppliedFilesAndOS phase",
+                0,
+            ),
+            ("RebootedNode", "False", "", 0),
+        ],
+    );
+    let p = current_phase(&m).unwrap();
+    assert_eq!(p.name, "Drained");
+    assert!(p.in_progress());
+    assert_eq!(p.elapsed(at(100)), Some(Duration::from_secs(75)));
+
+    let rebooting = mcn(
+        "w1",
+        "worker",
+        OLD,
+        NEW,
+        &[
+            ("UpdatePrepared", "True", "", 10),
+            ("UpdateExecuted", "True", "", 30),
+            ("Drained", "True", "", 30),
+            ("AppliedFilesAndOS", "True", "", 40),
+            ("UpdatePostActionComplete", "Unknown", "", 41),
+            ("RebootedNode", "Unknown", "Upgrade requires a reboot.", 41),
+            ("UpdateComplete", "False", "", 0),
+        ],
+    );
+    assert_eq!(current_phase(&rebooting).unwrap().name, "RebootedNode");
+
+    let idle = mcn(
+        "w1",
+        "worker",
+        OLD,
+        OLD,
+        &[("UpdatePrepared", "False", "", 0)],
+    );
+    assert_eq!(current_phase(&idle), None);
+}
+
+#[test]
+fn eta_is_median_times_waves() {
+    let s = |v: &[u64]| {
+        v.iter()
+            .map(|x| Duration::from_secs(*x))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(median(&s(&[60, 120, 90])), Some(Duration::from_secs(90)));
+    assert_eq!(median(&s(&[60, 120])), Some(Duration::from_secs(90)));
+    assert_eq!(median(&[]), None);
+    // 3 nodes left, 2 at a time: 2 waves of 90 s.
+    assert_eq!(
+        eta(&s(&[60, 120, 90]), 3, 2),
+        Some(Duration::from_secs(180))
+    );
+    assert_eq!(eta(&s(&[60]), 0, 1), Some(Duration::ZERO));
+    assert_eq!(eta(&[], 3, 1), None);
+    assert_eq!(phase::human_duration(Duration::from_secs(3725)), "1h02m");
+    assert_eq!(phase::human_duration(Duration::from_secs(42)), "42s");
+}
+
+fn rollout() -> mco_cli::Snapshot {
+    let mut s = snapshot(1000);
+    let mut p = pool("worker", NEW, 6, 3);
+    p.spec.max_unavailable =
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1));
+    s.pools.push(p);
+    for (i, (start, end)) in [(100, 160), (200, 290), (300, 370)].iter().enumerate() {
+        let n = format!("w{i}");
+        s.nodes.push(node(&n, "worker", NEW, NEW, "Done", ""));
+        s.mcns.push(completed(&n, "worker", NEW, *start, *end));
+    }
+    // w3: draining, blocked by the web PDB.
+    s.nodes.push(cordon(
+        node("w3", "worker", OLD, NEW, "Working", ""),
+        &format!("drain-{NEW}"),
+        &format!("uncordon-{OLD}"),
+    ));
+    s.mcns.push(mcn(
+        "w3",
+        "worker",
+        OLD,
+        NEW,
+        &[
+            ("Updated", "False", "Node w3 needs an update", 400),
+            ("UpdatePrepared", "True", "Update Compatible.", 400),
+            ("UpdateExecuted", "Unknown", "", 410),
+            ("Cordoned", "True", "", 410),
+            ("Drained", "Unknown", &format!("Draining node. The drain will not be complete until desired drainer drain-{NEW} matches current drainer uncordon-{OLD}. Blocked by: pod default/web-1 (PodDisruptionBudget default/web-pdb: Cannot evict pod as it would violate the pod's disruption budget.)"), 420),
+        ],
+    ));
+    s.pods.push(pod("default", "web-1", "w3", "web"));
+    s.pods.push(pod("default", "web-2", "w0", "web"));
+    s.pdbs.push(pdb("default", "web-pdb", "web", 0));
+    // w4: degraded on drift; w5 waiting.
+    s.nodes.push(node(
+        "w4",
+        "worker",
+        OLD,
+        OLD,
+        "Degraded",
+        &format!("unexpected on-disk state validating against {OLD}: content mismatch for file \"/etc/mco-test\""),
+    ));
+    s.nodes.push(node("w5", "worker", OLD, OLD, "Done", ""));
+    s
+}
+
+#[test]
+fn report_of_a_rollout_with_trouble() {
+    let snap = rollout();
+    let r = status::build(&snap);
+    assert_eq!(r.pools.len(), 1);
+    let p = &r.pools[0];
+    assert_eq!((p.updated, p.total, p.max_unavailable), (3, 6, 1));
+    // Spans 60, 90, 70 → median 70 s, 3 waves.
+    assert_eq!(p.samples, 3);
+    assert_eq!(p.eta, Some(Duration::from_secs(210)));
+
+    assert_eq!(r.updating.len(), 1);
+    let u = &r.updating[0];
+    assert_eq!(u.node, "w3");
+    assert_eq!(u.pool, "worker");
+    assert_eq!(u.phase.as_ref().unwrap().name, "Drained");
+    assert_eq!(u.in_phase, Some(Duration::from_secs(580)));
+
+    assert_eq!(r.degraded.len(), 1);
+    assert_eq!(r.degraded[0].node, "w4");
+    assert!(
+        r.degraded[0]
+            .reason
+            .contains("content mismatch for file \"/etc/mco-test\"")
+    );
+
+    assert_eq!(r.blocked.len(), 1);
+    assert_eq!(r.blocked[0].node, "w3");
+    assert_eq!(r.blocked[0].blockers[0].pod, "default/web-1");
+    assert_eq!(
+        r.blocked[0].blockers[0].pdbs,
+        vec!["default/web-pdb".to_string()]
+    );
+
+    let text = status::render(&r);
+    assert!(
+        text.starts_with("worker  [##########----------]  3/6 updated"),
+        "{text}"
+    );
+    assert!(text.contains("ETA 3m30s (3 waves of 1)"), "{text}");
+    assert!(text.contains("Drained (in progress)"), "{text}");
+    assert!(text.contains("9m40s"), "{text}");
+    assert!(text.contains("drain blocked"), "{text}");
+    assert!(
+        text.contains("pod default/web-1 (PDB default/web-pdb)"),
+        "{text}"
+    );
+    assert!(text.contains("degraded"), "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "no terminal escapes in plain output"
+    );
+}
+
+#[test]
+fn pdb_with_no_disruptions_left_blocks_even_before_the_mcn_says_so() {
+    let mut snap = rollout();
+    // The drain controller has not written the blocker yet.
+    snap.mcns
+        .retain(|m| m.metadata.name.as_deref() != Some("w3"));
+    let r = status::build(&snap);
+    assert_eq!(r.blocked.len(), 1);
+    assert_eq!(
+        r.blocked[0].blockers[0].pdbs,
+        vec!["default/web-pdb".to_string()]
+    );
+    // A budget that still allows a disruption blocks nothing.
+    snap.pdbs[0].status.as_mut().unwrap().disruptions_allowed = 1;
+    assert!(status::build(&snap).blocked.is_empty());
+}
+
+#[test]
+fn eta_unknown_before_any_node_finished() {
+    let mut s = snapshot(10);
+    s.pools.push(pool("worker", NEW, 2, 0));
+    s.nodes.push(node("w0", "worker", OLD, NEW, "Working", ""));
+    s.nodes.push(node("w1", "worker", OLD, OLD, "Done", ""));
+    let r = status::build(&s);
+    assert_eq!(r.pools[0].eta, None);
+    let text = status::render(&r);
+    assert!(text.contains("ETA unknown"), "{text}");
+    assert!(text.contains("waiting"), "{text}");
+}
