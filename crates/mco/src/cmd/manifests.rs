@@ -1,11 +1,49 @@
 //! `mco manifests`: print what an install needs.
+//!
+//! Without a subcommand: everything (namespace, CRDs, RBAC, admission policies, the controller
+//! Deployment, the daemon DaemonSet, the default pools and ControllerConfig) as one YAML stream,
+//! or one file per part with `--out-dir` (as committed under `manifests/install/`).
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use mco_manifests::{Options, Part};
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
     #[command(subcommand)]
-    what: What,
+    what: Option<What>,
+    #[command(flatten)]
+    install: InstallArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct InstallArgs {
+    /// Namespace of the workloads, ServiceAccounts and leader-election Lease.
+    #[arg(long, default_value = mco_manifests::DEFAULT_NAMESPACE)]
+    namespace: String,
+    /// The mco image the controller and daemon run (default: this release's image).
+    #[arg(long)]
+    image: Option<String>,
+    /// OS image for the ControllerConfig. Empty: rendered configs carry no OS image and nodes are
+    /// never rebased.
+    #[arg(long, default_value = "")]
+    os_image: String,
+    /// Add what OpenShift, OKD and UCCPS need (the `privileged` SCC for the daemon).
+    #[arg(long)]
+    openshift: bool,
+    /// Print only these parts (comma-separated): namespace, crds, rbac, admission, controller,
+    /// daemon, defaults.
+    #[arg(long, value_delimiter = ',', value_parser = parse_part)]
+    only: Vec<Part>,
+    /// Leave these parts out (comma-separated), e.g. `crds,defaults` when replacing the upstream
+    /// operator, whose CRDs, pools and ControllerConfig stay.
+    #[arg(long, value_delimiter = ',', value_parser = parse_part)]
+    skip: Vec<Part>,
+    /// Write one file per part into this directory instead of printing.
+    #[arg(long)]
+    out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -14,21 +52,60 @@ enum What {
     Crds {
         /// Write one file per CRD into this directory instead of printing.
         #[arg(long)]
-        out_dir: Option<std::path::PathBuf>,
+        out_dir: Option<PathBuf>,
     },
+}
+
+fn parse_part(s: &str) -> Result<Part, mco_manifests::Error> {
+    s.parse()
+}
+
+fn write(path: &Path, content: &str) -> anyhow::Result<()> {
+    std::fs::write(path, content).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+}
+
+fn install(args: InstallArgs) -> anyhow::Result<()> {
+    let opts = Options {
+        namespace: args.namespace,
+        image: args.image.unwrap_or_else(mco_manifests::default_image),
+        os_image: args.os_image,
+        openshift: args.openshift,
+    };
+    let parts: Vec<Part> = Part::ALL
+        .into_iter()
+        .filter(|p| args.only.is_empty() || args.only.contains(p))
+        .filter(|p| !args.skip.contains(p))
+        .collect();
+    match args.out_dir {
+        None => {
+            let manifests = mco_manifests::generate(&opts, &parts)?;
+            std::io::stdout().write_all(mco_manifests::to_yaml(&manifests)?.as_bytes())?;
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)?;
+            for (part, yaml) in mco_manifests::files(&opts)? {
+                if parts.contains(&part) {
+                    write(&dir.join(part.file_name()), &yaml)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
-        What::Crds { out_dir: None } => {
+        None => install(args.install)?,
+        Some(What::Crds { out_dir: None }) => {
             std::io::stdout().write_all(mco_api::crds::all_yaml()?.as_bytes())?;
         }
-        What::Crds { out_dir: Some(dir) } => {
+        Some(What::Crds { out_dir: Some(dir) }) => {
             std::fs::create_dir_all(&dir)?;
             for crd in mco_api::crds::all() {
-                let path = dir.join(mco_api::crds::file_name(&crd));
-                std::fs::write(&path, mco_api::crds::to_yaml(&crd)?)
-                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+                write(
+                    &dir.join(mco_api::crds::file_name(&crd)),
+                    &mco_api::crds::to_yaml(&crd)?,
+                )?;
             }
         }
     }

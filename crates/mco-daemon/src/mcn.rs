@@ -1,0 +1,358 @@
+//! The MachineConfigNode status the daemon writes, as pure transformations of a status value so
+//! upstream's rules (fill every condition with `NotYetOccurred`, parent/child reasons, the
+//! `Updated` reset, the no-op guard, health) are unit-tested without an API server.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use mco_api::constants::{health, mcn_conditions as c, mcn_reasons, names};
+use mco_api::{MachineConfigNodeStatus, MachineConfigNodeStatusConfigVersion};
+
+/// A condition status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Completed.
+    True,
+    /// Not started or not applicable.
+    False,
+    /// In progress or errored.
+    Unknown,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+        }
+    }
+}
+
+/// One condition write: a parent phase, optionally with one child.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// Parent condition type.
+    pub parent: &'static str,
+    /// Parent status.
+    pub status: Status,
+    /// Parent reason override (upstream writes e.g. `None` for a no-op post action).
+    pub reason: Option<&'static str>,
+    /// Parent message.
+    pub message: String,
+    /// Child `(type, status, message)`.
+    pub child: Option<(&'static str, Status, String)>,
+}
+
+impl Write {
+    /// A parent-only write.
+    pub fn parent(parent: &'static str, status: Status, message: impl Into<String>) -> Write {
+        Write {
+            parent,
+            status,
+            reason: None,
+            message: message.into(),
+            child: None,
+        }
+    }
+
+    /// Adds the child condition.
+    pub fn child(
+        mut self,
+        child: &'static str,
+        status: Status,
+        message: impl Into<String>,
+    ) -> Write {
+        self.child = Some((child, status, message.into()));
+        self
+    }
+
+    /// Overrides the parent reason.
+    pub fn reason(mut self, reason: &'static str) -> Write {
+        self.reason = Some(reason);
+        self
+    }
+}
+
+/// The node facts every status write carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// The node's `currentConfig` annotation.
+    pub current: String,
+    /// The node's `desiredConfig` annotation.
+    pub desired: String,
+    /// The MCN's `metadata.generation`.
+    pub generation: Option<i64>,
+}
+
+fn set_condition(
+    conds: &mut Vec<Condition>,
+    type_: &str,
+    status: Status,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> bool {
+    match conds.iter_mut().find(|x| x.type_ == type_) {
+        Some(x) => {
+            if x.status == status.as_str() && x.reason == reason && x.message == message {
+                return false;
+            }
+            if x.status != status.as_str() {
+                x.last_transition_time = now.clone();
+            }
+            x.status = status.as_str().into();
+            x.reason = reason.into();
+            x.message = message.into();
+            true
+        }
+        None => {
+            conds.push(Condition {
+                type_: type_.into(),
+                status: status.as_str().into(),
+                reason: reason.into(),
+                message: message.into(),
+                last_transition_time: now.clone(),
+                observed_generation: None,
+            });
+            true
+        }
+    }
+}
+
+/// Makes every condition type exist, filling new ones with `NotYetOccurred`.
+pub fn ensure_all(status: &mut MachineConfigNodeStatus, now: &Time) -> bool {
+    let mut changed = false;
+    for t in c::ALL {
+        if status.condition(t).is_none() {
+            status.conditions.push(Condition {
+                type_: t.into(),
+                status: "False".into(),
+                reason: mcn_reasons::NOT_YET_OCCURRED.into(),
+                message: mcn_reasons::not_yet_message(t),
+                last_transition_time: now.clone(),
+                observed_generation: None,
+            });
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Applies one write with upstream's rules. Returns whether anything changed (upstream's no-op
+/// guard: an unchanged write is not sent).
+pub fn apply(
+    status: &mut MachineConfigNodeStatus,
+    w: &Write,
+    facts: &NodeFacts,
+    now: &Time,
+) -> bool {
+    let mut changed = ensure_all(status, now);
+    let reason = w
+        .reason
+        .unwrap_or_else(|| w.child.as_ref().map(|(t, _, _)| *t).unwrap_or(w.parent));
+    if w.parent == c::UPDATED {
+        // Upstream's reset: every other phase that is not False goes False, its message saying
+        // which update it belonged to.
+        let prefix = format!("Action during update to {}: ", facts.desired);
+        for x in status.conditions.iter_mut() {
+            if x.type_ == c::UPDATED || x.type_ == c::NODE_DEGRADED || x.status == "False" {
+                continue;
+            }
+            x.status = "False".into();
+            x.last_transition_time = now.clone();
+            if !x.message.starts_with("Action during update to ") {
+                x.message = format!("{prefix}{}", x.message);
+            }
+            changed = true;
+        }
+    } else if w.parent != c::NODE_DEGRADED
+        && w.parent != c::RESUMED
+        && status
+            .condition(c::UPDATED)
+            .is_some_and(|u| u.status == "True")
+    {
+        changed |= set_condition(
+            &mut status.conditions,
+            c::UPDATED,
+            Status::False,
+            c::UPDATED,
+            "This node is not updated, sensed disruption via a manual update.",
+            now,
+        );
+    }
+    changed |= set_condition(
+        &mut status.conditions,
+        w.parent,
+        w.status,
+        reason,
+        &w.message,
+        now,
+    );
+    if let Some((child, st, msg)) = &w.child {
+        let child_reason = format!("{}{}", w.parent, child);
+        changed |= set_condition(&mut status.conditions, child, *st, &child_reason, msg, now);
+    }
+    changed |= set_facts(status, facts);
+    changed
+}
+
+/// Keeps `configVersion`, `health`, `mostRecentError` and `observedGeneration` current.
+pub fn set_facts(status: &mut MachineConfigNodeStatus, facts: &NodeFacts) -> bool {
+    let before = status.clone();
+    let desired = if facts.desired.is_empty() {
+        names::NOT_YET_SET.to_string()
+    } else {
+        facts.desired.clone()
+    };
+    status.config_version = Some(MachineConfigNodeStatusConfigVersion {
+        current: facts.current.clone(),
+        desired,
+    });
+    let degraded = status
+        .condition(c::NODE_DEGRADED)
+        .filter(|d| d.status == "True")
+        .map(|d| d.message.clone());
+    match degraded {
+        Some(msg) => {
+            status.health = health::UNHEALTHY.into();
+            status.most_recent_error = msg;
+        }
+        None => {
+            status.health = health::HEALTHY.into();
+        }
+    }
+    if let Some(g) = facts.generation {
+        status.observed_generation = Some(g);
+    }
+    *status != before
+}
+
+/// `NodeDegraded` after an update attempt, with upstream's messages.
+pub fn degraded(node: &str, error: Option<&str>) -> Write {
+    match error {
+        None => Write::parent(
+            c::NODE_DEGRADED,
+            Status::False,
+            format!("Node {node} upgrade succeeded"),
+        ),
+        Some(e) => Write::parent(
+            c::NODE_DEGRADED,
+            Status::True,
+            format!("Node {node} upgrade failure. {e}"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+    }
+
+    fn facts() -> NodeFacts {
+        NodeFacts {
+            current: "rendered-worker-0".into(),
+            desired: "rendered-worker-1".into(),
+            generation: Some(3),
+        }
+    }
+
+    #[test]
+    fn first_write_fills_every_condition() {
+        let mut s = MachineConfigNodeStatus::default();
+        assert!(apply(
+            &mut s,
+            &Write::parent(c::UPDATED, Status::False, "Node n needs an update"),
+            &facts(),
+            &now()
+        ));
+        assert_eq!(s.conditions.len(), c::ALL.len());
+        let p = s.condition(c::UPDATE_PREPARED).unwrap();
+        assert_eq!(p.reason, "NotYetOccurred");
+        assert_eq!(
+            p.message,
+            "This node has not yet entered the UpdatePrepared phase"
+        );
+        assert_eq!(s.observed_generation, Some(3));
+        assert_eq!(s.health, "Healthy");
+        let cv = s.config_version.clone().unwrap();
+        assert_eq!(
+            (cv.current.as_str(), cv.desired.as_str()),
+            ("rendered-worker-0", "rendered-worker-1")
+        );
+    }
+
+    #[test]
+    fn parent_child_reasons_and_noop_guard() {
+        let mut s = MachineConfigNodeStatus::default();
+        let w = Write::parent(
+            c::UPDATE_EXECUTED,
+            Status::Unknown,
+            "Updating the Files and OS on disk as a part of the in progress phase",
+        )
+        .child(c::APPLIED_FILES_AND_OS, Status::Unknown, "Applying files");
+        assert!(apply(&mut s, &w, &facts(), &now()));
+        let p = s.condition(c::UPDATE_EXECUTED).unwrap();
+        assert_eq!(
+            (p.status.as_str(), p.reason.as_str()),
+            ("Unknown", "AppliedFilesAndOS")
+        );
+        let ch = s.condition(c::APPLIED_FILES_AND_OS).unwrap();
+        assert_eq!(ch.reason, "UpdateExecutedAppliedFilesAndOS");
+        assert!(
+            !apply(&mut s, &w, &facts(), &now()),
+            "unchanged write is a no-op"
+        );
+    }
+
+    #[test]
+    fn updated_resets_the_others_and_a_new_phase_flips_updated() {
+        let mut s = MachineConfigNodeStatus::default();
+        apply(
+            &mut s,
+            &Write::parent(c::UPDATE_PREPARED, Status::True, "Update Compatible."),
+            &facts(),
+            &now(),
+        );
+        apply(
+            &mut s,
+            &Write::parent(c::UPDATED, Status::True, "Node n Updated"),
+            &facts(),
+            &now(),
+        );
+        let p = s.condition(c::UPDATE_PREPARED).unwrap();
+        assert_eq!(p.status, "False");
+        assert_eq!(
+            p.message,
+            "Action during update to rendered-worker-1: Update Compatible."
+        );
+        assert_eq!(s.condition(c::UPDATED).unwrap().status, "True");
+        apply(
+            &mut s,
+            &Write::parent(c::UPDATE_PREPARED, Status::True, "again"),
+            &facts(),
+            &now(),
+        );
+        let u = s.condition(c::UPDATED).unwrap();
+        assert_eq!(u.status, "False");
+        assert_eq!(
+            u.message,
+            "This node is not updated, sensed disruption via a manual update."
+        );
+    }
+
+    #[test]
+    fn degraded_sets_health() {
+        let mut s = MachineConfigNodeStatus::default();
+        apply(&mut s, &degraded("n", Some("boom")), &facts(), &now());
+        assert_eq!(s.health, "Unhealthy");
+        assert_eq!(s.most_recent_error, "Node n upgrade failure. boom");
+        apply(&mut s, &degraded("n", None), &facts(), &now());
+        assert_eq!(s.health, "Healthy");
+        assert_eq!(
+            s.condition(c::NODE_DEGRADED).unwrap().message,
+            "Node n upgrade succeeded"
+        );
+    }
+}

@@ -1,0 +1,633 @@
+//! The kube-facing sync loop: watch this node only (field selector), fetch the rendered configs
+//! it needs, drive the [`Engine`] and write the node annotations and MachineConfigNode status
+//! the way upstream's daemon does.
+//!
+//! MachineConfigNode status is written with server-side apply, field manager
+//! `machine-config-daemon`, force, carrying the `resourceVersion` that was read (a 409 re-reads
+//! and re-applies). Each write sends the whole condition list computed from a fresh read, so the
+//! drain controller's conditions are carried over rather than dropped, and the resourceVersion
+//! precondition keeps a concurrent controller write from being overwritten with stale values.
+//! Rendered MachineConfigs are immutable, so they are fetched when needed instead of watched.
+//!
+//! The engine is blocking and runs on a blocking thread; SIGTERM is only observed between
+//! syncs, so an update in progress always reaches a safe point (done, rolled back, or reboot
+//! requested) before the daemon exits.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use mco_api::constants::{MAX_REASON_LEN, annotations as ann, drain, mcn_conditions as c, states};
+use mco_api::{MachineConfig, MachineConfigNode};
+use mco_render::actions::PostConfigAction;
+use serde_json::json;
+use tokio::runtime::Handle;
+
+use crate::engine::{
+    BootCheck, Engine, EngineError, Phase, Reporter, UpdateOptions, UpdateOutcome,
+};
+use crate::mcn::{self, NodeFacts, Status, Write};
+
+/// The field manager of every daemon write.
+pub const FIELD_MANAGER: &str = "machine-config-daemon";
+
+/// Tunables of the loop.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// This node.
+    pub node: String,
+    /// How long to wait for the drain controller (upstream: 1 hour).
+    pub drain_timeout: Duration,
+    /// How often to re-read the node while waiting for the drain controller.
+    pub poll_interval: Duration,
+    /// Longest retry delay after a failed sync (upstream: 1 s doubling to 60 s).
+    pub max_backoff: Duration,
+}
+
+impl SyncOptions {
+    /// Upstream's defaults for `node`.
+    pub fn new(node: impl Into<String>) -> SyncOptions {
+        SyncOptions {
+            node: node.into(),
+            drain_timeout: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why a sync failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The API server refused or failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The engine's thread died.
+    #[error("update task failed: {0}")]
+    Join(String),
+    /// The drain controller did not answer in time.
+    #[error("{0}")]
+    Timeout(String),
+}
+
+impl SyncError {
+    fn is_unreconcilable(&self) -> bool {
+        matches!(self, SyncError::Engine(e) if e.is_unreconcilable())
+    }
+}
+
+/// How [`Daemon::run`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// A reboot was requested; the next start completes the update.
+    Rebooting,
+    /// Asked to stop, at a safe point.
+    Shutdown,
+}
+
+struct Inner {
+    opts: SyncOptions,
+    engine: Arc<Engine>,
+    nodes: Api<Node>,
+    mcs: Api<MachineConfig>,
+    mcns: Api<MachineConfigNode>,
+}
+
+/// One node's daemon.
+pub struct Daemon {
+    inner: Arc<Inner>,
+    booted: bool,
+}
+
+fn annotation(node: &Node, key: &str) -> String {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Upstream's `%.2000s` on the reason annotation.
+pub fn truncate_reason(s: &str) -> String {
+    s.chars().take(MAX_REASON_LEN).collect()
+}
+
+fn human(d: Duration) -> String {
+    match d.as_secs() {
+        3600 => "1 hour".into(),
+        s if s % 60 == 0 && s > 0 => format!("{} minutes", s / 60),
+        _ => format!("{:?}", d),
+    }
+}
+
+/// The MachineConfigNode write for an engine phase.
+pub fn phase_write(phase: &Phase) -> Option<Write> {
+    Some(match phase {
+        Phase::PrepareFailed { message } => {
+            Write::parent(c::UPDATE_PREPARED, Status::Unknown, message.clone())
+        }
+        Phase::Prepared { message, .. } => Write::parent(
+            c::UPDATE_PREPARED,
+            Status::True,
+            message.clone(),
+        )
+        .child(c::UPDATE_COMPATIBLE, Status::True, message.clone()),
+        Phase::DrainNotRequired => {
+            let m = "Node Drain Not required for this update.";
+            Write::parent(c::UPDATE_EXECUTED, Status::Unknown, m).child(
+                c::DRAINED,
+                Status::False,
+                m,
+            )
+        }
+        Phase::Applying { message } => Write::parent(
+            c::UPDATE_EXECUTED,
+            Status::Unknown,
+            "Updating the Files and OS on disk as a part of the in progress phase",
+        )
+        .child(c::APPLIED_FILES_AND_OS, Status::Unknown, message.clone()),
+        Phase::Applied { message } => Write::parent(
+            c::UPDATE_EXECUTED,
+            Status::True,
+            "Updated the Files and OS on disk as a part of the in progress phase",
+        )
+        .child(c::APPLIED_FILES_AND_OS, Status::True, message.clone()),
+        Phase::Rebooting { .. } => {
+            let m = "Upgrade requires a reboot.";
+            Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::Unknown, m).child(
+                c::REBOOTED_NODE,
+                Status::Unknown,
+                m,
+            )
+        }
+        Phase::PostActionComplete { actions } => post_action_write(actions),
+    })
+}
+
+fn post_action_write(actions: &[PostConfigAction]) -> Write {
+    let crio = actions.iter().any(|a| {
+        matches!(a, PostConfigAction::Special)
+            || matches!(a, PostConfigAction::Reload(u) if u == "crio.service")
+    });
+    if crio {
+        let m = "Node has reloaded CRIO";
+        return Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::True, m).child(
+            c::RELOADED_CRIO,
+            Status::True,
+            m,
+        );
+    }
+    let service = actions.iter().find_map(|a| match a {
+        PostConfigAction::Reload(u) | PostConfigAction::Restart(u) => Some(u.clone()),
+        PostConfigAction::DaemonReload => Some("daemon-reload".into()),
+        _ => None,
+    });
+    match service {
+        Some(s) => Write::parent(
+            c::UPDATE_POST_ACTION_COMPLETE,
+            Status::True,
+            format!("Node has reloaded service {s}"),
+        ),
+        None => Write::parent(
+            c::UPDATE_POST_ACTION_COMPLETE,
+            Status::True,
+            "Changes do not require a reboot",
+        )
+        .reason("None"),
+    }
+}
+
+impl Inner {
+    fn name(&self) -> &str {
+        &self.opts.node
+    }
+
+    async fn node(&self) -> Result<Node, SyncError> {
+        Ok(self.nodes.get(&self.opts.node).await?)
+    }
+
+    async fn annotate(&self, pairs: &[(&str, Option<&str>)]) -> Result<(), SyncError> {
+        let mut map = serde_json::Map::new();
+        for (k, v) in pairs {
+            map.insert((*k).into(), v.map(|v| json!(v)).unwrap_or(json!(null)));
+        }
+        let patch = json!({"metadata": {"annotations": map}});
+        self.nodes
+            .patch(
+                &self.opts.node,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Writes one MCN phase. A missing MCN (created by the controller) is logged and skipped.
+    async fn mcn(&self, w: &Write) -> Result<(), SyncError> {
+        for _ in 0..5 {
+            let node = self.node().await?;
+            let Some(obj) = self.mcns.get_opt(&self.opts.node).await? else {
+                tracing::warn!(node = %self.opts.node, "no MachineConfigNode yet; status not written");
+                return Ok(());
+            };
+            let facts = NodeFacts {
+                current: annotation(&node, ann::CURRENT_CONFIG),
+                desired: annotation(&node, ann::DESIRED_CONFIG),
+                generation: obj.metadata.generation,
+            };
+            let mut status = obj.status.clone().unwrap_or_default();
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            if !mcn::apply(&mut status, w, &facts, &now) {
+                return Ok(());
+            }
+            let body = json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+                "kind": "MachineConfigNode",
+                "metadata": {
+                    "name": self.opts.node,
+                    "resourceVersion": obj.metadata.resource_version,
+                },
+                "status": status,
+            });
+            match self
+                .mcns
+                .patch_status(
+                    &self.opts.node,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(SyncError::Timeout(format!(
+            "MachineConfigNode {} kept changing; status not written",
+            self.opts.node
+        )))
+    }
+
+    /// Sets `desiredDrain` and waits for the drain controller's `lastAppliedDrain`.
+    async fn request_drain(&self, value: &str, what: &str) -> Result<(), SyncError> {
+        if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
+            tracing::info!("{what} is already completed on this node");
+            return Ok(());
+        }
+        self.annotate(&[(ann::DESIRED_DRAIN, Some(value))]).await?;
+        let deadline = Instant::now() + self.opts.drain_timeout;
+        loop {
+            if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(SyncError::Timeout(format!(
+                    "failed to {what} node: {} after {}. Please see machine-config-controller logs for more information",
+                    self.opts.node,
+                    human(self.opts.drain_timeout)
+                )));
+            }
+            tokio::time::sleep(self.opts.poll_interval).await;
+        }
+    }
+
+    async fn report(&self, phase: &Phase) -> Result<(), SyncError> {
+        if let Phase::Rebooting { .. } = phase {
+            self.annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))])
+                .await?;
+        }
+        if let Some(w) = phase_write(phase) {
+            self.mcn(&w).await?;
+        }
+        Ok(())
+    }
+
+    async fn config(&self, name: &str) -> Result<MachineConfig, SyncError> {
+        if let Some(on_disk) = self.engine.on_disk_config().map_err(EngineError::from)?
+            && on_disk.metadata.name.as_deref() == Some(name)
+        {
+            return Ok(on_disk);
+        }
+        Ok(self.mcs.get(name).await?)
+    }
+
+    /// Uncordon, then Done with `currentConfig`, then `Updated=True`.
+    async fn complete(&self, config: &str) -> Result<(), SyncError> {
+        self.request_drain(&drain::uncordon(config), "uncordon")
+            .await?;
+        tracing::info!(
+            "Update completed for config {config} and node has been successfully uncordoned"
+        );
+        self.annotate(&[
+            (ann::CURRENT_CONFIG, Some(config)),
+            (ann::STATE, Some(states::DONE)),
+            (ann::REASON, Some("")),
+        ])
+        .await?;
+        self.mcn(&Write::parent(
+            c::UPDATED,
+            Status::True,
+            format!("Node {} Updated", self.name()),
+        ))
+        .await
+    }
+
+    async fn run_update(
+        self: &Arc<Self>,
+        old: MachineConfig,
+        new: MachineConfig,
+        force: bool,
+    ) -> Result<UpdateOutcome, SyncError> {
+        let inner = Arc::clone(self);
+        let rt = Handle::current();
+        let res = tokio::task::spawn_blocking(move || {
+            let mut reporter = KubeReporter {
+                inner: Arc::clone(&inner),
+                rt,
+            };
+            inner.engine.update(
+                &old,
+                &new,
+                UpdateOptions {
+                    force,
+                    ..UpdateOptions::default()
+                },
+                &mut reporter,
+            )
+        })
+        .await
+        .map_err(|e| SyncError::Join(e.to_string()))?;
+        let err = res.as_ref().err().map(|e| e.to_string());
+        self.mcn(&mcn::degraded(self.name(), err.as_deref()))
+            .await?;
+        Ok(res?)
+    }
+
+    /// After a rebootless update: Resumed, then complete.
+    async fn finish_rebootless(&self, config: &str) -> Result<(), SyncError> {
+        self.mcn(&Write::parent(
+            c::RESUMED,
+            Status::True,
+            format!(
+                "In desired config {config}. Resumed normal operations. Applying proper annotations."
+            ),
+        ))
+        .await?;
+        self.complete(config).await
+    }
+
+    async fn mark_failed(&self, e: &SyncError) {
+        let state = if e.is_unreconcilable() {
+            states::UNRECONCILABLE
+        } else {
+            states::DEGRADED
+        };
+        let reason = truncate_reason(&e.to_string());
+        tracing::error!("Marking {state} due to: {reason:?}");
+        if let Err(w) = self
+            .annotate(&[(ann::STATE, Some(state)), (ann::REASON, Some(&reason))])
+            .await
+        {
+            tracing::error!(error = %w, "could not mark the node");
+        }
+        if let Err(w) = self.mcn(&mcn::degraded(self.name(), Some(&reason))).await {
+            tracing::error!(error = %w, "could not write NodeDegraded");
+        }
+    }
+}
+
+/// Bridges the blocking engine to the async API writes.
+struct KubeReporter {
+    inner: Arc<Inner>,
+    rt: Handle,
+}
+
+impl Reporter for KubeReporter {
+    fn report(&mut self, phase: &Phase) -> Result<(), String> {
+        self.rt
+            .block_on(self.inner.report(phase))
+            .map_err(|e| e.to_string())
+    }
+
+    fn drain(&mut self, config: &str) -> Result<(), String> {
+        self.rt
+            .block_on(self.inner.request_drain(&drain::drain(config), "drain"))
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Daemon {
+    /// A daemon for `opts.node` over `engine`.
+    pub fn new(client: Client, engine: Engine, opts: SyncOptions) -> Daemon {
+        Daemon {
+            inner: Arc::new(Inner {
+                nodes: Api::all(client.clone()),
+                mcs: Api::all(client.clone()),
+                mcns: Api::all(client),
+                engine: Arc::new(engine),
+                opts,
+            }),
+            booted: false,
+        }
+    }
+
+    /// The start-up sync: finish a reboot, validate, resume, complete.
+    async fn boot(&mut self) -> Result<Option<Exit>, SyncError> {
+        let inner = Arc::clone(&self.inner);
+        let node = inner.node().await?;
+        if annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING {
+            let m = "Node has rebooted";
+            inner
+                .mcn(
+                    &Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::True, m).child(
+                        c::REBOOTED_NODE,
+                        Status::True,
+                        m,
+                    ),
+                )
+                .await?;
+            inner.annotate(&[(ann::POST_CONFIG_ACTION, None)]).await?;
+        }
+        let on_disk = inner.engine.on_disk_config().map_err(EngineError::from)?;
+        let annotated = annotation(&node, ann::CURRENT_CONFIG);
+        let desired = annotation(&node, ann::DESIRED_CONFIG);
+        let current = match on_disk {
+            Some(mc) => {
+                let name = mc.metadata.name.clone().unwrap_or_default();
+                if !annotated.is_empty() && annotated != name {
+                    tracing::info!(
+                        "Disk currentConfig {name} overrides node's currentConfig annotation {annotated}"
+                    );
+                }
+                mc
+            }
+            None if !annotated.is_empty() => inner.mcs.get(&annotated).await?,
+            None if !desired.is_empty() => inner.mcs.get(&desired).await?,
+            None => {
+                tracing::info!("no current or desired config yet; waiting");
+                return Ok(None);
+            }
+        };
+        let current_name = current.metadata.name.clone().unwrap_or_default();
+        let engine = Arc::clone(&inner.engine);
+        let check_cfg = current.clone();
+        let check = tokio::task::spawn_blocking(move || engine.boot_check(&check_cfg))
+            .await
+            .map_err(|e| SyncError::Join(e.to_string()))??;
+        self.booted = true;
+        if check == BootCheck::Forced {
+            let target = if desired.is_empty() {
+                current.clone()
+            } else {
+                inner.config(&desired).await?
+            };
+            return match inner.run_update(current, target.clone(), true).await? {
+                UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
+                    Ok(Some(Exit::Rebooting))
+                }
+                UpdateOutcome::Rebootless { .. } => {
+                    let n = target.metadata.name.unwrap_or_default();
+                    inner.finish_rebootless(&n).await?;
+                    Ok(None)
+                }
+            };
+        }
+        inner
+            .mcn(&Write::parent(
+                c::RESUMED,
+                Status::True,
+                format!("In desired config {current_name}. Resumed normal operations."),
+            ))
+            .await?;
+        if desired.is_empty() || desired == current_name {
+            inner.complete(&current_name).await?;
+        }
+        Ok(None)
+    }
+
+    /// One sync of this node.
+    async fn sync(&mut self) -> Result<Option<Exit>, SyncError> {
+        if !self.booted {
+            let r = self.boot().await?;
+            if r.is_some() || !self.booted {
+                return Ok(r);
+            }
+        }
+        let inner = Arc::clone(&self.inner);
+        let node = inner.node().await?;
+        let desired = annotation(&node, ann::DESIRED_CONFIG);
+        if desired.is_empty() {
+            return Ok(None);
+        }
+        let on_disk = inner.engine.on_disk_config().map_err(EngineError::from)?;
+        let current = on_disk
+            .as_ref()
+            .and_then(|m| m.metadata.name.clone())
+            .unwrap_or_else(|| annotation(&node, ann::CURRENT_CONFIG));
+        let state = annotation(&node, ann::STATE);
+        if current == desired {
+            if state != states::DONE || annotation(&node, ann::CURRENT_CONFIG) != desired {
+                inner.complete(&desired).await?;
+            } else {
+                inner
+                    .mcn(&Write::parent(
+                        c::UPDATED,
+                        Status::True,
+                        format!("Node {} Updated", inner.name()),
+                    ))
+                    .await?;
+            }
+            return Ok(None);
+        }
+        inner
+            .mcn(&Write::parent(
+                c::UPDATED,
+                Status::False,
+                format!("Node {} needs an update", inner.name()),
+            ))
+            .await?;
+        if state != states::DEGRADED && state != states::UNRECONCILABLE {
+            inner
+                .annotate(&[(ann::STATE, Some(states::WORKING))])
+                .await?;
+        }
+        let old = inner.config(&current).await?;
+        let new = inner.mcs.get(&desired).await?;
+        let engine = Arc::clone(&inner.engine);
+        let pre = old.clone();
+        // Preflight drift check, skipped when the force file asks for a re-apply.
+        tokio::task::spawn_blocking(move || {
+            if engine.force_requested()? {
+                Ok(())
+            } else {
+                engine.validate(&pre)
+            }
+        })
+        .await
+        .map_err(|e| SyncError::Join(e.to_string()))??;
+        match inner.run_update(old, new, false).await? {
+            UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => Ok(Some(Exit::Rebooting)),
+            UpdateOutcome::Rebootless { .. } => {
+                inner.finish_rebootless(&desired).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Runs until a reboot is requested or `shutdown` resolves (observed only between syncs).
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<Exit, SyncError> {
+        let inner = Arc::clone(&self.inner);
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", inner.name()));
+        let mut events = std::pin::pin!(watcher::watcher(inner.nodes.clone(), cfg));
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut backoff = Duration::from_secs(1);
+        let mut retry_at: Option<tokio::time::Instant> = Some(tokio::time::Instant::now());
+        loop {
+            let due = async {
+                match retry_at {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut shutdown => {
+                    tracing::info!("shutting down at a safe point");
+                    return Ok(Exit::Shutdown);
+                }
+                ev = events.next() => match ev {
+                    Some(Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)) => {
+                        if retry_at.is_none() {
+                            retry_at = Some(tokio::time::Instant::now());
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => tracing::warn!(error = %e, "node watch error"),
+                    None => return Ok(Exit::Shutdown),
+                },
+                _ = due => {
+                    retry_at = None;
+                    match self.sync().await {
+                        Ok(Some(exit)) => return Ok(exit),
+                        Ok(None) => backoff = Duration::from_secs(1),
+                        Err(e) => {
+                            inner.mark_failed(&e).await;
+                            retry_at = Some(tokio::time::Instant::now() + backoff);
+                            backoff = (backoff * 2).min(inner.opts.max_backoff);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Least-privilege identities. Each rule names what a code path of the controller or daemon
+//! does; tests pin the exact sets so that widening one is a deliberate, reviewed change.
+//!
+//! No rule grants Secrets. What RBAC cannot express (a daemon may write only its own Node and
+//! MachineConfigNode) is enforced by the admission policies in [`crate::admission`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::{CONTROLLER, DAEMON, EVENTS_ROLE, Options};
+
+const MCO_GROUP: &str = mco_api::GROUP;
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(strings(groups)),
+        resources: Some(strings(resources)),
+        verbs: strings(verbs),
+        ..Default::default()
+    }
+}
+
+fn named_rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        resource_names: Some(strings(names)),
+        ..rule(groups, resources, verbs)
+    }
+}
+
+/// `app.kubernetes.io/*` labels shared by every object mco installs.
+pub(crate) fn labels(component: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), "mco".to_string()),
+        (
+            "app.kubernetes.io/component".to_string(),
+            component.to_string(),
+        ),
+    ])
+}
+
+fn cluster_meta(name: &str, component: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        labels: Some(labels(component)),
+        ..Default::default()
+    }
+}
+
+fn namespaced_meta(name: &str, namespace: &str, component: &str) -> ObjectMeta {
+    ObjectMeta {
+        namespace: Some(namespace.to_string()),
+        ..cluster_meta(name, component)
+    }
+}
+
+fn component_of(name: &str) -> &'static str {
+    if name == DAEMON {
+        "daemon"
+    } else {
+        "controller"
+    }
+}
+
+pub fn service_accounts(opts: &Options) -> Vec<ServiceAccount> {
+    [CONTROLLER, DAEMON]
+        .into_iter()
+        .map(|name| ServiceAccount {
+            metadata: namespaced_meta(name, &opts.namespace, component_of(name)),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The daemon reads its inputs, reports in MachineConfigNodes and annotates its Node.
+pub fn daemon_rules(opts: &Options) -> Vec<PolicyRule> {
+    let mut rules = vec![
+        // Its Node: read, and merge-patch the currentConfig/state/reason/desiredDrain
+        // annotations. RBAC cannot limit this to its own Node; `mco-node-guards` does.
+        rule(&[""], &["nodes"], &["get", "list", "watch", "patch"]),
+        rule(
+            &[MCO_GROUP],
+            &["machineconfigs", "machineconfigpools", "controllerconfigs"],
+            &["get", "list", "watch"],
+        ),
+        // Its MachineConfigNode; `mco-mcn-guards` limits writes to the one named after its node.
+        rule(
+            &[MCO_GROUP],
+            &["machineconfignodes", "machineconfignodes/status"],
+            &["get", "list", "watch", "create", "update", "patch"],
+        ),
+    ];
+    if opts.openshift {
+        // hostPID, hostNetwork, privileged and a hostPath volume need the `privileged` SCC.
+        rules.push(named_rule(
+            &["security.openshift.io"],
+            &["securitycontextconstraints"],
+            &["privileged"],
+            &["use"],
+        ));
+    }
+    rules
+}
+
+/// Render, roll out, drain and report; leader election is in [`controller_lease_role`].
+pub fn controller_rules() -> Vec<PolicyRule> {
+    vec![
+        // Rollout: desiredConfig annotation and the UpdateInProgress taint. Drain: cordon and
+        // uncordon. All merge patches.
+        rule(&[""], &["nodes"], &["get", "list", "watch", "patch"]),
+        // Drain: the node's pods (field selector), evicted (never deleted, so budgets hold).
+        rule(&[""], &["pods"], &["list"]),
+        rule(&[""], &["pods/eviction"], &["create"]),
+        // Drain: name the PodDisruptionBudgets that block an eviction.
+        rule(&["policy"], &["poddisruptionbudgets"], &["list"]),
+        // Drain: whether the DaemonSet owning a pod still exists (kubectl drain's rule).
+        rule(&["apps"], &["daemonsets"], &["get"]),
+        // Render: create rendered configs, garbage-collect old ones.
+        rule(
+            &[MCO_GROUP],
+            &["machineconfigs"],
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+        ),
+        // Render: spec.configuration; status: counts and conditions.
+        rule(
+            &[MCO_GROUP],
+            &["machineconfigpools"],
+            &["get", "list", "watch", "update", "patch"],
+        ),
+        rule(
+            &[MCO_GROUP],
+            &["machineconfigpools/status"],
+            &["get", "update", "patch"],
+        ),
+        // MachineConfigNode lifecycle: created with the node, deleted after it.
+        rule(
+            &[MCO_GROUP],
+            &["machineconfignodes"],
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+        ),
+        rule(
+            &[MCO_GROUP],
+            &["machineconfignodes/status"],
+            &["get", "update", "patch"],
+        ),
+        rule(
+            &[MCO_GROUP],
+            &["controllerconfigs"],
+            &["get", "list", "watch"],
+        ),
+    ]
+}
+
+/// Events on Nodes and pools (cluster-scoped objects, so recorded in `default`) and on
+/// objects in the install namespace.
+pub fn events_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(&[""], &["events"], &["create", "patch"]),
+        rule(&["events.k8s.io"], &["events"], &["create", "patch"]),
+    ]
+}
+
+/// The namespaces the events role is bound in (and nowhere else).
+pub fn event_namespaces(opts: &Options) -> Vec<String> {
+    let mut out = vec!["default".to_string()];
+    if opts.namespace != "default" {
+        out.push(opts.namespace.clone());
+    }
+    out
+}
+
+pub fn cluster_roles(opts: &Options) -> Vec<ClusterRole> {
+    vec![
+        ClusterRole {
+            metadata: cluster_meta(CONTROLLER, "controller"),
+            rules: Some(controller_rules()),
+            ..Default::default()
+        },
+        ClusterRole {
+            metadata: cluster_meta(DAEMON, "daemon"),
+            rules: Some(daemon_rules(opts)),
+            ..Default::default()
+        },
+        ClusterRole {
+            metadata: cluster_meta(EVENTS_ROLE, "events"),
+            rules: Some(events_rules()),
+            ..Default::default()
+        },
+    ]
+}
+
+fn sa_subject(opts: &Options, name: &str) -> Subject {
+    Subject {
+        kind: "ServiceAccount".to_string(),
+        name: name.to_string(),
+        namespace: Some(opts.namespace.clone()),
+        ..Default::default()
+    }
+}
+
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: "rbac.authorization.k8s.io".to_string(),
+        kind: kind.to_string(),
+        name: name.to_string(),
+    }
+}
+
+pub fn cluster_role_bindings(opts: &Options) -> Vec<ClusterRoleBinding> {
+    [CONTROLLER, DAEMON]
+        .into_iter()
+        .map(|name| ClusterRoleBinding {
+            metadata: cluster_meta(name, component_of(name)),
+            role_ref: role_ref("ClusterRole", name),
+            subjects: Some(vec![sa_subject(opts, name)]),
+        })
+        .collect()
+}
+
+/// Leader election: one Lease in the install namespace. `create` cannot be limited by name.
+pub fn controller_lease_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(&["coordination.k8s.io"], &["leases"], &["create"]),
+        named_rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &[CONTROLLER],
+            &["get", "update"],
+        ),
+    ]
+}
+
+pub fn controller_lease_role(opts: &Options) -> Role {
+    Role {
+        metadata: namespaced_meta(
+            &format!("{CONTROLLER}-leader-election"),
+            &opts.namespace,
+            "controller",
+        ),
+        rules: Some(controller_lease_rules()),
+    }
+}
+
+pub fn role_bindings(opts: &Options) -> Vec<RoleBinding> {
+    let mut out = vec![RoleBinding {
+        metadata: namespaced_meta(
+            &format!("{CONTROLLER}-leader-election"),
+            &opts.namespace,
+            "controller",
+        ),
+        role_ref: role_ref("Role", &format!("{CONTROLLER}-leader-election")),
+        subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
+    }];
+    for ns in event_namespaces(opts) {
+        out.push(RoleBinding {
+            metadata: namespaced_meta(EVENTS_ROLE, &ns, "events"),
+            role_ref: role_ref("ClusterRole", EVENTS_ROLE),
+            subjects: Some(vec![sa_subject(opts, CONTROLLER), sa_subject(opts, DAEMON)]),
+        });
+    }
+    out
+}

@@ -1,0 +1,303 @@
+//! The controller Deployment and the daemon DaemonSet.
+//!
+//! Resource requests are upstream's (cpu 20m, memory 50Mi for each), a placeholder until mco's
+//! own footprint has been measured on a real cluster.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, Deployment, DeploymentSpec,
+    DeploymentStrategy, RollingUpdateDaemonSet, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+    HostPathVolumeSource, ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+    SecurityContext, Toleration, Volume, VolumeMount, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::rbac::labels;
+use crate::{CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, Options};
+
+/// Where the daemon container sees the host's `/`.
+pub const HOST_ROOT: &str = "/rootfs";
+
+fn requests(cpu: &str, memory: &str) -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), Quantity(cpu.to_string())),
+            ("memory".to_string(), Quantity(memory.to_string())),
+        ])),
+        ..Default::default()
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn metrics_port(port: i32) -> Vec<ContainerPort> {
+    vec![ContainerPort {
+        name: Some("metrics".to_string()),
+        container_port: port,
+        protocol: Some("TCP".to_string()),
+        ..Default::default()
+    }]
+}
+
+fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_string()),
+            port: IntOrString::String("metrics".to_string()),
+            ..Default::default()
+        }),
+        period_seconds: Some(period),
+        failure_threshold: Some(failures),
+        timeout_seconds: Some(2),
+        ..Default::default()
+    }
+}
+
+fn runtime_default_seccomp() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".to_string(),
+        ..Default::default()
+    }
+}
+
+fn toleration(key: &str, effect: &str, seconds: Option<i64>) -> Toleration {
+    Toleration {
+        key: Some(key.to_string()),
+        operator: Some("Exists".to_string()),
+        effect: Some(effect.to_string()),
+        toleration_seconds: seconds,
+        ..Default::default()
+    }
+}
+
+fn selector(component: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels(component)),
+        ..Default::default()
+    }
+}
+
+/// Two replicas behind a Lease: the standby takes over when the leader's node goes away.
+pub fn controller(opts: &Options) -> Deployment {
+    let mut pod_annotations = BTreeMap::new();
+    if opts.openshift {
+        pod_annotations.insert(
+            "openshift.io/required-scc".to_string(),
+            "restricted-v2".to_string(),
+        );
+    }
+    let container = Container {
+        name: "controller".to_string(),
+        image: Some(opts.image.clone()),
+        args: Some(vec![
+            "controller".to_string(),
+            format!("--metrics-addr=0.0.0.0:{CONTROLLER_METRICS_PORT}"),
+            format!("--lease-namespace={}", opts.namespace),
+            format!("--lease-name={CONTROLLER}"),
+            "--identity=$(POD_NAME)".to_string(),
+        ]),
+        env: Some(vec![field_env("POD_NAME", "metadata.name")]),
+        ports: Some(metrics_port(CONTROLLER_METRICS_PORT)),
+        liveness_probe: Some(http_probe("/healthz", 10, 3)),
+        readiness_probe: Some(http_probe("/readyz", 5, 3)),
+        resources: Some(requests("20m", "50Mi")),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                ..Default::default()
+            }),
+            seccomp_profile: Some(runtime_default_seccomp()),
+            ..Default::default()
+        }),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    };
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(CONTROLLER.to_string()),
+            namespace: Some(opts.namespace.clone()),
+            labels: Some(labels("controller")),
+            ..Default::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(2),
+            selector: selector("controller"),
+            // A new replica is ready before an old one goes, so a standby always exists.
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".to_string()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(1)),
+                    max_unavailable: Some(IntOrString::Int(0)),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels("controller")),
+                    annotations: (!pod_annotations.is_empty()).then_some(pod_annotations),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(CONTROLLER.to_string()),
+                    priority_class_name: Some("system-cluster-critical".to_string()),
+                    node_selector: Some(BTreeMap::from([(
+                        "kubernetes.io/os".to_string(),
+                        "linux".to_string(),
+                    )])),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        seccomp_profile: Some(runtime_default_seccomp()),
+                        ..Default::default()
+                    }),
+                    // Replicas on different nodes, so a drain of one node leaves a standby.
+                    affinity: Some(Affinity {
+                        pod_anti_affinity: Some(PodAntiAffinity {
+                            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                                WeightedPodAffinityTerm {
+                                    weight: 100,
+                                    pod_affinity_term: PodAffinityTerm {
+                                        label_selector: Some(selector("controller")),
+                                        topology_key: "kubernetes.io/hostname".to_string(),
+                                        ..Default::default()
+                                    },
+                                },
+                            ]),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    // May run on the control plane (as upstream does), and moves off a lost
+                    // node after two minutes, as upstream's controller does.
+                    tolerations: Some(vec![
+                        toleration("node-role.kubernetes.io/control-plane", "NoSchedule", None),
+                        toleration("node-role.kubernetes.io/master", "NoSchedule", None),
+                        toleration("node.kubernetes.io/unreachable", "NoExecute", Some(120)),
+                        toleration("node.kubernetes.io/not-ready", "NoExecute", Some(120)),
+                    ]),
+                    containers: vec![container],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// One privileged daemon per node, acting on the host through its root at [`HOST_ROOT`].
+pub fn daemon(opts: &Options) -> DaemonSet {
+    let mut pod_annotations = BTreeMap::new();
+    if opts.openshift {
+        pod_annotations.insert(
+            "openshift.io/required-scc".to_string(),
+            "privileged".to_string(),
+        );
+    }
+    let container = Container {
+        name: "daemon".to_string(),
+        image: Some(opts.image.clone()),
+        args: Some(vec![
+            "daemon".to_string(),
+            "--node=$(NODE_NAME)".to_string(),
+            format!("--root={HOST_ROOT}"),
+            "--host=real".to_string(),
+            format!("--metrics-addr=0.0.0.0:{DAEMON_METRICS_PORT}"),
+        ]),
+        env: Some(vec![field_env("NODE_NAME", "spec.nodeName")]),
+        ports: Some(metrics_port(DAEMON_METRICS_PORT)),
+        resources: Some(requests("20m", "50Mi")),
+        security_context: Some(SecurityContext {
+            privileged: Some(true),
+            run_as_user: Some(0),
+            read_only_root_filesystem: Some(false),
+            ..Default::default()
+        }),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "rootfs".to_string(),
+            mount_path: HOST_ROOT.to_string(),
+            // Mounts the host makes later (new deployments, /run) become visible inside.
+            mount_propagation: Some("HostToContainer".to_string()),
+            ..Default::default()
+        }]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    };
+    DaemonSet {
+        metadata: ObjectMeta {
+            name: Some(DAEMON.to_string()),
+            namespace: Some(opts.namespace.clone()),
+            labels: Some(labels("daemon")),
+            ..Default::default()
+        },
+        spec: Some(DaemonSetSpec {
+            selector: selector("daemon"),
+            update_strategy: Some(DaemonSetUpdateStrategy {
+                type_: Some("RollingUpdate".to_string()),
+                rolling_update: Some(RollingUpdateDaemonSet {
+                    // No surge: two daemons on one node would both act on it.
+                    max_surge: Some(IntOrString::Int(0)),
+                    max_unavailable: Some(IntOrString::String("10%".to_string())),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels("daemon")),
+                    annotations: (!pod_annotations.is_empty()).then_some(pod_annotations),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(DAEMON.to_string()),
+                    host_network: Some(true),
+                    host_pid: Some(true),
+                    // Cluster DNS from the host network namespace.
+                    dns_policy: Some("ClusterFirstWithHostNet".to_string()),
+                    priority_class_name: Some("system-node-critical".to_string()),
+                    // An update in progress (rpm-ostree staging) finishes before the pod dies.
+                    termination_grace_period_seconds: Some(600),
+                    node_selector: Some(BTreeMap::from([(
+                        "kubernetes.io/os".to_string(),
+                        "linux".to_string(),
+                    )])),
+                    // Every node, whatever its taints: the daemon is how a node gets fixed.
+                    tolerations: Some(vec![Toleration {
+                        operator: Some("Exists".to_string()),
+                        ..Default::default()
+                    }]),
+                    containers: vec![container],
+                    volumes: Some(vec![Volume {
+                        name: "rootfs".to_string(),
+                        host_path: Some(HostPathVolumeSource {
+                            path: "/".to_string(),
+                            type_: Some("Directory".to_string()),
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}

@@ -1,0 +1,618 @@
+//! The install manifests: committed copy fresh, every object well-formed, permissions exactly the
+//! intended ones (widening a role must fail here first), workloads as documented.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
+use mco_manifests::{Manifest, Options, Part};
+use pretty_assertions::assert_eq;
+
+const REGENERATE: &str = "cargo run -p mco -- manifests --out-dir manifests/install";
+
+fn install_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../manifests/install")
+}
+
+fn all(opts: &Options) -> Vec<Manifest> {
+    mco_manifests::generate(opts, &Part::ALL).unwrap()
+}
+
+fn find<'a>(ms: &'a [Manifest], kind: &str, name: &str) -> &'a Manifest {
+    ms.iter()
+        .find(|m| m.kind() == Some(kind) && m.name() == Some(name))
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+fn typed<T: serde::de::DeserializeOwned>(m: &Manifest) -> T {
+    serde_json::from_value(m.object.clone()).unwrap()
+}
+
+#[test]
+fn committed_install_manifests_are_fresh() {
+    let files = mco_manifests::files(&Options::default()).unwrap();
+    assert_eq!(files.len(), Part::ALL.len());
+    for (part, generated) in files {
+        let path = install_dir().join(part.file_name());
+        let committed = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}; generate with: {REGENERATE}", path.display()));
+        assert!(
+            committed == generated,
+            "{} is stale; regenerate with: {REGENERATE}",
+            path.display()
+        );
+    }
+    let mut on_disk: Vec<String> = std::fs::read_dir(install_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let expected: Vec<String> = Part::ALL.iter().map(|p| p.file_name()).collect();
+    assert_eq!(
+        on_disk, expected,
+        "stray files; regenerate with: {REGENERATE}"
+    );
+}
+
+#[test]
+fn every_object_has_api_version_kind_and_name_and_is_unique() {
+    for opts in [
+        Options::default(),
+        Options {
+            openshift: true,
+            ..Default::default()
+        },
+    ] {
+        let ms = all(&opts);
+        let mut seen = BTreeSet::new();
+        for m in &ms {
+            let id = (
+                m.api_version().map(str::to_string),
+                m.kind().map(str::to_string),
+                m.namespace().map(str::to_string),
+                m.name().map(str::to_string),
+            );
+            assert!(
+                id.0.is_some() && id.1.is_some() && id.3.is_some(),
+                "incomplete object in {}: {}",
+                m.part,
+                m.object
+            );
+            assert!(seen.insert(id.clone()), "duplicate {id:?}");
+        }
+        // Namespaced objects live in the install namespace, except the events binding in `default`.
+        for m in ms.iter().filter(|m| m.namespace().is_some()) {
+            let ns = m.namespace().unwrap();
+            assert!(
+                ns == opts.namespace || (ns == "default" && m.kind() == Some("RoleBinding")),
+                "{:?} {:?} in {ns}",
+                m.kind(),
+                m.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_stream_lists_every_kind_in_apply_order() {
+    let kinds: Vec<String> = all(&Options::default())
+        .iter()
+        .map(|m| m.kind().unwrap().to_string())
+        .collect();
+    let mut order: Vec<&str> = vec![];
+    for k in &kinds {
+        if order.last() != Some(&k.as_str()) {
+            order.push(k);
+        }
+    }
+    assert_eq!(
+        order,
+        [
+            "Namespace",
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "Deployment",
+            "DaemonSet",
+            "MachineConfigPool",
+            "ControllerConfig",
+        ]
+    );
+    let yaml = mco_manifests::to_yaml(&all(&Options::default())).unwrap();
+    assert_eq!(yaml.matches("---\n").count(), kinds.len());
+}
+
+/// `group resource verb [names]`, one entry per granted combination.
+fn grants(rules: &[PolicyRule]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for r in rules {
+        assert!(r.non_resource_urls.is_none());
+        let names = r
+            .resource_names
+            .as_ref()
+            .map(|n| format!(" {}", n.join(",")))
+            .unwrap_or_default();
+        for g in r.api_groups.as_deref().unwrap() {
+            for res in r.resources.as_deref().unwrap() {
+                for v in &r.verbs {
+                    assert_ne!(v, "*", "wildcard verb");
+                    assert_ne!(res, "*", "wildcard resource");
+                    let g = if g.is_empty() { "core" } else { g };
+                    out.insert(format!("{g} {res} {v}{names}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn expand(lines: &[&str]) -> BTreeSet<String> {
+    // "group resource verb,verb [names]" -> one entry per verb
+    let mut out = BTreeSet::new();
+    for line in lines {
+        let f: Vec<&str> = line.split(' ').collect();
+        let names = f.get(3).map(|n| format!(" {n}")).unwrap_or_default();
+        for v in f[2].split(',') {
+            out.insert(format!("{} {} {v}{names}", f[0], f[1]));
+        }
+    }
+    out
+}
+
+const MC: &str = "machineconfiguration.openshift.io";
+
+fn cluster_role_grants(opts: &Options, name: &str) -> BTreeSet<String> {
+    let role: ClusterRole = typed(find(&all(opts), "ClusterRole", name));
+    grants(role.rules.as_deref().unwrap())
+}
+
+#[test]
+fn daemon_permissions_are_exactly_these() {
+    let expected = [
+        "core nodes get,list,watch,patch".to_string(),
+        format!("{MC} machineconfigs get,list,watch"),
+        format!("{MC} machineconfigpools get,list,watch"),
+        format!("{MC} controllerconfigs get,list,watch"),
+        format!("{MC} machineconfignodes get,list,watch,create,update,patch"),
+        format!("{MC} machineconfignodes/status get,list,watch,create,update,patch"),
+    ];
+    let lines: Vec<&str> = expected.iter().map(String::as_str).collect();
+    assert_eq!(
+        cluster_role_grants(&Options::default(), "mco-daemon"),
+        expand(&lines)
+    );
+
+    let mut with_scc = expand(&lines);
+    with_scc.extend(expand(&[
+        "security.openshift.io securitycontextconstraints use privileged",
+    ]));
+    let openshift = Options {
+        openshift: true,
+        ..Default::default()
+    };
+    assert_eq!(cluster_role_grants(&openshift, "mco-daemon"), with_scc);
+}
+
+#[test]
+fn controller_permissions_are_exactly_these() {
+    let expected = [
+        "core nodes get,list,watch,patch".to_string(),
+        "core pods list".to_string(),
+        "core pods/eviction create".to_string(),
+        "policy poddisruptionbudgets list".to_string(),
+        "apps daemonsets get".to_string(),
+        format!("{MC} machineconfigs get,list,watch,create,update,patch,delete"),
+        format!("{MC} machineconfigpools get,list,watch,update,patch"),
+        format!("{MC} machineconfigpools/status get,update,patch"),
+        format!("{MC} machineconfignodes get,list,watch,create,update,patch,delete"),
+        format!("{MC} machineconfignodes/status get,update,patch"),
+        format!("{MC} controllerconfigs get,list,watch"),
+    ];
+    let lines: Vec<&str> = expected.iter().map(String::as_str).collect();
+    for opts in [
+        Options::default(),
+        Options {
+            openshift: true,
+            ..Default::default()
+        },
+    ] {
+        assert_eq!(cluster_role_grants(&opts, "mco-controller"), expand(&lines));
+    }
+
+    let ms = all(&Options::default());
+    let lease: Role = typed(find(&ms, "Role", "mco-controller-leader-election"));
+    assert_eq!(lease.metadata.namespace.as_deref(), Some("mco-system"));
+    assert_eq!(
+        grants(lease.rules.as_deref().unwrap()),
+        expand(&[
+            "coordination.k8s.io leases create",
+            "coordination.k8s.io leases get,update mco-controller",
+        ])
+    );
+}
+
+#[test]
+fn events_are_granted_only_in_default_and_the_install_namespace() {
+    assert_eq!(
+        cluster_role_grants(&Options::default(), "mco-events"),
+        expand(&[
+            "core events create,patch",
+            "events.k8s.io events create,patch"
+        ])
+    );
+    let ms = all(&Options::default());
+    let bindings: Vec<RoleBinding> = ms
+        .iter()
+        .filter(|m| m.kind() == Some("RoleBinding") && m.name() == Some("mco-events"))
+        .map(typed)
+        .collect();
+    let namespaces: Vec<&str> = bindings
+        .iter()
+        .map(|b| b.metadata.namespace.as_deref().unwrap())
+        .collect();
+    assert_eq!(namespaces, ["default", "mco-system"]);
+    for b in &bindings {
+        assert_eq!(b.role_ref.kind, "ClusterRole");
+        let subjects: Vec<String> = b
+            .subjects
+            .as_deref()
+            .unwrap()
+            .iter()
+            .map(|s| format!("{}/{}", s.namespace.as_deref().unwrap(), s.name))
+            .collect();
+        assert_eq!(
+            subjects,
+            ["mco-system/mco-controller", "mco-system/mco-daemon"]
+        );
+    }
+}
+
+#[test]
+fn no_role_mentions_secrets_or_wildcards() {
+    let yaml = mco_manifests::to_yaml(
+        &mco_manifests::generate(
+            &Options {
+                openshift: true,
+                ..Default::default()
+            },
+            &[Part::Rbac],
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(!yaml.contains("secrets"), "{yaml}");
+    assert!(!yaml.contains("'*'"), "{yaml}");
+    assert!(!yaml.contains("escalate") && !yaml.contains("bind") && !yaml.contains("impersonate"));
+}
+
+#[test]
+fn bindings_tie_each_service_account_to_its_own_role() {
+    let opts = Options {
+        namespace: "ops".to_string(),
+        ..Default::default()
+    };
+    let ms = all(&opts);
+    for name in ["mco-controller", "mco-daemon"] {
+        let b = find(&ms, "ClusterRoleBinding", name);
+        assert_eq!(b.object["roleRef"]["name"], name);
+        assert_eq!(b.object["roleRef"]["kind"], "ClusterRole");
+        assert_eq!(
+            b.object["subjects"],
+            serde_json::json!([{"kind": "ServiceAccount", "name": name, "namespace": "ops"}])
+        );
+        assert_eq!(find(&ms, "ServiceAccount", name).namespace(), Some("ops"));
+    }
+}
+
+fn policy(ms: &[Manifest], name: &str) -> ValidatingAdmissionPolicy {
+    typed(find(ms, "ValidatingAdmissionPolicy", name))
+}
+
+#[test]
+fn mcn_guard_matches_upstream_and_targets_the_daemon() {
+    let ms = all(&Options {
+        namespace: "ops".to_string(),
+        ..Default::default()
+    });
+    let p = policy(&ms, "mco-mcn-guards");
+    assert_eq!(
+        p.metadata.labels.as_ref().unwrap()["app.kubernetes.io/name"],
+        "mco"
+    );
+    let spec = p.spec.unwrap();
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    let rules = spec.match_constraints.unwrap().resource_rules.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].api_groups.as_deref().unwrap(), [MC]);
+    assert_eq!(
+        rules[0].resources.as_deref().unwrap(),
+        ["machineconfignodes", "machineconfignodes/status"]
+    );
+    assert_eq!(
+        rules[0].operations.as_deref().unwrap(),
+        ["CREATE", "UPDATE"]
+    );
+    let conds = spec.match_conditions.unwrap();
+    assert_eq!(
+        conds[0].expression,
+        "request.userInfo.username == 'system:serviceaccount:ops:mco-daemon'"
+    );
+    let v = spec.validations.unwrap();
+    assert_eq!(
+        v[0].expression,
+        "has(request.userInfo.extra) && ('authentication.kubernetes.io/node-name' in request.userInfo.extra)"
+    );
+    assert_eq!(
+        v[0].message.as_deref(),
+        Some("this user must have a \"authentication.kubernetes.io/node-name\" claim")
+    );
+    assert_eq!(
+        v[1].expression,
+        "object.metadata.name == request.userInfo.extra[\"authentication.kubernetes.io/node-name\"][0]"
+    );
+    assert_eq!(
+        v[1].message_expression.as_deref(),
+        Some(
+            "'updates to MCN ' + string(object.metadata.name) + ' can only be done from the MCN\\'s owner node'"
+        )
+    );
+
+    let b = find(
+        &ms,
+        "ValidatingAdmissionPolicyBinding",
+        "mco-mcn-guards-binding",
+    );
+    assert_eq!(b.object["spec"]["policyName"], "mco-mcn-guards");
+    assert_eq!(
+        b.object["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
+}
+
+#[test]
+fn node_guard_limits_the_daemon_to_its_own_nodes_annotations() {
+    let ms = all(&Options::default());
+    let spec = policy(&ms, "mco-node-guards").spec.unwrap();
+    let rules = spec.match_constraints.unwrap().resource_rules.unwrap();
+    assert_eq!(rules[0].api_groups.as_deref().unwrap(), [""]);
+    assert_eq!(rules[0].resources.as_deref().unwrap(), ["nodes"]);
+    assert_eq!(rules[0].operations.as_deref().unwrap(), ["UPDATE"]);
+    assert_eq!(
+        spec.match_conditions.unwrap()[0].expression,
+        "request.userInfo.username == 'system:serviceaccount:mco-system:mco-daemon'"
+    );
+    let exprs: Vec<String> = spec
+        .validations
+        .unwrap()
+        .into_iter()
+        .map(|v| v.expression)
+        .collect();
+    assert_eq!(exprs.len(), 4);
+    assert!(exprs[1].starts_with("object.metadata.name == request.userInfo.extra"));
+    assert!(exprs[2].contains("object.spec == oldObject.spec"));
+    assert!(exprs[3].contains("object.metadata.labels == oldObject.metadata.labels"));
+    let b = find(
+        &ms,
+        "ValidatingAdmissionPolicyBinding",
+        "mco-node-guards-binding",
+    );
+    assert_eq!(b.object["spec"]["policyName"], "mco-node-guards");
+}
+
+#[test]
+fn controller_deployment_is_restricted_and_probed() {
+    let opts = Options {
+        image: "registry.example/mco:test".to_string(),
+        namespace: "ops".to_string(),
+        ..Default::default()
+    };
+    let d: Deployment = typed(find(&all(&opts), "Deployment", "mco-controller"));
+    assert_eq!(d.metadata.namespace.as_deref(), Some("ops"));
+    let spec = d.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("mco-controller"));
+    assert_ne!(pod.host_network, Some(true));
+    assert_ne!(pod.host_pid, Some(true));
+    assert!(pod.volumes.is_none());
+    let c = &pod.containers[0];
+    assert_eq!(c.image.as_deref(), Some("registry.example/mco:test"));
+    let args = c.args.clone().unwrap();
+    assert_eq!(args[0], "controller");
+    assert!(args.contains(&"--metrics-addr=0.0.0.0:9797".to_string()));
+    assert!(args.contains(&"--lease-namespace=ops".to_string()));
+    assert!(args.contains(&"--lease-name=mco-controller".to_string()));
+    let sc = c.security_context.clone().unwrap();
+    assert_eq!(sc.run_as_non_root, Some(true));
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_ne!(sc.privileged, Some(true));
+    assert_eq!(sc.capabilities.unwrap().drop.unwrap(), ["ALL"]);
+    assert_eq!(sc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    let probe_path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        p.as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap()
+            .path
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(probe_path(&c.liveness_probe), "/healthz");
+    assert_eq!(probe_path(&c.readiness_probe), "/readyz");
+    let port = &c.ports.as_ref().unwrap()[0];
+    assert_eq!(
+        (port.name.as_deref(), port.container_port),
+        (Some("metrics"), 9797)
+    );
+    assert!(c.resources.as_ref().unwrap().requests.is_some());
+}
+
+#[test]
+fn daemon_set_runs_privileged_on_every_node_with_the_host_root() {
+    let d: DaemonSet = typed(find(&all(&Options::default()), "DaemonSet", "mco-daemon"));
+    let spec = d.spec.unwrap();
+    let ru = spec.update_strategy.unwrap().rolling_update.unwrap();
+    assert_eq!(
+        ru.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("10%".into()))
+    );
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("mco-daemon"));
+    assert_eq!(pod.host_pid, Some(true));
+    assert_eq!(pod.host_network, Some(true));
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-node-critical")
+    );
+    assert_eq!(pod.termination_grace_period_seconds, Some(600));
+    let tolerations = pod.tolerations.unwrap();
+    assert_eq!(tolerations.len(), 1);
+    assert_eq!(tolerations[0].operator.as_deref(), Some("Exists"));
+    assert!(tolerations[0].key.is_none() && tolerations[0].effect.is_none());
+    let volumes = pod.volumes.unwrap();
+    assert_eq!(volumes[0].host_path.as_ref().unwrap().path, "/");
+    let c = &pod.containers[0];
+    assert_eq!(c.security_context.as_ref().unwrap().privileged, Some(true));
+    let mount = &c.volume_mounts.as_ref().unwrap()[0];
+    assert_eq!(mount.name, volumes[0].name);
+    assert_eq!(mount.mount_path, "/rootfs");
+    assert_eq!(mount.mount_propagation.as_deref(), Some("HostToContainer"));
+    let env = &c.env.as_ref().unwrap()[0];
+    assert_eq!(env.name, "NODE_NAME");
+    assert_eq!(
+        env.value_from
+            .as_ref()
+            .unwrap()
+            .field_ref
+            .as_ref()
+            .unwrap()
+            .field_path,
+        "spec.nodeName"
+    );
+    let args = c.args.clone().unwrap();
+    assert_eq!(
+        &args[..4],
+        [
+            "daemon",
+            "--node=$(NODE_NAME)",
+            "--root=/rootfs",
+            "--host=real"
+        ]
+    );
+    let requests = c.resources.as_ref().unwrap().requests.clone().unwrap();
+    assert_eq!(requests["cpu"].0, "20m");
+    assert_eq!(requests["memory"].0, "50Mi");
+}
+
+#[test]
+fn namespace_admits_the_privileged_daemon() {
+    let ms = all(&Options::default());
+    let ns = find(&ms, "Namespace", "mco-system");
+    assert_eq!(
+        ns.object["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
+}
+
+#[test]
+fn default_pools_and_controller_config_are_upstreams() {
+    let opts = Options {
+        os_image: "quay.io/fedora/fedora-coreos:stable".to_string(),
+        ..Default::default()
+    };
+    let ms = all(&opts);
+    let master = find(&ms, "MachineConfigPool", "master");
+    assert_eq!(
+        master.object["spec"]["machineConfigSelector"]["matchLabels"],
+        serde_json::json!({"machineconfiguration.openshift.io/role": "master"})
+    );
+    assert_eq!(
+        master.object["spec"]["nodeSelector"]["matchLabels"],
+        serde_json::json!({"node-role.kubernetes.io/master": ""})
+    );
+    let labels = &master.object["metadata"]["labels"];
+    assert_eq!(labels["machineconfiguration.openshift.io/mco-built-in"], "");
+    assert_eq!(
+        labels["operator.machineconfiguration.openshift.io/required-for-upgrade"],
+        ""
+    );
+    assert_eq!(
+        labels["pools.operator.machineconfiguration.openshift.io/master"],
+        ""
+    );
+    let worker = find(&ms, "MachineConfigPool", "worker");
+    assert_eq!(
+        worker.object["spec"]["nodeSelector"]["matchLabels"],
+        serde_json::json!({"node-role.kubernetes.io/worker": ""})
+    );
+    assert_eq!(
+        worker.object["metadata"]["labels"]
+            .get("operator.machineconfiguration.openshift.io/required-for-upgrade"),
+        None
+    );
+    for pool in [master, worker] {
+        assert_eq!(
+            pool.object.get("status"),
+            None,
+            "a fresh pool has no status"
+        );
+    }
+    let cc = find(&ms, "ControllerConfig", "machine-config-controller");
+    assert_eq!(
+        cc.object["spec"]["baseOSContainerImage"],
+        "quay.io/fedora/fedora-coreos:stable"
+    );
+    assert_eq!(
+        cc.object["spec"]["osImageURL"],
+        "quay.io/fedora/fedora-coreos:stable"
+    );
+    // The default leaves the OS image out, so nodes are never rebased by accident.
+    let default = all(&Options::default());
+    let cc = find(&default, "ControllerConfig", "machine-config-controller");
+    assert_eq!(cc.object["spec"], serde_json::json!({}));
+}
+
+#[test]
+fn parts_select_and_parse() {
+    let only_rbac = mco_manifests::generate(&Options::default(), &[Part::Rbac]).unwrap();
+    assert!(only_rbac.iter().all(|m| m.part == Part::Rbac));
+    assert!(only_rbac.iter().any(|m| m.kind() == Some("ClusterRole")));
+    assert_eq!(
+        mco_manifests::generate(&Options::default(), &[Part::Crds])
+            .unwrap()
+            .len(),
+        mco_api::crds::all().len()
+    );
+    for p in Part::ALL {
+        assert_eq!(p.name().parse::<Part>().unwrap(), p);
+    }
+    assert!("secrets".parse::<Part>().is_err());
+    assert_eq!(Part::Namespace.file_name(), "00-namespace.yaml");
+    assert_eq!(Part::Defaults.file_name(), "06-defaults.yaml");
+}
+
+#[test]
+fn default_image_is_the_documented_one() {
+    let image = mco_manifests::default_image();
+    assert!(image.starts_with("ghcr.io/mco-rs/mco:v"), "{image}");
+    let docs = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/deploy.md"),
+    )
+    .unwrap();
+    assert!(
+        docs.contains(mco_manifests::IMAGE_REPOSITORY),
+        "docs/deploy.md must name {}",
+        mco_manifests::IMAGE_REPOSITORY
+    );
+}
