@@ -1,0 +1,291 @@
+//! The daemon against the embedded API server, the test playing the controller (it sets
+//! desiredConfig and answers drain requests): the MachineConfigNode condition sequence of one
+//! rebootless and one reboot update, recorded from a watch and asserted in order.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use mco_api::constants::annotations as ann;
+use mco_api::{MachineConfig, MachineConfigNode};
+use mco_apiserver::{Config, Identity, Server};
+use mco_daemon::reboot::{SimRebooter, complete_sim_reboot};
+use mco_daemon::sync::{Daemon, Exit, SyncOptions};
+use serde_json::json;
+use support::{Node as SimNode, file, ign, mc};
+
+const NODE: &str = "worker-0";
+
+async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn annotation(n: &Node, k: &str) -> String {
+    n.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(k))
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn set_annotation(nodes: &Api<Node>, k: &str, v: &str) {
+    nodes
+        .patch(
+            NODE,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {k: v}}})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn wait_done(nodes: &Api<Node>, config: &str) {
+    eventually(&format!("node Done at {config}"), 60, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        (annotation(&n, ann::STATE) == "Done" && annotation(&n, ann::CURRENT_CONFIG) == config)
+            .then_some(())
+    })
+    .await
+}
+
+/// Every (type, status, message) change of the MCN's conditions, in watch order.
+type Log = Arc<Mutex<Vec<(String, String, String)>>>;
+
+fn record(mcns: Api<MachineConfigNode>) -> Log {
+    let log: Log = Arc::default();
+    let out = Arc::clone(&log);
+    tokio::spawn(async move {
+        let mut prev: Vec<(String, String, String)> = Vec::new();
+        let mut s = std::pin::pin!(watcher::watcher(mcns, watcher::Config::default()));
+        while let Some(ev) = s.next().await {
+            let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev else {
+                continue;
+            };
+            let Some(st) = o.status else { continue };
+            for c in st.conditions {
+                let key = (c.type_.clone(), c.status.clone(), c.message.clone());
+                let old = prev.iter().position(|(t, _, _)| *t == c.type_);
+                match old {
+                    Some(i) if prev[i] == key => {}
+                    Some(i) => {
+                        prev[i] = key;
+                        out.lock().unwrap().push((c.type_, c.status, c.message));
+                    }
+                    None => {
+                        prev.push(key);
+                        out.lock().unwrap().push((c.type_, c.status, c.message));
+                    }
+                }
+            }
+        }
+    });
+    log
+}
+
+/// The test's controller: answers every drain request.
+fn drain_controller(nodes: Api<Node>) {
+    tokio::spawn(async move {
+        loop {
+            if let Ok(n) = nodes.get(NODE).await {
+                let want = annotation(&n, ann::DESIRED_DRAIN);
+                if !want.is_empty() && want != annotation(&n, ann::LAST_APPLIED_DRAIN) {
+                    set_annotation(&nodes, ann::LAST_APPLIED_DRAIN, &want).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+fn assert_in_order(log: &[(String, String, String)], expected: &[(&str, &str)]) {
+    let mut i = 0;
+    for (t, s, _) in log {
+        if i < expected.len() && expected[i] == (t.as_str(), s.as_str()) {
+            i += 1;
+        }
+    }
+    assert!(
+        i == expected.len(),
+        "missing {:?} (after {:?}) in {:#?}",
+        expected.get(i),
+        &expected[..i],
+        log.iter()
+            .map(|(t, s, _)| format!("{t}={s}"))
+            .collect::<Vec<_>>()
+    );
+}
+
+fn start_daemon(client: Client, node: &SimNode) -> tokio::task::JoinHandle<Exit> {
+    let engine = node.engine();
+    let mut opts = SyncOptions::new(NODE);
+    opts.poll_interval = Duration::from_millis(50);
+    opts.drain_timeout = Duration::from_secs(30);
+    let daemon = Daemon::new(client, engine, opts);
+    tokio::spawn(async move { daemon.run(std::future::pending()).await.unwrap() })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebootless_then_reboot_update_condition_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(Config::new(
+        dir.path().join("api"),
+        "127.0.0.1:0".parse().unwrap(),
+    ))
+    .await
+    .unwrap();
+    let admin = server.client_for(Identity::Admin).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for crd in mco_api::crds::all() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let mcs: Api<MachineConfig> = Api::all(admin.clone());
+    eventually("MachineConfig API", 30, || async {
+        mcs.list(&Default::default()).await.ok()
+    })
+    .await;
+
+    let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let mut ssh = ign(json!([]), json!([]));
+    ssh["passwd"] =
+        json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAAk"]}]});
+    let rebootless = mc("rendered-worker-1", "", ssh.clone());
+    let mut with_file = ssh;
+    with_file["storage"]["files"] = json!([file("/etc/mco-test-file", "hello", 0o644)]);
+    let reboot = mc("rendered-worker-2", "", with_file);
+    for m in [&empty, &rebootless, &reboot] {
+        mcs.create(&PostParams::default(), m).await.unwrap();
+    }
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE, "annotations": {
+            ann::CURRENT_CONFIG: "rendered-worker-0",
+            ann::DESIRED_CONFIG: "rendered-worker-0",
+            ann::STATE: "Done",
+        }},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
+    let mcn: MachineConfigNode = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
+        "metadata": {"name": NODE},
+        "spec": {"nodeRef": {"name": NODE}, "pool": {"name": "worker"}, "configVersion": {"desired": "rendered-worker-0"}},
+    }))
+    .unwrap();
+    mcns.create(&PostParams::default(), &mcn).await.unwrap();
+    let log = record(mcns.clone());
+    drain_controller(nodes.clone());
+
+    let sim = SimNode::new(true);
+    let daemon_client = server
+        .client_for(Identity::Node(NODE.into()))
+        .await
+        .unwrap();
+    let task = start_daemon(daemon_client.clone(), &sim);
+    wait_done(&nodes, "rendered-worker-0").await;
+
+    // Rebootless: SSH keys only.
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
+    wait_done(&nodes, "rendered-worker-1").await;
+    eventually("Updated=True", 30, || async {
+        let m = mcns.get(NODE).await.ok()?;
+        m.status?
+            .condition("Updated")
+            .filter(|c| c.status == "True")
+            .map(|_| ())
+    })
+    .await;
+    let first = log.lock().unwrap().clone();
+    assert_in_order(
+        &first,
+        &[
+            ("Updated", "False"),
+            ("UpdatePrepared", "True"),
+            ("Drained", "False"),
+            ("UpdateExecuted", "Unknown"),
+            ("AppliedFilesAndOS", "Unknown"),
+            ("AppliedFilesAndOS", "True"),
+            ("UpdatePostActionComplete", "True"),
+            ("Updated", "True"),
+        ],
+    );
+    assert!(SimRebooter::pending(&sim.fs).unwrap().is_none());
+    assert_eq!(
+        sim.read(mco_daemon::paths::CORE_SSH_KEYS).unwrap(),
+        "ssh-ed25519 AAAAk\n"
+    );
+    let status = mcns.get(NODE).await.unwrap().status.unwrap();
+    assert_eq!(status.health, "Healthy");
+    assert_eq!(status.config_version.unwrap().current, "rendered-worker-1");
+    assert!(status.observed_generation.is_some());
+    assert_eq!(
+        status.conditions.len(),
+        mco_api::constants::mcn_conditions::ALL.len()
+    );
+    let mark = first.len();
+
+    // Reboot: a file outside every disruption policy.
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-2").await;
+    let exit = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting);
+    assert!(SimRebooter::pending(&sim.fs).unwrap().is_some());
+    let n = nodes.get(NODE).await.unwrap();
+    assert_eq!(annotation(&n, ann::POST_CONFIG_ACTION), "Rebooting");
+    assert_eq!(
+        annotation(&n, ann::DESIRED_DRAIN),
+        "drain-rendered-worker-2"
+    );
+    complete_sim_reboot(&sim.fs).unwrap();
+    let task = start_daemon(daemon_client, &sim);
+    wait_done(&nodes, "rendered-worker-2").await;
+    eventually("Updated=True again", 30, || async {
+        let m = mcns.get(NODE).await.ok()?;
+        let c = m.status?.condition("Updated").cloned()?;
+        (c.status == "True" && c.message == format!("Node {NODE} Updated")).then_some(())
+    })
+    .await;
+    let second = log.lock().unwrap()[mark..].to_vec();
+    assert_in_order(
+        &second,
+        &[
+            ("Updated", "False"),
+            ("UpdatePrepared", "True"),
+            ("AppliedFilesAndOS", "Unknown"),
+            ("AppliedFilesAndOS", "True"),
+            ("RebootedNode", "Unknown"),
+            ("RebootedNode", "True"),
+            ("Updated", "True"),
+        ],
+    );
+    let n = nodes.get(NODE).await.unwrap();
+    assert_eq!(annotation(&n, ann::POST_CONFIG_ACTION), "");
+    assert_eq!(
+        annotation(&n, ann::DESIRED_DRAIN),
+        "uncordon-rendered-worker-2"
+    );
+    assert_eq!(sim.read("/etc/mco-test-file").unwrap(), "hello");
+    task.abort();
+}
