@@ -627,7 +627,7 @@ fn degraded_finding(
                     ),
                     Fix::new(
                         format!(
-                            "or, {where_}: complete first boot again from the saved first-boot config"
+                            "{where_}: complete first boot again from the saved first-boot config"
                         ),
                         format!(
                             "cp {0}.bak {0} && mco daemon firstboot-complete-machineconfig",
@@ -695,7 +695,7 @@ fn degraded_finding(
                     ),
                     Fix::new(
                         format!(
-                            "or make the daemon rewrite every file of {current} and reboot ({where_})"
+                            "make the daemon rewrite every file of {current} and reboot ({where_})"
                         ),
                         a.force.clone(),
                     ),

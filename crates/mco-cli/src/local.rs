@@ -398,7 +398,7 @@ pub fn diagnose(f: &LocalFacts) -> Vec<Finding> {
                         force.clone(),
                     ),
                     Fix::new(
-                        "or complete first boot again with the first-boot config",
+                        "complete first boot again with the saved first-boot config",
                         restore,
                     ),
                 ],
@@ -481,7 +481,7 @@ pub fn diagnose(f: &LocalFacts) -> Vec<Finding> {
                         d.path
                     ),
                 ),
-                Fix::new("or force the daemon to rewrite every file (reboots)", force.clone()),
+                Fix::new("force the daemon to rewrite every file (reboots)", force.clone()),
             ],
         ));
     }

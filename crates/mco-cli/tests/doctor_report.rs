@@ -1,0 +1,405 @@
+//! `mco doctor` against hand-built snapshots: every case names the cause and the exact fix.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use mco_cli::doctor::{self, Cause, classify, diagnose};
+use mco_cli::local::{self, LocalFacts};
+use mco_cli::{Finding, Snapshot};
+use serde_json::json;
+
+const OLD: &str = "rendered-worker-00000000000000000000000000000000";
+const NEW: &str = "rendered-worker-11111111111111111111111111111111";
+const MASTER: &str = "rendered-master-bd1426e1c30cc288379bc4c7dd71c4aa";
+const IMAGE_122: &str = "registry.uniontech.com/utccp-components/machine-os-content:1.2.2";
+/// Seed 000's daemon error, verbatim.
+const SEED000_REASON: &str = "unexpected on-disk state validating against rendered-master-bd1426e1c30cc288379bc4c7dd71c4aa: expected target osImageURL \"registry.uniontech.com/utccp-components/machine-os-content:1.2.2\", have \"\"";
+
+fn no_roots() -> BTreeMap<String, LocalFacts> {
+    BTreeMap::new()
+}
+
+fn one(findings: &[Finding]) -> &Finding {
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    &findings[0]
+}
+
+fn commands(f: &Finding) -> Vec<&str> {
+    f.fixes.iter().map(|x| x.command.as_str()).collect()
+}
+
+fn cluster() -> Snapshot {
+    let mut s = snapshot(10_000);
+    s.pools.push(pool("worker", NEW, 2, 1));
+    s.pools.push(pool("master", MASTER, 1, 1));
+    s.machine_configs.push(mc(
+        OLD,
+        json!({"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": [
+            {"path": "/etc/mco-test", "contents": {"source": "data:,hello%0A"}}
+        ]}}}),
+    ));
+    s.machine_configs.push(mc(NEW, json!({})));
+    s.machine_configs
+        .push(mc(MASTER, json!({"osImageURL": IMAGE_122})));
+    s.nodes.push(node("w0", "worker", NEW, NEW, "Done", ""));
+    s.nodes
+        .push(node("m0", "master", MASTER, MASTER, "Done", ""));
+    s
+}
+
+#[test]
+fn healthy_cluster() {
+    let s = cluster();
+    let findings = diagnose(&s, &no_roots(), None);
+    assert!(findings.is_empty(), "{findings:#?}");
+    assert_eq!(
+        doctor::render(&findings, Some(&s)),
+        "No problems found: 2 pools, 2 nodes healthy.\n"
+    );
+}
+
+#[test]
+fn seed000_never_adopted_os() {
+    assert_eq!(
+        classify(SEED000_REASON, false),
+        Cause::NeverAdoptedOs {
+            expected: IMAGE_122.into()
+        }
+    );
+    let mut s = cluster();
+    s.nodes[1] = node("m0", "master", MASTER, MASTER, "Degraded", SEED000_REASON);
+    let findings = diagnose(&s, &no_roots(), Some("m0"));
+    let f = one(&findings);
+    assert_eq!(f.subject, "node m0");
+    assert_eq!(
+        f.title,
+        "OS image never adopted (first boot skipped the OS)"
+    );
+    assert!(f.cause.contains("never taken over by mco"), "{}", f.cause);
+    assert!(f.cause.contains("first boot skipped the OS"), "{}", f.cause);
+    assert_eq!(
+        commands(f),
+        vec![
+            "touch /run/machine-config-daemon-force",
+            "cp /etc/ignition-machine-config-encapsulated.json.bak /etc/ignition-machine-config-encapsulated.json && mco daemon firstboot-complete-machineconfig",
+        ]
+    );
+    let text = doctor::render(&findings, Some(&s));
+    assert!(text.starts_with("1 problem found."), "{text}");
+    assert!(
+        text.contains("      $ touch /run/machine-config-daemon-force\n"),
+        "{text}"
+    );
+}
+
+/// A simulated node of `mco up` whose root is at `<data-dir>/nodes/<n>`.
+fn sim_root(data_dir: &std::path::Path, node: &str, file: &[u8]) -> LocalFacts {
+    let root = data_dir.join("nodes").join(node);
+    let fs = mco_daemon::fs::HostFs::open({
+        std::fs::create_dir_all(&root).unwrap();
+        &root
+    })
+    .unwrap();
+    let attrs = mco_daemon::fs::FileAttrs::default();
+    let cfg = serde_json::to_vec(&mc(
+        OLD,
+        json!({"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": [
+            {"path": "/etc/mco-test", "contents": {"source": "data:,hello%0A"}}
+        ]}}}),
+    ))
+    .unwrap();
+    fs.write_atomic("/etc/machine-config-daemon/currentconfig", &cfg, &attrs)
+        .unwrap();
+    fs.write_atomic("/etc/mco-test", file, &attrs).unwrap();
+    mco_daemon::ostree::SimOstree::new(fs.try_clone().unwrap())
+        .seed_from_json(
+            r#"{"deployments":[{"id":"a","osname":"x","checksum":"c","booted":true,"origin":"x:x"}]}"#,
+            &[],
+        )
+        .unwrap();
+    local::gather(&root).unwrap()
+}
+
+#[test]
+fn drift_names_file_sizes_and_the_sim_force_file() {
+    let reason = format!(
+        "unexpected on-disk state validating against {OLD}: content mismatch for file \"/etc/mco-test\""
+    );
+    let mut s = cluster();
+    s.nodes
+        .push(node("w1", "worker", OLD, NEW, "Degraded", &reason));
+
+    // From the API alone: expected size from the rendered config, host force file.
+    let f = one(&diagnose(&s, &no_roots(), Some("w1"))).clone();
+    assert_eq!(f.title, "config drift: /etc/mco-test");
+    assert!(f.cause.contains("Expected 6 bytes"), "{}", f.cause);
+    assert_eq!(
+        commands(&f),
+        vec![
+            format!("kubectl get machineconfig {OLD} -o jsonpath='{{.spec.config.storage.files[?(@.path==\"/etc/mco-test\")].contents.source}}'").as_str(),
+            "touch /run/machine-config-daemon-force",
+        ]
+    );
+
+    // With the simulated node's disk: the actual size, and the force file under its root.
+    let data = tempfile::tempdir().unwrap();
+    let mut roots = BTreeMap::new();
+    roots.insert(
+        "w1".to_string(),
+        sim_root(data.path(), "w1", b"tampered with!\n"),
+    );
+    let f = one(&diagnose(&s, &roots, None)).clone();
+    assert!(
+        f.cause.contains("Expected 6 bytes, found 15 bytes."),
+        "{}",
+        f.cause
+    );
+    assert_eq!(
+        f.fixes[1].command,
+        format!(
+            "touch {}/nodes/w1/run/machine-config-daemon-force",
+            data.path().display()
+        )
+    );
+}
+
+#[test]
+fn drain_blocked_by_pdb() {
+    let mut s = cluster();
+    s.nodes.push(cordon(
+        node("w1", "worker", OLD, NEW, "Working", ""),
+        &format!("drain-{NEW}"),
+        &format!("uncordon-{OLD}"),
+    ));
+    s.mcns.push(mcn("w1", "worker", OLD, NEW, &[
+        ("UpdatePrepared", "True", "", 9000),
+        ("Drained", "Unknown", &format!("Draining node. The drain will not be complete until desired drainer drain-{NEW} matches current drainer uncordon-{OLD}. Blocked by: pod default/web-1 (PodDisruptionBudget default/web-pdb: Cannot evict pod as it would violate the pod's disruption budget.); pod default/web-2 (PodDisruptionBudget default/web-pdb: Cannot evict pod as it would violate the pod's disruption budget.)"), 9400),
+    ]));
+    s.pods.push(pod("default", "web-1", "w1", "web"));
+    s.pods.push(pod("default", "web-2", "w1", "web"));
+    s.pdbs.push(pdb("default", "web-pdb", "web", 0));
+    let findings = diagnose(&s, &no_roots(), None);
+    let f = one(&findings);
+    assert_eq!(f.subject, "node w1");
+    assert_eq!(f.title, "drain blocked by a PodDisruptionBudget");
+    assert!(
+        f.cause.contains("cannot evict pod default/web-1 (PDB default/web-pdb), pod default/web-2 (PDB default/web-pdb)"),
+        "{}",
+        f.cause
+    );
+    assert!(
+        f.cause.contains("PodDisruptionBudget default/web-pdb (minAvailable 2) allows 0 disruptions: 2 of 3 pods healthy, 2 required."),
+        "{}",
+        f.cause
+    );
+    assert!(f.cause.contains("Blocked for 10m00s."), "{}", f.cause);
+    assert_eq!(
+        commands(f),
+        vec![
+            "kubectl get pdb -n default web-pdb",
+            "kubectl get pods -n default -o wide"
+        ]
+    );
+}
+
+#[test]
+fn unreconcilable_names_the_machine_config_and_field() {
+    let reason =
+        format!("can't reconcile config {OLD} with {NEW}: ignition disks section contains changes");
+    let mut s = cluster();
+    s.pools[0] = with_sources(
+        pool("worker", NEW, 2, 1),
+        &["00-worker", "50-worker-disks", "99-worker-ssh"],
+        &["00-worker", "99-worker-ssh"],
+    );
+    s.machine_configs.push(mc(
+        "00-worker",
+        json!({"config": {"ignition": {"version": "3.4.0"}}}),
+    ));
+    s.machine_configs.push(mc(
+        "50-worker-disks",
+        json!({"config": {"ignition": {"version": "3.4.0"},
+        "storage": {"disks": [{"device": "/dev/sdb", "wipeTable": true}]}}}),
+    ));
+    s.machine_configs.push(mc("99-worker-ssh", json!({})));
+    s.nodes
+        .push(node("w1", "worker", OLD, NEW, "Unreconcilable", &reason));
+    let f = one(&diagnose(&s, &no_roots(), Some("w1"))).clone();
+    assert_eq!(f.title, "unreconcilable change");
+    assert!(
+        f.cause.contains("changes spec.config.storage.disks"),
+        "{}",
+        f.cause
+    );
+    assert!(
+        f.cause
+            .contains("Introduced by MachineConfig 50-worker-disks."),
+        "{}",
+        f.cause
+    );
+    assert_eq!(
+        commands(&f),
+        vec![
+            "kubectl edit machineconfig 50-worker-disks   # or: kubectl delete machineconfig 50-worker-disks"
+        ]
+    );
+    assert_eq!(
+        doctor::unreconcilable_field(
+            "detected change to FIPS flag; refusing to modify FIPS on a running cluster"
+        )
+        .as_deref(),
+        Some("spec.fips")
+    );
+}
+
+#[test]
+fn node_in_two_custom_pools() {
+    let mut s = cluster();
+    s.pools.push(pool("infra", "rendered-infra-1", 0, 0));
+    s.pools.push(pool("gpu", "rendered-gpu-1", 0, 0));
+    s.nodes.push(label(
+        node("w2", "infra", OLD, OLD, "Done", ""),
+        "node-role.kubernetes.io/gpu",
+    ));
+    let f = one(&diagnose(&s, &no_roots(), Some("w2"))).clone();
+    assert_eq!(f.title, "in more than one custom pool");
+    assert!(
+        f.cause.contains("custom pools infra, gpu") || f.cause.contains("custom pools gpu, infra"),
+        "{}",
+        f.cause
+    );
+    let cmds = commands(&f);
+    assert!(
+        cmds.contains(&"kubectl label node w2 node-role.kubernetes.io/gpu-"),
+        "{cmds:?}"
+    );
+    assert!(
+        cmds.contains(&"kubectl label node w2 node-role.kubernetes.io/infra-"),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn paused_pool_with_pending_update() {
+    let mut s = cluster();
+    s.pools[0].spec.paused = true;
+    let f = one(&diagnose(&s, &no_roots(), None)).clone();
+    assert_eq!(f.subject, "pool worker");
+    assert_eq!(f.title, "paused with a pending update");
+    assert!(f.cause.contains(&format!("rendered {NEW}")), "{}", f.cause);
+    assert_eq!(
+        commands(&f),
+        vec![r#"kubectl patch mcp worker --type merge -p '{"spec":{"paused":false}}'"#]
+    );
+    // A paused pool with nothing pending is fine.
+    s.pools[0] = pool("worker", NEW, 2, 2);
+    s.pools[0]
+        .status
+        .as_mut()
+        .unwrap()
+        .configuration
+        .as_mut()
+        .unwrap()
+        .name = NEW.into();
+    s.pools[0].spec.paused = true;
+    assert!(diagnose(&s, &no_roots(), None).is_empty());
+}
+
+#[test]
+fn missing_rendered_config() {
+    let gone = "rendered-worker-99999999999999999999999999999999";
+    let reason = format!("machineconfig.machineconfiguration.openshift.io \"{gone}\" not found");
+    assert_eq!(
+        classify(&reason, false),
+        Cause::MissingConfig { name: gone.into() }
+    );
+    let mut s = cluster();
+    s.nodes
+        .push(node("w1", "worker", gone, gone, "Degraded", &reason));
+    let f = one(&diagnose(&s, &no_roots(), Some("w1"))).clone();
+    assert_eq!(f.title, "missing rendered config");
+    assert!(f.cause.contains(gone), "{}", f.cause);
+    assert_eq!(
+        commands(&f),
+        vec![
+            format!("kubectl annotate node w1 --overwrite machineconfiguration.openshift.io/currentConfig={NEW} machineconfiguration.openshift.io/desiredConfig={NEW}").as_str(),
+            "touch /run/machine-config-daemon-force",
+        ]
+    );
+    // Also found when the node is not (yet) degraded.
+    s.nodes
+        .last_mut()
+        .unwrap()
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(
+            "machineconfiguration.openshift.io/state".into(),
+            "Done".into(),
+        );
+    s.nodes
+        .last_mut()
+        .unwrap()
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(
+            "machineconfiguration.openshift.io/reason".into(),
+            String::new(),
+        );
+    assert_eq!(
+        one(&diagnose(&s, &no_roots(), Some("w1"))).title,
+        "missing rendered config"
+    );
+}
+
+#[test]
+fn stuck_in_a_phase_and_render_failure() {
+    let mut s = cluster();
+    s.nodes.push(node("w1", "worker", OLD, NEW, "Working", ""));
+    s.mcns.push(mcn(
+        "w1",
+        "worker",
+        OLD,
+        NEW,
+        &[
+            ("UpdatePrepared", "True", "", 1000),
+            (
+                "AppliedFilesAndOS",
+                "Unknown",
+                "Applying files and new OS config to node.",
+                1000,
+            ),
+        ],
+    ));
+    s.pools[0] = pool_condition(
+        s.pools[0].clone(),
+        "RenderDegraded",
+        "True",
+        "Failed to render configuration for pool worker: parsing Ignition config failed: unknown version",
+    );
+    let findings = diagnose(&s, &no_roots(), None);
+    assert_eq!(findings.len(), 2, "{findings:#?}");
+    assert_eq!(findings[0].title, "cannot render its configuration");
+    assert_eq!(findings[1].title, "stuck in AppliedFilesAndOS");
+    assert!(
+        findings[1].cause.contains("for 2h30m"),
+        "{}",
+        findings[1].cause
+    );
+    assert_eq!(
+        commands(&findings[1]),
+        vec!["kubectl describe machineconfignode w1"]
+    );
+}
+
+#[test]
+fn unknown_node() {
+    let s = cluster();
+    let f = one(&diagnose(&s, &no_roots(), Some("nope"))).clone();
+    assert_eq!(f.title, "no such node");
+}
