@@ -238,7 +238,13 @@ pub fn generate(opts: &Options, parts: &[Part]) -> Result<Vec<Manifest>, Error> 
                     out.push(Manifest::new(part, &binding)?);
                 }
             }
-            Part::Controller => out.push(Manifest::new(part, &workloads::controller(opts))?),
+            Part::Controller => {
+                out.push(Manifest::new(part, &workloads::controller(opts))?);
+                out.push(Manifest::new(
+                    part,
+                    &workloads::controller_disruption_budget(opts),
+                )?);
+            }
             Part::Daemon => out.push(Manifest::new(part, &workloads::daemon(opts))?),
             Part::Defaults => {
                 for pool in defaults::pools() {

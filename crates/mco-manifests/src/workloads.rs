@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
     PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
     SecurityContext, Toleration, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -199,6 +200,24 @@ pub fn controller(opts: &Options) -> Deployment {
                     ..Default::default()
                 }),
             },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Drains (mco's own included) evict one controller replica at a time, so a standby survives.
+pub fn controller_disruption_budget(opts: &Options) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(CONTROLLER.to_string()),
+            namespace: Some(opts.namespace.clone()),
+            labels: Some(labels("controller")),
+            ..Default::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(selector("controller")),
             ..Default::default()
         }),
         status: None,

@@ -122,6 +122,7 @@ fn the_stream_lists_every_kind_in_apply_order() {
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
             "Deployment",
+            "PodDisruptionBudget",
             "DaemonSet",
             "MachineConfigPool",
             "ControllerConfig",
@@ -456,6 +457,16 @@ fn controller_deployment_is_restricted_and_probed() {
         (Some("metrics"), 9797)
     );
     assert!(c.resources.as_ref().unwrap().requests.is_some());
+
+    let pdb = find(&all(&opts), "PodDisruptionBudget", "mco-controller")
+        .object
+        .clone();
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(
+        pdb["spec"]["selector"],
+        serde_json::to_value(&spec.selector).unwrap(),
+        "the budget covers the Deployment's pods"
+    );
 }
 
 #[test]
