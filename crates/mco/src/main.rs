@@ -25,6 +25,8 @@ enum Command {
     Apiserver(cmd::apiserver::Args),
     /// Run the controller: render, roll out within maxUnavailable, drain, report.
     Controller(cmd::controller::Args),
+    /// Run the node daemon, or complete first boot.
+    Daemon(cmd::daemon::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,5 +43,6 @@ fn main() -> anyhow::Result<()> {
         Command::Manifests(args) => cmd::manifests::run(args),
         Command::Apiserver(args) => cmd::apiserver::run(args),
         Command::Controller(args) => cmd::controller::run(args),
+        Command::Daemon(args) => cmd::daemon::run(args),
     }
 }

@@ -1,4 +1,5 @@
 pub mod apiserver;
 pub mod controller;
+pub mod daemon;
 pub mod manifests;
 pub mod render;

@@ -1,0 +1,126 @@
+//! `mco-bench`: benchmarks of the embedded API server. Build in release mode:
+//! `cargo run --release -p mco-bench -- <writes|fanout|memory> [flags]`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use mco_bench::{fanout, memory, writes};
+
+#[derive(Debug, Parser)]
+#[command(name = "mco-bench", about = "Benchmarks of the embedded API server")]
+struct Cli {
+    /// Directory for the databases (the disk under test); a scratch directory is made inside.
+    #[arg(long, global = true, default_value_os_t = std::env::temp_dir())]
+    work_dir: PathBuf,
+    /// Hard time bound of each phase, in seconds.
+    #[arg(long, global = true, default_value_t = 120)]
+    max_secs: u64,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Durable write throughput of concurrent ConfigMap creates, against raw SQLite.
+    Writes {
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        #[arg(long, default_value_t = 20_000)]
+        count: usize,
+        #[arg(long, default_value_t = 256)]
+        value_bytes: usize,
+        /// Share one kube::Client between the writers instead of one each.
+        #[arg(long)]
+        shared_client: bool,
+        /// Rows per transaction in the batched raw-SQLite ceiling.
+        #[arg(long, default_value_t = 256)]
+        batch: usize,
+    },
+    /// Delivery latency to many name-filtered watchers while updates land.
+    Fanout {
+        #[arg(long, default_value_t = 1000)]
+        watchers: usize,
+        #[arg(long, default_value_t = 10_000)]
+        updates: usize,
+        #[arg(long, default_value_t = 32)]
+        writers: usize,
+    },
+    /// RSS of a separate `mco apiserver` process with MachineConfigNodes and watchers.
+    Memory {
+        /// The mco binary (build it with `cargo build --release -p mco`).
+        #[arg(long, default_value = "target/release/mco")]
+        server_bin: PathBuf,
+        #[arg(long, default_value_t = 10_000)]
+        mcns: usize,
+        #[arg(long, default_value_t = 1000)]
+        watchers: usize,
+        /// Skip writing a status on every MachineConfigNode.
+        #[arg(long)]
+        no_status: bool,
+        #[arg(long, default_value_t = 32)]
+        writers: usize,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let max = Duration::from_secs(cli.max_secs);
+    match cli.bench {
+        Bench::Writes {
+            clients,
+            count,
+            value_bytes,
+            shared_client,
+            batch,
+        } => {
+            let r = writes::run(writes::WritesOpts {
+                clients,
+                count,
+                value_bytes,
+                shared_client,
+                batch,
+                max,
+                work_dir: cli.work_dir,
+            })
+            .await?;
+            println!("{r}");
+        }
+        Bench::Fanout {
+            watchers,
+            updates,
+            writers,
+        } => {
+            let r = fanout::run(fanout::FanoutOpts {
+                watchers,
+                updates,
+                writers,
+                max,
+                work_dir: cli.work_dir,
+            })
+            .await?;
+            println!("{r}");
+        }
+        Bench::Memory {
+            server_bin,
+            mcns,
+            watchers,
+            no_status,
+            writers,
+        } => {
+            let r = memory::run(memory::MemoryOpts {
+                server_bin,
+                mcns,
+                watchers,
+                with_status: !no_status,
+                writers,
+                max,
+                work_dir: cli.work_dir,
+            })
+            .await?;
+            println!("{r}");
+        }
+    }
+    Ok(())
+}

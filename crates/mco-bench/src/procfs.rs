@@ -1,0 +1,84 @@
+//! Reading a process's memory and the open-files limit from `/proc`.
+
+use crate::Error;
+
+/// Resident set size now and at its peak, in KiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mem {
+    pub rss_kib: u64,
+    pub hwm_kib: u64,
+}
+
+/// Parses `VmRSS` and `VmHWM` out of a `/proc/<pid>/status` document.
+pub fn parse_status(text: &str) -> Option<Mem> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some(Mem {
+        rss_kib: field("VmRSS")?,
+        hwm_kib: field("VmHWM")?,
+    })
+}
+
+/// The soft and hard "Max open files" limits out of a `/proc/<pid>/limits` document.
+pub fn parse_open_files(text: &str) -> Option<(String, String)> {
+    let rest = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))?;
+    let mut it = rest.split_whitespace();
+    Some((it.next()?.to_string(), it.next()?.to_string()))
+}
+
+pub fn read_mem(pid: u32) -> Result<Mem, Error> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    parse_status(&text).ok_or_else(|| Error::Bench(format!("no VmRSS/VmHWM in {path}")))
+}
+
+/// This process's open-files limit as `soft/hard`, for the record.
+pub fn open_files_limit() -> String {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| parse_open_files(&t))
+        .map(|(s, h)| format!("{s}/{h}"))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_fields() {
+        let doc = "Name:\tmco\nVmPeak:\t  999 kB\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\nThreads:\t4\n";
+        assert_eq!(
+            parse_status(doc),
+            Some(Mem {
+                rss_kib: 10240,
+                hwm_kib: 20480
+            })
+        );
+        assert_eq!(parse_status("Name:\tmco\nVmRSS:\t1 kB\n"), None);
+    }
+
+    #[test]
+    fn open_files_line() {
+        let doc = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                   Max processes             95000                95000                processes \n\
+                   Max open files            20000                1048576              files     \n";
+        assert_eq!(
+            parse_open_files(doc),
+            Some(("20000".into(), "1048576".into()))
+        );
+        assert_eq!(parse_open_files("Max processes 1 1 processes\n"), None);
+    }
+
+    #[test]
+    fn reads_own_status() {
+        let m = read_mem(std::process::id()).unwrap();
+        assert!(m.rss_kib > 0 && m.hwm_kib >= m.rss_kib);
+    }
+}
