@@ -21,6 +21,7 @@
 //!
 //! Unknown keys are ignored (Ignition itself only warns about them).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
 
@@ -87,17 +88,25 @@ pub fn parse(raw: &Value) -> Result<Ignition, IgnitionError> {
     if !is_semver(version) {
         return Err(IgnitionError::InvalidVersion(version.to_string()));
     }
-    use ignition_config as ic;
-    let mut cfg: Ignition = match version {
-        "3.5.0" => typed::<ic::v3_5::Config>(raw, version)?,
-        "3.4.0" => up::<ic::v3_4::Config>(raw, version)?,
-        "3.3.0" => up::<ic::v3_3::Config>(raw, version)?,
-        "3.2.0" => up::<ic::v3_2::Config>(raw, version)?,
-        "3.1.0" => up::<ic::v3_1::Config>(raw, version)?,
-        "3.0.0" => up::<ic::v3_0::Config>(raw, version)?,
-        "2.2.0" => v2_2::translate(typed::<v2_2::Config>(raw, version)?)?,
+    let minor = match version {
+        "3.0.0" => 0,
+        "3.1.0" => 1,
+        "3.2.0" => 2,
+        "3.3.0" => 3,
+        "3.4.0" => 4,
+        "3.5.0" => 5,
+        "2.2.0" => {
+            let mut cfg = v2_2::translate(typed::<v2_2::Config>(raw, version)?)?;
+            cfg.ignition.version = INTERNAL_VERSION.to_string();
+            return Ok(cfg);
+        }
         _ => return Err(IgnitionError::UnknownVersion(version.to_string())),
     };
+    // One typed pass as 3.5, then drop what the declared version does not define: the same result
+    // as reading the declared version's types and translating up (a test checks this), at a third
+    // of the cost. 3.x only ever added fields, with unchanged types.
+    let mut cfg: Ignition = typed(raw, version)?;
+    strip_newer_fields(&mut cfg, minor);
     cfg.ignition.version = INTERNAL_VERSION.to_string();
     Ok(cfg)
 }
@@ -116,7 +125,87 @@ fn typed<'de, T: Deserialize<'de>>(raw: &'de Value, version: &str) -> Result<T, 
     })
 }
 
-/// Read as the declared version (dropping what it does not define), then re-read as 3.5.
+/// Fields Ignition added after spec 3.0, cleared when the config declares an older version.
+fn strip_newer_fields(cfg: &mut Ignition, minor: u8) {
+    if minor >= 5 {
+        return;
+    }
+    if minor < 1 {
+        let ign = &mut cfg.ignition;
+        ign.proxy = None;
+        let strip = |r: &mut ignition_config::v3_5::Resource| {
+            r.compression = None;
+            r.http_headers = None;
+        };
+        if let Some(c) = &mut ign.config {
+            c.merge.iter_mut().flatten().for_each(strip);
+            c.replace.iter_mut().for_each(strip);
+        }
+        if let Some(tls) = ign.security.as_mut().and_then(|s| s.tls.as_mut()) {
+            tls.certificate_authorities
+                .iter_mut()
+                .flatten()
+                .for_each(strip);
+        }
+        if let Some(st) = &mut cfg.storage {
+            for f in st.files.iter_mut().flatten() {
+                f.append
+                    .iter_mut()
+                    .flatten()
+                    .for_each(|r| r.http_headers = None);
+                if let Some(c) = &mut f.contents {
+                    c.http_headers = None;
+                }
+            }
+            for fs in st.filesystems.iter_mut().flatten() {
+                fs.mount_options = None;
+            }
+        }
+    }
+    if minor < 2 {
+        if let Some(p) = &mut cfg.passwd {
+            p.users
+                .iter_mut()
+                .flatten()
+                .for_each(|u| u.should_exist = None);
+            p.groups
+                .iter_mut()
+                .flatten()
+                .for_each(|g| g.should_exist = None);
+        }
+        if let Some(st) = &mut cfg.storage {
+            st.luks = None;
+            for d in st.disks.iter_mut().flatten() {
+                d.partitions
+                    .iter_mut()
+                    .flatten()
+                    .for_each(|p| p.resize = None);
+            }
+        }
+    }
+    if minor < 3 {
+        cfg.kernel_arguments = None;
+    }
+    if let Some(luks) = cfg.storage.as_mut().and_then(|s| s.luks.as_mut()) {
+        for l in luks {
+            if minor < 4 {
+                l.discard = None;
+                l.open_options = None;
+                if let Some(c) = &mut l.clevis {
+                    c.tang
+                        .iter_mut()
+                        .flatten()
+                        .for_each(|t| t.advertisement = None);
+                }
+            }
+            l.cex = None;
+        }
+    }
+}
+
+/// The reference up-conversion: read as the declared version's own types, then re-read as 3.5.
+/// Slower than [`strip_newer_fields`]; kept to prove the two agree.
+#[cfg(test)]
 fn up<T: for<'de> Deserialize<'de> + serde::Serialize>(
     raw: &Value,
     version: &str,
@@ -126,7 +215,9 @@ fn up<T: for<'de> Deserialize<'de> + serde::Serialize>(
         version: version.to_string(),
         message: e.to_string(),
     })?;
-    typed::<Ignition>(&v, version)
+    let mut cfg: Ignition = typed(&v, version)?;
+    cfg.ignition.version = INTERNAL_VERSION.to_string();
+    Ok(cfg)
 }
 
 fn is_semver(v: &str) -> bool {
@@ -155,27 +246,12 @@ pub fn decode_data_url(source: &str, compression: Option<&str>) -> Result<Vec<u8
     let data = if source.is_empty() {
         Vec::new()
     } else {
-        let rest = source.strip_prefix("data:").ok_or_else(|| {
-            IgnitionError::DataUrl(format!("only data: URLs are supported, got {source:?}"))
-        })?;
-        let (header, payload) = rest
-            .split_once(',')
-            .ok_or_else(|| IgnitionError::DataUrl("data URL has no ',' separator".into()))?;
-        let is_base64 = header
-            .rsplit(';')
-            .next()
-            .is_some_and(|p| p.eq_ignore_ascii_case("base64"));
-        let bytes: Vec<u8> = percent_encoding::percent_decode_str(payload).collect();
+        let (is_base64, payload) = split_data_url(source)?;
+        let bytes = Cow::from(percent_encoding::percent_decode_str(payload));
         if is_base64 {
-            let clean: Vec<u8> = bytes
-                .into_iter()
-                .filter(|b| !b.is_ascii_whitespace())
-                .collect();
-            BASE64
-                .decode(&clean)
-                .map_err(|e| IgnitionError::DataUrl(format!("invalid base64 data: {e}")))?
+            decode_base64(&bytes)?
         } else {
-            bytes
+            bytes.into_owned()
         }
     };
     match compression {
@@ -189,6 +265,53 @@ pub fn decode_data_url(source: &str, compression: Option<&str>) -> Result<Vec<u8
         }
         Some(other) => Err(IgnitionError::Compression(other.to_string())),
     }
+}
+
+/// The same verdict as [`decode_data_url`] without materialising uncompressed contents, since
+/// validation runs over every file of every MachineConfig.
+pub fn check_data_url(source: &str, compression: Option<&str>) -> Result<(), IgnitionError> {
+    if source.is_empty() {
+        return decode_data_url(source, compression).map(drop);
+    }
+    let (is_base64, payload) = split_data_url(source)?;
+    match compression {
+        None | Some("") => {
+            if is_base64 {
+                decode_base64(&Cow::from(percent_encoding::percent_decode_str(payload)))?;
+            }
+            Ok(())
+        }
+        _ => decode_data_url(source, compression).map(drop),
+    }
+}
+
+/// `data:[<mediatype>][;base64],<data>` → (is base64, raw data part).
+fn split_data_url(source: &str) -> Result<(bool, &str), IgnitionError> {
+    let rest = source.strip_prefix("data:").ok_or_else(|| {
+        IgnitionError::DataUrl(format!("only data: URLs are supported, got {source:?}"))
+    })?;
+    let (header, payload) = rest
+        .split_once(',')
+        .ok_or_else(|| IgnitionError::DataUrl("data URL has no ',' separator".into()))?;
+    let is_base64 = header
+        .rsplit(';')
+        .next()
+        .is_some_and(|p| p.eq_ignore_ascii_case("base64"));
+    Ok((is_base64, payload))
+}
+
+fn decode_base64(bytes: &[u8]) -> Result<Vec<u8>, IgnitionError> {
+    let result = if bytes.iter().any(u8::is_ascii_whitespace) {
+        let clean: Vec<u8> = bytes
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
+        BASE64.decode(clean)
+    } else {
+        BASE64.decode(bytes)
+    };
+    result.map_err(|e| IgnitionError::DataUrl(format!("invalid base64 data: {e}")))
 }
 
 /// Padding is optional in practice (hand-written MCs often drop it), so accept both.
@@ -258,27 +381,35 @@ pub const UNIT_SUFFIXES: &[&str] = &[
 
 /// Check the rules mco enforces on top of the schema. Returns the first violation, in document order.
 pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
-    let force = mco_api::paths::FORCE_FILE;
+    // Field paths are only formatted on failure: validation runs over every file of every MC.
+    let dup = |list: &str, i: usize, key: &str, first: (&str, usize)| FieldError {
+        field: format!(
+            "{list}[{i}].{}",
+            if list.starts_with("storage") {
+                "path"
+            } else {
+                "name"
+            }
+        ),
+        violation: Violation::Duplicate {
+            key: key.to_string(),
+            first: format!("{}[{}]", first.0, first.1),
+        },
+    };
     if let Some(storage) = &cfg.storage {
         // Files, links and directories share one namespace, as in Ignition's merge.
-        let mut seen: HashMap<&str, String> = HashMap::new();
+        let mut seen: HashMap<&str, (&str, usize)> = HashMap::new();
+        const FILES: &str = "storage.files";
         for (i, f) in storage.files.iter().flatten().enumerate() {
-            let at = format!("storage.files[{i}]");
-            check_path(&at, &f.path, force)?;
-            if let Some(first) = seen.insert(&f.path, at.clone()) {
-                return fail(
-                    format!("{at}.path"),
-                    Violation::Duplicate {
-                        key: f.path.clone(),
-                        first,
-                    },
-                );
+            check_path(FILES, i, &f.path)?;
+            if let Some(first) = seen.insert(&f.path, (FILES, i)) {
+                return Err(dup(FILES, i, &f.path, first));
             }
             if let Some(mode) = f.mode
                 && !(0..=0o777).contains(&mode)
             {
                 return fail(
-                    format!("{at}.mode"),
+                    format!("{FILES}[{i}].mode"),
                     Violation::Mode {
                         mode,
                         path: f.path.clone(),
@@ -286,80 +417,70 @@ pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
                 );
             }
             if f.append.as_ref().is_some_and(|a| !a.is_empty()) {
-                return fail(format!("{at}.append"), Violation::Append(f.path.clone()));
+                return fail(
+                    format!("{FILES}[{i}].append"),
+                    Violation::Append(f.path.clone()),
+                );
             }
             if let Some(c) = &f.contents
                 && let Err(e) =
-                    decode_data_url(c.source.as_deref().unwrap_or(""), c.compression.as_deref())
+                    check_data_url(c.source.as_deref().unwrap_or(""), c.compression.as_deref())
             {
                 let field = match e {
                     IgnitionError::Compression(_) => "compression",
                     _ => "source",
                 };
-                return fail(format!("{at}.contents.{field}"), Violation::Source(e));
+                return fail(
+                    format!("{FILES}[{i}].contents.{field}"),
+                    Violation::Source(e),
+                );
             }
         }
+        const LINKS: &str = "storage.links";
         for (i, l) in storage.links.iter().flatten().enumerate() {
-            let at = format!("storage.links[{i}]");
-            check_path(&at, &l.path, force)?;
-            if let Some(first) = seen.insert(&l.path, at.clone()) {
-                return fail(
-                    format!("{at}.path"),
-                    Violation::Duplicate {
-                        key: l.path.clone(),
-                        first,
-                    },
-                );
+            check_path(LINKS, i, &l.path)?;
+            if let Some(first) = seen.insert(&l.path, (LINKS, i)) {
+                return Err(dup(LINKS, i, &l.path, first));
             }
         }
+        const DIRS: &str = "storage.directories";
         for (i, d) in storage.directories.iter().flatten().enumerate() {
-            let at = format!("storage.directories[{i}]");
-            check_path(&at, &d.path, force)?;
-            if let Some(first) = seen.insert(&d.path, at.clone()) {
-                return fail(
-                    format!("{at}.path"),
-                    Violation::Duplicate {
-                        key: d.path.clone(),
-                        first,
-                    },
-                );
+            check_path(DIRS, i, &d.path)?;
+            if let Some(first) = seen.insert(&d.path, (DIRS, i)) {
+                return Err(dup(DIRS, i, &d.path, first));
             }
         }
     }
     if let Some(systemd) = &cfg.systemd {
-        let mut seen: HashMap<&str, String> = HashMap::new();
+        const UNITS: &str = "systemd.units";
+        let mut seen: HashMap<&str, (&str, usize)> = HashMap::new();
         for (i, u) in systemd.units.iter().flatten().enumerate() {
-            let at = format!("systemd.units[{i}]");
             if let Err(reason) = check_unit_name(&u.name) {
                 return fail(
-                    format!("{at}.name"),
+                    format!("{UNITS}[{i}].name"),
                     Violation::UnitName {
                         name: u.name.clone(),
                         reason,
                     },
                 );
             }
-            if let Some(first) = seen.insert(&u.name, at.clone()) {
-                return fail(
-                    format!("{at}.name"),
-                    Violation::Duplicate {
-                        key: u.name.clone(),
-                        first,
-                    },
-                );
+            if let Some(first) = seen.insert(&u.name, (UNITS, i)) {
+                return Err(dup(UNITS, i, &u.name, first));
             }
-            let mut dropins: HashMap<&str, String> = HashMap::new();
+            let mut dropins: HashMap<&str, usize> = HashMap::new();
             for (j, d) in u.dropins.iter().flatten().enumerate() {
-                let dat = format!("{at}.dropins[{j}]");
                 if !d.name.ends_with(".conf") || d.name.len() <= 5 || d.name.contains('/') {
-                    return fail(format!("{dat}.name"), Violation::DropinName(d.name.clone()));
-                }
-                if let Some(first) = dropins.insert(&d.name, dat.clone()) {
                     return fail(
-                        format!("{dat}.name"),
+                        format!("{UNITS}[{i}].dropins[{j}].name"),
+                        Violation::DropinName(d.name.clone()),
+                    );
+                }
+                if let Some(first) = dropins.insert(&d.name, j) {
+                    return fail(
+                        format!("{UNITS}[{i}].dropins[{j}].name"),
                         Violation::Duplicate {
                             key: d.name.clone(),
-                            first,
+                            first: format!("{UNITS}[{i}].dropins[{first}]"),
                         },
                     );
                 }
@@ -367,32 +488,29 @@ pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
         }
     }
     if let Some(passwd) = &cfg.passwd {
-        let mut seen: HashMap<&str, String> = HashMap::new();
+        const USERS: &str = "passwd.users";
+        let mut seen: HashMap<&str, (&str, usize)> = HashMap::new();
         for (i, u) in passwd.users.iter().flatten().enumerate() {
-            let at = format!("passwd.users[{i}]");
-            if let Some(first) = seen.insert(&u.name, at.clone()) {
-                return fail(
-                    format!("{at}.name"),
-                    Violation::Duplicate {
-                        key: u.name.clone(),
-                        first,
-                    },
-                );
+            if let Some(first) = seen.insert(&u.name, (USERS, i)) {
+                return Err(dup(USERS, i, &u.name, first));
             }
         }
     }
     Ok(())
 }
 
-fn check_path(at: &str, path: &str, force: &str) -> Result<(), FieldError> {
+fn check_path(list: &str, i: usize, path: &str) -> Result<(), FieldError> {
     if !is_normalised_absolute(path) {
         return fail(
-            format!("{at}.path"),
+            format!("{list}[{i}].path"),
             Violation::PathNotNormalised(path.to_string()),
         );
     }
-    if path == force {
-        return fail(format!("{at}.path"), Violation::ForceFile(path.to_string()));
+    if path == mco_api::paths::FORCE_FILE {
+        return fail(
+            format!("{list}[{i}].path"),
+            Violation::ForceFile(path.to_string()),
+        );
     }
     Ok(())
 }
@@ -885,6 +1003,56 @@ mod tests {
         assert!(is_semver("3.0.0-experimental"));
         assert!(!is_semver("3.2"));
         assert!(!is_semver("x"));
+    }
+
+    /// A 3.5 config using every field added since 3.0.
+    fn everything() -> Value {
+        let res = json!({"source": "data:,x", "compression": "", "httpHeaders": [{"name": "a", "value": "b"}], "verification": {"hash": "sha512-00"}});
+        json!({
+            "ignition": {
+                "version": "3.5.0",
+                "config": {"merge": [res.clone()], "replace": res.clone()},
+                "proxy": {"httpProxy": "http://p", "httpsProxy": "https://p", "noProxy": ["x"]},
+                "security": {"tls": {"certificateAuthorities": [res.clone()]}},
+                "timeouts": {"httpTotal": 5}
+            },
+            "kernelArguments": {"shouldExist": ["a"], "shouldNotExist": ["b"]},
+            "passwd": {
+                "users": [{"name": "core", "shouldExist": true, "sshAuthorizedKeys": ["k"]}],
+                "groups": [{"name": "g", "shouldExist": true}]
+            },
+            "storage": {
+                "disks": [{"device": "/dev/sda", "partitions": [{"label": "p", "resize": true}]}],
+                "filesystems": [{"device": "/dev/sda1", "mountOptions": ["ro"], "format": "xfs"}],
+                "files": [{"path": "/f", "contents": res.clone(), "append": [res.clone()]}],
+                "luks": [{"name": "l", "device": "/dev/sdb", "discard": true, "openOptions": ["o"],
+                    "cex": {"enabled": true},
+                    "clevis": {"tang": [{"url": "http://t", "thumbprint": "x", "advertisement": "{}"}]},
+                    "keyFile": res}]
+            },
+            "systemd": {"units": [{"name": "u.service", "enabled": true}]}
+        })
+    }
+
+    #[test]
+    fn stripping_matches_reading_the_declared_version() {
+        use ignition_config as ic;
+        for (version, reference) in [
+            ("3.0.0", up::<ic::v3_0::Config> as fn(&Value, &str) -> _),
+            ("3.1.0", up::<ic::v3_1::Config>),
+            ("3.2.0", up::<ic::v3_2::Config>),
+            ("3.3.0", up::<ic::v3_3::Config>),
+            ("3.4.0", up::<ic::v3_4::Config>),
+            ("3.5.0", up::<ic::v3_5::Config>),
+        ] {
+            let mut raw = everything();
+            raw["ignition"]["version"] = json!(version);
+            assert_eq!(
+                parse(&raw).unwrap(),
+                reference(&raw, version).unwrap(),
+                "{version}"
+            );
+        }
     }
 
     #[test]

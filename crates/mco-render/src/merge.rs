@@ -14,7 +14,7 @@
 //! - `storage.disks/filesystems/raid/luks` entries with the same key are replaced whole by the later
 //!   one rather than merged field by field; these sections are unreconcilable after day 1 anyway.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ignition_config::v3_5 as ign;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sSelector;
@@ -118,7 +118,8 @@ pub fn merge_fields(ordered: &[&MachineConfig], cc: &ControllerConfigSpec) -> Me
         let spec = &mc.spec;
         out.kernel_arguments
             .extend(spec.kernel_arguments.iter().flatten().cloned());
-        out.extensions.extend(spec.extensions.iter().flatten().cloned());
+        out.extensions
+            .extend(spec.extensions.iter().flatten().cloned());
         out.fips |= spec.fips;
         if spec.kernel_type == KERNEL_TYPE_REALTIME || spec.kernel_type == KERNEL_TYPE_64K_PAGES {
             out.kernel_type = spec.kernel_type.clone();
@@ -164,7 +165,8 @@ pub struct Merger {
     section: ign::Ignition,
     kargs_exist: Vec<String>,
     kargs_not_exist: Vec<String>,
-    nodes: BTreeMap<String, Node>,
+    /// Hashed for speed (one lookup per file of every MC); sorted once in [`Merger::finish`].
+    nodes: HashMap<String, Node>,
     units: BTreeMap<String, (ign::Unit, BTreeMap<String, ign::Dropin>)>,
     users: BTreeMap<String, ign::User>,
     groups: BTreeMap<String, ign::Group>,
@@ -209,10 +211,7 @@ fn keyed<T>(
     let Some(src) = src else { return };
     let d = dst.get_or_insert_with(Vec::new);
     for s in src {
-        match d
-            .iter_mut()
-            .find(|x| key(x).is_some() && key(x) == key(&s))
-        {
+        match d.iter_mut().find(|x| key(x).is_some() && key(x) == key(&s)) {
             Some(existing) => f(existing, s),
             None => d.push(s),
         }
@@ -437,7 +436,9 @@ impl Merger {
         }
         let mut storage = ign::Storage::default();
         let (mut files, mut links, mut dirs) = (Vec::new(), Vec::new(), Vec::new());
-        for node in self.nodes.into_values() {
+        let mut nodes: Vec<(String, Node)> = self.nodes.into_iter().collect();
+        nodes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (_, node) in nodes {
             match node {
                 Node::File(mut f) => {
                     f.overwrite.get_or_insert(true);

@@ -4,7 +4,8 @@
 //! object keys sorted, `null`s dropped — so the name `rendered-<pool>-<32 hex>` depends on the
 //! merged spec alone, never on the order MCs with distinct names were listed in.
 //!
-//! The hash is the first 16 bytes of SHA-256 over the canonical JSON of the spec. Upstream uses MD5
+//! The hash is the first 16 bytes of SHA-256 over the canonical JSON of the spec (every field,
+//! sorted keys, behind a format tag so a future change of encoding changes every name). Upstream uses MD5
 //! over a fixed salt and Go's YAML encoding of the spec; mco's names are equally opaque and
 //! deterministic but do not match upstream's byte for byte (nothing depends on that).
 
@@ -291,18 +292,83 @@ pub fn canonicalize(v: &mut Value) {
         Value::Object(map) => {
             map.retain(|_, x| !x.is_null());
             map.values_mut().for_each(canonicalize);
-            map.sort_keys();
+            // Typed Ignition structs already serialise in key order; re-sorting costs a rehash.
+            if !map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b) {
+                map.sort_keys();
+            }
         }
         Value::Array(items) => items.iter_mut().for_each(canonicalize),
         _ => {}
     }
 }
 
+/// Whether [`canonicalize`] would leave `v` unchanged.
+pub fn is_canonical(v: &Value) -> bool {
+    match v {
+        Value::Object(map) => {
+            map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b)
+                && map.values().all(|x| !x.is_null() && is_canonical(x))
+        }
+        Value::Array(items) => items.iter().all(is_canonical),
+        _ => true,
+    }
+}
+
+/// The spec as hashed: every field, keys in sorted order, `config` canonical.
+#[derive(serde::Serialize)]
+struct HashedSpec<'a> {
+    #[serde(rename = "baseOSExtensionsContainerImage")]
+    base_os_extensions_container_image: &'a str,
+    config: &'a Value,
+    extensions: &'a [String],
+    fips: bool,
+    #[serde(rename = "kernelArguments")]
+    kernel_arguments: &'a [String],
+    #[serde(rename = "kernelType")]
+    kernel_type: &'a str,
+    #[serde(rename = "osImageURL")]
+    os_image_url: &'a str,
+}
+
+/// Feeds serialised bytes straight into the digest, so the spec is never copied.
+struct DigestWriter(Sha256);
+
+impl std::io::Write for DigestWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// `rendered-<pool>-<32 lowercase hex>`: a digest of the canonical spec alone.
 pub fn rendered_name(pool: &str, spec: &MachineConfigSpec) -> Result<String, serde_json::Error> {
-    let mut v = serde_json::to_value(spec)?;
-    canonicalize(&mut v);
-    let digest = Sha256::digest(serde_json::to_vec(&v)?);
+    let null = Value::Null;
+    let raw = spec.config.as_ref().unwrap_or(&null);
+    let owned;
+    let config = if is_canonical(raw) {
+        raw
+    } else {
+        let mut v = raw.clone();
+        canonicalize(&mut v);
+        owned = v;
+        &owned
+    };
+    let hashed = HashedSpec {
+        base_os_extensions_container_image: &spec.base_os_extensions_container_image,
+        config,
+        extensions: spec.extensions.as_deref().unwrap_or_default(),
+        fips: spec.fips,
+        kernel_arguments: spec.kernel_arguments.as_deref().unwrap_or_default(),
+        kernel_type: &spec.kernel_type,
+        os_image_url: &spec.os_image_url,
+    };
+    let mut w = DigestWriter(Sha256::new());
+    w.0.update(b"mco rendered spec v1\n");
+    serde_json::to_writer(&mut w, &hashed)?;
+    let digest = w.0.finalize();
     Ok(format!(
         "{}{pool}-{}",
         mco_api::constants::names::RENDERED_PREFIX,
