@@ -28,8 +28,6 @@ pub const DAEMON: &str = "mco-daemon";
 pub const EVENTS_ROLE: &str = "mco-events";
 /// Serves the controller's `/metrics`, `/healthz` and `/readyz`.
 pub const CONTROLLER_METRICS_PORT: i32 = 9797;
-/// Serves the daemon's `/metrics` (on the host network: the daemon uses `hostNetwork`).
-pub const DAEMON_METRICS_PORT: i32 = 8797;
 /// The claim the API server adds to a pod-bound ServiceAccount token: the pod's node.
 pub const NODE_NAME_CLAIM: &str = "authentication.kubernetes.io/node-name";
 

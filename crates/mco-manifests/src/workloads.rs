@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::rbac::labels;
-use crate::{CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, Options};
+use crate::{CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, Options};
 
 /// Where the daemon container sees the host's `/`.
 pub const HOST_ROOT: &str = "/rootfs";
@@ -241,10 +241,8 @@ pub fn daemon(opts: &Options) -> DaemonSet {
             "--node=$(NODE_NAME)".to_string(),
             format!("--root={HOST_ROOT}"),
             "--host=real".to_string(),
-            format!("--metrics-addr=0.0.0.0:{DAEMON_METRICS_PORT}"),
         ]),
         env: Some(vec![field_env("NODE_NAME", "spec.nodeName")]),
-        ports: Some(metrics_port(DAEMON_METRICS_PORT)),
         resources: Some(requests("20m", "50Mi")),
         security_context: Some(SecurityContext {
             privileged: Some(true),

@@ -111,3 +111,59 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use mco_manifests::Manifest;
+
+    /// The container args of the workload of the given kind, as the pod would pass them.
+    fn args(manifests: &[Manifest], kind: &str) -> Vec<String> {
+        let m = manifests.iter().find(|m| m.kind() == Some(kind)).unwrap();
+        let args = &m.object["spec"]["template"]["spec"]["containers"][0]["args"];
+        serde_json::from_value(args.clone()).unwrap()
+    }
+
+    /// A flag the binary does not know would crash-loop every pod: parse the shipped args with
+    /// the real command line.
+    #[test]
+    fn shipped_workload_args_parse_with_this_binary() {
+        let manifests = mco_manifests::generate(
+            &mco_manifests::Options::default(),
+            &mco_manifests::Part::ALL,
+        )
+        .unwrap();
+        for kind in ["Deployment", "DaemonSet"] {
+            let args = args(&manifests, kind);
+            assert!(!args.is_empty());
+            let argv = std::iter::once("mco".to_string()).chain(args.iter().cloned());
+            if let Err(e) = crate::Cli::try_parse_from(argv) {
+                panic!("{kind} args {args:?} rejected by `mco`: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn parts_parse_from_the_command_line() {
+        let cli = crate::Cli::try_parse_from([
+            "mco",
+            "manifests",
+            "--only",
+            "rbac,admission",
+            "--skip",
+            "crds",
+        ])
+        .unwrap();
+        let crate::Command::Manifests(args) = cli.command else {
+            panic!("not the manifests command");
+        };
+        assert_eq!(
+            args.install.only,
+            [mco_manifests::Part::Rbac, mco_manifests::Part::Admission]
+        );
+        assert_eq!(args.install.skip, [mco_manifests::Part::Crds]);
+        assert!(crate::Cli::try_parse_from(["mco", "manifests", "--only", "secrets"]).is_err());
+        let crds = crate::Cli::try_parse_from(["mco", "manifests", "crds", "--out-dir", "x"]);
+        assert!(crds.is_ok(), "`mco manifests crds --out-dir` keeps working");
+    }
+}
