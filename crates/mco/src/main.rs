@@ -27,6 +27,10 @@ enum Command {
     Controller(cmd::controller::Args),
     /// Run the node daemon, or complete first boot.
     Daemon(cmd::daemon::Args),
+    /// Show each pool's rollout: progress, phases of updating nodes, trouble and an ETA.
+    Status(cmd::status::Args),
+    /// Explain every node or pool in trouble, with the exact command that fixes it.
+    Doctor(cmd::doctor::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,5 +48,7 @@ fn main() -> anyhow::Result<()> {
         Command::Apiserver(args) => cmd::apiserver::run(args),
         Command::Controller(args) => cmd::controller::run(args),
         Command::Daemon(args) => cmd::daemon::run(args),
+        Command::Status(args) => cmd::status::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
     }
 }

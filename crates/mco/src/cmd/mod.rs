@@ -1,5 +1,7 @@
 pub mod apiserver;
 pub mod controller;
 pub mod daemon;
+pub mod doctor;
 pub mod manifests;
 pub mod render;
+pub mod status;

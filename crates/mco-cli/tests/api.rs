@@ -1,0 +1,298 @@
+//! `mco status` and `mco doctor` against the embedded API server, with pools, nodes, MCNs, pods
+//! and a PodDisruptionBudget created by hand.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
+use mco_apiserver::{Config, Server};
+use serde_json::{Value, json};
+
+const OLD: &str = "rendered-worker-00000000000000000000000000000000";
+const NEW: &str = "rendered-worker-11111111111111111111111111111111";
+const IMAGE: &str = "registry.example.com/mco/machine-os-content:1.2.2";
+
+async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn create<K>(api: &Api<K>, v: Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap()
+}
+
+async fn set_status<K>(api: &Api<K>, name: &str, status: Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await
+    .unwrap();
+}
+
+fn now_minus(secs: i64) -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() - secs)
+        .unwrap()
+        .to_string()
+}
+
+fn node(name: &str, current: &str, desired: &str, state: &str, reason: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"node-role.kubernetes.io/worker": ""},
+            "annotations": {
+                "machineconfiguration.openshift.io/currentConfig": current,
+                "machineconfiguration.openshift.io/desiredConfig": desired,
+                "machineconfiguration.openshift.io/state": state,
+                "machineconfiguration.openshift.io/reason": reason,
+            }},
+        "spec": {}
+    })
+}
+
+async fn populate(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in mco_api::crds::all() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let mcns: Api<MachineConfigNode> = Api::all(client.clone());
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+    eventually("CRDs served", 20, || {
+        let (pools, mcns, mcs) = (pools.clone(), mcns.clone(), mcs.clone());
+        async move {
+            let ok = pools.list(&ListParams::default()).await.is_ok()
+                && mcns.list(&ListParams::default()).await.is_ok()
+                && mcs.list(&ListParams::default()).await.is_ok();
+            ok.then_some(())
+        }
+    })
+    .await;
+
+    for (name, spec) in [
+        (
+            OLD,
+            json!({"osImageURL": IMAGE, "config": {"ignition": {"version": "3.4.0"}, "storage": {"files": [
+                {"path": "/etc/mco-test", "contents": {"source": "data:,hello%0A"}}]}}}),
+        ),
+        (NEW, json!({"osImageURL": IMAGE})),
+    ] {
+        create(
+            &mcs,
+            json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+                   "metadata": {"name": name}, "spec": spec}),
+        )
+        .await;
+    }
+
+    create(
+        &pools,
+        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+            "metadata": {"name": "worker"},
+            "spec": {
+                "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}},
+                "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}},
+                "maxUnavailable": 1,
+                "configuration": {"name": NEW}
+            }}),
+    )
+    .await;
+    set_status(
+        &pools,
+        "worker",
+        json!({"configuration": {"name": OLD}, "machineCount": 3, "updatedMachineCount": 1,
+               "readyMachineCount": 1, "degradedMachineCount": 1,
+               "conditions": [{"type": "Degraded", "status": "True", "message": "Node w2 is reporting"}]}),
+    )
+    .await;
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    create(&nodes, node("w0", NEW, NEW, "Done", "")).await;
+    let mut w1 = node("w1", OLD, NEW, "Working", "");
+    w1["spec"]["unschedulable"] = json!(true);
+    w1["metadata"]["annotations"]["machineconfiguration.openshift.io/desiredDrain"] =
+        json!(format!("drain-{NEW}"));
+    w1["metadata"]["annotations"]["machineconfiguration.openshift.io/lastAppliedDrain"] =
+        json!(format!("uncordon-{OLD}"));
+    create(&nodes, w1).await;
+    create(
+        &nodes,
+        node(
+            "w2",
+            OLD,
+            OLD,
+            "Degraded",
+            &format!("unexpected on-disk state validating against {OLD}: expected target osImageURL \"{IMAGE}\", have \"\""),
+        ),
+    )
+    .await;
+
+    for name in ["w0", "w1", "w2"] {
+        create(
+            &mcns,
+            json!({"apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
+                "metadata": {"name": name},
+                "spec": {"nodeRef": {"name": name}, "pool": {"name": "worker"}, "configVersion": {"desired": NEW}}}),
+        )
+        .await;
+    }
+    let cond = |t: &str, s: &str, m: &str, ago: i64| json!({"type": t, "status": s, "reason": t, "message": m, "lastTransitionTime": now_minus(ago)});
+    set_status(
+        &mcns,
+        "w0",
+        json!({"configVersion": {"current": NEW, "desired": NEW}, "conditions": [
+            cond("UpdatePrepared", "True", "Update Compatible.", 600),
+            cond("UpdateExecuted", "True", "", 590),
+            cond("Updated", "True", "Node w0 Updated", 480),
+        ]}),
+    )
+    .await;
+    set_status(
+        &mcns,
+        "w1",
+        json!({"configVersion": {"current": OLD, "desired": NEW}, "conditions": [
+            cond("Updated", "False", "Node w1 needs an update", 300),
+            cond("UpdatePrepared", "True", "Update Compatible.", 300),
+            cond("UpdateExecuted", "Unknown", "Draining Node as part of update executed phase", 290),
+            cond("Cordoned", "True", "Cordoned node. The node is reporting Unschedulable = true", 290),
+            cond("Drained", "Unknown", &format!("Draining node. The drain will not be complete until desired drainer drain-{NEW} matches current drainer uncordon-{OLD}"), 120),
+        ]}),
+    )
+    .await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, on) in [("web-1", "w1"), ("web-2", "w0")] {
+        create(
+            &pods,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+                "spec": {"nodeName": on, "containers": [{"name": "web", "image": "nginx"}]}}),
+        )
+        .await;
+        set_status(
+            &pods,
+            name,
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
+        )
+        .await;
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    create(
+        &pdbs,
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web-pdb", "namespace": "default"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}),
+    )
+    .await;
+    eventually("PDB status computed", 20, || {
+        let pdbs = pdbs.clone();
+        async move {
+            let p = pdbs.get("web-pdb").await.ok()?;
+            let s = p.status?;
+            (s.current_healthy == 2 && s.disruptions_allowed == 0).then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_doctor_against_the_embedded_api_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = Server::start(Config::new(dir.path(), "127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    // As the binary does: through the kubeconfig the server wrote.
+    let client = mco_cli::client::client(Some(&handle.kubeconfig_path()))
+        .await
+        .unwrap();
+    populate(&client).await;
+
+    let snap = mco_cli::fetch(&client).await.unwrap();
+    assert_eq!(snap.nodes.len(), 3);
+    assert_eq!(snap.mcns.len(), 3);
+
+    let report = mco_cli::status::build(&snap);
+    let text = mco_cli::status::render(&report);
+    assert!(
+        text.starts_with(
+            "worker  [######--------------]  1/3 updated  target rendered-worker-1111111111…"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("ETA 4m00s (2 waves of 1)"), "{text}");
+    assert!(text.contains("degraded (1 nodes)"), "{text}");
+    let w1 = report
+        .updating
+        .iter()
+        .find(|u| u.node == "w1")
+        .expect("w1 updating");
+    assert_eq!(w1.phase.as_ref().unwrap().name, "Drained");
+    let in_phase = w1.in_phase.unwrap().as_secs();
+    assert!((120..180).contains(&in_phase), "{in_phase}");
+    assert!(text.contains("Drained (in progress)  2m"), "{text}");
+    assert_eq!(report.blocked.len(), 1, "{text}");
+    assert_eq!(report.blocked[0].node, "w1");
+    assert_eq!(report.blocked[0].blockers[0].pod, "default/web-1");
+    assert_eq!(
+        report.blocked[0].blockers[0].pdbs,
+        vec!["default/web-pdb".to_string()]
+    );
+    assert!(
+        text.contains("pod default/web-1 (PDB default/web-pdb)"),
+        "{text}"
+    );
+    assert!(text.contains("node w2"), "{text}");
+
+    let findings = mco_cli::doctor::diagnose(&snap, &BTreeMap::new(), None);
+    let doc = mco_cli::doctor::render(&findings, Some(&snap));
+    assert!(doc.starts_with("2 problems found."), "{doc}");
+    assert!(
+        doc.contains("node w1: drain blocked by a PodDisruptionBudget"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("$ kubectl get pdb -n default web-pdb"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("node w2: OS image never adopted (first boot skipped the OS)"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("$ touch /run/machine-config-daemon-force"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("mco daemon firstboot-complete-machineconfig"),
+        "{doc}"
+    );
+
+    let only = mco_cli::doctor::diagnose(&snap, &BTreeMap::new(), Some("w0"));
+    assert!(only.is_empty(), "{only:#?}");
+
+    handle.shutdown().await;
+}

@@ -1,0 +1,69 @@
+//! `mco doctor [NODE] [--root DIR]`: the cause of every problem and the exact command that
+//! fixes it, from the API and, with `--root`, from a node's own disk.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this node.
+    node: Option<String>,
+    /// Diagnose the node whose root filesystem is DIR (`/` on the host itself) from its disk.
+    /// Without NODE and without a reachable cluster, only the disk is examined.
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Data directory of `mco up`; simulated nodes' disks under DIR/nodes/ are examined too.
+    #[arg(long, default_value = ".mco")]
+    data_dir: PathBuf,
+    /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let local = match &args.root {
+        Some(root) => Some(mco_cli::local::gather(root)?),
+        None => None,
+    };
+    // On a host without NODE: the disk is the whole story.
+    if let (Some(facts), None) = (&local, &args.node) {
+        let findings = mco_cli::local::diagnose(facts);
+        print!("{}", mco_cli::doctor::render_local(facts, &findings));
+        if !findings.is_empty() {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (snap, mut roots) = rt.block_on(async {
+        let client = mco_cli::client::client(args.kubeconfig.as_deref()).await?;
+        let snap = mco_cli::fetch(&client).await?;
+        let mut wanted = mco_cli::doctor::nodes_in_trouble(&snap);
+        wanted.extend(args.node.iter().cloned());
+        let roots = if args.root.is_none() {
+            mco_cli::client::gather_sim_roots(&args.data_dir, &wanted)?
+        } else {
+            BTreeMap::new()
+        };
+        anyhow::Ok((snap, roots))
+    })?;
+    if let (Some(facts), Some(node)) = (&local, &args.node) {
+        roots.insert(node.clone(), facts.clone());
+    }
+    let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
+    if let (Some(facts), Some(_)) = (&local, &args.node) {
+        // The disk may know more than the API (e.g. a never-adopted OS before any update).
+        for f in mco_cli::local::diagnose(facts) {
+            if !findings.iter().any(|x| x.title == f.title) {
+                findings.push(f);
+            }
+        }
+    }
+    print!("{}", mco_cli::doctor::render(&findings, Some(&snap)));
+    if !findings.is_empty() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
