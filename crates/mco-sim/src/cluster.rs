@@ -1,0 +1,354 @@
+//! The embedded cluster behind `mco up`: API server, CRDs and default objects, the controller,
+//! the workloads and one supervisor per simulated node.
+//!
+//! The fleet is the spec directory (`DIR/sim/nodes/*.json`, see [`crate::spec`]): a reconciler
+//! polls it, so `mco sim add-node`/`remove-node` take effect on a running cluster and a restart
+//! resumes the same nodes.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use mco_apiserver::{Identity, Server, ServerHandle};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::error::{Result, SimError};
+use crate::objects::{self, ensure};
+use crate::profile::{OS_IMAGE_1_2_2, OsProfile, OsUpdateMode};
+use crate::spec::{NodeSpec, SpecDir, initial_fleet};
+use crate::supervisor::{DaemonMode, NodeEnv, run_node};
+use crate::workload::{self, WorkloadTiming};
+
+/// Written once the initial fleet's specs exist, so removing every node is not undone by a
+/// restart.
+const FLEET_INITIALIZED: &str = "sim/fleet-initialized";
+/// How often the fleet reconciler reads the spec directory.
+const FLEET_POLL: Duration = Duration::from_millis(500);
+
+/// How to start the cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Where everything lives.
+    pub data_dir: PathBuf,
+    /// Master nodes of a fresh cluster.
+    pub masters: usize,
+    /// Worker nodes of a fresh cluster.
+    pub workers: usize,
+    /// Their OS.
+    pub os: OsProfile,
+    /// Pivot or container.
+    pub os_update_mode: OsUpdateMode,
+    /// How long a node is down when it reboots.
+    pub reboot: Duration,
+    /// The API server's address (port 0 picks one).
+    pub listen: SocketAddr,
+    /// How each node's daemon runs.
+    pub daemon: DaemonMode,
+    /// The controller's settings; `None` runs no controller.
+    pub controller: Option<mco_controller::Config>,
+    /// The workload simulation; `None` creates no workloads.
+    pub workloads: Option<WorkloadTiming>,
+}
+
+impl ClusterOptions {
+    /// `mco up`'s defaults for `data_dir`: 3 masters, 3 workers, uos, pivot, 2 s reboots, the
+    /// built-in daemon, the controller with timings for a small cluster, workloads.
+    pub fn new(data_dir: impl Into<PathBuf>) -> ClusterOptions {
+        ClusterOptions {
+            data_dir: data_dir.into(),
+            masters: 3,
+            workers: 3,
+            os: OsProfile::Uos,
+            os_update_mode: OsUpdateMode::Pivot,
+            reboot: Duration::from_secs(2),
+            listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            daemon: crate::daemon::default_mode(),
+            controller: Some(controller_config()),
+            workloads: Some(WorkloadTiming::default()),
+        }
+    }
+}
+
+/// The controller's settings in the embedded cluster: upstream's rules with timings sized for
+/// one machine, and a fixed lease identity so a restart takes the lease back at once.
+pub fn controller_config() -> mco_controller::Config {
+    let mut c = mco_controller::Config {
+        render_debounce: Duration::from_millis(300),
+        resync: Duration::from_secs(10),
+        error_requeue: Duration::from_secs(1),
+        ..Default::default()
+    };
+    c.drain.evict_retry = Duration::from_secs(1);
+    c.drain.requeue = Duration::from_secs(5);
+    c.drain.requeue_slow = Duration::from_secs(30);
+    c.lease.identity = "mco-up".into();
+    c
+}
+
+/// A running embedded cluster.
+pub struct Cluster {
+    server: Arc<ServerHandle>,
+    admin: kube::Client,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    data_dir: PathBuf,
+}
+
+impl Cluster {
+    /// Starts everything; returns once the API server serves and the default objects exist
+    /// (nodes join in the background).
+    pub async fn start(opts: ClusterOptions) -> Result<Cluster> {
+        std::fs::create_dir_all(&opts.data_dir)
+            .map_err(|e| SimError::io("creating", &opts.data_dir, e))?;
+        let data_dir = opts
+            .data_dir
+            .canonicalize()
+            .map_err(|e| SimError::io("resolving", &opts.data_dir, e))?;
+        let server = Arc::new(
+            Server::start(mco_apiserver::Config::new(data_dir.clone(), opts.listen)).await?,
+        );
+        let admin = server.client_for(Identity::Admin).await?;
+        install(&admin).await?;
+        init_fleet(&data_dir, &opts)?;
+
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        if let Some(cfg) = opts.controller.clone() {
+            let client = server.client_for(Identity::Controller).await?;
+            let mut rx = stop_rx.clone();
+            tasks.push(tokio::spawn(async move {
+                let shutdown = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = mco_controller::run(client, cfg, shutdown).await {
+                    tracing::error!(error = %e, "controller stopped");
+                }
+            }));
+        }
+        if let Some(timing) = opts.workloads {
+            tasks.push(tokio::spawn(workload::run(
+                admin.clone(),
+                timing,
+                stop_rx.clone(),
+            )));
+        }
+        let env = Arc::new(NodeEnv {
+            data_dir: data_dir.clone(),
+            server: server.clone(),
+            admin: admin.clone(),
+            reboot: opts.reboot,
+            os_update_mode: opts.os_update_mode,
+            daemon: opts.daemon.clone(),
+        });
+        tasks.push(tokio::spawn(run_fleet(env, stop_rx)));
+        Ok(Cluster {
+            server,
+            admin,
+            stop,
+            tasks,
+            data_dir,
+        })
+    }
+
+    /// The admin kubeconfig (absolute).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.server.kubeconfig_path()
+    }
+
+    /// The API server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// The (absolute) data dir.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// An admin client.
+    pub fn admin(&self) -> kube::Client {
+        self.admin.clone()
+    }
+
+    /// Stops nodes, workloads and the controller, then the API server.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            if tokio::time::timeout(Duration::from_secs(15), t)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a cluster task did not stop in time");
+            }
+        }
+        drop(self.admin);
+        match Arc::try_unwrap(self.server) {
+            Ok(server) => server.shutdown().await,
+            Err(_) => tracing::warn!("API server still referenced; not waiting for it"),
+        }
+    }
+}
+
+/// CRDs, then the objects a fresh cluster has; existing objects are left as they are.
+async fn install(admin: &kube::Client) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for crd in mco_api::crds::all() {
+        ensure(&crds, &crd).await?;
+    }
+    // A CRD serves once registered; retry the first write until it does.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let cc: ControllerConfig = objects::typed(
+        "controllerconfig",
+        objects::controller_config(OS_IMAGE_1_2_2),
+    )?;
+    let ccs: Api<ControllerConfig> = Api::all(admin.clone());
+    loop {
+        match ensure(&ccs, &cc).await {
+            Ok(_) => break,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, "waiting for the CRDs to serve");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let pools: Api<MachineConfigPool> = Api::all(admin.clone());
+    let mcs: Api<MachineConfig> = Api::all(admin.clone());
+    for role in ["master", "worker"] {
+        let p: MachineConfigPool = objects::typed("pool", objects::pool(role))?;
+        ensure(&pools, &p).await?;
+        for v in [objects::base_config(role), objects::ssh_config(role)] {
+            let mc: MachineConfig = objects::typed("machineconfig", v)?;
+            ensure(&mcs, &mc).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the initial fleet's specs on the very first start.
+fn init_fleet(data_dir: &Path, opts: &ClusterOptions) -> Result<()> {
+    let marker = data_dir.join(FLEET_INITIALIZED);
+    if marker.exists() {
+        return Ok(());
+    }
+    let specs = SpecDir::of(data_dir);
+    if specs.list()?.is_empty() {
+        for s in initial_fleet(opts.masters, opts.workers, opts.os) {
+            specs.add(&s)?;
+        }
+    }
+    if let Some(dir) = marker.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| SimError::io("creating", dir, e))?;
+    }
+    std::fs::write(&marker, b"").map_err(|e| SimError::io("writing", &marker, e))
+}
+
+struct Running {
+    spec: NodeSpec,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// Starts and stops supervisors as specs come and go.
+async fn run_fleet(env: Arc<NodeEnv>, mut stop: watch::Receiver<bool>) {
+    let specs = SpecDir::of(&env.data_dir);
+    let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    loop {
+        match specs.list() {
+            Ok(list) => {
+                let wanted: BTreeMap<String, NodeSpec> =
+                    list.into_iter().map(|s| (s.name.clone(), s)).collect();
+                let gone: Vec<String> = running
+                    .keys()
+                    .filter(|n| !wanted.contains_key(*n))
+                    .cloned()
+                    .collect();
+                for name in gone {
+                    if let Some(r) = running.remove(&name) {
+                        stop_node(r).await;
+                    }
+                }
+                if let Err(e) = remove_orphans(&env, &wanted).await {
+                    tracing::warn!(error = %e, "removing nodes");
+                }
+                for (name, spec) in wanted {
+                    if running.get(&name).is_some_and(|r| r.spec == spec) {
+                        continue;
+                    }
+                    if let Some(r) = running.remove(&name) {
+                        stop_node(r).await;
+                    }
+                    let (tx, rx) = watch::channel(false);
+                    tracing::info!(node = %name, pool = %spec.pool, os = %spec.os, "starting node");
+                    let task = tokio::spawn(run_node(env.clone(), spec.clone(), rx));
+                    running.insert(
+                        name,
+                        Running {
+                            spec,
+                            stop: tx,
+                            task,
+                        },
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading node specs"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(FLEET_POLL) => {}
+            _ = stop.changed() => {}
+        }
+        if *stop.borrow() {
+            break;
+        }
+    }
+    let all: Vec<Running> = std::mem::take(&mut running).into_values().collect();
+    for r in &all {
+        let _ = r.stop.send(true);
+    }
+    for r in all {
+        let _ = r.task.await;
+    }
+}
+
+async fn stop_node(r: Running) {
+    let _ = r.stop.send(true);
+    let _ = r.task.await;
+}
+
+/// Deletes the Node objects and roots of simulated nodes that have no spec any more.
+async fn remove_orphans(env: &NodeEnv, wanted: &BTreeMap<String, NodeSpec>) -> Result<()> {
+    let nodes: Api<Node> = Api::all(env.admin.clone());
+    let sim = nodes
+        .list(&ListParams::default().labels(&format!("{}=true", objects::SIMULATED_LABEL)))
+        .await?;
+    for n in sim.items {
+        let name = n.name_any();
+        if !wanted.contains_key(&name) {
+            tracing::info!(node = %name, "removing node");
+            match nodes.delete(&name, &DeleteParams::default()).await {
+                Ok(_) | Err(kube::Error::Api(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let roots = env.data_dir.join("nodes");
+    if let Ok(rd) = std::fs::read_dir(&roots) {
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if !wanted.contains_key(&name) {
+                let p = entry.path();
+                std::fs::remove_dir_all(&p).map_err(|e| SimError::io("removing", &p, e))?;
+                let _ = std::fs::remove_file(env.kubeconfig_of(&name));
+            }
+        }
+    }
+    Ok(())
+}

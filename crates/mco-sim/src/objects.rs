@@ -1,0 +1,319 @@
+//! The objects a fresh embedded cluster starts with, and the simulated nodes' Node objects.
+//!
+//! Builders are pure (JSON in the exact upstream shape); [`ensure`] creates an object unless it
+//! exists, so a restarted cluster keeps whatever the user changed.
+
+use std::fmt::Debug;
+
+use kube::api::{Api, PostParams};
+use kube::core::NamespaceResourceScope;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use mco_api::constants::{annotations, labels, names, states};
+
+use crate::error::{Result, SimError};
+use crate::spec::NodeSpec;
+
+/// Label on every simulated Node, so tools can tell them from real ones.
+pub const SIMULATED_LABEL: &str = "mco.sim/simulated";
+/// The kubelet version simulated nodes report.
+pub const KUBELET_VERSION: &str = "v1.27.6+sim";
+/// The role label a pool's nodes carry.
+pub fn node_role_label(pool: &str) -> String {
+    format!("{}{pool}", labels::NODE_ROLE_PREFIX)
+}
+
+/// Turns builder JSON into a typed object.
+pub fn typed<K: DeserializeOwned>(what: &str, v: Value) -> Result<K> {
+    serde_json::from_value(v).map_err(|e| SimError::Json {
+        what: what.to_string(),
+        source: e,
+    })
+}
+
+/// Creates `obj` unless an object of that name exists; returns the stored object.
+pub async fn ensure<K>(api: &Api<K>, obj: &K) -> Result<K>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    if let Some(existing) = api.get_opt(&name).await? {
+        return Ok(existing);
+    }
+    match api.create(&PostParams::default(), obj).await {
+        Ok(o) => Ok(o),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(api.get(&name).await?),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Like [`ensure`] for namespaced objects (same behaviour; the bound documents the scope).
+pub async fn ensure_namespaced<K>(api: &Api<K>, obj: &K) -> Result<K>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug,
+{
+    ensure(api, obj).await
+}
+
+/// The ControllerConfig `machine-config-controller` with the cluster's default OS image.
+pub fn controller_config(os_image: &str) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "ControllerConfig",
+        "metadata": {"name": names::CONTROLLER_CONFIG},
+        "spec": {"osImageURL": os_image}
+    })
+}
+
+/// Upstream's default pool `master` or `worker` (MCO `manifests/<pool>.machineconfigpool.yaml`).
+pub fn pool(name: &str) -> Value {
+    let mut pool_labels = serde_json::Map::new();
+    pool_labels.insert(labels::MCO_BUILT_IN.into(), json!(""));
+    pool_labels.insert(
+        format!("pools.operator.machineconfiguration.openshift.io/{name}"),
+        json!(""),
+    );
+    if name == names::MASTER_POOL {
+        pool_labels.insert(
+            "operator.machineconfiguration.openshift.io/required-for-upgrade".into(),
+            json!(""),
+        );
+    }
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "metadata": {"name": name, "labels": pool_labels},
+        "spec": {
+            "machineConfigSelector": {"matchLabels": {labels::ROLE: name}},
+            "nodeSelector": {"matchLabels": {node_role_label(name): ""}}
+        }
+    })
+}
+
+fn data_url(s: &str) -> String {
+    let mut out = String::from("data:,");
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn mc(name: &str, role: &str, config: Value) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": name, "labels": {labels::ROLE: role}},
+        "spec": {"config": config}
+    })
+}
+
+/// `00-<role>`: the base every node of the role gets — a kubelet config, the container
+/// registries file, a sysctl, and the kubelet unit with a crio dropin.
+pub fn base_config(role: &str) -> Value {
+    let kubelet_conf = format!(
+        "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\ncgroupDriver: systemd\nnodeStatusUpdateFrequency: 10s\n# role: {role}\n"
+    );
+    let registries =
+        "unqualified-search-registries = [\"registry.example.com\"]\nshort-name-mode = \"\"\n";
+    let sysctl = "net.ipv4.ip_forward = 1\nfs.inotify.max_user_watches = 65536\n";
+    let kubelet_unit = "[Unit]\nDescription=Kubernetes Kubelet\nWants=rpc-statd.service crio.service\nAfter=crio.service\n\n[Service]\nExecStart=/usr/bin/kubelet --config=/etc/kubernetes/kubelet.conf\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n";
+    let crio_dropin = "[Service]\nEnvironment=\"ENABLE_PROFILE_UNIX_SOCKET=true\"\n";
+    let file = |path: &str, contents: &str| {
+        json!({
+            "path": path,
+            "mode": 420,
+            "overwrite": true,
+            "contents": {"source": data_url(contents)}
+        })
+    };
+    mc(
+        &format!("00-{role}"),
+        role,
+        json!({
+            "ignition": {"version": "3.2.0"},
+            "storage": {"files": [
+                file("/etc/kubernetes/kubelet.conf", &kubelet_conf),
+                file("/etc/containers/registries.conf", registries),
+                file("/etc/sysctl.d/99-mco-forward.conf", sysctl),
+            ]},
+            "systemd": {"units": [
+                {"name": "kubelet.service", "enabled": true, "contents": kubelet_unit},
+                {"name": "crio.service", "dropins": [
+                    {"name": "10-mco-profile-unix-socket.conf", "contents": crio_dropin}
+                ]}
+            ]}
+        }),
+    )
+}
+
+/// `99-<role>-ssh`: the `core` user's SSH key, as the installer creates it.
+pub fn ssh_config(role: &str) -> Value {
+    mc(
+        &format!("99-{role}-ssh"),
+        role,
+        json!({
+            "ignition": {"version": "3.2.0"},
+            "passwd": {"users": [{
+                "name": "core",
+                "sshAuthorizedKeys": [
+                    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMcoSimulatedClusterKey00000000000000000 admin@mco.sim"
+                ]
+            }]}
+        }),
+    )
+}
+
+/// The annotations a node joins with, as upstream's bootstrap (MCS `node-annotations.json`)
+/// writes them: current and desired config are the config it was provisioned with.
+pub fn join_annotations(rendered: &str) -> Value {
+    json!({
+        annotations::CURRENT_CONFIG: rendered,
+        annotations::DESIRED_CONFIG: rendered,
+        annotations::STATE: states::DONE,
+    })
+}
+
+/// A simulated node's Node object (metadata and spec; status is written separately through
+/// the status subresource, as kubelet does).
+pub fn node(spec: &NodeSpec, rendered: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec.name,
+            "labels": {
+                "kubernetes.io/hostname": spec.name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+                node_role_label(&spec.pool): "",
+                labels::ZONE: zone_label(&spec.zone),
+                "topology.kubernetes.io/region": "sim",
+                SIMULATED_LABEL: "true",
+            },
+            "annotations": join_annotations(rendered),
+        },
+        "spec": {}
+    })
+}
+
+/// `topology.kubernetes.io/zone` value for zone suffix `a`.
+pub fn zone_label(zone: &str) -> String {
+    format!("sim-{zone}")
+}
+
+/// A node's status as kubelet posts it: the Ready condition and nodeInfo.
+pub fn node_status(ready: bool, os_image: &str, boot_id: &str, now: &str) -> Value {
+    let (status, reason, message) = if ready {
+        ("True", "KubeletReady", "kubelet is posting ready status")
+    } else {
+        (
+            "False",
+            "KubeletNotReady",
+            "node is rebooting: container runtime network not ready",
+        )
+    };
+    json!({
+        "status": {
+            "conditions": [{
+                "type": "Ready",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": boot_id,
+                "containerRuntimeVersion": "cri-o://1.27.1-sim",
+                "kernelVersion": "5.14.0-284.sim.x86_64",
+                "kubeProxyVersion": KUBELET_VERSION,
+                "kubeletVersion": KUBELET_VERSION,
+                "machineID": boot_id.replace('-', ""),
+                "operatingSystem": "linux",
+                "osImage": os_image,
+                "systemUUID": boot_id,
+            }
+        }
+    })
+}
+
+/// Now, as Kubernetes writes times.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| jiff::Timestamp::now().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+
+    #[test]
+    fn builders_are_valid_typed_objects() {
+        let cc: ControllerConfig = typed("cc", controller_config("img:1")).unwrap();
+        assert_eq!(cc.spec.default_os_image(), "img:1");
+        for role in ["master", "worker"] {
+            let p: MachineConfigPool = typed("pool", pool(role)).unwrap();
+            let sel = p.spec.node_selector.unwrap().match_labels.unwrap();
+            assert!(sel.contains_key(&format!("node-role.kubernetes.io/{role}")));
+            let base: MachineConfig = typed("mc", base_config(role)).unwrap();
+            assert_eq!(
+                base.metadata.name.as_deref(),
+                Some(format!("00-{role}").as_str())
+            );
+            assert_eq!(base.ignition_version(), Some("3.2.0"));
+            let ssh: MachineConfig = typed("mc", ssh_config(role)).unwrap();
+            assert_eq!(ssh.metadata.labels.unwrap()[labels::ROLE], role);
+        }
+        let master: MachineConfigPool = typed("pool", pool("master")).unwrap();
+        assert!(
+            master
+                .metadata
+                .labels
+                .unwrap()
+                .contains_key("operator.machineconfiguration.openshift.io/required-for-upgrade")
+        );
+    }
+
+    #[test]
+    fn node_joins_done_with_role_and_zone() {
+        let spec = NodeSpec {
+            name: "worker-1".into(),
+            pool: "worker".into(),
+            os: "uos".into(),
+            skip_firstboot_os: false,
+            zone: "b".into(),
+        };
+        let n: Node = typed("node", node(&spec, "rendered-worker-abc")).unwrap();
+        let l = n.metadata.labels.unwrap();
+        assert_eq!(l["node-role.kubernetes.io/worker"], "");
+        assert_eq!(l["topology.kubernetes.io/zone"], "sim-b");
+        let a = n.metadata.annotations.unwrap();
+        assert_eq!(a[annotations::STATE], "Done");
+        assert_eq!(a[annotations::DESIRED_CONFIG], "rendered-worker-abc");
+        let st = node_status(false, "UOS Server 20", "id-1", "2026-01-01T00:00:00Z");
+        assert_eq!(st["status"]["conditions"][0]["status"], "False");
+        assert_eq!(st["status"]["nodeInfo"]["osImage"], "UOS Server 20");
+    }
+
+    #[test]
+    fn data_urls_escape() {
+        assert_eq!(data_url("a b\n"), "data:,a%20b%0A");
+    }
+}

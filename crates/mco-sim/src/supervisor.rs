@@ -1,0 +1,426 @@
+//! One simulated node's life: provisioning and first boot, then the daemon, restarted across
+//! simulated reboots.
+//!
+//! The daemon asks for a reboot the way it does on any simulated host: the host layer's
+//! `SimRebooter` writes `/run/mco-sim/reboot-requested` under the node root. The supervisor
+//! polls that file (which works the same for an in-process daemon and a child process, and
+//! survives a daemon crash), stops the daemon, plays the reboot on the disk and the Node object,
+//! and starts the daemon again.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use mco_api::MachineConfig;
+use mco_api::MachineConfigPool;
+use mco_apiserver::{Identity, ServerHandle};
+use mco_daemon::firstboot::{self, FirstbootOutcome};
+use mco_daemon::fs::FileAttrs;
+use mco_daemon::reboot::{SimRebooter, complete_sim_reboot};
+use mco_daemon::{Host, paths};
+use tokio::sync::watch;
+
+use crate::error::{Result, SimError};
+use crate::objects;
+use crate::profile::{OsProfile, OsUpdateMode};
+use crate::root::NodeRoot;
+use crate::spec::NodeSpec;
+
+/// How often the supervisor looks for a reboot request and for the pool's rendered config.
+pub const POLL: Duration = Duration::from_millis(200);
+/// How long an in-process daemon gets to stop on its own before it is aborted.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// What an in-process daemon is given.
+pub struct DaemonContext {
+    /// The node it runs for.
+    pub node: String,
+    /// The node's root (`Host::sim(root)`).
+    pub root: PathBuf,
+    /// A client authenticated as `node:<name>`.
+    pub client: kube::Client,
+    /// A kubeconfig file for the same identity.
+    pub kubeconfig: PathBuf,
+    /// The cluster's OS update mode.
+    pub os_update_mode: OsUpdateMode,
+    /// Becomes `true` when the daemon must stop (reboot or shutdown).
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Runs a node's daemon in process until its context's shutdown fires.
+pub type DaemonFn =
+    Arc<dyn Fn(DaemonContext) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+
+/// How each node's daemon runs.
+#[derive(Clone)]
+pub enum DaemonMode {
+    /// A task in this process.
+    InProcess(DaemonFn),
+    /// `PROGRAM daemon --node NAME --root ROOT --host sim --kubeconfig FILE` per node, so a
+    /// test can SIGKILL one.
+    Process {
+        /// The `mco` binary.
+        program: PathBuf,
+    },
+    /// No daemon: nodes join and then stay as they are.
+    None,
+}
+
+impl std::fmt::Debug for DaemonMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DaemonMode::InProcess(_) => f.write_str("InProcess"),
+            DaemonMode::Process { program } => write!(f, "Process({})", program.display()),
+            DaemonMode::None => f.write_str("None"),
+        }
+    }
+}
+
+/// What every supervisor shares.
+pub struct NodeEnv {
+    /// The cluster's data dir.
+    pub data_dir: PathBuf,
+    /// The API server, for node credentials.
+    pub server: Arc<ServerHandle>,
+    /// An admin client (plays kubelet and the machine-config server).
+    pub admin: kube::Client,
+    /// How long a node is down during a reboot.
+    pub reboot: Duration,
+    /// Pivot or container.
+    pub os_update_mode: OsUpdateMode,
+    /// How daemons run.
+    pub daemon: DaemonMode,
+}
+
+impl NodeEnv {
+    /// `DATA_DIR/nodes/<name>`.
+    pub fn root_of(&self, name: &str) -> NodeRoot {
+        NodeRoot::at(self.data_dir.join("nodes").join(name))
+    }
+
+    /// `DATA_DIR/kubeconfigs/node-<name>`: outside the node root, as a real node keeps its
+    /// credentials out of what mco manages.
+    pub fn kubeconfig_of(&self, name: &str) -> PathBuf {
+        self.data_dir
+            .join("kubeconfigs")
+            .join(format!("node-{name}"))
+    }
+}
+
+/// Runs one node until `stop` becomes true.
+pub async fn run_node(env: Arc<NodeEnv>, spec: NodeSpec, mut stop: watch::Receiver<bool>) {
+    let name = spec.name.clone();
+    loop {
+        match supervise(&env, &spec, &mut stop).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::error!(node = %name, error = %e, "node supervisor failed; retrying");
+                if sleep_or_stop(&mut stop, Duration::from_secs(2)).await {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps `d`; returns true if asked to stop meanwhile.
+async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
+    if *stop.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(d) => *stop.borrow(),
+        _ = stop.changed() => true,
+    }
+}
+
+async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bool>) -> Result<()> {
+    let profile = spec.profile()?;
+    let root = env.root_of(&spec.name);
+    let root_path = root.path().to_path_buf();
+    let mode = env.os_update_mode;
+    tokio::task::spawn_blocking(move || NodeRoot::at(root_path).ensure(profile, mode).map(drop))
+        .await
+        .map_err(|e| SimError::Invalid(format!("node root task: {e}")))??;
+    let nodes: Api<Node> = Api::all(env.admin.clone());
+    if nodes.get_opt(&spec.name).await?.is_none() {
+        let Some(rendered) = wait_rendered(env, &spec.pool, stop).await? else {
+            return Ok(());
+        };
+        first_boot(env, spec, &root, &rendered).await?;
+        let node: Node = objects::typed("node", objects::node(spec, &rendered))?;
+        match nodes.create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(node = %spec.name, config = %rendered, "node joined");
+    }
+    set_ready(env, spec, profile, &root, true).await?;
+    loop {
+        if pending_reboot(&root)? {
+            reboot(env, spec, profile, &root, stop).await?;
+            continue;
+        }
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let mut daemon = Daemon::start(env, spec, &root).await?;
+        let reason = loop {
+            tokio::select! {
+                _ = stop.changed() => break Wake::Stop,
+                _ = tokio::time::sleep(POLL) => {
+                    if pending_reboot(&root)? {
+                        break Wake::Reboot;
+                    }
+                    if let Some(status) = daemon.exited() {
+                        break Wake::Exited(status);
+                    }
+                }
+            }
+        };
+        daemon.stop().await;
+        match reason {
+            Wake::Stop => return Ok(()),
+            Wake::Reboot => {}
+            Wake::Exited(status) => {
+                tracing::warn!(node = %spec.name, %status, "daemon exited; restarting it");
+                if sleep_or_stop(stop, Duration::from_secs(1)).await {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+enum Wake {
+    Stop,
+    Reboot,
+    Exited(String),
+}
+
+/// Waits until the pool has a rendered config; `None` if asked to stop first.
+async fn wait_rendered(
+    env: &NodeEnv,
+    pool: &str,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Option<String>> {
+    let pools: Api<MachineConfigPool> = Api::all(env.admin.clone());
+    loop {
+        if let Some(p) = pools.get_opt(pool).await?
+            && let Some(name) = p
+                .spec
+                .configuration
+                .as_ref()
+                .map(|c| c.name.clone())
+                .filter(|n| !n.is_empty())
+        {
+            return Ok(Some(name));
+        }
+        if sleep_or_stop(stop, POLL).await {
+            return Ok(None);
+        }
+    }
+}
+
+/// Provisioning and first boot: the machine-config server's encapsulated config, the daemon's
+/// `firstboot-complete-machineconfig`, and the reboot that follows.
+async fn first_boot(env: &NodeEnv, spec: &NodeSpec, root: &NodeRoot, rendered: &str) -> Result<()> {
+    let fs = root.fs()?;
+    let done = fs.exists(&firstboot::done_path(paths::FIRSTBOOT_CONFIG))?;
+    if !done && !fs.exists(paths::FIRSTBOOT_CONFIG)? {
+        let mcs: Api<MachineConfig> = Api::all(env.admin.clone());
+        let mc = mcs.get(rendered).await?;
+        let data = serde_json::to_vec(&mc).map_err(|e| SimError::Json {
+            what: rendered.to_string(),
+            source: e,
+        })?;
+        fs.write_atomic(paths::FIRSTBOOT_CONFIG, &data, &FileAttrs::mode(0o644))?;
+    }
+    let skip_os = spec.skip_firstboot_os;
+    let path = root.path().to_path_buf();
+    let node = spec.name.clone();
+    let outcome = tokio::task::spawn_blocking(move || -> Result<FirstbootOutcome> {
+        let host = Host::sim(&path)?;
+        // Seed 000: a 1.2 daemon that keyed OS management off `ID` saw `ID="uos"` and skipped
+        // the OS; hiding the ostree marker during first boot reproduces exactly that decision.
+        let had_marker = host.fs.exists(paths::OSTREE_BOOTED)?;
+        if skip_os && had_marker {
+            host.fs.remove_file(paths::OSTREE_BOOTED)?;
+        }
+        let engine = mco_daemon::engine::Engine::new(host)?;
+        let r = firstboot::complete_machineconfig(&engine, None);
+        if skip_os && had_marker {
+            engine
+                .host
+                .fs
+                .write_atomic(paths::OSTREE_BOOTED, b"", &FileAttrs::mode(0o644))?;
+        }
+        Ok(r?)
+    })
+    .await
+    .map_err(|e| SimError::Invalid(format!("first boot task: {e}")))??;
+    tracing::info!(node = %node, ?outcome, "first boot");
+    if pending_reboot(root)? {
+        boot(root)?;
+    }
+    Ok(())
+}
+
+fn pending_reboot(root: &NodeRoot) -> Result<bool> {
+    Ok(SimRebooter::pending(&root.fs()?)?.is_some())
+}
+
+/// What a reboot does to the disk: staged deployment booted, `/run` fresh, new boot id.
+fn boot(root: &NodeRoot) -> Result<String> {
+    complete_sim_reboot(&root.fs()?)?;
+    root.rotate_boot_id()
+}
+
+async fn reboot(
+    env: &NodeEnv,
+    spec: &NodeSpec,
+    profile: OsProfile,
+    root: &NodeRoot,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<()> {
+    let rationale = SimRebooter::pending(&root.fs()?)?
+        .map(|r| r.rationale)
+        .unwrap_or_default();
+    tracing::info!(node = %spec.name, %rationale, "rebooting");
+    set_ready(env, spec, profile, root, false).await?;
+    sleep_or_stop(stop, env.reboot).await;
+    let id = boot(root)?;
+    tracing::info!(node = %spec.name, boot_id = %id, "rebooted");
+    set_ready(env, spec, profile, root, true).await
+}
+
+async fn set_ready(
+    env: &NodeEnv,
+    spec: &NodeSpec,
+    profile: OsProfile,
+    root: &NodeRoot,
+    ready: bool,
+) -> Result<()> {
+    let nodes: Api<Node> = Api::all(env.admin.clone());
+    let status = objects::node_status(
+        ready,
+        &profile.pretty_name(),
+        &root.boot_id()?,
+        &objects::now_rfc3339(),
+    );
+    nodes
+        .patch_status(&spec.name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+/// A running daemon.
+enum Daemon {
+    Task {
+        stop: watch::Sender<bool>,
+        task: tokio::task::JoinHandle<Result<(), String>>,
+    },
+    Child(tokio::process::Child),
+    None,
+}
+
+impl Daemon {
+    async fn start(env: &NodeEnv, spec: &NodeSpec, root: &NodeRoot) -> Result<Daemon> {
+        let kubeconfig = env.kubeconfig_of(&spec.name);
+        if !matches!(env.daemon, DaemonMode::None) {
+            if let Some(dir) = kubeconfig.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| SimError::io("creating", dir, e))?;
+            }
+            env.server
+                .write_kubeconfig(Identity::Node(spec.name.clone()), &kubeconfig)
+                .await?;
+        }
+        match &env.daemon {
+            DaemonMode::None => Ok(Daemon::None),
+            DaemonMode::InProcess(run) => {
+                let client = env
+                    .server
+                    .client_for(Identity::Node(spec.name.clone()))
+                    .await?;
+                let (tx, rx) = watch::channel(false);
+                let ctx = DaemonContext {
+                    node: spec.name.clone(),
+                    root: root.path().to_path_buf(),
+                    client,
+                    kubeconfig,
+                    os_update_mode: env.os_update_mode,
+                    shutdown: rx,
+                };
+                let task = tokio::spawn(run(ctx));
+                Ok(Daemon::Task { stop: tx, task })
+            }
+            DaemonMode::Process { program } => {
+                let log_dir = env.data_dir.join("logs");
+                std::fs::create_dir_all(&log_dir)
+                    .map_err(|e| SimError::io("creating", &log_dir, e))?;
+                let log_path = log_dir.join(format!("daemon-{}.log", spec.name));
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log_path)
+                    .map_err(|e| SimError::io("opening", &log_path, e))?;
+                let err = log
+                    .try_clone()
+                    .map_err(|e| SimError::io("opening", &log_path, e))?;
+                let child = tokio::process::Command::new(program)
+                    .arg("daemon")
+                    .arg("--node")
+                    .arg(&spec.name)
+                    .arg("--root")
+                    .arg(root.path())
+                    .arg("--host")
+                    .arg("sim")
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(log)
+                    .stderr(err)
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|e| SimError::io("spawning", program, e))?;
+                Ok(Daemon::Child(child))
+            }
+        }
+    }
+
+    /// `Some(how)` once the daemon has ended on its own.
+    fn exited(&mut self) -> Option<String> {
+        match self {
+            Daemon::Task { task, .. } if task.is_finished() => Some("task ended".into()),
+            Daemon::Child(child) => match child.try_wait() {
+                Ok(Some(status)) => Some(status.to_string()),
+                Ok(None) => None,
+                Err(e) => Some(e.to_string()),
+            },
+            _ => None,
+        }
+    }
+
+    /// Stops it: a reboot does not wait for anyone, so a child is killed; a task gets a short
+    /// grace to notice its shutdown signal.
+    async fn stop(self) {
+        match self {
+            Daemon::Task { stop, mut task } => {
+                let _ = stop.send(true);
+                match tokio::time::timeout(STOP_GRACE, &mut task).await {
+                    Ok(Ok(Err(e))) => tracing::warn!(error = %e, "daemon stopped with an error"),
+                    Ok(_) => {}
+                    Err(_) => task.abort(),
+                }
+            }
+            Daemon::Child(mut child) => {
+                let _ = child.kill().await;
+            }
+            Daemon::None => {}
+        }
+    }
+}
