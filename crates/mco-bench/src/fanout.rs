@@ -90,7 +90,10 @@ impl fmt::Display for FanoutReport {
             "  delivered {}/{} events ({} before the updater saw its acknowledgement)",
             self.delivered, self.expected, self.before_ack
         )?;
-        let show = |s: &Option<Summary>| s.map(|s| s.to_string()).unwrap_or_else(|| "no samples".into());
+        let show = |s: &Option<Summary>| {
+            s.map(|s| s.to_string())
+                .unwrap_or_else(|| "no samples".into())
+        };
         writeln!(f, "  latency ack -> event:  {}", show(&self.from_ack))?;
         writeln!(f, "  latency send -> event: {}", show(&self.from_send))?;
         write!(
@@ -136,7 +139,8 @@ pub async fn run(opts: FanoutOpts) -> Result<FanoutReport, Error> {
         .map(|i| {
             let api = api.clone();
             async move {
-                let cm: ConfigMap = typed(json!({"metadata": {"name": name(i)}, "data": {"i": i.to_string()}}))?;
+                let cm: ConfigMap =
+                    typed(json!({"metadata": {"name": name(i)}, "data": {"i": i.to_string()}}))?;
                 api.create(&PostParams::default(), &cm).await?;
                 Ok::<_, Error>(())
             }
@@ -239,7 +243,9 @@ pub async fn run(opts: FanoutOpts) -> Result<FanoutReport, Error> {
                 }
                 let i = j % n;
                 let patch = json!({"metadata": {"annotations": {SENT: nanos(epoch).to_string()}}});
-                let cm = api.patch(&name(i), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                let cm = api
+                    .patch(&name(i), &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
                 acks.push((i, rv_of(&cm), nanos(epoch)));
             }
             Ok::<_, Error>(acks)
@@ -247,7 +253,9 @@ pub async fn run(opts: FanoutOpts) -> Result<FanoutReport, Error> {
     }
     let mut acked: HashMap<(usize, u64), u64> = HashMap::new();
     for t in writer_tasks {
-        let acks = t.await.map_err(|e| Error::Bench(format!("writer task: {e}")))??;
+        let acks = t
+            .await
+            .map_err(|e| Error::Bench(format!("writer task: {e}")))??;
         acked.extend(acks.into_iter().map(|(i, rv, at)| ((i, rv), at)));
     }
     let update_phase = update_start.elapsed();
@@ -262,7 +270,10 @@ pub async fn run(opts: FanoutOpts) -> Result<FanoutReport, Error> {
 
     let mut samples: Vec<Sample> = Vec::new();
     for w in watchers {
-        samples.extend(w.await.map_err(|e| Error::Bench(format!("watcher task: {e}")))??);
+        samples.extend(
+            w.await
+                .map_err(|e| Error::Bench(format!("watcher task: {e}")))??,
+        );
     }
     server.handle.shutdown().await;
 
@@ -300,6 +311,11 @@ mod tests {
     fn updates_spread_evenly_over_objects() {
         let per: Vec<usize> = (0..4).map(|i| expected_for(i, 4, 10)).collect();
         assert_eq!(per, vec![3, 3, 2, 2]);
-        assert_eq!((0..1000).map(|i| expected_for(i, 1000, 10_000)).sum::<usize>(), 10_000);
+        assert_eq!(
+            (0..1000)
+                .map(|i| expected_for(i, 1000, 10_000))
+                .sum::<usize>(),
+            10_000
+        );
     }
 }

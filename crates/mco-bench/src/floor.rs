@@ -39,8 +39,16 @@ fn open(path: &Path) -> Result<Connection, Error> {
 }
 
 fn insert(conn: &Connection, n: usize, row: &str) -> Result<(), rusqlite::Error> {
-    conn.prepare_cached("INSERT INTO objects (gr, ns, name, rv, json) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params!["/configmaps", "default", format!("row-{n}"), n as i64, row])?;
+    conn.prepare_cached(
+        "INSERT INTO objects (gr, ns, name, rv, json) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        "/configmaps",
+        "default",
+        format!("row-{n}"),
+        n as i64,
+        row
+    ])?;
     Ok(())
 }
 
@@ -105,7 +113,10 @@ pub fn per_commit(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Bench("floor thread panicked".into()))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Bench("floor thread panicked".into())))
+            })
             .collect()
     });
     let elapsed = start.elapsed();

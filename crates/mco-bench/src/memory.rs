@@ -14,10 +14,10 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use mco_api::MachineConfigNode;
 use serde_json::json;
 
+use crate::Error;
 use crate::procfs::{self, Mem};
 use crate::stats::mib;
 use crate::support::{client_from_kubeconfig, poll, scratch_dir, typed};
-use crate::Error;
 
 /// Goal: RSS with the objects stored and the watchers open.
 pub const GOAL_RSS_KIB: u64 = 300 * 1024;
@@ -197,9 +197,19 @@ fn mcn(i: usize) -> Result<MachineConfigNode, Error> {
 /// A status as a settled daemon reports it: every condition type, all timestamps set.
 fn status() -> serde_json::Value {
     const TYPES: &[&str] = &[
-        "UpdatePrepared", "UpdateExecuted", "UpdatePostActionComplete", "UpdateComplete",
-        "Resumed", "UpdateCompatible", "AppliedFilesAndOS", "Drained", "Cordoned",
-        "RebootedNode", "ReloadedCRIO", "Uncordoned", "Updated",
+        "UpdatePrepared",
+        "UpdateExecuted",
+        "UpdatePostActionComplete",
+        "UpdateComplete",
+        "Resumed",
+        "UpdateCompatible",
+        "AppliedFilesAndOS",
+        "Drained",
+        "Cordoned",
+        "RebootedNode",
+        "ReloadedCRIO",
+        "Uncordoned",
+        "Updated",
     ];
     let conditions: Vec<_> = TYPES
         .iter()
@@ -244,7 +254,12 @@ async fn install_crd(client: &kube::Client, secs: u64) -> Result<(), Error> {
     let mcns: Api<MachineConfigNode> = Api::all(client.clone());
     poll("MachineConfigNodes to be served", secs, || {
         let mcns = mcns.clone();
-        async move { mcns.list(&ListParams::default().limit(1)).await.ok().map(|_| ()) }
+        async move {
+            mcns.list(&ListParams::default().limit(1))
+                .await
+                .ok()
+                .map(|_| ())
+        }
     })
     .await
 }
@@ -316,7 +331,11 @@ pub async fn run(opts: MemoryOpts) -> Result<MemoryReport, Error> {
         .buffer_unordered(writers)
         .try_collect::<Vec<()>>()
         .await?;
-    record(&format!("{} MachineConfigNodes created", opts.mcns), &server, &mut t)?;
+    record(
+        &format!("{} MachineConfigNodes created", opts.mcns),
+        &server,
+        &mut t,
+    )?;
     if opts.with_status {
         let st = status();
         futures::stream::iter(0..opts.mcns)
@@ -335,7 +354,9 @@ pub async fn run(opts: MemoryOpts) -> Result<MemoryReport, Error> {
     }
     let object_bytes = match opts.mcns {
         0 => 0,
-        _ => serde_json::to_string(&api.get(&node(0)).await?).map(|s| s.len()).unwrap_or(0),
+        _ => serde_json::to_string(&api.get(&node(0)).await?)
+            .map(|s| s.len())
+            .unwrap_or(0),
     };
     let watchers = open_watchers(&client, opts.watchers, secs).await?;
     record(&format!("{} watchers open", opts.watchers), &server, &mut t)?;
@@ -351,7 +372,11 @@ pub async fn run(opts: MemoryOpts) -> Result<MemoryReport, Error> {
     let client = server.client(secs).await?;
     record("restarted on the same data", &server, &mut t)?;
     let watchers = open_watchers(&client, opts.watchers, secs).await?;
-    record(&format!("restarted, {} watchers open", opts.watchers), &server, &mut t)?;
+    record(
+        &format!("restarted, {} watchers open", opts.watchers),
+        &server,
+        &mut t,
+    )?;
     for w in &watchers {
         w.abort();
     }

@@ -39,8 +39,8 @@ pub(crate) fn scratch_dir(work_dir: &Path, prefix: &str) -> Result<tempfile::Tem
 
 /// A client for the kubeconfig at `path`.
 pub(crate) async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, Error> {
-    let kc = kube::config::Kubeconfig::read_from(path)
-        .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+    let kc =
+        kube::config::Kubeconfig::read_from(path).map_err(|e| Error::Kubeconfig(e.to_string()))?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .map_err(|e| Error::Kubeconfig(e.to_string()))?;

@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+use crate::Error;
 use crate::floor::{self, FloorRun, Sharing};
 use crate::stats::{self, Summary, ratio};
 use crate::support::{LocalServer, scratch_dir, typed};
-use crate::Error;
 
 /// Goal: writes per second on the reference 2-core machine.
 pub const GOAL_WRITES_PER_SEC: f64 = 2000.0;
@@ -102,7 +102,11 @@ impl fmt::Display for WritesReport {
             f,
             "durable writes: {} clients ({}), {} ConfigMaps, row {} bytes, data in {}",
             o.clients,
-            if o.shared_client { "one shared kube::Client" } else { "one kube::Client each" },
+            if o.shared_client {
+                "one shared kube::Client"
+            } else {
+                "one kube::Client each"
+            },
             o.count,
             self.row_bytes,
             o.work_dir.display()
@@ -111,9 +115,21 @@ impl fmt::Display for WritesReport {
         if let Some(l) = &self.latency {
             writeln!(f, "  server create latency: {l}")?;
         }
-        line(f, &format!("raw SQLite, commit per insert, {} conns", o.clients), &self.floor_own)?;
-        line(f, &format!("raw SQLite, commit per insert, 1 conn/{} thr", o.clients), &self.floor_shared)?;
-        line(f, &format!("raw SQLite, {} rows per commit (ceiling)", o.batch), &self.floor_batched)?;
+        line(
+            f,
+            &format!("raw SQLite, commit per insert, {} conns", o.clients),
+            &self.floor_own,
+        )?;
+        line(
+            f,
+            &format!("raw SQLite, commit per insert, 1 conn/{} thr", o.clients),
+            &self.floor_shared,
+        )?;
+        line(
+            f,
+            &format!("raw SQLite, {} rows per commit (ceiling)", o.batch),
+            &self.floor_batched,
+        )?;
         writeln!(
             f,
             "  server / per-commit floor = {:.2}; server / batched ceiling = {:.2}",
@@ -140,16 +156,25 @@ pub async fn run(opts: WritesOpts) -> Result<WritesReport, Error> {
     let mut apis = Vec::with_capacity(clients);
     let shared = server.admin().await?;
     for _ in 0..clients {
-        let c = if opts.shared_client { shared.clone() } else { server.admin().await? };
+        let c = if opts.shared_client {
+            shared.clone()
+        } else {
+            server.admin().await?
+        };
         apis.push(Api::<ConfigMap>::namespaced(c, "default"));
     }
     // Warm up: each writer opens its connection before the clock starts.
     let mut row_bytes = 0;
     for (i, api) in apis.iter().enumerate() {
         let created = api
-            .create(&PostParams::default(), &configmap(&format!("warm-{i}"), &value)?)
+            .create(
+                &PostParams::default(),
+                &configmap(&format!("warm-{i}"), &value)?,
+            )
             .await?;
-        row_bytes = serde_json::to_string(&created).map(|s| s.len()).unwrap_or(0);
+        row_bytes = serde_json::to_string(&created)
+            .map(|s| s.len())
+            .unwrap_or(0);
     }
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
@@ -175,7 +200,10 @@ pub async fn run(opts: WritesOpts) -> Result<WritesReport, Error> {
         .collect();
     let mut lat = Vec::new();
     for t in tasks {
-        lat.extend(t.await.map_err(|e| Error::Bench(format!("writer task: {e}")))??);
+        lat.extend(
+            t.await
+                .map_err(|e| Error::Bench(format!("writer task: {e}")))??,
+        );
     }
     let server_run = FloorRun {
         writes: lat.len(),
@@ -185,8 +213,22 @@ pub async fn run(opts: WritesOpts) -> Result<WritesReport, Error> {
 
     let row = "r".repeat(row_bytes);
     let dir = scratch_dir(&opts.work_dir, "floor")?;
-    let own = floor::per_commit(dir.path(), clients, opts.count, &row, Sharing::OwnConnection, opts.max)?;
-    let shared = floor::per_commit(dir.path(), clients, opts.count, &row, Sharing::SharedConnection, opts.max)?;
+    let own = floor::per_commit(
+        dir.path(),
+        clients,
+        opts.count,
+        &row,
+        Sharing::OwnConnection,
+        opts.max,
+    )?;
+    let shared = floor::per_commit(
+        dir.path(),
+        clients,
+        opts.count,
+        &row,
+        Sharing::SharedConnection,
+        opts.max,
+    )?;
     let batched = floor::batched(dir.path(), opts.count, opts.batch, &row, opts.max)?;
     let latency = stats::summarize(&mut lat);
     Ok(WritesReport {

@@ -20,8 +20,19 @@ async fn writes_bench_runs_end_to_end() {
     .await
     .unwrap();
     assert_eq!(r.server.writes, 20);
-    assert_eq!((r.floor_own.writes, r.floor_shared.writes, r.floor_batched.writes), (20, 20, 20));
-    assert!(r.row_bytes > 16, "row holds the object JSON: {}", r.row_bytes);
+    assert_eq!(
+        (
+            r.floor_own.writes,
+            r.floor_shared.writes,
+            r.floor_batched.writes
+        ),
+        (20, 20, 20)
+    );
+    assert!(
+        r.row_bytes > 16,
+        "row holds the object JSON: {}",
+        r.row_bytes
+    );
     assert_eq!(r.latency.map(|l| l.count), Some(20));
     assert!(r.to_string().contains("server / per-commit floor"));
 }
