@@ -27,6 +27,10 @@ enum Command {
     Controller(cmd::controller::Args),
     /// Run the node daemon, or complete first boot.
     Daemon(cmd::daemon::Args),
+    /// Start the embedded cluster: API server, controller and simulated nodes.
+    Up(cmd::up::Args),
+    /// Act on the simulated nodes of an `mco up` cluster.
+    Sim(cmd::sim::Args),
     /// Show each pool's rollout: progress, phases of updating nodes, trouble and an ETA.
     Status(cmd::status::Args),
     /// Explain every node or pool in trouble, with the exact command that fixes it.
@@ -50,5 +54,7 @@ fn main() -> anyhow::Result<()> {
         Command::Daemon(args) => cmd::daemon::run(args),
         Command::Status(args) => cmd::status::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Up(args) => cmd::up::run(args),
+        Command::Sim(args) => cmd::sim::run(args),
     }
 }

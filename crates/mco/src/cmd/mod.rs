@@ -4,4 +4,6 @@ pub mod daemon;
 pub mod doctor;
 pub mod manifests;
 pub mod render;
+pub mod sim;
 pub mod status;
+pub mod up;

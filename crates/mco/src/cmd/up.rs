@@ -1,0 +1,85 @@
+//! `mco up`: the embedded cluster on one machine — API server, controller and simulated nodes
+//! running the real daemon — until Ctrl-C. Starting it again on the same data dir resumes it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mco_sim::{Cluster, ClusterOptions, DaemonMode, OsProfile, OsUpdateMode};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where the cluster lives: database, certificates, kubeconfig, node roots.
+    #[arg(long, default_value = ".mco")]
+    pub data_dir: PathBuf,
+    /// Master nodes of a new cluster (a resumed cluster keeps its nodes).
+    #[arg(long, default_value_t = 3)]
+    pub masters: usize,
+    /// Worker nodes of a new cluster.
+    #[arg(long, default_value_t = 3)]
+    pub workers: usize,
+    /// The nodes' OS: uos (seed 000's fleet), rhcos, fcos or rhel (not ostree).
+    #[arg(long, default_value = "uos")]
+    pub os: OsProfile,
+    /// How nodes follow osImageURL: pivot (legacy custom origin) or container.
+    #[arg(long, default_value = "pivot")]
+    pub os_update_mode: OsUpdateMode,
+    /// How long a node is down when it reboots.
+    #[arg(long, default_value_t = 2.0)]
+    pub reboot_seconds: f64,
+    /// Address of the API server.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Run each node's daemon as its own `mco daemon` process instead of in this one.
+    #[arg(long)]
+    pub node_processes: bool,
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if !args.reboot_seconds.is_finite() || args.reboot_seconds < 0.0 {
+        anyhow::bail!("--reboot-seconds must be a non-negative number");
+    }
+    let mut opts = ClusterOptions::new(&args.data_dir);
+    opts.masters = args.masters;
+    opts.workers = args.workers;
+    opts.os = args.os;
+    opts.os_update_mode = args.os_update_mode;
+    opts.reboot = Duration::from_secs_f64(args.reboot_seconds);
+    opts.listen = args.listen;
+    if args.node_processes {
+        opts.daemon = DaemonMode::Process {
+            program: std::env::current_exe()?,
+        };
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let cluster = Cluster::start(opts).await?;
+        println!("export KUBECONFIG={}", cluster.kubeconfig().display());
+        eprintln!(
+            "mco up: API server on https://{}, data in {}; Ctrl-C stops the cluster",
+            cluster.addr(),
+            cluster.data_dir().display()
+        );
+        shutdown_signal().await;
+        eprintln!("mco up: stopping");
+        cluster.shutdown().await;
+        Ok(())
+    })
+}
