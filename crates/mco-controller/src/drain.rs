@@ -22,7 +22,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Api;
 use kube::api::{EvictParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use mco_api::constants::{annotations, drain as drain_values, mcn_conditions};
 use mco_apimachinery::selector::LabelSelector;
 use serde_json::json;
@@ -86,6 +85,33 @@ pub fn budgets_for<'a>(pod: &Pod, pdbs: &'a [PodDisruptionBudget]) -> Vec<&'a st
         .collect()
 }
 
+/// Which pod blocks a drain and why, naming the budgets that cover it and their state.
+pub fn describe_blocker(pod: &Pod, pdbs: &[PodDisruptionBudget], refusal: &str) -> String {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let budgets: Vec<String> = budgets_for(pod, pdbs)
+        .into_iter()
+        .map(|b| {
+            let st = pdbs
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(b))
+                .and_then(|p| p.status.as_ref());
+            match st {
+                Some(st) => format!(
+                    "PodDisruptionBudget {ns}/{b} (allows {} disruptions; {} healthy, {} needed)",
+                    st.disruptions_allowed, st.current_healthy, st.desired_healthy
+                ),
+                None => format!("PodDisruptionBudget {ns}/{b}"),
+            }
+        })
+        .collect();
+    if budgets.is_empty() {
+        format!("pod {ns}/{name}: {refusal}")
+    } else {
+        format!("pod {ns}/{name} by {}: {refusal}", budgets.join(", "))
+    }
+}
+
 /// Go's `time.Duration` text (`1h0m0s`, `10m0s`, `90s`), as upstream's messages print it.
 pub fn go_duration(d: Duration) -> String {
     let secs = d.as_secs();
@@ -131,48 +157,66 @@ fn unschedulable(node: &Node) -> bool {
 }
 
 /// One condition to apply: (type, status, reason, message).
-type Cond<'a> = (&'a str, &'a str, &'a str, String);
+pub type Cond<'a> = (&'a str, &'a str, &'a str, String);
+
+/// The conditions the drain controller owns on an MCN.
+const OWNED: [&str; 5] = [
+    mcn_conditions::UPDATE_EXECUTED,
+    mcn_conditions::CORDONED,
+    mcn_conditions::DRAINED,
+    mcn_conditions::UPDATE_COMPLETE,
+    mcn_conditions::UNCORDONED,
+];
+
+/// The full set of drain conditions to apply: the new ones, plus every other owned condition
+/// as it stands now. An apply is the manager's whole intent, so a condition left out of it would
+/// be removed by the server.
+pub fn merged_conditions(existing: &[Condition], new: &[Cond<'_>], now: &Time) -> Vec<Condition> {
+    OWNED
+        .iter()
+        .filter_map(|t| {
+            let old = existing.iter().find(|c| c.type_ == *t);
+            match new.iter().find(|(nt, ..)| nt == t) {
+                Some((type_, status, reason, message)) => Some(Condition {
+                    type_: type_.to_string(),
+                    status: status.to_string(),
+                    reason: reason.to_string(),
+                    message: message.clone(),
+                    last_transition_time: match old {
+                        Some(o) if o.status == *status => o.last_transition_time.clone(),
+                        _ => now.clone(),
+                    },
+                    observed_generation: None,
+                }),
+                None => old.cloned(),
+            }
+        })
+        .collect()
+}
 
 /// Apply drain conditions to the node's MCN (see the module docs for why server-side apply).
 async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(), Error> {
-    let existing = ctx
-        .mcns
-        .get(&ObjectRef::new(node))
-        .and_then(|m| m.status.clone())
-        .map(|s| s.conditions)
-        .unwrap_or_default();
-    let now = Time(jiff::Timestamp::now());
-    let mut changed = false;
-    let list: Vec<Condition> = conds
-        .iter()
-        .map(|(type_, status, reason, message)| {
-            let old = existing.iter().find(|c| c.type_ == *type_);
-            changed |= old.is_none_or(|o| {
-                o.status != *status || o.reason != *reason || o.message != *message
-            });
-            Condition {
-                type_: type_.to_string(),
-                status: status.to_string(),
-                reason: reason.to_string(),
-                message: message.clone(),
-                last_transition_time: match old {
-                    Some(o) if o.status == *status => o.last_transition_time.clone(),
-                    _ => now.clone(),
-                },
-                observed_generation: None,
-            }
-        })
-        .collect();
-    if !changed {
+    let api: Api<mco_api::MachineConfigNode> = Api::all(ctx.client.clone());
+    let Some(live) = api.get_opt(node).await? else {
+        // No MCN yet: the MCN controller creates it; the drain goes on regardless.
+        return Ok(());
+    };
+    let existing = live.status.map(|s| s.conditions).unwrap_or_default();
+    let unchanged = conds.iter().all(|(t, st, r, m)| {
+        existing
+            .iter()
+            .any(|c| c.type_ == *t && c.status == *st && c.reason == *r && c.message == *m)
+    });
+    if unchanged {
         return Ok(());
     }
+    let list = merged_conditions(&existing, conds, &Time(jiff::Timestamp::now()));
     let body = json!({
         "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
         "kind": "MachineConfigNode",
         "metadata": {"name": node},
         "status": {"conditions": list},
     });
-    let api: Api<mco_api::MachineConfigNode> = Api::all(ctx.client.clone());
     match api
         .patch_status(
             node,
@@ -182,7 +226,6 @@ async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(),
         .await
     {
         Ok(_) => Ok(()),
-        // No MCN yet: the MCN controller creates it; the drain goes on regardless.
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
@@ -510,28 +553,29 @@ async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             let pname = pod.metadata.name.clone().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-            match api.evict(&pname, &EvictParams::default()).await {
-                Ok(_) => tracing::info!(node, pod = %format!("{ns}/{pname}"), "evicted"),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(kube::Error::Api(s)) if s.code == 429 => {
-                    let pdbs = Api::<PodDisruptionBudget>::namespaced(ctx.client.clone(), &ns)
-                        .list(&ListParams::default())
-                        .await
-                        .map(|l| l.items)
-                        .unwrap_or_default();
-                    let names: Vec<String> = budgets_for(pod, &pdbs)
-                        .into_iter()
-                        .map(|b| format!("PodDisruptionBudget {ns}/{b}"))
-                        .collect();
-                    let why = if names.is_empty() {
-                        s.message.clone()
-                    } else {
-                        format!("{}: {}", names.join(", "), s.message)
-                    };
-                    blocked.push(format!("pod {ns}/{pname} ({why})"));
+            // kube-rs clients retry 429s by themselves unless built with `default_retry = false`;
+            // bounding the call keeps a refusal visible either way.
+            let call = tokio::time::timeout(
+                ctx.config.drain.evict_retry.max(Duration::from_secs(1)),
+                api.evict(&pname, &EvictParams::default()),
+            )
+            .await;
+            let refusal = match call {
+                Ok(Ok(_)) => {
+                    tracing::info!(node, pod = %format!("{ns}/{pname}"), "evicted");
+                    continue;
                 }
-                Err(e) => return Err(e.into()),
-            }
+                Ok(Err(kube::Error::Api(s))) if s.code == 404 => continue,
+                Ok(Err(kube::Error::Api(s))) if s.code == 429 => s.message.clone(),
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => "the eviction was not admitted".to_string(),
+            };
+            let pdbs = Api::<PodDisruptionBudget>::namespaced(ctx.client.clone(), &ns)
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default();
+            blocked.push(describe_blocker(pod, &pdbs, &refusal));
         }
         if blocked.is_empty() {
             tokio::time::sleep(poll).await;
@@ -639,6 +683,62 @@ mod tests {
             vec!["web-pdb"]
         );
         assert!(budgets_for(&pod("x", &[("app", "other")]), &pdbs).is_empty());
+        let mut with_status = pdbs.clone();
+        with_status[0].status = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+            disruptions_allowed: 0,
+            current_healthy: 2,
+            desired_healthy: 2,
+            expected_pods: 2,
+            ..Default::default()
+        });
+        assert_eq!(
+            describe_blocker(&pod("w", &[("app", "web")]), &with_status, "refused"),
+            "pod default/w by PodDisruptionBudget default/web-pdb (allows 0 disruptions; 2 healthy, 2 needed): refused"
+        );
+        assert_eq!(
+            describe_blocker(&pod("x", &[]), &with_status, "refused"),
+            "pod default/x: refused"
+        );
+    }
+
+    #[test]
+    fn merged_conditions_keep_other_owned_ones_and_transition_times() {
+        let t0 = Time(jiff::Timestamp::from_second(1_700_000_000).unwrap());
+        let t1 = Time(jiff::Timestamp::from_second(1_700_000_100).unwrap());
+        let cond = |t: &str, s: &str| Condition {
+            type_: t.into(),
+            status: s.into(),
+            reason: "r".into(),
+            message: "m".into(),
+            last_transition_time: t0.clone(),
+            observed_generation: None,
+        };
+        let existing = vec![
+            cond(mcn_conditions::CORDONED, "True"),
+            cond(mcn_conditions::DRAINED, "Unknown"),
+            cond(mcn_conditions::UPDATED, "False"),
+        ];
+        let out = merged_conditions(
+            &existing,
+            &[(mcn_conditions::DRAINED, "Unknown", "x", "blocked".into())],
+            &t1,
+        );
+        let types: Vec<&str> = out.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            types,
+            vec![mcn_conditions::CORDONED, mcn_conditions::DRAINED]
+        );
+        assert_eq!(out[1].message, "blocked");
+        assert_eq!(
+            out[1].last_transition_time, t0,
+            "same status keeps its time"
+        );
+        let out = merged_conditions(
+            &existing,
+            &[(mcn_conditions::DRAINED, "True", "x", "done".into())],
+            &t1,
+        );
+        assert_eq!(out[1].last_transition_time, t1);
     }
 
     #[test]

@@ -70,11 +70,20 @@ pub fn to_delete(
     }
     let mut out = vec![];
     for (_, mut group) in by_pool {
-        // Newest first; the name breaks ties so the choice is stable.
+        // Newest first. Timestamps have one-second resolution, so the resourceVersion (rendered
+        // configs are written once) breaks ties, then the name, so the choice is stable.
+        let key = |m: &MachineConfig| {
+            (
+                m.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                m.metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok()),
+            )
+        };
         group.sort_by(|a, b| {
-            let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            tb.cmp(&ta)
+            key(b)
+                .cmp(&key(a))
                 .then_with(|| a.metadata.name.cmp(&b.metadata.name))
         });
         for mc in group.into_iter().skip(retain) {
@@ -159,6 +168,23 @@ mod tests {
                 "rendered-worker-05",
                 "rendered-worker-06"
             ]
+        );
+    }
+
+    #[test]
+    fn resource_version_breaks_timestamp_ties() {
+        let mcs: Vec<MachineConfig> = (0..3)
+            .map(|i| {
+                let mut m = rendered("worker", 0);
+                m.metadata.name = Some(format!("rendered-worker-{}", ["b", "c", "a"][i]));
+                m.metadata.resource_version = Some(format!("{}", 10 + i));
+                m
+            })
+            .collect();
+        let pools = vec![pool("worker", "", "")];
+        assert_eq!(
+            to_delete(&mcs, &pools, &[], 1),
+            vec!["rendered-worker-b", "rendered-worker-c"]
         );
     }
 

@@ -73,41 +73,56 @@ async fn set_desired(ctx: &Ctx, node: &str, target: &str) -> Result<(), Error> {
 }
 
 /// Add or remove the `UpdateInProgress:PreferNoSchedule` taint. Taints are one atomic list, so
-/// the write is conditional on the version read; a conflict is retried by the next reconcile.
+/// each write is conditional on the version it was computed from, and a conflict (someone else
+/// changed the node) is retried on a fresh read. `Ok(false)`: it kept conflicting.
 async fn set_taint(ctx: &Ctx, node: &Node, present: bool) -> Result<bool, Error> {
-    let mut list: Vec<Taint> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    list.retain(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY);
-    if present {
-        list.push(Taint {
-            key: taints::UPDATE_IN_PROGRESS_KEY.into(),
-            effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
-            ..Default::default()
-        });
-    }
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let patch = json!({
-        "metadata": {"resourceVersion": node.metadata.resource_version},
-        "spec": {"taints": list},
-    });
-    match nodes
-        .patch(
-            name_of(node),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(n) => {
-            ctx.wrote_node(n);
-            Ok(true)
+    let mut node = node.clone();
+    for _ in 0..5 {
+        let mut list: Vec<Taint> = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        let has = list.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY);
+        if has == present {
+            return Ok(true);
         }
-        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(false),
-        Err(e) => Err(e.into()),
+        list.retain(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY);
+        if present {
+            list.push(Taint {
+                key: taints::UPDATE_IN_PROGRESS_KEY.into(),
+                effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
+                ..Default::default()
+            });
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": node.metadata.resource_version},
+            "spec": {"taints": list},
+        });
+        match nodes
+            .patch(
+                name_of(&node),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(n) => {
+                ctx.wrote_node(n);
+                return Ok(true);
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                match nodes.get_opt(name_of(&node)).await? {
+                    Some(n) => node = n,
+                    None => return Ok(true),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
+    Ok(false)
 }
 
 /// Apply the plan for one pool.

@@ -91,15 +91,18 @@ impl Args {
     }
 }
 
+/// The client. kube-rs retries 429s by default; the drain controller must see them, because a
+/// 429 on an eviction is a PodDisruptionBudget's "no", which it reports and retries itself.
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
-    Ok(match kubeconfig {
+    let mut cfg = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)?;
-            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-            kube::Client::try_from(cfg)?
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
         }
-        None => kube::Client::try_default().await?,
-    })
+        None => kube::Config::infer().await?,
+    };
+    cfg.default_retry = false;
+    Ok(kube::Client::try_from(cfg)?)
 }
 
 async fn shutdown_signal() {

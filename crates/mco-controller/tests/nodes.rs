@@ -1,0 +1,374 @@
+//! The node side against the embedded API server: pause, a degraded node halting the pool,
+//! MachineConfigNode lifecycle, a drain blocked by a PodDisruptionBudget, and leader failover.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use mco_api::constants::{annotations, mcn_conditions, names, pool_conditions, states};
+use mco_api::{MachineConfigNode, MachineConfigPool};
+use mco_controller::metrics::ControllerLabels;
+use serde_json::json;
+
+async fn patch_pool(c: &kube::Client, body: serde_json::Value) {
+    Api::<MachineConfigPool>::all(c.clone())
+        .patch("worker", &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap();
+}
+
+async fn nodes(c: &kube::Client) -> Vec<Node> {
+    Api::<Node>::all(c.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+}
+
+fn node_reconciles(r: &Running) -> u64 {
+    r.metrics
+        .reconciles
+        .get_or_create(&ControllerLabels {
+            controller: "node".into(),
+        })
+        .get()
+}
+
+/// Wait until the node controller has run at least `n` more times, so a test can assert that
+/// something did *not* happen.
+async fn more_reconciles(r: &Running, n: u64) {
+    let start = node_reconciles(r);
+    eventually("node controller reconciles", 30, || async move {
+        (node_reconciles(r) >= start + n).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_pool_renders_but_moves_no_node_until_unpaused() {
+    let env = env().await;
+    let c = &env.client;
+    let ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    for i in 0..3 {
+        create_node(c, &node(&format!("w{i}"), "worker", &r0)).await;
+    }
+    wait_updated(c, "worker", &r0, 30).await;
+    let _daemons = spawn_daemons(c, Daemon::Simple);
+    patch_pool(c, json!({"spec": {"paused": true}})).await;
+    create_mc(c, "50-worker-a", "worker", "/etc/a", "a").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    let want = format!("Pool is paused; will not update to MachineConfig {r1}");
+    eventually("paused message", 30, || {
+        let want = want.clone();
+        async move {
+            let s = pool(c, "worker").await.status?;
+            let u = s.condition(pool_conditions::UPDATING)?;
+            (u.status == "False" && u.message == want).then_some(())
+        }
+    })
+    .await;
+    more_reconciles(&ctl, 2).await;
+    for n in nodes(c).await {
+        assert_eq!(
+            ann(&n, annotations::DESIRED_CONFIG),
+            r0,
+            "paused pool moved a node"
+        );
+    }
+    patch_pool(c, json!({"spec": {"paused": false}})).await;
+    wait_updated(c, "worker", &r1, 60).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn degraded_node_halts_the_pool_when_the_budget_is_used_up() {
+    let env = env().await;
+    let c = &env.client;
+    let ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    for i in 0..3 {
+        create_node(c, &node(&format!("w{i}"), "worker", &r0)).await;
+    }
+    wait_updated(c, "worker", &r0, 30).await;
+    create_mc(c, "50-worker-a", "worker", "/etc/a", "a").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    let first = eventually("a node targeted", 30, || {
+        let r1 = r1.clone();
+        async move {
+            nodes(c)
+                .await
+                .into_iter()
+                .find(|n| ann(n, annotations::DESIRED_CONFIG) == r1)
+                .and_then(|n| n.metadata.name)
+        }
+    })
+    .await;
+    Api::<Node>::all(c.clone())
+        .patch(
+            &first,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                annotations::STATE: states::DEGRADED,
+                annotations::REASON: "boom",
+            }}})),
+        )
+        .await
+        .unwrap();
+    let want = format!("Node {first} is reporting: \"boom\"");
+    eventually("NodeDegraded", 30, || {
+        let want = want.clone();
+        async move {
+            let s = pool(c, "worker").await.status?;
+            let d = s.condition(pool_conditions::NODE_DEGRADED)?;
+            (d.status == "True"
+                && d.reason == "1 nodes are reporting degraded status on sync"
+                && d.message == want
+                && s.degraded_machine_count == 1
+                && s.is_true(pool_conditions::DEGRADED))
+            .then_some(())
+        }
+    })
+    .await;
+    more_reconciles(&ctl, 2).await;
+    let targeted = nodes(c)
+        .await
+        .iter()
+        .filter(|n| ann(n, annotations::DESIRED_CONFIG) == r1)
+        .count();
+    assert_eq!(targeted, 1, "a failing node must use up maxUnavailable=1");
+
+    // The node recovers onto the new config; the rollout resumes.
+    Api::<Node>::all(c.clone())
+        .patch(
+            &first,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {
+                annotations::STATE: states::DONE,
+                annotations::REASON: "",
+                annotations::CURRENT_CONFIG: r1,
+            }}})),
+        )
+        .await
+        .unwrap();
+    let _daemons = spawn_daemons(c, Daemon::Simple);
+    wait_updated(c, "worker", &r1, 60).await;
+    let s = pool(c, "worker").await.status.unwrap();
+    assert_eq!(
+        s.condition(pool_conditions::NODE_DEGRADED).unwrap().status,
+        "False"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machine_config_node_follows_its_node() {
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    let mut lone = node("lone", "none", "");
+    lone.metadata.annotations = None;
+    create_node(c, &lone).await;
+    let mcns: Api<MachineConfigNode> = Api::all(c.clone());
+    let mcn = eventually("MCN created", 30, || {
+        let mcns = mcns.clone();
+        async move { mcns.get_opt("lone").await.ok().flatten() }
+    })
+    .await;
+    assert_eq!(mcn.spec.node_ref.name, "lone");
+    assert_eq!(mcn.spec.pool.name, names::NOT_YET_SET);
+    assert_eq!(mcn.spec.config_version.desired, names::NOT_YET_SET);
+    let node_uid = Api::<Node>::all(c.clone())
+        .get("lone")
+        .await
+        .unwrap()
+        .metadata
+        .uid;
+    let owner = &mcn.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), Some(&owner.uid)),
+        ("Node", node_uid.as_ref())
+    );
+
+    // The node joins the worker pool: the MCN's pool follows and the node is targeted.
+    Api::<Node>::all(c.clone())
+        .patch(
+            "lone",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"node-role.kubernetes.io/worker": ""}}})),
+        )
+        .await
+        .unwrap();
+    eventually("MCN pool and desired follow", 30, || {
+        let (mcns, r0) = (mcns.clone(), r0.clone());
+        async move {
+            let m = mcns.get_opt("lone").await.ok().flatten()?;
+            (m.spec.pool.name == "worker" && m.spec.config_version.desired == r0).then_some(())
+        }
+    })
+    .await;
+
+    Api::<Node>::all(c.clone())
+        .delete("lone", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("MCN deleted with its node", 30, || {
+        let mcns = mcns.clone();
+        async move { mcns.get_opt("lone").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+}
+
+async fn ready_pod(c: &kube::Client, name: &str, node: &str) {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"nodeName": node, "containers": [{"name": "web", "image": "web:1"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+}
+
+fn mcn_condition(m: &MachineConfigNode, t: &str) -> Option<(String, String)> {
+    let c = m.status.as_ref()?.condition(t)?;
+    Some((c.status.clone(), c.message.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_blocked_by_a_budget_names_it_and_completes_once_a_replacement_is_ready() {
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    create_node(c, &node("w0", "worker", &r0)).await;
+    create_node(c, &node("spare", "none", "")).await;
+    wait_updated(c, "worker", &r0, 30).await;
+    ready_pod(c, "web-0", "w0").await;
+    ready_pod(c, "web-1", "spare").await;
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web-pdb", "namespace": "default"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    Api::<PodDisruptionBudget>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &pdb)
+        .await
+        .unwrap();
+
+    let _daemons = spawn_daemons(c, Daemon::Drain);
+    create_mc(c, "50-worker-a", "worker", "/etc/a", "a").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    let mcns: Api<MachineConfigNode> = Api::all(c.clone());
+    let msg = eventually("drain blocked, named in the MCN", 60, || {
+        let mcns = mcns.clone();
+        async move {
+            let m = mcns.get_opt("w0").await.ok().flatten()?;
+            let (status, msg) = mcn_condition(&m, mcn_conditions::DRAINED)?;
+            (status == "Unknown" && msg.contains("PodDisruptionBudget")).then_some(msg)
+        }
+    })
+    .await;
+    assert!(msg.contains("PodDisruptionBudget default/web-pdb"), "{msg}");
+    assert!(msg.contains("pod default/web-0"), "{msg}");
+    let m = mcns.get("w0").await.unwrap();
+    assert_eq!(
+        mcn_condition(&m, mcn_conditions::CORDONED),
+        Some((
+            "True".into(),
+            "Cordoned node. The node is reporting Unschedulable = true".into()
+        ))
+    );
+    let w0 = Api::<Node>::all(c.clone()).get("w0").await.unwrap();
+    assert_eq!(w0.spec.unwrap().unschedulable, Some(true));
+
+    // A replacement becomes Ready elsewhere: the budget allows the eviction.
+    ready_pod(c, "web-2", "spare").await;
+    wait_updated(c, "worker", &r1, 60).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    assert!(
+        pods.get_opt("web-0").await.unwrap().is_none(),
+        "web-0 evicted"
+    );
+    assert!(pods.get_opt("web-1").await.unwrap().is_some());
+    let w0 = Api::<Node>::all(c.clone()).get("w0").await.unwrap();
+    assert_ne!(
+        w0.spec.as_ref().unwrap().unschedulable,
+        Some(true),
+        "uncordoned"
+    );
+    assert_eq!(
+        ann(&w0, annotations::LAST_APPLIED_DRAIN),
+        format!("uncordon-{r1}")
+    );
+    let m = mcns.get("w0").await.unwrap();
+    assert_eq!(
+        mcn_condition(&m, mcn_conditions::UNCORDONED),
+        Some((
+            "True".into(),
+            "UnCordoned node. The node is reporting Unschedulable = false".into()
+        ))
+    );
+    let drained = mcn_condition(&m, mcn_conditions::DRAINED).unwrap();
+    assert_eq!(drained.0, "True");
+    assert_eq!(
+        drained.1,
+        format!(
+            "Drained node. The drain is complete as the desired drainer matches current drainer: drain-{r1}"
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standby_takes_over_when_the_leader_dies_and_the_rollout_finishes() {
+    let env = env().await;
+    let c = &env.client;
+    patch_pool(c, json!({"spec": {"maxUnavailable": 1}})).await;
+    let a = start_controller(c, fast_config("a"));
+    let b = start_controller(c, fast_config("b"));
+    let r0 = target_other_than(c, "worker", None).await;
+    for i in 0..4 {
+        create_node(c, &node(&format!("w{i}"), "worker", &r0)).await;
+    }
+    wait_updated(c, "worker", &r0, 30).await;
+    let (leader, standby) = if a.metrics.leader.get() == 1 {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(leader.metrics.leader.get(), 1);
+    assert_eq!(standby.metrics.leader.get(), 0, "only one leader");
+
+    let _daemons = spawn_daemons(c, Daemon::Simple);
+    create_mc(c, "50-worker-a", "worker", "/etc/a", "a").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    eventually("first node updated", 30, || {
+        let r1 = r1.clone();
+        async move {
+            let n = nodes(c).await;
+            n.iter()
+                .any(|n| ann(n, annotations::CURRENT_CONFIG) == r1)
+                .then_some(())
+        }
+    })
+    .await;
+    leader.kill();
+    eventually("standby leads", 30, || async {
+        (standby.metrics.leader.get() == 1).then_some(())
+    })
+    .await;
+    wait_updated(c, "worker", &r1, 60).await;
+}

@@ -1,0 +1,123 @@
+//! Rollouts against the embedded API server, with the test playing every node's daemon.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::watcher;
+use mco_api::MachineConfigPool;
+use mco_api::constants::{annotations, taints};
+use serde_json::json;
+
+/// Records every node change seen by a watch and the most nodes ever busy at once.
+struct Recorder {
+    max_busy: Arc<Mutex<usize>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn record(client: &kube::Client) -> Recorder {
+    let api: Api<Node> = Api::all(client.clone());
+    let max_busy = Arc::new(Mutex::new(0));
+    let max = max_busy.clone();
+    let task = tokio::spawn(async move {
+        let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
+                    nodes.insert(n.metadata.name.clone().unwrap_or_default(), n);
+                }
+                Ok(watcher::Event::Delete(n)) => {
+                    nodes.remove(n.metadata.name.as_deref().unwrap_or_default());
+                }
+                _ => continue,
+            }
+            let busy = nodes
+                .values()
+                .filter(|n| mco_controller::plan::is_unavailable(n))
+                .count();
+            let mut m = max.lock().unwrap();
+            *m = (*m).max(busy);
+        }
+    });
+    Recorder { max_busy, task }
+}
+
+async fn rollout_within(max: IntOrString, budget: usize) {
+    let env = env().await;
+    let c = &env.client;
+    Api::<MachineConfigPool>::all(c.clone())
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"maxUnavailable": max}})),
+        )
+        .await
+        .unwrap();
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    for i in 0..20 {
+        create_node(c, &node(&format!("w{i:02}"), "worker", &r0)).await;
+    }
+    eventually("20 machines counted", 30, || async move {
+        let s = pool(c, "worker").await.status?;
+        (s.machine_count == 20 && s.updated_machine_count == 20).then_some(())
+    })
+    .await;
+    wait_updated(c, "worker", &r0, 30).await;
+
+    let rec = record(c);
+    let _daemons = spawn_daemons(c, Daemon::Simple);
+    create_mc(c, "50-worker-extra", "worker", "/etc/extra", "x").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    wait_updated(c, "worker", &r1, 120).await;
+
+    let nodes = Api::<Node>::all(c.clone())
+        .list(&Default::default())
+        .await
+        .unwrap();
+    for n in &nodes.items {
+        assert_eq!(ann(n, annotations::CURRENT_CONFIG), r1);
+        let tainted = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY));
+        assert!(!tainted, "taint left on {:?}", n.metadata.name);
+    }
+    let seen = *rec.max_busy.lock().unwrap();
+    assert!(seen <= budget, "{seen} nodes busy at once, budget {budget}");
+    assert!(seen >= 1, "the watch saw no node move");
+    let s = pool(c, "worker").await.status.unwrap();
+    assert_eq!(s.updated_machine_count, 20);
+    assert_eq!(s.ready_machine_count, 20);
+    assert_eq!(s.unavailable_machine_count, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_of_20_nodes_with_max_unavailable_1() {
+    rollout_within(IntOrString::Int(1), 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_of_20_nodes_with_max_unavailable_3() {
+    rollout_within(IntOrString::Int(3), 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_of_20_nodes_with_max_unavailable_25_percent() {
+    rollout_within(IntOrString::String("25%".into()), 5).await;
+}
