@@ -133,26 +133,14 @@ mod tests {
             &mco_manifests::Part::ALL,
         )
         .unwrap();
-        let cli = <crate::Cli as clap::CommandFactory>::command();
-        let mut checked = 0;
         for kind in ["Deployment", "DaemonSet"] {
             let args = args(&manifests, kind);
             assert!(!args.is_empty());
-            // A role whose subcommand is not built yet is checked once it exists.
-            if cli.find_subcommand(&args[0]).is_none() {
-                eprintln!(
-                    "`mco {}` does not exist yet; {kind} args not checked",
-                    args[0]
-                );
-                continue;
-            }
-            checked += 1;
             let argv = std::iter::once("mco".to_string()).chain(args.iter().cloned());
             if let Err(e) = crate::Cli::try_parse_from(argv) {
                 panic!("{kind} args {args:?} rejected by `mco`: {e}");
             }
         }
-        assert!(checked >= 1, "the controller's args are always checked");
     }
 
     #[test]
