@@ -20,12 +20,14 @@
 pub mod apply;
 pub mod backup;
 pub mod cmd;
+pub mod drift;
 pub mod engine;
 pub mod error;
 pub mod firstboot;
 pub mod fs;
 pub mod host;
 pub mod mcn;
+pub mod metrics;
 pub mod osrelease;
 pub mod ostree;
 pub mod passwd;

@@ -14,13 +14,13 @@
 //! requested) before the daemon exits.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use mco_api::constants::{MAX_REASON_LEN, annotations as ann, drain, mcn_conditions as c, states};
@@ -29,10 +29,14 @@ use mco_render::actions::PostConfigAction;
 use serde_json::json;
 use tokio::runtime::Handle;
 
+use crate::apply::ApplyError;
+use crate::drift::{self, DriftMonitor};
+use crate::engine::plan::ParsedConfig;
 use crate::engine::{
     BootCheck, Engine, EngineError, Phase, Reporter, UpdateOptions, UpdateOutcome,
 };
 use crate::mcn::{self, NodeFacts, Status, Write};
+use crate::metrics::{Metrics, OsLabels};
 
 /// The field manager of every daemon write.
 pub const FIELD_MANAGER: &str = "machine-config-daemon";
@@ -77,6 +81,12 @@ pub enum SyncError {
     /// The drain controller did not answer in time.
     #[error("{0}")]
     Timeout(String),
+    /// The drift monitor saw the disk leave the current config.
+    #[error("{0}")]
+    Drift(String),
+    /// A Degraded node still does not match; its reason (naming the most recent drift) is kept.
+    #[error("still degraded: {0}")]
+    StillDegraded(String),
 }
 
 impl SyncError {
@@ -97,6 +107,10 @@ pub enum Exit {
 struct Inner {
     opts: SyncOptions,
     engine: Arc<Engine>,
+    metrics: Metrics,
+    drift: Mutex<Option<DriftMonitor>>,
+    drift_tx: tokio::sync::mpsc::UnboundedSender<String>,
+    events: Api<Event>,
     nodes: Api<Node>,
     mcs: Api<MachineConfig>,
     mcns: Api<MachineConfigNode>,
@@ -106,6 +120,7 @@ struct Inner {
 pub struct Daemon {
     inner: Arc<Inner>,
     booted: bool,
+    drift_rx: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
 fn annotation(node: &Node, key: &str) -> String {
@@ -210,6 +225,54 @@ fn post_action_write(actions: &[PostConfigAction]) -> Write {
 impl Inner {
     fn name(&self) -> &str {
         &self.opts.node
+    }
+
+    /// Emits a core/v1 Event on this Node; best effort, as upstream's recorder is.
+    async fn event(&self, type_: &str, reason: &str, message: &str) {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let ev: Result<Event, _> = serde_json::from_value(json!({
+            "metadata": {"generateName": format!("{}.", self.opts.node)},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": self.opts.node},
+            "type": type_,
+            "reason": reason,
+            "message": message,
+            "source": {"component": "machineconfigdaemon", "host": self.opts.node},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }));
+        if let Ok(ev) = ev
+            && let Err(e) = self.events.create(&PostParams::default(), &ev).await
+        {
+            tracing::debug!(error = %e, reason, "event not recorded");
+        }
+    }
+
+    fn stop_drift(&self) {
+        if let Ok(mut d) = self.drift.lock()
+            && d.take().is_some()
+        {
+            tracing::info!("Config Drift Monitor stopped");
+        }
+    }
+
+    /// (Re)starts the drift monitor against `mc`.
+    fn start_drift(&self, mc: &MachineConfig) {
+        self.stop_drift();
+        let Ok(cfg) = ParsedConfig::new(mc) else {
+            return;
+        };
+        let tx = self.drift_tx.clone();
+        match drift::start(Arc::clone(&self.engine), cfg, move |e| {
+            let _ = tx.send(e.to_string());
+        }) {
+            Ok(m) => {
+                if let Ok(mut d) = self.drift.lock() {
+                    *d = Some(m);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "config drift monitor not started"),
+        }
     }
 
     async fn node(&self) -> Result<Node, SyncError> {
@@ -335,6 +398,10 @@ impl Inner {
             (ann::REASON, Some("")),
         ])
         .await?;
+        self.metrics.set_state(states::DONE, "");
+        if let Ok(mc) = self.config(config).await {
+            self.start_drift(&mc);
+        }
         self.mcn(&Write::parent(
             c::UPDATED,
             Status::True,
@@ -349,6 +416,8 @@ impl Inner {
         new: MachineConfig,
         force: bool,
     ) -> Result<UpdateOutcome, SyncError> {
+        self.stop_drift();
+        let target = new.metadata.name.clone().unwrap_or_default();
         let inner = Arc::clone(self);
         let rt = Handle::current();
         let res = tokio::task::spawn_blocking(move || {
@@ -369,6 +438,13 @@ impl Inner {
         .await
         .map_err(|e| SyncError::Join(e.to_string()))?;
         let err = res.as_ref().err().map(|e| e.to_string());
+        match &res {
+            Err(EngineError::Apply(ApplyError::Os { .. })) => self.metrics.pivot_errors.inc(),
+            Err(EngineError::Reboot(_)) => self.metrics.reboots_failed.inc(),
+            _ => 0,
+        };
+        self.metrics
+            .set_update(&target, err.as_deref().unwrap_or_default());
         self.mcn(&mcn::degraded(self.name(), err.as_deref()))
             .await?;
         Ok(res?)
@@ -395,6 +471,7 @@ impl Inner {
         };
         let reason = truncate_reason(&e.to_string());
         tracing::error!("Marking {state} due to: {reason:?}");
+        self.metrics.set_state(state, &reason);
         if let Err(w) = self
             .annotate(&[(ann::STATE, Some(state)), (ann::REASON, Some(&reason))])
             .await
@@ -430,16 +507,35 @@ impl Reporter for KubeReporter {
 impl Daemon {
     /// A daemon for `opts.node` over `engine`.
     pub fn new(client: Client, engine: Engine, opts: SyncOptions) -> Daemon {
+        let metrics = Metrics::new();
+        metrics
+            .host_os
+            .get_or_create(&OsLabels {
+                os: engine.os.identity.metrics_label(),
+                version: engine.os.identity.display_version().to_string(),
+            })
+            .set(1);
+        let (drift_tx, drift_rx) = tokio::sync::mpsc::unbounded_channel();
         Daemon {
             inner: Arc::new(Inner {
                 nodes: Api::all(client.clone()),
                 mcs: Api::all(client.clone()),
-                mcns: Api::all(client),
+                mcns: Api::all(client.clone()),
+                events: Api::namespaced(client, "default"),
                 engine: Arc::new(engine),
+                metrics,
+                drift: Mutex::new(None),
+                drift_tx,
                 opts,
             }),
             booted: false,
+            drift_rx,
         }
+    }
+
+    /// The daemon's metrics, for an exporter.
+    pub fn metrics(&self) -> Metrics {
+        self.inner.metrics.clone()
     }
 
     /// The start-up sync: finish a reboot, validate, resume, complete.
@@ -482,9 +578,18 @@ impl Daemon {
         let current_name = current.metadata.name.clone().unwrap_or_default();
         let engine = Arc::clone(&inner.engine);
         let check_cfg = current.clone();
-        let check = tokio::task::spawn_blocking(move || engine.boot_check(&check_cfg))
+        let check = match tokio::task::spawn_blocking(move || engine.boot_check(&check_cfg))
             .await
-            .map_err(|e| SyncError::Join(e.to_string()))??;
+            .map_err(|e| SyncError::Join(e.to_string()))?
+        {
+            Ok(c) => c,
+            Err(e) => {
+                inner
+                    .event("Warning", "OnDiskStateValidationFailed", &e.to_string())
+                    .await;
+                return Err(e.into());
+            }
+        };
         self.booted = true;
         if check == BootCheck::Forced {
             let target = if desired.is_empty() {
@@ -510,6 +615,7 @@ impl Daemon {
                 format!("In desired config {current_name}. Resumed normal operations."),
             ))
             .await?;
+        inner.start_drift(&current);
         if desired.is_empty() || desired == current_name {
             inner.complete(&current_name).await?;
         }
@@ -538,6 +644,18 @@ impl Daemon {
         let state = annotation(&node, ann::STATE);
         if current == desired {
             if state != states::DONE || annotation(&node, ann::CURRENT_CONFIG) != desired {
+                // A Degraded node (e.g. after drift) is only cleared once the disk matches.
+                let engine = Arc::clone(&inner.engine);
+                let cfg = inner.config(&desired).await?;
+                let valid = tokio::task::spawn_blocking(move || engine.validate(&cfg))
+                    .await
+                    .map_err(|e| SyncError::Join(e.to_string()))?;
+                match valid {
+                    Err(e) if state == states::DEGRADED => {
+                        return Err(SyncError::StillDegraded(e.to_string()));
+                    }
+                    other => other?,
+                }
                 inner.complete(&desired).await?;
             } else {
                 inner
@@ -605,6 +723,15 @@ impl Daemon {
                     tracing::info!("shutting down at a safe point");
                     return Ok(Exit::Shutdown);
                 }
+                Some(reason) = self.drift_rx.recv() => {
+                    inner.metrics.config_drift.set(
+                        k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0,
+                    );
+                    inner.event("Warning", "ConfigDriftDetected", &reason).await;
+                    inner.mark_failed(&SyncError::Drift(reason)).await;
+                    retry_at = Some(tokio::time::Instant::now() + backoff);
+                    backoff = (backoff * 2).min(inner.opts.max_backoff);
+                }
                 ev = events.next() => match ev {
                     Some(Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)) => {
                         if retry_at.is_none() {
@@ -620,6 +747,11 @@ impl Daemon {
                     match self.sync().await {
                         Ok(Some(exit)) => return Ok(exit),
                         Ok(None) => backoff = Duration::from_secs(1),
+                        Err(SyncError::StillDegraded(e)) => {
+                            tracing::info!("node still degraded: {e}");
+                            retry_at = Some(tokio::time::Instant::now() + backoff);
+                            backoff = (backoff * 2).min(inner.opts.max_backoff);
+                        }
                         Err(e) => {
                             inner.mark_failed(&e).await;
                             retry_at = Some(tokio::time::Instant::now() + backoff);

@@ -183,6 +183,62 @@ pub struct ValidateOptions {
     pub managed_os: bool,
 }
 
+/// Like [`validate_on_disk`], but the file or unit at `changed` is checked first, so that after
+/// several drifts the reason names the most recently drifted path (BZ 2104978).
+pub fn validate_on_disk_preferring(
+    host: &Host,
+    cfg: &ParsedConfig,
+    opts: ValidateOptions,
+    changed: &str,
+) -> Result<(), ValidationError> {
+    let mut only = cfg.clone();
+    if let Some(storage) = only.ignition.storage.as_mut()
+        && let Some(files) = storage.files.as_mut()
+    {
+        files.retain(|f| f.path == changed);
+    }
+    if let Some(systemd) = only.ignition.systemd.as_mut()
+        && let Some(list) = systemd.units.as_mut()
+    {
+        list.retain(|u| {
+            units::unit_path(&u.name) == changed
+                || u.dropins
+                    .as_deref()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|d| units::dropin_path(&u.name, &d.name) == changed)
+        });
+    }
+    validate_on_disk(host, &only, ValidateOptions { managed_os: false })?;
+    validate_on_disk(host, cfg, opts)
+}
+
+/// Every host path the drift monitor watches for `cfg`: its files, unit files and dropins.
+pub fn managed_paths(cfg: &ParsedConfig) -> Vec<String> {
+    let mut out: Vec<String> = cfg
+        .ignition
+        .storage
+        .as_ref()
+        .and_then(|s| s.files.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|f| f.path.clone())
+        .collect();
+    for u in cfg
+        .ignition
+        .systemd
+        .as_ref()
+        .and_then(|s| s.units.as_deref())
+        .unwrap_or_default()
+    {
+        out.push(units::unit_path(&u.name));
+        for d in u.dropins.as_deref().unwrap_or_default() {
+            out.push(units::dropin_path(&u.name, &d.name));
+        }
+    }
+    out
+}
+
 /// Validates the node against `cfg`: OS image, kernel arguments, files, units — upstream's order,
 /// first difference wins.
 pub fn validate_on_disk(

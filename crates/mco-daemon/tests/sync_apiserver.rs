@@ -139,6 +139,7 @@ fn start_daemon(client: Client, node: &SimNode) -> tokio::task::JoinHandle<Exit>
     let mut opts = SyncOptions::new(NODE);
     opts.poll_interval = Duration::from_millis(50);
     opts.drain_timeout = Duration::from_secs(30);
+    opts.max_backoff = Duration::from_secs(1);
     let daemon = Daemon::new(client, engine, opts);
     tokio::spawn(async move { daemon.run(std::future::pending()).await.unwrap() })
 }
@@ -287,5 +288,51 @@ async fn rebootless_then_reboot_update_condition_sequence() {
         "uncordon-rendered-worker-2"
     );
     assert_eq!(sim.read("/etc/mco-test-file").unwrap(), "hello");
+
+    // Drift: Degraded with upstream's reason, NodeDegraded and Unhealthy; restoring clears it.
+    sim.write("/etc/mco-test-file", "not-the-data");
+    let reason = eventually("drift degrades the node", 30, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        (annotation(&n, ann::STATE) == "Degraded").then(|| annotation(&n, ann::REASON))
+    })
+    .await;
+    assert_eq!(
+        reason,
+        "unexpected on-disk state validating against rendered-worker-2: content mismatch for file \"/etc/mco-test-file\""
+    );
+    let st = eventually("MCN unhealthy", 30, || async {
+        let st = mcns.get(NODE).await.ok()?.status?;
+        (st.health == "Unhealthy").then_some(st)
+    })
+    .await;
+    assert_eq!(st.condition("NodeDegraded").unwrap().status, "True");
+    assert!(
+        st.most_recent_error.contains("content mismatch"),
+        "{}",
+        st.most_recent_error
+    );
+    sim.write("/etc/mco-test-file", "hello");
+    wait_done(&nodes, "rendered-worker-2").await;
+    assert_eq!(annotation(&nodes.get(NODE).await.unwrap(), ann::REASON), "");
+
+    // An unreconcilable config: state Unreconcilable, UpdatePrepared=Unknown.
+    let mut bad = ign(json!([]), json!([]));
+    bad["storage"]["directories"] = json!([{"path": "/etc/newdir"}]);
+    mcs.create(&PostParams::default(), &mc("rendered-worker-3", "", bad))
+        .await
+        .unwrap();
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-3").await;
+    let reason = eventually("Unreconcilable", 30, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        (annotation(&n, ann::STATE) == "Unreconcilable").then(|| annotation(&n, ann::REASON))
+    })
+    .await;
+    assert!(
+        reason.starts_with("can't reconcile config rendered-worker-2 with rendered-worker-3: "),
+        "{reason}"
+    );
+    let st = mcns.get(NODE).await.unwrap().status.unwrap();
+    assert_eq!(st.condition("UpdatePrepared").unwrap().status, "Unknown");
+    assert_eq!(st.health, "Unhealthy");
     task.abort();
 }
