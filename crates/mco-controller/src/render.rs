@@ -146,6 +146,32 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .unwrap_or_default();
 
     let mcs: Api<MachineConfig> = Api::all(ctx.client.clone());
+    // An unreconcilable change is caught here, before any node sees it: the pool keeps its
+    // current target and reports why.
+    let current = pool
+        .spec
+        .configuration
+        .as_ref()
+        .map(|c| c.name.clone())
+        .filter(|n| !n.is_empty() && *n != target);
+    if let Some(current) = current {
+        let old = match ctx.mcs.get(&ObjectRef::new(&current)) {
+            Some(m) => Some((*m).clone()),
+            None => mcs.get_opt(&current).await?,
+        };
+        if let Some(old) = old
+            && let Err(e) = mco_render::reconcile::check_machine_configs(
+                &old,
+                &rendered.machine_config,
+                mco_render::reconcile::StorageOverrides::default(),
+            )
+        {
+            let message = render_failure_message(&name, &e.to_string());
+            tracing::warn!(pool = %name, %message);
+            set_render_degraded(&ctx, &name, Some(&message)).await?;
+            return Ok(requeue);
+        }
+    }
     let existing = ctx.mcs.get(&ObjectRef::new(&target));
     if existing.is_none() && mcs.get_opt(&target).await?.is_none() {
         let mut mc = rendered.machine_config.clone();

@@ -203,3 +203,107 @@ async fn garbage_collection_keeps_what_is_referenced() {
     }
     assert!(mcs.get_opt("00-worker").await.unwrap().is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreconcilable_change_is_refused_at_render_time() {
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    let mut fips = machine_config("70-worker-fips", "worker", "/etc/fips", "x");
+    fips.spec.fips = true;
+    let mcs: Api<MachineConfig> = Api::all(c.clone());
+    mcs.create(&PostParams::default(), &fips).await.unwrap();
+    let msg = eventually(
+        "RenderDegraded for an unreconcilable change",
+        30,
+        || async move {
+            let s = pool(c, "worker").await.status?;
+            let rd = s.condition(pool_conditions::RENDER_DEGRADED)?;
+            (rd.status == "True").then(|| rd.message.clone())
+        },
+    )
+    .await;
+    assert!(
+        msg.starts_with("Failed to render configuration for pool worker: "),
+        "{msg}"
+    );
+    assert!(msg.contains("not reconcilable"), "{msg}");
+    assert_eq!(pool(c, "worker").await.spec.configuration.unwrap().name, r0);
+
+    // Removing the bad MC clears the condition.
+    mcs.delete("70-worker-fips", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("RenderDegraded cleared", 30, || async move {
+        let s = pool(c, "worker").await.status?;
+        let rd = s.condition(pool_conditions::RENDER_DEGRADED)?;
+        (rd.status == "False").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_metrics_and_probes() {
+    let env = env().await;
+    let c = &env.client;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cfg = fast_config("a");
+    cfg.metrics_addr = Some(format!("127.0.0.1:{port}").parse().unwrap());
+    let _ctl = start_controller(c, cfg);
+    let r0 = target_other_than(c, "worker", None).await;
+    create_node(c, &node("w0", "worker", &r0)).await;
+    wait_updated(c, "worker", &r0, 30).await;
+
+    let get = |path: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.ok()?;
+        Some(out)
+    };
+    let health = eventually("/healthz", 10, || get("/healthz")).await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let ready = get("/readyz").await.unwrap();
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let metrics = eventually("pool metrics", 30, || async move {
+        let m = get("/metrics").await?;
+        m.contains(r#"mco_machine_count{pool="worker"} 1"#)
+            .then_some(m)
+    })
+    .await;
+    for want in [
+        r#"mco_updated_machine_count{pool="worker"} 1"#,
+        r#"mco_degraded_machine_count{pool="worker"} 0"#,
+        r#"mco_unavailable_machine_count{pool="worker"} 0"#,
+        r#"mcc_reconcile_total{controller="render"}"#,
+        "mcc_reconcile_duration_seconds_bucket",
+    ] {
+        assert!(metrics.contains(want), "missing {want}");
+    }
+
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.clone());
+    eventually("RenderedConfigGenerated event", 30, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("RenderedConfigGenerated"))
+                .then_some(())
+        }
+    })
+    .await;
+}
