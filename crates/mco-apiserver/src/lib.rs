@@ -218,16 +218,26 @@ impl ServerHandle {
     }
 
     /// A kube client authenticated as `id` (a fresh token each call).
+    ///
+    /// kube's default retry layer is off: it retries 429 for up to 15 rounds of
+    /// exponential backoff, which turns a PodDisruptionBudget refusal of an eviction
+    /// into a minutes-long wait instead of an answer the caller can act on.
     pub async fn client_for(&self, id: Identity) -> Result<kube::Client, Error> {
+        Ok(kube::Client::try_from(self.config_for(id).await?)?)
+    }
+
+    /// The kube client configuration behind [`ServerHandle::client_for`].
+    pub async fn config_for(&self, id: Identity) -> Result<kube::Config, Error> {
         let token = self.mint_token(id.clone()).await?;
         let doc = self.kubeconfig_for_token(&id.user_name(), &token);
         let kc = kube::config::Kubeconfig::from_yaml(&doc)
             .map_err(|e| Error::Kubeconfig(e.to_string()))?;
-        let cfg =
+        let mut cfg =
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .map_err(|e| Error::Kubeconfig(e.to_string()))?;
-        Ok(kube::Client::try_from(cfg)?)
+        cfg.default_retry = false;
+        Ok(cfg)
     }
 
     /// Stops accepting connections, lets open ones finish briefly, and waits.

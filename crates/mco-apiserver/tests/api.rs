@@ -1,0 +1,854 @@
+//! The server driven by kube-rs: typed and dynamic APIs, watches, SSA, auth.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{eventually, status};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
+};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::watcher;
+use mco_apiserver::Identity;
+use serde_json::{Value, json};
+
+fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>()},
+        "data": {"a": "1"}
+    }))
+    .unwrap()
+}
+
+fn mcn_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "machineconfiguration.openshift.io",
+            "v1alpha1",
+            "MachineConfigNode",
+        ),
+        "machineconfignodes",
+    )
+}
+
+async fn install_mcn_crd(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_yaml::from_str(common::MCN_CRD).unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    eventually("CRD established", 10, || async {
+        let c = crds
+            .get("machineconfignodes.machineconfiguration.openshift.io")
+            .await
+            .ok()?;
+        c.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}
+
+fn mcn(name: &str, pool: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
+        "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/pool": pool}},
+        "spec": {"node": {"name": name}, "pool": {"name": pool}}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn configmap_crud_conflicts_and_noops() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms
+        .create(&PostParams::default(), &cm("demo", &[]))
+        .await
+        .unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
+    let again = status(
+        cms.create(&PostParams::default(), &cm("demo", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((again.code, again.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(again.message, "configmaps \"demo\" already exists");
+
+    // Optimistic concurrency.
+    let mut stale = created.clone();
+    cms.patch(
+        "demo",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "2"}})),
+    )
+    .await
+    .unwrap();
+    stale.data = Some(BTreeMap::from([("a".to_string(), "3".to_string())]));
+    let conflict = status(
+        cms.replace("demo", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(conflict.code, 409);
+    assert_eq!(
+        conflict.message,
+        "Operation cannot be fulfilled on configmaps \"demo\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    assert_eq!(cms.get("demo").await.unwrap().data.unwrap()["a"], "2");
+
+    // A no-op patch keeps the resourceVersion.
+    let cur = cms.get("demo").await.unwrap();
+    let same = cms
+        .patch(
+            "demo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        same.metadata.resource_version,
+        cur.metadata.resource_version
+    );
+    assert_ne!(cur.metadata.resource_version.as_deref(), Some(rv.as_str()));
+
+    // JSON patch with a failing test op changes nothing.
+    let e = status(
+        cms.patch("demo", &PatchParams::default(), &Patch::<()>::Json(serde_json::from_value(json!([{"op": "test", "path": "/data/a", "value": "9"}, {"op": "replace", "path": "/data/a", "value": "9"}])).unwrap()))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert_eq!(cms.get("demo").await.unwrap().data.unwrap()["a"], "2");
+
+    // generateName, dry run, missing namespace.
+    let mut g = cm("", &[]);
+    g.metadata.name = None;
+    g.metadata.generate_name = Some("gen-".into());
+    let gen_obj = cms.create(&PostParams::default(), &g).await.unwrap();
+    assert!(gen_obj.metadata.name.unwrap().starts_with("gen-"));
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    cms.create(&dry, &cm("dry", &[])).await.unwrap();
+    assert_eq!(status(cms.get("dry").await.unwrap_err()).code, 404);
+    let nowhere: Api<ConfigMap> = Api::namespaced(client.clone(), "nope");
+    let e = status(
+        nowhere
+            .create(&PostParams::default(), &cm("x", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (404, "namespaces \"nope\" not found")
+    );
+
+    cms.delete("demo", &DeleteParams::default()).await.unwrap();
+    let gone = status(cms.get("demo").await.unwrap_err());
+    assert_eq!(
+        (gone.code, gone.message.as_str()),
+        (404, "configmaps \"demo\" not found")
+    );
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn list_paging_and_selectors() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..5 {
+        let tier = if i % 2 == 0 { "a" } else { "b" };
+        cms.create(
+            &PostParams::default(),
+            &cm(&format!("cm-{i}"), &[("tier", tier)]),
+        )
+        .await
+        .unwrap();
+    }
+    let mut names = Vec::new();
+    let mut lp = ListParams::default().limit(2);
+    let mut pages = 0;
+    loop {
+        let page = cms.list(&lp).await.unwrap();
+        pages += 1;
+        names.extend(page.items.iter().map(|c| c.metadata.name.clone().unwrap()));
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names, ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4"]);
+    let count = |lp: ListParams| {
+        let cms = cms.clone();
+        async move { cms.list(&lp).await.unwrap().items.len() }
+    };
+    assert_eq!(count(ListParams::default().labels("tier=a")).await, 3);
+    assert_eq!(
+        count(ListParams::default().labels("tier in (a,b),tier!=a")).await,
+        2
+    );
+    assert_eq!(count(ListParams::default().labels("!tier")).await, 0);
+    assert_eq!(
+        count(ListParams::default().fields("metadata.name=cm-3")).await,
+        1
+    );
+    assert_eq!(
+        count(ListParams::default().fields("metadata.name!=cm-3,metadata.namespace=default")).await,
+        4
+    );
+    let bad = status(
+        cms.list(&ListParams::default().fields("data.a=1"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(bad.code, 400);
+
+    // Pods by node and phase, as drain and describe node ask.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (n, node) in [("p1", "worker-0"), ("p2", "worker-1")] {
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": n}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}})).unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let all_pods: Api<Pod> = Api::all(client.clone());
+    let on0 = all_pods
+        .list(&ListParams::default().fields("spec.nodeName=worker-0,status.phase!=Succeeded"))
+        .await
+        .unwrap();
+    assert_eq!(on0.items.len(), 1);
+    assert_eq!(on0.items[0].metadata.name.as_deref(), Some("p1"));
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_resumes_and_expires() {
+    let s = common::start_with(|mut c| {
+        c.retained_events = 5;
+        c
+    })
+    .await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("w0", &[]))
+        .await
+        .unwrap();
+    let rv0 = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("w1", &[]))
+        .await
+        .unwrap();
+    cms.patch(
+        "w1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "2"}})),
+    )
+    .await
+    .unwrap();
+    cms.delete("w1", &DeleteParams::default()).await.unwrap();
+
+    // Resume from rv0: exactly the three later events, in order.
+    let wp = WatchParams::default().timeout(2);
+    let events: Vec<_> = cms
+        .watch(&wp, &rv0)
+        .await
+        .unwrap()
+        .take(3)
+        .try_collect()
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) => "BOOKMARK",
+            WatchEvent::Error(_) => "ERROR",
+        })
+        .collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+
+    // Push rv0 out of the retained window: the watch answers 410 Gone.
+    for i in 0..8 {
+        cms.create(&PostParams::default(), &cm(&format!("x{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    let first = cms
+        .watch(&wp, &rv0)
+        .await
+        .unwrap()
+        .boxed()
+        .next()
+        .await
+        .unwrap();
+    match first {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (410, "Expired")),
+        Ok(WatchEvent::Error(e)) => assert_eq!(e.code, 410),
+        other => panic!("expected 410, got {other:?}"),
+    }
+
+    // Label-filtered watches see a selector transition as ADDED/DELETED.
+    let filtered = WatchParams::default().labels("app=web").timeout(3);
+    let cur = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = cms.watch(&filtered, &cur).await.unwrap().boxed();
+    cms.patch(
+        "x1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "x1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": null}}})),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        stream.next().await,
+        Some(Ok(WatchEvent::Added(_)))
+    ));
+    assert!(matches!(
+        stream.next().await,
+        Some(Ok(WatchEvent::Deleted(_)))
+    ));
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn watcher_relists_after_gone() {
+    let s = common::start_with(|mut c| {
+        c.retained_events = 3;
+        c
+    })
+    .await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("seen-0", &[("app", "web")]))
+        .await
+        .unwrap();
+    let cfg = watcher::Config::default()
+        .labels("app=web")
+        .timeout(1)
+        .disable_bookmarks();
+    let mut events = watcher(cms.clone(), cfg).boxed();
+    let mut inits = 0;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut pushed = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !seen.contains("seen-1") {
+        let ev = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .expect("watcher stalled")
+            .unwrap();
+        match ev {
+            Ok(watcher::Event::Init) => inits += 1,
+            Ok(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
+                seen.insert(o.metadata.name.unwrap());
+            }
+            Ok(watcher::Event::InitDone) if !pushed => {
+                // Unrelated writes push the watcher's last resourceVersion out of the window.
+                pushed = true;
+                for i in 0..6 {
+                    cms.create(&PostParams::default(), &cm(&format!("other-{i}"), &[]))
+                        .await
+                        .unwrap();
+                }
+            }
+            Ok(watcher::Event::InitDone) if inits >= 2 => {
+                cms.create(&PostParams::default(), &cm("seen-1", &[("app", "web")]))
+                    .await
+                    .unwrap();
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        inits >= 2,
+        "the watcher relisted after 410 (inits = {inits})"
+    );
+    assert!(seen.contains("seen-0"));
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn crd_schema_status_and_tables() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    install_mcn_crd(&client).await;
+    let ar = mcn_resource();
+    let mcns: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let created = mcns
+        .create(&PostParams::default(), &mcn("worker-0", "worker"))
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+
+    // Schema violations are 422 with upstream's causes, and nothing is stored.
+    let mut bad = mcn("worker-9", "worker");
+    bad.data["spec"]["kernelType"] = json!("bogus");
+    let e = status(mcns.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    assert_eq!(
+        e.message,
+        "MachineConfigNode.machineconfiguration.openshift.io \"worker-9\" is invalid: spec.kernelType: Unsupported value: \"bogus\": supported values: \"default\", \"realtime\", \"64k-pages\""
+    );
+    assert_eq!(e.details.unwrap().causes[0].field, "spec.kernelType");
+    assert_eq!(status(mcns.get("worker-9").await.unwrap_err()).code, 404);
+
+    // Unknown fields are pruned; Strict validation rejects them.
+    let mut extra = mcn("worker-1", "worker");
+    extra.data["spec"]["junk"] = json!(1);
+    let stored = mcns.create(&PostParams::default(), &extra).await.unwrap();
+    assert!(stored.data["spec"].get("junk").is_none());
+
+    // Server-side apply on status: status changes, generation does not.
+    let status_patch = json!({"apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
+        "metadata": {"name": "worker-0"},
+        "status": {"conditions": [{"type": "Updated", "status": "True", "reason": "r", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    let after = mcns
+        .patch_status(
+            "worker-0",
+            &PatchParams::apply("machine-config-daemon").force(),
+            &Patch::Apply(&status_patch),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.data["status"]["conditions"][0]["status"], "True");
+    assert_eq!(after.metadata.generation, Some(1));
+    let managers: Vec<String> = after
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        managers.contains(&"machine-config-daemon".to_string()),
+        "{managers:?}"
+    );
+    // The main endpoint ignores status; a spec change bumps generation.
+    let spec_patch = json!({"spec": {"configVersion": {"desired": "rendered-worker-2"}}, "status": {"conditions": []}});
+    let after = mcns
+        .patch(
+            "worker-0",
+            &PatchParams::default(),
+            &Patch::Merge(&spec_patch),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.metadata.generation, Some(2));
+    assert_eq!(after.data["status"]["conditions"][0]["type"], "Updated");
+    // Strategic merge patch is not for custom resources.
+    let e = status(
+        mcns.patch(
+            "worker-0",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 415);
+
+    // Field selectors from selectableFields.
+    let lp = ListParams::default().fields("spec.pool.name=worker");
+    assert_eq!(mcns.list(&lp).await.unwrap().items.len(), 2);
+
+    // Tables with the printer columns.
+    let req = http::Request::get(
+        "/apis/machineconfiguration.openshift.io/v1alpha1/machineconfignodes?limit=500",
+    )
+    .header(
+        "Accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .body(vec![])
+    .unwrap();
+    let table: Value = client.request(req).await.unwrap();
+    let headers: Vec<String> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["priority"] == 0)
+        .map(|c| c["name"].as_str().unwrap().to_uppercase())
+        .collect();
+    assert_eq!(
+        headers.join(" "),
+        "NAME UPDATED UPDATEPREPARED UPDATEEXECUTED UPDATEPOSTACTIONCOMPLETED UPDATECOMPLETED RESUMED"
+    );
+    assert_eq!(table["rows"][0]["cells"][1], "True");
+    assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+
+    // Discovery lists the CRD with its short name.
+    let disc = kube::Discovery::new(client.clone()).run().await.unwrap();
+    let group = disc
+        .get("machineconfiguration.openshift.io")
+        .expect("group discovered");
+    assert!(
+        group
+            .recommended_resources()
+            .iter()
+            .any(|(r, _)| r.plural == "machineconfignodes")
+    );
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn auth_and_mcn_owner_guard() {
+    let s = common::start().await;
+    let admin = s.handle.client_for(Identity::Admin).await.unwrap();
+    install_mcn_crd(&admin).await;
+    let ar = mcn_resource();
+    Api::<DynamicObject>::all_with(admin.clone(), &ar)
+        .create(&PostParams::default(), &mcn("worker-1", "worker"))
+        .await
+        .unwrap();
+
+    let node = s
+        .handle
+        .client_for(Identity::Node("worker-0".into()))
+        .await
+        .unwrap();
+    let mine: Api<DynamicObject> = Api::all_with(node.clone(), &ar);
+    mine.create(&PostParams::default(), &mcn("worker-0", "worker"))
+        .await
+        .unwrap();
+    let st = json!({"status": {"observedGeneration": 1}});
+    mine.patch_status("worker-0", &PatchParams::default(), &Patch::Merge(&st))
+        .await
+        .unwrap();
+    let e = status(
+        mine.patch_status("worker-1", &PatchParams::default(), &Patch::Merge(&st))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "updates to MCN worker-1 can only be done from the MCN's owner node"
+        )
+    );
+    let e = status(
+        mine.delete("worker-1", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 403);
+    // Reads are not restricted.
+    assert!(mine.get("worker-1").await.is_ok());
+
+    // Unknown and missing tokens get 401.
+    let doc = s.handle.kubeconfig_for_token("x", "not-a-token");
+    let kc = kube::config::Kubeconfig::from_yaml(&doc).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let bad = kube::Client::try_from(cfg.clone()).unwrap();
+    let e = status(
+        Api::<ConfigMap>::namespaced(bad, "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (401, "Unauthorized"));
+    let mut anon_cfg = cfg;
+    anon_cfg.auth_info = Default::default();
+    let anon = kube::Client::try_from(anon_cfg).unwrap();
+    let e = status(
+        Api::<ConfigMap>::namespaced(anon.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 401);
+    // /version stays public, as upstream's discovery role allows.
+    assert_eq!(anon.apiserver_version().await.unwrap().minor, "32");
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn finalizers_and_owner_garbage_collection() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut f = cm("held", &[]);
+    f.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &f).await.unwrap();
+    let deleted = cms.delete("held", &DeleteParams::default()).await.unwrap();
+    let held = deleted
+        .left()
+        .expect("the object comes back while finalizers remain");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(
+        cms.get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status(cms.get("held").await.unwrap_err()).code, 404);
+
+    // Deleting a Node removes the MachineConfigNode it owns.
+    install_mcn_crd(&client).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n: Node = serde_json::from_value(json!({"metadata": {"name": "worker-0"}})).unwrap();
+    let n = nodes.create(&PostParams::default(), &n).await.unwrap();
+    let mut m = mcn("worker-0", "worker");
+    m.metadata.owner_references = Some(vec![serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "name": "worker-0", "uid": n.metadata.uid.unwrap()})).unwrap()]);
+    let mcns: Api<DynamicObject> = Api::all_with(client.clone(), &mcn_resource());
+    mcns.create(&PostParams::default(), &m).await.unwrap();
+    nodes
+        .delete("worker-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("MCN garbage-collected", 10, || async {
+        mcns.get("worker-0").await.is_err().then_some(())
+    })
+    .await;
+    s.handle.shutdown().await;
+}
+
+fn ready_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"nodeName": "worker-0", "containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn evictions_honour_disruption_budgets() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    for n in ["web-1", "web-2"] {
+        pods.create(&PostParams::default(), &ready_pod(n))
+            .await
+            .unwrap();
+    }
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    eventually("PDB status", 10, || async {
+        let st = pdbs.get("web").await.ok()?.status?;
+        (st.current_healthy == 2
+            && st.desired_healthy == 2
+            && st.disruptions_allowed == 0
+            && st.expected_pods == 2)
+            .then_some(())
+    })
+    .await;
+    let e = status(
+        pods.evict("web-1", &EvictParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (429, "TooManyRequests"));
+    assert_eq!(
+        e.message,
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert_eq!(
+        e.details.unwrap().causes[0].message,
+        "The disruption budget web needs 2 healthy pods and has 2 currently"
+    );
+    assert!(pods.get("web-1").await.is_ok());
+
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": "50%"}})),
+    )
+    .await
+    .unwrap();
+    eventually("PDB allows one", 10, || async {
+        (pdbs.get("web").await.ok()?.status?.disruptions_allowed == 1).then_some(())
+    })
+    .await;
+    pods.evict("web-1", &EvictParams::default()).await.unwrap();
+    assert_eq!(status(pods.get("web-1").await.unwrap_err()).code, 404);
+    eventually("PDB recomputed", 10, || async {
+        let st = pdbs.get("web").await.ok()?.status?;
+        (st.current_healthy == 1 && st.disruptions_allowed == 0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        status(
+            pods.evict("web-2", &EvictParams::default())
+                .await
+                .unwrap_err()
+        )
+        .code,
+        429
+    );
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_input_is_rejected_and_not_stored() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let post = |body: Vec<u8>| {
+        http::Request::post("/api/v1/namespaces/default/configmaps")
+            .header("Content-Type", "application/json")
+            .body(body)
+            .unwrap()
+    };
+    let e = status(
+        client
+            .request_text(post(br#"{"metadata": {"name": "x"}, "data": {"#.to_vec()))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 400);
+    assert!(e.message.contains("line 1 column"), "{}", e.message);
+
+    let big = json!({"metadata": {"name": "big"}, "data": {"a": "x".repeat(4 * 1024 * 1024)}});
+    let e = status(
+        client
+            .request_text(post(serde_json::to_vec(&big).unwrap()))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 413);
+
+    let e = status(
+        client
+            .request_text(post(br#"{"metadata": {"name": "Bad_Name"}}"#.to_vec()))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(e.message.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"), "{}", e.message);
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert!(
+        cms.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn restart_serves_everything_that_was_there() {
+    let s = common::start().await;
+    let dir = s.dir.path().to_path_buf();
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    install_mcn_crd(&client).await;
+    let before = Api::<DynamicObject>::all_with(client.clone(), &mcn_resource())
+        .create(&PostParams::default(), &mcn("worker-0", "worker"))
+        .await
+        .unwrap();
+    let kubeconfig = std::fs::read_to_string(s.handle.kubeconfig_path()).unwrap();
+    s.handle.shutdown().await;
+
+    let h = mco_apiserver::Server::start(mco_apiserver::Config::new(
+        &dir,
+        "127.0.0.1:0".parse().unwrap(),
+    ))
+    .await
+    .unwrap();
+    let again = std::fs::read_to_string(h.kubeconfig_path()).unwrap();
+    let token = |k: &str| {
+        k.lines()
+            .find(|l| l.trim_start().starts_with("token:"))
+            .map(str::to_string)
+    };
+    assert_eq!(
+        token(&kubeconfig),
+        token(&again),
+        "the admin token survives a restart"
+    );
+    let client = h.client_for(Identity::Admin).await.unwrap();
+    let after = Api::<DynamicObject>::all_with(client, &mcn_resource())
+        .get("worker-0")
+        .await
+        .unwrap();
+    assert_eq!(
+        after.metadata.resource_version,
+        before.metadata.resource_version
+    );
+    assert_eq!(after.metadata.uid, before.metadata.uid);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_small_controller_reconciles() {
+    use kube::runtime::controller::{Action, Controller};
+    use std::sync::Arc;
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Controller).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &cm("ctl", &[]))
+        .await
+        .unwrap();
+    let api = cms.clone();
+    let ctl = Controller::new(cms.clone(), watcher::Config::default())
+        .run(
+            |obj: Arc<ConfigMap>, api: Arc<Api<ConfigMap>>| async move {
+                let name = obj.metadata.name.clone().unwrap();
+                let p = json!({"metadata": {"annotations": {"reconciled": "yes"}}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&p))
+                    .await?;
+                Ok::<_, kube::Error>(Action::await_change())
+            },
+            |_, _: &kube::Error, _| Action::requeue(Duration::from_secs(1)),
+            Arc::new(api),
+        )
+        .for_each(|_| async {});
+    let task = tokio::spawn(ctl);
+    eventually("reconciled annotation", 10, || async {
+        let c = cms.get("ctl").await.ok()?;
+        (c.metadata
+            .annotations?
+            .get("reconciled")
+            .map(String::as_str)
+            == Some("yes"))
+        .then_some(())
+    })
+    .await;
+    task.abort();
+    s.handle.shutdown().await;
+}
