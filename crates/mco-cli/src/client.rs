@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
 
@@ -103,19 +103,19 @@ pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
 }
 
 /// Reads the disks of the given nodes that live under `data_dir/nodes/<name>` (simulated nodes
-/// of `mco up`); nodes without a directory there are skipped.
-pub fn gather_sim_roots(
-    data_dir: &Path,
-    nodes: &[String],
-) -> Result<BTreeMap<String, LocalFacts>, Error> {
-    let mut out = BTreeMap::new();
-    for n in nodes {
-        let root = data_dir.join("nodes").join(n);
-        if root.is_dir() {
-            out.insert(n.clone(), local::gather(&root)?);
-        }
-    }
-    Ok(out)
+/// of `mco up`). Nodes without a directory there, or whose disk cannot be read, are left out:
+/// the API alone still explains them.
+pub fn gather_sim_roots(data_dir: &Path, nodes: &[String]) -> BTreeMap<String, LocalFacts> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let root = data_dir.join("nodes").join(n);
+            if !root.is_dir() {
+                return None;
+            }
+            local::gather(&root).ok().map(|f| (n.clone(), f))
+        })
+        .collect()
 }
 
 /// Calls `render` with a fresh snapshot now and after every change to pools, nodes, MCNs or
@@ -130,15 +130,19 @@ pub async fn follow(
     let cfg = watcher::Config::default();
     let events = futures::stream::select_all(vec![
         watcher(Api::<MachineConfigPool>::all(client.clone()), cfg.clone())
+            .default_backoff()
             .map_ok(|_| ())
             .boxed(),
         watcher(Api::<Node>::all(client.clone()), cfg.clone())
+            .default_backoff()
             .map_ok(|_| ())
             .boxed(),
         watcher(Api::<MachineConfigNode>::all(client.clone()), cfg.clone())
+            .default_backoff()
             .map_ok(|_| ())
             .boxed(),
         watcher(Api::<PodDisruptionBudget>::all(client.clone()), cfg)
+            .default_backoff()
             .map_ok(|_| ())
             .boxed(),
     ]);

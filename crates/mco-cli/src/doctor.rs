@@ -629,9 +629,11 @@ fn degraded_finding(
                         format!(
                             "{where_}: complete first boot again from the saved first-boot config"
                         ),
-                        format!(
-                            "cp {0}.bak {0} && mco daemon firstboot-complete-machineconfig",
-                            mco_api::paths::FIRSTBOOT_CONFIG
+                        local::firstboot_command(
+                            roots
+                                .get(node)
+                                .is_none_or(|l| l.firstboot_done || l.firstboot_pending),
+                            current,
                         ),
                     ),
                 ],
@@ -947,7 +949,7 @@ pub fn render_local(facts: &LocalFacts, findings: &[Finding]) -> String {
             "\nHealthy: {}.",
             match &facts.current_config {
                 Some(c) => format!("the node is on {} and matches it", c.name),
-                None => "nothing to report".to_string(),
+                None => "mco has not configured this node (no currentconfig)".to_string(),
             }
         );
     } else {

@@ -230,6 +230,19 @@ pub fn expected_file_size(mc: &MachineConfig, path: &str) -> Option<u64> {
     expected_contents(&f).map(|c| c.len() as u64)
 }
 
+/// Re-runs first boot: from the saved `.bak` when the node has one, else from the config in
+/// the cluster (the daemon only applies what it finds at the first-boot path).
+pub fn firstboot_command(has_saved_config: bool, config: &str) -> String {
+    let path = paths::FIRSTBOOT_CONFIG;
+    if has_saved_config {
+        format!("cp {path}.bak {path} && mco daemon firstboot-complete-machineconfig")
+    } else {
+        format!(
+            "kubectl get machineconfig {config} -o json > {path} && mco daemon firstboot-complete-machineconfig"
+        )
+    }
+}
+
 /// The force-file command for this root: the real path on a host, the path under the root for a
 /// simulated node (whose `/run` is a directory of the node root).
 pub fn force_command(root: &Path, simulated: bool) -> String {
@@ -367,14 +380,7 @@ pub fn diagnose(f: &LocalFacts) -> Vec<Finding> {
         let have = booted.os_image_url();
         if !booted.is_mco_managed() {
             let id = &f.os.identity.id;
-            let restore = if f.firstboot_done && !f.firstboot_pending {
-                format!(
-                    "cp {0}.bak {0} && mco daemon firstboot-complete-machineconfig",
-                    paths::FIRSTBOOT_CONFIG
-                )
-            } else {
-                "mco daemon firstboot-complete-machineconfig".to_string()
-            };
+            let restore = firstboot_command(f.firstboot_done || f.firstboot_pending, &cc.name);
             out.push(Finding::new(
                 &subject,
                 "first boot never adopted the OS image",

@@ -180,6 +180,20 @@ fn on_a_real_host_the_force_file_is_the_host_path() {
         "touch /run/machine-config-daemon-force"
     );
     assert!(findings[0].subject.starts_with("host "));
+
+    // Without the saved first-boot config, first boot is re-run from the cluster's copy.
+    std::fs::remove_file(
+        dir.path()
+            .join("etc/ignition-machine-config-encapsulated.json.bak"),
+    )
+    .unwrap();
+    let findings = local::diagnose(&local::gather(dir.path()).unwrap());
+    assert_eq!(
+        findings[0].fixes[1].command,
+        format!(
+            "kubectl get machineconfig {RENDERED} -o json > /etc/ignition-machine-config-encapsulated.json && mco daemon firstboot-complete-machineconfig"
+        )
+    );
 }
 
 #[test]

@@ -36,7 +36,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             |snap| {
                 let text = mco_cli::status::render(&mco_cli::status::build(snap));
                 let mut out = std::io::stdout().lock();
-                let header = format!("Every change, at {}", snap.now.strftime("%H:%M:%SZ"));
+                let header = format!(
+                    "mco status -w   {} (Ctrl-C to stop)",
+                    snap.now.strftime("%H:%M:%SZ")
+                );
                 let written = if tty {
                     // Clear the screen and home the cursor, like `watch`.
                     write!(out, "\x1b[2J\x1b[H{header}\n\n{text}")
