@@ -6,6 +6,10 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::{Deserialize, Serialize};
+
 use ignition_config::v3_5::{File, Unit};
 use mco_render::actions::PostConfigAction;
 use mco_render::ignition::{self, IgnitionError};
@@ -65,32 +69,66 @@ pub enum ApplyError {
     },
 }
 
+/// The on-disk journal of the update in progress: one JSON entry per line, each appended
+/// before the change it describes, so that a daemon killed mid-update finds on restart exactly
+/// what to undo. It holds prior file contents (`/etc/shadow` among them), hence mode 0600.
+pub const JOURNAL: &str = "/etc/machine-config-daemon/update-journal.jsonl";
+
 /// What a path held before the update touched it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
 enum Prior {
     Absent,
     File {
-        data: Vec<u8>,
+        /// Base64.
+        data: String,
         mode: u32,
         uid: u32,
         gid: u32,
     },
-    Symlink(PathBuf),
+    Symlink {
+        target: PathBuf,
+    },
     /// Directories and special files are never replaced by the engine: nothing to restore.
     Untouchable,
 }
 
-/// Prior states of everything an update changed, to undo it in reverse order.
+/// One journal line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "entry", rename_all = "camelCase")]
+enum Entry {
+    Path { path: String, prior: Prior },
+    Enablement { unit: String, enabled: bool },
+    Os,
+}
+
+/// Prior states of everything an update changed, to undo it in reverse order. Every entry is
+/// also appended to [`JOURNAL`] before the change, for [`recover_interrupted`].
 #[derive(Debug, Default)]
 pub struct Journal {
-    paths: Vec<(String, Prior)>,
+    entries: Vec<Entry>,
     seen: HashSet<String>,
-    enablement: Vec<(String, bool)>,
     enablement_seen: HashSet<String>,
     os_touched: bool,
+    started: bool,
 }
 
 impl Journal {
+    fn persist(&mut self, fs: &HostFs, e: Entry) -> Result<(), HostError> {
+        if !self.started {
+            fs.write_atomic(JOURNAL, b"", &FileAttrs::mode(0o600))?;
+            self.started = true;
+        }
+        let mut line = serde_json::to_vec(&e).map_err(|source| HostError::Json {
+            what: JOURNAL.into(),
+            source,
+        })?;
+        line.push(b'\n');
+        fs.append(JOURNAL, &line)?;
+        self.entries.push(e);
+        Ok(())
+    }
+
     /// Records `path` before its first change in this update.
     pub fn record(&mut self, fs: &HostFs, path: &str) -> Result<(), HostError> {
         if !self.seen.insert(path.to_string()) {
@@ -100,19 +138,40 @@ impl Journal {
             None => Prior::Absent,
             Some(st) => match st.kind {
                 EntryKind::File => Prior::File {
-                    data: fs.read(path)?,
+                    data: B64.encode(fs.read(path)?),
                     mode: st.mode & 0o7777,
                     uid: st.uid,
                     gid: st.gid,
                 },
                 EntryKind::Symlink => match fs.read_link(path)? {
-                    Some(t) => Prior::Symlink(t),
+                    Some(target) => Prior::Symlink { target },
                     None => Prior::Absent,
                 },
                 _ => Prior::Untouchable,
             },
         };
-        self.paths.push((path.to_string(), prior));
+        self.persist(
+            fs,
+            Entry::Path {
+                path: path.to_string(),
+                prior,
+            },
+        )
+    }
+
+    fn record_os(&mut self, fs: &HostFs) -> Result<(), HostError> {
+        if !self.os_touched {
+            self.os_touched = true;
+            self.persist(fs, Entry::Os)?;
+        }
+        Ok(())
+    }
+
+    /// The update reached its point of no return (reboot about to be requested, or rebootless
+    /// actions done): a crash from here must not undo it. The entries stay in memory so a
+    /// failure to request the reboot can still roll back.
+    pub fn commit(&mut self, fs: &HostFs) -> Result<(), HostError> {
+        fs.remove_file(JOURNAL)?;
         Ok(())
     }
 
@@ -125,58 +184,100 @@ impl Journal {
 
     fn record_enablement(&mut self, host: &Host, unit: &str) -> Result<(), HostError> {
         if self.enablement_seen.insert(unit.to_string()) {
-            let on = host.systemd.is_enabled(unit).unwrap_or(false);
-            self.enablement.push((unit.to_string(), on));
+            let enabled = host.systemd.is_enabled(unit).unwrap_or(false);
+            self.persist(
+                &host.fs,
+                Entry::Enablement {
+                    unit: unit.to_string(),
+                    enabled,
+                },
+            )?;
         }
         Ok(())
     }
 
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.paths.is_empty() && self.enablement.is_empty() && !self.os_touched
+        self.entries.is_empty()
     }
 
     /// Puts every recorded path back, restores unit enablement and drops a staged deployment.
     /// Best effort: each failure is logged and the rest still runs, since a half-finished
     /// rollback is worse than a complete one with a logged gap.
     pub fn rollback(self, host: &Host) {
-        let fs = &host.fs;
-        for (path, prior) in self.paths.into_iter().rev() {
-            let r = match prior {
-                Prior::Absent => fs.remove_file(&path).map(|_| ()),
-                Prior::File {
-                    data,
-                    mode,
-                    uid,
-                    gid,
-                } => fs.write_atomic(&path, &data, &FileAttrs::mode(mode).owned(uid, gid)),
-                Prior::Symlink(t) => fs.symlink(&t.to_string_lossy(), &path),
-                Prior::Untouchable => Ok(()),
-            };
-            if let Err(e) = r {
-                tracing::error!(path = %path, error = %e, "rollback: could not restore file");
+        undo(host, self.entries);
+    }
+}
+
+/// Undoes journal entries, newest first, then removes the on-disk journal.
+fn undo(host: &Host, entries: Vec<Entry>) {
+    let fs = &host.fs;
+    let mut os = false;
+    for e in entries.into_iter().rev() {
+        match e {
+            Entry::Path { path, prior } => {
+                let r = match prior {
+                    Prior::Absent => fs.remove_file(&path).map(|_| ()),
+                    Prior::File {
+                        data,
+                        mode,
+                        uid,
+                        gid,
+                    } => match B64.decode(data.as_bytes()) {
+                        Ok(data) => {
+                            fs.write_atomic(&path, &data, &FileAttrs::mode(mode).owned(uid, gid))
+                        }
+                        Err(e) => Err(HostError::State(format!("journal entry for {path}: {e}"))),
+                    },
+                    Prior::Symlink { target } => fs.symlink(&target.to_string_lossy(), &path),
+                    Prior::Untouchable => Ok(()),
+                };
+                if let Err(e) = r {
+                    tracing::error!(path = %path, error = %e, "rollback: could not restore file");
+                }
             }
-        }
-        for (unit, on) in self.enablement.into_iter().rev() {
-            let units = [unit.clone()];
-            let r = if on {
-                host.systemd.enable(&units)
-            } else {
-                host.systemd.disable(&units)
-            };
-            if let Err(e) = r {
-                tracing::error!(unit = %unit, error = %e, "rollback: could not restore enablement");
+            Entry::Enablement { unit, enabled } => {
+                let units = [unit.clone()];
+                let r = if enabled {
+                    host.systemd.enable(&units)
+                } else {
+                    host.systemd.disable(&units)
+                };
+                if let Err(e) = r {
+                    tracing::error!(unit = %unit, error = %e, "rollback: could not restore enablement");
+                }
             }
-        }
-        if self.os_touched
-            && let Err(e) = host.os.cleanup_pending()
-        {
-            tracing::error!(error = %e, "rollback: could not drop the staged deployment");
-        }
-        if let Err(e) = host.systemd.daemon_reload() {
-            tracing::warn!(error = %e, "rollback: daemon-reload failed");
+            Entry::Os => os = true,
         }
     }
+    if os && let Err(e) = host.os.cleanup_pending() {
+        tracing::error!(error = %e, "rollback: could not drop the staged deployment");
+    }
+    if let Err(e) = host.systemd.daemon_reload() {
+        tracing::warn!(error = %e, "rollback: daemon-reload failed");
+    }
+    if let Err(e) = fs.remove_file(JOURNAL) {
+        tracing::error!(error = %e, "rollback: could not remove the journal");
+    }
+}
+
+/// Undoes an update that a crash interrupted, from its on-disk journal, so the node is back in
+/// its `currentconfig` before anything else runs. Returns whether there was one. A torn last
+/// line is ignored: its change had not started yet.
+pub fn recover_interrupted(host: &Host) -> Result<bool, HostError> {
+    let Some(data) = host.fs.read_optional(JOURNAL)? else {
+        return Ok(false);
+    };
+    let entries: Vec<Entry> = String::from_utf8_lossy(&data)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    tracing::warn!(
+        entries = entries.len(),
+        "an update was interrupted; rolling it back from its journal"
+    );
+    undo(host, entries);
+    Ok(true)
 }
 
 /// What an applied update did.
@@ -210,7 +311,11 @@ pub fn os_skipped_message(url: &str) -> String {
 pub fn apply(host: &Host, plan: &UpdatePlan, opts: ApplyOptions) -> Result<Applied, ApplyError> {
     let mut journal = Journal::default();
     match apply_inner(host, plan, opts, &mut journal) {
-        Ok(a) => Ok(a),
+        Ok(a) => {
+            let mut journal = journal;
+            journal.commit(&host.fs)?;
+            Ok(a)
+        }
         Err(e) => {
             tracing::error!(error = %e, "update failed; rolling back");
             journal.rollback(host);
@@ -245,9 +350,13 @@ fn apply_inner(
 ) -> Result<Applied, ApplyError> {
     let mut applied = Applied::default();
     write_files(host, plan, journal)?;
+    fail::fail_point!("apply::after-files");
     write_units(host, plan, opts, journal)?;
+    fail::fail_point!("apply::after-units");
     delete_stale(host, plan, journal)?;
+    fail::fail_point!("apply::after-stale");
     applied.ssh_updated = write_core_user(host, plan, journal)?;
+    fail::fail_point!("apply::after-ssh");
     if plan.os_update() {
         if opts.managed_os {
             applied.os_updated = update_os(host, plan, journal)?;
@@ -257,7 +366,9 @@ fn apply_inner(
             applied.os_skipped = Some(msg);
         }
     }
+    fail::fail_point!("apply::after-os");
     write_current_config(&host.fs, &plan.new, journal)?;
+    fail::fail_point!("apply::after-currentconfig");
     Ok(applied)
 }
 
@@ -321,6 +432,7 @@ fn write_files(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<
             &data,
             &FileAttrs::mode(file_mode(f)).owned(uid, gid),
         )?;
+        fail::fail_point!("apply::after-one-file");
     }
     Ok(())
 }
@@ -520,7 +632,7 @@ fn update_os(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<bo
         url: url.clone(),
         source,
     };
-    journal.os_touched = true;
+    journal.record_os(&host.fs)?;
     host.os.cleanup_pending().map_err(os_err)?;
     let status = host.os.status().map_err(os_err)?;
     let booted_url = status.booted.os_image_url();

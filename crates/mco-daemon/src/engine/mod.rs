@@ -183,8 +183,10 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Detects the host OS and logs what mco will manage.
+    /// Rolls back an update a crash interrupted (see [`apply::recover_interrupted`]), then
+    /// detects the host OS and logs what mco will manage.
     pub fn new(host: Host) -> Result<Engine, HostError> {
+        apply::recover_interrupted(&host)?;
         let os = host.detect_os()?;
         if os.is_managed_ostree() {
             tracing::info!(os = %os.describe(), "ostree-booted host: OS updates are managed");
@@ -309,7 +311,7 @@ impl Engine {
                 ),
             })
             .map_err(EngineError::Report)?;
-        let (applied, journal) = apply::apply_journalled(
+        let (applied, mut journal) = apply::apply_journalled(
             &self.host,
             &plan,
             ApplyOptions {
@@ -339,6 +341,8 @@ impl Engine {
                         rationale: rationale.clone(),
                     })
                     .map_err(EngineError::Report)?;
+                journal.commit(&self.host.fs)?;
+                fail::fail_point!("engine::before-reboot");
                 if opts.defer_reboot {
                     return Ok(UpdateOutcome::RebootDeferred);
                 }
@@ -350,6 +354,7 @@ impl Engine {
                 Ok(UpdateOutcome::Rebooting)
             } else {
                 apply::run_rebootless_actions(&self.host, &plan.actions)?;
+                journal.commit(&self.host.fs)?;
                 reporter
                     .report(&Phase::PostActionComplete {
                         actions: plan.actions.clone(),

@@ -1,0 +1,139 @@
+//! Crash safety: the engine killed at every failpoint (a panic stands in for the kill: nothing
+//! after it runs, no rollback) and restarted always converges — the node is consistent with its
+//! `currentconfig`, and re-running the update completes it. Run with `--features failpoints`.
+#![cfg(feature = "failpoints")]
+
+mod support;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use mco_daemon::engine::{BootCheck, RecordingReporter, UpdateOptions, UpdateOutcome};
+use mco_daemon::reboot::{SimRebooter, complete_sim_reboot};
+use mco_daemon::{paths, users};
+use serde_json::json;
+use support::{Node, file, ign, mc};
+
+const POINTS: &[&str] = &[
+    "apply::after-one-file",
+    "apply::after-files",
+    "apply::after-units",
+    "apply::after-stale",
+    "apply::after-ssh",
+    "apply::after-os",
+    "apply::after-currentconfig",
+    "engine::before-reboot",
+];
+
+fn configs() -> (mco_api::MachineConfig, mco_api::MachineConfig) {
+    let svc = "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n";
+    let old = mc(
+        "rendered-worker-0",
+        "",
+        ign(
+            json!([
+                file("/etc/old-only", "old", 0o644),
+                file("/etc/motd", "old motd\n", 0o644)
+            ]),
+            json!([{"name": "old.service", "enabled": true, "contents": svc}]),
+        ),
+    );
+    let mut cfg = ign(
+        json!([
+            file("/etc/motd", "new motd\n", 0o644),
+            file("/etc/a", "a", 0o600),
+            file("/etc/b", "b", 0o644),
+        ]),
+        json!([{"name": "new.service", "enabled": true, "contents": svc}]),
+    );
+    cfg["passwd"] = json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 NEW"]}]});
+    let mut new = mc("rendered-worker-1", "", cfg);
+    new.spec.kernel_arguments = Some(vec!["nosmt".into()]);
+    (old, new)
+}
+
+#[test]
+fn killed_at_any_failpoint_converges() {
+    let scenario = fail::FailScenario::setup();
+    for point in POINTS {
+        let node = Node::new(true);
+        node.write("/etc/motd", "shipped\n");
+        let (old, new) = configs();
+        let e = node.engine();
+        let empty = mc("rendered-worker-empty", "", ign(json!([]), json!([])));
+        e.update(
+            &empty,
+            &old,
+            UpdateOptions::default(),
+            &mut RecordingReporter::default(),
+        )
+        .unwrap();
+        complete_sim_reboot(&node.fs).unwrap();
+        let e = node.engine();
+        e.validate(&old).unwrap();
+
+        fail::cfg(*point, "panic").unwrap();
+        let crashed = catch_unwind(AssertUnwindSafe(|| {
+            e.update(
+                &old,
+                &new,
+                UpdateOptions::default(),
+                &mut RecordingReporter::default(),
+            )
+        }));
+        fail::remove(*point);
+        assert!(crashed.is_err(), "{point}: the failpoint fired");
+        drop(e);
+
+        // Restart: an interrupted update is rolled back from its journal.
+        let e = node.engine();
+        let current = e.on_disk_config().unwrap().unwrap();
+        let name = current.metadata.name.clone().unwrap();
+        assert_eq!(e.boot_check(&current).unwrap(), BootCheck::Valid, "{point}");
+        assert!(
+            !node
+                .fs
+                .exists("/etc/machine-config-daemon/update-journal.jsonl")
+                .unwrap()
+        );
+        if name == "rendered-worker-0" {
+            // Consistent with the old config, nothing half-applied.
+            assert_eq!(node.read("/etc/motd").unwrap(), "old motd\n", "{point}");
+            assert!(!node.fs.exists("/etc/a").unwrap(), "{point}");
+            assert!(!node.fs.exists(paths::CORE_SSH_KEYS).unwrap(), "{point}");
+            let out = e
+                .update(
+                    &old,
+                    &new,
+                    UpdateOptions::default(),
+                    &mut RecordingReporter::default(),
+                )
+                .unwrap();
+            assert_eq!(out, UpdateOutcome::Rebooting, "{point}");
+        } else {
+            assert_eq!(name, "rendered-worker-1", "{point}");
+            // Past the point of no return: the reboot request is all that may be missing.
+            if SimRebooter::pending(&node.fs).unwrap().is_none() {
+                node.engine()
+                    .host
+                    .rebooter
+                    .reboot("resumed after a crash")
+                    .unwrap();
+            }
+        }
+        complete_sim_reboot(&node.fs).unwrap();
+        let e = node.engine();
+        e.validate(&new)
+            .unwrap_or_else(|err| panic!("{point}: {err}"));
+        assert_eq!(node.read("/etc/motd").unwrap(), "new motd\n");
+        assert!(!node.fs.exists("/etc/old-only").unwrap(), "{point}");
+        assert_eq!(
+            users::read_core_ssh_keys(&node.fs).unwrap(),
+            vec!["ssh-ed25519 NEW".to_string()]
+        );
+        assert!(
+            !e.host.systemd.is_enabled("old.service").unwrap(),
+            "{point}"
+        );
+    }
+    scenario.teardown();
+}
