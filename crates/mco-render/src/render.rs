@@ -224,7 +224,7 @@ pub fn render_ordered(
     let spec = MachineConfigSpec {
         os_image_url: fields.os_image_url,
         base_os_extensions_container_image: fields.base_os_extensions_container_image,
-        config: Some(canonical_config(&merged).map_err(encode)?),
+        config: Some(into_canonical_config(merged).map_err(encode)?),
         kernel_arguments: Some(fields.kernel_arguments),
         extensions: Some(fields.extensions),
         fips: fields.fips,
@@ -284,6 +284,94 @@ pub fn canonical_config(cfg: &Ignition) -> Result<Value, serde_json::Error> {
     let mut v = serde_json::to_value(cfg)?;
     canonicalize(&mut v);
     Ok(v)
+}
+
+/// [`canonical_config`], consuming the config: files — nearly all of a big config — are moved into
+/// the JSON tree in canonical form instead of copied and then cleaned.
+pub fn into_canonical_config(mut cfg: Ignition) -> Result<Value, serde_json::Error> {
+    let files = cfg.storage.as_mut().and_then(|s| s.files.take());
+    let mut v = serde_json::to_value(&cfg)?;
+    canonicalize(&mut v);
+    if let Some(files) = files {
+        let Some(storage) = v.get_mut("storage").and_then(Value::as_object_mut) else {
+            return Ok(v);
+        };
+        storage.insert(
+            "files".into(),
+            Value::Array(files.into_iter().map(file_value).collect()),
+        );
+        storage.sort_keys();
+    }
+    Ok(v)
+}
+
+/// Builds an object from members given in key order, skipping absent ones.
+fn object<const N: usize>(members: [(&str, Option<Value>); N]) -> Value {
+    Value::Object(
+        members
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_string(), v?)))
+            .collect(),
+    )
+}
+
+fn file_value(f: ignition_config::v3_5::File) -> Value {
+    object([
+        (
+            "append",
+            f.append
+                .map(|a| Value::Array(a.into_iter().map(resource_value).collect())),
+        ),
+        ("contents", f.contents.map(resource_value)),
+        (
+            "group",
+            f.group.map(|g| {
+                object([
+                    ("id", g.id.map(Value::from)),
+                    ("name", g.name.map(Value::String)),
+                ])
+            }),
+        ),
+        ("mode", f.mode.map(Value::from)),
+        ("overwrite", f.overwrite.map(Value::Bool)),
+        ("path", Some(Value::String(f.path))),
+        (
+            "user",
+            f.user.map(|u| {
+                object([
+                    ("id", u.id.map(Value::from)),
+                    ("name", u.name.map(Value::String)),
+                ])
+            }),
+        ),
+    ])
+}
+
+fn resource_value(r: ignition_config::v3_5::Resource) -> Value {
+    object([
+        ("compression", r.compression.map(Value::String)),
+        (
+            "httpHeaders",
+            r.http_headers.map(|hs| {
+                Value::Array(
+                    hs.into_iter()
+                        .map(|h| {
+                            object([
+                                ("name", Some(Value::String(h.name))),
+                                ("value", h.value.map(Value::String)),
+                            ])
+                        })
+                        .collect(),
+                )
+            }),
+        ),
+        ("source", r.source.map(Value::String)),
+        (
+            "verification",
+            r.verification
+                .map(|v| object([("hash", v.hash.map(Value::String))])),
+        ),
+    ])
 }
 
 /// Sort object keys and drop `null` members, recursively, so equal content has one encoding.

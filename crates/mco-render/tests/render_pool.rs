@@ -326,3 +326,33 @@ proptest! {
         prop_assert_eq!(&again.source, &reference.source);
     }
 }
+
+#[test]
+fn consuming_canonical_form_equals_the_generic_one() {
+    use mco_render::render::{canonical_config, into_canonical_config, is_canonical};
+    let res = json!({"source": "data:,x", "compression": "gzip", "httpHeaders": [{"name": "a", "value": "b"}, {"name": "c"}], "verification": {"hash": "sha512-00"}});
+    let raw = json!({
+        "ignition": {"version": "3.5.0"},
+        "storage": {
+            "directories": [{"path": "/d", "mode": 493}],
+            "files": [
+                {"path": "/f", "mode": 420, "overwrite": true, "contents": res.clone(), "append": [res.clone(), {}],
+                 "user": {"id": 0, "name": "root"}, "group": {"name": "wheel"}},
+                {"path": "/g", "contents": {"verification": {}}},
+                {"path": "/h"}
+            ],
+            "links": [{"path": "/l", "target": "/f"}]
+        },
+        "systemd": {"units": [{"name": "u.service", "enabled": true}]}
+    });
+    let cfg = mco_render::ignition::parse(&raw).unwrap();
+    let generic = canonical_config(&cfg).unwrap();
+    let moved = into_canonical_config(cfg).unwrap();
+    assert!(is_canonical(&moved));
+    assert_eq!(moved, generic);
+    assert_eq!(
+        serde_json::to_string(&moved).unwrap(),
+        serde_json::to_string(&generic).unwrap(),
+        "same key order too"
+    );
+}

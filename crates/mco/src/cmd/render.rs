@@ -218,3 +218,45 @@ fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_split_at_separator_lines_only() {
+        let text = "# leading comment\n---\na: 1\n---\n# only a comment\n--- # trailing\nb: \"---\"\n---\n";
+        assert_eq!(split_documents(text), ["a: 1\n", "b: \"---\"\n"]);
+        assert_eq!(split_documents("kind: X\n"), ["kind: X\n"]);
+        assert!(split_documents("\n---\n").is_empty());
+    }
+
+    #[test]
+    fn built_in_pools_select_by_role() {
+        let worker = find_pool("worker", &[]).unwrap();
+        assert_eq!(
+            serde_json::to_value(worker.spec.machine_config_selector).unwrap(),
+            serde_json::json!({"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}})
+        );
+        assert!(find_pool("master", &[]).is_ok());
+        let err = find_pool("infra", &[]).unwrap_err().to_string();
+        assert!(err.contains("pass --pool-file"), "{err}");
+    }
+
+    #[test]
+    fn inputs_are_sorted_by_kind() {
+        let mut inputs = Inputs::default();
+        for doc in [
+            serde_json::json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig", "metadata": {"name": "a"}, "spec": {}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool", "metadata": {"name": "p"}, "spec": {}}
+            ]}),
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ignored"}}),
+        ] {
+            add_object(doc, &mut inputs).unwrap();
+        }
+        assert_eq!(inputs.mcs.len(), 1);
+        assert_eq!(inputs.pools.len(), 1);
+        assert!(add_object(serde_json::json!({"metadata": {}}), &mut inputs).is_err());
+    }
+}
