@@ -64,6 +64,12 @@ pub struct MemoryReport {
     pub phases: Vec<Phase>,
 }
 
+/// RSS growth between two phases, divided over `n` things.
+fn per(phases: &[Phase], from: usize, to: usize, n: usize) -> Option<u64> {
+    let (a, b) = (phases.get(from)?, phases.get(to)?);
+    (n > 0).then(|| b.mem.rss_kib.saturating_sub(a.mem.rss_kib) * 1024 / n as u64)
+}
+
 impl MemoryReport {
     /// The largest RSS seen once everything is stored and watched (either run).
     pub fn worst_rss_kib(&self) -> u64 {
@@ -101,6 +107,18 @@ impl fmt::Display for MemoryReport {
                 mib(p.mem.rss_kib),
                 mib(p.mem.hwm_kib),
                 p.took.as_secs_f64()
+            )?;
+        }
+        // Phases: 1 = CRD established, then the stored ones, then watchers open.
+        let stored = if o.with_status { 3 } else { 2 };
+        if let (Some(obj), Some(w)) = (
+            per(&self.phases, 1, stored, o.mcns),
+            per(&self.phases, stored, stored + 1, o.watchers),
+        ) {
+            writeln!(
+                f,
+                "  RSS growth per stored object {obj} bytes ({:.1}x its JSON); per open watch {w} bytes",
+                crate::stats::ratio(obj as f64, self.object_bytes as f64)
             )?;
         }
         write!(
