@@ -109,6 +109,29 @@ pub fn eta(samples: &[Duration], remaining: usize, max_unavailable: usize) -> Op
     Some(per_node * waves as u32)
 }
 
+/// Time left at the pace the rollout has kept so far: `completions` are when nodes reached the
+/// target, `start` when the pool began moving to it. Used when per-node spans are not
+/// recorded (the MCN reset at the end of an update clears them). `None` without a pace.
+pub fn pace_eta(
+    start: Option<Timestamp>,
+    completions: &[Timestamp],
+    remaining: usize,
+) -> Option<(Duration, Duration)> {
+    let mut done: Vec<i64> = completions.iter().map(|t| t.as_second()).collect();
+    done.sort();
+    let last = *done.last()?;
+    let (from, count) = match start.map(|s| s.as_second()) {
+        Some(s) if s < last => (s, done.iter().filter(|t| **t > s).count()),
+        _ if done.len() >= 2 => (done[0], done.len() - 1),
+        _ => return None,
+    };
+    if count == 0 {
+        return None;
+    }
+    let per_node = Duration::from_secs(((last - from) as u64).div_ceil(count as u64));
+    Some((per_node * remaining as u32, per_node))
+}
+
 /// `45s`, `3m05s`, `1h02m`: short enough for a table cell.
 pub fn human_duration(d: Duration) -> String {
     let s = d.as_secs();

@@ -32,6 +32,8 @@ pub struct PoolProgress {
     pub eta: Option<Duration>,
     /// Completed updates the ETA is based on.
     pub samples: usize,
+    /// How the ETA was computed, for the reader.
+    pub eta_basis: String,
 }
 
 /// A node moving to a new config.
@@ -141,6 +143,46 @@ pub fn build(snap: &Snapshot) -> StatusReport {
             .filter_map(phase::completed_update_duration)
             .collect();
         let remaining = total.saturating_sub(updated);
+        let (eta, eta_basis, samples) = if samples.is_empty() {
+            // Per-node spans are gone once a node finishes (upstream's reset); go by the
+            // pace: when the pool started updating and when its nodes reached the target.
+            let started = status
+                .condition(pool_conditions::UPDATING)
+                .filter(|c| c.status == "True")
+                .and_then(|c| c.last_transition_time.as_deref())
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+            let completions: Vec<jiff::Timestamp> = members
+                .iter()
+                .filter_map(|n| snap.mcn(n))
+                .filter(|m| {
+                    m.status
+                        .as_ref()
+                        .and_then(|s| s.config_version.as_ref())
+                        .is_some_and(|v| v.current == target)
+                })
+                .filter_map(|m| mcn_condition(m, mcn_conditions::UPDATED))
+                .filter(|c| c.status == "True")
+                .map(|c| c.last_transition_time.0)
+                .collect();
+            match phase::pace_eta(started, &completions, remaining) {
+                Some((eta, per_node)) => (
+                    Some(eta),
+                    format!("1 node per {} so far", phase::human_duration(per_node)),
+                    completions.len(),
+                ),
+                None => ((remaining == 0).then_some(Duration::ZERO), String::new(), 0),
+            }
+        } else {
+            (
+                phase::eta(&samples, remaining, max_unavailable),
+                format!(
+                    "{} waves of {}",
+                    remaining.div_ceil(max_unavailable.max(1)),
+                    max_unavailable
+                ),
+                samples.len(),
+            )
+        };
         if let Some(c) = status.condition(pool_conditions::RENDER_DEGRADED)
             && c.status == "True"
         {
@@ -152,8 +194,9 @@ pub fn build(snap: &Snapshot) -> StatusReport {
             degraded_count: status.degraded_machine_count.max(0) as usize,
             degraded: status.is_true(pool_conditions::DEGRADED),
             paused: pool.spec.paused,
-            eta: phase::eta(&samples, remaining, max_unavailable),
-            samples: samples.len(),
+            eta,
+            eta_basis,
+            samples,
             name,
             updated,
             total,
@@ -248,12 +291,7 @@ pub fn pool_line(p: &PoolProgress) -> Vec<String> {
         "done".to_string()
     } else {
         match p.eta {
-            Some(d) => format!(
-                "ETA {} ({} waves of {})",
-                phase::human_duration(d),
-                (p.total - p.updated).div_ceil(p.max_unavailable.max(1)),
-                p.max_unavailable
-            ),
+            Some(d) => format!("ETA {} ({})", phase::human_duration(d), p.eta_basis),
             None => "ETA unknown (no node finished yet)".to_string(),
         }
     };

@@ -34,6 +34,7 @@ fn pool_line_reads_well_without_a_terminal() {
         max_unavailable: 1,
         eta: Some(Duration::from_secs(270)),
         samples: 3,
+        eta_basis: "3 waves of 1".into(),
     };
     let line = status::pool_line(&p).join("  ");
     assert_eq!(
@@ -252,4 +253,50 @@ fn eta_unknown_before_any_node_finished() {
     let text = status::render(&r);
     assert!(text.contains("ETA unknown"), "{text}");
     assert!(text.contains("waiting"), "{text}");
+}
+
+#[test]
+fn eta_from_the_pace_when_spans_were_reset() {
+    // As the daemon leaves a finished node: every phase reset to False at the end.
+    let reset = |n: &str, end: i64| {
+        mcn(
+            n,
+            "worker",
+            NEW,
+            NEW,
+            &[
+                (
+                    "UpdatePrepared",
+                    "False",
+                    "Action during update to x: Update Compatible.",
+                    end,
+                ),
+                (
+                    "UpdateExecuted",
+                    "False",
+                    "Action during update to x: ",
+                    end,
+                ),
+                ("Updated", "True", "Node Updated", end),
+            ],
+        )
+    };
+    let mut s = snapshot(500);
+    let mut p = pool_condition(pool("worker", NEW, 6, 2), "Updating", "True", "");
+    p.status.as_mut().unwrap().conditions[0].last_transition_time = Some(ts(0));
+    s.pools.push(p);
+    for (n, end) in [("w0", 100), ("w1", 200)] {
+        s.nodes.push(node(n, "worker", NEW, NEW, "Done", ""));
+        s.mcns.push(reset(n, end));
+    }
+    let r = status::build(&s);
+    assert_eq!(r.pools[0].samples, 2);
+    // 2 nodes in 200 s since the pool started: 100 s each, 4 left.
+    assert_eq!(r.pools[0].eta, Some(Duration::from_secs(400)));
+    assert!(status::render(&r).contains("ETA 6m40s (1 node per 1m40s so far)"));
+    assert_eq!(
+        phase::pace_eta(None, &[at(100), at(160), at(220)], 2),
+        Some((Duration::from_secs(120), Duration::from_secs(60)))
+    );
+    assert_eq!(phase::pace_eta(None, &[at(100)], 2), None);
 }
