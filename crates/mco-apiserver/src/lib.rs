@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod error;
 mod machinery;
 pub mod objects;
+mod protobuf;
 pub mod registry;
 mod rest;
 pub mod store;

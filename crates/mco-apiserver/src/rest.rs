@@ -290,7 +290,23 @@ fn object_response(
     json_response(code, &o)
 }
 
-/// Protobuf and CBOR bodies are refused with 415, on which client-go retries in JSON.
+/// A create/update body: JSON, or the protobuf kubectl's typed generators send for
+/// the few kinds `protobuf` knows.
+fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if ct.split(';').next().unwrap_or("").trim() == "application/vnd.kubernetes.protobuf"
+        && let Some(v) = crate::protobuf::decode(body)
+    {
+        return Ok(v);
+    }
+    check_content_type(headers)?;
+    parse_body(body)
+}
+
+/// Other protobuf and CBOR bodies are refused with 415.
 fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
@@ -360,8 +376,7 @@ async fn resource(
             if t.info.namespaced && t.ns.is_none() {
                 return Err(ApiError::not_found_path());
             }
-            check_content_type(headers)?;
-            let obj = parse_body(&body)?;
+            let obj = decode_body(headers, &body)?;
             if let Some(n) = meta_str(&obj, "name")
                 && let Some(msg) = mcn_guard(id, &t.info.group, &t.info.plural, n)
             {
@@ -373,8 +388,7 @@ async fn resource(
         }
         (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
         (&Method::PUT, true, sub) => {
-            check_content_type(headers)?;
-            let obj = parse_body(&body)?;
+            let obj = decode_body(headers, &body)?;
             let part = if sub == Some("status") {
                 Part::Status
             } else {

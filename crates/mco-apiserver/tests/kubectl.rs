@@ -242,6 +242,32 @@ async fn kubectl_reference_commands() {
     let err = k.fails(&["apply", "-f", &bad]);
     assert!(err.contains("The MachineConfigNode \"bad\" is invalid: spec.kernelType: Unsupported value: \"bogus\""), "{err}");
 
+    // Typed generators send protobuf bodies.
+    assert!(
+        k.ok(&["create", "configmap", "generated", "--from-literal=a=1"])
+            .contains("configmap/generated created")
+    );
+    assert!(
+        k.ok(&["create", "namespace", "team-a"])
+            .contains("namespace/team-a created")
+    );
+    assert!(
+        k.ok(&[
+            "create",
+            "secret",
+            "generic",
+            "s1",
+            "-n",
+            "team-a",
+            "--from-literal=p=x"
+        ])
+        .contains("created")
+    );
+    assert_eq!(
+        k.ok(&["get", "configmap", "generated", "-o", "jsonpath={.data.a}"]),
+        "1"
+    );
+
     // get -w: the list, then one row per event, as a Table.
     let mut watch = k
         .command(&["get", "configmaps", "-w"])

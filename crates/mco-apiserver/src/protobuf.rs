@@ -1,0 +1,214 @@
+//! Just enough of the Kubernetes protobuf encoding to accept the bodies kubectl's typed
+//! generators send (`kubectl create configmap|secret|namespace`): the `k8s\0` envelope
+//! around `runtime.Unknown`, ObjectMeta's plain fields, and those three kinds.
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+const MAGIC: &[u8] = b"k8s\0";
+
+/// One decoded field: its number and either a varint or a byte slice.
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+}
+
+fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn fields(buf: &[u8]) -> Option<Vec<(u64, Field<'_>)>> {
+    let mut pos = 0;
+    let mut out = Vec::new();
+    while pos < buf.len() {
+        let key = varint(buf, &mut pos)?;
+        let (num, wire) = (key >> 3, key & 7);
+        match wire {
+            0 => out.push((num, Field::Varint(varint(buf, &mut pos)?))),
+            2 => {
+                let len = usize::try_from(varint(buf, &mut pos)?).ok()?;
+                let end = pos.checked_add(len)?;
+                out.push((num, Field::Bytes(buf.get(pos..end)?)));
+                pos = end;
+            }
+            1 => pos = pos.checked_add(8)?,
+            5 => pos = pos.checked_add(4)?,
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+fn text(b: &[u8]) -> Option<String> {
+    String::from_utf8(b.to_vec()).ok()
+}
+
+/// A `map<string, string|bytes>` entry.
+fn entry(b: &[u8], bytes_value: bool) -> Option<(String, Value)> {
+    let mut k = String::new();
+    let mut v = Value::String(String::new());
+    for (n, f) in fields(b)? {
+        if let Field::Bytes(x) = f {
+            match n {
+                1 => k = text(x)?,
+                2 if bytes_value => {
+                    v = Value::String(base64::engine::general_purpose::STANDARD.encode(x))
+                }
+                2 => v = Value::String(text(x)?),
+                _ => {}
+            }
+        }
+    }
+    Some((k, v))
+}
+
+fn object_meta(b: &[u8]) -> Option<Value> {
+    let mut m = Map::new();
+    let mut labels = Map::new();
+    let mut annotations = Map::new();
+    let mut finalizers = Vec::new();
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) if !x.is_empty() => {
+                m.insert("name".into(), json!(text(x)?));
+            }
+            (2, Field::Bytes(x)) if !x.is_empty() => {
+                m.insert("generateName".into(), json!(text(x)?));
+            }
+            (3, Field::Bytes(x)) if !x.is_empty() => {
+                m.insert("namespace".into(), json!(text(x)?));
+            }
+            (11, Field::Bytes(x)) => {
+                let (k, v) = entry(x, false)?;
+                labels.insert(k, v);
+            }
+            (12, Field::Bytes(x)) => {
+                let (k, v) = entry(x, false)?;
+                annotations.insert(k, v);
+            }
+            (14, Field::Bytes(x)) => finalizers.push(json!(text(x)?)),
+            _ => {}
+        }
+    }
+    if !labels.is_empty() {
+        m.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        m.insert("annotations".into(), Value::Object(annotations));
+    }
+    if !finalizers.is_empty() {
+        m.insert("finalizers".into(), Value::Array(finalizers));
+    }
+    Some(Value::Object(m))
+}
+
+/// Decodes a protobuf body of a ConfigMap, Secret or Namespace into JSON; `None` for
+/// anything else.
+pub fn decode(body: &[u8]) -> Option<Value> {
+    let unknown = fields(body.strip_prefix(MAGIC)?)?;
+    let (mut kind, mut api_version, mut raw) = (String::new(), String::new(), None);
+    for (n, f) in unknown {
+        match (n, f) {
+            (1, Field::Bytes(tm)) => {
+                for (tn, tf) in fields(tm)? {
+                    match (tn, tf) {
+                        (1, Field::Bytes(x)) => api_version = text(x)?,
+                        (2, Field::Bytes(x)) => kind = text(x)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Field::Bytes(r)) => raw = Some(r),
+            _ => {}
+        }
+    }
+    if api_version != "v1" {
+        return None;
+    }
+    let raw = raw?;
+    let mut obj = json!({"apiVersion": "v1", "kind": kind});
+    let mut data = Map::new();
+    let mut string_data = Map::new();
+    let mut binary = Map::new();
+    for (n, f) in fields(raw)? {
+        match (kind.as_str(), n, f) {
+            (_, 1, Field::Bytes(x)) => obj["metadata"] = object_meta(x)?,
+            ("ConfigMap", 2, Field::Bytes(x)) => {
+                let (k, v) = entry(x, false)?;
+                data.insert(k, v);
+            }
+            ("ConfigMap", 3, Field::Bytes(x)) => {
+                let (k, v) = entry(x, true)?;
+                binary.insert(k, v);
+            }
+            ("ConfigMap", 4, Field::Varint(v)) | ("Secret", 5, Field::Varint(v)) => {
+                obj["immutable"] = json!(v != 0)
+            }
+            ("Secret", 2, Field::Bytes(x)) => {
+                let (k, v) = entry(x, true)?;
+                data.insert(k, v);
+            }
+            ("Secret", 3, Field::Bytes(x)) => obj["type"] = json!(text(x)?),
+            ("Secret", 4, Field::Bytes(x)) => {
+                let (k, v) = entry(x, false)?;
+                string_data.insert(k, v);
+            }
+            ("Namespace", _, _) => {}
+            ("ConfigMap" | "Secret", _, _) => {}
+            _ => return None,
+        }
+    }
+    if !matches!(kind.as_str(), "ConfigMap" | "Secret" | "Namespace") {
+        return None;
+    }
+    if !data.is_empty() {
+        obj["data"] = Value::Object(data);
+    }
+    if !binary.is_empty() {
+        obj["binaryData"] = Value::Object(binary);
+    }
+    if !string_data.is_empty() {
+        obj["stringData"] = Value::Object(string_data);
+    }
+    Some(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ld(num: u64, b: &[u8]) -> Vec<u8> {
+        let mut v = vec![((num << 3) | 2) as u8, b.len() as u8];
+        v.extend_from_slice(b);
+        v
+    }
+
+    #[test]
+    fn decodes_a_configmap_envelope() {
+        let meta = [
+            ld(1, b"demo"),
+            ld(3, b"default"),
+            ld(11, &[ld(1, b"app"), ld(2, b"web")].concat()),
+        ]
+        .concat();
+        let cm = [ld(1, &meta), ld(2, &[ld(1, b"a"), ld(2, b"1")].concat())].concat();
+        let tm = [ld(1, b"v1"), ld(2, b"ConfigMap")].concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &cm)].concat();
+        let v = decode(&body).unwrap();
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "demo", "namespace": "default", "labels": {"app": "web"}}, "data": {"a": "1"}})
+        );
+        assert!(decode(b"{}").is_none());
+    }
+}
