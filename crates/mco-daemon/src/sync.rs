@@ -591,6 +591,18 @@ impl Daemon {
             }
         };
         self.booted = true;
+        if check == BootCheck::RebootPending {
+            let rationale = format!("Node will reboot into config {current_name}");
+            inner
+                .annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))])
+                .await?;
+            let engine = Arc::clone(&inner.engine);
+            tokio::task::spawn_blocking(move || engine.host.rebooter.reboot(&rationale))
+                .await
+                .map_err(|e| SyncError::Join(e.to_string()))?
+                .map_err(EngineError::Reboot)?;
+            return Ok(Some(Exit::Rebooting));
+        }
         if check == BootCheck::Forced {
             let target = if desired.is_empty() {
                 current.clone()

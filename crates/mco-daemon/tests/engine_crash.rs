@@ -46,7 +46,7 @@ fn configs() -> (mco_api::MachineConfig, mco_api::MachineConfig) {
         json!([{"name": "new.service", "enabled": true, "contents": svc}]),
     );
     cfg["passwd"] = json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 NEW"]}]});
-    let mut new = mc("rendered-worker-1", "", cfg);
+    let mut new = mc("rendered-worker-1", support::URL_122, cfg);
     new.spec.kernel_arguments = Some(vec!["nosmt".into()]);
     (old, new)
 }
@@ -88,7 +88,7 @@ fn killed_at_any_failpoint_converges() {
         let e = node.engine();
         let current = e.on_disk_config().unwrap().unwrap();
         let name = current.metadata.name.clone().unwrap();
-        assert_eq!(e.boot_check(&current).unwrap(), BootCheck::Valid, "{point}");
+        let check = e.boot_check(&current).unwrap();
         assert!(
             !node
                 .fs
@@ -96,6 +96,11 @@ fn killed_at_any_failpoint_converges() {
                 .unwrap()
         );
         if name == "rendered-worker-0" {
+            assert_eq!(check, BootCheck::Valid, "{point}");
+            assert!(
+                e.host.os.status().unwrap().staged.is_none(),
+                "{point}: staged OS dropped"
+            );
             // Consistent with the old config, nothing half-applied.
             assert_eq!(node.read("/etc/motd").unwrap(), "old motd\n", "{point}");
             assert!(!node.fs.exists("/etc/a").unwrap(), "{point}");
@@ -111,14 +116,11 @@ fn killed_at_any_failpoint_converges() {
             assert_eq!(out, UpdateOutcome::Rebooting, "{point}");
         } else {
             assert_eq!(name, "rendered-worker-1", "{point}");
-            // Past the point of no return: the reboot request is all that may be missing.
-            if SimRebooter::pending(&node.fs).unwrap().is_none() {
-                node.engine()
-                    .host
-                    .rebooter
-                    .reboot("resumed after a crash")
-                    .unwrap();
-            }
+            // Past the point of no return: the reboot request is all that may be missing, and
+            // the start-up check says so.
+            assert_eq!(check, BootCheck::RebootPending, "{point}");
+            assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
+            e.host.rebooter.reboot("resumed after a crash").unwrap();
         }
         complete_sim_reboot(&node.fs).unwrap();
         let e = node.engine();

@@ -171,6 +171,9 @@ pub enum BootCheck {
     Valid,
     /// The force file is present: validation was skipped and a forced update must run.
     Forced,
+    /// The disk holds the config and its OS is staged, but the reboot into it never happened
+    /// (the daemon died between writing `currentconfig` and requesting the reboot): reboot.
+    RebootPending,
 }
 
 /// The update engine of one node.
@@ -244,7 +247,25 @@ impl Engine {
             config = current.metadata.name.as_deref().unwrap_or_default(),
             "Validating against current config"
         );
-        self.validate(current)?;
+        if let Err(e) = self.validate(current) {
+            if let EngineError::Validation(v) = &e
+                && let Some(validate::Mismatch::OsImage { expected, .. }) = v.mismatch()
+                && self
+                    .host
+                    .os
+                    .status()?
+                    .staged
+                    .and_then(|d| d.os_image_url())
+                    .as_deref()
+                    == Some(expected.as_str())
+            {
+                tracing::warn!(
+                    "{expected} is staged but not booted: the reboot into it was interrupted"
+                );
+                return Ok(BootCheck::RebootPending);
+            }
+            return Err(e);
+        }
         tracing::info!("Validated on-disk state");
         Ok(BootCheck::Valid)
     }
