@@ -46,7 +46,11 @@ pub struct MachineConfigSpec {
     pub os_image_url: String,
 
     /// The extensions container matching the OS image.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "baseOSExtensionsContainerImage",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub base_os_extensions_container_image: String,
 
     /// A raw Ignition config (spec 2.2 or 3.x), kept verbatim: unknown fields survive.

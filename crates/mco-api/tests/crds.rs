@@ -203,3 +203,27 @@ status:
     assert_eq!(st.health, "Healthy");
     assert_eq!(mcn.spec.pool.name, "worker");
 }
+
+/// Every spec field's JSON name is upstream's, so existing YAML keeps working.
+#[test]
+fn machineconfig_spec_field_names_are_upstreams() {
+    let crd = crd("machineconfigs");
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let props = schema["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        .as_object()
+        .unwrap();
+    let mut names: Vec<&str> = props.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "baseOSExtensionsContainerImage",
+            "config",
+            "extensions",
+            "fips",
+            "kernelArguments",
+            "kernelType",
+            "osImageURL"
+        ]
+    );
+}
