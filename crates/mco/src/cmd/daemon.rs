@@ -1,4 +1,4 @@
-//! `mco daemon`: the node agent, and `mco daemon firstboot-complete-machineconfig`.
+//! `mco daemon`: the per-node daemon, and `mco daemon firstboot-complete-machineconfig`.
 
 use std::path::PathBuf;
 use std::time::Duration;
