@@ -1,0 +1,511 @@
+//! Shared harness for the end-to-end suite: a real `mco up` in a temp dir on
+//! an ephemeral port, driven through the real `kubectl` and `mco` CLIs.
+//!
+//! Every wait polls with a deadline; a `Cluster` is stopped (SIGINT, then
+//! SIGKILL) when dropped so a failing test never leaks a process.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const MCO: &str = env!("CARGO_BIN_EXE_mco");
+pub const IMAGE_122: &str = "registry.example.com/mco/machine-os-content:1.2.2";
+pub const IMAGE_130: &str = "registry.example.com/mco/machine-os-content:1.3.0";
+pub const DESIRED_ANN: &str = "machineconfiguration.openshift.io/desiredConfig";
+pub const CURRENT_ANN: &str = "machineconfiguration.openshift.io/currentConfig";
+
+/// Options for one `mco up`.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub masters: u32,
+    pub workers: u32,
+    pub reboot_seconds: u32,
+    pub node_processes: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            masters: 1,
+            workers: 2,
+            reboot_seconds: 0,
+            node_processes: false,
+        }
+    }
+}
+
+/// A running `mco up` in its own temp dir.
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub data: PathBuf,
+    pub opts: Opts,
+    child: Option<Child>,
+    starts: u32,
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+impl Cluster {
+    /// Starts `mco up` and waits until every node is Ready and every pool is Updated.
+    pub fn up(opts: Opts) -> Cluster {
+        let dir = std::env::temp_dir().join(format!(
+            "mco-e2e-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let data = dir.join(".mco");
+        let mut c = Cluster {
+            dir,
+            data,
+            opts,
+            child: None,
+            starts: 0,
+        };
+        c.start();
+        let n = (c.opts.masters + c.opts.workers) as usize;
+        c.wait_nodes_ready(n, 60);
+        c.wait_pool_settled("master", 90);
+        c.wait_pool_settled("worker", 90);
+        c
+    }
+
+    /// Starts (or restarts) the `mco up` process on the same data dir.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("up-{}.log", self.starts)))
+            .unwrap();
+        self.starts += 1;
+        let mut cmd = Command::new(MCO);
+        cmd.current_dir(&self.dir)
+            .args(["up", "--data-dir"])
+            .arg(&self.data)
+            .args(["--masters", &self.opts.masters.to_string()])
+            .args(["--workers", &self.opts.workers.to_string()])
+            .args(["--reboot-seconds", &self.opts.reboot_seconds.to_string()])
+            .args(["--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        if self.opts.node_processes {
+            cmd.arg("--node-processes");
+        }
+        // The kubeconfig of a previous run names the old port: wait for a fresh one.
+        let kc = self.kubeconfig();
+        let before = std::fs::metadata(&kc).and_then(|m| m.modified()).ok();
+        self.child = Some(cmd.spawn().expect("spawn mco up"));
+        wait_for("kubeconfig written", 60, || {
+            let m = std::fs::metadata(&kc).and_then(|m| m.modified()).ok()?;
+            (before.is_none() || Some(m) != before).then_some(())
+        });
+        wait_for("API server answers", 60, || {
+            self.kubectl_try(&["get", "--raw", "/readyz"]).ok()
+        });
+    }
+
+    /// Stops `mco up`: SIGINT, then SIGKILL after a deadline.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The pid of the running `mco up`.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// SIGKILLs `mco up` (a crash, not a clean stop).
+    pub fn kill_hard(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data.join("kubeconfig")
+    }
+
+    pub fn node_root(&self, node: &str) -> PathBuf {
+        self.data.join("nodes").join(node)
+    }
+
+    pub fn workers(&self) -> Vec<String> {
+        (0..self.opts.workers)
+            .map(|i| format!("worker-{i}"))
+            .collect()
+    }
+
+    /// Runs kubectl; Err carries stderr.
+    pub fn kubectl_try(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new("kubectl")
+            .env("KUBECONFIG", self.kubeconfig())
+            .args(args)
+            .output()
+            .expect("kubectl on PATH");
+        to_result(out)
+    }
+
+    /// Runs kubectl and panics with its stderr on failure.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_try(args)
+            .unwrap_or_else(|e| panic!("kubectl {args:?} failed: {e}"))
+    }
+
+    /// Pipes YAML (or JSON) into `kubectl apply -f -`.
+    pub fn apply(&self, manifest: &str) -> String {
+        use std::io::Write;
+        let mut child = Command::new("kubectl")
+            .env("KUBECONFIG", self.kubeconfig())
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(manifest.as_bytes())
+            .unwrap();
+        to_result(child.wait_with_output().unwrap())
+            .unwrap_or_else(|e| panic!("kubectl apply failed: {e}\n{manifest}"))
+    }
+
+    /// Runs a shell line with KUBECONFIG set (for pipelines such as the seed's `jq` filter).
+    pub fn sh(&self, line: &str) -> String {
+        let out = Command::new("bash")
+            .env("KUBECONFIG", self.kubeconfig())
+            .args(["-c", line])
+            .output()
+            .unwrap();
+        to_result(out).unwrap_or_else(|e| panic!("bash -c {line:?} failed: {e}"))
+    }
+
+    /// Runs `mco ARGS`; returns (success, stdout + stderr).
+    pub fn mco(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(MCO)
+            .current_dir(&self.dir)
+            .env("KUBECONFIG", self.kubeconfig())
+            .args(args)
+            .output()
+            .unwrap();
+        let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+        s.push_str(&String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), s)
+    }
+
+    /// Runs `mco sim ARGS --data-dir DATA`, panicking on failure.
+    pub fn sim(&self, args: &[&str]) -> String {
+        let data = self.data.to_string_lossy().into_owned();
+        let mut all = vec!["sim", "--data-dir", &data];
+        all.extend_from_slice(args);
+        let (ok, out) = self.mco(&all);
+        assert!(ok, "mco {all:?} failed: {out}");
+        out
+    }
+
+    pub fn get_json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        serde_json::from_str(&self.kubectl(&a)).unwrap()
+    }
+
+    pub fn try_get_json(&self, args: &[&str]) -> Option<Value> {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        serde_json::from_str(&self.kubectl_try(&a).ok()?).ok()
+    }
+
+    pub fn pool(&self, name: &str) -> Value {
+        self.get_json(&["mcp", name])
+    }
+
+    /// The rendered config the pool targets now.
+    pub fn pool_target(&self, name: &str) -> String {
+        self.pool(name)["spec"]["configuration"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    pub fn wait_nodes_ready(&self, n: usize, secs: u64) {
+        wait_for(&format!("{n} nodes Ready"), secs, || {
+            let nodes = self.try_get_json(&["nodes"])?;
+            let items = nodes["items"].as_array()?;
+            let ready = items.iter().filter(|n| node_ready(n)).count();
+            (items.len() == n && ready == n).then_some(())
+        });
+    }
+
+    /// Waits until the pool is Updated with every machine on its target.
+    pub fn wait_pool_settled(&self, name: &str, secs: u64) -> String {
+        wait_for(&format!("pool {name} settled"), secs, || {
+            let p = self.try_get_json(&["mcp", name])?;
+            pool_settled(&p)
+        })
+    }
+
+    /// Waits until the pool targets a rendered config other than `old`, then until it has rolled out.
+    pub fn wait_rollout(&self, name: &str, old: &str, secs: u64) -> String {
+        let start = Instant::now();
+        let new = wait_for(&format!("pool {name} leaves {old}"), secs, || {
+            let t = self.pool_target(name);
+            (!t.is_empty() && t != old).then_some(t)
+        });
+        let left = secs.saturating_sub(start.elapsed().as_secs()).max(5);
+        let done = self.wait_pool_settled(name, left);
+        assert_eq!(done, new, "pool {name} settled on another config");
+        new
+    }
+
+    pub fn node(&self, name: &str) -> Value {
+        self.get_json(&["node", name])
+    }
+
+    pub fn mcn(&self, name: &str) -> Value {
+        self.get_json(&["machineconfignode", name])
+    }
+
+    pub fn boot_id(&self, node: &str) -> String {
+        std::fs::read_to_string(self.node_root(node).join("proc/sys/kernel/random/boot_id"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    pub fn read_node_file(&self, node: &str, path: &str) -> Option<String> {
+        std::fs::read_to_string(self.node_root(node).join(path.trim_start_matches('/'))).ok()
+    }
+
+    /// The simulated ostree's state of a node.
+    pub fn ostree(&self, node: &str) -> Value {
+        let s = std::fs::read_to_string(self.node_root(node).join("var/lib/mco-sim/ostree.json"))
+            .unwrap();
+        serde_json::from_str(&s).unwrap()
+    }
+
+    /// Sets the ControllerConfig's OS image (both fields, as a release would).
+    pub fn set_os_image(&self, image: &str) {
+        let patch =
+            serde_json::json!({"spec": {"osImageURL": image, "baseOSContainerImage": image}})
+                .to_string();
+        self.kubectl(&[
+            "patch",
+            "controllerconfig",
+            "machine-config-controller",
+            "--type=merge",
+            "-p",
+            &patch,
+        ]);
+    }
+
+    /// Starts `kubectl get RESOURCE -w -o json` and collects every object it prints.
+    pub fn watch(&self, resource: &str) -> Watch {
+        let mut child = Command::new("kubectl")
+            .env("KUBECONFIG", self.kubeconfig())
+            .args(["get", resource, "-w", "-o", "json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = events.clone();
+        std::thread::spawn(move || {
+            let de = serde_json::Deserializer::from_reader(BufReader::new(out));
+            for v in de.into_iter::<Value>() {
+                let Ok(v) = v else { break };
+                let mut s = sink.lock().unwrap();
+                match v["items"].as_array() {
+                    Some(items) if v["kind"] == "List" => s.extend(items.iter().cloned()),
+                    _ => s.push(v),
+                }
+            }
+        });
+        Watch { child, events }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("cluster dir kept for inspection: {}", self.dir.display());
+        }
+    }
+}
+
+/// A running `kubectl get -w -o json`; killed on drop.
+pub struct Watch {
+    child: Child,
+    events: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Watch {
+    pub fn events(&self) -> Vec<Value> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `n` objects were printed (the initial listing).
+    pub fn wait_initial(&self, n: usize) {
+        wait_for("watch initial listing", 30, || {
+            (self.events.lock().unwrap().len() >= n).then_some(())
+        });
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn to_result(out: Output) -> Result<String, String> {
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Polls `f` every 100 ms until it returns Some, or panics after `secs`.
+pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+}
+
+pub fn condition_status(obj: &Value, ty: &str) -> String {
+    condition(obj, ty)
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("")
+        .to_owned()
+}
+
+pub fn condition_message(obj: &Value, ty: &str) -> String {
+    condition(obj, ty)
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or("")
+        .to_owned()
+}
+
+pub fn node_ready(n: &Value) -> bool {
+    condition_status(n, "Ready") == "True"
+}
+
+pub fn annotation(obj: &Value, key: &str) -> String {
+    obj["metadata"]["annotations"][key]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A node counts as unavailable when it is cordoned, not Ready, or not on its desired config.
+pub fn node_unavailable(n: &Value) -> bool {
+    n["spec"]["unschedulable"].as_bool().unwrap_or(false)
+        || !node_ready(n)
+        || annotation(n, DESIRED_ANN) != annotation(n, CURRENT_ANN)
+}
+
+/// The pool's target when it is Updated with every machine on it.
+pub fn pool_settled(p: &Value) -> Option<String> {
+    let target = p["spec"]["configuration"]["name"].as_str()?.to_owned();
+    let st = &p["status"];
+    let ok = condition_status(p, "Updated") == "True"
+        && st["configuration"]["name"].as_str() == Some(target.as_str())
+        && st["machineCount"].as_u64().is_some()
+        && st["updatedMachineCount"] == st["machineCount"]
+        && st["readyMachineCount"] == st["machineCount"];
+    ok.then_some(target)
+}
+
+/// A MachineConfig holding one file, as YAML for `kubectl apply`.
+pub fn file_mc(name: &str, role: &str, path: &str, contents: &str) -> String {
+    let enc: String = contents
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: {name}
+  labels:
+    machineconfiguration.openshift.io/role: {role}
+spec:
+  config:
+    ignition:
+      version: 3.2.0
+    storage:
+      files:
+      - path: {path}
+        mode: 420
+        overwrite: true
+        contents:
+          source: data:,{enc}
+"
+    )
+}
+
+/// The repository's `examples/` directory.
+pub fn example(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
