@@ -109,7 +109,8 @@ pub fn gather_sim_roots(data_dir: &Path, nodes: &[String]) -> BTreeMap<String, L
     nodes
         .iter()
         .filter_map(|n| {
-            let root = data_dir.join("nodes").join(n);
+            // Absolute, so the commands printed work from any directory.
+            let root = std::fs::canonicalize(data_dir.join("nodes").join(n)).ok()?;
             if !root.is_dir() {
                 return None;
             }

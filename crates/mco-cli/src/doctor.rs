@@ -626,14 +626,16 @@ fn degraded_finding(
                         a.force.clone(),
                     ),
                     Fix::new(
-                        format!(
-                            "{where_}: complete first boot again from the saved first-boot config"
-                        ),
+                        format!("{where_}: complete first boot again from the first-boot config"),
                         local::firstboot_command(
                             roots
                                 .get(node)
                                 .is_none_or(|l| l.firstboot_done || l.firstboot_pending),
                             current,
+                            roots
+                                .get(node)
+                                .filter(|l| l.simulated)
+                                .map(|l| l.root.as_path()),
                         ),
                     ),
                 ],

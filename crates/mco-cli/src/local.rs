@@ -231,15 +231,23 @@ pub fn expected_file_size(mc: &MachineConfig, path: &str) -> Option<u64> {
 }
 
 /// Re-runs first boot: from the saved `.bak` when the node has one, else from the config in
-/// the cluster (the daemon only applies what it finds at the first-boot path).
-pub fn firstboot_command(has_saved_config: bool, config: &str) -> String {
-    let path = paths::FIRSTBOOT_CONFIG;
+/// the cluster (the daemon only applies what it finds at the first-boot path). A simulated
+/// node's files live under its root, and its daemon is told so.
+pub fn firstboot_command(has_saved_config: bool, config: &str, sim_root: Option<&Path>) -> String {
+    let (path, flags) = match sim_root {
+        Some(r) => (
+            r.join(paths::FIRSTBOOT_CONFIG.trim_start_matches('/'))
+                .display()
+                .to_string(),
+            format!(" --root {} --host sim", r.display()),
+        ),
+        None => (paths::FIRSTBOOT_CONFIG.to_string(), String::new()),
+    };
+    let run = format!("mco daemon firstboot-complete-machineconfig{flags}");
     if has_saved_config {
-        format!("cp {path}.bak {path} && mco daemon firstboot-complete-machineconfig")
+        format!("cp {path}.bak {path} && {run}")
     } else {
-        format!(
-            "kubectl get machineconfig {config} -o json > {path} && mco daemon firstboot-complete-machineconfig"
-        )
+        format!("kubectl get machineconfig {config} -o json > {path} && {run}")
     }
 }
 
@@ -368,7 +376,14 @@ pub fn diagnose(f: &LocalFacts) -> Vec<Finding> {
             ),
             vec![Fix::new(
                 "apply it now (reboots when the OS changes)",
-                "mco daemon firstboot-complete-machineconfig",
+                if f.simulated {
+                    format!(
+                        "mco daemon firstboot-complete-machineconfig --root {} --host sim",
+                        f.root.display()
+                    )
+                } else {
+                    "mco daemon firstboot-complete-machineconfig".to_string()
+                },
             )],
         ));
     }
@@ -380,7 +395,11 @@ pub fn diagnose(f: &LocalFacts) -> Vec<Finding> {
         let have = booted.os_image_url();
         if !booted.is_mco_managed() {
             let id = &f.os.identity.id;
-            let restore = firstboot_command(f.firstboot_done || f.firstboot_pending, &cc.name);
+            let restore = firstboot_command(
+                f.firstboot_done || f.firstboot_pending,
+                &cc.name,
+                f.simulated.then_some(f.root.as_path()),
+            );
             out.push(Finding::new(
                 &subject,
                 "first boot never adopted the OS image",

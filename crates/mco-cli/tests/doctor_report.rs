@@ -403,3 +403,30 @@ fn unknown_node() {
     let f = one(&diagnose(&s, &no_roots(), Some("nope"))).clone();
     assert_eq!(f.title, "no such node");
 }
+
+#[test]
+fn seed000_on_a_simulated_node_gives_commands_for_its_root() {
+    let data = tempfile::tempdir().unwrap();
+    sim_root(data.path(), "m0", b"hello\n");
+    let roots = mco_cli::client::gather_sim_roots(data.path(), &["m0".into(), "absent".into()]);
+    assert_eq!(roots.keys().collect::<Vec<_>>(), vec!["m0"]);
+    let mut s = cluster();
+    s.nodes[1] = node("m0", "master", MASTER, MASTER, "Degraded", SEED000_REASON);
+    let f = one(&diagnose(&s, &roots, Some("m0"))).clone();
+    let r = std::fs::canonicalize(data.path().join("nodes/m0")).unwrap();
+    let r = r.display();
+    assert!(
+        f.cause.contains("On disk: booted deployment `x:x`"),
+        "{}",
+        f.cause
+    );
+    assert_eq!(
+        commands(&f),
+        vec![
+            format!("touch {r}/run/machine-config-daemon-force"),
+            format!(
+                "kubectl get machineconfig {MASTER} -o json > {r}/etc/ignition-machine-config-encapsulated.json && mco daemon firstboot-complete-machineconfig --root {r} --host sim"
+            ),
+        ]
+    );
+}

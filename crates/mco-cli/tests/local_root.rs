@@ -136,9 +136,12 @@ fn seed000_host_says_what_happened_and_what_to_run() {
         dir.path().display()
     );
     assert_eq!(f.fixes[0].command, force);
+    let r = dir.path().display();
     assert_eq!(
         f.fixes[1].command,
-        "cp /etc/ignition-machine-config-encapsulated.json.bak /etc/ignition-machine-config-encapsulated.json && mco daemon firstboot-complete-machineconfig"
+        format!(
+            "cp {r}/etc/ignition-machine-config-encapsulated.json.bak {r}/etc/ignition-machine-config-encapsulated.json && mco daemon firstboot-complete-machineconfig --root {r} --host sim"
+        )
     );
 
     let text = doctor::render_local(&facts, &findings);
@@ -179,6 +182,10 @@ fn on_a_real_host_the_force_file_is_the_host_path() {
         findings[0].fixes[0].command,
         "touch /run/machine-config-daemon-force"
     );
+    assert_eq!(
+        findings[0].fixes[1].command,
+        "cp /etc/ignition-machine-config-encapsulated.json.bak /etc/ignition-machine-config-encapsulated.json && mco daemon firstboot-complete-machineconfig"
+    );
     assert!(findings[0].subject.starts_with("host "));
 
     // Without the saved first-boot config, first boot is re-run from the cluster's copy.
@@ -187,7 +194,9 @@ fn on_a_real_host_the_force_file_is_the_host_path() {
             .join("etc/ignition-machine-config-encapsulated.json.bak"),
     )
     .unwrap();
-    let findings = local::diagnose(&local::gather(dir.path()).unwrap());
+    let mut facts = local::gather(dir.path()).unwrap();
+    facts.simulated = false;
+    let findings = local::diagnose(&facts);
     assert_eq!(
         findings[0].fixes[1].command,
         format!(
