@@ -187,15 +187,31 @@ impl Store {
             })?;
             for row in rows {
                 let (erv, gr, ns, name, typ, json) = row?;
-                let obj: Value =
-                    serde_json::from_str(&json).map_err(|e| Error::Data(e.to_string()))?;
+                // The latest event of a live object is that object: share it rather
+                // than hold a second parsed copy.
+                let rv_text = erv.to_string();
+                let current = objects
+                    .get(&gr)
+                    .and_then(|m| m.get(&(ns.clone(), name.clone())))
+                    .filter(|o| {
+                        o.pointer("/metadata/resourceVersion")
+                            .and_then(Value::as_str)
+                            == Some(rv_text.as_str())
+                    })
+                    .cloned();
+                let obj = match current {
+                    Some(o) => o,
+                    None => Arc::new(
+                        serde_json::from_str(&json).map_err(|e| Error::Data(e.to_string()))?,
+                    ),
+                };
                 events.push_back(Arc::new(Event {
                     rv: erv as u64,
                     gr,
                     ns,
                     name,
                     typ: EventType::parse(&typ),
-                    obj: Arc::new(obj),
+                    obj,
                     old: None,
                 }));
             }
@@ -406,6 +422,20 @@ type WriteReply = oneshot::Sender<Result<Outcome, ApiError>>;
 type PendingReply = (WriteReply, Result<Outcome, ApiError>, bool);
 type TokenWrite = (String, String, oneshot::Sender<Result<(), Error>>);
 
+/// What the retained event log keeps of an event's previous object: enough for label
+/// and `metadata.*` field selectors to see transitions on resume, without holding a
+/// second full copy of every recently changed object.
+fn metadata_only(v: &Value) -> Value {
+    let m = &v["metadata"];
+    let mut meta = serde_json::Map::new();
+    for k in ["name", "namespace", "labels"] {
+        if let Some(x) = m.get(k) {
+            meta.insert(k.into(), x.clone());
+        }
+    }
+    serde_json::json!({ "metadata": meta })
+}
+
 fn set_rv(v: &mut Value, rv: u64) {
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.insert("resourceVersion".into(), Value::String(rv.to_string()));
@@ -568,7 +598,15 @@ fn writer_loop(
         {
             let mut ring = store.ring.lock().unwrap_or_else(|e| e.into_inner());
             for e in &events {
-                ring.events.push_back(e.clone());
+                ring.events.push_back(Arc::new(Event {
+                    rv: e.rv,
+                    gr: e.gr.clone(),
+                    ns: e.ns.clone(),
+                    name: e.name.clone(),
+                    typ: e.typ,
+                    obj: e.obj.clone(),
+                    old: e.old.as_deref().map(|o| Arc::new(metadata_only(o))),
+                }));
             }
             while ring.events.len() as u64 > store.retain {
                 if let Some(e) = ring.events.pop_front() {
