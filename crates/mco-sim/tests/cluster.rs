@@ -257,3 +257,91 @@ async fn a_node_that_skipped_the_os_at_first_boot_shows_seed_000s_degraded_messa
     assert!(reason.starts_with(&seed), "{reason}");
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn os_upgrade_then_restart_resumes_and_a_removed_node_goes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A master too: the web pods need somewhere to go while the only worker drains.
+    let cluster = Cluster::start(options(dir, 1, 1)).await.unwrap();
+    let kc = cluster.kubeconfig();
+    let first = eventually("a rendered config", || pool_target(&kc, "worker")).await;
+    eventually("worker-0 joined", || pool_nodes_at(&kc, "worker", &first)).await;
+
+    // Seed 000's upgrade: the ControllerConfig moves to 1.3.0 and the node reboots into it.
+    kubectl(
+        &kc,
+        &[
+            "patch",
+            "controllerconfig",
+            "machine-config-controller",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"osImageURL":"registry.example.com/mco/machine-os-content:1.3.0"}}"#,
+        ],
+    )
+    .unwrap();
+    let upgraded = eventually("a new rendered config", || {
+        Ok(pool_target(&kc, "worker")?.filter(|t| *t != first))
+    })
+    .await;
+    eventually("worker-0 upgraded", || {
+        pool_nodes_at(&kc, "worker", &upgraded)
+    })
+    .await;
+    let status = NodeRoot::at(root(dir, "worker-0"))
+        .os_status()
+        .unwrap()
+        .unwrap();
+    let text = status.to_string();
+    assert!(
+        text.starts_with("State: idle\nDeployments:\n* pivot://registry.example.com/mco/machine-os-content:1.3.0\n              CustomOrigin: Managed by machine-config-operator\n                   Version: 20.20231221.uccps.0 ("),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  pivot://registry.example.com/mco/machine-os-content:1.2.2\n"),
+        "{text}"
+    );
+    let boot_id = NodeRoot::at(root(dir, "worker-0")).boot_id().unwrap();
+    cluster.shutdown().await;
+
+    // A restart resumes: same node, same disk and deployments, no new boot.
+    let cluster = Cluster::start(options(dir, 1, 1)).await.unwrap();
+    let kc = cluster.kubeconfig();
+    eventually("worker-0 Ready again", || {
+        let out = kubectl(&kc, &["get", "nodes", "--no-headers"])?;
+        let ready = jsonpath(
+            &kc,
+            &["get", "node", "worker-0"],
+            r#"{.status.conditions[?(@.type=="Ready")].status}"#,
+        )?;
+        if out.lines().count() == 2 && ready == "True" {
+            Ok(Some(()))
+        } else {
+            Err(out)
+        }
+    })
+    .await;
+    assert_eq!(
+        pool_nodes_at(&kc, "worker", &upgraded).unwrap().unwrap(),
+        ["worker-0"]
+    );
+    assert_eq!(
+        NodeRoot::at(root(dir, "worker-0")).boot_id().unwrap(),
+        boot_id
+    );
+    assert_eq!(
+        booted_title(dir, "worker-0"),
+        "pivot://registry.example.com/mco/machine-os-content:1.3.0"
+    );
+
+    // Removing a node deletes its Node object and its disk.
+    assert!(SpecDir::of(dir).remove("worker-0").unwrap());
+    eventually("worker-0 gone", || {
+        let out = kubectl(&kc, &["get", "nodes", "-o", "name"])?;
+        Ok((out.trim() == "node/master-0" && !root(dir, "worker-0").exists()).then_some(()))
+    })
+    .await;
+    cluster.shutdown().await;
+}
