@@ -896,6 +896,31 @@ fn stuck(snap: &Snapshot, node: &str, facts: &NodeFacts) -> Option<Finding> {
     ))
 }
 
+/// The file a drift finding is about, from either wording.
+fn drift_path(title: &str) -> Option<&str> {
+    title
+        .strip_prefix("config drift: ")
+        .or_else(|| quoted_after(title, "for file "))
+        .or_else(|| quoted_after(title, "file "))
+}
+
+/// Whether two findings (one from the API, one from the disk) describe the same problem.
+pub fn same_problem(a: &Finding, b: &Finding) -> bool {
+    let adopted = |f: &Finding| f.title.contains("never adopted");
+    a.title == b.title
+        || (adopted(a) && adopted(b))
+        || drift_path(&a.title).is_some_and(|p| drift_path(&b.title) == Some(p))
+}
+
+/// Adds what the disk found that the API did not already explain.
+pub fn merge_local(findings: &mut Vec<Finding>, local: Vec<Finding>) {
+    for f in local {
+        if !findings.iter().any(|x| same_problem(x, &f)) {
+            findings.push(f);
+        }
+    }
+}
+
 /// The text of `mco doctor`.
 pub fn render(findings: &[Finding], snap: Option<&Snapshot>) -> String {
     let mut out = String::new();

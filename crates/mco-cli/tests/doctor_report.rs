@@ -430,3 +430,46 @@ fn seed000_on_a_simulated_node_gives_commands_for_its_root() {
         ]
     );
 }
+
+#[test]
+fn disk_findings_do_not_repeat_what_the_api_explained() {
+    let data = tempfile::tempdir().unwrap();
+    let facts = sim_root(data.path(), "w1", b"tampered with!\n");
+    let reason = format!(
+        "unexpected on-disk state validating against {OLD}: content mismatch for file \"/etc/mco-test\""
+    );
+    let mut s = cluster();
+    s.nodes
+        .push(node("w1", "worker", OLD, NEW, "Degraded", &reason));
+    let mut roots = BTreeMap::new();
+    roots.insert("w1".to_string(), facts.clone());
+    let mut findings = diagnose(&s, &roots, Some("w1"));
+    let local = local::diagnose(&facts);
+    assert_eq!(local.len(), 1, "{local:#?}");
+    assert_eq!(
+        local[0].title,
+        "content mismatch for file \"/etc/mco-test\""
+    );
+    doctor::merge_local(&mut findings, local);
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(findings[0].title, "config drift: /etc/mco-test");
+
+    // The never-adopted OS from both sides is one problem; anything else is added.
+    let api = Finding::new(
+        "node w1",
+        "OS image never adopted (first boot skipped the OS)",
+        "",
+        vec![],
+    );
+    let disk = Finding::new(
+        "host /",
+        "first boot never adopted the OS image",
+        "",
+        vec![],
+    );
+    let other = Finding::new("host /", "first boot not completed", "", vec![]);
+    let mut findings = vec![api];
+    doctor::merge_local(&mut findings, vec![disk, other]);
+    assert_eq!(findings.len(), 2);
+    assert_eq!(findings[1].title, "first boot not completed");
+}

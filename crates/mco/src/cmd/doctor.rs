@@ -55,11 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
     if let (Some(facts), Some(_)) = (&local, &args.node) {
         // The disk may know more than the API (e.g. a never-adopted OS before any update).
-        for f in mco_cli::local::diagnose(facts) {
-            if !findings.iter().any(|x| x.title == f.title) {
-                findings.push(f);
-            }
-        }
+        mco_cli::doctor::merge_local(&mut findings, mco_cli::local::diagnose(facts));
     }
     print!("{}", mco_cli::doctor::render(&findings, Some(&snap)));
     if !findings.is_empty() {
