@@ -148,6 +148,26 @@ impl Metrics {
     }
 }
 
+/// Serves `GET /metrics` on `listener` (upstream: `127.0.0.1:8797`) until the task is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics) -> std::io::Result<()> {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let m = metrics.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    m.encode(),
+                )
+            }
+        }),
+    );
+    axum::serve(listener, app).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +198,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("mcd_reboots_failed_total 0"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn served_over_http() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let m = Metrics::new();
+        m.set_state("Done", "");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(serve(listener, m));
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.unwrap();
+        assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+        assert!(
+            body.contains("mcd_state{state=\"Done\",reason=\"\"} 1"),
+            "{body}"
+        );
+        task.abort();
     }
 }

@@ -37,6 +37,9 @@ pub struct Args {
     /// How long to wait for the drain controller, in seconds.
     #[arg(long, default_value_t = 3600)]
     pub drain_timeout: u64,
+    /// Where to serve Prometheus metrics (`/metrics`); empty disables.
+    #[arg(long, default_value = "127.0.0.1:8797")]
+    pub metrics_listen: String,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -103,6 +106,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let mut opts = SyncOptions::new(node);
         opts.drain_timeout = Duration::from_secs(args.drain_timeout);
         let daemon = Daemon::new(client, engine, opts);
+        if !args.metrics_listen.is_empty() {
+            let listener = tokio::net::TcpListener::bind(&args.metrics_listen)
+                .await
+                .with_context(|| format!("binding metrics on {}", args.metrics_listen))?;
+            let metrics = daemon.metrics();
+            tokio::spawn(async move {
+                if let Err(e) = mco_daemon::metrics::serve(listener, metrics).await {
+                    tracing::error!(error = %e, "metrics server stopped");
+                }
+            });
+        }
         match daemon.run(shutdown_signal()).await? {
             Exit::Rebooting if args.host == HostImpl::Real => {
                 // Stay up until the reboot stops us: a restart before it would take the
