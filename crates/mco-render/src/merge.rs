@@ -77,18 +77,17 @@ pub fn is_rendered(mc: &MachineConfig) -> bool {
 /// Upstream's merge order: MCs labelled `role: worker` first, then the rest, each group by name.
 /// So for a custom pool that also selects worker MCs, its own MCs win regardless of name.
 pub fn order(mcs: &mut [&MachineConfig]) {
-    mcs.sort_by(|a, b| {
-        let key = |mc: &MachineConfig| {
-            let worker = mc
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::ROLE))
-                .is_some_and(|r| r == names::WORKER_POOL);
-            (!worker, mc.metadata.name.clone().unwrap_or_default())
-        };
-        key(a).cmp(&key(b))
-    });
+    mcs.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+}
+
+fn order_key(mc: &MachineConfig) -> (bool, &str) {
+    let worker = mc
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::ROLE))
+        .is_some_and(|r| r == names::WORKER_POOL);
+    (!worker, mc.metadata.name.as_deref().unwrap_or_default())
 }
 
 /// The non-Ignition part of a merged spec.
@@ -165,8 +164,12 @@ pub struct Merger {
     section: ign::Ignition,
     kargs_exist: Vec<String>,
     kargs_not_exist: Vec<String>,
-    /// Hashed for speed (one lookup per file of every MC); sorted once in [`Merger::finish`].
-    nodes: HashMap<String, Node>,
+    /// Path → position in `node_list`: hashed for speed (one lookup per file of every MC), sorted
+    /// once in [`Merger::finish`]. The entries stay put in `node_list` so that growing the map or
+    /// sorting moves small (key, index) pairs, not whole files. An entry's own `path` is left
+    /// empty until `finish`: the key holds it (one allocation fewer per entry).
+    nodes: HashMap<String, usize>,
+    node_list: Vec<Option<Node>>,
     units: BTreeMap<String, (ign::Unit, BTreeMap<String, ign::Dropin>)>,
     users: BTreeMap<String, ign::User>,
     groups: BTreeMap<String, ign::Group>,
@@ -323,16 +326,14 @@ impl Merger {
             }
         }
         if let Some(s) = cfg.storage {
-            for f in s.files.into_iter().flatten() {
-                match self.nodes.get_mut(&f.path) {
+            for mut f in s.files.into_iter().flatten() {
+                match self.node_mut(&f.path) {
                     Some(Node::File(d)) => merge_file(d, f),
-                    _ => {
-                        self.nodes.insert(f.path.clone(), Node::File(f));
-                    }
+                    _ => self.put_node(std::mem::take(&mut f.path), Node::File(f)),
                 }
             }
-            for l in s.links.into_iter().flatten() {
-                match self.nodes.get_mut(&l.path) {
+            for mut l in s.links.into_iter().flatten() {
+                match self.node_mut(&l.path) {
                     Some(Node::Link(d)) => {
                         merge_node_group(&mut d.group, l.group);
                         merge_node_user(&mut d.user, l.user);
@@ -340,22 +341,18 @@ impl Merger {
                         set(&mut d.overwrite, l.overwrite);
                         set(&mut d.target, l.target);
                     }
-                    _ => {
-                        self.nodes.insert(l.path.clone(), Node::Link(l));
-                    }
+                    _ => self.put_node(std::mem::take(&mut l.path), Node::Link(l)),
                 }
             }
-            for dir in s.directories.into_iter().flatten() {
-                match self.nodes.get_mut(&dir.path) {
+            for mut dir in s.directories.into_iter().flatten() {
+                match self.node_mut(&dir.path) {
                     Some(Node::Dir(d)) => {
                         merge_node_group(&mut d.group, dir.group);
                         merge_node_user(&mut d.user, dir.user);
                         set(&mut d.mode, dir.mode);
                         set(&mut d.overwrite, dir.overwrite);
                     }
-                    _ => {
-                        self.nodes.insert(dir.path.clone(), Node::Dir(dir));
-                    }
+                    _ => self.put_node(std::mem::take(&mut dir.path), Node::Dir(dir)),
                 }
             }
             replace_all(&mut self.disks, s.disks, |d| d.device.clone());
@@ -381,6 +378,22 @@ impl Merger {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    fn node_mut(&mut self, path: &str) -> Option<&mut Node> {
+        let i = *self.nodes.get(path)?;
+        self.node_list[i].as_mut()
+    }
+
+    /// A new entry at `path`, or one of another kind replacing the old one there.
+    fn put_node(&mut self, path: String, node: Node) {
+        match self.nodes.get(&path) {
+            Some(&i) => self.node_list[i] = Some(node),
+            None => {
+                self.nodes.insert(path, self.node_list.len());
+                self.node_list.push(Some(node));
             }
         }
     }
@@ -436,11 +449,16 @@ impl Merger {
         }
         let mut storage = ign::Storage::default();
         let (mut files, mut links, mut dirs) = (Vec::new(), Vec::new(), Vec::new());
-        let mut nodes: Vec<(String, Node)> = self.nodes.into_iter().collect();
+        let mut nodes: Vec<(String, usize)> = self.nodes.into_iter().collect();
         nodes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        for (_, node) in nodes {
+        let mut node_list = self.node_list;
+        for (path, i) in nodes {
+            let Some(node) = node_list[i].take() else {
+                continue;
+            };
             match node {
                 Node::File(mut f) => {
+                    f.path = path;
                     f.overwrite.get_or_insert(true);
                     if let Some(c) = &mut f.contents
                         && c.compression.as_deref() == Some("")
@@ -449,8 +467,14 @@ impl Merger {
                     }
                     files.push(f);
                 }
-                Node::Link(l) => links.push(l),
-                Node::Dir(d) => dirs.push(d),
+                Node::Link(mut l) => {
+                    l.path = path;
+                    links.push(l);
+                }
+                Node::Dir(mut d) => {
+                    d.path = path;
+                    dirs.push(d);
+                }
             }
         }
         storage.files = nonempty(files);

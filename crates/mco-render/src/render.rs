@@ -307,12 +307,16 @@ pub fn into_canonical_config(mut cfg: Ignition) -> Result<Value, serde_json::Err
 
 /// Builds an object from members given in key order, skipping absent ones.
 fn object<const N: usize>(members: [(&str, Option<Value>); N]) -> Value {
-    Value::Object(
-        members
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.to_string(), v?)))
-            .collect(),
-    )
+    // Sized up front: collecting from a filter grows the map (and its index) several times, once
+    // per file of the rendered config.
+    let mut map =
+        serde_json::Map::with_capacity(members.iter().filter(|(_, v)| v.is_some()).count());
+    for (k, v) in members {
+        if let Some(v) = v {
+            map.insert(k.to_string(), v);
+        }
+    }
+    Value::Object(map)
 }
 
 fn file_value(f: ignition_config::v3_5::File) -> Value {
@@ -455,7 +459,12 @@ pub fn rendered_name(pool: &str, spec: &MachineConfigSpec) -> Result<String, ser
     };
     let mut w = DigestWriter(Sha256::new());
     w.0.update(b"mco rendered spec v1\n");
-    serde_json::to_writer(&mut w, &hashed)?;
+    // serde_json writes token by token; batching them saves most of the per-call digest overhead.
+    let mut buffered = std::io::BufWriter::with_capacity(64 * 1024, w);
+    serde_json::to_writer(&mut buffered, &hashed)?;
+    let w = buffered
+        .into_inner()
+        .map_err(|e| serde_json::Error::io(e.into_error()))?;
     let digest = w.0.finalize();
     Ok(format!(
         "{}{pool}-{}",
