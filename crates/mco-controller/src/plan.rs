@@ -94,8 +94,9 @@ fn name_of(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
 }
 
-fn node_labels(node: &Node) -> BTreeMap<String, String> {
-    node.metadata.labels.clone().unwrap_or_default()
+fn node_labels(node: &Node) -> &BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    node.metadata.labels.as_ref().unwrap_or(&EMPTY)
 }
 
 /// Upstream's `GetPoolsForNode`: more than one custom pool is an error; master wins over a
@@ -115,7 +116,7 @@ pub fn assign_pools(nodes: &[Node], pools: &[MachineConfigPool]) -> Membership {
         }
         let matching: Vec<&str> = selectors
             .iter()
-            .filter(|(_, s)| s.matches(&labels))
+            .filter(|(_, s)| s.matches(labels))
             .map(|(p, _)| *p)
             .collect();
         let master = matching.contains(&names::MASTER_POOL);
