@@ -271,6 +271,15 @@ pub fn decode_data_url(source: &str, compression: Option<&str>) -> Result<Vec<u8
 /// The same verdict as [`decode_data_url`] without materialising uncompressed contents, since
 /// validation runs over every file of every MachineConfig.
 pub fn check_data_url(source: &str, compression: Option<&str>) -> Result<(), IgnitionError> {
+    check_data_url_into(source, compression, &mut Vec::new())
+}
+
+/// [`check_data_url`] decoding base64 into `scratch`, so one buffer serves every file.
+fn check_data_url_into(
+    source: &str,
+    compression: Option<&str>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), IgnitionError> {
     if source.is_empty() {
         return decode_data_url(source, compression).map(drop);
     }
@@ -278,7 +287,15 @@ pub fn check_data_url(source: &str, compression: Option<&str>) -> Result<(), Ign
     match compression {
         None | Some("") => {
             if is_base64 {
-                decode_base64(&Cow::from(percent_encoding::percent_decode_str(payload)))?;
+                scratch.clear();
+                let bytes = Cow::from(percent_encoding::percent_decode_str(payload));
+                if bytes.iter().any(u8::is_ascii_whitespace) {
+                    decode_base64(&bytes)?;
+                } else {
+                    BASE64
+                        .decode_vec(&*bytes, scratch)
+                        .map_err(|e| IgnitionError::DataUrl(format!("invalid base64 data: {e}")))?;
+                }
             }
             Ok(())
         }
@@ -399,7 +416,12 @@ pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
     };
     if let Some(storage) = &cfg.storage {
         // Files, links and directories share one namespace, as in Ignition's merge.
-        let mut seen: HashMap<&str, (&str, usize)> = HashMap::new();
+        let mut seen: HashMap<&str, (&str, usize)> = HashMap::with_capacity(
+            storage.files.as_ref().map_or(0, Vec::len)
+                + storage.links.as_ref().map_or(0, Vec::len)
+                + storage.directories.as_ref().map_or(0, Vec::len),
+        );
+        let mut scratch = Vec::new();
         const FILES: &str = "storage.files";
         for (i, f) in storage.files.iter().flatten().enumerate() {
             check_path(FILES, i, &f.path)?;
@@ -424,8 +446,11 @@ pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
                 );
             }
             if let Some(c) = &f.contents
-                && let Err(e) =
-                    check_data_url(c.source.as_deref().unwrap_or(""), c.compression.as_deref())
+                && let Err(e) = check_data_url_into(
+                    c.source.as_deref().unwrap_or(""),
+                    c.compression.as_deref(),
+                    &mut scratch,
+                )
             {
                 let field = match e {
                     IgnitionError::Compression(_) => "compression",
