@@ -12,7 +12,9 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use futures::StreamExt;
 use http::{HeaderMap, Method, StatusCode, header};
-use mco_apimachinery::selector::{FieldSelector, LabelSelector, builtin_selectable_fields};
+use mco_apimachinery::selector::{
+    FieldOperator, FieldSelector, LabelSelector, builtin_selectable_fields,
+};
 use serde_json::{Value, json};
 
 use crate::auth::{Identity, mcn_guard};
@@ -21,7 +23,7 @@ use crate::error::{ApiError, Cause};
 use crate::machinery;
 use crate::objects::{self, Part, meta, meta_mut, meta_str};
 use crate::registry::{Registry, ResourceInfo};
-use crate::store::{Action, Event, EventType, Outcome, Store};
+use crate::store::{Action, Event, EventType, Outcome, Store, WatchKey};
 use crate::tables::{self, Include};
 use mco_apimachinery::patch::{MergeKeyTable, PatchType};
 
@@ -470,6 +472,19 @@ impl Filter {
     pub fn matches(&self, v: &Value) -> bool {
         self.label.matches_object(v) && self.field.matches(v)
     }
+
+    /// The one name a `metadata.name=` field selector allows, so a watch can be
+    /// keyed by it.
+    fn only_name(&self) -> Option<String> {
+        self.field
+            .terms()
+            .iter()
+            .find(|t| {
+                t.field == "metadata.name"
+                    && matches!(t.op, FieldOperator::Equals | FieldOperator::DoubleEquals)
+            })
+            .map(|t| t.value.clone())
+    }
 }
 
 fn encode_continue(k: &(String, String)) -> String {
@@ -505,11 +520,15 @@ fn list(
         Some(c) => Some(decode_continue(c)?),
         None => None,
     };
-    let (rv, items, next) = app
-        .store
-        .list(&t.info.gr(), t.ns.as_deref(), after, limit, &|v| {
-            filter.matches(v)
-        });
+    let name = filter.only_name();
+    let (rv, items, next) = app.store.list_named(
+        &t.info.gr(),
+        t.ns.as_deref(),
+        name.as_deref(),
+        after,
+        limit,
+        &|v| filter.matches(v),
+    );
     let cont = next.as_ref().map(encode_continue);
     let items: Vec<Value> = items.iter().map(|v| out(&t.info, &t.version, v)).collect();
     if wants_table(headers) {
@@ -617,15 +636,22 @@ fn watch(
         .and_then(|s| s.parse::<u64>().ok())
         .filter(|s| *s > 0)
         .unwrap_or(1800);
-    let mut rx = app.store.subscribe();
+    let key = WatchKey {
+        gr: gr.clone(),
+        ns: ns.clone(),
+        name: filter.only_name(),
+    };
+    let mut rx = app.store.watch(key.clone());
     let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
     let mut first: Vec<Bytes> = Vec::new();
     let mut last: u64;
     let mut end_now = false;
     if rv_param.is_empty() || rv_param == "0" || send_initial {
-        let (rv, items, _) = app
-            .store
-            .list(&gr, ns.as_deref(), None, None, &|v| filter.matches(v));
+        let (rv, items, _) =
+            app.store
+                .list_named(&gr, ns.as_deref(), key.name.as_deref(), None, None, &|v| {
+                    filter.matches(v)
+                });
         first.extend(items.iter().map(|v| fmt.line("ADDED", v)));
         last = rv;
         if send_initial && bookmarks {
@@ -636,7 +662,7 @@ fn watch(
             .parse()
             .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))?;
         last = from;
-        match app.store.events_since(from) {
+        match app.store.events_since(from, &key) {
             None => {
                 let e = ApiError::gone(format!(
                     "too old resource version: {from} ({})",
@@ -677,7 +703,7 @@ fn watch(
                 }
                 _ = tx.closed() => return,
                 ev = rx.recv() => match ev {
-                    Ok(e) => {
+                    Some(e) => {
                         if e.rv <= last { continue; }
                         last = e.rv;
                         if let Some((typ, obj)) = visible(&e, &gr, ns.as_deref(), &filter)
@@ -686,11 +712,12 @@ fn watch(
                             return;
                         }
                     }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        let _ = tx.send(error_line(&ApiError::gone("too old resource version: watcher fell behind"))).await;
+                    None => {
+                        if rx.overflowed() {
+                            let _ = tx.send(error_line(&ApiError::gone("too old resource version: watcher fell behind"))).await;
+                        }
                         return;
                     }
-                    Err(_) => return,
                 }
             }
         }

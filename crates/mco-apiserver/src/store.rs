@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -17,6 +18,9 @@ use crate::error::{ApiError, Error};
 pub const RETAINED_EVENTS: u64 = 10_000;
 /// Most writes folded into one transaction.
 const MAX_BATCH: usize = 2048;
+/// Events a watch may have queued before it counts as too slow and is closed
+/// (the client then relists), so a stalled client never holds up the writer.
+pub const WATCH_BUFFER: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -100,7 +104,41 @@ enum Req {
     },
 }
 
-type ObjMap = HashMap<String, BTreeMap<(String, String), Arc<Value>>>;
+/// Objects are kept as their serialised JSON: a parsed `Value` costs about ten
+/// times its text, and most objects are read far less often than they are held.
+type Json = Arc<str>;
+type ObjMap = HashMap<String, BTreeMap<(String, String), Json>>;
+
+fn parse(json: &str) -> Arc<Value> {
+    // Only text this store serialised itself is held, so it always parses.
+    Arc::new(serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
+/// A retained event as the log keeps it: the object's JSON (shared with the cache
+/// while it is the current version) and the previous object's selectable metadata.
+struct Logged {
+    rv: u64,
+    gr: String,
+    ns: String,
+    name: String,
+    typ: EventType,
+    json: Json,
+    old: Option<Arc<Value>>,
+}
+
+impl Logged {
+    fn event(&self) -> Arc<Event> {
+        Arc::new(Event {
+            rv: self.rv,
+            gr: self.gr.clone(),
+            ns: self.ns.clone(),
+            name: self.name.clone(),
+            typ: self.typ,
+            obj: parse(&self.json),
+            old: self.old.clone(),
+        })
+    }
+}
 
 struct State {
     rv: u64,
@@ -108,16 +146,102 @@ struct State {
 }
 
 struct Ring {
-    events: VecDeque<Arc<Event>>,
+    events: VecDeque<Logged>,
     /// Every event with rv > window_start is in `events`.
     window_start: u64,
+}
+
+/// Which events a watch can see: a resource, optionally one namespace and one name.
+/// `None` means any.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WatchKey {
+    pub gr: String,
+    pub ns: Option<String>,
+    pub name: Option<String>,
+}
+
+struct WatchSlot {
+    tx: mpsc::Sender<Arc<Event>>,
+    overflowed: Arc<AtomicBool>,
+}
+
+/// Open watches by key, so a committed event is handed only to the watches that
+/// could match it instead of waking every watch.
+#[derive(Default)]
+struct Watchers {
+    next: u64,
+    by_key: HashMap<WatchKey, HashMap<u64, WatchSlot>>,
+}
+
+impl Watchers {
+    /// Pushes `e` to every watch keyed to it without waiting; a full watch is closed.
+    fn dispatch(&mut self, e: &Arc<Event>) {
+        let ns = Some(e.ns.clone());
+        let name = Some(e.name.clone());
+        for (kns, kname) in [(&None, &None), (&None, &name), (&ns, &None), (&ns, &name)] {
+            let key = WatchKey {
+                gr: e.gr.clone(),
+                ns: kns.clone(),
+                name: kname.clone(),
+            };
+            let Some(slots) = self.by_key.get_mut(&key) else {
+                continue;
+            };
+            slots.retain(|_, slot| match slot.tx.try_send(e.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    slot.overflowed.store(true, Ordering::Release);
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
+            if slots.is_empty() {
+                self.by_key.remove(&key);
+            }
+        }
+    }
+}
+
+/// One open watch's feed of committed events. Dropping it unregisters the watch.
+pub struct Subscription {
+    rx: mpsc::Receiver<Arc<Event>>,
+    overflowed: Arc<AtomicBool>,
+    key: WatchKey,
+    id: u64,
+    watchers: Arc<Mutex<Watchers>>,
+}
+
+impl Subscription {
+    /// The next event, or `None` once the feed ended; then [`Subscription::overflowed`]
+    /// says whether it ended because the watch fell too far behind.
+    pub async fn recv(&mut self) -> Option<Arc<Event>> {
+        self.rx.recv().await
+    }
+
+    pub fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut w = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slots) = w.by_key.get_mut(&self.key) {
+            slots.remove(&self.id);
+            if slots.is_empty() {
+                w.by_key.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// Shared handle to the store.
 pub struct Store {
     state: RwLock<State>,
     ring: Mutex<Ring>,
+    /// Every event, for the server's own controllers (one receiver).
     tx: broadcast::Sender<Arc<Event>>,
+    watchers: Arc<Mutex<Watchers>>,
     writer: mpsc::UnboundedSender<Req>,
     tokens: RwLock<HashMap<String, Identity>>,
     retain: u64,
@@ -151,24 +275,27 @@ impl Store {
             .optional()?
             .unwrap_or(0) as u64;
         let mut objects: ObjMap = HashMap::new();
+        let mut object_rvs: HashMap<ObjKey, i64> = HashMap::new();
         {
-            let mut stmt = conn.prepare("SELECT gr, ns, name, json FROM objects")?;
+            let mut stmt = conn.prepare("SELECT gr, ns, name, rv, json FROM objects")?;
             let rows = stmt.query_map([], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
                     r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, String>(4)?,
                 ))
             })?;
             for row in rows {
-                let (gr, ns, name, json) = row?;
-                let v: Value =
-                    serde_json::from_str(&json).map_err(|e| Error::Data(e.to_string()))?;
+                let (gr, ns, name, orv, json) = row?;
+                serde_json::from_str::<serde::de::IgnoredAny>(&json)
+                    .map_err(|e| Error::Data(e.to_string()))?;
                 objects
-                    .entry(gr)
+                    .entry(gr.clone())
                     .or_default()
-                    .insert((ns, name), Arc::new(v));
+                    .insert((ns.clone(), name.clone()), Arc::from(json));
+                object_rvs.insert((gr, ns, name), orv);
             }
         }
         let mut events = VecDeque::new();
@@ -187,33 +314,35 @@ impl Store {
             })?;
             for row in rows {
                 let (erv, gr, ns, name, typ, json) = row?;
-                // The latest event of a live object is that object: share it rather
-                // than hold a second parsed copy.
-                let rv_text = erv.to_string();
-                let current = objects
-                    .get(&gr)
-                    .and_then(|m| m.get(&(ns.clone(), name.clone())))
-                    .filter(|o| {
-                        o.pointer("/metadata/resourceVersion")
-                            .and_then(Value::as_str)
-                            == Some(rv_text.as_str())
+                // The latest event of a live object is that object: share its text
+                // rather than hold a second copy.
+                let key = (gr, ns, name);
+                let current = (object_rvs.get(&key) == Some(&erv))
+                    .then(|| {
+                        objects
+                            .get(&key.0)
+                            .and_then(|m| m.get(&(key.1.clone(), key.2.clone())))
+                            .cloned()
                     })
-                    .cloned();
-                let obj = match current {
+                    .flatten();
+                let json = match current {
                     Some(o) => o,
-                    None => Arc::new(
-                        serde_json::from_str(&json).map_err(|e| Error::Data(e.to_string()))?,
-                    ),
+                    None => {
+                        serde_json::from_str::<serde::de::IgnoredAny>(&json)
+                            .map_err(|e| Error::Data(e.to_string()))?;
+                        Arc::from(json)
+                    }
                 };
-                events.push_back(Arc::new(Event {
+                let (gr, ns, name) = key;
+                events.push_back(Logged {
                     rv: erv as u64,
                     gr,
                     ns,
                     name,
                     typ: EventType::parse(&typ),
-                    obj,
+                    json,
                     old: None,
-                }));
+                });
             }
         }
         let window_start = match events.front() {
@@ -242,6 +371,7 @@ impl Store {
                 window_start,
             }),
             tx,
+            watchers: Arc::default(),
             writer: wtx,
             tokens: RwLock::new(tokens),
             retain,
@@ -263,11 +393,13 @@ impl Store {
     }
 
     pub fn get(&self, gr: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
-        self.state()
+        let json = self
+            .state()
             .objects
             .get(gr)?
             .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+            .cloned()?;
+        Some(parse(&json))
     }
 
     /// Lists objects of `gr` (in `ns` if given) in key order, starting after `after`,
@@ -277,6 +409,20 @@ impl Store {
         &self,
         gr: &str,
         ns: Option<&str>,
+        after: Option<(String, String)>,
+        limit: Option<usize>,
+        keep: &dyn Fn(&Value) -> bool,
+    ) -> (u64, Vec<Arc<Value>>, Option<(String, String)>) {
+        self.list_named(gr, ns, None, after, limit, keep)
+    }
+
+    /// [`Store::list`] restricted to objects called `name`, which skips parsing the
+    /// others (a `metadata.name=` field selector).
+    pub fn list_named(
+        &self,
+        gr: &str,
+        ns: Option<&str>,
+        name: Option<&str>,
         after: Option<(String, String)>,
         limit: Option<usize>,
         keep: &dyn Fn(&Value) -> bool,
@@ -292,7 +438,7 @@ impl Store {
                     None => Bound::Unbounded,
                 },
             };
-            for ((ons, oname), v) in map.range((lower, Bound::Unbounded)) {
+            for ((ons, oname), json) in map.range((lower, Bound::Unbounded)) {
                 if let Some(ns) = ns
                     && ons != ns
                 {
@@ -301,7 +447,11 @@ impl Store {
                     }
                     continue;
                 }
-                if !keep(v) {
+                if name.is_some_and(|n| n != oname) {
+                    continue;
+                }
+                let v = parse(json);
+                if !keep(&v) {
                     continue;
                 }
                 if let Some(l) = limit
@@ -310,7 +460,7 @@ impl Store {
                     next = Some((ons.clone(), oname.clone()));
                     break;
                 }
-                out.push(v.clone());
+                out.push(v);
             }
         }
         // `next` marks the first object not returned; continue after the last returned.
@@ -331,22 +481,59 @@ impl Store {
         let st = self.state();
         st.objects
             .iter()
-            .flat_map(|(gr, m)| m.values().map(move |v| (gr.clone(), v.clone())))
+            .flat_map(|(gr, m)| m.values().map(move |v| (gr.clone(), parse(v))))
             .collect()
     }
 
+    /// Every committed event, for in-process consumers that want them all.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.tx.subscribe()
     }
 
-    /// Events after `rv`, or `None` when part of that range is no longer retained.
-    pub fn events_since(&self, rv: u64) -> Option<Vec<Arc<Event>>> {
+    /// Registers a watch that receives only the events matching `key`. Register
+    /// before reading the current state so no event falls between the two.
+    pub fn watch(&self, key: WatchKey) -> Subscription {
+        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        let overflowed = Arc::new(AtomicBool::new(false));
+        let mut w = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        w.next += 1;
+        let id = w.next;
+        w.by_key.entry(key.clone()).or_default().insert(
+            id,
+            WatchSlot {
+                tx,
+                overflowed: overflowed.clone(),
+            },
+        );
+        Subscription {
+            rx,
+            overflowed,
+            key,
+            id,
+            watchers: self.watchers.clone(),
+        }
+    }
+
+    /// Events after `rv` that `key` can see, or `None` when part of that range is no
+    /// longer retained.
+    pub fn events_since(&self, rv: u64, key: &WatchKey) -> Option<Vec<Arc<Event>>> {
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         if rv < ring.window_start {
             return None;
         }
         let start = ring.events.partition_point(|e| e.rv <= rv);
-        Some(ring.events.iter().skip(start).cloned().collect())
+        Some(
+            ring.events
+                .iter()
+                .skip(start)
+                .filter(|e| {
+                    e.gr == key.gr
+                        && key.ns.as_ref().is_none_or(|ns| *ns == e.ns)
+                        && key.name.as_ref().is_none_or(|n| *n == e.name)
+                })
+                .map(Logged::event)
+                .collect(),
+        )
     }
 
     /// Oldest resourceVersion a watch may still resume from.
@@ -562,10 +749,22 @@ fn writer_loop(
                 }
             }
         }
+        let jsons: Vec<Json> = events
+            .iter()
+            .map(|e| Arc::from(serde_json::to_string(&*e.obj).unwrap_or_default()))
+            .collect();
         let commit = if events.is_empty() && token_writes.is_empty() {
             Ok(())
         } else {
-            commit_batch(&mut conn, &events, &token_writes, base_rv, rv, store.retain)
+            commit_batch(
+                &mut conn,
+                &events,
+                &jsons,
+                &token_writes,
+                base_rv,
+                rv,
+                store.retain,
+            )
         };
         if let Err(err) = commit {
             tracing::error!(%err, "commit failed");
@@ -584,34 +783,40 @@ fn writer_loop(
         }
         {
             let mut st = store.state.write().unwrap_or_else(|e| e.into_inner());
-            for e in &events {
+            for (e, json) in events.iter().zip(&jsons) {
                 let map = st.objects.entry(e.gr.clone()).or_default();
                 let k = (e.ns.clone(), e.name.clone());
                 if e.typ == EventType::Deleted {
                     map.remove(&k);
                 } else {
-                    map.insert(k, e.obj.clone());
+                    map.insert(k, json.clone());
                 }
             }
             st.rv = rv;
         }
         {
             let mut ring = store.ring.lock().unwrap_or_else(|e| e.into_inner());
-            for e in &events {
-                ring.events.push_back(Arc::new(Event {
+            for (e, json) in events.iter().zip(jsons) {
+                ring.events.push_back(Logged {
                     rv: e.rv,
                     gr: e.gr.clone(),
                     ns: e.ns.clone(),
                     name: e.name.clone(),
                     typ: e.typ,
-                    obj: e.obj.clone(),
+                    json,
                     old: e.old.as_deref().map(|o| Arc::new(metadata_only(o))),
-                }));
+                });
             }
             while ring.events.len() as u64 > store.retain {
                 if let Some(e) = ring.events.pop_front() {
                     ring.window_start = e.rv;
                 }
+            }
+        }
+        {
+            let mut w = store.watchers.lock().unwrap_or_else(|e| e.into_inner());
+            for e in &events {
+                w.dispatch(e);
             }
         }
         for e in events {
@@ -629,6 +834,7 @@ fn writer_loop(
 fn commit_batch(
     conn: &mut Connection,
     events: &[Arc<Event>],
+    jsons: &[Json],
     tokens: &[TokenWrite],
     base_rv: u64,
     rv: u64,
@@ -644,8 +850,8 @@ fn commit_batch(
         let mut ev = tx.prepare_cached(
             "INSERT INTO events (rv, gr, ns, name, type, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
-        for e in events {
-            let json = serde_json::to_string(&*e.obj).unwrap_or_default();
+        for (e, json) in events.iter().zip(jsons) {
+            let json: &str = json;
             if e.typ == EventType::Deleted {
                 del.execute(params![e.gr, e.ns, e.name])?;
             } else {
