@@ -59,8 +59,8 @@ pub type DaemonFn =
 pub enum DaemonMode {
     /// A task in this process.
     InProcess(DaemonFn),
-    /// `PROGRAM daemon --node NAME --root ROOT --host sim --kubeconfig FILE` per node, so a
-    /// test can SIGKILL one.
+    /// `PROGRAM daemon --node NAME --root ROOT --host sim --kubeconfig FILE --metrics-listen=`
+    /// per node (metrics off), so a test can SIGKILL one.
     Process {
         /// The `mco` binary.
         program: PathBuf,
@@ -381,6 +381,9 @@ impl Daemon {
                     .arg("sim")
                     .arg("--kubeconfig")
                     .arg(&kubeconfig)
+                    // Every node shares the loopback: one fixed metrics port would let only
+                    // the first daemon start.
+                    .arg("--metrics-listen=")
                     .stdin(std::process::Stdio::null())
                     .stdout(log)
                     .stderr(err)
