@@ -1,6 +1,24 @@
-//! Identities behind bearer tokens, and the one admission rule this server enforces.
+//! Identities behind bearer tokens, their authorization, and the one admission rule this
+//! server enforces.
+//!
+//! Authorization: `Admin` bypasses RBAC (like `system:masters`). A `ServiceAccount` is always
+//! authorized by the RBAC objects in the store ([`crate::rbac`]), as kube-apiserver would. The
+//! older `Controller` and `Node` identities, which the embedded cluster hands out today, are
+//! not subject to RBAC at all (only to the owner-node guard), so nothing changes for them
+//! whatever RBAC objects exist; callers that want least privilege mint `ServiceAccount`
+//! tokens instead. Discovery, OpenAPI, `/version` and health paths are open to every
+//! authenticated user, as kube's `system:discovery` and `system:public-info-viewer` make them.
 
+use std::collections::HashMap;
 use std::fmt;
+
+use http::Method;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+
+use crate::error::ApiError;
+use crate::rbac::{self, RoleSource, User};
+use crate::rest::Target;
+use crate::store::Store;
 
 /// Who a token belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -9,6 +27,13 @@ pub enum Identity {
     Controller,
     /// A node's daemon; it carries its node name.
     Node(String),
+    /// A ServiceAccount's token, optionally bound to a node like kube's bound tokens with the
+    /// `authentication.kubernetes.io/node-name` extra.
+    ServiceAccount {
+        namespace: String,
+        name: String,
+        node: Option<String>,
+    },
 }
 
 impl Identity {
@@ -16,10 +41,42 @@ impl Identity {
         match s {
             "admin" => Some(Identity::Admin),
             "controller" => Some(Identity::Controller),
+            _ if s.starts_with("sa:") => {
+                let mut parts = s["sa:".len()..].splitn(3, ':');
+                let namespace = parts.next().filter(|p| !p.is_empty())?.to_string();
+                let name = parts.next().filter(|p| !p.is_empty())?.to_string();
+                let node = match parts.next() {
+                    Some("") => return None,
+                    n => n.map(String::from),
+                };
+                Some(Identity::ServiceAccount {
+                    namespace,
+                    name,
+                    node,
+                })
+            }
             _ => s
                 .strip_prefix("node:")
                 .filter(|n| !n.is_empty())
                 .map(|n| Identity::Node(n.to_string())),
+        }
+    }
+
+    /// A ServiceAccount identity, bound to `node` if given.
+    pub fn service_account(namespace: &str, name: &str, node: Option<&str>) -> Identity {
+        Identity::ServiceAccount {
+            namespace: namespace.into(),
+            name: name.into(),
+            node: node.map(String::from),
+        }
+    }
+
+    /// The node this identity acts for, if any: the owner-node guard keys on it.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Identity::Node(n) => Some(n),
+            Identity::ServiceAccount { node, .. } => node.as_deref(),
+            _ => None,
         }
     }
 
@@ -29,6 +86,9 @@ impl Identity {
             Identity::Admin => "admin".into(),
             Identity::Controller => "controller".into(),
             Identity::Node(n) => format!("node-{n}"),
+            Identity::ServiceAccount {
+                namespace, name, ..
+            } => format!("system:serviceaccount:{namespace}:{name}"),
         }
     }
 }
@@ -39,6 +99,17 @@ impl fmt::Display for Identity {
             Identity::Admin => f.write_str("admin"),
             Identity::Controller => f.write_str("controller"),
             Identity::Node(n) => write!(f, "node:{n}"),
+            Identity::ServiceAccount {
+                namespace,
+                name,
+                node,
+            } => {
+                write!(f, "sa:{namespace}:{name}")?;
+                match node {
+                    Some(n) => write!(f, ":{n}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -46,14 +117,113 @@ impl fmt::Display for Identity {
 pub const MCN_GROUP: &str = "machineconfiguration.openshift.io";
 pub const MCN_PLURAL: &str = "machineconfignodes";
 
-/// A node identity may write only its own node's MachineConfigNode (upstream does this
-/// with a ValidatingAdmissionPolicy); `None` means allowed.
+/// An identity bound to a node may write only its own node's MachineConfigNode (upstream
+/// does this with a ValidatingAdmissionPolicy); `None` means allowed.
 pub fn mcn_guard(id: &Identity, group: &str, plural: &str, name: &str) -> Option<String> {
-    match id {
-        Identity::Node(node) if group == MCN_GROUP && plural == MCN_PLURAL && node != name => Some(
-            format!("updates to MCN {name} can only be done from the MCN's owner node"),
-        ),
+    match id.node() {
+        Some(node) if group == MCN_GROUP && plural == MCN_PLURAL && node != name => Some(format!(
+            "updates to MCN {name} can only be done from the MCN's owner node"
+        )),
         _ => None,
+    }
+}
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+fn all_of<T: serde::de::DeserializeOwned>(store: &Store, plural: &str, ns: Option<&str>) -> Vec<T> {
+    let (_, items, _) = store.list(&format!("{RBAC_GROUP}/{plural}"), ns, None, None, &|_| true);
+    items
+        .iter()
+        .filter_map(|v| serde_json::from_value(v.as_ref().clone()).ok())
+        .collect()
+}
+
+fn one_of<T: serde::de::DeserializeOwned>(
+    store: &Store,
+    plural: &str,
+    ns: &str,
+    name: &str,
+) -> Option<T> {
+    let v = store.get(&format!("{RBAC_GROUP}/{plural}"), ns, name)?;
+    serde_json::from_value(v.as_ref().clone()).ok()
+}
+
+impl RoleSource for Store {
+    fn cluster_role_bindings(&self) -> Vec<ClusterRoleBinding> {
+        all_of(self, "clusterrolebindings", None)
+    }
+    fn role_bindings(&self, namespace: &str) -> Vec<RoleBinding> {
+        all_of(self, "rolebindings", Some(namespace))
+    }
+    fn cluster_role(&self, name: &str) -> Option<ClusterRole> {
+        one_of(self, "clusterroles", "", name)
+    }
+    fn role(&self, namespace: &str, name: &str) -> Option<Role> {
+        one_of(self, "roles", namespace, name)
+    }
+}
+
+/// kube's verb for a resource request.
+fn verb(method: &Method, named: bool, q: &HashMap<String, String>) -> &'static str {
+    let watch = q.get("watch").is_some_and(|w| w == "1" || w == "true");
+    match (method, named) {
+        (&Method::GET | &Method::HEAD, true) => "get",
+        (&Method::GET | &Method::HEAD, false) if watch => "watch",
+        (&Method::GET | &Method::HEAD, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => "",
+    }
+}
+
+/// The RBAC attributes of a request on `t`. A list or watch whose field selector pins
+/// `metadata.name` counts as naming that object, as kube-apiserver does, so resourceNames
+/// rules can grant watching one object.
+pub(crate) fn request_attributes(
+    method: &Method,
+    t: &Target,
+    q: &HashMap<String, String>,
+) -> rbac::Request {
+    let name = t.name.clone().unwrap_or_else(|| {
+        q.get("fieldSelector")
+            .and_then(|f| f.strip_prefix("metadata.name="))
+            .filter(|n| !n.contains(','))
+            .unwrap_or_default()
+            .to_string()
+    });
+    rbac::Request {
+        verb: verb(method, t.name.is_some(), q).to_string(),
+        api_group: t.info.group.clone(),
+        resource: t.info.plural.clone(),
+        subresource: t.sub.clone(),
+        name,
+        namespace: t.ns.clone().unwrap_or_default(),
+    }
+}
+
+/// Authorizes a resource request: 403 in kube-apiserver's words when RBAC denies it.
+pub(crate) fn authorize(
+    store: &Store,
+    id: &Identity,
+    method: &Method,
+    t: &Target,
+    q: &HashMap<String, String>,
+) -> Result<(), ApiError> {
+    let Identity::ServiceAccount {
+        namespace, name, ..
+    } = id
+    else {
+        return Ok(());
+    };
+    let user = User::service_account(namespace, name);
+    let req = request_attributes(method, t, q);
+    if rbac::authorize(store, &user, &req) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(rbac::forbidden_message(&user, &req)))
     }
 }
 
@@ -83,10 +253,14 @@ mod tests {
             Identity::Admin,
             Identity::Controller,
             Identity::Node("worker-0".into()),
+            Identity::service_account("mco-system", "mco-controller", None),
+            Identity::service_account("mco-system", "mco-daemon", Some("worker-0")),
         ] {
             assert_eq!(Identity::parse(&id.to_string()), Some(id));
         }
         assert_eq!(Identity::parse("node:"), None);
+        assert_eq!(Identity::parse("sa:ns"), None);
+        assert_eq!(Identity::parse("sa:ns:name:"), None);
     }
 
     #[test]
@@ -99,6 +273,11 @@ mod tests {
         );
         assert!(mcn_guard(&Identity::Controller, MCN_GROUP, MCN_PLURAL, "worker-1").is_none());
         assert!(mcn_guard(&n, "", "configmaps", "x").is_none());
+        let sa = Identity::service_account("mco-system", "mco-daemon", Some("worker-0"));
+        assert!(mcn_guard(&sa, MCN_GROUP, MCN_PLURAL, "worker-0").is_none());
+        assert!(mcn_guard(&sa, MCN_GROUP, MCN_PLURAL, "worker-1").is_some());
+        let unbound = Identity::service_account("mco-system", "mco-daemon", None);
+        assert!(mcn_guard(&unbound, MCN_GROUP, MCN_PLURAL, "worker-1").is_none());
     }
 
     #[test]

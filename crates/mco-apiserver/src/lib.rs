@@ -11,6 +11,7 @@ pub mod error;
 mod machinery;
 pub mod objects;
 mod protobuf;
+pub mod rbac;
 pub mod registry;
 mod rest;
 pub mod store;

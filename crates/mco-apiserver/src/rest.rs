@@ -348,6 +348,7 @@ async fn resource(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    crate::auth::authorize(&app.store, id, method, &t, q)?;
     let is_write = matches!(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE

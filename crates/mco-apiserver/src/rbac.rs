@@ -1,0 +1,444 @@
+//! Evaluation of `rbac.authorization.k8s.io/v1` objects, kube-apiserver's semantics.
+//!
+//! Pure: the objects come through [`RoleSource`], so the matcher is tested without a server.
+//! Like kube's RBAC authorizer this only ever allows; a request no rule allows is denied.
+
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+
+/// An authenticated user: kube's user name and groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+impl User {
+    /// A ServiceAccount's user, with the groups kube's token authenticator adds.
+    pub fn service_account(namespace: &str, name: &str) -> User {
+        User {
+            name: format!("system:serviceaccount:{namespace}:{name}"),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated".into(),
+            ],
+        }
+    }
+}
+
+/// What a resource request does (kube's `authorizer.Attributes`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Request {
+    pub verb: String,
+    pub api_group: String,
+    pub resource: String,
+    pub subresource: Option<String>,
+    /// The object's name; empty for collections.
+    pub name: String,
+    /// Empty at the cluster scope.
+    pub namespace: String,
+}
+
+/// Where the RBAC objects come from (the store, or a fixed set in tests).
+pub trait RoleSource {
+    fn cluster_role_bindings(&self) -> Vec<ClusterRoleBinding>;
+    fn role_bindings(&self, namespace: &str) -> Vec<RoleBinding>;
+    fn cluster_role(&self, name: &str) -> Option<ClusterRole>;
+    fn role(&self, namespace: &str, name: &str) -> Option<Role>;
+}
+
+/// A fixed set of RBAC objects.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub cluster_roles: Vec<ClusterRole>,
+    pub roles: Vec<Role>,
+    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    pub role_bindings: Vec<RoleBinding>,
+}
+
+impl Policy {
+    /// Collects the RBAC kinds among `objects`; others are ignored.
+    pub fn from_objects<'a>(objects: impl IntoIterator<Item = &'a serde_json::Value>) -> Policy {
+        let mut p = Policy::default();
+        for o in objects {
+            let kind = o.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+            let v = o.clone();
+            match kind {
+                "ClusterRole" => p.cluster_roles.extend(serde_json::from_value(v).ok()),
+                "Role" => p.roles.extend(serde_json::from_value(v).ok()),
+                "ClusterRoleBinding" => p
+                    .cluster_role_bindings
+                    .extend(serde_json::from_value(v).ok()),
+                "RoleBinding" => p.role_bindings.extend(serde_json::from_value(v).ok()),
+                _ => {}
+            }
+        }
+        p
+    }
+}
+
+impl RoleSource for Policy {
+    fn cluster_role_bindings(&self) -> Vec<ClusterRoleBinding> {
+        self.cluster_role_bindings.clone()
+    }
+    fn role_bindings(&self, namespace: &str) -> Vec<RoleBinding> {
+        self.role_bindings
+            .iter()
+            .filter(|b| b.metadata.namespace.as_deref() == Some(namespace))
+            .cloned()
+            .collect()
+    }
+    fn cluster_role(&self, name: &str) -> Option<ClusterRole> {
+        self.cluster_roles
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+            .cloned()
+    }
+    fn role(&self, namespace: &str, name: &str) -> Option<Role> {
+        self.roles
+            .iter()
+            .find(|r| {
+                r.metadata.namespace.as_deref() == Some(namespace)
+                    && r.metadata.name.as_deref() == Some(name)
+            })
+            .cloned()
+    }
+}
+
+fn has(items: &[String], want: &str) -> bool {
+    items.iter().any(|i| i == "*" || i == want)
+}
+
+/// Whether `rule` grants `req` (kube's `RuleAllows` for resource requests).
+pub fn rule_allows(rule: &PolicyRule, req: &Request) -> bool {
+    let groups = rule.api_groups.as_deref().unwrap_or_default();
+    let resources = rule.resources.as_deref().unwrap_or_default();
+    if !has(&rule.verbs, &req.verb) || !has(groups, &req.api_group) {
+        return false;
+    }
+    let resource_ok = match &req.subresource {
+        None => has(resources, &req.resource),
+        Some(sub) => {
+            let combined = format!("{}/{sub}", req.resource);
+            resources
+                .iter()
+                .any(|r| r == "*" || *r == combined || *r == format!("*/{sub}"))
+        }
+    };
+    if !resource_ok {
+        return false;
+    }
+    match rule.resource_names.as_deref() {
+        None | Some([]) => true,
+        Some(names) => !req.name.is_empty() && names.contains(&req.name),
+    }
+}
+
+/// Whether `subject` names `user`; `binding_ns` is the namespace a ServiceAccount subject
+/// without one defaults to (kube's rule for RoleBindings).
+pub fn subject_matches(subject: &Subject, user: &User, binding_ns: &str) -> bool {
+    match subject.kind.as_str() {
+        "User" => subject.name == user.name,
+        "Group" => user.groups.contains(&subject.name),
+        "ServiceAccount" => {
+            let ns = subject.namespace.as_deref().unwrap_or(binding_ns);
+            user.name == format!("system:serviceaccount:{ns}:{}", subject.name)
+        }
+        _ => false,
+    }
+}
+
+fn rules_of(src: &dyn RoleSource, role_ref: &RoleRef, binding_ns: &str) -> Vec<PolicyRule> {
+    let rules = match role_ref.kind.as_str() {
+        "ClusterRole" => src.cluster_role(&role_ref.name).and_then(|r| r.rules),
+        "Role" if !binding_ns.is_empty() => {
+            src.role(binding_ns, &role_ref.name).and_then(|r| r.rules)
+        }
+        _ => None,
+    };
+    rules.unwrap_or_default()
+}
+
+/// Whether any binding reachable for `req`'s scope grants it to `user`. ClusterRoleBindings
+/// apply everywhere; RoleBindings (to a Role or a ClusterRole) only in their namespace.
+pub fn authorize(src: &dyn RoleSource, user: &User, req: &Request) -> bool {
+    let bound = |subjects: &Option<Vec<Subject>>, ns: &str| {
+        subjects
+            .iter()
+            .flatten()
+            .any(|s| subject_matches(s, user, ns))
+    };
+    let grants = |rules: Vec<PolicyRule>| rules.iter().any(|r| rule_allows(r, req));
+    if src
+        .cluster_role_bindings()
+        .iter()
+        .filter(|b| bound(&b.subjects, ""))
+        .any(|b| grants(rules_of(src, &b.role_ref, "")))
+    {
+        return true;
+    }
+    if req.namespace.is_empty() {
+        return false;
+    }
+    src.role_bindings(&req.namespace)
+        .iter()
+        .filter(|b| bound(&b.subjects, &req.namespace))
+        .any(|b| grants(rules_of(src, &b.role_ref, &req.namespace)))
+}
+
+/// kube-apiserver's 403 message for a denied resource request.
+pub fn forbidden_message(user: &User, req: &Request) -> String {
+    let qualified = if req.api_group.is_empty() {
+        req.resource.clone()
+    } else {
+        format!("{}.{}", req.resource, req.api_group)
+    };
+    let resource = match &req.subresource {
+        Some(sub) => format!("{}/{sub}", req.resource),
+        None => req.resource.clone(),
+    };
+    let scope = if req.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace \"{}\"", req.namespace)
+    };
+    let reason = format!(
+        "User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
+        user.name, req.verb, req.api_group
+    );
+    if req.name.is_empty() {
+        format!("{qualified} is forbidden: {reason}")
+    } else {
+        format!("{qualified} \"{}\" is forbidden: {reason}", req.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn s(items: &[&str]) -> Option<Vec<String>> {
+        Some(items.iter().map(|i| i.to_string()).collect())
+    }
+
+    fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+        PolicyRule {
+            api_groups: s(groups),
+            resources: s(resources),
+            verbs: s(verbs).unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
+    fn req(verb: &str, group: &str, resource: &str, sub: Option<&str>, name: &str) -> Request {
+        Request {
+            verb: verb.into(),
+            api_group: group.into(),
+            resource: resource.into(),
+            subresource: sub.map(String::from),
+            name: name.into(),
+            namespace: String::new(),
+        }
+    }
+
+    #[test]
+    fn verbs_groups_and_wildcards() {
+        let r = rule(&[""], &["nodes"], &["get", "list"]);
+        assert!(rule_allows(&r, &req("get", "", "nodes", None, "a")));
+        assert!(rule_allows(&r, &req("list", "", "nodes", None, "")));
+        assert!(!rule_allows(&r, &req("patch", "", "nodes", None, "a")));
+        assert!(!rule_allows(&r, &req("get", "apps", "nodes", None, "a")));
+        assert!(!rule_allows(&r, &req("get", "", "pods", None, "a")));
+        let any = rule(&["*"], &["*"], &["*"]);
+        assert!(rule_allows(
+            &any,
+            &req("deletecollection", "x.io", "y", None, "")
+        ));
+    }
+
+    #[test]
+    fn subresources_are_separate_resources() {
+        let r = rule(&[""], &["pods"], &["create", "get"]);
+        assert!(!rule_allows(
+            &r,
+            &req("create", "", "pods", Some("eviction"), "p")
+        ));
+        let e = rule(&[""], &["pods/eviction"], &["create"]);
+        assert!(rule_allows(
+            &e,
+            &req("create", "", "pods", Some("eviction"), "p")
+        ));
+        assert!(!rule_allows(&e, &req("create", "", "pods", None, "")));
+        let st = rule(&["g"], &["*/status"], &["patch"]);
+        assert!(rule_allows(
+            &st,
+            &req("patch", "g", "mcn", Some("status"), "a")
+        ));
+        assert!(!rule_allows(&st, &req("patch", "g", "mcn", None, "a")));
+        let star = rule(&["g"], &["*"], &["patch"]);
+        assert!(rule_allows(
+            &star,
+            &req("patch", "g", "mcn", Some("status"), "a")
+        ));
+    }
+
+    #[test]
+    fn resource_names_need_a_named_request() {
+        let r = PolicyRule {
+            resource_names: s(&["mco-controller"]),
+            ..rule(&["coordination.k8s.io"], &["leases"], &["get", "list"])
+        };
+        let lease = |verb: &str, name: &str| req(verb, "coordination.k8s.io", "leases", None, name);
+        assert!(rule_allows(&r, &lease("get", "mco-controller")));
+        assert!(!rule_allows(&r, &lease("get", "other")));
+        assert!(!rule_allows(&r, &lease("list", "")));
+    }
+
+    fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: ns.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    fn role_ref(kind: &str, name: &str) -> RoleRef {
+        RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    fn subject(kind: &str, name: &str, ns: Option<&str>) -> Subject {
+        Subject {
+            kind: kind.into(),
+            name: name.into(),
+            namespace: ns.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            cluster_roles: vec![
+                ClusterRole {
+                    metadata: meta("read-nodes", None),
+                    rules: Some(vec![rule(&[""], &["nodes"], &["get"])]),
+                    ..Default::default()
+                },
+                ClusterRole {
+                    metadata: meta("read-cm", None),
+                    rules: Some(vec![rule(&[""], &["configmaps"], &["get"])]),
+                    ..Default::default()
+                },
+            ],
+            roles: vec![Role {
+                metadata: meta("leases", Some("ns1")),
+                rules: Some(vec![rule(
+                    &["coordination.k8s.io"],
+                    &["leases"],
+                    &["update"],
+                )]),
+            }],
+            cluster_role_bindings: vec![ClusterRoleBinding {
+                metadata: meta("nodes", None),
+                role_ref: role_ref("ClusterRole", "read-nodes"),
+                subjects: Some(vec![subject("Group", "system:serviceaccounts:ns1", None)]),
+            }],
+            role_bindings: vec![
+                RoleBinding {
+                    metadata: meta("cm", Some("ns1")),
+                    role_ref: role_ref("ClusterRole", "read-cm"),
+                    subjects: Some(vec![subject("User", "alice", None)]),
+                },
+                RoleBinding {
+                    metadata: meta("leases", Some("ns1")),
+                    role_ref: role_ref("Role", "leases"),
+                    // No namespace: the binding's own.
+                    subjects: Some(vec![subject("ServiceAccount", "sa", None)]),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn bindings_scope_and_subjects() {
+        let p = policy();
+        let sa = User::service_account("ns1", "sa");
+        let other = User::service_account("ns2", "sa");
+        let alice = User {
+            name: "alice".into(),
+            groups: vec!["system:authenticated".into()],
+        };
+        let node = req("get", "", "nodes", None, "a");
+        assert!(authorize(&p, &sa, &node), "group binding");
+        assert!(!authorize(&p, &other, &node));
+        let mut lease = req("update", "coordination.k8s.io", "leases", None, "l");
+        lease.namespace = "ns1".into();
+        assert!(
+            authorize(&p, &sa, &lease),
+            "role binding, defaulted SA namespace"
+        );
+        assert!(!authorize(&p, &other, &lease));
+        let mut cm = req("get", "", "configmaps", None, "c");
+        cm.namespace = "ns1".into();
+        assert!(
+            authorize(&p, &alice, &cm),
+            "cluster role bound in a namespace"
+        );
+        cm.namespace = "ns2".into();
+        assert!(
+            !authorize(&p, &alice, &cm),
+            "only in the binding's namespace"
+        );
+        cm.namespace.clear();
+        assert!(!authorize(&p, &alice, &cm), "not at the cluster scope");
+    }
+
+    #[test]
+    fn from_objects_reads_each_kind() {
+        let objs = [
+            serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}),
+            serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "b"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+                "subjects": [{"kind": "User", "name": "u"}]}),
+            serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}}),
+        ];
+        let p = Policy::from_objects(&objs);
+        let u = User {
+            name: "u".into(),
+            groups: vec![],
+        };
+        assert!(authorize(&p, &u, &req("get", "", "nodes", None, "n")));
+        assert!(!authorize(&p, &u, &req("list", "", "nodes", None, "")));
+    }
+
+    #[test]
+    fn forbidden_messages_match_kube() {
+        let u = User::service_account("mco-system", "mco-daemon");
+        let mut r = req("get", "", "secrets", None, "s");
+        r.namespace = "default".into();
+        assert_eq!(
+            forbidden_message(&u, &r),
+            "secrets \"s\" is forbidden: User \"system:serviceaccount:mco-system:mco-daemon\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\""
+        );
+        let r = req(
+            "delete",
+            "machineconfiguration.openshift.io",
+            "machineconfigs",
+            None,
+            "",
+        );
+        assert_eq!(
+            forbidden_message(&u, &r),
+            "machineconfigs.machineconfiguration.openshift.io is forbidden: User \"system:serviceaccount:mco-system:mco-daemon\" cannot delete resource \"machineconfigs\" in API group \"machineconfiguration.openshift.io\" at the cluster scope"
+        );
+        let r = req("create", "", "pods", Some("eviction"), "p");
+        assert!(forbidden_message(&u, &r).contains("cannot create resource \"pods/eviction\""));
+    }
+}
