@@ -202,6 +202,28 @@ impl Watchers {
     }
 }
 
+fn register(watchers: &Arc<Mutex<Watchers>>, key: WatchKey, buffer: usize) -> Subscription {
+    let (tx, rx) = mpsc::channel(buffer);
+    let overflowed = Arc::new(AtomicBool::new(false));
+    let mut w = watchers.lock().unwrap_or_else(|e| e.into_inner());
+    w.next += 1;
+    let id = w.next;
+    w.by_key.entry(key.clone()).or_default().insert(
+        id,
+        WatchSlot {
+            tx,
+            overflowed: overflowed.clone(),
+        },
+    );
+    Subscription {
+        rx,
+        overflowed,
+        key,
+        id,
+        watchers: watchers.clone(),
+    }
+}
+
 /// One open watch's feed of committed events. Dropping it unregisters the watch.
 pub struct Subscription {
     rx: mpsc::Receiver<Arc<Event>>,
@@ -493,25 +515,7 @@ impl Store {
     /// Registers a watch that receives only the events matching `key`. Register
     /// before reading the current state so no event falls between the two.
     pub fn watch(&self, key: WatchKey) -> Subscription {
-        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
-        let overflowed = Arc::new(AtomicBool::new(false));
-        let mut w = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
-        w.next += 1;
-        let id = w.next;
-        w.by_key.entry(key.clone()).or_default().insert(
-            id,
-            WatchSlot {
-                tx,
-                overflowed: overflowed.clone(),
-            },
-        );
-        Subscription {
-            rx,
-            overflowed,
-            key,
-            id,
-            watchers: self.watchers.clone(),
-        }
+        register(&self.watchers, key, WATCH_BUFFER)
     }
 
     /// Events after `rv` that `key` can see, or `None` when part of that range is no
@@ -887,4 +891,64 @@ fn commit_batch(
         }
     }
     tx.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(rv: u64, ns: &str, name: &str) -> Arc<Event> {
+        Arc::new(Event {
+            rv,
+            gr: "/configmaps".into(),
+            ns: ns.into(),
+            name: name.into(),
+            typ: EventType::Modified,
+            obj: Arc::new(Value::Null),
+            old: None,
+        })
+    }
+
+    fn register(w: &Arc<Mutex<Watchers>>, ns: Option<&str>, name: Option<&str>) -> Subscription {
+        let key = WatchKey {
+            gr: "/configmaps".into(),
+            ns: ns.map(String::from),
+            name: name.map(String::from),
+        };
+        super::register(w, key, 2)
+    }
+
+    #[test]
+    fn events_reach_only_watches_keyed_to_them() {
+        let w = Arc::new(Mutex::new(Watchers::default()));
+        let mut all = register(&w, None, None);
+        let mut in_ns = register(&w, Some("a"), None);
+        let mut named = register(&w, Some("a"), Some("x"));
+        let mut other = register(&w, None, Some("y"));
+        w.lock().unwrap().dispatch(&event(1, "a", "x"));
+        assert_eq!(all.rx.try_recv().map(|e| e.rv).ok(), Some(1));
+        assert_eq!(in_ns.rx.try_recv().map(|e| e.rv).ok(), Some(1));
+        assert_eq!(named.rx.try_recv().map(|e| e.rv).ok(), Some(1));
+        assert!(other.rx.try_recv().is_err(), "a watch on another name");
+    }
+
+    #[test]
+    fn a_full_watch_is_closed_as_overflowed_and_dropping_unregisters() {
+        let w = Arc::new(Mutex::new(Watchers::default()));
+        let mut slow = register(&w, None, None);
+        for rv in 1..=3 {
+            w.lock().unwrap().dispatch(&event(rv, "a", "x"));
+        }
+        assert!(slow.overflowed());
+        assert!(w.lock().unwrap().by_key.is_empty());
+        assert_eq!(slow.rx.try_recv().map(|e| e.rv).ok(), Some(1));
+        assert_eq!(slow.rx.try_recv().map(|e| e.rv).ok(), Some(2));
+        assert!(matches!(
+            slow.rx.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        let live = register(&w, Some("a"), None);
+        drop(live);
+        assert!(w.lock().unwrap().by_key.is_empty());
+    }
 }
