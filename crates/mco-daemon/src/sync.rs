@@ -654,6 +654,24 @@ impl Daemon {
             .and_then(|m| m.metadata.name.clone())
             .unwrap_or_else(|| annotation(&node, ann::CURRENT_CONFIG));
         let state = annotation(&node, ann::STATE);
+        if current == desired && inner.engine.force_requested().map_err(EngineError::from)? {
+            // The force file re-applies the current config completely, whatever the state:
+            // it is the one-step recovery from drift and from a never-adopted OS.
+            tracing::info!(
+                "{} present: re-applying {desired}",
+                crate::paths::FORCE_FILE
+            );
+            let cfg = inner.config(&desired).await?;
+            return match inner.run_update(cfg.clone(), cfg, true).await? {
+                UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
+                    Ok(Some(Exit::Rebooting))
+                }
+                UpdateOutcome::Rebootless { .. } => {
+                    inner.finish_rebootless(&desired).await?;
+                    Ok(None)
+                }
+            };
+        }
         if current == desired {
             if state != states::DONE || annotation(&node, ann::CURRENT_CONFIG) != desired {
                 // A Degraded node (e.g. after drift) is only cleared once the disk matches.
@@ -723,6 +741,10 @@ impl Daemon {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut backoff = Duration::from_secs(1);
         let mut retry_at: Option<tokio::time::Instant> = Some(tokio::time::Instant::now());
+        // Nothing watches /run, so a touched force file is noticed by a cheap poll rather than
+        // after a degraded node's backoff, which may be a minute.
+        let mut force_poll = tokio::time::interval(Duration::from_secs(1));
+        force_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             let due = async {
                 match retry_at {
@@ -743,6 +765,15 @@ impl Daemon {
                     inner.mark_failed(&SyncError::Drift(reason)).await;
                     retry_at = Some(tokio::time::Instant::now() + backoff);
                     backoff = (backoff * 2).min(inner.opts.max_backoff);
+                }
+                _ = force_poll.tick() => {
+                    let soon = tokio::time::Instant::now() + Duration::from_secs(1);
+                    if retry_at.is_none_or(|t| t > soon)
+                        && inner.engine.force_requested().unwrap_or(false)
+                    {
+                        retry_at = Some(tokio::time::Instant::now());
+                        backoff = Duration::from_secs(1);
+                    }
                 }
                 ev = events.next() => match ev {
                     Some(Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)) => {

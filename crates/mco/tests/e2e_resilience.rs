@@ -79,7 +79,6 @@ fn daemon_pid(c: &Cluster, node: &str) -> Option<u32> {
 }
 
 #[test]
-#[ignore = "with --node-processes every `mco daemon` child binds the default --metrics-listen 127.0.0.1:8797 (mco-sim's supervisor passes no --metrics-listen), so all but one exit with 'Address already in use' and are restarted forever; their nodes never update"]
 fn sigkilled_node_daemon_mid_update_converges() {
     let c = Cluster::up(Opts {
         reboot_seconds: 1,

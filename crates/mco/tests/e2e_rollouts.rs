@@ -235,7 +235,7 @@ fn drift_degrades_then_recovers_by_restoring_the_file() {
 }
 
 #[test]
-#[ignore = "mco-daemon bug: a node Degraded by config drift (current == desired) never consults /run/machine-config-daemon-force; Daemon::sync only re-validates the disk (StillDegraded) and the force file is honoured only at boot or on the update path"]
+
 fn drift_recovers_by_force_file() {
     let c = Cluster::up(Opts::default());
     let path = "etc/containers/registries.conf";
