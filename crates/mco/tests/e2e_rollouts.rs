@@ -235,7 +235,6 @@ fn drift_degrades_then_recovers_by_restoring_the_file() {
 }
 
 #[test]
-
 fn drift_recovers_by_force_file() {
     let c = Cluster::up(Opts::default());
     let path = "etc/containers/registries.conf";
