@@ -449,21 +449,6 @@ impl Filter {
             .map(|v| v.selectable_fields.clone())
             .unwrap_or_default();
         supported.extend(extra.iter().map(String::as_str));
-        if t.info.group.is_empty() && t.info.kind == "Event" {
-            supported.extend([
-                "involvedObject.kind",
-                "involvedObject.namespace",
-                "involvedObject.name",
-                "involvedObject.uid",
-                "involvedObject.apiVersion",
-                "involvedObject.resourceVersion",
-                "involvedObject.fieldPath",
-                "reason",
-                "reportingComponent",
-                "source",
-                "type",
-            ]);
-        }
         field
             .check_supported(&supported)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
