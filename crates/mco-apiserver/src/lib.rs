@@ -112,7 +112,12 @@ impl Server {
                 app.registry.upsert_crd(&v);
             }
         }
-        let admin = match app.store.token_of(&Identity::Admin) {
+        // Keep the token users already hold in DIR/kubeconfig: other admin tokens (minted for
+        // in-process clients) may exist, and any one of them would do for auth but not for
+        // people whose shells still export the old kubeconfig.
+        let kept = kubeconfig_token(&cfg.data_dir.join("kubeconfig"))
+            .filter(|t| app.store.identity_for(t) == Some(Identity::Admin));
+        let admin = match kept.or_else(|| app.store.token_of(&Identity::Admin)) {
             Some(t) => t,
             None => {
                 let t = auth::new_token();
@@ -247,4 +252,16 @@ impl ServerHandle {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
     }
+}
+
+/// The bearer token of an existing kubeconfig, if it has one.
+fn kubeconfig_token(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
+    doc.get("users")?
+        .get(0)?
+        .get("user")?
+        .get("token")?
+        .as_str()
+        .map(str::to_owned)
 }
