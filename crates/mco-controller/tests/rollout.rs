@@ -85,19 +85,32 @@ async fn rollout_within(max: IntOrString, budget: usize) {
     let r1 = target_other_than(c, "worker", Some(&r0)).await;
     wait_updated(c, "worker", &r1, 120).await;
 
-    let nodes = Api::<Node>::all(c.clone())
-        .list(&Default::default())
-        .await
-        .unwrap();
-    for n in &nodes.items {
-        assert_eq!(ann(n, annotations::CURRENT_CONFIG), r1);
-        let tainted = n
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|t| t.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY));
-        assert!(!tainted, "taint left on {:?}", n.metadata.name);
-    }
+    // The pool's status and each node's taint are separate writes, so the last node's taint may
+    // come off just after the pool reports Updated: poll for it rather than read once.
+    let r1_ref = &r1;
+    eventually(
+        "every node at the target and untainted",
+        30,
+        || async move {
+            let nodes = Api::<Node>::all(c.clone())
+                .list(&Default::default())
+                .await
+                .ok()?;
+            nodes
+                .items
+                .iter()
+                .all(|n| {
+                    let tainted = n
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_ref())
+                        .is_some_and(|t| t.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY));
+                    ann(n, annotations::CURRENT_CONFIG) == *r1_ref && !tainted
+                })
+                .then_some(())
+        },
+    )
+    .await;
     let seen = *rec.max_busy.lock().unwrap();
     assert!(seen <= budget, "{seen} nodes busy at once, budget {budget}");
     assert!(seen >= 1, "the watch saw no node move");
