@@ -1,7 +1,7 @@
 //! Shared test helpers: fixtures and fake host tools.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Path of a fixture under `tests/fixtures`.
 pub fn fixture_path(rel: &str) -> PathBuf {
@@ -16,4 +16,5 @@ pub fn fixture(rel: &str) -> String {
 }
 
 mod fake_tools;
+#[allow(unused_imports)] // not every test binary uses every helper
 pub use fake_tools::{argv, calls, fake_tool};
