@@ -26,6 +26,7 @@ use kube::{Api, Client};
 use mco_api::constants::{MAX_REASON_LEN, annotations as ann, drain, mcn_conditions as c, states};
 use mco_api::{MachineConfig, MachineConfigNode};
 use mco_render::actions::PostConfigAction;
+use mco_render::diff::ConfigDiff;
 use serde_json::json;
 use tokio::runtime::Handle;
 
@@ -135,6 +136,17 @@ fn annotation(node: &Node, key: &str) -> String {
 /// Upstream's `%.2000s` on the reason annotation.
 pub fn truncate_reason(s: &str) -> String {
     s.chars().take(MAX_REASON_LEN).collect()
+}
+
+/// Whether a node on `old` already is on `new`: their mco diff is empty (files, units, SSH keys,
+/// password, OS image, kernel arguments and type, extensions, FIPS). The Ignition version and the
+/// metadata (name, annotations, owner) do not count, so a config another controller rendered
+/// under its own name is recognised. A config that does not parse is never equal.
+pub fn semantically_equal(old: &MachineConfig, new: &MachineConfig) -> bool {
+    match (ParsedConfig::new(old), ParsedConfig::new(new)) {
+        (Ok(o), Ok(n)) => ConfigDiff::between(o.view(), n.view()).is_empty(),
+        _ => false,
+    }
 }
 
 fn human(d: Duration) -> String {
@@ -463,6 +475,58 @@ impl Inner {
         self.complete(config).await
     }
 
+    /// Records `new` as current without an update, because the node already runs its
+    /// equivalent `old` (a config rendered under another controller's name, e.g. upstream's
+    /// `rendered-<pool>-<md5>` when mco takes over a cluster). The disk is validated against
+    /// `new` first, so Done is never reported over a disk that does not match; nothing is
+    /// drained, written (beyond the on-disk `currentconfig`) or rebooted, and the state never
+    /// passes through `Working`.
+    async fn adopt(&self, old: &MachineConfig, new: MachineConfig) -> Result<(), SyncError> {
+        let old_name = old.metadata.name.clone().unwrap_or_default();
+        let new_name = new.metadata.name.clone().unwrap_or_default();
+        let engine = Arc::clone(&self.engine);
+        let cfg = new.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), EngineError> {
+            engine.validate(&cfg)?;
+            // The on-disk config is the source of truth after a restart: keep it naming the
+            // config the node is now reported on, when the node keeps one at all.
+            if engine.on_disk_config()?.is_some() {
+                let data = serde_json::to_vec(&cfg).map_err(|source| {
+                    EngineError::Apply(ApplyError::Serialize {
+                        name: cfg.metadata.name.clone().unwrap_or_default(),
+                        source,
+                    })
+                })?;
+                engine.host.fs.write_atomic(
+                    crate::paths::CURRENT_CONFIG,
+                    &data,
+                    &crate::fs::FileAttrs::default(),
+                )?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| SyncError::Join(e.to_string()))??;
+        self.annotate(&[
+            (ann::CURRENT_CONFIG, Some(new_name.as_str())),
+            (ann::STATE, Some(states::DONE)),
+            (ann::REASON, Some("")),
+        ])
+        .await?;
+        let message = format!("adopted {new_name} (equal to {old_name}) without an update");
+        tracing::info!("{message}");
+        self.metrics.set_state(states::DONE, "");
+        self.metrics.set_update(&new_name, "");
+        self.event("Normal", "ConfigAdopted", &message).await;
+        self.start_drift(&new);
+        self.mcn(&Write::parent(
+            c::UPDATED,
+            Status::True,
+            format!("Node {} Updated", self.name()),
+        ))
+        .await
+    }
+
     async fn mark_failed(&self, e: &SyncError) {
         let state = if e.is_unreconcilable() {
             states::UNRECONCILABLE
@@ -698,6 +762,14 @@ impl Daemon {
             }
             return Ok(None);
         }
+        let old = inner.config(&current).await?;
+        let new = inner.mcs.get(&desired).await?;
+        if !inner.engine.force_requested().map_err(EngineError::from)?
+            && semantically_equal(&old, &new)
+        {
+            inner.adopt(&old, new).await?;
+            return Ok(None);
+        }
         inner
             .mcn(&Write::parent(
                 c::UPDATED,
@@ -710,8 +782,6 @@ impl Daemon {
                 .annotate(&[(ann::STATE, Some(states::WORKING))])
                 .await?;
         }
-        let old = inner.config(&current).await?;
-        let new = inner.mcs.get(&desired).await?;
         let engine = Arc::clone(&inner.engine);
         let pre = old.clone();
         // Preflight drift check, skipped when the force file asks for a re-apply.
@@ -804,5 +874,64 @@ impl Daemon {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mc(name: &str, version: &str, file: &str, image: &str) -> MachineConfig {
+        serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfig",
+            "metadata": {"name": name, "annotations": {
+                "machineconfiguration.openshift.io/generated-by-controller-version": name,
+            }},
+            "spec": {
+                "osImageURL": image,
+                "kernelArguments": ["nosmt"],
+                "config": {
+                    "ignition": {"version": version},
+                    "storage": {"files": [{
+                        "path": "/etc/a", "mode": 420,
+                        "contents": {"source": format!("data:,{file}")},
+                    }]},
+                    "systemd": {"units": [{"name": "a.service", "enabled": true,
+                        "contents": "[Unit]\n"}]},
+                },
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_upstream_render_of_the_same_config_is_equal() {
+        let ours = mc("rendered-worker-0123", "3.5.0", "x", "img:1");
+        let theirs = mc(
+            "rendered-worker-5d41402abc4b2a76b9719d911017c592",
+            "3.4.0",
+            "x",
+            "img:1",
+        );
+        assert!(semantically_equal(&theirs, &ours));
+        assert!(semantically_equal(&ours, &theirs));
+    }
+
+    #[test]
+    fn any_node_visible_difference_is_not_equal() {
+        let ours = mc("a", "3.5.0", "x", "img:1");
+        assert!(!semantically_equal(&mc("b", "3.4.0", "y", "img:1"), &ours));
+        assert!(!semantically_equal(&mc("b", "3.4.0", "x", "img:2"), &ours));
+        let mut kargs = mc("b", "3.4.0", "x", "img:1");
+        kargs.spec.kernel_arguments = Some(vec![]);
+        assert!(!semantically_equal(&kargs, &ours));
+    }
+
+    #[test]
+    fn an_unparsable_config_is_never_equal() {
+        let ours = mc("a", "3.5.0", "x", "img:1");
+        let bad = mc("b", "9.9.9", "x", "img:1");
+        assert!(!semantically_equal(&bad, &ours));
     }
 }
