@@ -116,6 +116,8 @@ pub struct Journal {
 impl Journal {
     fn persist(&mut self, fs: &HostFs, e: Entry) -> Result<(), HostError> {
         if !self.started {
+            // Creates the directory durably (see `create_dir_all`) and fsyncs the journal's
+            // entry in it, so the records appended below cannot lose their file.
             fs.write_atomic(JOURNAL, b"", &FileAttrs::mode(0o600))?;
             self.started = true;
         }
@@ -124,7 +126,8 @@ impl Journal {
             source,
         })?;
         line.push(b'\n');
-        fs.append(JOURNAL, &line)?;
+        // One fdatasync per record: the rollback needs it on disk before the change it guards.
+        fs.append_durable(JOURNAL, &line)?;
         self.entries.push(e);
         Ok(())
     }
@@ -171,7 +174,10 @@ impl Journal {
     /// actions done): a crash from here must not undo it. The entries stay in memory so a
     /// failure to request the reboot can still roll back.
     pub fn commit(&mut self, fs: &HostFs) -> Result<(), HostError> {
-        fs.remove_file(JOURNAL)?;
+        // A removal lost to a power cut would resurrect the journal and undo a finished update.
+        if fs.remove_file(JOURNAL)? {
+            fs.sync_parent(JOURNAL)?;
+        }
         Ok(())
     }
 
@@ -604,12 +610,10 @@ fn write_core_user(
         users::write_core_ssh_keys(&host.fs, &keys)?;
     }
     if hash_changed {
-        let hash = core
-            .and_then(|u| u.password_hash.clone())
-            .unwrap_or_default();
+        let hash = users::effective_password_hash(core.and_then(|u| u.password_hash.as_deref()));
         journal.record(&host.fs, paths::SHADOW)?;
         tracing::info!("setting password hash of user core");
-        users::set_password_hash(&host.fs, paths::CORE_USER, &hash)?;
+        users::set_password_hash(&host.fs, paths::CORE_USER, hash)?;
     }
     Ok(true)
 }

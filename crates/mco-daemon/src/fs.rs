@@ -286,6 +286,8 @@ impl HostFs {
             match self.dir.create_dir(&cur) {
                 Ok(()) => {
                     let shown = format!("/{}", cur.display());
+                    // The new entry must outlive a power cut along with what goes inside it.
+                    self.sync_dir_rel(cur.parent().unwrap_or(Path::new("")), &shown)?;
                     self.dir
                         .set_permissions(&cur, Permissions::from_mode(mode))
                         .map_err(|e| HostError::io(format!("chmod {shown}"), e))?;
@@ -391,6 +393,10 @@ impl HostFs {
     /// Appends to a file (created 0644 with its parents when missing) in one `write` on an
     /// `O_APPEND` descriptor, so concurrent writers of whole lines do not interleave them.
     pub fn append(&self, path: &str, data: &[u8]) -> Result<()> {
+        self.append_file(path, data).map(drop)
+    }
+
+    fn append_file(&self, path: &str, data: &[u8]) -> Result<cap_std::fs::File> {
         let rel = relative(path)?;
         if let Some(parent) = Path::new(path).parent()
             && parent != Path::new("/")
@@ -405,7 +411,34 @@ impl HostFs {
             .open_with(&rel, &opts)
             .map_err(|e| HostError::io(format!("opening {path}"), e))?;
         f.write_all(data)
-            .map_err(|e| HostError::io(format!("appending to {path}"), e))
+            .map_err(|e| HostError::io(format!("appending to {path}"), e))?;
+        Ok(f)
+    }
+
+    /// Like [`HostFs::append`], then `fdatasync`: the record is on disk when this returns, so
+    /// a journal entry written before a change is never lost while the change survives.
+    pub fn append_durable(&self, path: &str, data: &[u8]) -> Result<()> {
+        self.append_file(path, data)?
+            .sync_data()
+            .map_err(|e| HostError::io(format!("syncing {path}"), e))
+    }
+
+    /// fsyncs the directory holding `path`, making a creation, rename or removal in it durable.
+    pub fn sync_parent(&self, path: &str) -> Result<()> {
+        let rel = relative(path)?;
+        self.sync_dir_rel(rel.parent().unwrap_or(Path::new("")), path)
+    }
+
+    fn sync_dir_rel(&self, rel: &Path, shown: &str) -> Result<()> {
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        self.dir
+            .open(rel)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| HostError::io(format!("syncing the directory of {shown}"), e))
     }
 
     /// Removes a file or symlink; `false` when it was already absent.

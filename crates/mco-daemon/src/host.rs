@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use crate::cmd::CommandRunner;
-use crate::error::Result;
-use crate::fs::HostFs;
+use crate::error::{HostError, Result};
+use crate::fs::{FileAttrs, HostFs};
 use crate::osrelease::HostOs;
 use crate::ostree::{OsUpdater, RpmOstree, SimOstree};
 use crate::paths;
@@ -84,6 +84,26 @@ impl Host {
     /// Which implementation this is.
     pub fn kind(&self) -> HostKind {
         self.kind
+    }
+
+    /// The id of the current boot: the root's `/proc/sys/kernel/random/boot_id`. A simulated
+    /// node without one gets a fresh id (its first boot); a real host whose root is not `/`
+    /// falls back to the running kernel's, which is the host's own.
+    pub fn boot_id(&self) -> Result<String> {
+        if let Some(id) = self.fs.read_optional(paths::BOOT_ID)? {
+            return Ok(String::from_utf8_lossy(&id).trim().to_string());
+        }
+        match self.kind {
+            HostKind::Sim => {
+                let id = crate::reboot::new_boot_id();
+                self.fs
+                    .write_atomic(paths::BOOT_ID, id.as_bytes(), &FileAttrs::mode(0o444))?;
+                Ok(id)
+            }
+            HostKind::Real => std::fs::read_to_string(paths::BOOT_ID)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| HostError::io(format!("reading {}", paths::BOOT_ID), e)),
+        }
     }
 
     /// Reads the OS identity and whether the OS is managed.

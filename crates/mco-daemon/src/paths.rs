@@ -10,6 +10,11 @@ pub const OSTREE_BOOTED: &str = "/run/ostree-booted";
 pub const OS_RELEASE: &str = "/etc/os-release";
 /// Fallback OS identity.
 pub const OS_RELEASE_FALLBACK: &str = "/usr/lib/os-release";
+/// The kernel's id of the current boot (a simulated node keeps its own at the same path).
+pub const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+/// The config a reboot was requested for and the boot it was requested in: while the boot id
+/// is unchanged, that reboot has not happened yet, however complete the disk looks.
+pub const PENDING_REBOOT: &str = "/etc/machine-config-daemon/pending-reboot.json";
 /// The full rendered MachineConfig last applied, written before any reboot.
 pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
 /// Backups of files that existed before mco first wrote them (`<path>.mcdorig`).

@@ -168,9 +168,68 @@ impl Rebooter for SimRebooter {
     }
 }
 
+/// A fresh boot id in the kernel's format.
+pub fn new_boot_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// A reboot requested for `config` during boot `boot_id` ([`paths::PENDING_REBOOT`]). Written
+/// before the reboot is requested and kept until a start-up sees another boot id, so a daemon
+/// that died in between knows the reboot is still owed even when the disk already matches
+/// `config` (a file-only update stages no OS that would tell).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingReboot {
+    /// The rendered config the node reboots into.
+    pub config: String,
+    /// The boot the reboot was requested in.
+    pub boot_id: String,
+}
+
+impl PendingReboot {
+    /// The record on `fs`, if any. An unreadable record is treated as absent (and logged): it
+    /// can only come from a torn write, which `write_atomic` rules out, or tampering.
+    pub fn read(fs: &HostFs) -> Result<Option<PendingReboot>> {
+        let Some(data) = fs.read_optional(paths::PENDING_REBOOT)? else {
+            return Ok(None);
+        };
+        match serde_json::from_slice(&data) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring unreadable {}", paths::PENDING_REBOOT);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Writes the record durably.
+    pub fn write(&self, fs: &HostFs) -> Result<()> {
+        let data = serde_json::to_vec(self).map_err(|e| HostError::Json {
+            what: paths::PENDING_REBOOT.into(),
+            source: e,
+        })?;
+        fs.write_atomic(paths::PENDING_REBOOT, &data, &FileAttrs::default())
+    }
+
+    /// Removes the record durably; `false` when there was none.
+    pub fn clear(fs: &HostFs) -> Result<bool> {
+        let removed = fs.remove_file(paths::PENDING_REBOOT)?;
+        if removed {
+            fs.sync_parent(paths::PENDING_REBOOT)?;
+        }
+        Ok(removed)
+    }
+
+    /// Whether this reboot is still owed: requested for `config` in the current boot.
+    pub fn is_owed(&self, config: &str, current_boot_id: &str) -> bool {
+        self.config == config && self.boot_id == current_boot_id
+    }
+}
+
 /// What a reboot does to a simulated node's disk, for its supervisor to call while the daemon
-/// is stopped: the staged deployment boots, and `/run` (a tmpfs) starts empty except for the
-/// `ostree-booted` marker that the boot recreates. Returns whether a staged deployment booted.
+/// is stopped: the staged deployment boots, `/run` (a tmpfs) starts empty except for the
+/// `ostree-booted` marker that the boot recreates, and the boot id changes. Returns whether a
+/// staged deployment booted.
 pub fn complete_sim_reboot(fs: &HostFs) -> Result<bool> {
     let ostree_booted = fs.exists(paths::OSTREE_BOOTED)?;
     let sim = SimOstree::new(fs.try_clone()?);
@@ -185,5 +244,48 @@ pub fn complete_sim_reboot(fs: &HostFs) -> Result<bool> {
     if ostree_booted {
         fs.write_atomic(paths::OSTREE_BOOTED, b"", &FileAttrs::default())?;
     }
+    fs.write_atomic(
+        paths::BOOT_ID,
+        new_boot_id().as_bytes(),
+        &FileAttrs::mode(0o444),
+    )?;
     Ok(booted_new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_reboot_is_owed_only_in_the_same_boot_for_the_same_config() {
+        let p = PendingReboot {
+            config: "rendered-worker-1".into(),
+            boot_id: "b1".into(),
+        };
+        assert!(p.is_owed("rendered-worker-1", "b1"));
+        assert!(!p.is_owed("rendered-worker-1", "b2"), "rebooted since");
+        assert!(!p.is_owed("rendered-worker-0", "b1"), "stale record");
+    }
+
+    #[test]
+    fn pending_reboot_round_trip_and_sim_reboot_changes_the_boot_id() {
+        let t = tempfile::tempdir().unwrap();
+        let fs = HostFs::open(t.path()).unwrap();
+        assert_eq!(PendingReboot::read(&fs).unwrap(), None);
+        let p = PendingReboot {
+            config: "c".into(),
+            boot_id: "b".into(),
+        };
+        p.write(&fs).unwrap();
+        assert_eq!(PendingReboot::read(&fs).unwrap(), Some(p));
+        assert!(PendingReboot::clear(&fs).unwrap());
+        assert!(!PendingReboot::clear(&fs).unwrap());
+
+        complete_sim_reboot(&fs).unwrap();
+        let first = fs.read_to_string(paths::BOOT_ID).unwrap();
+        complete_sim_reboot(&fs).unwrap();
+        let second = fs.read_to_string(paths::BOOT_ID).unwrap();
+        assert_eq!(first.len(), 36);
+        assert_ne!(first, second);
+    }
 }

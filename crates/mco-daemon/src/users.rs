@@ -60,6 +60,18 @@ pub fn password_hash(fs: &HostFs, user: &str) -> Result<String> {
         .ok_or_else(|| HostError::UnknownUser(user.into()))
 }
 
+/// The hash that locks password login: no hash matches it. An empty hash would instead let
+/// anyone log in without a password.
+pub const LOCKED_PASSWORD_HASH: &str = "*";
+
+/// The hash to set for a config's `passwordHash`: the config's own, or [`LOCKED_PASSWORD_HASH`]
+/// when it has none (or an empty one), as upstream's `SetPasswordHash` does.
+pub fn effective_password_hash(configured: Option<&str>) -> &str {
+    configured
+        .filter(|h| !h.is_empty())
+        .unwrap_or(LOCKED_PASSWORD_HASH)
+}
+
 /// Sets the password hash of `user` in `/etc/shadow` (field 2), keeping every other field,
 /// the file's mode and owner. Returns the previous hash so a failed update can put it back.
 pub fn set_password_hash(fs: &HostFs, user: &str, hash: &str) -> Result<String> {
@@ -194,5 +206,23 @@ mod tests {
         assert_eq!(password_hash(&fs, "core").unwrap(), "*");
         assert!(set_password_hash(&fs, "nobody", "x").is_err());
         assert!(set_password_hash(&fs, "core", "a:b").is_err());
+    }
+
+    /// A config without `passwordHash` locks the password; it never leaves an empty hash.
+    #[test]
+    fn removed_password_hash_locks_login() {
+        let (_t, fs) = node();
+        set_password_hash(&fs, "core", effective_password_hash(Some("$6$s$h"))).unwrap();
+        assert_eq!(password_hash(&fs, "core").unwrap(), "$6$s$h");
+        for configured in [None, Some("")] {
+            set_password_hash(&fs, "core", "$6$s$h").unwrap();
+            let prev = set_password_hash(&fs, "core", effective_password_hash(configured)).unwrap();
+            assert_eq!(prev, "$6$s$h");
+            assert_eq!(password_hash(&fs, "core").unwrap(), "*", "{configured:?}");
+            assert_eq!(
+                fs.read_to_string(paths::SHADOW).unwrap(),
+                "root:!locked::0:99999:7:::\ncore:*:19000:0:99999:7:::\n"
+            );
+        }
     }
 }

@@ -209,9 +209,10 @@ fn ssh_keys_and_password_without_reboot() {
         "",
         "file stays, key goes"
     );
-    assert_ne!(
+    assert_eq!(
         users::password_hash(&node.fs, "core").unwrap(),
-        "$6$abc$def"
+        users::LOCKED_PASSWORD_HASH,
+        "a removed hash locks the password, never leaves it empty"
     );
 }
 

@@ -8,7 +8,7 @@ mod support;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use mco_daemon::engine::{BootCheck, RecordingReporter, UpdateOptions, UpdateOutcome};
-use mco_daemon::reboot::{SimRebooter, complete_sim_reboot};
+use mco_daemon::reboot::{PendingReboot, SimRebooter, complete_sim_reboot};
 use mco_daemon::{paths, users};
 use serde_json::json;
 use support::{Node, file, ign, mc};
@@ -21,6 +21,7 @@ const POINTS: &[&str] = &[
     "apply::after-ssh",
     "apply::after-os",
     "apply::after-currentconfig",
+    "engine::after-pending-reboot",
     "engine::before-reboot",
 ];
 
@@ -136,6 +137,94 @@ fn killed_at_any_failpoint_converges() {
             !e.host.systemd.is_enabled("old.service").unwrap(),
             "{point}"
         );
+    }
+    scenario.teardown();
+}
+
+/// A file-only update that needs a reboot stages no OS, so the disk alone looks finished once
+/// `currentconfig` is written. Killed before the reboot request, the restarted daemon must
+/// still reboot (the boot id recorded with the request is unchanged), and only the next boot
+/// completes the update.
+#[test]
+fn file_only_update_killed_before_reboot_still_reboots() {
+    let scenario = fail::FailScenario::setup();
+    for point in ["engine::before-reboot", "engine::after-pending-reboot"] {
+        let node = Node::new(false);
+        let empty = mc("rendered-worker-empty", "", ign(json!([]), json!([])));
+        let old = mc(
+            "rendered-worker-0",
+            "",
+            ign(json!([file("/etc/a", "old", 0o644)]), json!([])),
+        );
+        let new = mc(
+            "rendered-worker-1",
+            "",
+            ign(json!([file("/etc/a", "new", 0o644)]), json!([])),
+        );
+        let e = node.engine();
+        let first = e
+            .update(
+                &empty,
+                &old,
+                UpdateOptions::default(),
+                &mut RecordingReporter::default(),
+            )
+            .unwrap();
+        assert_eq!(
+            first,
+            UpdateOutcome::Rebooting,
+            "a plain file needs a reboot"
+        );
+        complete_sim_reboot(&node.fs).unwrap();
+        let e = node.engine();
+        assert_eq!(e.boot_check(&old).unwrap(), BootCheck::Valid);
+        assert!(!e.reboot_owed().unwrap());
+        assert_eq!(
+            PendingReboot::read(&node.fs).unwrap(),
+            None,
+            "cleared once rebooted"
+        );
+
+        fail::cfg(point, "panic").unwrap();
+        let crashed = catch_unwind(AssertUnwindSafe(|| {
+            e.update(
+                &old,
+                &new,
+                UpdateOptions::default(),
+                &mut RecordingReporter::default(),
+            )
+        }));
+        fail::remove(point);
+        assert!(crashed.is_err(), "{point}: the failpoint fired");
+        drop(e);
+
+        let e = node.engine();
+        let current = e.on_disk_config().unwrap().unwrap();
+        let name = current.metadata.name.clone().unwrap();
+        if point == "engine::after-pending-reboot" {
+            // Before the point of no return: rolled back, record and all.
+            assert_eq!(name, "rendered-worker-0", "{point}");
+            assert_eq!(node.read("/etc/a").unwrap(), "old");
+            assert!(!e.reboot_owed().unwrap(), "{point}");
+            assert_eq!(e.boot_check(&current).unwrap(), BootCheck::Valid);
+            continue;
+        }
+        assert_eq!(name, "rendered-worker-1", "{point}");
+        e.validate(&current)
+            .expect("the disk already matches the new config");
+        assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
+        assert!(e.reboot_owed().unwrap(), "{point}");
+        // Restarting again in the same boot still owes the reboot.
+        assert_eq!(e.boot_check(&current).unwrap(), BootCheck::RebootPending);
+        let e = node.engine();
+        assert_eq!(e.boot_check(&current).unwrap(), BootCheck::RebootPending);
+
+        e.host.rebooter.reboot("resumed after a crash").unwrap();
+        complete_sim_reboot(&node.fs).unwrap();
+        let e = node.engine();
+        assert!(!e.reboot_owed().unwrap());
+        assert_eq!(e.boot_check(&current).unwrap(), BootCheck::Valid);
+        assert_eq!(PendingReboot::read(&node.fs).unwrap(), None);
     }
     scenario.teardown();
 }

@@ -14,6 +14,7 @@ use crate::error::HostError;
 use crate::host::Host;
 use crate::osrelease::HostOs;
 use crate::paths;
+use crate::reboot::PendingReboot;
 use crate::validate::{self, ValidateOptions, ValidationError};
 use plan::{ActionPolicy, ParsedConfig, PlanError, UpdatePlan, not_if};
 
@@ -171,8 +172,9 @@ pub enum BootCheck {
     Valid,
     /// The force file is present: validation was skipped and a forced update must run.
     Forced,
-    /// The disk holds the config and its OS is staged, but the reboot into it never happened
-    /// (the daemon died between writing `currentconfig` and requesting the reboot): reboot.
+    /// The disk holds the config, but the reboot into it never happened (the daemon died
+    /// between writing `currentconfig` and requesting the reboot): the boot id is still the one
+    /// recorded with the request, or the config's OS is staged but not booted. Reboot.
     RebootPending,
 }
 
@@ -236,9 +238,37 @@ impl Engine {
         Ok(())
     }
 
-    /// Upstream's start-up check: the force file skips validation (and asks for a forced
-    /// update); otherwise the disk must match `current`.
+    /// Whether a reboot into the on-disk `currentconfig` was requested in this boot and has not
+    /// happened: the `post-config-action=Rebooting` annotation then means "still to do", not
+    /// "done".
+    pub fn reboot_owed(&self) -> Result<bool, HostError> {
+        let Some(pending) = PendingReboot::read(&self.host.fs)? else {
+            return Ok(false);
+        };
+        let Some(current) = self.on_disk_config()? else {
+            return Ok(false);
+        };
+        Ok(pending.is_owed(
+            current.metadata.name.as_deref().unwrap_or_default(),
+            &self.host.boot_id()?,
+        ))
+    }
+
+    /// Upstream's start-up check: a reboot owed by an interrupted update comes first; then the
+    /// force file skips validation (and asks for a forced update); otherwise the disk must
+    /// match `current`.
     pub fn boot_check(&self, current: &MachineConfig) -> Result<BootCheck, EngineError> {
+        let name = current.metadata.name.as_deref().unwrap_or_default();
+        if let Some(pending) = PendingReboot::read(&self.host.fs)? {
+            if pending.is_owed(name, &self.host.boot_id()?) {
+                tracing::warn!(
+                    "the reboot into {name} was requested in this boot but never happened: rebooting"
+                );
+                return Ok(BootCheck::RebootPending);
+            }
+            tracing::info!(config = %pending.config, "the pending reboot has happened");
+            PendingReboot::clear(&self.host.fs)?;
+        }
         if self.force_requested()? {
             tracing::info!("Skipping on-disk validation; {} present", paths::FORCE_FILE);
             return Ok(BootCheck::Forced);
@@ -362,6 +392,15 @@ impl Engine {
                         rationale: rationale.clone(),
                     })
                     .map_err(EngineError::Report)?;
+                // Owed from here until the boot id changes: a crash before the request below
+                // must not let the next start take the matching disk for a finished update.
+                journal.record(&self.host.fs, paths::PENDING_REBOOT)?;
+                PendingReboot {
+                    config: new_name.clone(),
+                    boot_id: self.host.boot_id()?,
+                }
+                .write(&self.host.fs)?;
+                fail::fail_point!("engine::after-pending-reboot");
                 journal.commit(&self.host.fs)?;
                 fail::fail_point!("engine::before-reboot");
                 if opts.defer_reboot {
