@@ -8,12 +8,15 @@ use mco_apimachinery::selector::LabelSelector;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::objects::{meta, meta_str};
+use crate::objects::{meta, meta_mut, meta_str, should_remove};
 use crate::rest::{self, App, DeleteOpts};
-use crate::store::{Action, Event, EventType, Store};
+use crate::store::{Action, Event, EventType, Head, OwnerRef, Store};
 
 const CRD_GR: &str = "apiextensions.k8s.io/customresourcedefinitions";
 const PDB_GR: &str = "policy/poddisruptionbudgets";
+/// The finalizer that keeps an owner deleted with `propagationPolicy=Foreground`
+/// visible until its blocking dependents are gone.
+pub const FOREGROUND: &str = "foregroundDeletion";
 
 pub fn pod_ready(pod: &Value) -> bool {
     pod.pointer("/status/conditions")
@@ -201,7 +204,7 @@ async fn crd_status(app: &App, crd: &Value) {
     }
 }
 
-async fn delete_quietly(app: &App, gr: &str, ns: &str, name: &str) {
+async fn delete_quietly(app: &App, gr: &str, ns: &str, name: &str, policy: &str) {
     let Some((group, plural)) = gr.split_once('/') else {
         return;
     };
@@ -226,53 +229,211 @@ async fn delete_quietly(app: &App, gr: &str, ns: &str, name: &str) {
         return;
     };
     let opts = DeleteOpts {
-        propagation: Some("Background".into()),
+        propagation: Some(policy.into()),
         ..Default::default()
     };
     if let Err(e) = rest::delete(app, &info, ns, name, opts).await
         && e.code != 404
     {
-        tracing::warn!(error = %e.message, gr, ns, name, "background deletion");
+        tracing::warn!(error = %e.message, gr, ns, name, "garbage collection");
     }
 }
 
-/// Deletes objects all of whose owners are gone (unless an owner was orphaned).
+/// Runs a read-modify-write on the object if it is still the one with `uid`.
+async fn edit_if_uid(
+    app: &App,
+    gr: &str,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    what: &str,
+    edit: impl FnOnce(&mut Value) -> bool + Send + 'static,
+) {
+    let uid = uid.to_string();
+    let res = app
+        .store
+        .write(
+            gr,
+            ns,
+            name,
+            false,
+            Box::new(move |cur| {
+                let Some(c) = cur.filter(|c| meta_str(c, "uid") == Some(uid.as_str())) else {
+                    return Ok(Action::Keep);
+                };
+                let mut v = (**c).clone();
+                if !edit(&mut v) {
+                    return Ok(Action::Keep);
+                }
+                Ok(if should_remove(&v) {
+                    Action::Delete
+                } else {
+                    Action::Put(v)
+                })
+            }),
+        )
+        .await;
+    if let Err(e) = res {
+        tracing::warn!(error = %e.message, gr, ns, name, "garbage collection: {what}");
+    }
+}
+
+/// What the garbage collector does to one object in a sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// Delete it with this propagation policy.
+    Delete(&'static str),
+    /// Another owner keeps it: drop the references to owners that are going away
+    /// in the foreground, so they stop waiting for it.
+    DropRefs(Vec<String>),
+    /// Every blocking dependent is gone: take the foreground finalizer off.
+    Release,
+}
+
+/// One sweep over every object's metadata, as upstream's garbage collector decides it:
+/// a dependent all of whose owners are gone is deleted in the background; a dependent of
+/// an owner deleted in the foreground is deleted too (itself in the foreground when it
+/// blocks the owner), unless another owner that is staying keeps it, in which case only
+/// the reference goes; an owner in foreground deletion is released once no dependent
+/// with `blockOwnerDeletion: true` remains.
+fn sweep<'a>(
+    heads: &'a [(String, Head)],
+    orphaned: &HashSet<String>,
+) -> Vec<(&'a str, &'a Head, Verdict)> {
+    let alive: HashSet<&str> = heads.iter().filter_map(|(_, h)| h.uid.as_deref()).collect();
+    let waiting: HashSet<&str> = heads
+        .iter()
+        .filter(|(_, h)| h.deleting() && h.has_finalizer(FOREGROUND))
+        .filter_map(|(_, h)| h.uid.as_deref())
+        .collect();
+    let mut blocked: HashSet<&str> = HashSet::new();
+    let mut out = Vec::new();
+    for (gr, h) in heads {
+        let refs = h.owner_refs();
+        if refs.is_empty() {
+            continue;
+        }
+        for r in refs {
+            if r.block_owner_deletion == Some(true) && waiting.contains(r.uid.as_str()) {
+                blocked.insert(r.uid.as_str());
+            }
+        }
+        if h.deleting() {
+            continue;
+        }
+        let is_waiting = |r: &&OwnerRef| waiting.contains(r.uid.as_str());
+        let solid = refs.iter().any(|r| {
+            (alive.contains(r.uid.as_str()) && !waiting.contains(r.uid.as_str()))
+                || orphaned.contains(&r.uid)
+        });
+        let to_waiting: Vec<&OwnerRef> = refs.iter().filter(is_waiting).collect();
+        let verdict = if solid {
+            if to_waiting.is_empty() {
+                continue;
+            }
+            Verdict::DropRefs(to_waiting.iter().map(|r| r.uid.clone()).collect())
+        } else if to_waiting
+            .iter()
+            .any(|r| r.block_owner_deletion == Some(true))
+        {
+            Verdict::Delete("Foreground")
+        } else {
+            Verdict::Delete("Background")
+        };
+        out.push((gr.as_str(), h, verdict));
+    }
+    for (gr, h) in heads {
+        if let Some(uid) = h.uid.as_deref()
+            && waiting.contains(uid)
+            && !blocked.contains(uid)
+        {
+            out.push((gr.as_str(), h, Verdict::Release));
+        }
+    }
+    out
+}
+
+/// Deletes dependents whose owners are gone or going, and releases owners deleted in
+/// the foreground once nothing blocks them.
 async fn collect_garbage(app: &App) {
-    let all = app.store.all_objects();
-    let uids: HashSet<&str> = all.iter().filter_map(|(_, v)| meta_str(v, "uid")).collect();
+    let heads = app.store.heads();
     let orphaned = app
         .orphaned
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let mut doomed = Vec::new();
-    for (gr, v) in &all {
-        let Some(refs) = meta(v)
-            .get("ownerReferences")
-            .and_then(Value::as_array)
-            .filter(|r| !r.is_empty())
-        else {
-            continue;
-        };
-        if meta(v)
-            .get("deletionTimestamp")
-            .is_some_and(|d| !d.is_null())
-        {
-            continue;
-        }
-        let owner_uids: Vec<&str> = refs.iter().filter_map(|r| r["uid"].as_str()).collect();
-        let any_alive = owner_uids.iter().any(|u| uids.contains(u));
-        let any_orphaned = owner_uids.iter().any(|u| orphaned.contains(*u));
-        if !any_alive && !any_orphaned {
-            doomed.push((
-                gr.clone(),
-                meta_str(v, "namespace").unwrap_or("").to_string(),
-                meta_str(v, "name").unwrap_or("").to_string(),
-            ));
+    for (gr, h, verdict) in sweep(&heads, &orphaned) {
+        let uid = h.uid.as_deref().unwrap_or("");
+        match verdict {
+            Verdict::Delete(policy) => delete_quietly(app, gr, h.ns(), &h.name, policy).await,
+            Verdict::DropRefs(uids) => {
+                edit_if_uid(
+                    app,
+                    gr,
+                    h.ns(),
+                    &h.name,
+                    uid,
+                    "dropping owner references",
+                    move |v| {
+                        let Some(refs) = meta_mut(v)
+                            .get_mut("ownerReferences")
+                            .and_then(Value::as_array_mut)
+                        else {
+                            return false;
+                        };
+                        let before = refs.len();
+                        refs.retain(|r| {
+                            !r["uid"]
+                                .as_str()
+                                .is_some_and(|u| uids.iter().any(|x| x == u))
+                        });
+                        refs.len() != before
+                    },
+                )
+                .await
+            }
+            Verdict::Release => {
+                edit_if_uid(
+                    app,
+                    gr,
+                    h.ns(),
+                    &h.name,
+                    uid,
+                    "releasing a foreground deletion",
+                    |v| {
+                        let Some(f) = meta_mut(v)
+                            .get_mut("finalizers")
+                            .and_then(Value::as_array_mut)
+                        else {
+                            return false;
+                        };
+                        let before = f.len();
+                        f.retain(|x| x != FOREGROUND);
+                        f.len() != before
+                    },
+                )
+                .await
+            }
         }
     }
-    for (gr, ns, name) in doomed {
-        delete_quietly(app, &gr, &ns, &name).await;
+}
+
+/// Whether an event can change what a garbage collection sweep decides.
+fn concerns_gc(e: &Event) -> bool {
+    let refs = |v: &Value| meta(v).get("ownerReferences").cloned();
+    match e.typ {
+        EventType::Deleted => meta_str(&e.obj, "uid").is_some(),
+        // A sweep per created dependent would make bulk creates quadratic; a dependent
+        // created after its owner went is picked up by the next sweep.
+        EventType::Added => false,
+        EventType::Modified => {
+            let m = meta(&e.obj);
+            let foreground = m.get("deletionTimestamp").is_some_and(|d| !d.is_null())
+                && m.get("finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| f.iter().any(|x| x == FOREGROUND));
+            foreground || e.old.as_deref().is_some_and(|o| refs(o) != refs(&e.obj))
+        }
     }
 }
 
@@ -324,11 +485,12 @@ async fn on_event(app: &App, e: &Event) {
                 .store
                 .list(&info.gr(), Some(&e.name), None, None, &|_| true);
             for v in items {
-                delete_quietly(app, &info.gr(), &e.name, meta_str(&v, "name").unwrap_or("")).await;
+                let name = meta_str(&v, "name").unwrap_or("");
+                delete_quietly(app, &info.gr(), &e.name, name, "Background").await;
             }
         }
     }
-    if e.typ == EventType::Deleted && meta_str(&e.obj, "uid").is_some() {
+    if concerns_gc(e) {
         collect_garbage(app).await;
     }
 }
@@ -337,11 +499,10 @@ async fn on_event(app: &App, e: &Event) {
 pub async fn run(app: Arc<App>) {
     let mut rx = app.store.subscribe();
     // Catch up on what a previous run may have left undone.
-    for (gr, v) in app.store.all_objects() {
-        if gr == CRD_GR {
-            app.registry.upsert_crd(&v);
-            crd_status(&app, &v).await;
-        }
+    let (_, crds, _) = app.store.list(CRD_GR, None, None, None, &|_| true);
+    for v in crds {
+        app.registry.upsert_crd(&v);
+        crd_status(&app, &v).await;
     }
     collect_garbage(&app).await;
     let (_, pdbs, _) = app.store.list(PDB_GR, None, None, None, &|_| true);
@@ -374,6 +535,95 @@ pub async fn run(app: Arc<App>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn head(name: &str, uid: &str, owners: &[(&str, bool)], foreground: bool) -> (String, Head) {
+        let refs: Vec<Value> = owners
+            .iter()
+            .map(|(u, b)| json!({"uid": u, "blockOwnerDeletion": b}))
+            .collect();
+        let mut m = json!({"name": name, "uid": uid, "ownerReferences": refs});
+        if foreground {
+            m["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            m["finalizers"] = json!([FOREGROUND]);
+        }
+        let text = json!({"metadata": m, "spec": {"big": [1, 2, 3]}}).to_string();
+        ("/configmaps".into(), Head::parse(&text).unwrap())
+    }
+
+    fn verdicts(heads: &[(String, Head)]) -> Vec<(String, Verdict)> {
+        sweep(heads, &HashSet::new())
+            .into_iter()
+            .map(|(_, h, v)| (h.name.clone(), v))
+            .collect()
+    }
+
+    #[test]
+    fn dependents_of_a_vanished_owner_go_in_the_background() {
+        let heads = vec![head("dep", "d", &[("gone", true)], false)];
+        assert_eq!(
+            verdicts(&heads),
+            vec![("dep".into(), Verdict::Delete("Background"))]
+        );
+        let orphaned: HashSet<String> = ["gone".to_string()].into();
+        assert!(sweep(&heads, &orphaned).is_empty());
+    }
+
+    #[test]
+    fn a_foreground_owner_waits_only_for_blocking_dependents() {
+        let heads = vec![
+            head("owner", "o", &[], true),
+            head("blocking", "b", &[("o", true)], false),
+            head("loose", "l", &[("o", false)], false),
+        ];
+        assert_eq!(
+            verdicts(&heads),
+            vec![
+                ("blocking".into(), Verdict::Delete("Foreground")),
+                ("loose".into(), Verdict::Delete("Background")),
+            ]
+        );
+        // Only a non-blocking dependent left: the owner is released.
+        let heads = vec![
+            head("owner", "o", &[], true),
+            head("loose", "l", &[("o", false)], false),
+        ];
+        assert_eq!(
+            verdicts(&heads),
+            vec![
+                ("loose".into(), Verdict::Delete("Background")),
+                ("owner".into(), Verdict::Release),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dependent_kept_by_another_owner_only_drops_the_reference() {
+        let heads = vec![
+            head("owner", "o", &[], true),
+            head("other", "x", &[], false),
+            head("shared", "s", &[("o", true), ("x", false)], false),
+        ];
+        assert_eq!(
+            verdicts(&heads),
+            vec![("shared".into(), Verdict::DropRefs(vec!["o".into()]))]
+        );
+    }
+
+    #[test]
+    fn heads_read_metadata_and_skip_the_rest() {
+        let text = r#"{"spec":{"x":1},"metadata":{"name":"a","namespace":"n","uid":"u",
+            "deletionTimestamp":null,"finalizers":["f"],"managedFields":[{"manager":"m"}],
+            "ownerReferences":[{"uid":"o","kind":"Node","name":"n1"}]}}"#;
+        let h = Head::parse(text).unwrap();
+        assert_eq!(
+            (h.name.as_str(), h.ns(), h.uid.as_deref()),
+            ("a", "n", Some("u"))
+        );
+        assert!(!h.deleting());
+        assert!(h.has_finalizer("f"));
+        assert_eq!(h.owner_refs().len(), 1);
+        assert_eq!(h.owner_refs()[0].block_owner_deletion, None);
+    }
 
     #[test]
     fn percentages_round_up() {

@@ -107,10 +107,15 @@ impl Server {
             }
         }
         // Serve stored CRDs before accepting the first request.
-        for (gr, v) in app.store.all_objects() {
-            if gr == "apiextensions.k8s.io/customresourcedefinitions" {
-                app.registry.upsert_crd(&v);
-            }
+        let (_, crds, _) = app.store.list(
+            "apiextensions.k8s.io/customresourcedefinitions",
+            None,
+            None,
+            None,
+            &|_| true,
+        );
+        for v in crds {
+            app.registry.upsert_crd(&v);
         }
         // Keep the token users already hold in DIR/kubeconfig: other admin tokens (minted for
         // in-process clients) may exist, and any one of them would do for auth but not for
@@ -194,6 +199,12 @@ impl ServerHandle {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// How many client watches are open now (a test can wait for one to start
+    /// instead of guessing how long that takes).
+    pub fn open_watches(&self) -> usize {
+        self.app.store.open_watches()
     }
 
     /// PEM of the CA that signed the serving certificate.

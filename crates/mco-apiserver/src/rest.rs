@@ -18,6 +18,7 @@ use mco_apimachinery::selector::{
 use serde_json::{Value, json};
 
 use crate::auth::{Identity, mcn_guard};
+use crate::controllers::FOREGROUND;
 use crate::discovery::{self, DiscoveryFormat};
 use crate::error::{ApiError, Cause};
 use crate::machinery;
@@ -392,26 +393,17 @@ async fn resource(
         (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
         (&Method::PUT, true, sub) => {
             let obj = decode_body(headers, &body)?;
-            let part = if sub == Some("status") {
-                Part::Status
-            } else {
-                Part::Main
-            };
-            let v = update(app, &t, obj, part, &WriteCtx::from_request(q, headers)).await?;
+            let m = Modify::from_request(&t, sub, q, headers);
+            let v = update(app, &t, obj, &m).await?;
             Ok(object_response(&t, headers, q, 200, &v))
         }
         (&Method::PATCH, true, sub) => {
-            let part = if sub == Some("status") {
-                Part::Status
-            } else {
-                Part::Main
-            };
             let ct = headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            let ctx = WriteCtx::from_request(q, headers);
-            let (code, v) = patch(app, &t, ct, &body, part, q, &ctx).await?;
+            let m = Modify::from_request(&t, sub, q, headers);
+            let (code, v) = patch(app, &t, ct, &body, q, &m).await?;
             Ok(object_response(&t, headers, q, code, &v))
         }
         (&Method::DELETE, true, None) => {
@@ -855,48 +847,92 @@ fn is_crd(info: &ResourceInfo) -> bool {
     info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
 }
 
-async fn update(
-    app: &App,
-    t: &Target,
-    obj: Value,
+/// What update and patch share: the object named on the URL, the part of it written
+/// and the request's write options. Cloned into the write closure.
+#[derive(Clone)]
+struct Modify {
+    info: ResourceInfo,
+    version: String,
+    name: String,
     part: Part,
-    ctx: &WriteCtx,
-) -> Result<Arc<Value>, ApiError> {
-    let name = t.name.clone().unwrap_or_default();
-    if let Some(n) = meta_str(&obj, "name")
-        && n != name
-    {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({n}) does not match the name on the URL ({name})"
-        )));
+    ctx: WriteCtx,
+}
+
+impl Modify {
+    fn from_request(
+        t: &Target,
+        sub: Option<&str>,
+        q: &HashMap<String, String>,
+        headers: &HeaderMap,
+    ) -> Modify {
+        Modify {
+            info: t.info.clone(),
+            version: t.version.clone(),
+            name: t.name.clone().unwrap_or_default(),
+            part: if sub == Some("status") {
+                Part::Status
+            } else {
+                Part::Main
+            },
+            ctx: WriteCtx::from_request(q, headers),
+        }
     }
-    let info = t.info.clone();
-    let version = t.version.clone();
-    let n2 = name.clone();
-    let c2 = ctx.clone();
-    let outcome = app
-        .store
-        .write(
-            &t.info.gr(),
-            t.ns_str(),
-            &name,
-            ctx.dry_run,
-            Box::new(move |cur| {
-                let cur = cur.ok_or_else(|| ApiError::not_found(&info.rref(), &n2))?;
-                if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty())
-                    && Some(rv) != meta_str(cur, "resourceVersion")
-                {
-                    return Err(ApiError::conflict(&info.rref(), &n2));
-                }
-                finish(&info, &version, cur, obj, part, &c2, true)
-            }),
-        )
+
+    /// A body naming another object than the URL is refused, as upstream does.
+    fn check_name(&self, body: &Value) -> Result<(), ApiError> {
+        match meta_str(body, "name") {
+            Some(n) if n != self.name => Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({})",
+                self.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Queues `op` on the object, applies the write's side effects and returns whether
+    /// it created the object, with the object.
+    async fn write(
+        &self,
+        app: &App,
+        t: &Target,
+        what: &str,
+        op: impl FnOnce(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + 'static,
+    ) -> Result<(bool, Arc<Value>), ApiError> {
+        let outcome = app
+            .store
+            .write(
+                &self.info.gr(),
+                t.ns_str(),
+                &self.name,
+                self.ctx.dry_run,
+                Box::new(op),
+            )
+            .await?;
+        after_write(app, &self.info, &outcome);
+        let v = outcome
+            .object()
+            .cloned()
+            .ok_or_else(|| ApiError::internal(format!("{what} returned nothing")))?;
+        Ok((matches!(outcome, Outcome::Created(_)), v))
+    }
+}
+
+async fn update(app: &App, t: &Target, obj: Value, m: &Modify) -> Result<Arc<Value>, ApiError> {
+    m.check_name(&obj)?;
+    let m2 = m.clone();
+    let (_, v) = m
+        .write(app, t, "update", move |cur| {
+            let m = m2;
+            let cur = cur.ok_or_else(|| ApiError::not_found(&m.info.rref(), &m.name))?;
+            if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty())
+                && Some(rv) != meta_str(cur, "resourceVersion")
+            {
+                return Err(ApiError::conflict(&m.info.rref(), &m.name));
+            }
+            finish(&m.info, &m.version, cur, obj, m.part, &m.ctx, true)
+        })
         .await?;
-    after_write(app, &t.info, &outcome);
-    outcome
-        .object()
-        .cloned()
-        .ok_or_else(|| ApiError::internal("update returned nothing"))
+    Ok(v)
 }
 
 /// Shared tail of update and patch: status separation, validation, no-op detection,
@@ -951,11 +987,10 @@ async fn patch(
     t: &Target,
     ct: &str,
     body: &[u8],
-    part: Part,
     q: &HashMap<String, String>,
-    ctx: &WriteCtx,
+    m: &Modify,
 ) -> Result<(u16, Arc<Value>), ApiError> {
-    let name = t.name.clone().unwrap_or_default();
+    let name = &m.name;
     let keys = machinery::merge_keys(&t.info, &t.version);
     let unsupported = || {
         ApiError::unsupported_media(format!(
@@ -994,99 +1029,80 @@ async fn patch(
                 "the applied configuration must be an object",
             ));
         }
-        if let Some(n) = meta_str(&patch_doc, "name")
-            && n != name
-        {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )));
-        }
+        m.check_name(&patch_doc)?;
     }
     // An apply may create: check what create would check before queueing.
     let creating =
-        pt == PatchType::Apply && app.store.get(&t.info.gr(), t.ns_str(), &name).is_none();
+        pt == PatchType::Apply && app.store.get(&t.info.gr(), t.ns_str(), name).is_none();
     if creating {
-        if let Some(c) = objects::validate_name(&t.info, &name) {
-            return Err(ApiError::invalid(&t.info.rref(), &name, vec![c]));
+        if let Some(c) = objects::validate_name(&t.info, name) {
+            return Err(ApiError::invalid(&t.info.rref(), name, vec![c]));
         }
         ensure_namespace(app, &t.info, t.ns_str())?;
     }
-    let info = t.info.clone();
-    let version = t.version.clone();
     let ns = t.ns.clone();
-    let n2 = name.clone();
-    let c2 = ctx.clone();
-    let outcome = app
-        .store
-        .write(
-            &t.info.gr(),
-            t.ns_str(),
-            &name,
-            ctx.dry_run,
-            Box::new(move |cur| {
-                let Some(cur) = cur else {
-                    if pt != PatchType::Apply {
-                        return Err(ApiError::not_found(&info.rref(), &n2));
-                    }
-                    let mut obj = machinery::server_side_apply(
+    let m2 = m.clone();
+    let (created, v) = m
+        .write(app, t, "patch", move |cur| {
+            let Modify {
+                info,
+                version,
+                name: n2,
+                part,
+                ctx: c2,
+            } = m2;
+            let Some(cur) = cur else {
+                if pt != PatchType::Apply {
+                    return Err(ApiError::not_found(&info.rref(), &n2));
+                }
+                let mut obj = machinery::server_side_apply(
+                    &info,
+                    &version,
+                    part,
+                    None,
+                    &patch_doc,
+                    &c2.manager,
+                    c2.force,
+                )?;
+                obj["apiVersion"] = json!(info.api_version(&version));
+                obj["kind"] = json!(info.kind);
+                let m = meta_mut(&mut obj);
+                m.insert("name".into(), json!(n2));
+                if let Some(ns) = &ns {
+                    m.insert("namespace".into(), json!(ns));
+                }
+                objects::prepare_create(&info, &version, &mut obj);
+                if info.is_custom() {
+                    objects::admit_custom(&info, &version, &mut obj, &n2, c2.strict)?;
+                }
+                return Ok(Action::Put(obj));
+            };
+            let base = out(&info, &version, cur);
+            let (patched, record) = match pt {
+                PatchType::Apply => (
+                    machinery::server_side_apply(
                         &info,
                         &version,
                         part,
-                        None,
+                        Some(&base),
                         &patch_doc,
                         &c2.manager,
                         c2.force,
-                    )?;
-                    obj["apiVersion"] = json!(info.api_version(&version));
-                    obj["kind"] = json!(info.kind);
-                    let m = meta_mut(&mut obj);
-                    m.insert("name".into(), json!(n2));
-                    if let Some(ns) = &ns {
-                        m.insert("namespace".into(), json!(ns));
-                    }
-                    objects::prepare_create(&info, &version, &mut obj);
-                    if info.is_custom() {
-                        objects::admit_custom(&info, &version, &mut obj, &n2, c2.strict)?;
-                    }
-                    return Ok(Action::Put(obj));
-                };
-                let base = out(&info, &version, cur);
-                let (patched, record) = match pt {
-                    PatchType::Apply => (
-                        machinery::server_side_apply(
-                            &info,
-                            &version,
-                            part,
-                            Some(&base),
-                            &patch_doc,
-                            &c2.manager,
-                            c2.force,
-                        )?,
-                        false,
-                    ),
-                    _ => (machinery::patch(&base, pt, &patch_doc, &keys)?, true),
-                };
-                if pt != PatchType::Apply
-                    && let Some(rv) = meta_str(&patched, "resourceVersion")
-                    && Some(rv) != meta_str(cur, "resourceVersion")
-                {
-                    return Err(ApiError::conflict(&info.rref(), &n2));
-                }
-                finish(&info, &version, cur, patched, part, &c2, record)
-            }),
-        )
+                    )?,
+                    false,
+                ),
+                _ => (machinery::patch(&base, pt, &patch_doc, &keys)?, true),
+            };
+            if pt != PatchType::Apply
+                && let Some(rv) = meta_str(&patched, "resourceVersion")
+                && Some(rv) != meta_str(cur, "resourceVersion")
+            {
+                return Err(ApiError::conflict(&info.rref(), &n2));
+            }
+            finish(&info, &version, cur, patched, part, &c2, record)
+        })
         .await?;
-    after_write(app, &t.info, &outcome);
-    let code = if matches!(outcome, Outcome::Created(_)) {
-        201
-    } else {
-        200
-    };
-    let v = outcome
-        .object()
-        .cloned()
-        .ok_or_else(|| ApiError::internal("patch returned nothing"))?;
-    Ok((code, v))
+    Ok((if created { 201 } else { 200 }, v))
 }
 
 /// The parts of DeleteOptions this server honours.
@@ -1176,17 +1192,33 @@ pub async fn delete(
                         meta_str(cur, "resourceVersion").unwrap_or("")
                     )));
                 }
-                let has_finalizers = meta(cur).get("finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
-                if !has_finalizers {
+                // Foreground: the owner stays, marked and holding the finalizer, until
+                // the garbage collector has removed its blocking dependents.
+                let foreground = o2.propagation.as_deref() == Some("Foreground");
+                let finalizers = meta(cur).get("finalizers").and_then(Value::as_array);
+                let has_finalizers = finalizers.is_some_and(|f| !f.is_empty());
+                let has_foreground = finalizers.is_some_and(|f| f.iter().any(|x| x == FOREGROUND));
+                if !has_finalizers && !foreground {
                     return Ok(Action::Delete);
                 }
-                if meta(cur).get("deletionTimestamp").is_some_and(|d| !d.is_null()) {
+                let deleting = meta(cur).get("deletionTimestamp").is_some_and(|d| !d.is_null());
+                if deleting && (!foreground || has_foreground) {
                     return Ok(Action::Keep);
                 }
                 let mut v = (**cur).clone();
                 let m = meta_mut(&mut v);
-                m.insert("deletionTimestamp".into(), json!(objects::now_rfc3339()));
-                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if !deleting {
+                    m.insert("deletionTimestamp".into(), json!(objects::now_rfc3339()));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
+                if foreground && !has_foreground {
+                    match m.get_mut("finalizers").and_then(Value::as_array_mut) {
+                        Some(f) => f.push(json!(FOREGROUND)),
+                        None => {
+                            m.insert("finalizers".into(), json!([FOREGROUND]));
+                        }
+                    }
+                }
                 m.remove("resourceVersion");
                 Ok(Action::Put(v))
             }),

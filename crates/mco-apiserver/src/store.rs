@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rusqlite::{Connection, OptionalExtension, params};
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -257,6 +258,55 @@ impl Drop for Subscription {
     }
 }
 
+/// The metadata of an object that garbage collection looks at.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Head {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub uid: Option<String>,
+    pub owner_references: Option<Vec<OwnerRef>>,
+    pub deletion_timestamp: Option<String>,
+    pub finalizers: Option<Vec<String>>,
+}
+
+/// The part of an `ownerReferences` entry garbage collection uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OwnerRef {
+    pub uid: String,
+    pub block_owner_deletion: Option<bool>,
+}
+
+impl Head {
+    /// Reads only `metadata` (other than `managedFields`) out of an object's JSON; the
+    /// rest is skipped without being built.
+    pub fn parse(json: &str) -> Option<Head> {
+        #[derive(Deserialize)]
+        struct Doc {
+            #[serde(default)]
+            metadata: Head,
+        }
+        serde_json::from_str::<Doc>(json).ok().map(|d| d.metadata)
+    }
+
+    pub fn ns(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("")
+    }
+
+    pub fn deleting(&self) -> bool {
+        self.deletion_timestamp.is_some()
+    }
+
+    pub fn has_finalizer(&self, f: &str) -> bool {
+        self.finalizers.iter().flatten().any(|x| x == f)
+    }
+
+    pub fn owner_refs(&self) -> &[OwnerRef] {
+        self.owner_references.as_deref().unwrap_or(&[])
+    }
+}
+
 /// Shared handle to the store.
 pub struct Store {
     state: RwLock<State>,
@@ -498,12 +548,24 @@ impl Store {
         (st.rv, out, cont)
     }
 
-    /// Every object of every resource (for garbage collection sweeps).
-    pub fn all_objects(&self) -> Vec<(String, Arc<Value>)> {
-        let st = self.state();
-        st.objects
-            .iter()
-            .flat_map(|(gr, m)| m.values().map(move |v| (gr.clone(), parse(v))))
+    /// The metadata of every object of every resource, for garbage collection sweeps.
+    ///
+    /// Only the few metadata fields in [`Head`] are built: parsing whole objects here
+    /// would briefly hold every object as a `Value` (about ten times its text), and the
+    /// allocator keeps those pages long after they are freed.
+    pub fn heads(&self) -> Vec<(String, Head)> {
+        // Clone the shared texts under the lock and parse after releasing it, so
+        // writers are not held up by the scan.
+        let texts: Vec<(String, Json)> = {
+            let st = self.state();
+            st.objects
+                .iter()
+                .flat_map(|(gr, m)| m.values().map(move |v| (gr.clone(), v.clone())))
+                .collect()
+        };
+        texts
+            .into_iter()
+            .filter_map(|(gr, json)| Head::parse(&json).map(|h| (gr, h)))
             .collect()
     }
 
@@ -516,6 +578,12 @@ impl Store {
     /// before reading the current state so no event falls between the two.
     pub fn watch(&self, key: WatchKey) -> Subscription {
         register(&self.watchers, key, WATCH_BUFFER)
+    }
+
+    /// How many watches are open, so a caller can tell that a client's watch started.
+    pub fn open_watches(&self) -> usize {
+        let w = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        w.by_key.values().map(HashMap::len).sum()
     }
 
     /// Events after `rv` that `key` can see, or `None` when part of that range is no

@@ -644,6 +644,87 @@ async fn finalizers_and_owner_garbage_collection() {
     s.handle.shutdown().await;
 }
 
+fn owned_by(name: &str, owner: &ConfigMap, block: bool) -> ConfigMap {
+    let mut c = cm(name, &[]);
+    c.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "name": owner.metadata.name, "uid": owner.metadata.uid, "blockOwnerDeletion": block}))
+        .unwrap(),
+    ]);
+    c
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_blocking_dependents() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    let owner = cms.create(&pp, &cm("fg-owner", &[])).await.unwrap();
+    // A blocking dependent that its own finalizer keeps around for a while, and a
+    // non-blocking one the owner does not wait for.
+    let mut blocking = owned_by("fg-blocking", &owner, true);
+    blocking.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&pp, &blocking).await.unwrap();
+    cms.create(&pp, &owned_by("fg-loose", &owner, false))
+        .await
+        .unwrap();
+
+    let marked = cms
+        .delete("fg-owner", &DeleteParams::foreground())
+        .await
+        .unwrap()
+        .left()
+        .expect("the owner stays while dependents remain");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        marked.metadata.finalizers.as_deref(),
+        Some(&["foregroundDeletion".to_string()][..])
+    );
+    eventually("the dependents to be deleted", 10, || async {
+        let held = cms.get("fg-blocking").await.ok()?;
+        let loose_gone = cms.get("fg-loose").await.is_err();
+        (held.metadata.deletion_timestamp.is_some() && loose_gone).then_some(())
+    })
+    .await;
+    let still = cms.get("fg-owner").await.unwrap();
+    assert!(
+        still
+            .metadata
+            .finalizers
+            .is_some_and(|f| f.iter().any(|f| f == "foregroundDeletion")),
+        "the owner waits for its blocking dependent"
+    );
+
+    cms.patch(
+        "fg-blocking",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the owner to go after its blocking dependent",
+        10,
+        || async {
+            let gone = |r: Result<ConfigMap, kube::Error>| r.is_err_and(|e| status(e).code == 404);
+            (gone(cms.get("fg-blocking").await) && gone(cms.get("fg-owner").await)).then_some(())
+        },
+    )
+    .await;
+
+    // Without dependents the owner goes as soon as the collector has looked.
+    cms.create(&pp, &cm("fg-alone", &[])).await.unwrap();
+    cms.delete("fg-alone", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    eventually("a lone owner to go", 10, || async {
+        cms.get("fg-alone").await.is_err().then_some(())
+    })
+    .await;
+    s.handle.shutdown().await;
+}
+
 fn ready_pod(name: &str) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"app": "web"}},
