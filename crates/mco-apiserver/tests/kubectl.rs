@@ -269,6 +269,7 @@ async fn kubectl_reference_commands() {
     );
 
     // get -w: the list, then one row per event, as a Table.
+    let watches_before = s.handle.open_watches();
     let mut watch = k
         .command(&["get", "configmaps", "-w"])
         .stdout(Stdio::piped())
@@ -288,7 +289,13 @@ async fn kubectl_reference_commands() {
             let _ = tx.send(std::mem::take(&mut line));
         }
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Create only once kubectl's watch is registered, or the event could fall between
+    // its list and its watch.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while s.handle.open_watches() <= watches_before {
+        assert!(Instant::now() < deadline, "kubectl get -w opened no watch");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     k.ok(&["create", "-f", &cm]);
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut seen = String::new();
