@@ -28,6 +28,10 @@ pub const DAEMON: &str = "mco-daemon";
 pub const EVENTS_ROLE: &str = "mco-events";
 /// Serves the controller's `/metrics`, `/healthz` and `/readyz`.
 pub const CONTROLLER_METRICS_PORT: i32 = 9797;
+/// Serves the daemon's `/metrics` on the node's own address. The daemon runs on the host
+/// network, so this port is taken on every node: 9101 is free of upstream's ports (9001, 8797,
+/// 9192) and of the node exporter's 9100.
+pub const DAEMON_METRICS_PORT: i32 = 9101;
 /// The claim the API server adds to a pod-bound ServiceAccount token: the pod's node.
 pub const NODE_NAME_CLAIM: &str = "authentication.kubernetes.io/node-name";
 

@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::rbac::labels;
-use crate::{CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, Options};
+use crate::{CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, Options};
 
 /// Where the daemon container sees the host's `/`.
 pub const HOST_ROOT: &str = "/rootfs";
@@ -116,7 +116,12 @@ pub fn controller(opts: &Options) -> Deployment {
             format!("--lease-name={CONTROLLER}"),
             "--identity=$(POD_NAME)".to_string(),
         ]),
-        env: Some(vec![field_env("POD_NAME", "metadata.name")]),
+        // NODE_NAME lets the controller update the node it runs on last, so a rollout does not
+        // drain its own leader before the other nodes are done.
+        env: Some(vec![
+            field_env("POD_NAME", "metadata.name"),
+            field_env("NODE_NAME", "spec.nodeName"),
+        ]),
         ports: Some(metrics_port(CONTROLLER_METRICS_PORT)),
         liveness_probe: Some(http_probe("/healthz", 10, 3)),
         readiness_probe: Some(http_probe("/readyz", 5, 3)),
@@ -241,8 +246,23 @@ pub fn daemon(opts: &Options) -> DaemonSet {
             "--node=$(NODE_NAME)".to_string(),
             format!("--root={HOST_ROOT}"),
             "--host=real".to_string(),
+            // On the host network the pod IP is the node's: reachable by Prometheus, but not
+            // on every other interface of the host, as 0.0.0.0 would be.
+            format!("--metrics-listen=$(POD_IP):{DAEMON_METRICS_PORT}"),
         ]),
-        env: Some(vec![field_env("NODE_NAME", "spec.nodeName")]),
+        env: Some(vec![
+            field_env("NODE_NAME", "spec.nodeName"),
+            field_env("POD_IP", "status.podIP"),
+        ]),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".to_string()),
+            container_port: DAEMON_METRICS_PORT,
+            // What the API server defaults to on the host network; explicit so the scheduler's
+            // port check and a reader see that the node's port is taken.
+            host_port: Some(DAEMON_METRICS_PORT),
+            protocol: Some("TCP".to_string()),
+            ..Default::default()
+        }]),
         resources: Some(requests("20m", "50Mi")),
         security_context: Some(SecurityContext {
             privileged: Some(true),
@@ -316,5 +336,46 @@ pub fn daemon(opts: &Options) -> DaemonSet {
             ..Default::default()
         }),
         status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_path<'a>(c: &'a Container, name: &str) -> Option<&'a str> {
+        c.env
+            .as_deref()?
+            .iter()
+            .find(|e| e.name == name)?
+            .value_from
+            .as_ref()?
+            .field_ref
+            .as_ref()
+            .map(|f| f.field_path.as_str())
+    }
+
+    fn container<T>(spec: Option<T>, pod: impl Fn(T) -> Option<PodSpec>) -> Container {
+        pod(spec.unwrap()).unwrap().containers.remove(0)
+    }
+
+    #[test]
+    fn controller_knows_its_own_node() {
+        let c = container(controller(&Options::default()).spec, |s| s.template.spec);
+        assert_eq!(env_path(&c, "NODE_NAME"), Some("spec.nodeName"));
+        assert_eq!(env_path(&c, "POD_NAME"), Some("metadata.name"));
+    }
+
+    #[test]
+    fn daemon_serves_metrics_on_the_node_address() {
+        let c = container(daemon(&Options::default()).spec, |s| s.template.spec);
+        let args = c.args.clone().unwrap();
+        assert!(args.contains(&"--metrics-listen=$(POD_IP):9101".to_string()));
+        assert_eq!(env_path(&c, "POD_IP"), Some("status.podIP"));
+        let port = &c.ports.as_ref().unwrap()[0];
+        assert_eq!(
+            (port.name.as_deref(), port.container_port, port.host_port),
+            (Some("metrics"), 9101, Some(9101))
+        );
     }
 }
