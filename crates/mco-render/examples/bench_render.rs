@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use mco_api::{ControllerConfigSpec, MachineConfig, MachineConfigPool};
-use mco_render::render::render_pool;
+use mco_render::render::{RawMachineConfig, render_pool, render_pool_raw};
 use serde_json::json;
 
 const MCS: usize = 500;
@@ -101,7 +101,8 @@ fn main() {
     };
 
     let (mut floor, mut full, mut render_only) = (Vec::new(), Vec::new(), Vec::new());
-    let mut name = String::new();
+    let (mut raw_full, mut raw_render) = (Vec::new(), Vec::new());
+    let (mut name, mut raw_name) = (String::new(), String::new());
     for _ in 0..ITERATIONS {
         // Floor: the same bytes into serde_json::Value, nothing else.
         let t = Instant::now();
@@ -110,7 +111,8 @@ fn main() {
         }
         floor.push(t.elapsed());
 
-        // Render: the same bytes into MachineConfigs, then the whole render.
+        // Render from typed objects (as the controller holds them): the same bytes into
+        // MachineConfigs, then the whole render.
         let t = Instant::now();
         let mcs: Vec<MachineConfig> = docs
             .iter()
@@ -120,16 +122,26 @@ fn main() {
         let rendered = render_pool(&pool, &mcs, &cc, "bench").expect("render");
         render_only.push(t_render.elapsed());
         full.push(t.elapsed());
-        name = rendered
-            .machine_config
-            .metadata
-            .name
-            .clone()
-            .unwrap_or_default();
+        name = rendered_name_of(&rendered);
+        black_box(rendered);
+
+        // Render from the bytes: each config read once, straight into typed Ignition.
+        let t = Instant::now();
+        let raws: Vec<RawMachineConfig<'_>> = docs
+            .iter()
+            .map(|d| RawMachineConfig::from_slice(d).expect("mc"))
+            .collect();
+        let t_render = Instant::now();
+        let rendered = render_pool_raw(&pool, &raws, &cc, "bench").expect("render");
+        raw_render.push(t_render.elapsed());
+        raw_full.push(t.elapsed());
+        raw_name = rendered_name_of(&rendered);
         black_box(rendered);
     }
-    let (floor_min, full_min) = (min(&floor), min(&full));
+    assert_eq!(name, raw_name, "both paths must render the same config");
+    let (floor_min, full_min, raw_min) = (min(&floor), min(&full), min(&raw_full));
     let (floor, full, render_only) = (median(floor), median(full), median(render_only));
+    let (raw_full, raw_render) = (median(raw_full), median(raw_render));
     if std::env::var_os("BENCH_PHASES").is_some() {
         phases(&docs, &cc);
     }
@@ -137,55 +149,92 @@ fn main() {
     println!("input: {MCS} MachineConfigs, {files} files, {bytes} bytes of JSON");
     println!("rendered: {name}");
     println!(
-        "floor  (serde_json::Value parse):          {:>8.2} ms",
+        "floor (serde_json::Value parse):          {:>8.2} ms",
         ms(floor)
     );
     println!(
-        "render (parse MCs + validate + merge + hash): {:>6.2} ms",
+        "render from bytes (RawMachineConfig + render_pool_raw): {:>8.2} ms",
+        ms(raw_full)
+    );
+    println!(
+        "  of which render_pool_raw alone:          {:>8.2} ms",
+        ms(raw_render)
+    );
+    println!(
+        "render via MachineConfig (parse MCs + render_pool):     {:>8.2} ms",
         ms(full)
     );
     println!(
-        "  of which render_pool alone:             {:>8.2} ms",
+        "  of which render_pool alone:              {:>8.2} ms",
         ms(render_only)
     );
     println!(
-        "ratio render/floor: {:.2}x median of {ITERATIONS} (goal <= 3x); {:.2}x best of {ITERATIONS}",
+        "ratio from bytes / floor:      {:.2}x median of {ITERATIONS} (goal <= 3x); {:.2}x best of {ITERATIONS}",
+        ms(raw_full) / ms(floor),
+        ms(raw_min) / ms(floor_min)
+    );
+    println!(
+        "ratio via MachineConfig / floor: {:.2}x median of {ITERATIONS}; {:.2}x best of {ITERATIONS}",
         ms(full) / ms(floor),
         ms(full_min) / ms(floor_min)
     );
+}
+
+fn rendered_name_of(r: &mco_render::render::Rendered) -> String {
+    r.machine_config.metadata.name.clone().unwrap_or_default()
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Where render time goes, phase by phase (set BENCH_PHASES=1).
+/// Median of `PHASE_RUNS` timings of `f`, each on a fresh input from `setup` (not timed).
+fn phase<I, O>(mut setup: impl FnMut() -> I, mut f: impl FnMut(I) -> O) -> (f64, O) {
+    const PHASE_RUNS: usize = 9;
+    let mut times = Vec::with_capacity(PHASE_RUNS);
+    let mut out = None;
+    for _ in 0..PHASE_RUNS {
+        let input = setup();
+        let t = Instant::now();
+        let o = f(input);
+        times.push(t.elapsed());
+        out = Some(o);
+    }
+    (ms(median(times)), out.expect("at least one run"))
+}
+
+/// Where render time goes, phase by phase (set BENCH_PHASES=1): medians of repeated runs.
 fn phases(docs: &[Vec<u8>], cc: &ControllerConfigSpec) {
     use mco_render::{ignition, merge, render};
     let mcs: Vec<MachineConfig> = docs
         .iter()
         .map(|d| serde_json::from_slice(d).expect("mc"))
         .collect();
-    let t = Instant::now();
-    let parsed: Vec<_> = mcs
-        .iter()
-        .map(|m| ignition::parse(m.spec.config.as_ref().expect("config")).expect("parse"))
-        .collect();
-    println!("  parse:     {:>8.2} ms", ms(t.elapsed()));
-    let t = Instant::now();
-    for p in &parsed {
-        ignition::validate(p).expect("valid");
-    }
-    println!("  validate:  {:>8.2} ms", ms(t.elapsed()));
-    let t = Instant::now();
-    let merged = merge::merge_ignition(parsed);
-    println!("  merge:     {:>8.2} ms", ms(t.elapsed()));
-    let t = Instant::now();
-    black_box(render::canonical_config(&merged).expect("canonical"));
-    println!("  canonical (copying):   {:>8.2} ms", ms(t.elapsed()));
-    let t = Instant::now();
-    let cfg = render::into_canonical_config(merged).expect("canonical");
-    println!("  canonical (consuming): {:>8.2} ms", ms(t.elapsed()));
+    let (t, parsed) = phase(
+        || (),
+        |()| {
+            mcs.iter()
+                .map(|m| ignition::parse(m.spec.config.as_ref().expect("config")).expect("parse"))
+                .collect::<Vec<_>>()
+        },
+    );
+    println!("  parse:     {t:>8.2} ms");
+    let (t, ()) = phase(
+        || (),
+        |()| {
+            for p in &parsed {
+                ignition::validate(p).expect("valid");
+            }
+        },
+    );
+    println!("  validate:  {t:>8.2} ms");
+    let (t, merged) = phase(|| parsed.clone(), merge::merge_ignition);
+    println!("  merge:     {t:>8.2} ms");
+    let (t, cfg) = phase(
+        || merged.clone(),
+        |m| render::into_canonical_config(m).expect("canonical"),
+    );
+    println!("  canonical: {t:>8.2} ms");
     let refs: Vec<&MachineConfig> = mcs.iter().collect();
     let f = merge::merge_fields(&refs, cc);
     let spec = mco_api::MachineConfigSpec {
@@ -193,7 +242,33 @@ fn phases(docs: &[Vec<u8>], cc: &ControllerConfigSpec) {
         kernel_arguments: Some(f.kernel_arguments),
         ..Default::default()
     };
-    let t = Instant::now();
-    black_box(render::rendered_name("worker", &spec).expect("name"));
-    println!("  name hash: {:>8.2} ms", ms(t.elapsed()));
+    let (t, _) = phase(
+        || (),
+        |()| render::rendered_name("worker", &spec).expect("name"),
+    );
+    println!("  name hash: {t:>8.2} ms");
+    let (t, _) = phase(
+        || (),
+        |()| serde_json::to_writer(std::io::sink(), &spec).expect("encode"),
+    );
+    println!("  (encoding the spec alone, no digest: {t:.2} ms)");
+    let bytes = serde_json::to_vec(&spec).expect("encode");
+    let (t, _) = phase(
+        || (),
+        |()| {
+            use sha2::Digest;
+            sha2::Sha256::digest(&bytes)
+        },
+    );
+    println!(
+        "  (digest of the {} encoded bytes alone: {t:.2} ms)",
+        bytes.len()
+    );
+    let (t, _) = phase(
+        || (),
+        |()| render::is_canonical(spec.config.as_ref().expect("config")),
+    );
+    println!("  (is_canonical: {t:.2} ms)");
+    let (t, _) = phase(|| spec.clone(), drop);
+    println!("  (dropping the rendered spec: {t:.2} ms)");
 }

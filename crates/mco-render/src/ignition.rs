@@ -53,6 +53,9 @@ pub enum IgnitionError {
         "parsing Ignition config failed: unknown version. Supported spec versions: 2.2, 3.0, 3.1, 3.2, 3.3, 3.4, 3.5"
     )]
     UnknownVersion(String),
+    /// The config text is not JSON (only possible for text not checked by a JSON reader).
+    #[error("parsing Ignition config failed: {0}")]
+    Json(String),
     /// The config does not match its declared version's schema.
     #[error("parsing Ignition config spec v{version} failed with error: {message}")]
     Schema { version: String, message: String },
@@ -89,19 +92,14 @@ pub fn parse(raw: &Value) -> Result<Ignition, IgnitionError> {
     if !is_semver(version) {
         return Err(IgnitionError::InvalidVersion(version.to_string()));
     }
-    let minor = match version {
-        "3.0.0" => 0,
-        "3.1.0" => 1,
-        "3.2.0" => 2,
-        "3.3.0" => 3,
-        "3.4.0" => 4,
-        "3.5.0" => 5,
-        "2.2.0" => {
+    let minor = match minor_3x(version) {
+        Some(minor) => minor,
+        None if version == "2.2.0" => {
             let mut cfg = v2_2::translate(typed::<v2_2::Config>(raw, version)?)?;
             cfg.ignition.version = INTERNAL_VERSION.to_string();
             return Ok(cfg);
         }
-        _ => return Err(IgnitionError::UnknownVersion(version.to_string())),
+        None => return Err(IgnitionError::UnknownVersion(version.to_string())),
     };
     // One typed pass as 3.5, then drop what the declared version does not define: the same result
     // as reading the declared version's types and translating up (a test checks this), at a third
@@ -110,6 +108,39 @@ pub fn parse(raw: &Value) -> Result<Ignition, IgnitionError> {
     strip_newer_fields(&mut cfg, minor);
     cfg.ignition.version = INTERNAL_VERSION.to_string();
     Ok(cfg)
+}
+
+/// [`parse`] from the config's JSON text. A 3.x config is read straight into the internal types,
+/// without building a `serde_json::Value` tree first (that tree costs as much as the typed read).
+/// Anything that read does not accept as-is — spec 2.2, other versions, a schema error, `{}` —
+/// goes through [`parse`], so results and error texts are exactly [`parse`]'s.
+pub fn parse_raw(raw: &serde_json::value::RawValue) -> Result<Ignition, IgnitionError> {
+    let text = raw.get();
+    // A typed read also accepts a JSON array for a struct; `parse` refuses anything but an object.
+    if text.trim_start().starts_with('{')
+        && let Ok(mut cfg) = serde_json::from_str::<Ignition>(text)
+        && let Some(minor) = minor_3x(&cfg.ignition.version)
+    {
+        strip_newer_fields(&mut cfg, minor);
+        cfg.ignition.version = INTERNAL_VERSION.to_string();
+        return Ok(cfg);
+    }
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| IgnitionError::Json(e.to_string()))?;
+    parse(&value)
+}
+
+/// The minor version of a 3.x spec mco reads as 3.5, if `version` is one.
+fn minor_3x(version: &str) -> Option<u8> {
+    Some(match version {
+        "3.0.0" => 0,
+        "3.1.0" => 1,
+        "3.2.0" => 2,
+        "3.3.0" => 3,
+        "3.4.0" => 4,
+        "3.5.0" => 5,
+        _ => return None,
+    })
 }
 
 /// The empty internal config: what an MC without `spec.config` contributes.
@@ -1078,6 +1109,16 @@ mod tests {
                 reference(&raw, version).unwrap(),
                 "{version}"
             );
+        }
+    }
+
+    #[test]
+    fn reading_text_matches_reading_the_value() {
+        for version in ["3.0.0", "3.1.0", "3.2.0", "3.3.0", "3.4.0", "3.5.0"] {
+            let mut raw = everything();
+            raw["ignition"]["version"] = json!(version);
+            let text = serde_json::value::to_raw_value(&raw).unwrap();
+            assert_eq!(parse_raw(&text).unwrap(), parse(&raw).unwrap(), "{version}");
         }
     }
 

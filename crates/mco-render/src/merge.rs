@@ -47,6 +47,16 @@ pub fn select<'a>(
     selector: Option<&K8sSelector>,
     mcs: &'a [MachineConfig],
 ) -> Result<Vec<&'a MachineConfig>, SelectError> {
+    select_by(selector, mcs, |mc| mc)
+}
+
+/// [`select`] over anything that holds a MachineConfig, so inputs kept alongside other data
+/// (such as their raw config text) are selected by the same rules.
+pub fn select_by<'a, T>(
+    selector: Option<&K8sSelector>,
+    items: &'a [T],
+    mc: impl Fn(&T) -> &MachineConfig,
+) -> Result<Vec<&'a T>, SelectError> {
     let Some(selector) = selector else {
         return Ok(Vec::new());
     };
@@ -59,10 +69,12 @@ pub fn select<'a>(
         return Err(SelectError::SelectingAll);
     }
     let none = BTreeMap::new();
-    Ok(mcs
+    Ok(items
         .iter()
-        .filter(|mc| !is_rendered(mc))
-        .filter(|mc| selector.matches(mc.metadata.labels.as_ref().unwrap_or(&none)))
+        .filter(|item| {
+            let mc = mc(item);
+            !is_rendered(mc) && selector.matches(mc.metadata.labels.as_ref().unwrap_or(&none))
+        })
         .collect())
 }
 
@@ -77,7 +89,12 @@ pub fn is_rendered(mc: &MachineConfig) -> bool {
 /// Upstream's merge order: MCs labelled `role: worker` first, then the rest, each group by name.
 /// So for a custom pool that also selects worker MCs, its own MCs win regardless of name.
 pub fn order(mcs: &mut [&MachineConfig]) {
-    mcs.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+    order_by(mcs, |mc| mc);
+}
+
+/// [`order`] over anything that holds a MachineConfig.
+pub fn order_by<T>(items: &mut [&T], mc: impl Fn(&T) -> &MachineConfig) {
+    items.sort_by(|a, b| order_key(mc(a)).cmp(&order_key(mc(b))));
 }
 
 fn order_key(mc: &MachineConfig) -> (bool, &str) {

@@ -15,7 +15,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use mco_api::constants::annotations;
 use mco_api::{ControllerConfigSpec, MachineConfig, MachineConfigPool, MachineConfigSpec};
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
@@ -108,12 +110,33 @@ fn mc_name(mc: &MachineConfig) -> String {
 /// Validate one MachineConfig and return its Ignition in the internal version.
 pub fn validate_machine_config(mc: &MachineConfig) -> Result<Ignition, RenderError> {
     let name = mc_name(mc);
+    check_spec(&name, &mc.spec)?;
+    let cfg = match &mc.spec.config {
+        None => ignition::empty(),
+        Some(raw) => ignition::parse(raw).map_err(|e| parse_error(&name, e))?,
+    };
+    check_config(&name, cfg)
+}
+
+/// [`validate_machine_config`] for a MachineConfig whose `spec.config` is still JSON text.
+pub fn validate_raw_machine_config(mc: &RawMachineConfig<'_>) -> Result<Ignition, RenderError> {
+    let name = mc_name(&mc.machine_config);
+    check_spec(&name, &mc.machine_config.spec)?;
+    let cfg = match mc.config {
+        None => ignition::empty(),
+        Some(raw) => ignition::parse_raw(raw).map_err(|e| parse_error(&name, e))?,
+    };
+    check_config(&name, cfg)
+}
+
+/// The rules on the spec fields outside `spec.config`.
+fn check_spec(name: &str, spec: &MachineConfigSpec) -> Result<(), RenderError> {
     let spec_err = |field: &str, violation| RenderError::Spec {
-        mc: name.clone(),
+        mc: name.to_string(),
         field: field.into(),
         violation,
     };
-    let kt = mc.spec.kernel_type.as_str();
+    let kt = spec.kernel_type.as_str();
     if ![
         "",
         KERNEL_TYPE_DEFAULT,
@@ -127,7 +150,7 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<Ignition, RenderErr
             SpecViolation::KernelType(kt.into()),
         ));
     }
-    let exts = mc.spec.extensions.as_deref().unwrap_or_default();
+    let exts = spec.extensions.as_deref().unwrap_or_default();
     let bad: Vec<String> = exts
         .iter()
         .filter(|e| !SUPPORTED_EXTENSIONS.contains(&e.as_str()))
@@ -142,24 +165,26 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<Ignition, RenderErr
             SpecViolation::KernelDevel(kt.into()),
         ));
     }
-    let cfg = match &mc.spec.config {
-        None => ignition::empty(),
-        Some(raw) => ignition::parse(raw).map_err(|error| {
-            let field = match error {
-                IgnitionError::InvalidVersion(_) | IgnitionError::UnknownVersion(_) => {
-                    "spec.config.ignition.version"
-                }
-                _ => "spec.config",
-            };
-            RenderError::Parse {
-                mc: name.clone(),
-                field: field.into(),
-                error,
-            }
-        })?,
+    Ok(())
+}
+
+fn parse_error(name: &str, error: IgnitionError) -> RenderError {
+    let field = match error {
+        IgnitionError::InvalidVersion(_) | IgnitionError::UnknownVersion(_) => {
+            "spec.config.ignition.version"
+        }
+        _ => "spec.config",
     };
+    RenderError::Parse {
+        mc: name.to_string(),
+        field: field.into(),
+        error,
+    }
+}
+
+fn check_config(name: &str, cfg: Ignition) -> Result<Ignition, RenderError> {
     ignition::validate(&cfg).map_err(|e| RenderError::Config {
-        mc: name.clone(),
+        mc: name.to_string(),
         field: format!("spec.config.{}", e.field),
         violation: e.violation,
     })?;
@@ -174,19 +199,109 @@ pub fn render_pool(
     controller_version: &str,
 ) -> Result<Rendered, RenderError> {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let mut selected = select(pool, &pool_name, mcs, |mc| mc)?;
+    merge::order(&mut selected);
+    render_ordered(&pool_name, &selected, cc, controller_version)
+}
+
+/// A MachineConfig read from its JSON text with `spec.config` kept as text, so that rendering
+/// reads each config once, straight into typed Ignition, rather than into a `Value` tree and then
+/// again into typed Ignition. For callers that hold the objects' JSON (files, stored objects).
+#[derive(Debug, Clone)]
+pub struct RawMachineConfig<'a> {
+    /// The object without its config: `spec.config` is always `None` here.
+    pub machine_config: MachineConfig,
+    /// `spec.config` as it appears in the text; `None` when absent or `null`.
+    pub config: Option<&'a RawValue>,
+}
+
+/// The wire form of a MachineConfig with the config left unread. Field names and defaults mirror
+/// `mco_api::MachineConfigSpec` (a test holds the two together).
+#[derive(Deserialize)]
+struct RawDoc<'a> {
+    metadata: ObjectMeta,
+    #[serde(borrow)]
+    spec: RawSpec<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawSpec<'a> {
+    #[serde(rename = "osImageURL", default)]
+    os_image_url: String,
+    #[serde(rename = "baseOSExtensionsContainerImage", default)]
+    base_os_extensions_container_image: String,
+    #[serde(default, borrow)]
+    config: Option<&'a RawValue>,
+    #[serde(default)]
+    kernel_arguments: Option<Vec<String>>,
+    #[serde(default)]
+    extensions: Option<Vec<String>>,
+    #[serde(default)]
+    fips: bool,
+    #[serde(default)]
+    kernel_type: String,
+}
+
+impl<'a> RawMachineConfig<'a> {
+    /// Read a MachineConfig's JSON text; the config stays borrowed from `json`.
+    pub fn from_slice(json: &'a [u8]) -> Result<Self, serde_json::Error> {
+        let doc: RawDoc<'a> = serde_json::from_slice(json)?;
+        let s = doc.spec;
+        Ok(Self {
+            machine_config: MachineConfig {
+                metadata: doc.metadata,
+                spec: MachineConfigSpec {
+                    os_image_url: s.os_image_url,
+                    base_os_extensions_container_image: s.base_os_extensions_container_image,
+                    config: None,
+                    kernel_arguments: s.kernel_arguments,
+                    extensions: s.extensions,
+                    fips: s.fips,
+                    kernel_type: s.kernel_type,
+                },
+            },
+            config: s.config,
+        })
+    }
+}
+
+/// [`render_pool`] over MachineConfigs read from JSON text: the same selection, order, rules,
+/// errors and rendered config (and so the same name), with each config parsed only once.
+pub fn render_pool_raw(
+    pool: &MachineConfigPool,
+    mcs: &[RawMachineConfig<'_>],
+    cc: &ControllerConfigSpec,
+    controller_version: &str,
+) -> Result<Rendered, RenderError> {
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let mut selected = select(pool, &pool_name, mcs, |mc| &mc.machine_config)?;
+    merge::order_by(&mut selected, |mc| &mc.machine_config);
+    let ordered: Vec<&MachineConfig> = selected.iter().map(|mc| &mc.machine_config).collect();
+    render_with(&pool_name, &ordered, cc, controller_version, |i| {
+        validate_raw_machine_config(selected[i])
+    })
+}
+
+/// The pool's MachineConfigs; none at all is an error.
+fn select<'a, T>(
+    pool: &MachineConfigPool,
+    pool_name: &str,
+    mcs: &'a [T],
+    mc: impl Fn(&T) -> &MachineConfig,
+) -> Result<Vec<&'a T>, RenderError> {
     let selector = pool.spec.machine_config_selector.as_ref();
-    let mut selected = merge::select(selector, mcs).map_err(|error| RenderError::Selector {
-        pool: pool_name.clone(),
+    let selected = merge::select_by(selector, mcs, mc).map_err(|error| RenderError::Selector {
+        pool: pool_name.to_string(),
         error,
     })?;
     if selected.is_empty() {
         return Err(RenderError::NoneSelected {
-            pool: pool_name,
+            pool: pool_name.to_string(),
             selector: describe_selector(selector),
         });
     }
-    merge::order(&mut selected);
-    render_ordered(&pool_name, &selected, cc, controller_version)
+    Ok(selected)
 }
 
 /// Render MCs that are already selected and in merge order.
@@ -196,9 +311,22 @@ pub fn render_ordered(
     cc: &ControllerConfigSpec,
     controller_version: &str,
 ) -> Result<Rendered, RenderError> {
+    render_with(pool_name, ordered, cc, controller_version, |i| {
+        validate_machine_config(ordered[i])
+    })
+}
+
+/// The render proper; `config(i)` validates the `i`th MC of `ordered` and returns its Ignition.
+fn render_with(
+    pool_name: &str,
+    ordered: &[&MachineConfig],
+    cc: &ControllerConfigSpec,
+    controller_version: &str,
+    config: impl Fn(usize) -> Result<Ignition, RenderError>,
+) -> Result<Rendered, RenderError> {
     let mut merger = merge::Merger::default();
-    for mc in ordered {
-        merger.add(validate_machine_config(mc)?);
+    for i in 0..ordered.len() {
+        merger.add(config(i)?);
     }
     let merged = merger.finish();
     let fields = merge::merge_fields(ordered, cc);
