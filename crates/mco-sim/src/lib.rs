@@ -13,6 +13,7 @@
 pub mod cluster;
 pub mod daemon;
 pub mod error;
+pub mod image;
 pub mod objects;
 pub mod profile;
 pub mod root;

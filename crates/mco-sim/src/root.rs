@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use mco_daemon::fs::{FileAttrs, HostFs};
-use mco_daemon::ostree::{DeploymentJson, OsStatus, OsUpdater, SimOstree, StatusJson};
+use mco_daemon::ostree::{DeploymentJson, OsStatus, SimOstree, StatusJson};
 use mco_daemon::paths;
 
 use crate::error::{Result, SimError};
@@ -100,16 +100,26 @@ impl NodeRoot {
         if !fs.exists(paths::SIM_OSTREE_STATE)? {
             return Ok(None);
         }
-        Ok(Some(SimOstree::new(fs).status()?))
+        let Some(state) = self.os_status_json()? else {
+            return Ok(None);
+        };
+        Ok(Some(OsStatus::from_json(&state)?))
     }
 
-    /// The raw `rpm-ostree status --json` document; `None` on a non-ostree host.
+    /// The `rpm-ostree status --json` document; `None` on a non-ostree host. Rebased
+    /// deployments show their image's version and build time ([`crate::image`]).
     pub fn os_status_json(&self) -> Result<Option<StatusJson>> {
         let fs = self.fs()?;
         if !fs.exists(paths::SIM_OSTREE_STATE)? {
             return Ok(None);
         }
-        Ok(Some(SimOstree::new(fs).state()?))
+        let profile = match fs.exists(SIM_ROOT_MARKER)? {
+            true => fs.read_to_string(SIM_ROOT_MARKER)?.trim().parse().ok(),
+            false => None,
+        };
+        let mut state = SimOstree::new(fs).state()?;
+        crate::image::normalize(profile, &mut state);
+        Ok(Some(state))
     }
 }
 
