@@ -69,7 +69,7 @@ fn main() {
         let start = Instant::now();
         let membership = plan::assign_pools(&node_objs, &pool_objs);
         for p in &pool_objs {
-            candidates += plan::plan_with(p, &node_objs, &membership, "now")
+            candidates += plan::plan_with(p, &node_objs, &membership, None, "now")
                 .candidates
                 .len();
         }

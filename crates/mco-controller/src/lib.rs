@@ -85,7 +85,14 @@ pub struct Config {
     pub lease: LeaseConfig,
     /// Where `/metrics`, `/healthz` and `/readyz` are served; `None` serves nothing.
     pub metrics_addr: Option<SocketAddr>,
+    /// The node this controller runs on, updated last in its pool so a rollout does not drain
+    /// the controller midway. `None`: taken from [`OWN_NODE_ENV`] when [`run`] starts.
+    pub own_node: Option<String>,
 }
+
+/// Environment variable naming the node the controller runs on; a Deployment sets it from the
+/// downward API (`spec.nodeName`).
+pub const OWN_NODE_ENV: &str = "NODE_NAME";
 
 impl Default for Config {
     fn default() -> Self {
@@ -98,6 +105,7 @@ impl Default for Config {
             drain: DrainTimeouts::default(),
             lease: LeaseConfig::default(),
             metrics_addr: None,
+            own_node: None,
         }
     }
 }
@@ -119,6 +127,13 @@ pub async fn run_with_metrics(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
+    let mut config = config;
+    if config.own_node.is_none() {
+        config.own_node = std::env::var(OWN_NODE_ENV).ok().filter(|n| !n.is_empty());
+    }
+    if let Some(node) = &config.own_node {
+        tracing::info!(%node, "running on this node; it is updated last in its pool");
+    }
     let mut server = None;
     if let Some(addr) = config.metrics_addr {
         let (bound, fut) = metrics::serve(addr, metrics.clone()).await?;

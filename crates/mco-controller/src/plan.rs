@@ -268,6 +268,11 @@ pub struct Plan {
     pub taint_remove: Vec<String>,
     /// The computed budget.
     pub max_unavailable: usize,
+    /// The controller's own node, when it could have been a candidate but was held back because
+    /// other nodes of the pool are not updated yet. Updating it drains the controller itself, so
+    /// (as upstream does for the node hosting the operator) it goes once it is the only node
+    /// left to update, and not while others are mid-update.
+    pub deferred: Option<String>,
     /// The new pool status (conditions other than the node controller's are carried over).
     pub status: MachineConfigPoolStatus,
     pub events: Vec<PlanEvent>,
@@ -280,14 +285,16 @@ pub fn plan(
     pools: &[MachineConfigPool],
     now: &str,
 ) -> Plan {
-    plan_with(pool, nodes, &assign_pools(nodes, pools), now)
+    plan_with(pool, nodes, &assign_pools(nodes, pools), None, now)
 }
 
-/// Like [`plan`], with the membership computed once for every pool.
+/// Like [`plan`], with the membership computed once for every pool, and the node this controller
+/// runs on (`own_node`), which is updated last: see [`Plan::deferred`].
 pub fn plan_with(
     pool: &MachineConfigPool,
     nodes: &[Node],
     membership: &Membership,
+    own_node: Option<&str>,
     now: &str,
 ) -> Plan {
     let pool_name = name_of_pool(pool).to_string();
@@ -313,6 +320,7 @@ pub fn plan_with(
         taint_add: vec![],
         taint_remove: vec![],
         max_unavailable: budget,
+        deferred: None,
         status: previous.clone(),
         events: vec![],
     };
@@ -341,7 +349,7 @@ pub fn plan_with(
                 plan.taint_remove.push(name_of(node).to_string());
             }
         }
-        plan.candidates = candidates(&members, target, budget);
+        (plan.candidates, plan.deferred) = candidates(&members, target, budget, own_node);
         if !plan.candidates.is_empty() {
             let message = match plan.candidates.as_slice() {
                 [one] => format!("Targeted node {one} to MachineConfig: {target}"),
@@ -383,8 +391,15 @@ pub fn plan_with(
 }
 
 /// Upstream's candidate selection: the budget minus unavailable nodes minus nodes failing on the
-/// target; candidates are ready nodes not yet pointed at the target, by zone then age.
-fn candidates(members: &[&Node], target: &str, budget: usize) -> Vec<String> {
+/// target; candidates are ready nodes not yet pointed at the target, by zone then age. The
+/// controller's own node is held back until every other member is updated; the second value
+/// names it when that kept it out.
+fn candidates(
+    members: &[&Node],
+    target: &str,
+    budget: usize,
+    own_node: Option<&str>,
+) -> (Vec<String>, Option<String>) {
     // Unmanaged nodes are targeted regardless of the budget: see `is_unmanaged`.
     let mut out: Vec<String> = members
         .iter()
@@ -399,7 +414,7 @@ fn candidates(members: &[&Node], target: &str, budget: usize) -> Vec<String> {
         .count();
     let capacity = budget.saturating_sub(unavailable).saturating_sub(failing);
     if capacity == 0 {
-        return out;
+        return (out, None);
     }
     let mut eligible: Vec<&Node> = members
         .iter()
@@ -407,13 +422,28 @@ fn candidates(members: &[&Node], target: &str, budget: usize) -> Vec<String> {
         .filter(|n| !is_unmanaged(n) && desired_config(n) != target && is_ready(n))
         .collect();
     eligible.sort_by(|a, b| rollout_order(a, b));
+    let mut deferred = None;
+    if let Some(own) = own_node
+        && let Some(i) = eligible.iter().position(|n| name_of(n) == own)
+    {
+        let others_updated = members
+            .iter()
+            .filter(|n| name_of(n) != own)
+            .all(|n| is_updated(n, target));
+        let node = eligible.remove(i);
+        if others_updated {
+            eligible.push(node);
+        } else {
+            deferred = Some(own.to_string());
+        }
+    }
     out.extend(
         eligible
             .into_iter()
             .take(capacity)
             .map(|n| name_of(n).to_string()),
     );
-    out
+    (out, deferred)
 }
 
 /// By zone label ascending (no zone last), then oldest first, then by name for determinism.

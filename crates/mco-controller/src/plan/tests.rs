@@ -640,3 +640,66 @@ fn rollout_simulation_never_exceeds_budget() {
         assert_eq!(ticks, count.div_ceil(budget), "waves for {max:?}");
     }
 }
+
+fn run_on(pool: &MachineConfigPool, nodes: &[Node], own: &str) -> Plan {
+    let membership = assign_pools(nodes, std::slice::from_ref(pool));
+    plan_with(pool, nodes, &membership, Some(own), NOW)
+}
+
+/// A node Done on the new target.
+fn updated(n: Node) -> Node {
+    with_ann(
+        with_ann(n, annotations::CURRENT_CONFIG, NEW),
+        annotations::DESIRED_CONFIG,
+        NEW,
+    )
+}
+
+#[test]
+fn own_node_is_held_back_while_others_need_updating() {
+    // w00 is first in rollout order and the budget would take every node.
+    let p = run_on(&worker(Some(IntOrString::Int(5))), &workers(3), "w00");
+    assert_eq!(p.candidates, vec!["w01", "w02"]);
+    assert_eq!(p.deferred.as_deref(), Some("w00"));
+}
+
+#[test]
+fn own_node_waits_for_others_mid_update() {
+    let mut nodes = workers(3);
+    nodes[1] = updated(nodes[1].clone());
+    nodes[2] = working(nodes[2].clone(), NEW);
+    let p = run_on(&worker(Some(IntOrString::Int(5))), &nodes, "w00");
+    assert!(p.candidates.is_empty(), "{:?}", p.candidates);
+    assert_eq!(p.deferred.as_deref(), Some("w00"));
+}
+
+#[test]
+fn own_node_goes_when_it_is_the_only_one_left() {
+    let mut nodes = workers(3);
+    nodes[1] = updated(nodes[1].clone());
+    nodes[2] = updated(nodes[2].clone());
+    let p = run_on(&worker(None), &nodes, "w00");
+    assert_eq!(p.candidates, vec!["w00"]);
+    assert_eq!(p.deferred, None);
+}
+
+#[test]
+fn own_node_in_another_pool_changes_nothing() {
+    let mut nodes = workers(3);
+    nodes.push(node("m0", "master", OLD, 0));
+    let p = run_on(&worker(Some(IntOrString::Int(2))), &nodes, "m0");
+    assert_eq!(p.candidates, vec!["w00", "w01"]);
+    assert_eq!(p.deferred, None);
+    assert_eq!(
+        run(&worker(Some(IntOrString::Int(2))), &nodes).candidates,
+        p.candidates
+    );
+}
+
+#[test]
+fn own_node_does_not_stop_the_others_within_budget() {
+    // Budget 1: the first node in order would be the controller's; the next one goes instead.
+    let p = run_on(&worker(None), &workers(4), "w00");
+    assert_eq!(p.candidates, vec!["w01"]);
+    assert_eq!(p.max_unavailable, 1);
+}

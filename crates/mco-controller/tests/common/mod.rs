@@ -196,6 +196,7 @@ pub fn fast_config(identity: &str) -> Config {
             ..Default::default()
         },
         metrics_addr: None,
+        own_node: None,
     }
 }
 

@@ -87,6 +87,8 @@ impl Args {
             },
             lease,
             metrics_addr: Some(self.metrics_addr),
+            // Taken from $NODE_NAME (the Deployment's downward API) when the controller starts.
+            own_node: None,
         }
     }
 }
