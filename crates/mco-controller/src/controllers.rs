@@ -3,7 +3,8 @@
 //!
 //! Reconcilers are level-triggered: each reads the whole current state from the shared stores
 //! and converges it, so a missed or repeated trigger is harmless. Deletions do not trigger the
-//! subscribers of a shared store, so every controller also resyncs on a timer.
+//! subscribers of a shared store: the node controller hears of deleted nodes from the node watch
+//! itself, and every controller also resyncs on a timer.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -171,10 +172,16 @@ fn ticker(every: Duration) -> impl Stream<Item = ()> + Send {
     .skip(1)
 }
 
-/// A watch feeding a shared store; the future runs until dropped.
+/// A watch feeding a shared store; the future runs until dropped. `on_delete` sees each deleted
+/// object in its final state, after the store has dropped it: the store's subscribers are told
+/// only of objects that exist, so a controller that must react to deletions listens here.
+///
+/// managedFields are dropped on the way in: no reconciler reads them, and on Nodes they are
+/// the bulk of both the cache's memory and the cost of each copy a reconcile takes.
 fn reflect<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
+    on_delete: impl Fn(K) + Send,
 ) -> impl std::future::Future<Output = ()> + Send
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
@@ -182,12 +189,30 @@ where
 {
     watcher(api, watcher::Config::default())
         .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect_shared(writer)
-        .for_each(|ev| async move {
-            if let Err(e) = ev {
-                tracing::warn!(error = %e, "watch");
+        .for_each(move |ev| {
+            match ev {
+                Ok(watcher::Event::Delete(obj)) => on_delete(obj),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "watch"),
             }
+            future::ready(())
         })
+}
+
+/// The pools a node counts toward, for a node that is gone: its primary pool by the same rules as
+/// the planner, or every pool when it had none (a conflict leaves no single owner).
+fn pools_of_node(
+    node: &Node,
+    pools: &Store<MachineConfigPool>,
+) -> Vec<ObjectRef<MachineConfigPool>> {
+    let all: Vec<MachineConfigPool> = pools.state().iter().map(|p| (**p).clone()).collect();
+    let membership = crate::plan::assign_pools(std::slice::from_ref(node), &all);
+    match membership.primary.values().next() {
+        Some(pool) => vec![ObjectRef::new(pool)],
+        None => all_pools(pools),
+    }
 }
 
 fn all_pools(pools: &Store<MachineConfigPool>) -> Vec<ObjectRef<MachineConfigPool>> {
@@ -225,12 +250,25 @@ pub async fn run_all(
         .subscribe()
         .ok_or_else(|| subscribe("ControllerConfig"))?;
 
+    // A deleted node changes its pool's machine counts: tell the node controller at once rather
+    // than at the next resync.
+    let (deleted_tx, deleted_nodes) = futures::channel::mpsc::unbounded::<Arc<Node>>();
     let watches = future::join5(
-        reflect(Api::<Node>::all(client.clone()), nodes_w),
-        reflect(Api::<MachineConfigPool>::all(client.clone()), pools_w),
-        reflect(Api::<MachineConfig>::all(client.clone()), mcs_w),
-        reflect(Api::<MachineConfigNode>::all(client.clone()), mcns_w),
-        reflect(Api::<ControllerConfig>::all(client.clone()), ccs_w),
+        reflect(Api::<Node>::all(client.clone()), nodes_w, move |n| {
+            let _ = deleted_tx.unbounded_send(Arc::new(n));
+        }),
+        reflect(
+            Api::<MachineConfigPool>::all(client.clone()),
+            pools_w,
+            |_| {},
+        ),
+        reflect(Api::<MachineConfig>::all(client.clone()), mcs_w, |_| {}),
+        reflect(
+            Api::<MachineConfigNode>::all(client.clone()),
+            mcns_w,
+            |_| {},
+        ),
+        reflect(Api::<ControllerConfig>::all(client.clone()), ccs_w, |_| {}),
     );
 
     let recorder = Recorder::new(
@@ -288,8 +326,10 @@ pub async fn run_all(
             .for_each(|_| future::ready(()));
 
         let p3 = pools.clone();
+        let p4 = pools.clone();
         let rollout = Controller::for_shared_stream(pools_for_rollout, pools.clone())
             .watches_shared_stream(nodes_for_rollout, move |_| all_pools(&p3))
+            .watches_shared_stream(deleted_nodes, move |n| pools_of_node(&n, &p4))
             .reconcile_all_on(ticker(config.resync))
             .run(
                 |pool, ctx| async move {

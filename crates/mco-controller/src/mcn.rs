@@ -53,6 +53,25 @@ fn owner(node: &Node) -> OwnerReference {
     }
 }
 
+fn owned_by(mcn: &MachineConfigNode, node: &Node) -> bool {
+    mcn.metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|o| o.kind == "Node" && Some(&o.uid) == node.metadata.uid.as_ref())
+}
+
+/// Whether the MCN's spec or owner differ from what the node calls for. A `not-yet-set` desired
+/// config never overrides one already set.
+fn needs_write(mcn: &MachineConfigNode, node: &Node, spec: &MachineConfigNodeSpec) -> bool {
+    let mut spec = spec.clone();
+    if spec.config_version.desired == names::NOT_YET_SET {
+        spec.config_version.desired = mcn.spec.config_version.desired.clone();
+    }
+    mcn.spec != spec || !owned_by(mcn, node)
+}
+
 /// Create or update one node's MCN.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = node.metadata.name.clone().unwrap_or_default();
@@ -85,21 +104,26 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
             }
         }
         Some(mcn) => {
-            let owned = mcn
-                .metadata
-                .owner_references
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .any(|o| o.kind == "Node" && Some(&o.uid) == node.metadata.uid.as_ref());
-            // Keep a desired config the rollout controller set but the node cache has not shown yet.
-            let mut spec = spec;
-            if spec.config_version.desired == names::NOT_YET_SET {
-                spec.config_version.desired = mcn.spec.config_version.desired.clone();
-            }
-            if mcn.spec != spec || !owned {
+            // The cache often lags the rollout controller's own MCN write for the same change;
+            // confirm a difference against the server (a read is far cheaper than a write and
+            // its watch event) before writing.
+            let mcn = if needs_write(&mcn, &node, &spec) {
+                match api.get_opt(&name).await? {
+                    Some(live) => live,
+                    None => return Ok(Action::requeue(ctx.config.error_requeue)),
+                }
+            } else {
+                mcn
+            };
+            if needs_write(&mcn, &node, &spec) {
+                let mut spec = spec;
+                // Keep a desired config the rollout controller set but the node cache has not
+                // shown yet.
+                if spec.config_version.desired == names::NOT_YET_SET {
+                    spec.config_version.desired = mcn.spec.config_version.desired.clone();
+                }
                 let mut patch = json!({"spec": spec});
-                if !owned {
+                if !owned_by(&mcn, &node) {
                     patch["metadata"] = json!({"ownerReferences": [owner(&node)]});
                 }
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))

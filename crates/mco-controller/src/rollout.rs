@@ -2,8 +2,10 @@
 //! on the chosen nodes and their MachineConfigNodes, the `UpdateInProgress` taint, pool status,
 //! events and metrics.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -17,6 +19,9 @@ use crate::controllers::Ctx;
 use crate::metrics::NodeLabels;
 use crate::plan::{self, Membership, PlanEvent};
 use crate::render::update_pool_status;
+
+/// Node writes in flight at once for one pool.
+const WRITE_CONCURRENCY: usize = 16;
 
 fn name_of(n: &Node) -> &str {
     n.metadata.name.as_deref().unwrap_or_default()
@@ -51,20 +56,20 @@ async fn report_membership(ctx: &Ctx, membership: &Membership) {
     }
 }
 
-/// Point a node at the target: the annotation (which the daemon acts on) and the MCN spec.
+/// Point a node at the target: the annotation (which the daemon acts on) and the MCN spec. The
+/// two writes are independent, so they go out together.
 async fn set_desired(ctx: &Ctx, node: &str, target: &str) -> Result<(), Error> {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let patch = json!({"metadata": {"annotations": {annotations::DESIRED_CONFIG: target}}});
-    let written = nodes
-        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    ctx.wrote_node(written);
     let mcns: Api<MachineConfigNode> = Api::all(ctx.client.clone());
-    let patch = json!({"spec": {"configVersion": {"desired": target}}});
-    match mcns
-        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+    let node_patch = json!({"metadata": {"annotations": {annotations::DESIRED_CONFIG: target}}});
+    let mcn_patch = json!({"spec": {"configVersion": {"desired": target}}});
+    let (written, mcn) = futures::future::join(
+        nodes.patch(node, &PatchParams::default(), &Patch::Merge(&node_patch)),
+        mcns.patch(node, &PatchParams::default(), &Patch::Merge(&mcn_patch)),
+    )
+    .await;
+    ctx.wrote_node(written?);
+    match mcn {
         Ok(_) => Ok(()),
         // The MCN controller creates it with the node's desiredConfig.
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -136,7 +141,16 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     let membership = plan::assign_pools(&nodes, &pools);
     report_membership(&ctx, &membership).await;
     let now = jiff::Timestamp::now().to_string();
-    let the_plan = plan::plan_with(&pool, &nodes, &membership, &now);
+    let the_plan = plan::plan_with(
+        &pool,
+        &nodes,
+        &membership,
+        ctx.config.own_node.as_deref(),
+        &now,
+    );
+    if let Some(own) = &the_plan.deferred {
+        tracing::debug!(pool = %name, node = %own, "deferring the update of the controller's own node");
+    }
 
     if plan::selects_all_nodes(&pool) {
         for ev in &the_plan.events {
@@ -145,19 +159,32 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         return Ok(Action::requeue(ctx.config.resync));
     }
 
+    // Node writes are independent of each other; issuing them together keeps a wave of hundreds
+    // of nodes from paying one round trip per node.
     if let Some(target) = the_plan.target.as_deref() {
-        for c in &the_plan.candidates {
-            set_desired(&ctx, c, target).await?;
-        }
+        let writes: Vec<_> = the_plan
+            .candidates
+            .iter()
+            .map(|c| set_desired(&ctx, c, target))
+            .collect();
+        futures::stream::iter(writes)
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
     }
-    let mut complete = true;
-    for (list, present) in [(&the_plan.taint_add, true), (&the_plan.taint_remove, false)] {
-        for n in list {
-            if let Some(node) = nodes.iter().find(|x| name_of(x) == n) {
-                complete &= set_taint(&ctx, node, present).await?;
-            }
-        }
-    }
+    let by_name: HashMap<&str, &Node> = nodes.iter().map(|n| (name_of(n), n)).collect();
+    let taint_writes: Vec<_> = the_plan
+        .taint_add
+        .iter()
+        .map(|n| (n, true))
+        .chain(the_plan.taint_remove.iter().map(|n| (n, false)))
+        .filter_map(|(n, present)| by_name.get(n.as_str()).map(|node| (*node, present)))
+        .map(|(node, present)| set_taint(&ctx, node, present))
+        .collect();
+    let complete = futures::stream::iter(taint_writes)
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .try_fold(true, |all, one| futures::future::ready(Ok(all && one)))
+        .await?;
 
     let members: Vec<Node> = ctx
         .fresh_nodes()

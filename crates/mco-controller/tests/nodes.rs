@@ -163,6 +163,37 @@ async fn degraded_node_halts_the_pool_when_the_budget_is_used_up() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_node_updates_the_pool_counts_without_waiting_for_a_resync() {
+    let env = env().await;
+    let c = &env.client;
+    // A resync far beyond the deadline below: only the deletion itself can update the counts.
+    let config = mco_controller::Config {
+        resync: std::time::Duration::from_secs(600),
+        ..fast_config("a")
+    };
+    let _ctl = start_controller(c, config);
+    let r0 = target_other_than(c, "worker", None).await;
+    for i in 0..3 {
+        create_node(c, &node(&format!("w{i}"), "worker", &r0)).await;
+    }
+    eventually("3 machines counted", 30, || async move {
+        let s = pool(c, "worker").await.status?;
+        (s.machine_count == 3 && s.ready_machine_count == 3).then_some(())
+    })
+    .await;
+    Api::<Node>::all(c.clone())
+        .delete("w1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("2 machines counted after the delete", 10, || async move {
+        let s = pool(c, "worker").await.status?;
+        (s.machine_count == 2 && s.updated_machine_count == 2 && s.ready_machine_count == 2)
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_config_node_follows_its_node() {
     let env = env().await;
     let c = &env.client;
