@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use mco_apiserver::{Identity, Server, ServerHandle};
 use tokio::sync::watch;
@@ -30,6 +31,8 @@ use crate::workload::{self, WorkloadTiming};
 /// Written once the initial fleet's specs exist, so removing every node is not undone by a
 /// restart.
 const FLEET_INITIALIZED: &str = "sim/fleet-initialized";
+/// The field manager of the shipped manifests `mco up` applies at every start.
+const FIELD_MANAGER: &str = "mco-up";
 /// How often the fleet reconciler reads the spec directory.
 const FLEET_POLL: Duration = Duration::from_millis(500);
 
@@ -90,7 +93,30 @@ pub fn controller_config() -> mco_controller::Config {
     c.drain.requeue = Duration::from_secs(5);
     c.drain.requeue_slow = Duration::from_secs(30);
     c.lease.identity = "mco-up".into();
+    // The lease the shipped Deployment uses: its role grants no other.
+    c.lease.namespace = mco_manifests::DEFAULT_NAMESPACE.into();
+    c.lease.name = mco_manifests::CONTROLLER.into();
     c
+}
+
+/// The controller's identity: the shipped `mco-controller` ServiceAccount, so the controller
+/// runs under exactly the roles `mco manifests` installs on a real cluster.
+pub fn controller_identity() -> Identity {
+    Identity::service_account(
+        mco_manifests::DEFAULT_NAMESPACE,
+        mco_manifests::CONTROLLER,
+        None,
+    )
+}
+
+/// A node daemon's identity: the shipped `mco-daemon` ServiceAccount with a token bound to its
+/// node, as the kubelet would mint for the DaemonSet's pod there.
+pub fn daemon_identity(node: &str) -> Identity {
+    Identity::service_account(
+        mco_manifests::DEFAULT_NAMESPACE,
+        mco_manifests::DAEMON,
+        Some(node),
+    )
 }
 
 /// A running embedded cluster.
@@ -122,7 +148,7 @@ impl Cluster {
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         if let Some(cfg) = opts.controller.clone() {
-            let client = server.client_for(Identity::Controller).await?;
+            let client = server.client_for(controller_identity()).await?;
             let mut rx = stop_rx.clone();
             tasks.push(tokio::spawn(async move {
                 let shutdown = async move {
@@ -197,12 +223,10 @@ impl Cluster {
     }
 }
 
-/// CRDs, then the objects a fresh cluster has; existing objects are left as they are.
+/// The shipped namespace, CRDs and RBAC (applied on every start, so a resumed cluster gets
+/// this release's roles), then the objects a fresh cluster has; those are left as they are.
 async fn install(admin: &kube::Client) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in mco_api::crds::all() {
-        ensure(&crds, &crd).await?;
-    }
+    apply_shipped(admin).await?;
     // A CRD serves once registered; retry the first write until it does.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let cc: ControllerConfig = objects::typed(
@@ -229,6 +253,30 @@ async fn install(admin: &kube::Client) -> Result<()> {
             let mc: MachineConfig = objects::typed("machineconfig", v)?;
             ensure(&mcs, &mc).await?;
         }
+    }
+    Ok(())
+}
+
+/// Server-side applies the install manifests' namespace, CRDs and RBAC as admin.
+async fn apply_shipped(admin: &kube::Client) -> Result<()> {
+    use mco_manifests::Part;
+    let opts = mco_manifests::Options::default();
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for m in mco_manifests::generate(&opts, &[Part::Namespace, Part::Crds, Part::Rbac])? {
+        let (Some(api_version), Some(kind), Some(name)) = (m.api_version(), m.kind(), m.name())
+        else {
+            return Err(SimError::Invalid(format!(
+                "install manifest without apiVersion, kind or name: {}",
+                m.object
+            )));
+        };
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        let api: Api<DynamicObject> = match m.namespace() {
+            Some(ns) => Api::namespaced_with(admin.clone(), ns, &resource),
+            None => Api::all_with(admin.clone(), &resource),
+        };
+        api.patch(name, &params, &Patch::Apply(&m.object)).await?;
     }
     Ok(())
 }

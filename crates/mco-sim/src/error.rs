@@ -34,6 +34,9 @@ pub enum SimError {
     /// The controller failed.
     #[error("controller: {0}")]
     Controller(#[from] mco_controller::Error),
+    /// The shipped install manifests could not be built.
+    #[error("install manifests: {0}")]
+    Manifests(#[from] mco_manifests::Error),
     /// A stored document does not parse.
     #[error("{what}: {source}")]
     Json {

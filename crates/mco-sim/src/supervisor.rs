@@ -9,6 +9,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -16,7 +17,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use mco_api::MachineConfig;
 use mco_api::MachineConfigPool;
-use mco_apiserver::{Identity, ServerHandle};
+use mco_apiserver::ServerHandle;
 use mco_daemon::firstboot::{self, FirstbootOutcome};
 use mco_daemon::fs::FileAttrs;
 use mco_daemon::reboot::{SimRebooter, complete_sim_reboot};
@@ -31,8 +32,13 @@ use crate::spec::NodeSpec;
 
 /// How often the supervisor looks for a reboot request and for the pool's rendered config.
 pub const POLL: Duration = Duration::from_millis(200);
-/// How long an in-process daemon gets to stop on its own before it is aborted.
+/// How often a node that has not joined looks for its pool's first rendered config: every
+/// node of a new fleet waits for it at once.
+const RENDERED_POLL: Duration = Duration::from_secs(1);
+/// How long an in-process daemon gets to stop on its own before its API access is cut.
 const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How long it then gets to notice the cut (one failed call per poll) before it is aborted.
+const CUT_GRACE: Duration = Duration::from_secs(10);
 
 /// What an in-process daemon is given.
 pub struct DaemonContext {
@@ -40,7 +46,7 @@ pub struct DaemonContext {
     pub node: String,
     /// The node's root (`Host::sim(root)`).
     pub root: PathBuf,
-    /// A client authenticated as `node:<name>`.
+    /// A client authenticated as the `mco-daemon` ServiceAccount, bound to the node.
     pub client: kube::Client,
     /// A kubeconfig file for the same identity.
     pub kubeconfig: PathBuf,
@@ -160,6 +166,7 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
         tracing::info!(node = %spec.name, config = %rendered, "node joined");
     }
     set_ready(env, spec, profile, &root, true).await?;
+    let creds = Credentials::mint(env, &spec.name).await?;
     loop {
         if pending_reboot(&root)? {
             reboot(env, spec, profile, &root, stop).await?;
@@ -168,7 +175,7 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
         if *stop.borrow() {
             return Ok(());
         }
-        let mut daemon = Daemon::start(env, spec, &root).await?;
+        let mut daemon = Daemon::start(env, spec, &root, &creds).await?;
         let reason = loop {
             tokio::select! {
                 _ = stop.changed() => break Wake::Stop,
@@ -220,10 +227,95 @@ async fn wait_rendered(
         {
             return Ok(Some(name));
         }
-        if sleep_or_stop(stop, POLL).await {
+        if sleep_or_stop(stop, RENDERED_POLL).await {
             return Ok(None);
         }
     }
+}
+
+/// A node daemon's credentials: one token per supervisor, not per daemon start, since each
+/// token is a durable write and a large fleet restarts its daemons at every reboot.
+pub(crate) struct Credentials {
+    /// `DATA_DIR/kubeconfigs/node-<name>`, for a daemon in its own process.
+    kubeconfig: PathBuf,
+    /// The same token as a client configuration, for a daemon in this process.
+    config: Option<kube::Config>,
+}
+
+impl Credentials {
+    async fn mint(env: &NodeEnv, node: &str) -> Result<Credentials> {
+        let kubeconfig = env.kubeconfig_of(node);
+        if matches!(env.daemon, DaemonMode::None) {
+            return Ok(Credentials {
+                kubeconfig,
+                config: None,
+            });
+        }
+        let id = crate::cluster::daemon_identity(node);
+        let token = env.server.mint_token(id.clone()).await?;
+        let doc = env.server.kubeconfig_for_token(&id.user_name(), &token);
+        write_private(&kubeconfig, &doc)?;
+        let config = match env.daemon {
+            DaemonMode::InProcess(_) => Some(client_config(&doc).await?),
+            _ => None,
+        };
+        Ok(Credentials { kubeconfig, config })
+    }
+}
+
+/// The token is a credential: the file is readable by its owner only.
+fn write_private(path: &std::path::Path, doc: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| SimError::io("creating", dir, e))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| SimError::io("writing", path, e))?;
+    f.write_all(doc.as_bytes())
+        .map_err(|e| SimError::io("writing", path, e))
+}
+
+/// A client configuration from a kubeconfig document, without kube's retry layer (as the
+/// API server's own clients: a refused eviction must come back, not be retried for minutes).
+async fn client_config(doc: &str) -> Result<kube::Config> {
+    let kc = kube::config::Kubeconfig::from_yaml(doc)
+        .map_err(|e| SimError::Invalid(format!("node kubeconfig: {e}")))?;
+    let mut cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| SimError::Invalid(format!("node kubeconfig: {e}")))?;
+    cfg.default_retry = false;
+    Ok(cfg)
+}
+
+/// A client for the node's daemon whose every request fails once `cut` is set.
+fn cuttable_client(creds: &Credentials, cut: Arc<AtomicBool>) -> Result<kube::Client> {
+    let cfg = creds
+        .config
+        .clone()
+        .ok_or_else(|| SimError::Invalid("no in-process daemon credentials".into()))?;
+    let layer = tower::util::MapFutureLayer::new(move |call| {
+        fail_if_cut(cut.load(Ordering::Relaxed), call)
+    });
+    Ok(kube::client::ClientBuilder::try_from(cfg)?
+        .with_layer(&layer)
+        .build())
+}
+
+async fn fail_if_cut<T>(
+    cut: bool,
+    call: impl Future<Output = Result<T, tower::BoxError>>,
+) -> Result<T, tower::BoxError> {
+    if cut {
+        return Err("the node daemon is stopping: its API access is cut".into());
+    }
+    call.await
 }
 
 /// Provisioning and first boot: the machine-config server's encapsulated config, the daemon's
@@ -322,6 +414,8 @@ async fn set_ready(
 enum Daemon {
     Task {
         stop: watch::Sender<bool>,
+        /// Set to fail every API call of the daemon's client.
+        cut: Arc<AtomicBool>,
         task: tokio::task::JoinHandle<Result<(), String>>,
     },
     Child(tokio::process::Child),
@@ -329,23 +423,18 @@ enum Daemon {
 }
 
 impl Daemon {
-    async fn start(env: &NodeEnv, spec: &NodeSpec, root: &NodeRoot) -> Result<Daemon> {
-        let kubeconfig = env.kubeconfig_of(&spec.name);
-        if !matches!(env.daemon, DaemonMode::None) {
-            if let Some(dir) = kubeconfig.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| SimError::io("creating", dir, e))?;
-            }
-            env.server
-                .write_kubeconfig(Identity::Node(spec.name.clone()), &kubeconfig)
-                .await?;
-        }
+    async fn start(
+        env: &NodeEnv,
+        spec: &NodeSpec,
+        root: &NodeRoot,
+        creds: &Credentials,
+    ) -> Result<Daemon> {
+        let kubeconfig = creds.kubeconfig.clone();
         match &env.daemon {
             DaemonMode::None => Ok(Daemon::None),
             DaemonMode::InProcess(run) => {
-                let client = env
-                    .server
-                    .client_for(Identity::Node(spec.name.clone()))
-                    .await?;
+                let cut = Arc::new(AtomicBool::new(false));
+                let client = cuttable_client(creds, cut.clone())?;
                 let (tx, rx) = watch::channel(false);
                 let ctx = DaemonContext {
                     node: spec.name.clone(),
@@ -356,7 +445,11 @@ impl Daemon {
                     shutdown: rx,
                 };
                 let task = tokio::spawn(run(ctx));
-                Ok(Daemon::Task { stop: tx, task })
+                Ok(Daemon::Task {
+                    stop: tx,
+                    cut,
+                    task,
+                })
             }
             DaemonMode::Process { program } => {
                 let log_dir = env.data_dir.join("logs");
@@ -410,14 +503,34 @@ impl Daemon {
 
     /// Stops it: a reboot does not wait for anyone, so a child is killed; a task gets a short
     /// grace to notice its shutdown signal.
+    ///
+    /// A task busy in an update (say, waiting for a drain a budget blocks) does not look at
+    /// its shutdown signal, and its engine runs on a blocking thread that aborting the task
+    /// would leave behind, still calling into the runtime while it shuts down. So after the
+    /// grace its API access is cut: every call fails at once, the update returns, and the
+    /// task ends on its own with no thread left over.
     async fn stop(self) {
         match self {
-            Daemon::Task { stop, mut task } => {
+            Daemon::Task {
+                stop,
+                cut,
+                mut task,
+            } => {
                 let _ = stop.send(true);
-                match tokio::time::timeout(STOP_GRACE, &mut task).await {
-                    Ok(Ok(Err(e))) => tracing::warn!(error = %e, "daemon stopped with an error"),
-                    Ok(_) => {}
-                    Err(_) => task.abort(),
+                let ended = match tokio::time::timeout(STOP_GRACE, &mut task).await {
+                    Ok(r) => Some(r),
+                    Err(_) => {
+                        cut.store(true, Ordering::Relaxed);
+                        tokio::time::timeout(CUT_GRACE, &mut task).await.ok()
+                    }
+                };
+                match ended {
+                    Some(Ok(Err(e))) => tracing::debug!(error = %e, "daemon stopped with an error"),
+                    Some(_) => {}
+                    None => {
+                        tracing::warn!("daemon did not stop after its API access was cut");
+                        task.abort();
+                    }
                 }
             }
             Daemon::Child(mut child) => {
