@@ -35,6 +35,10 @@ pub const WEB_RS: &str = "web-5d8f7c9b6";
 /// Its PDB's `minAvailable`.
 pub const WEB_MIN_AVAILABLE: i32 = 2;
 
+/// A reconcile pass is followed by a pause of at least this many times its duration, so the
+/// simulated kubelet and scheduler take a bounded share of the machine.
+const BUSY_FACTOR: u32 = 4;
+
 /// Timing of the simulated kubelet and scheduler.
 #[derive(Debug, Clone, Copy)]
 pub struct WorkloadTiming {
@@ -281,13 +285,17 @@ pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::
                 Err(e) => tracing::warn!(error = %e, "creating workloads"),
             }
         }
+        let started = tokio::time::Instant::now();
         if let Some(o) = &owners
             && let Err(e) = reconcile(&client, o, timing).await
         {
             tracing::debug!(error = %e, "workload reconcile");
         }
+        // A pass lists every node and pod: on a large fleet it is slow, and ticking at the
+        // small-cluster pace would keep the API server busy with little else.
+        let pause = timing.tick.max(started.elapsed() * BUSY_FACTOR);
         tokio::select! {
-            _ = tokio::time::sleep(timing.tick) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = stop.changed() => return,
         }
         if *stop.borrow() {
