@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use mco_sim::{Cluster, ClusterOptions, DaemonMode, OsProfile, OsUpdateMode};
 
+/// How long blocking work (node disks) may take to finish once the cluster has stopped.
+const RUNTIME_GRACE: Duration = Duration::from_secs(10);
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Where the cluster lives: database, certificates, kubeconfig, node roots.
@@ -69,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    let result: anyhow::Result<()> = rt.block_on(async move {
         let cluster = Cluster::start(opts).await?;
         println!("export KUBECONFIG={}", cluster.kubeconfig().display());
         eprintln!(
@@ -81,5 +84,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("mco up: stopping");
         cluster.shutdown().await;
         Ok(())
-    })
+    });
+    // The cluster's shutdown has stopped every node daemon, so no blocking task is left
+    // calling into the runtime; the bound only keeps a stuck disk from holding the exit.
+    rt.shutdown_timeout(RUNTIME_GRACE);
+    result
 }
