@@ -1,0 +1,305 @@
+//! End-to-end: mco takes over a cluster that upstream's operator ran, without disturbing a node.
+//!
+//! The stored state is made upstream-shaped while mco is down (rendered configs under
+//! `rendered-<pool>-<md5>` names with upstream's annotations and Ignition 3.4.0, pools and node
+//! annotations naming them, mco's own renders deleted). When mco starts again it renders each
+//! pool to its own name; every node must move there with no update: no reboot, no drain or
+//! cordon, no `Working` state and no file rewritten.
+
+mod e2e;
+
+use e2e::*;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+const STATE_ANN: &str = "machineconfiguration.openshift.io/state";
+const DESIRED_DRAIN_ANN: &str = "machineconfiguration.openshift.io/desiredDrain";
+const LAST_DRAIN_ANN: &str = "machineconfiguration.openshift.io/lastAppliedDrain";
+const VERSION_ANN: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
+const UPSTREAM_VERSION: &str = "4.16.0-202407111006.p0.g1d7c5a1.assembly.stream.el9";
+const CURRENT_CONFIG_FILE: &str = "etc/machine-config-daemon/currentconfig";
+
+/// `mco apiserver` alone on the cluster's data dir, so the state can be edited with no
+/// controller or daemon reacting; stopped on drop.
+struct ApiServerOnly(Child);
+
+impl ApiServerOnly {
+    fn start(c: &Cluster) -> ApiServerOnly {
+        let kc = c.kubeconfig();
+        let before = std::fs::metadata(&kc).and_then(|m| m.modified()).ok();
+        let log = std::fs::File::create(c.dir.join("apiserver.log")).unwrap();
+        let child = Command::new(MCO)
+            .args(["apiserver", "--data-dir"])
+            .arg(&c.data)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn mco apiserver");
+        let me = ApiServerOnly(child);
+        wait_for("apiserver kubeconfig written", 60, || {
+            let m = std::fs::metadata(&kc).and_then(|m| m.modified()).ok()?;
+            (before.is_none() || Some(m) != before).then_some(())
+        });
+        wait_for("apiserver answers", 60, || {
+            c.kubectl_try(&["get", "--raw", "/readyz"]).ok()
+        });
+        me
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+        wait_for("apiserver stopped", 15, || self.0.try_wait().ok().flatten());
+    }
+}
+
+impl Drop for ApiServerOnly {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// A 32-hex suffix shaped like upstream's MD5 names (mco cannot reproduce upstream's hash).
+fn md5_like(seed: &str) -> String {
+    let half = |salt: u8| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (salt, seed).hash(&mut h);
+        h.finish()
+    };
+    format!("{:016x}{:016x}", half(1), half(2))
+}
+
+/// Every regular file under `root` with its contents, but the on-disk `currentconfig`, which
+/// adoption may rewrite to name the adopted config.
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                walk(root, &p, out);
+            } else if ft.is_file() {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                if rel != CURRENT_CONFIG_FILE {
+                    out.insert(rel, std::fs::read(&p).unwrap_or_default());
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn create(c: &Cluster, obj: &Value, file: &str) {
+    let path = c.dir.join(file);
+    std::fs::write(&path, obj.to_string()).unwrap();
+    c.kubectl(&["create", "-f", path.to_str().unwrap()]);
+}
+
+/// Copies `mco_name` under an upstream name, as upstream's controller would have written it.
+fn upstream_copy(c: &Cluster, pool: &str, mco_name: &str) -> String {
+    let name = format!("rendered-{pool}-{}", md5_like(mco_name));
+    let mut mc = c.get_json(&["mc", mco_name]);
+    let meta = mc["metadata"].as_object_mut().unwrap();
+    for k in [
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "managedFields",
+        "generation",
+    ] {
+        meta.remove(k);
+    }
+    meta.insert("name".into(), json!(name));
+    meta.insert("annotations".into(), json!({VERSION_ANN: UPSTREAM_VERSION}));
+    mc["spec"]["config"]["ignition"]["version"] = json!("3.4.0");
+    create(c, &mc, &format!("{name}.json"));
+    name
+}
+
+fn nodes(c: &Cluster) -> Vec<String> {
+    let mut out = vec!["master-0".to_owned()];
+    out.extend(c.workers());
+    out
+}
+
+/// Every node event since `rv`, replayed by the API server from its retained history.
+fn node_history(c: &Cluster, rv: &str) -> Vec<Value> {
+    let raw = c.kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/nodes?watch=true&resourceVersion={rv}&timeoutSeconds=1"),
+    ]);
+    serde_json::Deserializer::from_str(&raw)
+        .into_iter::<Value>()
+        .map(|v| v.unwrap())
+        .collect()
+}
+
+#[test]
+fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
+    let mut c = Cluster::up(Opts::default());
+    let pools = ["master", "worker"];
+    let ours: BTreeMap<&str, String> = pools.iter().map(|p| (*p, c.pool_target(p))).collect();
+    let all = nodes(&c);
+    let boot_ids: BTreeMap<String, String> =
+        all.iter().map(|n| (n.clone(), c.boot_id(n))).collect();
+    c.stop();
+    let disks: BTreeMap<String, _> = all
+        .iter()
+        .map(|n| (n.clone(), snapshot(&c.node_root(n))))
+        .collect();
+
+    // Make the stored state look upstream-made.
+    let api = ApiServerOnly::start(&c);
+    let mut upstream = BTreeMap::new();
+    for pool in pools {
+        let name = upstream_copy(&c, pool, &ours[pool]);
+        let cfg = json!({"configuration": {"name": name}});
+        c.kubectl(&[
+            "patch",
+            "mcp",
+            pool,
+            "--type=merge",
+            "-p",
+            &json!({ "spec": cfg }).to_string(),
+        ]);
+        c.kubectl(&[
+            "patch",
+            "mcp",
+            pool,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &json!({ "status": cfg }).to_string(),
+        ]);
+        upstream.insert(pool, name);
+    }
+    for node in &all {
+        let pool = if node.starts_with("master") {
+            "master"
+        } else {
+            "worker"
+        };
+        let name = &upstream[pool];
+        let uncordon = format!("uncordon-{name}");
+        let patch = json!({"metadata": {"annotations": {
+            CURRENT_ANN: name, DESIRED_ANN: name, STATE_ANN: "Done",
+            DESIRED_DRAIN_ANN: uncordon, LAST_DRAIN_ANN: uncordon,
+        }}});
+        c.kubectl(&[
+            "patch",
+            "node",
+            node,
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ]);
+        // The daemon trusts its on-disk config over the annotation: upstream's names it too.
+        let file = c.node_root(node).join(CURRENT_CONFIG_FILE);
+        if file.exists() {
+            std::fs::write(&file, c.get_json(&["mc", name]).to_string()).unwrap();
+        }
+    }
+    let mcs = c.get_json(&["mc"]);
+    for mc in mcs["items"].as_array().unwrap() {
+        let name = mc["metadata"]["name"].as_str().unwrap();
+        if name.starts_with("rendered-") && !upstream.values().any(|u| u == name) {
+            c.kubectl(&["delete", "mc", name]);
+        }
+    }
+    // The server's own list (kubectl's `-o json` List carries no resourceVersion).
+    let list: Value = serde_json::from_str(&c.kubectl(&["get", "--raw", "/api/v1/nodes"])).unwrap();
+    let from = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!from.is_empty(), "node list without a resourceVersion");
+    api.stop();
+
+    c.start();
+    for pool in pools {
+        wait_for(&format!("pool {pool} settled on mco's render"), 120, || {
+            let p = c.try_get_json(&["mcp", pool])?;
+            pool_settled(&p).filter(|t| *t == ours[pool])
+        });
+    }
+    for node in &all {
+        let n = c.node(node);
+        let pool = if node.starts_with("master") {
+            "master"
+        } else {
+            "worker"
+        };
+        assert_eq!(annotation(&n, CURRENT_ANN), ours[pool], "{node}");
+        assert_eq!(annotation(&n, DESIRED_ANN), ours[pool], "{node}");
+        assert_eq!(annotation(&n, STATE_ANN), "Done", "{node}");
+        assert_eq!(c.boot_id(node), boot_ids[node], "{node} rebooted");
+    }
+
+    // Each node was adopted (not updated), and said so.
+    let events = c.get_json(&["events", "-A"]);
+    let adopted: Vec<String> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "ConfigAdopted")
+        .map(|e| e["involvedObject"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    for node in &all {
+        assert!(adopted.contains(node), "{node} not adopted: {adopted:?}");
+    }
+
+    // Every node write since the upstream state: never Working, cordoned or asked to drain.
+    let history = node_history(&c, &from);
+    assert!(
+        history.iter().any(|e| e["type"] == "MODIFIED"),
+        "no node history replayed"
+    );
+    for e in &history {
+        let n = &e["object"];
+        let name = n["metadata"]["name"].as_str().unwrap_or_default();
+        assert_ne!(annotation(n, STATE_ANN), "Working", "{name} went Working");
+        assert_ne!(n["spec"]["unschedulable"], json!(true), "{name} cordoned");
+        let drain = annotation(n, DESIRED_DRAIN_ANN);
+        assert!(drain.starts_with("uncordon-rendered-"), "{name}: {drain}");
+        let pool = if name.starts_with("master") {
+            "master"
+        } else {
+            "worker"
+        };
+        assert_eq!(drain, format!("uncordon-{}", upstream[pool]), "{name}");
+    }
+
+    // Nothing on any disk changed but the record of the current config.
+    for node in &all {
+        let root = c.node_root(node);
+        let after = snapshot(&root);
+        let before = &disks[node];
+        let changed: Vec<&String> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| before.get(*k) != after.get(*k))
+            .collect();
+        assert!(changed.is_empty(), "{node}: files changed: {changed:?}");
+        if let Ok(s) = std::fs::read_to_string(root.join(CURRENT_CONFIG_FILE)) {
+            let on_disk: Value = serde_json::from_str(&s).unwrap();
+            let pool = if node.starts_with("master") {
+                "master"
+            } else {
+                "worker"
+            };
+            assert_eq!(on_disk["metadata"]["name"], json!(ours[pool]), "{node}");
+        }
+    }
+}
