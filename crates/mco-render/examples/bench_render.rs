@@ -100,6 +100,16 @@ fn main() {
         ..Default::default()
     };
 
+    if std::env::var_os("BENCH_PROFILE_POOL").is_some() {
+        let mcs: Vec<MachineConfig> = docs
+            .iter()
+            .map(|d| serde_json::from_slice(d).expect("mc"))
+            .collect();
+        for _ in 0..60 {
+            black_box(render_pool(&pool, &mcs, &cc, "bench").expect("render"));
+        }
+        return;
+    }
     let (mut floor, mut full, mut render_only) = (Vec::new(), Vec::new(), Vec::new());
     let (mut raw_full, mut raw_render) = (Vec::new(), Vec::new());
     let (mut name, mut raw_name) = (String::new(), String::new());

@@ -14,6 +14,7 @@
 //! - `storage.disks/filesystems/raid/luks` entries with the same key are replaced whole by the later
 //!   one rather than merged field by field; these sections are unreconcilable after day 1 anyway.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 use ignition_config::v3_5 as ign;
@@ -344,9 +345,16 @@ impl Merger {
         }
         if let Some(s) = cfg.storage {
             for mut f in s.files.into_iter().flatten() {
-                match self.node_mut(&f.path) {
-                    Some(Node::File(d)) => merge_file(d, f),
-                    _ => self.put_node(std::mem::take(&mut f.path), Node::File(f)),
+                // One hash per file: the path moves into the map or is dropped if already there.
+                match self.nodes.entry(std::mem::take(&mut f.path)) {
+                    Entry::Occupied(e) => match &mut self.node_list[*e.get()] {
+                        Some(Node::File(d)) => merge_file(d, f),
+                        other => *other = Some(Node::File(f)),
+                    },
+                    Entry::Vacant(e) => {
+                        e.insert(self.node_list.len());
+                        self.node_list.push(Some(Node::File(f)));
+                    }
                 }
             }
             for mut l in s.links.into_iter().flatten() {

@@ -358,7 +358,8 @@ fn render_with(
         fips: fields.fips,
         kernel_type: fields.kernel_type,
     };
-    let name = rendered_name(pool_name, &spec).map_err(encode)?;
+    // Built canonical just above, so the name skips re-checking it.
+    let name = digest_name(pool_name, &spec, true).map_err(encode)?;
     let mut annots = BTreeMap::new();
     annots.insert(
         annotations::GENERATED_BY_CONTROLLER_VERSION.to_string(),
@@ -565,10 +566,23 @@ impl std::io::Write for DigestWriter {
 
 /// `rendered-<pool>-<32 lowercase hex>`: a digest of the canonical spec alone.
 pub fn rendered_name(pool: &str, spec: &MachineConfigSpec) -> Result<String, serde_json::Error> {
+    digest_name(pool, spec, false)
+}
+
+/// [`rendered_name`]; `canonical` says the config is known to be canonical already.
+fn digest_name(
+    pool: &str,
+    spec: &MachineConfigSpec,
+    canonical: bool,
+) -> Result<String, serde_json::Error> {
     let null = Value::Null;
     let raw = spec.config.as_ref().unwrap_or(&null);
+    debug_assert!(
+        !canonical || is_canonical(raw),
+        "config claimed canonical is not"
+    );
     let owned;
-    let config = if is_canonical(raw) {
+    let config = if canonical || is_canonical(raw) {
         raw
     } else {
         let mut v = raw.clone();
