@@ -8,6 +8,7 @@ pub mod fanout;
 pub mod floor;
 pub mod memory;
 pub mod procfs;
+pub mod rollout;
 pub mod stats;
 mod support;
 pub mod writes;

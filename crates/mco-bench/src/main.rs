@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use mco_bench::{fanout, memory, writes};
+use mco_bench::{fanout, memory, rollout, writes};
 
 #[derive(Debug, Parser)]
 #[command(name = "mco-bench", about = "Benchmarks of the embedded API server")]
@@ -60,6 +60,22 @@ enum Bench {
         no_status: bool,
         #[arg(long, default_value_t = 32)]
         writers: usize,
+    },
+    /// A file MachineConfig rolled out by a separate `mco up` to many simulated nodes.
+    Rollout {
+        /// The mco binary (build it with `cargo build --release -p mco`).
+        #[arg(long, default_value = "target/release/mco")]
+        mco_bin: PathBuf,
+        /// Worker nodes (the pool rolled out).
+        #[arg(long, default_value_t = 1000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 3)]
+        masters: usize,
+        #[arg(long, default_value_t = 1.0)]
+        reboot_seconds: f64,
+        /// The worker pool's maxUnavailable, in percent.
+        #[arg(long, default_value_t = 10)]
+        max_unavailable_percent: u32,
     },
 }
 
@@ -116,6 +132,25 @@ async fn main() -> anyhow::Result<()> {
                 with_status: !no_status,
                 writers,
                 max,
+                work_dir: cli.work_dir,
+            })
+            .await?;
+            println!("{r}");
+        }
+        Bench::Rollout {
+            mco_bin,
+            nodes,
+            masters,
+            reboot_seconds,
+            max_unavailable_percent,
+        } => {
+            let r = rollout::run(rollout::RolloutOpts {
+                mco_bin,
+                masters,
+                workers: nodes,
+                reboot_seconds,
+                max_unavailable_percent,
+                max: Duration::from_secs(cli.max_secs.max(900)),
                 work_dir: cli.work_dir,
             })
             .await?;

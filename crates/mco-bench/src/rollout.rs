@@ -1,0 +1,390 @@
+//! A file MachineConfig rolled out by `mco up` to a large simulated worker pool.
+//!
+//! `mco up` runs as a child process in a scratch directory, so its peak RSS (`VmHWM`) is the
+//! whole embedded cluster's: API server, controller, every node's daemon and the workloads.
+//! The rollout is timed from the MachineConfig's create to the worker pool's `Updated=True`
+//! with every machine on the new config, and compared with the ideal: the number of waves
+//! `maxUnavailable` allows times one node's reboot.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use mco_api::{MachineConfig, MachineConfigPool};
+use serde_json::json;
+
+use crate::Error;
+use crate::procfs::{self, Mem};
+use crate::stats::mib;
+use crate::support::{client_from_kubeconfig, poll, scratch_dir, typed};
+
+/// Goal: efficiency (ideal / actual) with reboots that take a while.
+pub const GOAL_EFFICIENCY: f64 = 0.8;
+/// Goal: the whole rollout when reboots are instant.
+pub const GOAL_INSTANT_SECS: f64 = 120.0;
+/// Goal: peak RSS of the whole `mco up` process.
+pub const GOAL_RSS_KIB: u64 = 1536 * 1024;
+
+const BENCH_MC: &str = "99-worker-bench-file";
+
+#[derive(Debug, Clone)]
+pub struct RolloutOpts {
+    /// The `mco` binary whose `up` subcommand is measured.
+    pub mco_bin: PathBuf,
+    pub masters: usize,
+    pub workers: usize,
+    pub reboot_seconds: f64,
+    /// The worker pool's `maxUnavailable`, as a percentage.
+    pub max_unavailable_percent: u32,
+    /// Bound of each phase (join, rollout).
+    pub max: Duration,
+    pub work_dir: PathBuf,
+}
+
+impl Default for RolloutOpts {
+    fn default() -> Self {
+        RolloutOpts {
+            mco_bin: PathBuf::from("target/release/mco"),
+            masters: 3,
+            workers: 1000,
+            reboot_seconds: 1.0,
+            max_unavailable_percent: 10,
+            max: Duration::from_secs(900),
+            work_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RolloutReport {
+    pub opts: RolloutOpts,
+    /// From `mco up`'s start to every node Done on its pool's config.
+    pub join: Duration,
+    /// From the MachineConfig's create to the worker pool Updated.
+    pub rollout: Duration,
+    /// How many nodes may update at once.
+    pub max_unavailable: usize,
+    /// The most unavailable machines the worker pool reported while rolling out.
+    pub peak_unavailable: usize,
+    /// The `mco up` process after the rollout.
+    pub mem: Mem,
+    /// `/proc/loadavg` when the rollout ended.
+    pub load: String,
+}
+
+/// Nodes `maxUnavailable: P%` lets update at once: the percentage of the pool rounded down,
+/// at least one (upstream's rule).
+pub fn max_unavailable(nodes: usize, percent: u32) -> usize {
+    (nodes * percent as usize / 100).max(1)
+}
+
+/// The ideal rollout: every wave takes exactly one reboot and nothing else.
+pub fn ideal(nodes: usize, max_unavailable: usize, reboot: Duration) -> Duration {
+    let waves = nodes.div_ceil(max_unavailable.max(1));
+    reboot * waves as u32
+}
+
+impl RolloutReport {
+    pub fn ideal(&self) -> Duration {
+        ideal(
+            self.opts.workers,
+            self.max_unavailable,
+            Duration::from_secs_f64(self.opts.reboot_seconds),
+        )
+    }
+
+    /// Ideal over actual; `None` when the ideal is zero (instant reboots).
+    pub fn efficiency(&self) -> Option<f64> {
+        let ideal = self.ideal();
+        (!ideal.is_zero()).then(|| ideal.as_secs_f64() / self.rollout.as_secs_f64())
+    }
+
+    pub fn goal_met(&self) -> bool {
+        let time_ok = match self.efficiency() {
+            Some(e) => e >= GOAL_EFFICIENCY,
+            None => self.rollout.as_secs_f64() < GOAL_INSTANT_SECS,
+        };
+        time_ok && self.mem.hwm_kib <= GOAL_RSS_KIB
+    }
+}
+
+impl fmt::Display for RolloutReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.opts;
+        writeln!(
+            f,
+            "mco up: {} masters + {} workers, --reboot-seconds {}, worker maxUnavailable {}% ({} nodes)",
+            o.masters, o.workers, o.reboot_seconds, o.max_unavailable_percent, self.max_unavailable
+        )?;
+        writeln!(
+            f,
+            "  join (start to all nodes Done): {:.1} s",
+            self.join.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "  rollout (file MC to worker pool Updated): {:.1} s; ideal {:.1} s ({} waves x {} s)",
+            self.rollout.as_secs_f64(),
+            self.ideal().as_secs_f64(),
+            o.workers.div_ceil(self.max_unavailable.max(1)),
+            o.reboot_seconds
+        )?;
+        match self.efficiency() {
+            Some(e) => writeln!(
+                f,
+                "  efficiency (ideal/actual): {e:.2} (goal >= {GOAL_EFFICIENCY})"
+            )?,
+            None => writeln!(
+                f,
+                "  instant reboots: {:.1} s (goal < {GOAL_INSTANT_SECS} s)",
+                self.rollout.as_secs_f64()
+            )?,
+        }
+        writeln!(
+            f,
+            "  peak unavailable workers seen: {} (limit {})",
+            self.peak_unavailable, self.max_unavailable
+        )?;
+        writeln!(
+            f,
+            "  mco up RSS: {} now, peak (VmHWM) {} (goal <= {})",
+            mib(self.mem.rss_kib),
+            mib(self.mem.hwm_kib),
+            mib(GOAL_RSS_KIB)
+        )?;
+        writeln!(f, "  load average at the end: {}", self.load)?;
+        write!(
+            f,
+            "  goal: {}",
+            if self.goal_met() { "met" } else { "NOT met" }
+        )
+    }
+}
+
+/// Stops the child with SIGINT (a clean `mco up` shutdown), SIGKILL if it lingers.
+struct UpProcess(Child);
+
+impl Drop for UpProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn annotation<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
+    n.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Done on `config` (any config when `None`), Ready and schedulable.
+fn settled(n: &Node, config: Option<&str>) -> bool {
+    let current = annotation(n, mco_api::constants::annotations::CURRENT_CONFIG);
+    let desired = annotation(n, mco_api::constants::annotations::DESIRED_CONFIG);
+    let state = annotation(n, mco_api::constants::annotations::STATE);
+    current.is_some()
+        && current == desired
+        && config.is_none_or(|c| current == Some(c))
+        && state == Some(mco_api::constants::states::DONE)
+        && ready(n)
+        && !n
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false)
+}
+
+fn pool_updated_on(p: &MachineConfigPool, target: &str, machines: usize) -> bool {
+    let Some(st) = p.status.as_ref() else {
+        return false;
+    };
+    st.is_true("Updated")
+        && st.configuration.as_ref().map(|c| c.name.as_str()) == Some(target)
+        && st.machine_count == machines as i32
+        && st.updated_machine_count == machines as i32
+}
+
+/// Runs the benchmark once.
+pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
+    let dir = scratch_dir(&opts.work_dir, "rollout")?;
+    let data = dir.path().join(".mco");
+    let log_path = dir.path().join("up.log");
+    let log = std::fs::File::create(&log_path).map_err(|e| Error::io(log_path.display(), e))?;
+    let err = log
+        .try_clone()
+        .map_err(|e| Error::io(log_path.display(), e))?;
+    let started = Instant::now();
+    let child = Command::new(&opts.mco_bin)
+        .arg("up")
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--masters", &opts.masters.to_string()])
+        .args(["--workers", &opts.workers.to_string()])
+        .args(["--reboot-seconds", &opts.reboot_seconds.to_string()])
+        .args(["--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| Error::io(opts.mco_bin.display(), e))?;
+    let up = UpProcess(child);
+    let pid = up.0.id();
+    let secs = opts.max.as_secs();
+
+    let kubeconfig = data.join("kubeconfig");
+    poll("the kubeconfig", 60, || async {
+        kubeconfig.exists().then_some(())
+    })
+    .await?;
+    let client = poll("the API server", 60, || async {
+        let c = client_from_kubeconfig(&kubeconfig).await.ok()?;
+        c.apiserver_version().await.ok().map(|_| c)
+    })
+    .await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+
+    // The pool exists before any node joins, so the limit is in place for the rollout.
+    let percent = format!("{}%", opts.max_unavailable_percent);
+    poll("the worker pool", 60, || async {
+        pools
+            .patch(
+                "worker",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"maxUnavailable": percent}})),
+            )
+            .await
+            .ok()
+    })
+    .await?;
+
+    // Listing every node is heavy at this size: once a second, not at `poll`'s pace.
+    let total = opts.masters + opts.workers;
+    let deadline = Instant::now() + opts.max;
+    loop {
+        let list = nodes.list(&ListParams::default()).await?;
+        if list.items.len() == total && list.items.iter().all(|n| settled(n, None)) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let done = list.items.iter().filter(|n| settled(n, None)).count();
+            return Err(Error::Timeout {
+                what: format!("every node Done ({done} of {total})"),
+                secs,
+            });
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let join = started.elapsed();
+    let old_target = poll(
+        "the worker pool's status to count every node",
+        secs,
+        || async {
+            let p = pools.get("worker").await.ok()?;
+            let t = p.spec.configuration.as_ref()?.name.clone();
+            pool_updated_on(&p, &t, opts.workers).then_some(t)
+        },
+    )
+    .await?;
+
+    let mc: MachineConfig = typed(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {
+            "name": BENCH_MC,
+            "labels": {"machineconfiguration.openshift.io/role": "worker"}
+        },
+        "spec": {"config": {"ignition": {"version": "3.2.0"}, "storage": {"files": [{
+            "path": "/etc/mco-bench.conf",
+            "mode": 420,
+            "overwrite": true,
+            "contents": {"source": "data:,rolled%20out%20by%20mco-bench%0A"}
+        }]}}}
+    }))?;
+    let rollout_start = Instant::now();
+    mcs.create(&PostParams::default(), &mc).await?;
+    let new_target = poll("a new worker config", 60, || async {
+        let p = pools.get("worker").await.ok()?;
+        let t = p.spec.configuration.as_ref()?.name.clone();
+        (t != old_target).then_some(t)
+    })
+    .await?;
+    // The pool's status is one small object: poll it often, and take the most unavailable
+    // machines it reported as the check on `maxUnavailable`.
+    let mut peak_unavailable = 0;
+    let deadline = Instant::now() + opts.max;
+    loop {
+        let p = pools.get("worker").await?;
+        if pool_updated_on(&p, &new_target, opts.workers) {
+            break;
+        }
+        let unavailable = p.status.as_ref().map_or(0, |s| s.unavailable_machine_count);
+        peak_unavailable = peak_unavailable.max(usize::try_from(unavailable).unwrap_or(0));
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("the worker pool Updated on {new_target}"),
+                secs,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rollout = rollout_start.elapsed();
+    let mem = procfs::read_mem(pid)?;
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    drop(up);
+    Ok(RolloutReport {
+        max_unavailable: max_unavailable(opts.workers, opts.max_unavailable_percent),
+        opts,
+        join,
+        rollout,
+        peak_unavailable,
+        mem,
+        load,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waves_and_ideal() {
+        assert_eq!(max_unavailable(1000, 10), 100);
+        assert_eq!(max_unavailable(5, 10), 1);
+        assert_eq!(
+            ideal(1000, 100, Duration::from_secs(1)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            ideal(1001, 100, Duration::from_secs(2)),
+            Duration::from_secs(22)
+        );
+        assert_eq!(ideal(1000, 100, Duration::ZERO), Duration::ZERO);
+    }
+}
