@@ -170,6 +170,7 @@ impl Cluster {
             data_dir: data_dir.clone(),
             server: server.clone(),
             admin: admin.clone(),
+            transport: crate::supervisor::shared_transport(&server).await?,
             reboot: opts.reboot,
             os_update_mode: opts.os_update_mode,
             daemon: opts.daemon.clone(),

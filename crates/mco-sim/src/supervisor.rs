@@ -93,6 +93,9 @@ pub struct NodeEnv {
     pub server: Arc<ServerHandle>,
     /// An admin client (plays kubelet and the machine-config server).
     pub admin: kube::Client,
+    /// A client without credentials whose connections every in-process daemon shares
+    /// ([`shared_transport`]).
+    pub transport: kube::Client,
     /// How long a node is down during a reboot.
     pub reboot: Duration,
     /// Pivot or container.
@@ -238,8 +241,8 @@ async fn wait_rendered(
 pub(crate) struct Credentials {
     /// `DATA_DIR/kubeconfigs/node-<name>`, for a daemon in its own process.
     kubeconfig: PathBuf,
-    /// The same token as a client configuration, for a daemon in this process.
-    config: Option<kube::Config>,
+    /// The same token as an `Authorization` header, for a daemon in this process.
+    bearer: Option<http::HeaderValue>,
 }
 
 impl Credentials {
@@ -248,18 +251,19 @@ impl Credentials {
         if matches!(env.daemon, DaemonMode::None) {
             return Ok(Credentials {
                 kubeconfig,
-                config: None,
+                bearer: None,
             });
         }
         let id = crate::cluster::daemon_identity(node);
         let token = env.server.mint_token(id.clone()).await?;
         let doc = env.server.kubeconfig_for_token(&id.user_name(), &token);
         write_private(&kubeconfig, &doc)?;
-        let config = match env.daemon {
-            DaemonMode::InProcess(_) => Some(client_config(&doc).await?),
-            _ => None,
-        };
-        Ok(Credentials { kubeconfig, config })
+        let bearer = http::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|e| SimError::Invalid(format!("node token: {e}")))?;
+        Ok(Credentials {
+            kubeconfig,
+            bearer: Some(bearer),
+        })
     }
 }
 
@@ -281,31 +285,36 @@ fn write_private(path: &std::path::Path, doc: &str) -> Result<()> {
         .map_err(|e| SimError::io("writing", path, e))
 }
 
-/// A client configuration from a kubeconfig document, without kube's retry layer (as the
-/// API server's own clients: a refused eviction must come back, not be retried for minutes).
-async fn client_config(doc: &str) -> Result<kube::Config> {
-    let kc = kube::config::Kubeconfig::from_yaml(doc)
-        .map_err(|e| SimError::Invalid(format!("node kubeconfig: {e}")))?;
-    let mut cfg =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| SimError::Invalid(format!("node kubeconfig: {e}")))?;
-    cfg.default_retry = false;
-    Ok(cfg)
+/// A client that trusts the server's CA but carries no credentials, for every in-process
+/// daemon to send its requests through: a client per daemon keeps its own pool of
+/// connections, and at a thousand nodes those (both ends are in this process) exhaust the
+/// open-files limit.
+pub async fn shared_transport(server: &ServerHandle) -> Result<kube::Client> {
+    let mut cfg = server.config_for(mco_apiserver::Identity::Admin).await?;
+    cfg.auth_info = Default::default();
+    Ok(kube::Client::try_from(cfg)?)
 }
 
-/// A client for the node's daemon whose every request fails once `cut` is set.
-fn cuttable_client(creds: &Credentials, cut: Arc<AtomicBool>) -> Result<kube::Client> {
-    let cfg = creds
-        .config
+/// A node daemon's client over the shared transport: its own token, and every request fails
+/// once `cut` is set.
+fn cuttable_client(
+    env: &NodeEnv,
+    creds: &Credentials,
+    cut: Arc<AtomicBool>,
+) -> Result<kube::Client> {
+    let bearer = creds
+        .bearer
         .clone()
         .ok_or_else(|| SimError::Invalid("no in-process daemon credentials".into()))?;
-    let layer = tower::util::MapFutureLayer::new(move |call| {
+    let transport = env.transport.clone();
+    let svc = tower::service_fn(move |mut req: http::Request<kube::client::Body>| {
+        req.headers_mut()
+            .insert(http::header::AUTHORIZATION, bearer.clone());
+        let transport = transport.clone();
+        let call = async move { transport.send(req).await.map_err(tower::BoxError::from) };
         fail_if_cut(cut.load(Ordering::Relaxed), call)
     });
-    Ok(kube::client::ClientBuilder::try_from(cfg)?
-        .with_layer(&layer)
-        .build())
+    Ok(kube::Client::new(svc, "default"))
 }
 
 async fn fail_if_cut<T>(
@@ -434,7 +443,7 @@ impl Daemon {
             DaemonMode::None => Ok(Daemon::None),
             DaemonMode::InProcess(run) => {
                 let cut = Arc::new(AtomicBool::new(false));
-                let client = cuttable_client(creds, cut.clone())?;
+                let client = cuttable_client(env, creds, cut.clone())?;
                 let (tx, rx) = watch::channel(false);
                 let ctx = DaemonContext {
                     node: spec.name.clone(),
