@@ -115,27 +115,45 @@ pub struct Journal {
 
 impl Journal {
     fn persist(&mut self, fs: &HostFs, e: Entry) -> Result<(), HostError> {
+        self.persist_all(fs, vec![e])
+    }
+
+    /// Appends `entries` in one write and one fdatasync: the rollback needs them on disk
+    /// before the change they guard, and batching the records of one step keeps it to one
+    /// sync per step.
+    fn persist_all(&mut self, fs: &HostFs, entries: Vec<Entry>) -> Result<(), HostError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
         if !self.started {
             // Creates the directory durably (see `create_dir_all`) and fsyncs the journal's
             // entry in it, so the records appended below cannot lose their file.
             fs.write_atomic(JOURNAL, b"", &FileAttrs::mode(0o600))?;
             self.started = true;
         }
-        let mut line = serde_json::to_vec(&e).map_err(|source| HostError::Json {
-            what: JOURNAL.into(),
-            source,
-        })?;
-        line.push(b'\n');
-        // One fdatasync per record: the rollback needs it on disk before the change it guards.
-        fs.append_durable(JOURNAL, &line)?;
-        self.entries.push(e);
+        let mut lines = Vec::new();
+        for e in &entries {
+            serde_json::to_writer(&mut lines, e).map_err(|source| HostError::Json {
+                what: JOURNAL.into(),
+                source,
+            })?;
+            lines.push(b'\n');
+        }
+        fs.append_durable(JOURNAL, &lines)?;
+        self.entries.extend(entries);
         Ok(())
     }
 
     /// Records `path` before its first change in this update.
     pub fn record(&mut self, fs: &HostFs, path: &str) -> Result<(), HostError> {
+        let entry = self.entry_for(fs, path)?;
+        self.persist_all(fs, entry.into_iter().collect())
+    }
+
+    /// The entry for `path`, unless it was already recorded in this update.
+    fn entry_for(&mut self, fs: &HostFs, path: &str) -> Result<Option<Entry>, HostError> {
         if !self.seen.insert(path.to_string()) {
-            return Ok(());
+            return Ok(None);
         }
         let prior = match fs.stat(path)? {
             None => Prior::Absent,
@@ -153,13 +171,10 @@ impl Journal {
                 _ => Prior::Untouchable,
             },
         };
-        self.persist(
-            fs,
-            Entry::Path {
-                path: path.to_string(),
-                prior,
-            },
-        )
+        Ok(Some(Entry::Path {
+            path: path.to_string(),
+            prior,
+        }))
     }
 
     fn record_os(&mut self, fs: &HostFs) -> Result<(), HostError> {
@@ -183,9 +198,15 @@ impl Journal {
 
     /// Records a path and its backup records.
     fn record_managed(&mut self, fs: &HostFs, path: &str) -> Result<(), HostError> {
-        self.record(fs, path)?;
-        self.record(fs, &backup::orig_path(path))?;
-        self.record(fs, &backup::noorig_path(path))
+        let mut entries = Vec::with_capacity(3);
+        for p in [
+            path.to_string(),
+            backup::orig_path(path),
+            backup::noorig_path(path),
+        ] {
+            entries.extend(self.entry_for(fs, &p)?);
+        }
+        self.persist_all(fs, entries)
     }
 
     fn record_enablement(&mut self, host: &Host, unit: &str) -> Result<(), HostError> {

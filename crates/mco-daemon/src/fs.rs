@@ -239,6 +239,16 @@ impl HostFs {
             .map_err(|e| HostError::io(format!("reading {path}"), e))
     }
 
+    /// Reads a whole file into `buf` (cleared first), reusing its allocation across calls.
+    pub fn read_into(&self, path: &str, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        self.dir
+            .open(relative(path)?)
+            .and_then(|mut f| io::Read::read_to_end(&mut f, buf))
+            .map(drop)
+            .map_err(|e| HostError::io(format!("reading {path}"), e))
+    }
+
     /// Reads a whole file, `None` when absent.
     pub fn read_optional(&self, path: &str) -> Result<Option<Vec<u8>>> {
         self.dir

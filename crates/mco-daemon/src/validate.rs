@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use ignition_config::v3_5::File;
+
 use crate::apply::{ApplyError, file_contents, file_mode};
 use crate::engine::plan::ParsedConfig;
 use crate::error::HostError;
@@ -308,6 +310,17 @@ impl From<HostError> for Check {
 
 /// Compares one path's content and mode.
 fn check_file(host: &Host, path: &str, want: &[u8], mode: Option<u32>) -> Result<(), Check> {
+    check_file_with(host, path, want, mode, &mut Vec::new())
+}
+
+/// [`check_file`] reading into `scratch`, so one buffer serves every file of a config.
+fn check_file_with(
+    host: &Host,
+    path: &str,
+    want: &[u8],
+    mode: Option<u32>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), Check> {
     let st = match host.fs.stat(path)? {
         Some(st) => st,
         None => {
@@ -330,10 +343,49 @@ fn check_file(host: &Host, path: &str, want: &[u8], mode: Option<u32>) -> Result
     if st.len != want.len() as u64 && st.kind == EntryKind::File {
         return Err(Check::Drift(Mismatch::Content(path.into())));
     }
-    if host.fs.read(path)? != want {
+    host.fs.read_into(path, scratch)?;
+    if scratch.as_slice() != want {
         return Err(Check::Drift(Mismatch::Content(path.into())));
     }
     Ok(())
+}
+
+/// Ignition's base64 (padding optional), as the renderer decodes it.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
+
+/// The expected contents of `f`. Rendered configs carry plain base64 or plain text `data:` URLs
+/// without compression or percent-escapes; those are decoded straight into `scratch` (or
+/// borrowed from the config) instead of through the general decoder's extra passes and
+/// allocations. Anything else, or anything the fast path rejects, takes the general decoder,
+/// so the result and the errors are the same.
+fn expected_contents<'a>(f: &'a File, scratch: &'a mut Vec<u8>) -> Result<&'a [u8], ApplyError> {
+    let c = f.contents.as_ref();
+    let uncompressed = c
+        .and_then(|c| c.compression.as_deref())
+        .is_none_or(str::is_empty);
+    if let Some(src) = c.and_then(|c| c.source.as_deref())
+        && uncompressed
+        && let Some((header, payload)) = src.strip_prefix("data:").and_then(|r| r.split_once(','))
+        && !payload.as_bytes().contains(&b'%')
+    {
+        let base64 = header
+            .rsplit(';')
+            .next()
+            .is_some_and(|p| p.eq_ignore_ascii_case("base64"));
+        if !base64 {
+            return Ok(payload.as_bytes());
+        }
+        scratch.clear();
+        if base64::Engine::decode_vec(&BASE64, payload, scratch).is_ok() {
+            return Ok(scratch.as_slice());
+        }
+    }
+    *scratch = file_contents(f)?;
+    Ok(scratch.as_slice())
 }
 
 fn check_files(host: &Host, cfg: &ParsedConfig) -> Result<(), Check> {
@@ -343,6 +395,7 @@ fn check_files(host: &Host, cfg: &ParsedConfig) -> Result<(), Check> {
         .as_ref()
         .and_then(|s| s.files.as_deref())
         .unwrap_or_default();
+    let (mut want, mut on_disk) = (Vec::new(), Vec::new());
     for f in files {
         if SKIPPED_FILES.contains(&f.path.as_str()) {
             continue;
@@ -350,8 +403,8 @@ fn check_files(host: &Host, cfg: &ParsedConfig) -> Result<(), Check> {
         if f.append.as_ref().is_some_and(|a| !a.is_empty()) {
             return Err(Check::Drift(Mismatch::Append));
         }
-        let want = file_contents(f).map_err(Check::Config)?;
-        check_file(host, &f.path, &want, Some(file_mode(f)))?;
+        let want = expected_contents(f, &mut want).map_err(Check::Config)?;
+        check_file_with(host, &f.path, want, Some(file_mode(f)), &mut on_disk)?;
     }
     Ok(())
 }
@@ -410,6 +463,45 @@ fn check_units(host: &Host, cfg: &ParsedConfig) -> Result<(), Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast path decodes exactly what the general decoder does, and defers to it for
+    /// everything else (escapes, whitespace, compression, bad data).
+    #[test]
+    fn expected_contents_matches_the_general_decoder() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(b"a\0binary\nfile");
+        let unpadded = b64.trim_end_matches('=').to_string();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut gz, b"zipped").unwrap();
+        let gz = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
+        let cases = [
+            (format!("data:;base64,{b64}"), None),
+            (
+                format!("data:text/plain;charset=utf-8;base64,{unpadded}"),
+                None,
+            ),
+            (format!("data:;base64,{}\n{}", &b64[..4], &b64[4..]), None),
+            ("data:,plain%20text%0A".to_string(), None),
+            ("data:,plain-text".to_string(), None),
+            (String::new(), None),
+            (format!("data:;base64,{gz}"), Some("gzip")),
+        ];
+        for (source, compression) in cases {
+            let f: File = serde_json::from_value(serde_json::json!({
+                "path": "/etc/x",
+                "contents": {"source": source, "compression": compression},
+            }))
+            .unwrap();
+            let mut scratch = vec![b'x'; 3];
+            let got = expected_contents(&f, &mut scratch).unwrap().to_vec();
+            assert_eq!(got, file_contents(&f).unwrap(), "{source:?}");
+        }
+        let bad: File = serde_json::from_value(serde_json::json!({
+            "path": "/etc/x", "contents": {"source": "data:;base64,@@@"},
+        }))
+        .unwrap();
+        assert!(expected_contents(&bad, &mut Vec::new()).is_err());
+    }
 
     #[test]
     fn messages_follow_upstream() {
