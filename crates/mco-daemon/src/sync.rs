@@ -606,7 +606,11 @@ impl Daemon {
     async fn boot(&mut self) -> Result<Option<Exit>, SyncError> {
         let inner = Arc::clone(&self.inner);
         let node = inner.node().await?;
-        if annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING {
+        // A reboot still owed (requested in this very boot) has not happened: the start-up
+        // check below requests it again, and only the next boot may say "rebooted".
+        if annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING
+            && !inner.engine.reboot_owed().map_err(EngineError::from)?
+        {
             let m = "Node has rebooted";
             inner
                 .mcn(
