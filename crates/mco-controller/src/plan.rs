@@ -4,6 +4,7 @@
 //! Pure: it reads objects and returns a [`Plan`]; the node controller applies it. Keeping every
 //! rule here means the rules that bound disruption are tested without an API server.
 
+use std::borrow::{Borrow, Cow};
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
@@ -369,19 +370,20 @@ pub fn plan_with(
 
     // Status is computed as it will be once the candidates carry their new desiredConfig: the
     // controller writes both in one pass, and counting candidates as busy keeps it honest.
-    let after: Vec<Node> = members
+    // Only the candidates change; the rest are borrowed, not copied.
+    let chosen: BTreeSet<&str> = plan.candidates.iter().map(String::as_str).collect();
+    let after: Vec<Cow<'_, Node>> = members
         .iter()
-        .map(|n| {
-            let mut n = (*n).clone();
-            if let Some(t) = target.as_deref()
-                && plan.candidates.iter().any(|c| c == name_of(&n))
-            {
+        .map(|n| match target.as_deref() {
+            Some(t) if chosen.contains(name_of(n)) => {
+                let mut n = (*n).clone();
                 n.metadata
                     .annotations
                     .get_or_insert_with(Default::default)
                     .insert(annotations::DESIRED_CONFIG.into(), t.into());
+                Cow::Owned(n)
             }
-            n
+            _ => Cow::Borrowed(*n),
         })
         .collect();
     let (status, events) = calculate_status(pool, &after, now);
@@ -505,11 +507,12 @@ pub fn set_condition(
 
 /// Upstream's `calculateStatus` for a pool and its member nodes. `RenderDegraded` belongs to the
 /// render controller and is carried over; `Degraded` aggregates it with `NodeDegraded`.
-pub fn calculate_status(
+pub fn calculate_status<N: Borrow<Node>>(
     pool: &MachineConfigPool,
-    members: &[Node],
+    members: &[N],
     now: &str,
 ) -> (MachineConfigPoolStatus, Vec<PlanEvent>) {
+    let members: Vec<&Node> = members.iter().map(Borrow::borrow).collect();
     let pool_name = name_of_pool(pool);
     let previous = pool.status.clone().unwrap_or_default();
     let target = pool
@@ -525,7 +528,7 @@ pub fn calculate_status(
         .filter(|n| is_updated(n, target) && is_ready(n))
         .count();
     let unavailable = members.iter().filter(|n| is_unavailable(n)).count();
-    let degraded: Vec<&Node> = members.iter().filter(|n| is_degraded(n)).collect();
+    let degraded: Vec<&Node> = members.iter().copied().filter(|n| is_degraded(n)).collect();
 
     let mut status = previous.clone();
     status.observed_generation = pool.metadata.generation;
