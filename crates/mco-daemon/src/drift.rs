@@ -2,17 +2,27 @@
 //! unit and dropin of the current config; a change to one of them re-validates the node, the
 //! changed path first, and reports the first drift. Like upstream it stops after reporting; the
 //! sync loop restarts it once the node is back in its config.
+//!
+//! All monitors of a process share one inotify instance: the kernel allows few per user (128 by
+//! default), and `mco up` runs a daemon per simulated node in one process. Events are
+//! dispatched by changed path to the monitors that manage it. Without inotify a monitor falls
+//! back to validating the whole config periodically, and says so.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::engine::Engine;
 use crate::engine::plan::ParsedConfig;
 use crate::validate::{self, ValidateOptions, ValidationError};
+
+/// How often a monitor without inotify validates the whole config.
+pub const FALLBACK_PERIOD: Duration = Duration::from_secs(45);
 
 /// Why the monitor could not start.
 #[derive(Debug, thiserror::Error)]
@@ -22,16 +32,165 @@ pub enum DriftError {
     Notify(#[from] notify::Error),
 }
 
+/// What a monitor hears: a changed host path, or a tick of the periodic fallback.
+type Subscriber = (u64, mpsc::Sender<PathBuf>);
+
+/// Monitors by managed host path. Kept apart from the watcher: the watcher's event thread
+/// locks it, while `watch`/`unwatch` wait on that thread.
+type Subscribers = Arc<Mutex<HashMap<PathBuf, Vec<Subscriber>>>>;
+
+/// The process-wide inotify watcher and how many monitors watch each directory.
+struct Shared {
+    watcher: RecommendedWatcher,
+    dirs: HashMap<PathBuf, usize>,
+}
+
+struct Registry {
+    subs: Subscribers,
+    /// `None` when inotify could not be set up at all.
+    shared: Option<Mutex<Shared>>,
+    next_id: AtomicU64,
+}
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let subs: Subscribers = Arc::default();
+        let dispatch = Arc::clone(&subs);
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            let Ok(ev) = res else { return };
+            let Ok(subs) = dispatch.lock() else { return };
+            for p in ev.paths {
+                for (_, tx) in subs.get(&p).into_iter().flatten() {
+                    let _ = tx.send(p.clone());
+                }
+            }
+        });
+        let shared = match watcher {
+            Ok(watcher) => Some(Mutex::new(Shared {
+                watcher,
+                dirs: HashMap::new(),
+            })),
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    period_seconds = FALLBACK_PERIOD.as_secs(),
+                    "inotify unavailable: config drift is checked periodically instead"
+                );
+                None
+            }
+        };
+        Registry {
+            subs,
+            shared,
+            next_id: AtomicU64::new(0),
+        }
+    })
+}
+
+/// One monitor's place in the registry; dropping it unsubscribes and releases its directories.
+struct Registration {
+    id: u64,
+    paths: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let reg = registry();
+        if let Ok(mut subs) = reg.subs.lock() {
+            for p in &self.paths {
+                if let Some(list) = subs.get_mut(p) {
+                    list.retain(|(id, _)| *id != self.id);
+                    if list.is_empty() {
+                        subs.remove(p);
+                    }
+                }
+            }
+        }
+        if let Some(shared) = &reg.shared
+            && let Ok(mut shared) = shared.lock()
+        {
+            for d in &self.dirs {
+                release_dir(&mut shared, d);
+            }
+        }
+    }
+}
+
+fn release_dir(shared: &mut Shared, dir: &Path) {
+    let Some(n) = shared.dirs.get_mut(dir) else {
+        return;
+    };
+    *n -= 1;
+    if *n == 0 {
+        shared.dirs.remove(dir);
+        let _ = shared.watcher.unwatch(dir);
+    }
+}
+
+/// Subscribes `paths` (host paths) and watches their parent directories. `Ok(None)` when the
+/// process has no inotify.
+fn register(
+    paths: Vec<PathBuf>,
+    tx: mpsc::Sender<PathBuf>,
+) -> Result<Option<Registration>, DriftError> {
+    let reg = registry();
+    let Some(shared) = &reg.shared else {
+        return Ok(None);
+    };
+    let id = reg.next_id.fetch_add(1, Ordering::Relaxed);
+    let mut registration = Registration {
+        id,
+        paths: Vec::new(),
+        dirs: Vec::new(),
+    };
+    {
+        let mut subs = reg.subs.lock().unwrap_or_else(|e| e.into_inner());
+        for p in &paths {
+            subs.entry(p.clone()).or_default().push((id, tx.clone()));
+        }
+    }
+    registration.paths = paths;
+    let mut shared = shared.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = HashSet::new();
+    for p in &registration.paths {
+        let Some(parent) = p.parent() else { continue };
+        if !parent.is_dir() || !seen.insert(parent.to_path_buf()) {
+            continue;
+        }
+        match shared.dirs.get_mut(parent) {
+            Some(n) => *n += 1,
+            None => {
+                if let Err(e) = shared.watcher.watch(parent, RecursiveMode::NonRecursive) {
+                    for d in std::mem::take(&mut registration.dirs) {
+                        release_dir(&mut shared, &d);
+                    }
+                    // `registration` unsubscribes as it drops, after `shared` is released.
+                    return Err(e.into());
+                }
+                shared.dirs.insert(parent.to_path_buf(), 1);
+            }
+        }
+        registration.dirs.push(parent.to_path_buf());
+    }
+    Ok(Some(registration))
+}
+
 /// A running monitor; dropping it stops watching.
 pub struct DriftMonitor {
-    _watcher: RecommendedWatcher,
+    /// `None` in the periodic fallback; its sender (below) then keeps the thread alive.
+    _registration: Option<Registration>,
+    _alive: mpsc::Sender<PathBuf>,
     config: String,
+    periodic: bool,
 }
 
 impl std::fmt::Debug for DriftMonitor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DriftMonitor")
             .field("config", &self.config)
+            .field("periodic", &self.periodic)
             .finish()
     }
 }
@@ -40,6 +199,11 @@ impl DriftMonitor {
     /// The config being watched against.
     pub fn config(&self) -> &str {
         &self.config
+    }
+
+    /// Whether this monitor validates periodically because inotify is unavailable.
+    pub fn is_periodic(&self) -> bool {
+        self.periodic
     }
 }
 
@@ -55,49 +219,58 @@ pub fn start(
     on_drift: impl FnOnce(ValidationError) + Send + 'static,
 ) -> Result<DriftMonitor, DriftError> {
     let root = engine.host.fs.root().to_path_buf();
-    let managed: Vec<String> = validate::managed_paths(&cfg);
-    let by_host: Vec<(PathBuf, String)> = managed
-        .iter()
-        .map(|p| (host_path(&root, p), p.clone()))
+    let by_host: HashMap<PathBuf, String> = validate::managed_paths(&cfg)
+        .into_iter()
+        .map(|p| (host_path(&root, &p), p))
         .collect();
     let (tx, rx) = mpsc::channel::<PathBuf>();
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if let Ok(ev) = res {
-            for p in ev.paths {
-                let _ = tx.send(p);
-            }
-        }
-    })?;
-    let mut dirs = HashSet::new();
-    for (hp, _) in &by_host {
-        if let Some(parent) = hp.parent()
-            && parent.is_dir()
-            && dirs.insert(parent.to_path_buf())
-        {
-            watcher.watch(parent, RecursiveMode::NonRecursive)?;
-        }
-    }
     let name = cfg.name.clone();
-    tracing::info!(config = %name, dirs = dirs.len(), "Config Drift Monitor started");
+    let registration = match register(by_host.keys().cloned().collect(), tx.clone()) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(
+                config = %name,
+                error = %e,
+                period_seconds = FALLBACK_PERIOD.as_secs(),
+                "cannot watch the managed paths: config drift is checked periodically instead"
+            );
+            None
+        }
+    };
+    let periodic = registration.is_none();
+    tracing::info!(config = %name, paths = by_host.len(), periodic, "Config Drift Monitor started");
     std::thread::Builder::new()
         .name("mco-drift".into())
         .spawn(move || {
             let opts = ValidateOptions {
                 managed_os: engine.managed_os(),
             };
-            let mut on_drift = Some(on_drift);
-            // Ends when the watcher (the only sender) is dropped.
-            while let Ok(changed) = rx.recv() {
-                let Some((_, path)) = by_host.iter().find(|(hp, _)| *hp == changed) else {
-                    continue;
+            let period = if periodic {
+                FALLBACK_PERIOD
+            } else {
+                // Only to notice a dropped monitor; events arrive on the channel.
+                Duration::from_secs(3600)
+            };
+            loop {
+                // Ends when the monitor (holding the last sender) is dropped.
+                let result = match rx.recv_timeout(period) {
+                    Ok(changed) => {
+                        let Some(path) = by_host.get(&changed) else {
+                            continue;
+                        };
+                        validate::validate_on_disk_preferring(&engine.host, &cfg, opts, path)
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) if periodic => {
+                        validate::validate_on_disk(&engine.host, &cfg, opts)
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 };
-                match validate::validate_on_disk_preferring(&engine.host, &cfg, opts, path) {
+                match result {
                     Ok(()) => {}
                     Err(e) if e.mismatch().is_some() => {
                         tracing::error!(error = %e, "config drift detected");
-                        if let Some(f) = on_drift.take() {
-                            f(e);
-                        }
+                        on_drift(e);
                         return;
                     }
                     Err(e) => tracing::warn!(error = %e, "drift check failed"),
@@ -106,7 +279,9 @@ pub fn start(
         })
         .map_err(|e| DriftError::Notify(notify::Error::io(e)))?;
     Ok(DriftMonitor {
-        _watcher: watcher,
+        _registration: registration,
+        _alive: tx,
         config: name,
+        periodic,
     })
 }

@@ -130,3 +130,28 @@ fn masked_unit_never_degrades() {
             .is_some()
     );
 }
+
+/// Monitors of one process share an inotify instance: each hears its own node's drift only.
+#[test]
+fn two_monitors_in_one_process_see_only_their_own_drift() {
+    let (a, mc_a) = node_with_config();
+    let (b, mc_b) = node_with_config();
+    let (ma, rx_a) = monitor(&a, &mc_a);
+    let (mb, rx_b) = monitor(&b, &mc_b);
+    assert!(!ma.is_periodic() && !mb.is_periodic());
+    drift(&a, "/etc/etc-file");
+    let reason = rx_a.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        reason.ends_with("content mismatch for file \"/etc/etc-file\""),
+        "{reason}"
+    );
+    // Node b is untouched: its monitor must still be silent, and still alive.
+    assert!(rx_b.try_recv().is_err());
+    drift(&b, "/etc/etc-file-two");
+    let reason = rx_b.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        reason.ends_with("content mismatch for file \"/etc/etc-file-two\""),
+        "{reason}"
+    );
+    assert!(rx_a.try_recv().is_err());
+}
