@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use futures::{StreamExt, stream};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -35,9 +36,13 @@ pub const WEB_RS: &str = "web-5d8f7c9b6";
 /// Its PDB's `minAvailable`.
 pub const WEB_MIN_AVAILABLE: i32 = 2;
 
-/// A reconcile pass is followed by a pause of at least this many times its duration, so the
-/// simulated kubelet and scheduler take a bounded share of the machine.
-const BUSY_FACTOR: u32 = 4;
+/// Writes (creates, deletes, status patches) a pass keeps in flight: one at a time cannot keep
+/// up with a thousand nodes joining.
+const IN_FLIGHT: usize = 32;
+
+/// The longest pause a slow pass adds after itself: it gives the API server room on a large
+/// fleet without letting pods wait minutes for their node's pass.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Timing of the simulated kubelet and scheduler.
 #[derive(Debug, Clone, Copy)]
@@ -291,9 +296,9 @@ pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::
         {
             tracing::debug!(error = %e, "workload reconcile");
         }
-        // A pass lists every node and pod: on a large fleet it is slow, and ticking at the
-        // small-cluster pace would keep the API server busy with little else.
-        let pause = timing.tick.max(started.elapsed() * BUSY_FACTOR);
+        // A pass lists every node and pod once: on a large fleet it takes a while, and ticking
+        // right away would keep the API server busy with little else.
+        let pause = timing.tick.max(started.elapsed().min(MAX_BACKOFF));
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = stop.changed() => return,
@@ -304,61 +309,69 @@ pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::
     }
 }
 
+/// Runs `writes` with at most [`IN_FLIGHT`] in flight; the first error is returned once all
+/// have finished.
+async fn run_bounded<F>(writes: Vec<F>) -> std::result::Result<(), kube::Error>
+where
+    F: std::future::Future<Output = std::result::Result<(), kube::Error>>,
+{
+    let results: Vec<_> = stream::iter(writes)
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+fn node_of(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+/// One pass: every list is read once, then the writes it calls for go out concurrently.
 async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTiming) -> Result<()> {
-    let nodes: Vec<Node> = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items;
+    let lp = ListParams::default();
+    let ds_pods: Api<Pod> = Api::namespaced(client.clone(), DS_NAMESPACE);
+    let web: Api<Pod> = Api::namespaced(client.clone(), WEB_NAMESPACE);
+    let ds_lp = ListParams::default().labels(&format!("app={DS_NAME}"));
+    let web_lp = ListParams::default().labels(&format!("app={WEB_NAME}"));
+    let nodes_api = Api::<Node>::all(client.clone());
+    let (nodes, existing, web_pods) =
+        tokio::try_join!(nodes_api.list(&lp), ds_pods.list(&ds_lp), web.list(&web_lp),)?;
+    let nodes = nodes.items;
+    let existing = existing.items;
+    let web_pods = web_pods.items;
     let names: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
+    let ready_nodes: BTreeSet<String> = nodes
+        .iter()
+        .filter(|n| node_ready(n))
+        .map(|n| n.name_any())
+        .collect();
     let pp = PostParams::default();
+    let dp = DeleteParams::default();
 
     // One DaemonSet pod per node; pods of vanished nodes go.
-    let ds_pods: Api<Pod> = Api::namespaced(client.clone(), DS_NAMESPACE);
-    let existing = ds_pods
-        .list(&ListParams::default().labels(&format!("app={DS_NAME}")))
-        .await?
-        .items;
-    let mut pods = existing.clone();
-    let have: BTreeSet<String> = existing
-        .iter()
-        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
-        .collect();
+    let have: BTreeSet<String> = existing.iter().map(node_of).collect();
+    let mut creates = Vec::new();
     for n in names.difference(&have) {
         let pod: Pod = objects::typed("pod", ds_pod(n, &owners.ds_uid))?;
-        match ds_pods.create(&pp, &pod).await {
-            Ok(_) | Err(kube::Error::Api(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
+        creates.push((ds_pods.clone(), pod));
     }
+    let mut deletes = Vec::new();
     for p in &existing {
-        let on = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        if !names.contains(&on) {
-            let _ = ds_pods
-                .delete(&p.name_any(), &DeleteParams::default())
-                .await;
+        if !names.contains(&node_of(p)) {
+            deletes.push((ds_pods.clone(), p.name_any()));
         }
     }
 
     // Web pods: replace the missing ones, drop those on vanished nodes.
-    let web: Api<Pod> = Api::namespaced(client.clone(), WEB_NAMESPACE);
-    let web_pods = web
-        .list(&ListParams::default().labels(&format!("app={WEB_NAME}")))
-        .await?
-        .items;
     let mut load: BTreeMap<String, usize> = BTreeMap::new();
     let mut live = 0;
     for p in &web_pods {
-        let on = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
+        let on = node_of(p);
         if !names.contains(&on) {
-            let _ = web.delete(&p.name_any(), &DeleteParams::default()).await;
+            deletes.push((web.clone(), p.name_any()));
             continue;
         }
         if terminating(p) {
@@ -381,14 +394,14 @@ async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTimin
         };
         let name = format!("{WEB_RS}-{}", suffix());
         let pod: Pod = objects::typed("pod", web_pod(&name, &node, &owners.rs_uid))?;
-        web.create(&pp, &pod).await?;
+        creates.push((web.clone(), pod));
         *load.entry(node).or_default() += 1;
     }
-    pods.extend(web_pods);
 
     // The kubelet part: pods become Running and Ready once started.
     let now = jiff::Timestamp::now();
-    for p in &pods {
+    let mut patches = Vec::new();
+    for p in existing.iter().chain(&web_pods) {
         if pod_ready(p) || terminating(p) {
             continue;
         }
@@ -401,12 +414,7 @@ async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTimin
         if now.as_second() - created < timing.start_delay.as_secs() as i64 {
             continue;
         }
-        let on = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        if !nodes.iter().any(|n| n.name_any() == on && node_ready(n)) {
+        if !ready_nodes.contains(&node_of(p)) {
             continue;
         }
         let (container, image) = p
@@ -417,13 +425,53 @@ async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTimin
             .unwrap_or_default();
         let ns = p.namespace().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        api.patch_status(
-            &p.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&running_status(&container, &image, &objects::now_rfc3339())),
-        )
-        .await?;
+        patches.push((api, p.name_any(), container, image));
     }
+    let stamp = objects::now_rfc3339();
+    let (pp, dp) = (&pp, &dp);
+
+    let create_results = run_bounded(
+        creates
+            .iter()
+            .map(|(api, pod)| async move {
+                match api.create(pp, pod).await {
+                    // Already there (a racing pass) or refused: the next pass sees it.
+                    Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            })
+            .collect(),
+    );
+    let delete_results = run_bounded(
+        deletes
+            .iter()
+            .map(|(api, name)| async move {
+                let _ = api.delete(name, dp).await;
+                Ok(())
+            })
+            .collect(),
+    );
+    let patch_results = run_bounded(
+        patches
+            .iter()
+            .map(|(api, name, container, image)| {
+                let stamp = &stamp;
+                async move {
+                    api.patch_status(
+                        name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&running_status(container, image, stamp)),
+                    )
+                    .await
+                    .map(|_| ())
+                }
+            })
+            .collect(),
+    );
+    let (c, d, p) = tokio::join!(create_results, delete_results, patch_results);
+    c?;
+    d?;
+    p?;
     Ok(())
 }
 
