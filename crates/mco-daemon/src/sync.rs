@@ -88,6 +88,9 @@ pub enum SyncError {
     /// A Degraded node still does not match; its reason (naming the most recent drift) is kept.
     #[error("still degraded: {0}")]
     StillDegraded(String),
+    /// Shutdown was asked for while waiting on the cluster; not the node's fault.
+    #[error("shutting down")]
+    Shutdown,
 }
 
 impl SyncError {
@@ -115,6 +118,8 @@ struct Inner {
     nodes: Api<Node>,
     mcs: Api<MachineConfig>,
     mcns: Api<MachineConfigNode>,
+    /// Set once [`Daemon::run`]'s shutdown fires, so that waits inside a sync give up.
+    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 /// One node's daemon.
@@ -362,7 +367,11 @@ impl Inner {
         }
         self.annotate(&[(ann::DESIRED_DRAIN, Some(value))]).await?;
         let deadline = Instant::now() + self.opts.drain_timeout;
+        let mut shutdown = self.shutdown.subscribe();
         loop {
+            if *shutdown.borrow_and_update() {
+                return Err(SyncError::Shutdown);
+            }
             if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
                 return Ok(());
             }
@@ -373,7 +382,10 @@ impl Inner {
                     human(self.opts.drain_timeout)
                 )));
             }
-            tokio::time::sleep(self.opts.poll_interval).await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.opts.poll_interval) => {}
+                _ = shutdown.changed() => {}
+            }
         }
     }
 
@@ -591,6 +603,7 @@ impl Daemon {
                 drift: Mutex::new(None),
                 drift_tx,
                 opts,
+                shutdown: tokio::sync::watch::Sender::new(false),
             }),
             booted: false,
             drift_rx,
@@ -807,7 +820,8 @@ impl Daemon {
         }
     }
 
-    /// Runs until a reboot is requested or `shutdown` resolves (observed only between syncs).
+    /// Runs until a reboot is requested or `shutdown` resolves. A sync in progress is not cut
+    /// short, except that a wait on the drain controller gives up.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<Exit, SyncError> {
         let inner = Arc::clone(&self.inner);
         let cfg = watcher::Config::default().fields(&format!("metadata.name={}", inner.name()));
@@ -861,8 +875,26 @@ impl Daemon {
                 },
                 _ = due => {
                     retry_at = None;
-                    match self.sync().await {
+                    let mut stopping = false;
+                    let result = {
+                        let sync = self.sync();
+                        tokio::pin!(sync);
+                        tokio::select! {
+                            r = &mut sync => r,
+                            _ = &mut shutdown => {
+                                stopping = true;
+                                inner.shutdown.send_replace(true);
+                                sync.await
+                            }
+                        }
+                    };
+                    match result {
                         Ok(Some(exit)) => return Ok(exit),
+                        _ if stopping => {
+                            tracing::info!("shutting down at a safe point");
+                            return Ok(Exit::Shutdown);
+                        }
+                        Err(SyncError::Shutdown) => return Ok(Exit::Shutdown),
                         Ok(None) => backoff = Duration::from_secs(1),
                         Err(SyncError::StillDegraded(e)) => {
                             tracing::info!("node still degraded: {e}");
