@@ -223,6 +223,31 @@ fn all_pools(pools: &Store<MachineConfigPool>) -> Vec<ObjectRef<MachineConfigPoo
         .collect()
 }
 
+/// The pools a changed node affects: the one it is in now and the one it was last seen in, so
+/// a wave of node updates reconciles only their own pool rather than every pool. A node in no
+/// single pool (a conflict, or no match) affects every pool.
+fn pools_touched_by(
+    node: &Node,
+    pools: &Store<MachineConfigPool>,
+    last_pool: &Mutex<HashMap<String, String>>,
+) -> Vec<ObjectRef<MachineConfigPool>> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let all: Vec<MachineConfigPool> = pools.state().iter().map(|p| (**p).clone()).collect();
+    let membership = crate::plan::assign_pools(std::slice::from_ref(node), &all);
+    let now = membership.primary.get(&name).cloned();
+    let mut last = last_pool.lock().unwrap_or_else(|e| e.into_inner());
+    let before = match &now {
+        Some(p) => last.insert(name, p.clone()),
+        None => last.remove(&name),
+    };
+    match (now, before) {
+        (Some(now), Some(before)) if now == before => vec![ObjectRef::new(&now)],
+        (Some(now), Some(before)) => vec![ObjectRef::new(&now), ObjectRef::new(&before)],
+        // First sighting, or no single pool: every pool, as membership may have shifted.
+        _ => all_pools(pools),
+    }
+}
+
 /// Run every controller until one of them stops (they only stop on shutdown).
 pub async fn run_all(
     client: Client,
@@ -327,8 +352,11 @@ pub async fn run_all(
 
         let p3 = pools.clone();
         let p4 = pools.clone();
+        let last_pool = Arc::new(Mutex::new(HashMap::<String, String>::new()));
         let rollout = Controller::for_shared_stream(pools_for_rollout, pools.clone())
-            .watches_shared_stream(nodes_for_rollout, move |_| all_pools(&p3))
+            .watches_shared_stream(nodes_for_rollout, move |n| {
+                pools_touched_by(&n, &p3, &last_pool)
+            })
             .watches_shared_stream(deleted_nodes, move |n| pools_of_node(&n, &p4))
             .reconcile_all_on(ticker(config.resync))
             .run(
