@@ -1,17 +1,22 @@
-//! Resident memory of an idle `mco daemon`: the real process on a simulated node, against the
+//! Resident memory of an idle node daemon, run both as `mco daemon` (the multi-call executable)
+//! and as the daemon-only `mco-daemon`: the real process on a simulated node, against the
 //! embedded API server run as its own process, settled to `state=Done`.
 //!
 //! ```sh
 //! cargo build --release -p mco --bin mco
-//! cargo run --release -p mco-daemon --example bench_idle_rss -- [--mco target/release/mco] [--files 200] [--idle-secs 10]
+//! cargo build --release -p mco-daemon --features cli --bin mco-daemon
+//! cargo run --release -p mco-daemon --example bench_idle_rss -- [--mco target/release/mco] [--daemon-bin target/release/mco-daemon] [--files 200] [--idle-secs 10] [--rounds 1]
 //! ```
 //!
-//! The node's root already holds the config (applied by the engine in this process, then a
-//! simulated reboot), so the daemon starts, validates the disk, writes its MachineConfigNode and
-//! annotations, starts the drift monitor and metrics endpoint, and goes idle. `VmRSS`/`VmHWM`
-//! and the thread count are read from `/proc/<pid>/status` after `--idle-secs` of idling.
+//! Each round measures both executables, each against a fresh API server and node. The node's
+//! root already holds the config (applied by the engine in this process, then a simulated
+//! reboot), so the daemon starts, validates the disk, writes its MachineConfigNode and
+//! annotations, starts the drift monitor and metrics endpoint, and goes idle.
+//! `VmRSS` (with its `RssAnon`/`RssFile` split), `VmHWM` and the thread count are read from
+//! `/proc/<pid>/status` after `--idle-secs` of idling.
 
 use std::error::Error;
+use std::ffi::OsString;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -126,21 +131,27 @@ fn prepare_node(root: &Path, mc: &MachineConfig) -> Result<(), Box<dyn Error>> {
 
 struct Args {
     mco: PathBuf,
+    daemon_bin: PathBuf,
     files: usize,
     idle_secs: u64,
+    rounds: usize,
 }
 
 fn args() -> Result<Args, Box<dyn Error>> {
     let mut a = Args {
         mco: PathBuf::from("target/release/mco"),
+        daemon_bin: PathBuf::from("target/release/mco-daemon"),
         files: 200,
         idle_secs: 10,
+        rounds: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let v = it.next().ok_or(format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--mco" => a.mco = v.into(),
+            "--daemon-bin" => a.daemon_bin = v.into(),
+            "--rounds" => a.rounds = v.parse()?,
             "--files" => a.files = v.parse()?,
             "--idle-secs" => a.idle_secs = v.parse()?,
             _ => return Err(format!("unknown flag {flag}").into()),
@@ -149,9 +160,29 @@ fn args() -> Result<Args, Box<dyn Error>> {
     Ok(a)
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn Error>> {
-    let a = args()?;
+/// What `/proc/<pid>/status` says about one idle daemon, in kB.
+struct Sample {
+    settled: Duration,
+    at_done: u64,
+    rss: u64,
+    anon: u64,
+    file: u64,
+    hwm: u64,
+    threads: String,
+}
+
+fn kb(pid: u32, key: &str) -> Result<u64, Box<dyn Error>> {
+    let v = status_field(pid, key)?;
+    Ok(v.trim_end_matches("kB").trim().parse()?)
+}
+
+fn mib(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+/// One idle daemon started as `daemon` (executable and leading arguments), against a fresh
+/// API server and node.
+async fn measure(a: &Args, daemon: &[OsString]) -> Result<Sample, Box<dyn Error>> {
     let work = tempfile::tempdir()?;
     let api_dir = work.path().join("api");
     let api_log = std::fs::File::create(work.path().join("apiserver.log"))?;
@@ -230,8 +261,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let daemon_log = std::fs::File::create(work.path().join("daemon.log"))?;
     let started = Instant::now();
     let daemon = Reaped(
-        Command::new(&a.mco)
-            .args(["daemon", "--node", NODE, "--host", "sim"])
+        Command::new(&daemon[0])
+            .args(&daemon[1..])
+            .args(["--node", NODE, "--host", "sim"])
             .arg("--root")
             .arg(&root)
             .arg("--kubeconfig")
@@ -240,7 +272,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(daemon_log)
-            .spawn()?,
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", daemon[0].display()))?,
     );
     let pid = daemon.0.id();
     let done = poll("the node to be Done", 60, || async {
@@ -258,17 +291,49 @@ async fn main() -> Result<(), Box<dyn Error>> {
         return Err(e);
     }
     let settled = started.elapsed();
-    let after_done = status_field(pid, "VmRSS")?;
+    let at_done = kb(pid, "VmRSS")?;
     tokio::time::sleep(Duration::from_secs(a.idle_secs)).await;
-    let rss = status_field(pid, "VmRSS")?;
-    let hwm = status_field(pid, "VmHWM")?;
-    let threads = status_field(pid, "Threads")?;
-    println!(
-        "idle daemon ({} files, 1 unit): Done after {:.2} s; VmRSS at Done {after_done}; after {} s idle VmRSS {rss}, VmHWM {hwm}, threads {threads}",
-        a.files,
-        settled.as_secs_f64(),
-        a.idle_secs
-    );
+    let sample = Sample {
+        settled,
+        at_done,
+        rss: kb(pid, "VmRSS")?,
+        anon: kb(pid, "RssAnon")?,
+        file: kb(pid, "RssFile")?,
+        hwm: kb(pid, "VmHWM")?,
+        threads: status_field(pid, "Threads")?,
+    };
     drop(daemon);
+    Ok(sample)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let a = args()?;
+    let multi = vec![a.mco.clone().into_os_string(), "daemon".into()];
+    let single = vec![a.daemon_bin.clone().into_os_string()];
+    for round in 1..=a.rounds {
+        let mut rss = vec![];
+        for (label, cmd) in [("mco daemon", &multi), ("mco-daemon", &single)] {
+            let s = measure(&a, cmd).await?;
+            println!(
+                "round {round} {label:<10} ({} files, 1 unit): Done after {:.2} s; VmRSS at Done {:.1} MiB; \
+                 after {} s idle VmRSS {:.1} MiB (RssAnon {:.1}, RssFile {:.1}), VmHWM {:.1} MiB, threads {}",
+                a.files,
+                s.settled.as_secs_f64(),
+                mib(s.at_done),
+                a.idle_secs,
+                mib(s.rss),
+                mib(s.anon),
+                mib(s.file),
+                mib(s.hwm),
+                s.threads,
+            );
+            rss.push(s.rss);
+        }
+        println!(
+            "round {round}: mco-daemon / mco daemon idle VmRSS = {:.2}",
+            rss[1] as f64 / rss[0] as f64
+        );
+    }
     Ok(())
 }

@@ -19,6 +19,8 @@
 
 pub mod apply;
 pub mod backup;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod cmd;
 pub mod drift;
 pub mod engine;

@@ -23,6 +23,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::rbac::labels;
 use crate::{CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, Options};
 
+/// The daemon's executable in the image (the Containerfile installs it beside `/usr/bin/mco`).
+pub const DAEMON_BIN: &str = "/usr/bin/mco-daemon";
+
 /// Where the daemon container sees the host's `/`.
 pub const HOST_ROOT: &str = "/rootfs";
 
@@ -241,8 +244,10 @@ pub fn daemon(opts: &Options) -> DaemonSet {
     let container = Container {
         name: "daemon".to_string(),
         image: Some(opts.image.clone()),
+        // The daemon-only executable: an idle daemon's resident memory is mostly the pages of
+        // the executable it runs, and `mco` also carries the API server and controller.
+        command: Some(vec![DAEMON_BIN.to_string()]),
         args: Some(vec![
-            "daemon".to_string(),
             "--node=$(NODE_NAME)".to_string(),
             format!("--root={HOST_ROOT}"),
             "--host=real".to_string(),
@@ -377,5 +382,14 @@ mod tests {
             (port.name.as_deref(), port.container_port, port.host_port),
             (Some("metrics"), 9101, Some(9101))
         );
+    }
+
+    #[test]
+    fn daemon_runs_the_daemon_only_executable_without_the_role_word() {
+        let c = container(daemon(&Options::default()).spec, |s| s.template.spec);
+        assert_eq!(c.command, Some(vec!["/usr/bin/mco-daemon".to_string()]));
+        let args = c.args.unwrap();
+        assert_eq!(args[0], "--node=$(NODE_NAME)");
+        assert!(!args.contains(&"daemon".to_string()));
     }
 }

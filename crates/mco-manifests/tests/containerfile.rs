@@ -221,6 +221,37 @@ fn builds_the_mco_binary_with_the_repositorys_toolchain_into_a_minimal_runtime()
     assert_ne!(uid, 0);
 }
 
+/// The DaemonSet runs the daemon-only executable, so the image must build and ship it where
+/// the manifests say it is.
+#[test]
+fn ships_the_daemon_only_executable_where_the_daemonset_runs_it() {
+    let instructions = containerfile();
+    assert!(
+        instructions.iter().any(|i| i.keyword == "RUN"
+            && i.args.contains(
+                "cargo build --release -p mco-daemon --features cli --bin mco-daemon --locked"
+            )
+            && i.args.contains("target/release/mco-daemon /out/mco-daemon")),
+        "the builder builds and stages mco-daemon"
+    );
+    let runtime_copies: Vec<&str> = instructions
+        .iter()
+        .filter(|i| i.keyword == "COPY" && i.args.starts_with("--from=builder"))
+        .map(|i| i.args.as_str())
+        .collect();
+    assert!(
+        runtime_copies.contains(&"--from=builder /out/mco-daemon /usr/bin/mco-daemon"),
+        "{runtime_copies:?}"
+    );
+    assert!(runtime_copies.contains(&"--from=builder /out/mco /usr/bin/mco"));
+    let daemonset = read("manifests/install/05-daemon.yaml");
+    assert!(
+        daemonset.contains("/usr/bin/mco-daemon"),
+        "05-daemon.yaml runs /usr/bin/mco-daemon"
+    );
+    assert_eq!(mco_manifests::workloads::DAEMON_BIN, "/usr/bin/mco-daemon");
+}
+
 #[test]
 fn image_name_agrees_across_manifests_docs_and_containerfile() {
     let image = mco_manifests::default_image();

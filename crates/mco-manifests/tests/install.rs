@@ -511,15 +511,11 @@ fn daemon_set_runs_privileged_on_every_node_with_the_host_root() {
             .field_path,
         "spec.nodeName"
     );
+    assert_eq!(c.command, Some(vec!["/usr/bin/mco-daemon".to_string()]));
     let args = c.args.clone().unwrap();
     assert_eq!(
-        &args[..4],
-        [
-            "daemon",
-            "--node=$(NODE_NAME)",
-            "--root=/rootfs",
-            "--host=real"
-        ]
+        &args[..3],
+        ["--node=$(NODE_NAME)", "--root=/rootfs", "--host=real"]
     );
     let requests = c.resources.as_ref().unwrap().requests.clone().unwrap();
     assert_eq!(requests["cpu"].0, "20m");
