@@ -336,3 +336,86 @@ async fn rebootless_then_reboot_update_condition_sequence() {
     assert_eq!(st.health, "Unhealthy");
     task.abort();
 }
+
+/// A daemon waiting on a drain request nobody answers stops cleanly on shutdown: `Exit::Shutdown`, and
+/// the node is not marked Degraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_a_drain_wait_is_not_degraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(Config::new(
+        dir.path().join("api"),
+        "127.0.0.1:0".parse().unwrap(),
+    ))
+    .await
+    .unwrap();
+    let admin = server.client_for(Identity::Admin).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for crd in mco_api::crds::all() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let mcs: Api<MachineConfig> = Api::all(admin.clone());
+    eventually("MachineConfig API", 30, || async {
+        mcs.list(&Default::default()).await.ok()
+    })
+    .await;
+    let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let with_file = mc(
+        "rendered-worker-1",
+        "",
+        ign(
+            json!([file("/etc/mco-test-file", "hello", 0o644)]),
+            json!([]),
+        ),
+    );
+    for m in [&empty, &with_file] {
+        mcs.create(&PostParams::default(), m).await.unwrap();
+    }
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE, "annotations": {
+            ann::CURRENT_CONFIG: "rendered-worker-0",
+            ann::DESIRED_CONFIG: "rendered-worker-0",
+            ann::STATE: "Done",
+        }},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
+    let mcn: MachineConfigNode = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
+        "metadata": {"name": NODE},
+        "spec": {"nodeRef": {"name": NODE}, "pool": {"name": "worker"}, "configVersion": {"desired": "rendered-worker-0"}},
+    }))
+    .unwrap();
+    mcns.create(&PostParams::default(), &mcn).await.unwrap();
+
+    let sim = SimNode::new(true);
+    let client = server
+        .client_for(Identity::Node(NODE.into()))
+        .await
+        .unwrap();
+    let mut opts = SyncOptions::new(NODE);
+    opts.poll_interval = Duration::from_millis(50);
+    let daemon = Daemon::new(client, sim.engine(), opts);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(daemon.run(async {
+        let _ = stopped.await;
+    }));
+    // Nothing answers drain requests: the first sync's uncordon request already waits.
+    eventually("a drain request", 30, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        (!annotation(&n, ann::DESIRED_DRAIN).is_empty()).then_some(())
+    })
+    .await;
+    stop.send(()).unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Shutdown);
+    let n = nodes.get(NODE).await.unwrap();
+    assert_ne!(annotation(&n, ann::STATE), "Degraded");
+    assert_eq!(annotation(&n, ann::CURRENT_CONFIG), "rendered-worker-0");
+}
