@@ -255,7 +255,15 @@ pub fn start(
                 // Ends when the monitor (holding the last sender) is dropped.
                 let result = match rx.recv_timeout(period) {
                     Ok(changed) => {
-                        let Some(path) = by_host.get(&changed) else {
+                        // An update writes many managed files at once: one validation for the
+                        // whole burst, preferring its newest managed path, not one per event.
+                        let mut newest = by_host.get(&changed);
+                        while let Ok(more) = rx.try_recv() {
+                            if let Some(p) = by_host.get(&more) {
+                                newest = Some(p);
+                            }
+                        }
+                        let Some(path) = newest else {
                             continue;
                         };
                         validate::validate_on_disk_preferring(&engine.host, &cfg, opts, path)
