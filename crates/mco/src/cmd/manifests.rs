@@ -133,13 +133,26 @@ mod tests {
             &mco_manifests::Part::ALL,
         )
         .unwrap();
-        for kind in ["Deployment", "DaemonSet"] {
-            let args = args(&manifests, kind);
-            assert!(!args.is_empty());
-            let argv = std::iter::once("mco".to_string()).chain(args.iter().cloned());
-            if let Err(e) = crate::Cli::try_parse_from(argv) {
-                panic!("{kind} args {args:?} rejected by `mco`: {e}");
-            }
+        let controller = args(&manifests, "Deployment");
+        assert!(!controller.is_empty());
+        let argv = std::iter::once("mco".to_string()).chain(controller.iter().cloned());
+        if let Err(e) = crate::Cli::try_parse_from(argv) {
+            panic!("Deployment args {controller:?} rejected by `mco`: {e}");
+        }
+        // The DaemonSet runs the daemon-only executable, whose command line is shared with
+        // `mco daemon`.
+        let args = args(&manifests, "DaemonSet");
+        assert!(!args.is_empty());
+        let argv = std::iter::once("mco-daemon".to_string()).chain(args.iter().cloned());
+        if let Err(e) = mco_daemon::cli::Standalone::try_parse_from(argv) {
+            panic!("DaemonSet args {args:?} rejected by `mco-daemon`: {e}");
+        }
+        let argv = ["mco", "daemon"]
+            .map(String::from)
+            .into_iter()
+            .chain(args.iter().cloned());
+        if let Err(e) = crate::Cli::try_parse_from(argv) {
+            panic!("DaemonSet args {args:?} rejected by `mco daemon`: {e}");
         }
     }
 
