@@ -134,6 +134,30 @@ fn assert_in_order(log: &[(String, String, String)], expected: &[(&str, &str)]) 
     );
 }
 
+/// The Node, settled on `rendered-worker-0`, and its MachineConfigNode, as the controller leaves them.
+async fn settled_node(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE, "annotations": {
+            ann::CURRENT_CONFIG: "rendered-worker-0",
+            ann::DESIRED_CONFIG: "rendered-worker-0",
+            ann::STATE: "Done",
+        }},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
+    let mcn: MachineConfigNode = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
+        "metadata": {"name": NODE},
+        "spec": {"nodeRef": {"name": NODE}, "pool": {"name": "worker"}, "configVersion": {"desired": "rendered-worker-0"}},
+    }))
+    .unwrap();
+    mcns.create(&PostParams::default(), &mcn).await.unwrap();
+    (nodes, mcns)
+}
+
 fn start_daemon(client: Client, node: &SimNode) -> tokio::task::JoinHandle<Exit> {
     let engine = node.engine();
     let mut opts = SyncOptions::new(NODE);
@@ -175,25 +199,7 @@ async fn rebootless_then_reboot_update_condition_sequence() {
     for m in [&empty, &rebootless, &reboot] {
         mcs.create(&PostParams::default(), m).await.unwrap();
     }
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": NODE, "annotations": {
-            ann::CURRENT_CONFIG: "rendered-worker-0",
-            ann::DESIRED_CONFIG: "rendered-worker-0",
-            ann::STATE: "Done",
-        }},
-    }))
-    .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
-    let mcn: MachineConfigNode = serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
-        "metadata": {"name": NODE},
-        "spec": {"nodeRef": {"name": NODE}, "pool": {"name": "worker"}, "configVersion": {"desired": "rendered-worker-0"}},
-    }))
-    .unwrap();
-    mcns.create(&PostParams::default(), &mcn).await.unwrap();
+    let (nodes, mcns) = settled_node(&admin).await;
     let log = record(mcns.clone());
     drain_controller(nodes.clone());
 
@@ -370,25 +376,7 @@ async fn shutdown_during_a_drain_wait_is_not_degraded() {
     for m in [&empty, &with_file] {
         mcs.create(&PostParams::default(), m).await.unwrap();
     }
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": NODE, "annotations": {
-            ann::CURRENT_CONFIG: "rendered-worker-0",
-            ann::DESIRED_CONFIG: "rendered-worker-0",
-            ann::STATE: "Done",
-        }},
-    }))
-    .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
-    let mcn: MachineConfigNode = serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
-        "metadata": {"name": NODE},
-        "spec": {"nodeRef": {"name": NODE}, "pool": {"name": "worker"}, "configVersion": {"desired": "rendered-worker-0"}},
-    }))
-    .unwrap();
-    mcns.create(&PostParams::default(), &mcn).await.unwrap();
+    let (nodes, mcns) = settled_node(&admin).await;
 
     let sim = SimNode::new(true);
     let client = server

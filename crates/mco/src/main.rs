@@ -38,13 +38,8 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // One logging setup for every role, shared with the daemon-only executable.
+    mco_daemon::cli::init_logging();
     let cli = Cli::parse();
     match cli.command {
         Command::Render(args) => cmd::render::run(args),
