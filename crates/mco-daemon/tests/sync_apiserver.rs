@@ -376,7 +376,7 @@ async fn shutdown_during_a_drain_wait_is_not_degraded() {
     for m in [&empty, &with_file] {
         mcs.create(&PostParams::default(), m).await.unwrap();
     }
-    let (nodes, mcns) = settled_node(&admin).await;
+    let (nodes, _) = settled_node(&admin).await;
 
     let sim = SimNode::new(true);
     let client = server
