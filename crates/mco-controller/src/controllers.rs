@@ -36,7 +36,7 @@ pub struct Ctx {
     pub ccs: Store<ControllerConfig>,
     /// Nodes as this controller last wrote them, until the node cache catches up; see
     /// [`Ctx::fresh_nodes`].
-    pub written_nodes: Mutex<HashMap<String, Node>>,
+    pub written_nodes: Mutex<HashMap<String, Arc<Node>>>,
     /// Nodes whose pool conflict was already reported, so the warning is not repeated.
     pub warned_conflicts: Mutex<BTreeSet<String>>,
     /// When each node's current drain started; drain state lives in memory, as upstream's.
@@ -51,7 +51,9 @@ impl Ctx {
     /// Every node, with this controller's own recent writes laid over a cache that has not seen
     /// them yet. Without this, a reconcile that runs before the watch delivers its own
     /// `desiredConfig` write would not count that node as busy and could exceed the budget.
-    pub fn fresh_nodes(&self) -> Vec<Node> {
+    /// Shared, not copied: each pool's reconcile takes this list, and copying every Node for
+    /// every pool was most of the controller's memory at thousands of nodes.
+    pub fn fresh_nodes(&self) -> Vec<Arc<Node>> {
         let mut written = self.written_nodes.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
         for cached in self.nodes.state() {
@@ -65,12 +67,12 @@ impl Ctx {
                     };
                     if caught_up {
                         written.remove(&name);
-                        out.push((*cached).clone());
+                        out.push(cached);
                     } else {
-                        out.push(w.clone());
+                        out.push(Arc::clone(w));
                     }
                 }
-                None => out.push((*cached).clone()),
+                None => out.push(cached),
             }
         }
         out
@@ -82,7 +84,7 @@ impl Ctx {
         self.written_nodes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name, node);
+            .insert(name, Arc::new(node));
     }
 
     /// Publish an event; failures are logged, never fatal (events are best effort).

@@ -4,6 +4,7 @@
 //! it, no node is on it or moving to it, and it is not among the newest `retain` of its pool.
 //! Deleting one that a node still needs would brick that node (upstream issues #2010, #2635).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
@@ -30,7 +31,7 @@ fn owner_pool(mc: &MachineConfig) -> Option<&str> {
 }
 
 /// Every rendered config name still referenced by a pool or a node.
-pub fn referenced(pools: &[MachineConfigPool], nodes: &[Node]) -> BTreeSet<String> {
+pub fn referenced<N: Borrow<Node>>(pools: &[MachineConfigPool], nodes: &[N]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for p in pools {
         if let Some(c) = &p.spec.configuration {
@@ -41,6 +42,7 @@ pub fn referenced(pools: &[MachineConfigPool], nodes: &[Node]) -> BTreeSet<Strin
         }
     }
     for n in nodes {
+        let n = n.borrow();
         out.insert(current_config(n).to_string());
         out.insert(desired_config(n).to_string());
     }
@@ -49,10 +51,10 @@ pub fn referenced(pools: &[MachineConfigPool], nodes: &[Node]) -> BTreeSet<Strin
 }
 
 /// Names of the rendered configs to delete, sorted.
-pub fn to_delete(
+pub fn to_delete<N: Borrow<Node>>(
     mcs: &[MachineConfig],
     pools: &[MachineConfigPool],
-    nodes: &[Node],
+    nodes: &[N],
     retain: usize,
 ) -> Vec<String> {
     let keep = referenced(pools, nodes);
@@ -100,6 +102,8 @@ pub fn to_delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NO_NODES: &[Node] = &[];
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
     use mco_api::constants::annotations;
     use mco_api::{MachineConfigPoolSpec, MachineConfigPoolStatus, PoolConfiguration};
@@ -183,7 +187,7 @@ mod tests {
             .collect();
         let pools = vec![pool("worker", "", "")];
         assert_eq!(
-            to_delete(&mcs, &pools, &[], 1),
+            to_delete(&mcs, &pools, NO_NODES, 1),
             vec!["rendered-worker-b", "rendered-worker-c"]
         );
     }
@@ -196,7 +200,7 @@ mod tests {
             pool("worker", "rendered-worker-02", ""),
             pool("infra", "rendered-infra-02", ""),
         ];
-        let gone = to_delete(&mcs, &pools, &[], 2);
+        let gone = to_delete(&mcs, &pools, NO_NODES, 2);
         assert_eq!(gone, vec!["rendered-infra-00", "rendered-worker-00"]);
     }
 
@@ -208,12 +212,12 @@ mod tests {
         let mut foreign = rendered("worker", 1);
         foreign.metadata.owner_references.as_mut().unwrap()[0].name = "infra".into();
         let pools = vec![pool("worker", "x", ""), pool("infra", "y", "")];
-        assert!(to_delete(&[fake, user, foreign], &pools, &[], 0).is_empty());
+        assert!(to_delete(&[fake, user, foreign], &pools, NO_NODES, 0).is_empty());
     }
 
     #[test]
     fn configs_of_deleted_pools_are_left_to_owner_gc() {
         let mcs: Vec<MachineConfig> = (0..3).map(|i| rendered("gone", i)).collect();
-        assert!(to_delete(&mcs, &[], &[], 0).is_empty());
+        assert!(to_delete(&mcs, &[], NO_NODES, 0).is_empty());
     }
 }

@@ -102,7 +102,7 @@ fn node_labels(node: &Node) -> &BTreeMap<String, String> {
 
 /// Upstream's `GetPoolsForNode`: more than one custom pool is an error; master wins over a
 /// custom pool (and raises the pool alert); a custom pool wins over worker.
-pub fn assign_pools(nodes: &[Node], pools: &[MachineConfigPool]) -> Membership {
+pub fn assign_pools<N: Borrow<Node>>(nodes: &[N], pools: &[MachineConfigPool]) -> Membership {
     let selectors: Vec<(&str, LabelSelector)> = pools
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -110,6 +110,7 @@ pub fn assign_pools(nodes: &[Node], pools: &[MachineConfigPool]) -> Membership {
         .collect();
     let mut out = Membership::default();
     for node in nodes {
+        let node = node.borrow();
         let name = name_of(node);
         let labels = node_labels(node);
         if labels.get(OS_LABEL).is_some_and(|os| os == "windows") {
@@ -291,9 +292,9 @@ pub fn plan(
 
 /// Like [`plan`], with the membership computed once for every pool, and the node this controller
 /// runs on (`own_node`), which is updated last: see [`Plan::deferred`].
-pub fn plan_with(
+pub fn plan_with<N: Borrow<Node>>(
     pool: &MachineConfigPool,
-    nodes: &[Node],
+    nodes: &[N],
     membership: &Membership,
     own_node: Option<&str>,
     now: &str,
@@ -308,6 +309,7 @@ pub fn plan_with(
         .filter(|n| !n.is_empty());
     let mut members: Vec<&Node> = nodes
         .iter()
+        .map(Borrow::borrow)
         .filter(|n| membership.primary.get(name_of(n)) == Some(&pool_name))
         .collect();
     members.sort_by(|a, b| name_of(a).cmp(name_of(b)));

@@ -172,7 +172,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             .try_collect::<Vec<()>>()
             .await?;
     }
-    let by_name: HashMap<&str, &Node> = nodes.iter().map(|n| (name_of(n), n)).collect();
+    let by_name: HashMap<&str, &Node> = nodes.iter().map(|n| (name_of(n), &**n)).collect();
     let taint_writes: Vec<_> = the_plan
         .taint_add
         .iter()
@@ -186,7 +186,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .try_fold(true, |all, one| futures::future::ready(Ok(all && one)))
         .await?;
 
-    let members: Vec<Node> = ctx
+    let members: Vec<Arc<Node>> = ctx
         .fresh_nodes()
         .into_iter()
         .filter(|n| the_plan.members.iter().any(|m| m == name_of(n)))
