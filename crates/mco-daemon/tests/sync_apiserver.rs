@@ -158,6 +158,26 @@ async fn settled_node(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
     (nodes, mcns)
 }
 
+/// An API server in `dir` with mco's CRDs served, its admin client and the MachineConfig API.
+async fn serve_with_crds(
+    dir: &std::path::Path,
+) -> (mco_apiserver::ServerHandle, Client, Api<MachineConfig>) {
+    let server = Server::start(Config::new(dir.join("api"), "127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    let admin = server.client_for(Identity::Admin).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for crd in mco_api::crds::all() {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let mcs: Api<MachineConfig> = Api::all(admin.clone());
+    eventually("MachineConfig API", 30, || async {
+        mcs.list(&Default::default()).await.ok()
+    })
+    .await;
+    (server, admin, mcs)
+}
+
 fn start_daemon(client: Client, node: &SimNode) -> tokio::task::JoinHandle<Exit> {
     let engine = node.engine();
     let mut opts = SyncOptions::new(NODE);
@@ -171,22 +191,7 @@ fn start_daemon(client: Client, node: &SimNode) -> tokio::task::JoinHandle<Exit>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebootless_then_reboot_update_condition_sequence() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(Config::new(
-        dir.path().join("api"),
-        "127.0.0.1:0".parse().unwrap(),
-    ))
-    .await
-    .unwrap();
-    let admin = server.client_for(Identity::Admin).await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in mco_api::crds::all() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let mcs: Api<MachineConfig> = Api::all(admin.clone());
-    eventually("MachineConfig API", 30, || async {
-        mcs.list(&Default::default()).await.ok()
-    })
-    .await;
+    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
 
     let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
     let mut ssh = ign(json!([]), json!([]));
@@ -348,22 +353,7 @@ async fn rebootless_then_reboot_update_condition_sequence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_during_a_drain_wait_is_not_degraded() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(Config::new(
-        dir.path().join("api"),
-        "127.0.0.1:0".parse().unwrap(),
-    ))
-    .await
-    .unwrap();
-    let admin = server.client_for(Identity::Admin).await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in mco_api::crds::all() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let mcs: Api<MachineConfig> = Api::all(admin.clone());
-    eventually("MachineConfig API", 30, || async {
-        mcs.list(&Default::default()).await.ok()
-    })
-    .await;
+    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
     let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
     let with_file = mc(
         "rendered-worker-1",
