@@ -353,6 +353,16 @@ fn sweep<'a>(
     out
 }
 
+/// Keeps the entries of the metadata list `key` that pass `keep`; true when any was removed.
+fn retain_in_metadata(v: &mut Value, key: &str, keep: impl FnMut(&Value) -> bool) -> bool {
+    let Some(list) = meta_mut(v).get_mut(key).and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let before = list.len();
+    list.retain(keep);
+    list.len() != before
+}
+
 /// Deletes dependents whose owners are gone or going, and releases owners deleted in
 /// the foreground once nothing blocks them.
 async fn collect_garbage(app: &App) {
@@ -375,19 +385,11 @@ async fn collect_garbage(app: &App) {
                     uid,
                     "dropping owner references",
                     move |v| {
-                        let Some(refs) = meta_mut(v)
-                            .get_mut("ownerReferences")
-                            .and_then(Value::as_array_mut)
-                        else {
-                            return false;
-                        };
-                        let before = refs.len();
-                        refs.retain(|r| {
+                        retain_in_metadata(v, "ownerReferences", |r| {
                             !r["uid"]
                                 .as_str()
                                 .is_some_and(|u| uids.iter().any(|x| x == u))
-                        });
-                        refs.len() != before
+                        })
                     },
                 )
                 .await
@@ -400,17 +402,7 @@ async fn collect_garbage(app: &App) {
                     &h.name,
                     uid,
                     "releasing a foreground deletion",
-                    |v| {
-                        let Some(f) = meta_mut(v)
-                            .get_mut("finalizers")
-                            .and_then(Value::as_array_mut)
-                        else {
-                            return false;
-                        };
-                        let before = f.len();
-                        f.retain(|x| x != FOREGROUND);
-                        f.len() != before
-                    },
+                    |v| retain_in_metadata(v, "finalizers", |x| x != FOREGROUND),
                 )
                 .await
             }

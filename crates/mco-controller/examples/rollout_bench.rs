@@ -17,7 +17,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{create_mc, create_pool, env, target_other_than};
+use common::{ann, create_mc, create_pool, env, target_other_than};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -63,15 +63,6 @@ fn pool_name(p: usize) -> String {
     } else {
         format!("pool{p}")
     }
-}
-
-fn ann<'a>(n: &'a Node, key: &str) -> &'a str {
-    n.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
-        .unwrap_or_default()
 }
 
 /// Daemons that finish at once: whenever a node's desiredConfig differs from its currentConfig,
