@@ -825,6 +825,59 @@ pub fn resolve_field_path(obj: &Value, path: &str) -> Option<String> {
     }
 }
 
+/// Substrings an object's compact JSON (`serde_json::to_string`) must contain to possibly match
+/// both selectors: one group per equality requirement, any one alternative of a group sufficing.
+/// A necessary condition only, so a list can skip parsing the objects that lack them: a field
+/// selector `spec.nodeName=n` over a thousand pods then parses one or two of them, not all.
+/// Requirements with no such cheap witness (`!=`, `notin`, an empty value, which also matches an
+/// absent field) add no group.
+pub fn json_needles(labels: &LabelSelector, fields: &FieldSelector) -> Vec<Vec<String>> {
+    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let mut groups = Vec::new();
+    for t in fields.terms() {
+        if !matches!(t.op, FieldOperator::Equals | FieldOperator::DoubleEquals)
+            || t.value.is_empty()
+        {
+            continue;
+        }
+        let Some(key) = t.field.rsplit('.').next().filter(|k| !k.is_empty()) else {
+            continue;
+        };
+        let key = quoted(key);
+        let mut alts = vec![format!("{key}:{}", quoted(&t.value))];
+        // resolve_field_path compares booleans and numbers by their text, which is how compact
+        // JSON writes them.
+        if serde_json::from_str::<Value>(&t.value).is_ok_and(|v| v.is_boolean() || v.is_number()) {
+            alts.push(format!("{key}:{}", t.value));
+        }
+        groups.push(alts);
+    }
+    for r in labels.requirements() {
+        let key = quoted(r.key());
+        match r.operator() {
+            Operator::Equals | Operator::DoubleEquals | Operator::In => groups.push(
+                r.values()
+                    .iter()
+                    .map(|v| format!("{key}:{}", quoted(v)))
+                    .collect(),
+            ),
+            Operator::Exists | Operator::GreaterThan | Operator::LessThan => {
+                groups.push(vec![format!("{key}:")])
+            }
+            Operator::NotEquals | Operator::NotIn | Operator::DoesNotExist => {}
+        }
+    }
+    groups.retain(|g| !g.is_empty());
+    groups
+}
+
+/// Whether `json` contains a needle of every group of [`json_needles`].
+pub fn may_match_json(json: &str, needles: &[Vec<String>]) -> bool {
+    needles
+        .iter()
+        .all(|alts| alts.iter().any(|n| json.contains(n.as_str())))
+}
+
 /// The field selectors kube-apiserver supports for a built-in kind (`group`
 /// is `""` for core). Every kind supports `metadata.name` and
 /// `metadata.namespace`; CRDs add their `selectableFields` on top of those.
@@ -938,6 +991,62 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    /// Every object a selector matches passes the text prefilter, and the prefilter rejects the
+    /// obvious non-matches.
+    #[test]
+    fn json_needles_never_reject_a_match() {
+        let pods = [
+            json!({"metadata": {"name": "a", "labels": {"app": "web", "tier": "1"}}, "spec": {"nodeName": "worker-5", "hostNetwork": true}, "status": {"phase": "Running"}}),
+            json!({"metadata": {"name": "b", "labels": {"app": "web"}}, "spec": {"nodeName": "worker-50"}}),
+            json!({"metadata": {"name": "worker-5", "labels": {"app": "node-agent"}}, "spec": {}}),
+            json!({"metadata": {"name": "q\"x", "labels": {"app": "a\"b"}}, "spec": {"nodeName": "n/1"}}),
+        ];
+        let cases = [
+            ("", "spec.nodeName=worker-5"),
+            ("", "spec.nodeName==worker-50"),
+            ("", "spec.nodeName=n/1"),
+            ("", "spec.nodeName="),
+            ("", "spec.nodeName!=worker-5"),
+            ("", "spec.hostNetwork=true"),
+            ("", "metadata.name=worker-5"),
+            ("", "metadata.name=q\"x"),
+            ("", "status.phase=Running,spec.nodeName=worker-5"),
+            ("app=web", ""),
+            ("app in (web,node-agent)", "spec.nodeName=worker-5"),
+            ("tier", ""),
+            ("!tier", ""),
+            ("app!=web", ""),
+            ("app notin (web)", ""),
+            ("tier>0", ""),
+        ];
+        for (l, f) in cases {
+            let ls = LabelSelector::parse(l).unwrap();
+            let fs = FieldSelector::parse(f).unwrap();
+            let needles = json_needles(&ls, &fs);
+            for p in &pods {
+                let text = serde_json::to_string(p).unwrap();
+                if ls.matches_object(p) && fs.matches(p) {
+                    assert!(
+                        may_match_json(&text, &needles),
+                        "{l:?} {f:?} rejected {text}"
+                    );
+                }
+            }
+        }
+        let needles = json_needles(
+            &LabelSelector::everything(),
+            &FieldSelector::parse("spec.nodeName=worker-5").unwrap(),
+        );
+        let others: Vec<bool> = pods
+            .iter()
+            .map(|p| may_match_json(&serde_json::to_string(p).unwrap(), &needles))
+            .collect();
+        assert_eq!(others, [true, false, false, false]);
+        assert!(
+            json_needles(&LabelSelector::everything(), &FieldSelector::everything()).is_empty()
+        );
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

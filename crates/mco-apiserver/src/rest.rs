@@ -13,7 +13,8 @@ use base64::Engine;
 use futures::StreamExt;
 use http::{HeaderMap, Method, StatusCode, header};
 use mco_apimachinery::selector::{
-    FieldOperator, FieldSelector, LabelSelector, builtin_selectable_fields,
+    FieldOperator, FieldSelector, LabelSelector, builtin_selectable_fields, json_needles,
+    may_match_json,
 };
 use serde_json::{Value, json};
 
@@ -24,6 +25,7 @@ use crate::error::{ApiError, Cause};
 use crate::machinery;
 use crate::objects::{self, Part, meta, meta_mut, meta_str};
 use crate::registry::{Registry, ResourceInfo};
+use crate::store::Select;
 use crate::store::{Action, Event, EventType, Outcome, Store, WatchKey};
 use crate::tables::{self, Include};
 use mco_apimachinery::patch::{MergeKeyTable, PatchType};
@@ -425,6 +427,8 @@ async fn resource(
 pub struct Filter {
     label: LabelSelector,
     field: FieldSelector,
+    /// Text every match's stored JSON contains, checked before an object is parsed.
+    needles: Vec<Vec<String>>,
 }
 
 impl Filter {
@@ -444,7 +448,12 @@ impl Filter {
         field
             .check_supported(&supported)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        Ok(Filter { label, field })
+        let needles = json_needles(&label, &field);
+        Ok(Filter {
+            label,
+            field,
+            needles,
+        })
     }
 
     pub fn matches(&self, v: &Value) -> bool {
@@ -462,6 +471,17 @@ impl Filter {
                     && matches!(t.op, FieldOperator::Equals | FieldOperator::DoubleEquals)
             })
             .map(|t| t.value.clone())
+    }
+}
+
+impl Select for Filter {
+    /// See [`json_needles`].
+    fn may_match(&self, json: &str) -> bool {
+        may_match_json(json, &self.needles)
+    }
+
+    fn matches(&self, v: &Value) -> bool {
+        Filter::matches(self, v)
     }
 }
 
@@ -505,7 +525,7 @@ fn list(
         name.as_deref(),
         after,
         limit,
-        &|v| filter.matches(v),
+        &filter,
     );
     let cont = next.as_ref().map(encode_continue);
     let items: Vec<Value> = items.iter().map(|v| out(&t.info, &t.version, v)).collect();
@@ -627,9 +647,7 @@ fn watch(
     if rv_param.is_empty() || rv_param == "0" || send_initial {
         let (rv, items, _) =
             app.store
-                .list_named(&gr, ns.as_deref(), key.name.as_deref(), None, None, &|v| {
-                    filter.matches(v)
-                });
+                .list_named(&gr, ns.as_deref(), key.name.as_deref(), None, None, &filter);
         first.extend(items.iter().map(|v| fmt.line("ADDED", v)));
         last = rv;
         if send_initial && bookmarks {

@@ -105,6 +105,22 @@ enum Req {
     },
 }
 
+/// Which objects a list returns. `may_match` sees the stored JSON first, so a selective
+/// filter can skip parsing most objects; any `Fn(&Value) -> bool` is a filter without it.
+pub trait Select {
+    /// A necessary condition on the object's JSON text; `true` when unsure.
+    fn may_match(&self, _json: &str) -> bool {
+        true
+    }
+    fn matches(&self, obj: &Value) -> bool;
+}
+
+impl<F: Fn(&Value) -> bool> Select for F {
+    fn matches(&self, obj: &Value) -> bool {
+        self(obj)
+    }
+}
+
 /// Objects are kept as their serialised JSON: a parsed `Value` costs about ten
 /// times its text, and most objects are read far less often than they are held.
 type Json = Arc<str>;
@@ -485,7 +501,7 @@ impl Store {
         limit: Option<usize>,
         keep: &dyn Fn(&Value) -> bool,
     ) -> (u64, Vec<Arc<Value>>, Option<(String, String)>) {
-        self.list_named(gr, ns, None, after, limit, keep)
+        self.list_named(gr, ns, None, after, limit, &keep)
     }
 
     /// [`Store::list`] restricted to objects called `name`, which skips parsing the
@@ -497,7 +513,7 @@ impl Store {
         name: Option<&str>,
         after: Option<(String, String)>,
         limit: Option<usize>,
-        keep: &dyn Fn(&Value) -> bool,
+        keep: &dyn Select,
     ) -> (u64, Vec<Arc<Value>>, Option<(String, String)>) {
         let st = self.state();
         let mut out = Vec::new();
@@ -522,8 +538,11 @@ impl Store {
                 if name.is_some_and(|n| n != oname) {
                     continue;
                 }
+                if !keep.may_match(json) {
+                    continue;
+                }
                 let v = parse(json);
-                if !keep(&v) {
+                if !keep.matches(&v) {
                     continue;
                 }
                 if let Some(l) = limit
