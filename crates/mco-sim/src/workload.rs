@@ -6,17 +6,21 @@
 //! objects: it keeps one DaemonSet pod per node, recreates missing web pods on schedulable
 //! nodes, and marks new pods Running and Ready after a short start-up delay.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use futures::{StreamExt, stream};
+use futures::{StreamExt, future, stream};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::objects::{self, ensure};
@@ -281,30 +285,85 @@ async fn ensure_objects(client: &kube::Client) -> Result<Owners> {
 }
 
 /// Keeps the workloads until `stop` becomes true.
+///
+/// Nodes and DaemonSet pods come from watch-fed caches rather than a LIST per pass: with a
+/// thousand nodes, listing them every pass made list handling about a third of the API
+/// server's CPU. Web pods are still listed each pass (a handful, in one namespace) because
+/// their creates are not idempotent: a cache that has not yet seen a create could add a 4th.
 pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::Receiver<bool>) {
+    let (nodes, nodes_w) = reflector::store::<Node>();
+    let (ds_pods, ds_pods_w) = reflector::store::<Pod>();
+    let changed = Notify::new();
+    let ds_cfg = watcher::Config::default().labels(&format!("app={DS_NAME}"));
+    tokio::select! {
+        _ = reflect(Api::all(client.clone()), watcher::Config::default(), nodes_w, &changed) => {}
+        _ = reflect(Api::namespaced(client.clone(), DS_NAMESPACE), ds_cfg, ds_pods_w, &changed) => {}
+        _ = passes(&client, timing, &nodes, &ds_pods, &changed) => {}
+        // A dropped sender means nobody can stop us any more: end as if told to.
+        _ = stop.wait_for(|s| *s) => {}
+    }
+}
+
+/// A watch feeding `writer`, waking the pass loop on every event; runs until dropped.
+/// managedFields are dropped on the way in: nothing here reads them, and on Nodes they are
+/// most of the cache's memory.
+async fn reflect<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    changed: &Notify,
+) where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    watcher(api, cfg)
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .for_each(|ev| {
+            match ev {
+                Ok(_) => changed.notify_one(),
+                Err(e) => tracing::debug!(error = %e, "workload watch"),
+            }
+            future::ready(())
+        })
+        .await;
+}
+
+/// The pass loop: never returns; [`run`] drops it on stop.
+///
+/// Passes start at least `tick` apart. After a slow pass (a burst of writes on a large fleet)
+/// the next one waits up to [`MAX_BACKOFF`] to give the API server room, unless a cache change
+/// calls for it sooner; when nothing changes, a pass still runs once the wait is over, since
+/// web pods are polled and pods become Ready on a timer.
+async fn passes(
+    client: &kube::Client,
+    timing: WorkloadTiming,
+    nodes: &Store<Node>,
+    ds_pods: &Store<Pod>,
+    changed: &Notify,
+) {
+    // Both stores fail only when their writer is gone, which ends `run` anyway.
+    let _ = tokio::join!(nodes.wait_until_ready(), ds_pods.wait_until_ready());
     let mut owners = None;
     loop {
+        let started = Instant::now();
         if owners.is_none() {
-            match ensure_objects(&client).await {
+            match ensure_objects(client).await {
                 Ok(o) => owners = Some(o),
                 Err(e) => tracing::warn!(error = %e, "creating workloads"),
             }
         }
-        let started = tokio::time::Instant::now();
         if let Some(o) = &owners
-            && let Err(e) = reconcile(&client, o, timing).await
+            && let Err(e) = reconcile(client, o, timing, nodes, ds_pods).await
         {
             tracing::debug!(error = %e, "workload reconcile");
         }
-        // A pass lists every node and pod once: on a large fleet it takes a while, and ticking
-        // right away would keep the API server busy with little else.
         let pause = timing.tick.max(started.elapsed().min(MAX_BACKOFF));
+        tokio::time::sleep_until(started + timing.tick).await;
         tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            _ = stop.changed() => return,
-        }
-        if *stop.borrow() {
-            return;
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep_until(started + pause) => {}
         }
     }
 }
@@ -329,49 +388,61 @@ fn node_of(p: &Pod) -> String {
         .unwrap_or_default()
 }
 
-/// One pass: every list is read once, then the writes it calls for go out concurrently.
-async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTiming) -> Result<()> {
-    let lp = ListParams::default();
-    let ds_pods: Api<Pod> = Api::namespaced(client.clone(), DS_NAMESPACE);
-    let web: Api<Pod> = Api::namespaced(client.clone(), WEB_NAMESPACE);
-    let ds_lp = ListParams::default().labels(&format!("app={DS_NAME}"));
-    let web_lp = ListParams::default().labels(&format!("app={WEB_NAME}"));
-    let nodes_api = Api::<Node>::all(client.clone());
-    let (nodes, existing, web_pods) =
-        tokio::try_join!(nodes_api.list(&lp), ds_pods.list(&ds_lp), web.list(&web_lp),)?;
-    let nodes = nodes.items;
-    let existing = existing.items;
-    let web_pods = web_pods.items;
-    let names: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
-    let ready_nodes: BTreeSet<String> = nodes
-        .iter()
+/// A pod to report Running and Ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ReadyPatch {
+    namespace: String,
+    name: String,
+    container: String,
+    image: String,
+}
+
+/// The writes one pass calls for, decided without I/O.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Plan {
+    /// Nodes lacking their DaemonSet pod.
+    ds_creates: Vec<String>,
+    /// Nodes that get one new web pod each (a node may appear more than once).
+    web_creates: Vec<String>,
+    /// `(namespace, name)` of pods whose node is gone.
+    deletes: Vec<(String, String)>,
+    /// Pods started long enough ago on a Ready node.
+    ready: Vec<ReadyPatch>,
+}
+
+/// Decides a pass: one DaemonSet pod per node, [`WEB_REPLICAS`] live web pods on schedulable
+/// nodes, pods of vanished nodes deleted, and pods older than `start_delay` on Ready nodes
+/// marked Ready (the kubelet's part).
+fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
+    nodes: &[N],
+    ds_pods: &[P],
+    web_pods: &[Pod],
+    now: jiff::Timestamp,
+    start_delay: Duration,
+) -> Plan {
+    let nodes = || nodes.iter().map(Borrow::borrow);
+    let ds_pods = || ds_pods.iter().map(Borrow::borrow);
+    let names: BTreeSet<String> = nodes().map(|n| n.name_any()).collect();
+    let ready_nodes: BTreeSet<String> = nodes()
         .filter(|n| node_ready(n))
         .map(|n| n.name_any())
         .collect();
-    let pp = PostParams::default();
-    let dp = DeleteParams::default();
+    let mut out = Plan::default();
+    let delete = |p: &Pod| (p.namespace().unwrap_or_default(), p.name_any());
 
-    // One DaemonSet pod per node; pods of vanished nodes go.
-    let have: BTreeSet<String> = existing.iter().map(node_of).collect();
-    let mut creates = Vec::new();
-    for n in names.difference(&have) {
-        let pod: Pod = objects::typed("pod", ds_pod(n, &owners.ds_uid))?;
-        creates.push((ds_pods.clone(), pod));
-    }
-    let mut deletes = Vec::new();
-    for p in &existing {
-        if !names.contains(&node_of(p)) {
-            deletes.push((ds_pods.clone(), p.name_any()));
-        }
-    }
+    let have: BTreeSet<String> = ds_pods().map(node_of).collect();
+    out.ds_creates = names.difference(&have).cloned().collect();
+    out.deletes = ds_pods()
+        .filter(|p| !names.contains(&node_of(p)))
+        .map(delete)
+        .collect();
 
-    // Web pods: replace the missing ones, drop those on vanished nodes.
     let mut load: BTreeMap<String, usize> = BTreeMap::new();
     let mut live = 0;
-    for p in &web_pods {
+    for p in web_pods {
         let on = node_of(p);
         if !names.contains(&on) {
-            deletes.push((web.clone(), p.name_any()));
+            out.deletes.push(delete(p));
             continue;
         }
         if terminating(p) {
@@ -380,8 +451,7 @@ async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTimin
         live += 1;
         *load.entry(on).or_default() += 1;
     }
-    let candidates: Vec<Candidate> = nodes
-        .iter()
+    let candidates: Vec<Candidate> = nodes()
         .filter(|n| schedulable(n))
         .map(|n| Candidate {
             name: n.name_any(),
@@ -392,17 +462,12 @@ async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTimin
         let Some(node) = pick_node(&candidates, &load) else {
             break;
         };
-        let name = format!("{WEB_RS}-{}", suffix());
-        let pod: Pod = objects::typed("pod", web_pod(&name, &node, &owners.rs_uid))?;
-        creates.push((web.clone(), pod));
-        *load.entry(node).or_default() += 1;
+        *load.entry(node.clone()).or_default() += 1;
+        out.web_creates.push(node);
     }
 
-    // The kubelet part: pods become Running and Ready once started.
-    let now = jiff::Timestamp::now();
-    let mut patches = Vec::new();
-    for p in existing.iter().chain(&web_pods) {
-        if pod_ready(p) || terminating(p) {
+    for p in ds_pods().chain(web_pods) {
+        if pod_ready(p) || terminating(p) || !ready_nodes.contains(&node_of(p)) {
             continue;
         }
         let created = p
@@ -411,10 +476,7 @@ async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTimin
             .as_ref()
             .map(|t| t.0.as_second())
             .unwrap_or(0);
-        if now.as_second() - created < timing.start_delay.as_secs() as i64 {
-            continue;
-        }
-        if !ready_nodes.contains(&node_of(p)) {
+        if now.as_second() - created < start_delay.as_secs() as i64 {
             continue;
         }
         let (container, image) = p
@@ -423,19 +485,61 @@ async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTimin
             .and_then(|s| s.containers.first())
             .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
             .unwrap_or_default();
-        let ns = p.namespace().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        patches.push((api, p.name_any(), container, image));
+        out.ready.push(ReadyPatch {
+            namespace: p.namespace().unwrap_or_default(),
+            name: p.name_any(),
+            container,
+            image,
+        });
     }
-    let stamp = objects::now_rfc3339();
-    let (pp, dp) = (&pp, &dp);
+    out
+}
+
+/// One pass: nodes and DaemonSet pods from the caches, web pods listed, then the writes the
+/// plan calls for go out concurrently.
+async fn reconcile(
+    client: &kube::Client,
+    owners: &Owners,
+    timing: WorkloadTiming,
+    nodes: &Store<Node>,
+    ds_pods: &Store<Pod>,
+) -> Result<()> {
+    let web: Api<Pod> = Api::namespaced(client.clone(), WEB_NAMESPACE);
+    let web_pods = web
+        .list(&ListParams::default().labels(&format!("app={WEB_NAME}")))
+        .await?
+        .items;
+    let plan = plan(
+        &nodes.state(),
+        &ds_pods.state(),
+        &web_pods,
+        jiff::Timestamp::now(),
+        timing.start_delay,
+    );
+
+    let ds_api: Api<Pod> = Api::namespaced(client.clone(), DS_NAMESPACE);
+    let mut creates = Vec::new();
+    for n in &plan.ds_creates {
+        let pod: Pod = objects::typed("pod", ds_pod(n, &owners.ds_uid))?;
+        creates.push((&ds_api, pod));
+    }
+    for n in &plan.web_creates {
+        let name = format!("{WEB_RS}-{}", suffix());
+        let pod: Pod = objects::typed("pod", web_pod(&name, n, &owners.rs_uid))?;
+        creates.push((&web, pod));
+    }
+    let pods_in = |ns: &str| Api::<Pod>::namespaced(client.clone(), ns);
+    let pp = &PostParams::default();
+    let dp = &DeleteParams::default();
+    let stamp = &objects::now_rfc3339();
 
     let create_results = run_bounded(
         creates
             .iter()
             .map(|(api, pod)| async move {
                 match api.create(pp, pod).await {
-                    // Already there (a racing pass) or refused: the next pass sees it.
+                    // Already there (a create the cache has not shown yet) or refused: the
+                    // next pass sees it.
                     Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
                     Err(e) => Err(e),
                 }
@@ -443,24 +547,28 @@ async fn reconcile(client: &kube::Client, owners: &Owners, timing: WorkloadTimin
             .collect(),
     );
     let delete_results = run_bounded(
-        deletes
+        plan.deletes
             .iter()
-            .map(|(api, name)| async move {
-                let _ = api.delete(name, dp).await;
-                Ok(())
+            .map(|(ns, name)| {
+                let api = pods_in(ns);
+                async move {
+                    // Gone already (a delete the cache has not shown yet) is fine.
+                    let _ = api.delete(name, dp).await;
+                    Ok(())
+                }
             })
             .collect(),
     );
     let patch_results = run_bounded(
-        patches
+        plan.ready
             .iter()
-            .map(|(api, name, container, image)| {
-                let stamp = &stamp;
+            .map(|r| {
+                let api = pods_in(&r.namespace);
                 async move {
                     api.patch_status(
-                        name,
+                        &r.name,
                         &PatchParams::default(),
-                        &Patch::Merge(&running_status(container, image, stamp)),
+                        &Patch::Merge(&running_status(&r.container, &r.image, stamp)),
                     )
                     .await
                     .map(|_| ())
@@ -508,6 +616,125 @@ mod tests {
             Some("master-0")
         );
         assert_eq!(pick_node(&[], &BTreeMap::new()), None);
+    }
+
+    fn node(name: &str, worker: bool, ready: bool, unschedulable: bool) -> Node {
+        let role = if worker { "worker" } else { "master" };
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {objects::node_role_label(role): ""}},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": [
+                {"type": "Ready", "status": if ready { "True" } else { "False" }}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    /// A pod built from `template`, created at `created`, optionally Ready or terminating.
+    fn pod(mut template: Value, created: &str, ready: bool, deleting: bool) -> Pod {
+        template["metadata"]["creationTimestamp"] = json!(created);
+        if deleting {
+            template["metadata"]["deletionTimestamp"] = json!(created);
+        }
+        if ready {
+            template["status"] = running_status("c", "i", created)["status"].clone();
+        }
+        serde_json::from_value(template).unwrap()
+    }
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+
+    fn at(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn plan_keeps_one_daemonset_pod_per_node() {
+        let nodes = [
+            node("worker-0", true, true, false),
+            node("worker-1", true, true, false),
+        ];
+        let ds = [
+            pod(ds_pod("worker-0", "u"), T0, true, false),
+            pod(ds_pod("gone", "u"), T0, true, false),
+        ];
+        let webs: Vec<Pod> = (0..3)
+            .map(|i| pod(web_pod(&format!("w{i}"), "worker-0", "u"), T0, true, false))
+            .collect();
+        let p = plan(&nodes, &ds, &webs, at(T0), Duration::from_secs(1));
+        assert_eq!(p.ds_creates, ["worker-1"]);
+        assert_eq!(
+            p.deletes,
+            [(DS_NAMESPACE.to_string(), format!("{DS_NAME}-gone"))]
+        );
+        assert!(p.web_creates.is_empty());
+        assert!(p.ready.is_empty());
+    }
+
+    #[test]
+    fn plan_replaces_web_pods_on_least_loaded_schedulable_workers() {
+        let nodes = [
+            node("master-0", false, true, false),
+            node("worker-0", true, true, false),
+            node("worker-1", true, true, true),
+            node("worker-2", true, false, false),
+            node("worker-3", true, true, false),
+        ];
+        let webs = [
+            pod(web_pod("a", "worker-0", "u"), T0, true, false),
+            // Terminating: counts for nothing, so a replacement is due.
+            pod(web_pod("b", "worker-3", "u"), T0, true, true),
+            // Its node is gone: deleted and replaced.
+            pod(web_pod("c", "vanished", "u"), T0, true, false),
+        ];
+        let p = plan(&nodes, &[] as &[Pod], &webs, at(T0), Duration::from_secs(1));
+        // worker-1 is cordoned, worker-2 not Ready, the master only as a last resort.
+        assert_eq!(p.web_creates, ["worker-3", "worker-0"]);
+        assert_eq!(p.deletes, [(WEB_NAMESPACE.to_string(), "c".to_string())]);
+    }
+
+    #[test]
+    fn plan_marks_pods_ready_after_the_start_delay_on_ready_nodes() {
+        let nodes = [
+            node("worker-0", true, true, false),
+            node("worker-1", true, false, false),
+        ];
+        let ds = [
+            pod(ds_pod("worker-0", "u"), T0, false, false),
+            // Its node is not Ready: no kubelet to start it.
+            pod(ds_pod("worker-1", "u"), T0, false, false),
+        ];
+        let webs = [
+            pod(web_pod("old", "worker-0", "u"), T0, false, false),
+            pod(
+                web_pod("young", "worker-0", "u"),
+                "2026-01-01T00:00:09Z",
+                false,
+                false,
+            ),
+            pod(web_pod("done", "worker-0", "u"), T0, true, false),
+        ];
+        let p = plan(
+            &nodes,
+            &ds,
+            &webs,
+            at("2026-01-01T00:00:10Z"),
+            Duration::from_secs(2),
+        );
+        let ready: Vec<(&str, &str)> = p
+            .ready
+            .iter()
+            .map(|r| (r.namespace.as_str(), r.name.as_str()))
+            .collect();
+        assert_eq!(
+            ready,
+            [
+                (DS_NAMESPACE, "node-agent-worker-0"),
+                (WEB_NAMESPACE, "old")
+            ]
+        );
+        assert_eq!(p.ready[1].container, "web");
+        assert_eq!(p.ready[1].image, "registry.example.com/sim/web:1");
     }
 
     #[test]
