@@ -120,6 +120,9 @@ struct Inner {
     mcns: Api<MachineConfigNode>,
     /// Set once [`Daemon::run`]'s shutdown fires, so that waits inside a sync give up.
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// This Node as last seen by [`Daemon::run`]'s watch, so that a drain wait wakes on the
+    /// controller's answer instead of polling for it. Closed when the watch ends.
+    watched: tokio::sync::watch::Receiver<Option<Arc<Node>>>,
 }
 
 /// One node's daemon.
@@ -127,6 +130,52 @@ pub struct Daemon {
     inner: Arc<Inner>,
     booted: bool,
     drift_rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// Taken by [`Daemon::run`] for the task that feeds `Inner::watched`.
+    watched_tx: Option<tokio::sync::watch::Sender<Option<Arc<Node>>>>,
+}
+
+/// Aborts the node-watch task when [`Daemon::run`] returns, however it returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Feeds the node watch into `tx` until the watch ends. Changes notify (they are what triggers
+/// a sync); a relist notifies once, at its end, and a deletion only clears the value, matching
+/// which watch events used to trigger a sync.
+async fn forward_node_watch(
+    nodes: Api<Node>,
+    cfg: watcher::Config,
+    tx: tokio::sync::watch::Sender<Option<Arc<Node>>>,
+) {
+    let mut events = std::pin::pin!(watcher::watcher(nodes, cfg));
+    let mut listed: Option<Arc<Node>> = None;
+    while let Some(ev) = events.next().await {
+        match ev {
+            Ok(watcher::Event::Apply(n)) => {
+                tx.send_replace(Some(Arc::new(n)));
+            }
+            Ok(watcher::Event::Init) => listed = None,
+            Ok(watcher::Event::InitApply(n)) => listed = Some(Arc::new(n)),
+            Ok(watcher::Event::InitDone) => tx.send_modify(|v| *v = listed.take()),
+            Ok(watcher::Event::Delete(_)) => {
+                tx.send_if_modified(|v| {
+                    *v = None;
+                    false
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "node watch error"),
+        }
+    }
+}
+
+/// A resourceVersion as a number, when it is one (etcd's and the embedded server's are); only
+/// used to tell whether a watched Node is at least as new as a write's response.
+fn rv(node: &Node) -> Option<u64> {
+    node.metadata.resource_version.as_deref()?.parse().ok()
 }
 
 fn annotation(node: &Node, key: &str) -> String {
@@ -296,20 +345,21 @@ impl Inner {
         Ok(self.nodes.get(&self.opts.node).await?)
     }
 
-    async fn annotate(&self, pairs: &[(&str, Option<&str>)]) -> Result<(), SyncError> {
+    /// Merge-patches annotations and returns the Node as written.
+    async fn annotate(&self, pairs: &[(&str, Option<&str>)]) -> Result<Node, SyncError> {
         let mut map = serde_json::Map::new();
         for (k, v) in pairs {
             map.insert((*k).into(), v.map(|v| json!(v)).unwrap_or(json!(null)));
         }
         let patch = json!({"metadata": {"annotations": map}});
-        self.nodes
+        Ok(self
+            .nodes
             .patch(
                 &self.opts.node,
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
-            .await?;
-        Ok(())
+            .await?)
     }
 
     /// Writes one MCN phase. A missing MCN (created by the controller) is logged and skipped.
@@ -360,20 +410,45 @@ impl Inner {
     }
 
     /// Sets `desiredDrain` and waits for the drain controller's `lastAppliedDrain`.
+    ///
+    /// The node watch wakes the wait as soon as the answer is written. A watched Node counts
+    /// only when it is at least as new as our own write (by resourceVersion), so an old event
+    /// from a lagging watch cannot answer a repeated request; otherwise it is confirmed with a
+    /// GET. A GET every `poll_interval` remains, so a broken watch only slows the wait down.
     async fn request_drain(&self, value: &str, what: &str) -> Result<(), SyncError> {
+        // The watched value is checked before every wait, so an answer that arrives between
+        // the write and the wait is not missed.
+        let mut watched = self.watched.clone();
+        let mut watch_open = true;
         if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
             tracing::info!("{what} is already completed on this node");
             return Ok(());
         }
-        self.annotate(&[(ann::DESIRED_DRAIN, Some(value))]).await?;
+        let written = self.annotate(&[(ann::DESIRED_DRAIN, Some(value))]).await?;
+        if annotation(&written, ann::LAST_APPLIED_DRAIN) == value {
+            return Ok(());
+        }
+        let written_rv = rv(&written);
         let deadline = Instant::now() + self.opts.drain_timeout;
+        let mut next_get = Instant::now() + self.opts.poll_interval;
         let mut shutdown = self.shutdown.subscribe();
         loop {
             if *shutdown.borrow_and_update() {
                 return Err(SyncError::Shutdown);
             }
-            if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
+            let seen = watched.borrow_and_update().clone();
+            let answered = seen
+                .as_deref()
+                .filter(|n| annotation(n, ann::LAST_APPLIED_DRAIN) == value);
+            if answered.is_some_and(|n| matches!((rv(n), written_rv), (Some(a), Some(b)) if a >= b))
+            {
                 return Ok(());
+            }
+            if answered.is_some() || Instant::now() >= next_get {
+                if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
+                    return Ok(());
+                }
+                next_get = Instant::now() + self.opts.poll_interval;
             }
             if Instant::now() >= deadline {
                 return Err(SyncError::Timeout(format!(
@@ -382,9 +457,11 @@ impl Inner {
                     human(self.opts.drain_timeout)
                 )));
             }
+            let wake = tokio::time::Instant::from_std(next_get.min(deadline));
             tokio::select! {
-                _ = tokio::time::sleep(self.opts.poll_interval) => {}
+                _ = tokio::time::sleep_until(wake) => {}
                 _ = shutdown.changed() => {}
+                r = watched.changed(), if watch_open => watch_open = r.is_ok(),
             }
         }
     }
@@ -592,6 +669,7 @@ impl Daemon {
             })
             .set(1);
         let (drift_tx, drift_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (watched_tx, watched) = tokio::sync::watch::channel(None);
         Daemon {
             inner: Arc::new(Inner {
                 nodes: Api::all(client.clone()),
@@ -604,9 +682,11 @@ impl Daemon {
                 drift_tx,
                 opts,
                 shutdown: tokio::sync::watch::Sender::new(false),
+                watched,
             }),
             booted: false,
             drift_rx,
+            watched_tx: Some(watched_tx),
         }
     }
 
@@ -825,7 +905,17 @@ impl Daemon {
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<Exit, SyncError> {
         let inner = Arc::clone(&self.inner);
         let cfg = watcher::Config::default().fields(&format!("metadata.name={}", inner.name()));
-        let mut events = std::pin::pin!(watcher::watcher(inner.nodes.clone(), cfg));
+        // The watch runs in its own task so that it is also consumed while a sync (and so a
+        // drain wait) is in progress; the loop below triggers syncs from what it publishes.
+        let Some(watched_tx) = self.watched_tx.take() else {
+            return Ok(Exit::Shutdown);
+        };
+        let _watch_task = AbortOnDrop(tokio::spawn(forward_node_watch(
+            inner.nodes.clone(),
+            cfg,
+            watched_tx,
+        )));
+        let mut node_changes = inner.watched.clone();
         let mut shutdown = std::pin::pin!(shutdown);
         let mut backoff = Duration::from_secs(1);
         let mut retry_at: Option<tokio::time::Instant> = Some(tokio::time::Instant::now());
@@ -863,15 +953,14 @@ impl Daemon {
                         backoff = Duration::from_secs(1);
                     }
                 }
-                ev = events.next() => match ev {
-                    Some(Ok(watcher::Event::Apply(_) | watcher::Event::InitDone)) => {
+                changed = node_changes.changed() => match changed {
+                    Ok(()) => {
                         if retry_at.is_none() {
                             retry_at = Some(tokio::time::Instant::now());
                         }
                     }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => tracing::warn!(error = %e, "node watch error"),
-                    None => return Ok(Exit::Shutdown),
+                    // The watch ended.
+                    Err(_) => return Ok(Exit::Shutdown),
                 },
                 _ = due => {
                     retry_at = None;

@@ -397,3 +397,74 @@ async fn shutdown_during_a_drain_wait_is_not_degraded() {
     assert_ne!(annotation(&n, ann::STATE), "Degraded");
     assert_eq!(annotation(&n, ann::CURRENT_CONFIG), "rendered-worker-0");
 }
+
+/// The drain controller's answers reach a waiting daemon through its node watch: with the
+/// fallback GET only every 5 minutes, the start-up uncordon, a drain before a reboot and the
+/// uncordon after it all finish within seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_waits_end_on_the_watch_not_the_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
+    let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let with_file = mc(
+        "rendered-worker-1",
+        "",
+        ign(
+            json!([file("/etc/mco-test-file", "hello", 0o644)]),
+            json!([]),
+        ),
+    );
+    for m in [&empty, &with_file] {
+        mcs.create(&PostParams::default(), m).await.unwrap();
+    }
+    let (nodes, _) = settled_node(&admin).await;
+    drain_controller(nodes.clone());
+
+    let sim = SimNode::new(true);
+    let client = server
+        .client_for(Identity::Node(NODE.into()))
+        .await
+        .unwrap();
+    let start = |client: Client| {
+        let mut opts = SyncOptions::new(NODE);
+        opts.poll_interval = Duration::from_secs(300);
+        opts.drain_timeout = Duration::from_secs(600);
+        let daemon = Daemon::new(client, sim.engine(), opts);
+        tokio::spawn(async move { daemon.run(std::future::pending()).await.unwrap() })
+    };
+    // Well under the poll interval, so only the watch can end the waits in time.
+    const PROMPT: u64 = 20;
+
+    let task = start(client.clone());
+    let uncordoned = |n: &Node, config: &str| {
+        annotation(n, ann::STATE) == "Done"
+            && annotation(n, ann::CURRENT_CONFIG) == config
+            && annotation(n, ann::LAST_APPLIED_DRAIN) == format!("uncordon-{config}")
+    };
+    eventually("start-up uncordon", PROMPT, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        uncordoned(&n, "rendered-worker-0").then_some(())
+    })
+    .await;
+
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
+    let exit = tokio::time::timeout(Duration::from_secs(PROMPT), task)
+        .await
+        .expect("the drain before the reboot ends on the watch")
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting);
+    let n = nodes.get(NODE).await.unwrap();
+    assert_eq!(
+        annotation(&n, ann::LAST_APPLIED_DRAIN),
+        "drain-rendered-worker-1"
+    );
+
+    complete_sim_reboot(&sim.fs).unwrap();
+    let task = start(client);
+    eventually("uncordon after the reboot", PROMPT, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        uncordoned(&n, "rendered-worker-1").then_some(())
+    })
+    .await;
+    task.abort();
+}
