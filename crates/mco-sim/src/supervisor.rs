@@ -182,6 +182,16 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
         let reason = loop {
             tokio::select! {
                 _ = stop.changed() => break Wake::Stop,
+                // An in-process daemon returns right after asking for a reboot: take it then,
+                // not at the next poll (a rollout pays that wait once per node).
+                _ = daemon.ended() => {
+                    if pending_reboot(&root)? {
+                        break Wake::Reboot;
+                    }
+                    if let Some(status) = daemon.exited() {
+                        break Wake::Exited(status);
+                    }
+                }
                 _ = tokio::time::sleep(POLL) => {
                     if pending_reboot(&root)? {
                         break Wake::Reboot;
@@ -426,6 +436,8 @@ enum Daemon {
         /// Set to fail every API call of the daemon's client.
         cut: Arc<AtomicBool>,
         task: tokio::task::JoinHandle<Result<(), String>>,
+        /// Becomes `true` when the task's daemon has returned.
+        done: watch::Receiver<bool>,
     },
     Child(tokio::process::Child),
     None,
@@ -453,11 +465,18 @@ impl Daemon {
                     os_update_mode: env.os_update_mode,
                     shutdown: rx,
                 };
-                let task = tokio::spawn(run(ctx));
+                let (done_tx, done) = watch::channel(false);
+                let daemon = run(ctx);
+                let task = tokio::spawn(async move {
+                    let r = daemon.await;
+                    let _ = done_tx.send(true);
+                    r
+                });
                 Ok(Daemon::Task {
                     stop: tx,
                     cut,
                     task,
+                    done,
                 })
             }
             DaemonMode::Process { program } => {
@@ -497,10 +516,25 @@ impl Daemon {
         }
     }
 
+    /// Resolves once the daemon has ended on its own; never for no daemon. Cancel safe.
+    async fn ended(&mut self) {
+        match self {
+            Daemon::Task { done, .. } => {
+                let _ = done.wait_for(|d| *d).await;
+            }
+            Daemon::Child(child) => {
+                let _ = child.wait().await;
+            }
+            Daemon::None => std::future::pending().await,
+        }
+    }
+
     /// `Some(how)` once the daemon has ended on its own.
     fn exited(&mut self) -> Option<String> {
         match self {
-            Daemon::Task { task, .. } if task.is_finished() => Some("task ended".into()),
+            Daemon::Task { task, done, .. } if *done.borrow() || task.is_finished() => {
+                Some("task ended".into())
+            }
             Daemon::Child(child) => match child.try_wait() {
                 Ok(Some(status)) => Some(status.to_string()),
                 Ok(None) => None,
@@ -524,6 +558,7 @@ impl Daemon {
                 stop,
                 cut,
                 mut task,
+                ..
             } => {
                 let _ = stop.send(true);
                 let ended = match tokio::time::timeout(STOP_GRACE, &mut task).await {
