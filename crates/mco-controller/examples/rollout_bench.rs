@@ -10,6 +10,11 @@
 //! controller runs in this process with its default timings, unless `--controller-bin` names an
 //! `mco` binary: then it runs as `mco controller` in a child process, whose peak and current
 //! RSS (`VmHWM`, `VmRSS`) are reported at the end.
+//!
+//! `--controller-wrap "heaptrack -o /tmp/ctl"` starts that child under a profiler (the words are
+//! put before the binary); the figures are then the wrapped controller's, read from the
+//! descendant process named `mco`, and the controller is stopped with SIGTERM so the profiler
+//! can finish its file.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -34,6 +39,7 @@ struct Args {
     pools: usize,
     runs: usize,
     controller_bin: Option<PathBuf>,
+    controller_wrap: Vec<String>,
 }
 
 fn args() -> Args {
@@ -42,6 +48,7 @@ fn args() -> Args {
         pools: 1,
         runs: 5,
         controller_bin: None,
+        controller_wrap: vec![],
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -51,6 +58,9 @@ fn args() -> Args {
             "--pools" => out.pools = value.parse().expect("--pools P"),
             "--runs" => out.runs = value.parse().expect("--runs R"),
             "--controller-bin" => out.controller_bin = Some(value.into()),
+            "--controller-wrap" => {
+                out.controller_wrap = value.split_whitespace().map(String::from).collect()
+            }
             other => panic!("unknown argument {other}"),
         }
     }
@@ -165,10 +175,32 @@ fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// Start `mco controller` as a child process with its default timings.
-fn spawn_controller(bin: &Path, kubeconfig: &Path) -> tokio::process::Child {
-    tokio::process::Command::new(bin)
-        .arg("controller")
+/// The process under `pid` (itself included) whose command name is `mco`: the controller, when a
+/// profiler's wrapper script started it.
+fn controller_pid(pid: u32) -> Option<u32> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if comm.trim() == "mco" {
+        return Some(pid);
+    }
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .find_map(controller_pid)
+}
+
+/// Start `mco controller` as a child process with its default timings, under `wrap` if given.
+fn spawn_controller(bin: &Path, kubeconfig: &Path, wrap: &[String]) -> tokio::process::Child {
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = tokio::process::Command::new(first);
+            c.args(rest).arg(bin);
+            c
+        }
+        None => tokio::process::Command::new(bin),
+    };
+    cmd.arg("controller")
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["--metrics-addr", "127.0.0.1:0", "--identity", "bench"])
@@ -223,7 +255,7 @@ async fn main() {
                 .write_kubeconfig(Identity::Admin, &kubeconfig)
                 .await
                 .expect("kubeconfig");
-            child = Some(spawn_controller(bin, &kubeconfig));
+            child = Some(spawn_controller(bin, &kubeconfig, &args.controller_wrap));
             None
         }
         None => {
@@ -316,7 +348,8 @@ async fn main() {
     );
 
     if let Some(child) = &mut child {
-        let pid = child.id().expect("controller pid");
+        let outer = child.id().expect("controller pid");
+        let pid = controller_pid(outer).unwrap_or(outer);
         let hwm = proc_status_kib(pid, "VmHWM").unwrap_or_default();
         let rss = proc_status_kib(pid, "VmRSS").unwrap_or_default();
         println!(
@@ -324,6 +357,13 @@ async fn main() {
             hwm as f64 / 1024.0,
             rss as f64 / 1024.0
         );
+        if pid != outer {
+            // Let the profiler see the controller end and close its file.
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+            let _ = tokio::time::timeout(Duration::from_secs(120), child.wait()).await;
+        }
         let _ = child.kill().await;
     }
 }

@@ -174,15 +174,42 @@ fn ticker(every: Duration) -> impl Stream<Item = ()> + Send {
     .skip(1)
 }
 
+fn drop_managed_fields<K: Resource>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+}
+
+/// The annotation `kubectl apply` keeps a whole copy of the object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Trim a cached Node to what this controller reads. Of a Node's status only the conditions are
+/// read (readiness in [`crate::plan`]); images, nodeInfo, addresses, capacity and volumes are
+/// often tens of kilobytes per node on a real cluster and nothing here reads them. Nodes are
+/// only ever written with merge patches of named fields (annotations, taints, unschedulable), never
+/// replaced from the cache, so a trimmed copy cannot erase anything on the server. Written Nodes
+/// kept in [`Ctx::written_nodes`] are short-lived and not trimmed.
+pub fn slim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    if let Some(a) = node.metadata.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+    }
+    if let Some(status) = node.status.take() {
+        node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            conditions: status.conditions,
+            ..Default::default()
+        });
+    }
+}
+
 /// A watch feeding a shared store; the future runs until dropped. `on_delete` sees each deleted
 /// object in its final state, after the store has dropped it: the store's subscribers are told
 /// only of objects that exist, so a controller that must react to deletions listens here.
 ///
-/// managedFields are dropped on the way in: no reconciler reads them, and on Nodes they are
-/// the bulk of both the cache's memory and the cost of each copy a reconcile takes.
+/// `trim` runs on every object before it is cached; every kind drops managedFields, which no
+/// reconciler reads and which on Nodes were the bulk of the cache's memory.
 fn reflect<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
+    trim: impl FnMut(&mut K) + Send,
     on_delete: impl Fn(K) + Send,
 ) -> impl std::future::Future<Output = ()> + Send
 where
@@ -191,7 +218,7 @@ where
 {
     watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .modify(trim)
         .reflect_shared(writer)
         .for_each(move |ev| {
             match ev {
@@ -209,8 +236,7 @@ fn pools_of_node(
     node: &Node,
     pools: &Store<MachineConfigPool>,
 ) -> Vec<ObjectRef<MachineConfigPool>> {
-    let all: Vec<MachineConfigPool> = pools.state().iter().map(|p| (**p).clone()).collect();
-    let membership = crate::plan::assign_pools(std::slice::from_ref(node), &all);
+    let membership = crate::plan::assign_pools(std::slice::from_ref(node), &pools.state());
     match membership.primary.values().next() {
         Some(pool) => vec![ObjectRef::new(pool)],
         None => all_pools(pools),
@@ -234,8 +260,7 @@ fn pools_touched_by(
     last_pool: &Mutex<HashMap<String, String>>,
 ) -> Vec<ObjectRef<MachineConfigPool>> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    let all: Vec<MachineConfigPool> = pools.state().iter().map(|p| (**p).clone()).collect();
-    let membership = crate::plan::assign_pools(std::slice::from_ref(node), &all);
+    let membership = crate::plan::assign_pools(std::slice::from_ref(node), &pools.state());
     let now = membership.primary.get(&name).cloned();
     let mut last = last_pool.lock().unwrap_or_else(|e| e.into_inner());
     let before = match &now {
@@ -247,6 +272,16 @@ fn pools_touched_by(
         (Some(now), Some(before)) => vec![ObjectRef::new(&now), ObjectRef::new(&before)],
         // First sighting, or no single pool: every pool, as membership may have shifted.
         _ => all_pools(pools),
+    }
+}
+
+/// Drop a deleted node's remembered pool, so the map holds only nodes that exist.
+fn forget_node(node: &Node, last_pool: &Mutex<HashMap<String, String>>) {
+    if let Some(name) = node.metadata.name.as_deref() {
+        last_pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
     }
 }
 
@@ -281,21 +316,39 @@ pub async fn run_all(
     // than at the next resync.
     let (deleted_tx, deleted_nodes) = futures::channel::mpsc::unbounded::<Arc<Node>>();
     let watches = future::join5(
-        reflect(Api::<Node>::all(client.clone()), nodes_w, move |n| {
-            let _ = deleted_tx.unbounded_send(Arc::new(n));
-        }),
+        reflect(
+            Api::<Node>::all(client.clone()),
+            nodes_w,
+            slim_node,
+            move |n| {
+                let _ = deleted_tx.unbounded_send(Arc::new(n));
+            },
+        ),
         reflect(
             Api::<MachineConfigPool>::all(client.clone()),
             pools_w,
+            drop_managed_fields,
             |_| {},
         ),
-        reflect(Api::<MachineConfig>::all(client.clone()), mcs_w, |_| {}),
+        reflect(
+            Api::<MachineConfig>::all(client.clone()),
+            mcs_w,
+            drop_managed_fields,
+            |_| {},
+        ),
+        // MCN status stays whole: the drain controller merges into its conditions.
         reflect(
             Api::<MachineConfigNode>::all(client.clone()),
             mcns_w,
+            drop_managed_fields,
             |_| {},
         ),
-        reflect(Api::<ControllerConfig>::all(client.clone()), ccs_w, |_| {}),
+        reflect(
+            Api::<ControllerConfig>::all(client.clone()),
+            ccs_w,
+            drop_managed_fields,
+            |_| {},
+        ),
     );
 
     let recorder = Recorder::new(
@@ -355,11 +408,15 @@ pub async fn run_all(
         let p3 = pools.clone();
         let p4 = pools.clone();
         let last_pool = Arc::new(Mutex::new(HashMap::<String, String>::new()));
+        let last_pool_del = Arc::clone(&last_pool);
         let rollout = Controller::for_shared_stream(pools_for_rollout, pools.clone())
             .watches_shared_stream(nodes_for_rollout, move |n| {
                 pools_touched_by(&n, &p3, &last_pool)
             })
-            .watches_shared_stream(deleted_nodes, move |n| pools_of_node(&n, &p4))
+            .watches_shared_stream(deleted_nodes, move |n| {
+                forget_node(&n, &last_pool_del);
+                pools_of_node(&n, &p4)
+            })
             .reconcile_all_on(ticker(config.resync))
             .run(
                 |pool, ctx| async move {
@@ -383,7 +440,10 @@ pub async fn run_all(
             )
             .for_each(|_| future::ready(()));
 
+        // Drain requests live in node annotations; the resync serves one whose event was
+        // missed (a watch gap, a restart of the controller) instead of leaving the daemon waiting.
         let drain = Controller::for_shared_stream(nodes_for_drain, nodes.clone())
+            .reconcile_all_on(ticker(config.resync))
             .run(
                 |node, ctx| async move {
                     let c = ctx.clone();
@@ -401,5 +461,147 @@ pub async fn run_all(
     tokio::select! {
         _ = watches => Err(Error::Stale("watches ended".into())),
         _ = controllers => Err(Error::Stale("controllers ended".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        ContainerImage, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ManagedFieldsEntry};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use mco_api::constants::{annotations, states, taints};
+    use mco_api::{MachineConfigPoolSpec, PoolConfiguration};
+
+    fn pool(name: &str, target: &str) -> MachineConfigPool {
+        MachineConfigPool::new(
+            name,
+            MachineConfigPoolSpec {
+                node_selector: Some(LabelSelector {
+                    match_labels: Some(
+                        [(format!("node-role.kubernetes.io/{name}"), String::new())].into(),
+                    ),
+                    match_expressions: None,
+                }),
+                configuration: Some(PoolConfiguration {
+                    name: target.into(),
+                    source: vec![],
+                }),
+                max_unavailable: Some(IntOrString::Int(3)),
+                ..Default::default()
+            },
+        )
+    }
+
+    /// A worker node as a real cluster reports it: images, nodeInfo, managedFields and a
+    /// last-applied copy besides what the planner reads.
+    fn full_node(name: &str, current: &str, ready: &str, tainted: bool) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.metadata.labels =
+            Some([("node-role.kubernetes.io/worker".to_string(), String::new())].into());
+        n.metadata.annotations = Some(
+            [
+                (annotations::CURRENT_CONFIG.to_string(), current.to_string()),
+                (annotations::DESIRED_CONFIG.to_string(), current.to_string()),
+                (annotations::STATE.to_string(), states::DONE.to_string()),
+                (LAST_APPLIED.to_string(), "{\"big\":true}".to_string()),
+            ]
+            .into(),
+        );
+        n.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        n.spec = Some(NodeSpec {
+            taints: tainted.then(|| {
+                vec![Taint {
+                    key: taints::UPDATE_IN_PROGRESS_KEY.into(),
+                    effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        });
+        n.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: ready.into(),
+                ..Default::default()
+            }]),
+            images: Some(vec![ContainerImage {
+                names: Some(vec!["quay.io/example/image@sha256:0".into()]),
+                size_bytes: Some(1),
+            }]),
+            node_info: Some(NodeSystemInfo {
+                machine_id: "m".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        n
+    }
+
+    #[test]
+    fn slim_node_keeps_what_the_planner_reads() {
+        let pools = [pool("worker", "rendered-new")];
+        let full = vec![
+            full_node("a", "rendered-old", "True", false),
+            full_node("b", "rendered-new", "True", true),
+            full_node("c", "rendered-old", "False", false),
+            full_node("d", "rendered-old", "True", true),
+        ];
+        let slim: Vec<Node> = full
+            .iter()
+            .cloned()
+            .map(|mut n| {
+                slim_node(&mut n);
+                n
+            })
+            .collect();
+        let now = "2026-01-01T00:00:00Z";
+        let want = crate::plan::plan(&pools[0], &full, &pools, now);
+        assert!(!want.candidates.is_empty() && !want.taint_remove.is_empty());
+        assert_eq!(crate::plan::plan(&pools[0], &slim, &pools, now), want);
+        for (f, s) in full.iter().zip(&slim) {
+            assert_eq!(
+                crate::mcn::desired_spec(s, &pools),
+                crate::mcn::desired_spec(f, &pools)
+            );
+        }
+
+        let n = &slim[0];
+        let status = n.status.as_ref().expect("status");
+        assert!(status.images.is_none() && status.node_info.is_none());
+        assert!(n.metadata.managed_fields.is_none());
+        assert!(
+            !n.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .contains_key(LAST_APPLIED)
+        );
+        assert_eq!(
+            status.conditions,
+            full[0].status.as_ref().unwrap().conditions
+        );
+        assert_eq!(n.spec, full[0].spec);
+    }
+
+    #[test]
+    fn pool_memory_of_a_deleted_node_is_dropped() {
+        let pools: Store<MachineConfigPool> = {
+            let (store, mut w) = reflector::store::<MachineConfigPool>();
+            w.apply_watcher_event(&watcher::Event::Apply(pool("worker", "r")));
+            store
+        };
+        let last = Mutex::new(HashMap::new());
+        let n = full_node("a", "r", "True", false);
+        pools_touched_by(&n, &pools, &last);
+        assert_eq!(
+            last.lock().unwrap().get("a").map(String::as_str),
+            Some("worker")
+        );
+        forget_node(&n, &last);
+        assert!(last.lock().unwrap().is_empty());
     }
 }

@@ -23,7 +23,10 @@ use crate::plan;
 
 /// The MCN spec a node should have: its primary pool (or `not-yet-set`) and its desired config
 /// (or `not-yet-set` until the controller targets it).
-pub fn desired_spec(node: &Node, pools: &[MachineConfigPool]) -> MachineConfigNodeSpec {
+pub fn desired_spec<P: std::borrow::Borrow<MachineConfigPool>>(
+    node: &Node,
+    pools: &[P],
+) -> MachineConfigNodeSpec {
     let name = node.metadata.name.clone().unwrap_or_default();
     let membership = plan::assign_pools(std::slice::from_ref(node), pools);
     let pool = membership
@@ -78,8 +81,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
     if node.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let pools: Vec<MachineConfigPool> = ctx.pools.state().iter().map(|p| (**p).clone()).collect();
-    let spec = desired_spec(&node, &pools);
+    let spec = desired_spec(&node, &ctx.pools.state());
     let api: Api<MachineConfigNode> = Api::all(ctx.client.clone());
     let cached = ctx.mcns.get(&ObjectRef::new(&name));
     let current = match cached {

@@ -102,9 +102,13 @@ fn node_labels(node: &Node) -> &BTreeMap<String, String> {
 
 /// Upstream's `GetPoolsForNode`: more than one custom pool is an error; master wins over a
 /// custom pool (and raises the pool alert); a custom pool wins over worker.
-pub fn assign_pools<N: Borrow<Node>>(nodes: &[N], pools: &[MachineConfigPool]) -> Membership {
+pub fn assign_pools<N: Borrow<Node>, P: Borrow<MachineConfigPool>>(
+    nodes: &[N],
+    pools: &[P],
+) -> Membership {
     let selectors: Vec<(&str, LabelSelector)> = pools
         .iter()
+        .map(Borrow::borrow)
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| node_selector(p).map(|s| (name_of_pool(p), s)))
         .collect();

@@ -136,7 +136,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     if pool.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let pools: Vec<MachineConfigPool> = ctx.pools.state().iter().map(|p| (**p).clone()).collect();
+    let pools = ctx.pools.state();
     let nodes = ctx.fresh_nodes();
     let membership = plan::assign_pools(&nodes, &pools);
     report_membership(&ctx, &membership).await;
@@ -160,27 +160,37 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     }
 
     // Node writes are independent of each other; issuing them together keeps a wave of hundreds
-    // of nodes from paying one round trip per node.
-    if let Some(target) = the_plan.target.as_deref() {
-        let writes: Vec<_> = the_plan
-            .candidates
-            .iter()
-            .map(|c| set_desired(&ctx, c, target))
-            .collect();
+    // of nodes from paying one round trip per node. Each write future is made only when it is
+    // started: a request future is kilobytes, and a rollout's first pass taints every member, so
+    // making them all up front cost megabytes per pool at thousands of nodes.
+    // The futures own what they use: borrowing the plan from a lazily mapped stream does not
+    // satisfy the controller's higher-ranked `Send` bound.
+    if let Some(target) = the_plan.target.clone() {
+        let writes = the_plan.candidates.clone().into_iter().map(|c| {
+            let (ctx, target) = (Arc::clone(&ctx), target.clone());
+            async move { set_desired(&ctx, &c, &target).await }
+        });
         futures::stream::iter(writes)
             .buffer_unordered(WRITE_CONCURRENCY)
             .try_collect::<Vec<()>>()
             .await?;
     }
-    let by_name: HashMap<&str, &Node> = nodes.iter().map(|n| (name_of(n), &**n)).collect();
-    let taint_writes: Vec<_> = the_plan
+    let by_name: HashMap<&str, &Arc<Node>> = nodes.iter().map(|n| (name_of(n), n)).collect();
+    let taint_writes: Vec<(Arc<Node>, bool)> = the_plan
         .taint_add
         .iter()
         .map(|n| (n, true))
         .chain(the_plan.taint_remove.iter().map(|n| (n, false)))
-        .filter_map(|(n, present)| by_name.get(n.as_str()).map(|node| (*node, present)))
-        .map(|(node, present)| set_taint(&ctx, node, present))
+        .filter_map(|(n, present)| {
+            by_name
+                .get(n.as_str())
+                .map(|node| (Arc::clone(node), present))
+        })
         .collect();
+    let taint_writes = taint_writes.into_iter().map(|(node, present)| {
+        let ctx = Arc::clone(&ctx);
+        async move { set_taint(&ctx, &node, present).await }
+    });
     let complete = futures::stream::iter(taint_writes)
         .buffer_unordered(WRITE_CONCURRENCY)
         .try_fold(true, |all, one| futures::future::ready(Ok(all && one)))
