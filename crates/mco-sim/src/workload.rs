@@ -234,13 +234,15 @@ fn node_ready(n: &Node) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+fn cordoned(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
 fn schedulable(n: &Node) -> bool {
-    node_ready(n)
-        && !n
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false)
+    node_ready(n) && !cordoned(n)
 }
 
 fn terminating(p: &Pod) -> bool {
@@ -451,14 +453,23 @@ fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
         live += 1;
         *load.entry(on).or_default() += 1;
     }
+    let is_worker = |n: &Node| n.labels().contains_key(&objects::node_role_label("worker"));
     let candidates: Vec<Candidate> = nodes()
         .filter(|n| schedulable(n))
         .map(|n| Candidate {
             name: n.name_any(),
-            worker: n.labels().contains_key(&objects::node_role_label("worker")),
+            worker: is_worker(n),
         })
         .collect();
+    // A worker still starting (not Ready, not cordoned) is worth waiting for: at start-up the
+    // master is often Ready a moment before the workers, and pods put there would stay there,
+    // out of every worker drain. A cordoned worker is not: a drain needs the replacement now.
+    let worker_starting = nodes().any(|n| is_worker(n) && !node_ready(n) && !cordoned(n));
+    let no_worker_yet = !candidates.iter().any(|c| c.worker);
     for _ in live..WEB_REPLICAS {
+        if worker_starting && no_worker_yet {
+            break;
+        }
         let Some(node) = pick_node(&candidates, &load) else {
             break;
         };
@@ -691,6 +702,39 @@ mod tests {
         // worker-1 is cordoned, worker-2 not Ready, the master only as a last resort.
         assert_eq!(p.web_creates, ["worker-3", "worker-0"]);
         assert_eq!(p.deletes, [(WEB_NAMESPACE.to_string(), "c".to_string())]);
+    }
+
+    #[test]
+    fn plan_waits_for_starting_workers_but_not_for_cordoned_ones() {
+        let master = node("master-0", false, true, false);
+        let starting = [master.clone(), node("worker-0", true, false, false)];
+        let p = plan(
+            &starting,
+            &[] as &[Pod],
+            &[],
+            at(T0),
+            Duration::from_secs(1),
+        );
+        assert!(p.web_creates.is_empty(), "{:?}", p.web_creates);
+
+        let cordoned = [master.clone(), node("worker-0", true, false, true)];
+        let p = plan(
+            &cordoned,
+            &[] as &[Pod],
+            &[],
+            at(T0),
+            Duration::from_secs(1),
+        );
+        assert_eq!(p.web_creates, ["master-0"; 3]);
+
+        let p = plan(
+            &[master],
+            &[] as &[Pod],
+            &[],
+            at(T0),
+            Duration::from_secs(1),
+        );
+        assert_eq!(p.web_creates.len(), WEB_REPLICAS);
     }
 
     #[test]
