@@ -9,6 +9,7 @@ mod controllers;
 pub mod discovery;
 pub mod error;
 mod machinery;
+pub mod metrics;
 pub mod objects;
 mod protobuf;
 pub mod rbac;
@@ -90,6 +91,7 @@ impl Server {
             evict_lock: tokio::sync::Mutex::new(()),
             orphaned: Default::default(),
             addr,
+            metrics: Default::default(),
         });
         for ns in INITIAL_NAMESPACES {
             if app.store.get("/namespaces", "", ns).is_none() {

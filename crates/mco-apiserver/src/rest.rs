@@ -40,6 +40,7 @@ pub struct App {
     /// UIDs deleted with `propagationPolicy=Orphan`: their dependents are kept.
     pub orphaned: Mutex<HashSet<String>>,
     pub addr: SocketAddr,
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// A resolved resource URL.
@@ -154,6 +155,16 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
     match segs_ref.as_slice() {
         ["version"] => get_only(json_response(200, &discovery::version_info())),
         ["healthz" | "livez" | "readyz", ..] => get_only((StatusCode::OK, "ok").into_response()),
+        ["metrics"] => get_only(
+            (
+                [(
+                    header::CONTENT_TYPE,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )],
+                app.metrics.encode(),
+            )
+                .into_response(),
+        ),
         ["api"] => {
             let f = discovery::negotiate(&accept);
             let body = match f {
@@ -186,14 +197,45 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
         ["openapi", "v3", rest @ ..] => openapi_doc(app, &rest.join("/"), &query),
         ["api", v, rest @ ..] => {
             let t = resolve(app, "", v, rest)?;
-            resource(app, &method, t, &identity, &query, &headers, body).await
+            counted(app, &method, t, &identity, &query, &headers, body).await
         }
         ["apis", g, v, rest @ ..] => {
             let t = resolve(app, g, v, rest)?;
-            resource(app, &method, t, &identity, &query, &headers, body).await
+            counted(app, &method, t, &identity, &query, &headers, body).await
         }
         _ => Err(ApiError::not_found_path()),
     }
+}
+
+/// [`resource`], counted in `apiserver_request_total`.
+async fn counted(
+    app: &Arc<App>,
+    method: &Method,
+    t: Target,
+    identity: &Identity,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let apply = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/apply-patch"));
+    let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let mut labels = crate::metrics::RequestLabels {
+        verb: crate::metrics::verb(method, t.name.is_some(), watch, apply).into(),
+        group: t.info.group.clone(),
+        resource: t.info.plural.clone(),
+        subresource: t.sub.clone().unwrap_or_default(),
+        code: String::new(),
+    };
+    let r = resource(app, method, t, identity, q, headers, body).await;
+    labels.code = match &r {
+        Ok(resp) => resp.status().as_u16().to_string(),
+        Err(e) => e.code.to_string(),
+    };
+    app.metrics.requests.get_or_create(&labels).inc();
+    r
 }
 
 fn typed_response(v: &Value, ct: &str) -> Response {

@@ -230,6 +230,17 @@ async fn list_paging_and_selectors() {
         .unwrap();
     assert_eq!(on0.items.len(), 1);
     assert_eq!(on0.items[0].metadata.name.as_deref(), Some("p1"));
+
+    // Every request above is counted, as kube-apiserver's apiserver_request_total.
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap();
+    for line in [
+        r#"apiserver_request_total{verb="LIST",group="",resource="pods",subresource="",code="200"} 1"#,
+        r#"apiserver_request_total{verb="POST",group="",resource="configmaps",subresource="",code="201"} 5"#,
+        r#"apiserver_request_total{verb="LIST",group="",resource="configmaps",subresource="",code="400"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
     s.handle.shutdown().await;
 }
 
