@@ -123,6 +123,11 @@ struct Inner {
     /// This Node as last seen by [`Daemon::run`]'s watch, so that a drain wait wakes on the
     /// controller's answer instead of polling for it. Closed when the watch ends.
     watched: tokio::sync::watch::Receiver<Option<Arc<Node>>>,
+    /// This Node as our last annotation write returned it: newer than the watch until the
+    /// watch delivers that write.
+    written: Mutex<Option<Arc<Node>>>,
+    /// This node's MCN as our last status write returned it, the base of the next write.
+    mcn_written: Mutex<Option<MachineConfigNode>>,
 }
 
 /// One node's daemon.
@@ -352,23 +357,57 @@ impl Inner {
             map.insert((*k).into(), v.map(|v| json!(v)).unwrap_or(json!(null)));
         }
         let patch = json!({"metadata": {"annotations": map}});
-        Ok(self
+        let node = self
             .nodes
             .patch(
                 &self.opts.node,
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
-            .await?)
+            .await?;
+        if let Ok(mut w) = self.written.lock() {
+            *w = Some(Arc::new(node.clone()));
+        }
+        Ok(node)
+    }
+
+    /// The newest copy of this Node we hold, from the watch or our own last write; `None` when
+    /// there is none or their versions are not comparable.
+    fn known_node(&self) -> Option<Arc<Node>> {
+        let watched = self.watched.borrow().clone();
+        let written = self.written.lock().ok().and_then(|w| w.clone());
+        match (watched, written) {
+            (Some(a), Some(b)) => match (rv(&a), rv(&b)) {
+                (Some(x), Some(y)) => Some(if x >= y { a } else { b }),
+                _ => None,
+            },
+            (a, b) => a.or(b),
+        }
     }
 
     /// Writes one MCN phase. A missing MCN (created by the controller) is logged and skipped.
+    ///
+    /// An update writes several phases in a row: each write starts from the MCN our previous
+    /// write returned and from the newest Node we already hold, instead of reading both again.
+    /// The write carries the base's resourceVersion, so a base that another writer (the drain
+    /// controller) has moved past is refused with a conflict and the next attempt reads afresh;
+    /// a base that shows nothing to change is confirmed by a read too.
     async fn mcn(&self, w: &Write) -> Result<(), SyncError> {
+        let mut remembered = self.mcn_written.lock().ok().and_then(|mut m| m.take());
         for _ in 0..5 {
-            let node = self.node().await?;
-            let Some(obj) = self.mcns.get_opt(&self.opts.node).await? else {
-                tracing::warn!(node = %self.opts.node, "no MachineConfigNode yet; status not written");
-                return Ok(());
+            let (obj, from_memory) = match remembered.take() {
+                Some(obj) => (obj, true),
+                None => match self.mcns.get_opt(&self.opts.node).await? {
+                    Some(obj) => (obj, false),
+                    None => {
+                        tracing::warn!(node = %self.opts.node, "no MachineConfigNode yet; status not written");
+                        return Ok(());
+                    }
+                },
+            };
+            let node = match self.known_node() {
+                Some(n) if from_memory => n,
+                _ => Arc::new(self.node().await?),
             };
             let facts = NodeFacts {
                 current: annotation(&node, ann::CURRENT_CONFIG),
@@ -378,6 +417,9 @@ impl Inner {
             let mut status = obj.status.clone().unwrap_or_default();
             let now = Time(k8s_openapi::jiff::Timestamp::now());
             if !mcn::apply(&mut status, w, &facts, &now) {
+                if from_memory {
+                    continue;
+                }
                 return Ok(());
             }
             let body = json!({
@@ -398,7 +440,12 @@ impl Inner {
                 )
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(written) => {
+                    if let Ok(mut m) = self.mcn_written.lock() {
+                        *m = Some(written);
+                    }
+                    return Ok(());
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -683,6 +730,8 @@ impl Daemon {
                 opts,
                 shutdown: tokio::sync::watch::Sender::new(false),
                 watched,
+                written: Mutex::new(None),
+                mcn_written: Mutex::new(None),
             }),
             booted: false,
             drift_rx,
