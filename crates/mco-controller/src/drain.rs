@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Api;
 use kube::api::{EvictParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use mco_api::constants::{annotations, drain as drain_values, mcn_conditions};
 use mco_apimachinery::selector::LabelSelector;
 use serde_json::json;
@@ -45,6 +46,9 @@ pub struct DrainProgress {
     pub failed_reported: bool,
     /// What blocked the last attempt, for the condition message.
     pub blockers: String,
+    /// The node's MCN as this drain's last condition write returned it: newer than the cache
+    /// until the MCN watch delivers that write.
+    pub mcn: Option<Arc<mco_api::MachineConfigNode>>,
 }
 
 /// Pods a drain must evict: everything on the node except DaemonSet-owned and mirror pods.
@@ -194,41 +198,89 @@ pub fn merged_conditions(existing: &[Condition], new: &[Cond<'_>], now: &Time) -
         .collect()
 }
 
+/// The newest copy of the node's MCN this controller holds: the cache, or its own last write
+/// when the cache has not caught up with it.
+fn known_mcn(ctx: &Ctx, node: &str) -> Option<Arc<mco_api::MachineConfigNode>> {
+    let rv = |m: &mco_api::MachineConfigNode| -> Option<u64> {
+        m.metadata.resource_version.as_deref()?.parse().ok()
+    };
+    let cached = ctx.mcns.get(&ObjectRef::new(node));
+    let written = ctx
+        .drains
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(node)
+        .and_then(|p| p.mcn.clone());
+    match (cached, written) {
+        (Some(c), Some(w)) => match (rv(&c), rv(&w)) {
+            (Some(a), Some(b)) if b > a => Some(w),
+            (Some(_), Some(_)) => Some(c),
+            _ => None,
+        },
+        (c, w) => c.or(w),
+    }
+}
+
 /// Apply drain conditions to the node's MCN (see the module docs for why server-side apply).
+///
+/// The write starts from the MCN already held ([`known_mcn`]) rather than a fresh read, and
+/// carries its resourceVersion: if the daemon wrote since, the server refuses it and the next
+/// attempt reads the MCN. A held copy that shows nothing to change is confirmed by a read too.
 async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(), Error> {
     let api: Api<mco_api::MachineConfigNode> = Api::all(ctx.client.clone());
-    let Some(live) = api.get_opt(node).await? else {
-        // No MCN yet: the MCN controller creates it; the drain goes on regardless.
-        return Ok(());
-    };
-    let existing = live.status.map(|s| s.conditions).unwrap_or_default();
-    let unchanged = conds.iter().all(|(t, st, r, m)| {
-        existing
-            .iter()
-            .any(|c| c.type_ == *t && c.status == *st && c.reason == *r && c.message == *m)
-    });
-    if unchanged {
-        return Ok(());
+    let mut held = known_mcn(ctx, node);
+    for _ in 0..5 {
+        let (live, from_memory) = match held.take() {
+            Some(m) => (m, true),
+            None => match api.get_opt(node).await? {
+                Some(m) => (Arc::new(m), false),
+                // No MCN yet: the MCN controller creates it; the drain goes on regardless.
+                None => return Ok(()),
+            },
+        };
+        let existing = live
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let unchanged = conds.iter().all(|(t, st, r, m)| {
+            existing
+                .iter()
+                .any(|c| c.type_ == *t && c.status == *st && c.reason == *r && c.message == *m)
+        });
+        if unchanged {
+            if from_memory {
+                continue;
+            }
+            return Ok(());
+        }
+        let list = merged_conditions(&existing, conds, &Time(jiff::Timestamp::now()));
+        let body = json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+            "kind": "MachineConfigNode",
+            "metadata": {"name": node, "resourceVersion": live.metadata.resource_version},
+            "status": {"conditions": list},
+        });
+        match api
+            .patch_status(
+                node,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+        {
+            Ok(written) => {
+                update_progress(ctx, node, |p| p.mcn = Some(Arc::new(written)));
+                return Ok(());
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
     }
-    let list = merged_conditions(&existing, conds, &Time(jiff::Timestamp::now()));
-    let body = json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
-        "kind": "MachineConfigNode",
-        "metadata": {"name": node},
-        "status": {"conditions": list},
-    });
-    match api
-        .patch_status(
-            node,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    Err(Error::Stale(format!(
+        "MachineConfigNode {node} kept changing; drain conditions not written"
+    )))
 }
 
 async fn set_unschedulable(ctx: &Ctx, node: &str, value: bool) -> Result<(), Error> {
@@ -261,6 +313,7 @@ fn progress(ctx: &Ctx, node: &str, desired: &str) -> DrainProgress {
             threshold_reported: false,
             failed_reported: false,
             blockers: String::new(),
+            mcn: None,
         });
     if entry.desired != desired {
         *entry = DrainProgress {
@@ -269,6 +322,7 @@ fn progress(ctx: &Ctx, node: &str, desired: &str) -> DrainProgress {
             threshold_reported: false,
             failed_reported: false,
             blockers: String::new(),
+            mcn: None,
         };
     }
     entry.clone()
