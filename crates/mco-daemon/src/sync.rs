@@ -853,7 +853,12 @@ impl Daemon {
             }
         }
         let inner = Arc::clone(&self.inner);
-        let node = inner.node().await?;
+        // Syncs follow the node watch, so the Node it delivered is the one to act on (as
+        // upstream's daemon reads its informer's cache); a newer change triggers another sync.
+        let node = match inner.known_node() {
+            Some(n) => n,
+            None => Arc::new(inner.node().await?),
+        };
         let desired = annotation(&node, ann::DESIRED_CONFIG);
         if desired.is_empty() {
             return Ok(None);
