@@ -35,6 +35,8 @@ const FLEET_INITIALIZED: &str = "sim/fleet-initialized";
 const FIELD_MANAGER: &str = "mco-up";
 /// How often the fleet reconciler reads the spec directory.
 const FLEET_POLL: Duration = Duration::from_millis(500);
+/// The longest the fleet goes without reading every spec and listing its Nodes.
+const FLEET_RESCAN: Duration = Duration::from_secs(10);
 
 /// How to start the cluster.
 #[derive(Debug, Clone)]
@@ -310,9 +312,29 @@ struct Running {
 async fn run_fleet(env: Arc<NodeEnv>, mut stop: watch::Receiver<bool>) {
     let specs = SpecDir::of(&env.data_dir);
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    // Reading every spec and listing every Node twice a second cost a thousand-node fleet more
+    // CPU than its rollouts: look again only when the spec directory changed (every add and
+    // remove renames or unlinks in it), and in any case every FLEET_RESCAN.
+    let mut seen: Option<(Option<std::time::SystemTime>, tokio::time::Instant)> = None;
     loop {
-        match specs.list() {
-            Ok(list) => {
+        let stamp = specs.changed_at();
+        // A change within the timestamp's granularity of the last read may not have moved it:
+        // a directory changed in the last second is read regardless.
+        let settled = stamp
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(1));
+        let fresh =
+            seen.is_some_and(|(at, when)| settled && at == stamp && when.elapsed() < FLEET_RESCAN);
+        if !fresh {
+            seen = Some((stamp, tokio::time::Instant::now()));
+        }
+        match if fresh {
+            Ok(None)
+        } else {
+            specs.list().map(Some)
+        } {
+            Ok(None) => {}
+            Ok(Some(list)) => {
                 let wanted: BTreeMap<String, NodeSpec> =
                     list.into_iter().map(|s| (s.name.clone(), s)).collect();
                 let gone: Vec<String> = running

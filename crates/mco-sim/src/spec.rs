@@ -69,6 +69,11 @@ impl SpecDir {
         self.dir.join(format!("{name}.json"))
     }
 
+    /// When the directory last changed (a spec added, replaced or removed), if it exists.
+    pub fn changed_at(&self) -> Option<std::time::SystemTime> {
+        std::fs::metadata(&self.dir).and_then(|m| m.modified()).ok()
+    }
+
     /// Every spec, by name.
     pub fn list(&self) -> Result<Vec<NodeSpec>> {
         let rd = match std::fs::read_dir(&self.dir) {
