@@ -49,7 +49,9 @@ pub struct SyncOptions {
     pub node: String,
     /// How long to wait for the drain controller (upstream: 1 hour).
     pub drain_timeout: Duration,
-    /// How often to re-read the node while waiting for the drain controller.
+    /// How often to re-read the node while waiting for the drain controller, in case the node
+    /// watch (which ends the wait as soon as the answer is written) is broken. Every waiting
+    /// node reads at this pace, so a fleet's first boot or a wave of drains multiplies it.
     pub poll_interval: Duration,
     /// Longest retry delay after a failed sync (upstream: 1 s doubling to 60 s).
     pub max_backoff: Duration,
@@ -61,7 +63,7 @@ impl SyncOptions {
         SyncOptions {
             node: node.into(),
             drain_timeout: Duration::from_secs(3600),
-            poll_interval: Duration::from_secs(1),
+            poll_interval: Duration::from_secs(10),
             max_backoff: Duration::from_secs(60),
         }
     }
