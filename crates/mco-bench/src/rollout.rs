@@ -73,6 +73,9 @@ pub struct RolloutReport {
     pub mem: Mem,
     /// `/proc/loadavg` when the rollout ended.
     pub load: String,
+    /// API requests served during the rollout (the server's `apiserver_request_total`): a
+    /// figure the machine's load does not move.
+    pub requests: u64,
 }
 
 /// Nodes `maxUnavailable: P%` lets update at once: the percentage of the pool rounded down,
@@ -155,6 +158,12 @@ impl fmt::Display for RolloutReport {
             mib(self.mem.hwm_kib),
             mib(GOAL_RSS_KIB)
         )?;
+        writeln!(
+            f,
+            "  API requests during the rollout: {} ({:.1} per worker update)",
+            self.requests,
+            self.requests as f64 / o.workers.max(1) as f64
+        )?;
         writeln!(f, "  load average at the end: {}", self.load)?;
         write!(
             f,
@@ -204,8 +213,13 @@ fn settled(n: &Node, config: Option<&str>) -> bool {
     let current = annotation(n, mco_api::constants::annotations::CURRENT_CONFIG);
     let desired = annotation(n, mco_api::constants::annotations::DESIRED_CONFIG);
     let state = annotation(n, mco_api::constants::annotations::STATE);
+    let drain_asked = annotation(n, mco_api::constants::annotations::DESIRED_DRAIN);
+    let drain_done = annotation(n, mco_api::constants::annotations::LAST_APPLIED_DRAIN);
     current.is_some()
         && current == desired
+        // A node's first boot ends with an uncordon request: a fleet still waiting for those
+        // answers is not settled, and timing a rollout from then would time that backlog too.
+        && drain_asked == drain_done
         && config.is_none_or(|c| current == Some(c))
         && state == Some(mco_api::constants::states::DONE)
         && ready(n)
@@ -325,6 +339,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
             "contents": {"source": "data:,rolled%20out%20by%20mco-bench%0A"}
         }]}}}
     }))?;
+    let requests_before = requests_served(&client).await?;
     let rollout_start = Instant::now();
     mcs.create(&PostParams::default(), &mc).await?;
     let new_target = poll("a new worker config", 60, || async {
@@ -353,6 +368,9 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let rollout = rollout_start.elapsed();
+    let requests = requests_served(&client)
+        .await?
+        .saturating_sub(requests_before);
     let mem = procfs::read_mem(pid)?;
     let load = std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -366,7 +384,26 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         peak_unavailable,
         mem,
         load,
+        requests,
     })
+}
+
+/// Every request the API server has counted so far.
+async fn requests_served(client: &kube::Client) -> Result<u64, Error> {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .map_err(|e| Error::Bench(e.to_string()))?;
+    let text = client.request_text(req).await?;
+    Ok(sum_requests(&text))
+}
+
+/// The sum of `apiserver_request_total` over all its label sets.
+pub fn sum_requests(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 #[cfg(test)]
@@ -386,5 +423,15 @@ mod tests {
             Duration::from_secs(22)
         );
         assert_eq!(ideal(1000, 100, Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn request_counters_are_summed() {
+        let text = "# HELP apiserver_request Resource requests.\n\
+            # TYPE apiserver_request counter\n\
+            apiserver_request_total{verb=\"GET\",group=\"\",resource=\"nodes\",subresource=\"\",code=\"200\"} 12\n\
+            apiserver_request_total{verb=\"LIST\",group=\"\",resource=\"pods\",subresource=\"\",code=\"200\"} 3\n\
+            # EOF\n";
+        assert_eq!(sum_requests(text), 15);
     }
 }
