@@ -348,12 +348,9 @@ async fn rebootless_then_reboot_update_condition_sequence() {
     task.abort();
 }
 
-/// A daemon waiting on a drain request nobody answers stops cleanly on shutdown: `Exit::Shutdown`, and
-/// the node is not marked Degraded.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_during_a_drain_wait_is_not_degraded() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
+/// `rendered-worker-0` (empty, where the node starts) and `rendered-worker-1` (one file, so
+/// moving to it drains and reboots).
+async fn create_empty_and_file_configs(mcs: &Api<MachineConfig>) {
     let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
     let with_file = mc(
         "rendered-worker-1",
@@ -366,6 +363,15 @@ async fn shutdown_during_a_drain_wait_is_not_degraded() {
     for m in [&empty, &with_file] {
         mcs.create(&PostParams::default(), m).await.unwrap();
     }
+}
+
+/// A daemon waiting on a drain request nobody answers stops cleanly on shutdown: `Exit::Shutdown`, and
+/// the node is not marked Degraded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_during_a_drain_wait_is_not_degraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
+    create_empty_and_file_configs(&mcs).await;
     let (nodes, _) = settled_node(&admin).await;
 
     let sim = SimNode::new(true);
@@ -405,18 +411,7 @@ async fn shutdown_during_a_drain_wait_is_not_degraded() {
 async fn drain_waits_end_on_the_watch_not_the_poll() {
     let dir = tempfile::tempdir().unwrap();
     let (server, admin, mcs) = serve_with_crds(dir.path()).await;
-    let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
-    let with_file = mc(
-        "rendered-worker-1",
-        "",
-        ign(
-            json!([file("/etc/mco-test-file", "hello", 0o644)]),
-            json!([]),
-        ),
-    );
-    for m in [&empty, &with_file] {
-        mcs.create(&PostParams::default(), m).await.unwrap();
-    }
+    create_empty_and_file_configs(&mcs).await;
     let (nodes, _) = settled_node(&admin).await;
     drain_controller(nodes.clone());
 
