@@ -37,6 +37,9 @@ pub struct Ctx {
     /// Nodes as this controller last wrote them, until the node cache catches up; see
     /// [`Ctx::fresh_nodes`].
     pub written_nodes: Mutex<HashMap<String, Arc<Node>>>,
+    /// Pools as this controller last wrote their status, until the pool cache catches up; see
+    /// [`Ctx::known_pool`].
+    pub written_pools: Mutex<HashMap<String, Arc<MachineConfigPool>>>,
     /// Nodes whose pool conflict was already reported, so the warning is not repeated.
     pub warned_conflicts: Mutex<BTreeSet<String>>,
     /// When each node's current drain started; drain state lives in memory, as upstream's.
@@ -85,6 +88,38 @@ impl Ctx {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name, Arc::new(node));
+    }
+
+    /// The newest copy of a pool this controller holds: the cache, or its own last status write
+    /// while the cache lags it. Pool status has no other writer, so a status computed against
+    /// this copy is computed against the truth; a stale spec or resourceVersion is refused by the
+    /// server's optimistic concurrency.
+    pub fn known_pool(&self, name: &str) -> Option<Arc<MachineConfigPool>> {
+        let rv = |p: &MachineConfigPool| -> Option<u64> {
+            p.metadata.resource_version.as_deref()?.parse().ok()
+        };
+        let cached = self.pools.get(&ObjectRef::new(name));
+        let mut written = self.written_pools.lock().unwrap_or_else(|e| e.into_inner());
+        match (cached, written.get(name).cloned()) {
+            (Some(c), Some(w)) => match (rv(&c), rv(&w)) {
+                (Some(a), Some(b)) if b > a => Some(w),
+                (Some(_), Some(_)) => {
+                    written.remove(name);
+                    Some(c)
+                }
+                _ => None,
+            },
+            (c, w) => c.or(w),
+        }
+    }
+
+    /// Remember a pool as returned by a status write.
+    pub fn wrote_pool(&self, pool: &MachineConfigPool) {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        self.written_pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, Arc::new(pool.clone()));
     }
 
     /// Publish an event; failures are logged, never fatal (events are best effort).
@@ -369,6 +404,7 @@ pub async fn run_all(
         mcns: mcns.clone(),
         ccs,
         written_nodes: Mutex::new(HashMap::new()),
+        written_pools: Mutex::new(HashMap::new()),
         warned_conflicts: Mutex::new(BTreeSet::new()),
         drains: Mutex::new(HashMap::new()),
     });

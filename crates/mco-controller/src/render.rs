@@ -64,17 +64,24 @@ async fn set_render_degraded(ctx: &Ctx, pool: &str, message: Option<&str>) -> Re
     .map(|_| ())
 }
 
-/// Read-modify-write of a pool's status with optimistic concurrency: `f` sees the live object
-/// and returns the new status, or `None` for no change. Conflicts are retried on a fresh read.
+/// Read-modify-write of a pool's status with optimistic concurrency: `f` sees the pool and
+/// returns the new status, or `None` for no change. The first attempt starts from the pool this
+/// controller already holds ([`Ctx::known_pool`]): most reconciles change nothing, and reading
+/// the pool for each one was several GETs per node update. Conflicts are retried on a fresh read.
 pub async fn update_pool_status(
     ctx: &Ctx,
     name: &str,
     f: impl Fn(&MachineConfigPool) -> Option<mco_api::MachineConfigPoolStatus>,
 ) -> Result<Option<MachineConfigPool>, Error> {
     let api: Api<MachineConfigPool> = Api::all(ctx.client.clone());
+    let mut held = ctx.known_pool(name);
     for _ in 0..5 {
-        let Some(mut pool) = api.get_opt(name).await? else {
-            return Ok(None);
+        let mut pool = match held.take() {
+            Some(p) => (*p).clone(),
+            None => match api.get_opt(name).await? {
+                Some(p) => p,
+                None => return Ok(None),
+            },
         };
         let Some(status) = f(&pool) else {
             return Ok(None);
@@ -87,7 +94,10 @@ pub async fn update_pool_status(
             .replace_status(name, &PostParams::default(), &pool)
             .await
         {
-            Ok(p) => return Ok(Some(p)),
+            Ok(p) => {
+                ctx.wrote_pool(&p);
+                return Ok(Some(p));
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => return Err(e.into()),
         }
