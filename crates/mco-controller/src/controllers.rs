@@ -46,8 +46,21 @@ pub struct Ctx {
     pub drains: Mutex<HashMap<String, crate::drain::DrainProgress>>,
 }
 
-fn resource_version(n: &Node) -> Option<u64> {
-    n.metadata.resource_version.as_deref()?.parse().ok()
+/// A resourceVersion as a number (the embedded server's and etcd's are); `None` when opaque.
+pub fn resource_version<K: Resource>(o: &K) -> Option<u64> {
+    o.meta().resource_version.as_deref()?.parse().ok()
+}
+
+/// The newer of a cached copy and this controller's own last write of one object; `None` when
+/// both exist but their versions cannot be compared, so the caller reads the object instead.
+pub fn newer<K: Resource>(cached: Option<Arc<K>>, written: Option<Arc<K>>) -> Option<Arc<K>> {
+    match (cached, written) {
+        (Some(c), Some(w)) => match (resource_version(&*c), resource_version(&*w)) {
+            (Some(a), Some(b)) => Some(if b > a { w } else { c }),
+            _ => None,
+        },
+        (c, w) => c.or(w),
+    }
 }
 
 impl Ctx {
@@ -63,7 +76,7 @@ impl Ctx {
             let name = cached.metadata.name.clone().unwrap_or_default();
             match written.get(&name) {
                 Some(w) => {
-                    let caught_up = match (resource_version(&cached), resource_version(w)) {
+                    let caught_up = match (resource_version(&*cached), resource_version(&**w)) {
                         (Some(c), Some(w)) => c >= w,
                         // Opaque versions: trust the cache once it shows our annotations.
                         _ => crate::plan::desired_config(&cached) == crate::plan::desired_config(w),
@@ -95,22 +108,16 @@ impl Ctx {
     /// this copy is computed against the truth; a stale spec or resourceVersion is refused by the
     /// server's optimistic concurrency.
     pub fn known_pool(&self, name: &str) -> Option<Arc<MachineConfigPool>> {
-        let rv = |p: &MachineConfigPool| -> Option<u64> {
-            p.metadata.resource_version.as_deref()?.parse().ok()
-        };
         let cached = self.pools.get(&ObjectRef::new(name));
         let mut written = self.written_pools.lock().unwrap_or_else(|e| e.into_inner());
-        match (cached, written.get(name).cloned()) {
-            (Some(c), Some(w)) => match (rv(&c), rv(&w)) {
-                (Some(a), Some(b)) if b > a => Some(w),
-                (Some(_), Some(_)) => {
-                    written.remove(name);
-                    Some(c)
-                }
-                _ => None,
-            },
-            (c, w) => c.or(w),
+        let newest = newer(cached.clone(), written.get(name).cloned());
+        // Once the cache has caught up, our copy is no longer needed.
+        if let (Some(n), Some(c)) = (&newest, &cached)
+            && Arc::ptr_eq(n, c)
+        {
+            written.remove(name);
         }
+        newest
     }
 
     /// Remember a pool as returned by a status write.
@@ -510,6 +517,33 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use mco_api::constants::{annotations, states, taints};
     use mco_api::{MachineConfigPoolSpec, PoolConfiguration};
+
+    #[test]
+    fn newer_prefers_the_higher_resource_version() {
+        let at = |rv: &str| {
+            let mut p = pool("worker", "");
+            p.metadata.resource_version = Some(rv.into());
+            Arc::new(p)
+        };
+        let rv =
+            |p: Option<Arc<MachineConfigPool>>| p.and_then(|p| p.metadata.resource_version.clone());
+        assert_eq!(
+            rv(newer(Some(at("5")), Some(at("7")))).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            rv(newer(Some(at("7")), Some(at("5")))).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            rv(newer(Some(at("7")), Some(at("7")))).as_deref(),
+            Some("7")
+        );
+        assert_eq!(rv(newer(None, Some(at("5")))).as_deref(), Some("5"));
+        assert_eq!(rv(newer(Some(at("5")), None)).as_deref(), Some("5"));
+        // Opaque versions cannot be ordered: the caller must read the object.
+        assert!(newer(Some(at("a")), Some(at("5"))).is_none());
+    }
 
     fn pool(name: &str, target: &str) -> MachineConfigPool {
         MachineConfigPool::new(

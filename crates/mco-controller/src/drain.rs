@@ -28,7 +28,7 @@ use mco_apimachinery::selector::LabelSelector;
 use serde_json::json;
 
 use crate::Error;
-use crate::controllers::{Ctx, node_ref};
+use crate::controllers::{Ctx, newer, node_ref};
 use crate::metrics::NodeLabels;
 use crate::plan::EventKind;
 
@@ -201,24 +201,13 @@ pub fn merged_conditions(existing: &[Condition], new: &[Cond<'_>], now: &Time) -
 /// The newest copy of the node's MCN this controller holds: the cache, or its own last write
 /// when the cache has not caught up with it.
 fn known_mcn(ctx: &Ctx, node: &str) -> Option<Arc<mco_api::MachineConfigNode>> {
-    let rv = |m: &mco_api::MachineConfigNode| -> Option<u64> {
-        m.metadata.resource_version.as_deref()?.parse().ok()
-    };
-    let cached = ctx.mcns.get(&ObjectRef::new(node));
     let written = ctx
         .drains
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(node)
         .and_then(|p| p.mcn.clone());
-    match (cached, written) {
-        (Some(c), Some(w)) => match (rv(&c), rv(&w)) {
-            (Some(a), Some(b)) if b > a => Some(w),
-            (Some(_), Some(_)) => Some(c),
-            _ => None,
-        },
-        (c, w) => c.or(w),
-    }
+    newer(ctx.mcns.get(&ObjectRef::new(node)), written)
 }
 
 /// Apply drain conditions to the node's MCN (see the module docs for why server-side apply).
