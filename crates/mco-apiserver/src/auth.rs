@@ -13,10 +13,10 @@ use std::collections::HashMap;
 use std::fmt;
 
 use http::Method;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use std::sync::{Arc, Mutex};
 
 use crate::error::ApiError;
-use crate::rbac::{self, RoleSource, User};
+use crate::rbac::{self, Policy, User};
 use crate::rest::Target;
 use crate::store::Store;
 
@@ -129,37 +129,50 @@ pub fn mcn_guard(id: &Identity, group: &str, plural: &str, name: &str) -> Option
 }
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const RBAC_RESOURCES: [&str; 4] = [
+    "clusterroles",
+    "roles",
+    "clusterrolebindings",
+    "rolebindings",
+];
 
-fn all_of<T: serde::de::DeserializeOwned>(store: &Store, plural: &str, ns: Option<&str>) -> Vec<T> {
-    let (_, items, _) = store.list(&format!("{RBAC_GROUP}/{plural}"), ns, None, None, &|_| true);
-    items
-        .iter()
-        .filter_map(|v| serde_json::from_value(v.as_ref().clone()).ok())
-        .collect()
-}
+/// The RBAC policy as of the store's last change to an RBAC resource. Every request from a
+/// ServiceAccount is authorized, and reading the bindings and roles out of the store each
+/// time made RBAC a visible share of the server's CPU under load.
+#[derive(Default)]
+pub struct PolicyCache(Mutex<Option<(u64, Arc<Policy>)>>);
 
-fn one_of<T: serde::de::DeserializeOwned>(
-    store: &Store,
-    plural: &str,
-    ns: &str,
-    name: &str,
-) -> Option<T> {
-    let v = store.get(&format!("{RBAC_GROUP}/{plural}"), ns, name)?;
-    serde_json::from_value(v.as_ref().clone()).ok()
-}
-
-impl RoleSource for Store {
-    fn cluster_role_bindings(&self) -> Vec<ClusterRoleBinding> {
-        all_of(self, "clusterrolebindings", None)
-    }
-    fn role_bindings(&self, namespace: &str) -> Vec<RoleBinding> {
-        all_of(self, "rolebindings", Some(namespace))
-    }
-    fn cluster_role(&self, name: &str) -> Option<ClusterRole> {
-        one_of(self, "clusterroles", "", name)
-    }
-    fn role(&self, namespace: &str, name: &str) -> Option<Role> {
-        one_of(self, "roles", namespace, name)
+impl PolicyCache {
+    pub fn get(&self, store: &Store) -> Arc<Policy> {
+        // Read the generation before the objects: a change in between leaves a newer policy
+        // under an older generation, which the next call rebuilds; never the reverse.
+        let generation = RBAC_RESOURCES
+            .iter()
+            .map(|r| store.changed_at(&format!("{RBAC_GROUP}/{r}")))
+            .max()
+            .unwrap_or(0);
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, p)) = held.as_ref()
+            && *at == generation
+        {
+            return p.clone();
+        }
+        fn all<T: serde::de::DeserializeOwned>(store: &Store, plural: &str) -> Vec<T> {
+            let gr = format!("{RBAC_GROUP}/{plural}");
+            let (_, items, _) = store.list(&gr, None, None, None, &|_| true);
+            items
+                .iter()
+                .filter_map(|v| serde_json::from_value(v.as_ref().clone()).ok())
+                .collect()
+        }
+        let p = Arc::new(Policy {
+            cluster_roles: all(store, "clusterroles"),
+            roles: all(store, "roles"),
+            cluster_role_bindings: all(store, "clusterrolebindings"),
+            role_bindings: all(store, "rolebindings"),
+        });
+        *held = Some((generation, p.clone()));
+        p
     }
 }
 
@@ -206,6 +219,7 @@ pub(crate) fn request_attributes(
 
 /// Authorizes a resource request: 403 in kube-apiserver's words when RBAC denies it.
 pub(crate) fn authorize(
+    policy: &PolicyCache,
     store: &Store,
     id: &Identity,
     method: &Method,
@@ -220,7 +234,7 @@ pub(crate) fn authorize(
     };
     let user = User::service_account(namespace, name);
     let req = request_attributes(method, t, q);
-    if rbac::authorize(store, &user, &req) {
+    if rbac::authorize(&policy.get(store), &user, &req) {
         Ok(())
     } else {
         Err(ApiError::forbidden(rbac::forbidden_message(&user, &req)))

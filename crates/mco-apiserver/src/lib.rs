@@ -92,6 +92,7 @@ impl Server {
             orphaned: Default::default(),
             addr,
             metrics: Default::default(),
+            rbac: Default::default(),
         });
         for ns in INITIAL_NAMESPACES {
             if app.store.get("/namespaces", "", ns).is_none() {

@@ -1,6 +1,6 @@
 //! Evaluation of `rbac.authorization.k8s.io/v1` objects, kube-apiserver's semantics.
 //!
-//! Pure: the objects come through [`RoleSource`], so the matcher is tested without a server.
+//! Pure: the objects come as a [`Policy`], so the matcher is tested without a server.
 //! Like kube's RBAC authorizer this only ever allows; a request no rule allows is denied.
 
 use k8s_openapi::api::rbac::v1::{
@@ -41,15 +41,8 @@ pub struct Request {
     pub namespace: String,
 }
 
-/// Where the RBAC objects come from (the store, or a fixed set in tests).
-pub trait RoleSource {
-    fn cluster_role_bindings(&self) -> Vec<ClusterRoleBinding>;
-    fn role_bindings(&self, namespace: &str) -> Vec<RoleBinding>;
-    fn cluster_role(&self, name: &str) -> Option<ClusterRole>;
-    fn role(&self, namespace: &str, name: &str) -> Option<Role>;
-}
-
-/// A fixed set of RBAC objects.
+/// A snapshot of the RBAC objects. The server builds one per change to them and shares it,
+/// so authorizing a request reads typed rules by reference instead of parsing them.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     pub cluster_roles: Vec<ClusterRole>,
@@ -79,31 +72,17 @@ impl Policy {
     }
 }
 
-impl RoleSource for Policy {
-    fn cluster_role_bindings(&self) -> Vec<ClusterRoleBinding> {
-        self.cluster_role_bindings.clone()
-    }
-    fn role_bindings(&self, namespace: &str) -> Vec<RoleBinding> {
-        self.role_bindings
-            .iter()
-            .filter(|b| b.metadata.namespace.as_deref() == Some(namespace))
-            .cloned()
-            .collect()
-    }
-    fn cluster_role(&self, name: &str) -> Option<ClusterRole> {
+impl Policy {
+    fn cluster_role(&self, name: &str) -> Option<&ClusterRole> {
         self.cluster_roles
             .iter()
             .find(|r| r.metadata.name.as_deref() == Some(name))
-            .cloned()
     }
-    fn role(&self, namespace: &str, name: &str) -> Option<Role> {
-        self.roles
-            .iter()
-            .find(|r| {
-                r.metadata.namespace.as_deref() == Some(namespace)
-                    && r.metadata.name.as_deref() == Some(name)
-            })
-            .cloned()
+    fn role(&self, namespace: &str, name: &str) -> Option<&Role> {
+        self.roles.iter().find(|r| {
+            r.metadata.namespace.as_deref() == Some(namespace)
+                && r.metadata.name.as_deref() == Some(name)
+        })
     }
 }
 
@@ -150,12 +129,14 @@ pub fn subject_matches(subject: &Subject, user: &User, binding_ns: &str) -> bool
     }
 }
 
-fn rules_of(src: &dyn RoleSource, role_ref: &RoleRef, binding_ns: &str) -> Vec<PolicyRule> {
+fn rules_of<'a>(p: &'a Policy, role_ref: &RoleRef, binding_ns: &str) -> &'a [PolicyRule] {
     let rules = match role_ref.kind.as_str() {
-        "ClusterRole" => src.cluster_role(&role_ref.name).and_then(|r| r.rules),
-        "Role" if !binding_ns.is_empty() => {
-            src.role(binding_ns, &role_ref.name).and_then(|r| r.rules)
-        }
+        "ClusterRole" => p
+            .cluster_role(&role_ref.name)
+            .and_then(|r| r.rules.as_deref()),
+        "Role" if !binding_ns.is_empty() => p
+            .role(binding_ns, &role_ref.name)
+            .and_then(|r| r.rules.as_deref()),
         _ => None,
     };
     rules.unwrap_or_default()
@@ -163,29 +144,29 @@ fn rules_of(src: &dyn RoleSource, role_ref: &RoleRef, binding_ns: &str) -> Vec<P
 
 /// Whether any binding reachable for `req`'s scope grants it to `user`. ClusterRoleBindings
 /// apply everywhere; RoleBindings (to a Role or a ClusterRole) only in their namespace.
-pub fn authorize(src: &dyn RoleSource, user: &User, req: &Request) -> bool {
+pub fn authorize(p: &Policy, user: &User, req: &Request) -> bool {
     let bound = |subjects: &Option<Vec<Subject>>, ns: &str| {
         subjects
             .iter()
             .flatten()
             .any(|s| subject_matches(s, user, ns))
     };
-    let grants = |rules: Vec<PolicyRule>| rules.iter().any(|r| rule_allows(r, req));
-    if src
-        .cluster_role_bindings()
+    let grants = |rules: &[PolicyRule]| rules.iter().any(|r| rule_allows(r, req));
+    if p.cluster_role_bindings
         .iter()
         .filter(|b| bound(&b.subjects, ""))
-        .any(|b| grants(rules_of(src, &b.role_ref, "")))
+        .any(|b| grants(rules_of(p, &b.role_ref, "")))
     {
         return true;
     }
     if req.namespace.is_empty() {
         return false;
     }
-    src.role_bindings(&req.namespace)
+    p.role_bindings
         .iter()
+        .filter(|b| b.metadata.namespace.as_deref() == Some(req.namespace.as_str()))
         .filter(|b| bound(&b.subjects, &req.namespace))
-        .any(|b| grants(rules_of(src, &b.role_ref, &req.namespace)))
+        .any(|b| grants(rules_of(p, &b.role_ref, &req.namespace)))
 }
 
 /// kube-apiserver's 403 message for a denied resource request.

@@ -41,6 +41,7 @@ pub struct App {
     pub orphaned: Mutex<HashSet<String>>,
     pub addr: SocketAddr,
     pub metrics: crate::metrics::Metrics,
+    pub rbac: crate::auth::PolicyCache,
 }
 
 /// A resolved resource URL.
@@ -393,7 +394,7 @@ async fn resource(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    crate::auth::authorize(&app.store, id, method, &t, q)?;
+    crate::auth::authorize(&app.rbac, &app.store, id, method, &t, q)?;
     let is_write = matches!(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE

@@ -160,6 +160,9 @@ impl Logged {
 struct State {
     rv: u64,
     objects: ObjMap,
+    /// The resourceVersion of each resource's last change since start (absent: none yet),
+    /// so derived views such as the RBAC policy are rebuilt only when their inputs move.
+    changed: HashMap<String, u64>,
 }
 
 struct Ring {
@@ -453,7 +456,11 @@ impl Store {
         let (tx, _) = broadcast::channel(1 << 16);
         let (wtx, wrx) = mpsc::unbounded_channel();
         let store = Arc::new(Store {
-            state: RwLock::new(State { rv, objects }),
+            state: RwLock::new(State {
+                rv,
+                objects,
+                changed: HashMap::new(),
+            }),
             ring: Mutex::new(Ring {
                 events,
                 window_start,
@@ -478,6 +485,11 @@ impl Store {
 
     pub fn current_rv(&self) -> u64 {
         self.state().rv
+    }
+
+    /// The resourceVersion of the last change to `gr` since this store opened; 0 if none.
+    pub fn changed_at(&self, gr: &str) -> u64 {
+        self.state().changed.get(gr).copied().unwrap_or(0)
     }
 
     pub fn get(&self, gr: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
@@ -875,6 +887,12 @@ fn writer_loop(
         {
             let mut st = store.state.write().unwrap_or_else(|e| e.into_inner());
             for (e, json) in events.iter().zip(&jsons) {
+                match st.changed.get_mut(&e.gr) {
+                    Some(at) => *at = rv,
+                    None => {
+                        st.changed.insert(e.gr.clone(), rv);
+                    }
+                }
                 let map = st.objects.entry(e.gr.clone()).or_default();
                 let k = (e.ns.clone(), e.name.clone());
                 if e.typ == EventType::Deleted {

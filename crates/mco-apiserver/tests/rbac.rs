@@ -327,3 +327,58 @@ async fn unbound_service_account_and_legacy_identities() {
     );
     assert!(st.message.contains("owner node"), "{}", st.message);
 }
+
+/// The server holds a parsed copy of the RBAC objects; creating, changing and deleting a
+/// binding or role must take effect on the very next request.
+#[tokio::test]
+async fn rbac_changes_apply_to_the_next_request() {
+    let (s, admin) = cluster().await;
+    let nobody = s.handle.client_for(sa("nobody", None)).await.unwrap();
+    let node_api = api(&nobody, &nodes(), None);
+    forbidden(node_api.list(&Default::default()).await);
+
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let ns = Options::default().namespace;
+    create(
+        &admin,
+        &json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": "node-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}),
+    )
+    .await;
+    create(
+        &admin,
+        &json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
+            "metadata": {"name": "nobody-reads-nodes"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "nobody", "namespace": ns}]}),
+    )
+    .await;
+    node_api.get("a").await.expect("the new binding grants get");
+    forbidden(node_api.list(&Default::default()).await);
+
+    // Widening the role widens the grant at once.
+    api(&admin, &resource(rbac, "ClusterRole", "clusterroles"), None)
+        .patch(
+            "node-reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": [{"apiGroups": [""], "resources": ["nodes"],
+                "verbs": ["get", "list"]}]})),
+        )
+        .await
+        .unwrap();
+    node_api
+        .list(&Default::default())
+        .await
+        .expect("the widened role grants list");
+
+    // Deleting the binding takes it away at once.
+    api(
+        &admin,
+        &resource(rbac, "ClusterRoleBinding", "clusterrolebindings"),
+        None,
+    )
+    .delete("nobody-reads-nodes", &Default::default())
+    .await
+    .unwrap();
+    forbidden(node_api.get("a").await);
+}
