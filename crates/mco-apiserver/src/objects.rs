@@ -97,15 +97,34 @@ fn spec_part(v: &Value, has_status: bool) -> Map<String, Value> {
 
 /// Equality that ignores what every write rewrites anyway.
 pub fn same_object(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
+    // Compared in place: this runs on every update, and copying both objects to strip two
+    // fields was a visible share of the writer's time.
+    const IGNORED: [&str; 2] = ["resourceVersion", "managedFields"];
+    let same_meta = |x: Option<&Value>, y: Option<&Value>| match (x, y) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            let kept = |m: &'_ serde_json::Map<String, Value>| {
+                m.iter()
+                    .filter(|(k, _)| !IGNORED.contains(&k.as_str()))
+                    .count()
+            };
+            kept(x) == kept(y)
+                && x.iter()
+                    .filter(|(k, _)| !IGNORED.contains(&k.as_str()))
+                    .all(|(k, v)| y.get(k) == Some(v))
         }
-        v
+        (x, y) => x == y,
     };
-    strip(a) == strip(b)
+    match (a.as_object(), b.as_object()) {
+        (Some(x), Some(y)) => {
+            x.len() == y.len()
+                && x.iter().all(|(k, v)| match y.get(k) {
+                    None => false,
+                    Some(w) if k == "metadata" => same_meta(Some(v), Some(w)),
+                    Some(w) => v == w,
+                })
+        }
+        _ => a == b,
+    }
 }
 
 /// Admits a custom resource through its version's schema: prune, default, validate.
@@ -355,6 +374,24 @@ pub fn should_remove(v: &Value) -> bool {
 mod tests {
     use super::*;
     use crate::registry::Registry;
+
+    #[test]
+    fn same_object_ignores_only_resource_version_and_managed_fields() {
+        let a = json!({"metadata": {"name": "n", "resourceVersion": "1",
+            "managedFields": [{"manager": "a"}]}, "spec": {"x": 1}});
+        let b = json!({"metadata": {"resourceVersion": "2", "name": "n"}, "spec": {"x": 1}});
+        assert!(same_object(&a, &b));
+        let c = json!({"metadata": {"name": "n", "labels": {}}, "spec": {"x": 1}});
+        assert!(!same_object(&a, &c), "an added metadata field is a change");
+        let d = json!({"metadata": {"name": "n"}, "spec": {"x": 2}});
+        assert!(!same_object(&a, &d));
+        let e = json!({"metadata": {"name": "n"}, "spec": {"x": 1}, "status": {}});
+        assert!(!same_object(&a, &e), "an added top-level field is a change");
+        assert!(!same_object(
+            &json!({"spec": {}}),
+            &json!({"metadata": {}, "spec": {}})
+        ));
+    }
 
     #[test]
     fn names_follow_dns_rules() {

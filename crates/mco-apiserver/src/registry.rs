@@ -36,8 +36,9 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub status: bool,
     pub eviction: bool,
-    /// Set for custom resources: per-version schema and printer columns.
-    pub crd: Option<Vec<CrdVersion>>,
+    /// Set for custom resources: per-version schema and printer columns. Shared, because
+    /// every request clones its resource's info.
+    pub crd: Option<Arc<[CrdVersion]>>,
     /// The CRD object a custom resource comes from.
     pub crd_object: Option<Arc<Value>>,
 }
@@ -415,7 +416,7 @@ pub fn crd_to_info(crd: &Value) -> Option<ResourceInfo> {
         namespaced,
         status,
         eviction: false,
-        crd: Some(versions),
+        crd: Some(versions.into()),
         crd_object: Some(Arc::new(crd.clone())),
     })
 }

@@ -67,7 +67,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     }
 }
 
-fn json_response(code: u16, v: &Value) -> Response {
+fn json_response(code: u16, v: &impl serde::Serialize) -> Response {
     let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     (
         code,
@@ -305,6 +305,43 @@ fn resolve(app: &App, group: &str, version: &str, rest: &[&str]) -> Result<Targe
 }
 
 /// The object in the version the client asked for (conversion `None`).
+/// A stored object as served in `version`: its fields with `apiVersion` and `kind` set,
+/// serialised straight from the stored value. Building the served object as a new `Value`
+/// copied every object on every response and watch line.
+pub struct Served<'a> {
+    api_version: String,
+    kind: &'a str,
+    obj: &'a Value,
+}
+
+impl<'a> Served<'a> {
+    pub fn new(info: &'a ResourceInfo, version: &str, obj: &'a Value) -> Served<'a> {
+        Served {
+            api_version: info.api_version(version),
+            kind: &info.kind,
+            obj,
+        }
+    }
+}
+
+impl serde::Serialize for Served<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Some(fields) = self.obj.as_object() else {
+            return self.obj.serialize(s);
+        };
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("apiVersion", &self.api_version)?;
+        m.serialize_entry("kind", self.kind)?;
+        for (k, v) in fields {
+            if k != "apiVersion" && k != "kind" {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
+}
+
 pub fn out(info: &ResourceInfo, version: &str, v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(o) = v.as_object_mut() {
@@ -324,8 +361,8 @@ fn object_response(
     code: u16,
     v: &Value,
 ) -> Response {
-    let o = out(&t.info, &t.version, v);
     if wants_table(headers) {
+        let o = out(&t.info, &t.version, v);
         let rv = meta_str(&o, "resourceVersion")
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
@@ -335,7 +372,7 @@ fn object_response(
             &tables::table(&t.info, &t.version, &[o], include, rv, None),
         );
     }
-    json_response(code, &o)
+    json_response(code, &Served::new(&t.info, &t.version, v))
 }
 
 /// A create/update body: JSON, or the protobuf kubectl's typed generators send for
@@ -571,21 +608,38 @@ fn list(
         &filter,
     );
     let cont = next.as_ref().map(encode_continue);
-    let items: Vec<Value> = items.iter().map(|v| out(&t.info, &t.version, v)).collect();
     if wants_table(headers) {
+        let items: Vec<Value> = items.iter().map(|v| out(&t.info, &t.version, v)).collect();
         let include = Include::parse(q.get("includeObject").map(String::as_str));
         return Ok(json_response(
             200,
             &tables::table(&t.info, &t.version, &items, include, rv, cont),
         ));
     }
+    let items: Vec<Served> = items
+        .iter()
+        .map(|v| Served::new(&t.info, &t.version, v))
+        .collect();
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
         metadata["continue"] = json!(c);
     }
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct List<'a> {
+        kind: &'a str,
+        api_version: String,
+        metadata: Value,
+        items: Vec<Served<'a>>,
+    }
     Ok(json_response(
         200,
-        &json!({"kind": t.info.list_kind, "apiVersion": t.info.api_version(&t.version), "metadata": metadata, "items": items}),
+        &List {
+            kind: &t.info.list_kind,
+            api_version: t.info.api_version(&t.version),
+            metadata,
+            items,
+        },
     ))
 }
 
@@ -619,17 +673,29 @@ struct WatchFmt {
 
 impl WatchFmt {
     fn line(&self, typ: &str, obj: &Value) -> Bytes {
-        let o = out(&self.info, &self.version, obj);
-        let o = match self.table {
+        #[derive(serde::Serialize)]
+        struct Line<'a, T> {
+            r#type: &'a str,
+            object: T,
+        }
+        let b = match self.table {
             Some(inc) => {
+                let o = out(&self.info, &self.version, obj);
                 let rv = meta_str(&o, "resourceVersion")
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(0);
-                tables::table(&self.info, &self.version, &[o], inc, rv, None)
+                let object = tables::table(&self.info, &self.version, &[o], inc, rv, None);
+                serde_json::to_vec(&Line {
+                    r#type: typ,
+                    object,
+                })
             }
-            None => o,
+            None => serde_json::to_vec(&Line {
+                r#type: typ,
+                object: Served::new(&self.info, &self.version, obj),
+            }),
         };
-        let mut b = serde_json::to_vec(&json!({"type": typ, "object": o})).unwrap_or_default();
+        let mut b = b.unwrap_or_default();
         b.push(b'\n');
         Bytes::from(b)
     }
