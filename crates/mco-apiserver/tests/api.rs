@@ -944,3 +944,84 @@ async fn a_small_controller_reconciles() {
     task.abort();
     s.handle.shutdown().await;
 }
+
+/// The in-process client is the same API without the network: CRUD, watches, conflicts,
+/// authentication and the owner-node guard all behave as over HTTPS, and it stops working
+/// when the server shuts down.
+#[tokio::test]
+async fn local_client_is_the_same_api_in_process() {
+    let s = common::start().await;
+    let admin = s.handle.local_client(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
+    let mut w = cms
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let made = cms
+        .create(&PostParams::default(), &cm("a", &[("k", "v")]))
+        .await
+        .unwrap();
+    assert_eq!(made.metadata.name.as_deref(), Some("a"));
+    let event = tokio::time::timeout(Duration::from_secs(10), w.try_next())
+        .await
+        .expect("a watch event in time")
+        .unwrap();
+    assert!(matches!(event, Some(WatchEvent::Added(c)) if c.metadata.name.as_deref() == Some("a")));
+    let listed = cms
+        .list(&ListParams::default().labels("k=v"))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let mut stale = made.clone();
+    let mut changed = made.clone();
+    changed.data = Some(BTreeMap::from([("a".into(), "2".into())]));
+    cms.replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    stale.data = Some(BTreeMap::from([("b".into(), "2".into())]));
+    assert_eq!(
+        status(
+            cms.replace("a", &PostParams::default(), &stale)
+                .await
+                .unwrap_err()
+        )
+        .code,
+        409
+    );
+
+    // Authentication: no token is 401, and a node may write only its own MCN.
+    let anon = s.handle.local_transport(None);
+    let e = status(
+        Api::<ConfigMap>::namespaced(anon, "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 401);
+    install_mcn_crd(&admin).await;
+    let node = s
+        .handle
+        .local_client(Identity::Node("worker-0".into()))
+        .await
+        .unwrap();
+    let mine: Api<DynamicObject> = Api::all_with(node, &mcn_resource());
+    Api::<DynamicObject>::all_with(admin.clone(), &mcn_resource())
+        .create(&PostParams::default(), &mcn("worker-1", "worker"))
+        .await
+        .unwrap();
+    let st = json!({"status": {"observedGeneration": 1}});
+    assert_eq!(
+        status(
+            mine.patch_status("worker-1", &PatchParams::default(), &Patch::Merge(&st))
+                .await
+                .unwrap_err()
+        )
+        .code,
+        403
+    );
+
+    s.handle.shutdown().await;
+    let err = cms.get("a").await.expect_err("no requests after shutdown");
+    assert!(!matches!(err, kube::Error::Api(_)), "{err:?}");
+}

@@ -143,14 +143,14 @@ impl Cluster {
         let server = Arc::new(
             Server::start(mco_apiserver::Config::new(data_dir.clone(), opts.listen)).await?,
         );
-        let admin = server.client_for(Identity::Admin).await?;
+        let admin = server.local_client(Identity::Admin).await?;
         install(&admin).await?;
         init_fleet(&data_dir, &opts)?;
 
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         if let Some(cfg) = opts.controller.clone() {
-            let client = server.client_for(controller_identity()).await?;
+            let client = server.local_client(controller_identity()).await?;
             let mut rx = stop_rx.clone();
             tasks.push(tokio::spawn(async move {
                 let shutdown = async move {
@@ -172,7 +172,7 @@ impl Cluster {
             data_dir: data_dir.clone(),
             server: server.clone(),
             admin: admin.clone(),
-            transport: crate::supervisor::shared_transport(&server).await?,
+            transport: server.local_transport(None),
             reboot: opts.reboot,
             os_update_mode: opts.os_update_mode,
             daemon: opts.daemon.clone(),

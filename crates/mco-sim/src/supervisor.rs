@@ -93,8 +93,10 @@ pub struct NodeEnv {
     pub server: Arc<ServerHandle>,
     /// An admin client (plays kubelet and the machine-config server).
     pub admin: kube::Client,
-    /// A client without credentials whose connections every in-process daemon shares
-    /// ([`shared_transport`]).
+    /// A client without credentials that every in-process daemon sends its requests through,
+    /// calling the server in this process (`ServerHandle::local_transport`): a network
+    /// client per daemon would hold its own connections, and at a thousand nodes those
+    /// (both ends in this process) exhaust the open-files limit.
     pub transport: kube::Client,
     /// How long a node is down during a reboot.
     pub reboot: Duration,
@@ -293,16 +295,6 @@ fn write_private(path: &std::path::Path, doc: &str) -> Result<()> {
         .map_err(|e| SimError::io("writing", path, e))?;
     f.write_all(doc.as_bytes())
         .map_err(|e| SimError::io("writing", path, e))
-}
-
-/// A client that trusts the server's CA but carries no credentials, for every in-process
-/// daemon to send its requests through: a client per daemon keeps its own pool of
-/// connections, and at a thousand nodes those (both ends are in this process) exhaust the
-/// open-files limit.
-pub async fn shared_transport(server: &ServerHandle) -> Result<kube::Client> {
-    let mut cfg = server.config_for(mco_apiserver::Identity::Admin).await?;
-    cfg.auth_info = Default::default();
-    Ok(kube::Client::try_from(cfg)?)
 }
 
 /// A node daemon's client over the shared transport: its own token, and every request fails
