@@ -59,6 +59,9 @@ fn registry() -> &'static Registry {
         let dispatch = Arc::clone(&subs);
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             let Ok(ev) = res else { return };
+            if !is_change(&ev.kind) {
+                return;
+            }
             let Ok(subs) = dispatch.lock() else { return };
             for p in ev.paths {
                 for (_, tx) in subs.get(&p).into_iter().flatten() {
@@ -86,6 +89,18 @@ fn registry() -> &'static Registry {
             next_id: AtomicU64::new(0),
         }
     })
+}
+
+/// Whether an inotify event can change what validation sees. `notify` also reports opens;
+/// validating opens every managed file, so acting on opens made each monitor re-validate in
+/// a loop, and any reader of a managed file (sshd reading its keys) would start one.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
+    }
 }
 
 /// One monitor's place in the registry; dropping it unsubscribes and releases its directories.
@@ -184,6 +199,7 @@ pub struct DriftMonitor {
     _alive: mpsc::Sender<PathBuf>,
     config: String,
     periodic: bool,
+    validations: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for DriftMonitor {
@@ -204,6 +220,11 @@ impl DriftMonitor {
     /// Whether this monitor validates periodically because inotify is unavailable.
     pub fn is_periodic(&self) -> bool {
         self.periodic
+    }
+
+    /// How many times it has validated the node so far.
+    pub fn validations(&self) -> u64 {
+        self.validations.load(Ordering::Relaxed)
     }
 }
 
@@ -239,6 +260,8 @@ pub fn start(
     };
     let periodic = registration.is_none();
     tracing::info!(config = %name, paths = by_host.len(), periodic, "Config Drift Monitor started");
+    let validations = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&validations);
     std::thread::Builder::new()
         .name("mco-drift".into())
         .spawn(move || {
@@ -274,6 +297,7 @@ pub fn start(
                     Err(mpsc::RecvTimeoutError::Timeout) => continue,
                     Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 };
+                counted.fetch_add(1, Ordering::Relaxed);
                 match result {
                     Ok(()) => {}
                     Err(e) if e.mismatch().is_some() => {
@@ -291,5 +315,33 @@ pub fn start(
         _alive: tx,
         config: name,
         periodic,
+        validations,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind};
+
+    #[test]
+    fn only_writes_renames_and_removals_count_as_changes() {
+        for kind in [
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Create(CreateKind::File),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Any,
+        ] {
+            assert!(is_change(&kind), "{kind:?}");
+        }
+        for kind in [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+        ] {
+            assert!(!is_change(&kind), "{kind:?}");
+        }
+    }
 }

@@ -89,6 +89,37 @@ fn drift_in_a_file_or_dropin_is_reported() {
     }
 }
 
+/// Reading managed files (validation itself does) is not a change. A rewrite with the same
+/// content validates once and finds nothing; the drift after it validates once more. Were reads
+/// changes, every validation would set off the next and the count would run away.
+#[test]
+fn reads_do_not_trigger_validation() {
+    let (node, mc) = node_with_config();
+    let (m, rx) = monitor(&node, &mc);
+    for _ in 0..5 {
+        node.fs.read("/etc/etc-file").unwrap();
+        node.fs.read("/etc/etc-file-two").unwrap();
+    }
+    node.fs
+        .write_atomic("/etc/etc-file", b"one", &FileAttrs::default())
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while m.validations() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no validation after a rewrite"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for _ in 0..5 {
+        node.fs.read("/etc/etc-file").unwrap();
+    }
+    drift(&node, "/etc/etc-file-two");
+    let reason = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(reason.ends_with("\"/etc/etc-file-two\""), "{reason}");
+    assert_eq!(m.validations(), 2);
+}
+
 /// BZ 2104978: with an older drift still present, the reason names the newest one.
 #[test]
 fn reason_names_the_most_recent_drift() {
