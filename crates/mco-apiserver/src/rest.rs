@@ -1016,25 +1016,49 @@ impl Modify {
         }
     }
 
-    /// Queues `op` on the object, applies the write's side effects and returns whether
-    /// it created the object, with the object.
+    /// Runs `op` on the object, applies the write's side effects and returns whether it
+    /// created the object, with the object.
+    ///
+    /// `op` runs here, against a snapshot, and the store commits its result only if the object
+    /// is still that version (kube-apiserver's optimistic update loop); after a few lost races
+    /// it runs on the store's writer, which always sees the latest version.
     async fn write(
         &self,
         app: &App,
         t: &Target,
         what: &str,
-        op: impl FnOnce(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + 'static,
+        op: impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static,
     ) -> Result<(bool, Arc<Value>), ApiError> {
-        let outcome = app
-            .store
-            .write(
-                &self.info.gr(),
-                t.ns_str(),
-                &self.name,
-                self.ctx.dry_run,
-                Box::new(op),
-            )
-            .await?;
+        const OPTIMISTIC_ATTEMPTS: usize = 3;
+        let gr = self.info.gr();
+        let mut done = None;
+        for _ in 0..OPTIMISTIC_ATTEMPTS {
+            let seen = app.store.snapshot(&gr, t.ns_str(), &self.name);
+            // An error decided on a version read during the request is that request's answer.
+            let action = op(seen.object.as_ref())?;
+            if let Some(o) = app
+                .store
+                .write_if_current(&gr, t.ns_str(), &self.name, self.ctx.dry_run, seen, action)
+                .await?
+            {
+                done = Some(o);
+                break;
+            }
+        }
+        let outcome = match done {
+            Some(o) => o,
+            None => {
+                app.store
+                    .write(
+                        &gr,
+                        t.ns_str(),
+                        &self.name,
+                        self.ctx.dry_run,
+                        Box::new(move |cur| op(cur)),
+                    )
+                    .await?
+            }
+        };
         after_write(app, &self.info, &outcome);
         let v = outcome
             .object()
@@ -1049,14 +1073,14 @@ async fn update(app: &App, t: &Target, obj: Value, m: &Modify) -> Result<Arc<Val
     let m2 = m.clone();
     let (_, v) = m
         .write(app, t, "update", move |cur| {
-            let m = m2;
+            let m = &m2;
             let cur = cur.ok_or_else(|| ApiError::not_found(&m.info.rref(), &m.name))?;
             if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty())
                 && Some(rv) != meta_str(cur, "resourceVersion")
             {
                 return Err(ApiError::conflict(&m.info.rref(), &m.name));
             }
-            finish(&m.info, &m.version, cur, obj, m.part, &m.ctx, true)
+            finish(&m.info, &m.version, cur, obj.clone(), m.part, &m.ctx, true)
         })
         .await?;
     Ok(v)
@@ -1177,7 +1201,8 @@ async fn patch(
                 name: n2,
                 part,
                 ctx: c2,
-            } = m2;
+            } = &m2;
+            let (part, ns) = (*part, ns.clone());
             let Some(cur) = cur else {
                 if pt != PatchType::Apply {
                     return Err(ApiError::not_found(&info.rref(), &n2));

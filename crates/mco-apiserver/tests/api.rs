@@ -1025,3 +1025,64 @@ async fn local_client_is_the_same_api_in_process() {
     let err = cms.get("a").await.expect_err("no requests after shutdown");
     assert!(!matches!(err, kube::Error::Api(_)), "{err:?}");
 }
+
+/// Patches are decided off the store's writer and committed only if the object did not change
+/// meanwhile: many concurrent patches and applies to one object must all land, none lost.
+#[tokio::test]
+async fn concurrent_patches_to_one_object_all_land() {
+    let s = common::start().await;
+    let admin = s.handle.local_client(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
+    let first = cms
+        .create(&PostParams::default(), &cm("hot", &[]))
+        .await
+        .unwrap();
+    let rv0: u64 = first.metadata.resource_version.unwrap().parse().unwrap();
+    let n = 40;
+    let writes = (0..n).map(|i| {
+        let cms = cms.clone();
+        async move {
+            if i % 2 == 0 {
+                let p = json!({"metadata": {"labels": {format!("merge-{i}"): "x"}}});
+                cms.patch("hot", &PatchParams::default(), &Patch::Merge(&p))
+                    .await
+            } else {
+                let p = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "hot", "labels": {format!("apply-{i}"): "x"}}});
+                cms.patch(
+                    "hot",
+                    &PatchParams::apply(&format!("m{i}")),
+                    &Patch::Apply(&p),
+                )
+                .await
+            }
+        }
+    });
+    for r in futures::future::join_all(writes).await {
+        r.unwrap();
+    }
+    let last = cms.get("hot").await.unwrap();
+    let labels = last.metadata.labels.unwrap_or_default();
+    for i in 0..n {
+        let k = if i % 2 == 0 {
+            format!("merge-{i}")
+        } else {
+            format!("apply-{i}")
+        };
+        assert!(labels.contains_key(&k), "label {k} lost: {labels:?}");
+    }
+    let rv: u64 = last.metadata.resource_version.unwrap().parse().unwrap();
+    assert_eq!(rv - rv0, n as u64, "one new version per write");
+    let managers: Vec<_> = last
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(
+        managers.iter().filter(|m| m.starts_with('m')).count(),
+        n / 2,
+        "{managers:?}"
+    );
+}
