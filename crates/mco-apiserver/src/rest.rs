@@ -1049,13 +1049,7 @@ impl Modify {
             Some(o) => o,
             None => {
                 app.store
-                    .write(
-                        &gr,
-                        t.ns_str(),
-                        &self.name,
-                        self.ctx.dry_run,
-                        Box::new(move |cur| op(cur)),
-                    )
+                    .write(&gr, t.ns_str(), &self.name, self.ctx.dry_run, Box::new(op))
                     .await?
             }
         };
@@ -1205,36 +1199,36 @@ async fn patch(
             let (part, ns) = (*part, ns.clone());
             let Some(cur) = cur else {
                 if pt != PatchType::Apply {
-                    return Err(ApiError::not_found(&info.rref(), &n2));
+                    return Err(ApiError::not_found(&info.rref(), n2));
                 }
                 let mut obj = machinery::server_side_apply(
-                    &info,
-                    &version,
+                    info,
+                    version,
                     part,
                     None,
                     &patch_doc,
                     &c2.manager,
                     c2.force,
                 )?;
-                obj["apiVersion"] = json!(info.api_version(&version));
+                obj["apiVersion"] = json!(info.api_version(version));
                 obj["kind"] = json!(info.kind);
                 let m = meta_mut(&mut obj);
                 m.insert("name".into(), json!(n2));
                 if let Some(ns) = &ns {
                     m.insert("namespace".into(), json!(ns));
                 }
-                objects::prepare_create(&info, &version, &mut obj);
+                objects::prepare_create(info, version, &mut obj);
                 if info.is_custom() {
-                    objects::admit_custom(&info, &version, &mut obj, &n2, c2.strict)?;
+                    objects::admit_custom(info, version, &mut obj, n2, c2.strict)?;
                 }
                 return Ok(Action::Put(obj));
             };
-            let base = out(&info, &version, cur);
+            let base = out(info, version, cur);
             let (patched, record) = match pt {
                 PatchType::Apply => (
                     machinery::server_side_apply(
-                        &info,
-                        &version,
+                        info,
+                        version,
                         part,
                         Some(&base),
                         &patch_doc,
@@ -1249,9 +1243,9 @@ async fn patch(
                 && let Some(rv) = meta_str(&patched, "resourceVersion")
                 && Some(rv) != meta_str(cur, "resourceVersion")
             {
-                return Err(ApiError::conflict(&info.rref(), &n2));
+                return Err(ApiError::conflict(&info.rref(), n2));
             }
-            finish(&info, &version, cur, patched, part, &c2, record)
+            finish(info, version, cur, patched, part, c2, record)
         })
         .await?;
     Ok((if created { 201 } else { 200 }, v))
