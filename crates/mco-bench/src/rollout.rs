@@ -76,6 +76,9 @@ pub struct RolloutReport {
     /// API requests served during the rollout (the server's `apiserver_request_total`): a
     /// figure the machine's load does not move.
     pub requests: u64,
+    /// The most frequent kinds of those requests (verb, resource, subresource, code), most
+    /// first: where to look for requests to save.
+    pub top_requests: Vec<(String, u64)>,
 }
 
 /// Nodes `maxUnavailable: P%` lets update at once: the percentage of the pool rounded down,
@@ -164,6 +167,13 @@ impl fmt::Display for RolloutReport {
             self.requests,
             self.requests as f64 / o.workers.max(1) as f64
         )?;
+        for (kind, n) in &self.top_requests {
+            writeln!(
+                f,
+                "    {:>6.1} per update  {kind}",
+                *n as f64 / o.workers.max(1) as f64
+            )?;
+        }
         writeln!(f, "  load average at the end: {}", self.load)?;
         write!(
             f,
@@ -339,7 +349,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
             "contents": {"source": "data:,rolled%20out%20by%20mco-bench%0A"}
         }]}}}
     }))?;
-    let requests_before = requests_served(&client).await?;
+    let requests_before = requests_by_kind(&client).await?;
     let rollout_start = Instant::now();
     mcs.create(&PostParams::default(), &mc).await?;
     let new_target = poll("a new worker config", 60, || async {
@@ -368,9 +378,14 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let rollout = rollout_start.elapsed();
-    let requests = requests_served(&client)
-        .await?
-        .saturating_sub(requests_before);
+    let mut during = requests_by_kind(&client).await?;
+    for (kind, n) in during.iter_mut() {
+        *n = n.saturating_sub(requests_before.get(kind).copied().unwrap_or(0));
+    }
+    let requests = during.values().sum();
+    let mut top_requests: Vec<(String, u64)> = during.into_iter().filter(|(_, n)| *n > 0).collect();
+    top_requests.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    top_requests.truncate(12);
     let mem = procfs::read_mem(pid)?;
     let load = std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -385,25 +400,34 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         mem,
         load,
         requests,
+        top_requests,
     })
 }
 
-/// Every request the API server has counted so far.
-async fn requests_served(client: &kube::Client) -> Result<u64, Error> {
+/// Every request the API server has counted so far, by kind.
+async fn requests_by_kind(
+    client: &kube::Client,
+) -> Result<std::collections::BTreeMap<String, u64>, Error> {
     let req = http::Request::get("/metrics")
         .body(Vec::new())
         .map_err(|e| Error::Bench(e.to_string()))?;
     let text = client.request_text(req).await?;
-    Ok(sum_requests(&text))
+    Ok(count_requests(&text))
 }
 
-/// The sum of `apiserver_request_total` over all its label sets.
-pub fn sum_requests(metrics: &str) -> u64 {
+/// `apiserver_request_total` by label set (the text between the braces).
+pub fn count_requests(metrics: &str) -> std::collections::BTreeMap<String, u64> {
     metrics
         .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+        .filter_map(|l| l.strip_prefix("apiserver_request_total{"))
+        .filter_map(|l| {
+            let (labels, n) = l.rsplit_once("} ")?;
+            Some((labels.to_string(), n.trim().parse::<u64>().ok()?))
+        })
+        .fold(Default::default(), |mut m, (k, n)| {
+            *m.entry(k).or_default() += n;
+            m
+        })
 }
 
 #[cfg(test)]
@@ -432,6 +456,11 @@ mod tests {
             apiserver_request_total{verb=\"GET\",group=\"\",resource=\"nodes\",subresource=\"\",code=\"200\"} 12\n\
             apiserver_request_total{verb=\"LIST\",group=\"\",resource=\"pods\",subresource=\"\",code=\"200\"} 3\n\
             # EOF\n";
-        assert_eq!(sum_requests(text), 15);
+        let counts = count_requests(text);
+        assert_eq!(counts.values().sum::<u64>(), 15);
+        assert_eq!(
+            counts["verb=\"GET\",group=\"\",resource=\"nodes\",subresource=\"\",code=\"200\""],
+            12
+        );
     }
 }

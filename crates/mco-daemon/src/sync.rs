@@ -390,7 +390,8 @@ impl Inner {
     /// Writes one MCN phase. A missing MCN (created by the controller) is logged and skipped.
     ///
     /// An update writes several phases in a row: each write starts from the MCN our previous
-    /// write returned and from the newest Node we already hold, instead of reading both again.
+    /// write returned, instead of reading it again. The Node facts come from the newest Node
+    /// we hold (the watch keeps it current); it is read only when we hold none.
     /// The write carries the base's resourceVersion, so a base that another writer (the drain
     /// controller) has moved past is refused with a conflict and the next attempt reads afresh;
     /// a base that shows nothing to change is confirmed by a read too.
@@ -408,8 +409,8 @@ impl Inner {
                 },
             };
             let node = match self.known_node() {
-                Some(n) if from_memory => n,
-                _ => Arc::new(self.node().await?),
+                Some(n) => n,
+                None => Arc::new(self.node().await?),
             };
             let facts = NodeFacts {
                 current: annotation(&node, ann::CURRENT_CONFIG),
@@ -469,12 +470,11 @@ impl Inner {
         // the write and the wait is not missed.
         let mut watched = self.watched.clone();
         let mut watch_open = true;
-        if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
-            tracing::info!("{what} is already completed on this node");
-            return Ok(());
-        }
+        // Writing the request returns the Node as it is now: no read first. A request already
+        // made leaves the Node unchanged.
         let written = self.annotate(&[(ann::DESIRED_DRAIN, Some(value))]).await?;
         if annotation(&written, ann::LAST_APPLIED_DRAIN) == value {
+            tracing::info!("{what} is already completed on this node");
             return Ok(());
         }
         let written_rv = rv(&written);
