@@ -65,15 +65,34 @@ fn mcn(name: &str, pool: &str) -> DynamicObject {
     .unwrap()
 }
 
-#[tokio::test]
-async fn configmap_crud_conflicts_and_noops() {
+/// The field managers recorded in an object's managedFields.
+fn managers_of(meta: &kube::api::ObjectMeta) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
+/// A fresh server, an admin client (in-process if `local`) and ConfigMap `name` in `default`.
+async fn with_configmap(name: &str, local: bool) -> (common::TestServer, kube::Client, ConfigMap) {
     let s = common::start().await;
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let created = cms
-        .create(&PostParams::default(), &cm("demo", &[]))
+    let client = if local {
+        s.handle.local_client(Identity::Admin).await.unwrap()
+    } else {
+        s.handle.client_for(Identity::Admin).await.unwrap()
+    };
+    let created = Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &cm(name, &[]))
         .await
         .unwrap();
+    (s, client, created)
+}
+
+#[tokio::test]
+async fn configmap_crud_conflicts_and_noops() {
+    let (s, client, created) = with_configmap("demo", false).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let rv = created.metadata.resource_version.clone().unwrap();
     assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
     let again = status(
@@ -453,13 +472,7 @@ async fn crd_schema_status_and_tables() {
         .unwrap();
     assert_eq!(after.data["status"]["conditions"][0]["status"], "True");
     assert_eq!(after.metadata.generation, Some(1));
-    let managers: Vec<String> = after
-        .metadata
-        .managed_fields
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|m| m.manager)
-        .collect();
+    let managers = managers_of(&after.metadata);
     assert!(
         managers.contains(&"machine-config-daemon".to_string()),
         "{managers:?}"
@@ -1030,13 +1043,8 @@ async fn local_client_is_the_same_api_in_process() {
 /// meanwhile: many concurrent patches and applies to one object must all land, none lost.
 #[tokio::test]
 async fn concurrent_patches_to_one_object_all_land() {
-    let s = common::start().await;
-    let admin = s.handle.local_client(Identity::Admin).await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
-    let first = cms
-        .create(&PostParams::default(), &cm("hot", &[]))
-        .await
-        .unwrap();
+    let (_s, admin, first) = with_configmap("hot", true).await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin, "default");
     let rv0: u64 = first.metadata.resource_version.unwrap().parse().unwrap();
     let n = 40;
     let writes = (0..n).map(|i| {
@@ -1062,7 +1070,7 @@ async fn concurrent_patches_to_one_object_all_land() {
         r.unwrap();
     }
     let last = cms.get("hot").await.unwrap();
-    let labels = last.metadata.labels.unwrap_or_default();
+    let labels = last.metadata.labels.clone().unwrap_or_default();
     for i in 0..n {
         let k = if i % 2 == 0 {
             format!("merge-{i}")
@@ -1071,15 +1079,9 @@ async fn concurrent_patches_to_one_object_all_land() {
         };
         assert!(labels.contains_key(&k), "label {k} lost: {labels:?}");
     }
-    let rv: u64 = last.metadata.resource_version.unwrap().parse().unwrap();
+    let rv: u64 = last.metadata.resource_version.as_deref().unwrap().parse().unwrap();
     assert_eq!(rv - rv0, n as u64, "one new version per write");
-    let managers: Vec<_> = last
-        .metadata
-        .managed_fields
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|m| m.manager)
-        .collect();
+    let managers = managers_of(&last.metadata);
     assert_eq!(
         managers.iter().filter(|m| m.starts_with('m')).count(),
         n / 2,
