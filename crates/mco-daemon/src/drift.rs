@@ -3,17 +3,18 @@
 //! changed path first, and reports the first drift. Like upstream it stops after reporting; the
 //! sync loop restarts it once the node is back in its config.
 //!
-//! All monitors of a process share one inotify instance: the kernel allows few per user (128 by
-//! default), and `mco up` runs a daemon per simulated node in one process. Events are
-//! dispatched by changed path to the monitors that manage it. Without inotify a monitor falls
-//! back to validating the whole config periodically, and says so.
+//! All monitors of a process share one inotify instance (the kernel allows few per user, 128 by
+//! default, and `mco up` runs a daemon per simulated node in one process) and one validation
+//! thread: a thread per monitor was a thousand mostly idle threads, each with its own stack and
+//! allocator arenas. Events are dispatched by changed path to the monitors that manage it.
+//! Without inotify a monitor falls back to validating the whole config periodically, and says so.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
@@ -32,8 +33,8 @@ pub enum DriftError {
     Notify(#[from] notify::Error),
 }
 
-/// What a monitor hears: a changed host path, or a tick of the periodic fallback.
-type Subscriber = (u64, mpsc::Sender<PathBuf>);
+/// A monitor subscribed to a path, by id.
+type Subscriber = (u64, Weak<Monitor>);
 
 /// Monitors by managed host path. Kept apart from the watcher: the watcher's event thread
 /// locks it, while `watch`/`unwatch` wait on that thread.
@@ -64,8 +65,10 @@ fn registry() -> &'static Registry {
             }
             let Ok(subs) = dispatch.lock() else { return };
             for p in ev.paths {
-                for (_, tx) in subs.get(&p).into_iter().flatten() {
-                    let _ = tx.send(p.clone());
+                for (_, m) in subs.get(&p).into_iter().flatten() {
+                    if let Some(m) = m.upgrade() {
+                        submit(Job::Changed(m, p.clone()));
+                    }
                 }
             }
         });
@@ -148,13 +151,13 @@ fn release_dir(shared: &mut Shared, dir: &Path) {
 /// process has no inotify.
 fn register(
     paths: Vec<PathBuf>,
-    tx: mpsc::Sender<PathBuf>,
+    monitor: &Arc<Monitor>,
 ) -> Result<Option<Registration>, DriftError> {
     let reg = registry();
     let Some(shared) = &reg.shared else {
         return Ok(None);
     };
-    let id = reg.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = monitor.id;
     let mut registration = Registration {
         id,
         paths: Vec::new(),
@@ -163,7 +166,9 @@ fn register(
     {
         let mut subs = reg.subs.lock().unwrap_or_else(|e| e.into_inner());
         for p in &paths {
-            subs.entry(p.clone()).or_default().push((id, tx.clone()));
+            subs.entry(p.clone())
+                .or_default()
+                .push((id, Arc::downgrade(monitor)));
         }
     }
     registration.paths = paths;
@@ -192,14 +197,135 @@ fn register(
     Ok(Some(registration))
 }
 
+/// What a monitor does with its first drift.
+type OnDrift = Box<dyn FnOnce(ValidationError) + Send>;
+
+/// What the shared worker knows of one monitor.
+struct Monitor {
+    id: u64,
+    engine: Arc<Engine>,
+    cfg: ParsedConfig,
+    opts: ValidateOptions,
+    /// Managed paths by host path.
+    by_host: HashMap<PathBuf, String>,
+    on_drift: Mutex<Option<OnDrift>>,
+    /// Set when its [`DriftMonitor`] is dropped or it has reported: queued work is skipped.
+    stopped: AtomicBool,
+    validations: AtomicU64,
+}
+
+impl Monitor {
+    /// Validates, the changed path first if given; reports a drift once and stops.
+    fn check(&self, changed: Option<&str>) {
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        let result = match changed {
+            Some(path) => {
+                validate::validate_on_disk_preferring(&self.engine.host, &self.cfg, self.opts, path)
+            }
+            None => validate::validate_on_disk(&self.engine.host, &self.cfg, self.opts),
+        };
+        self.validations.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => {}
+            Err(e) if e.mismatch().is_some() => {
+                tracing::error!(error = %e, "config drift detected");
+                self.stopped.store(true, Ordering::Release);
+                let report = self.on_drift.lock().ok().and_then(|mut f| f.take());
+                if let Some(report) = report {
+                    report(e);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "drift check failed"),
+        }
+    }
+}
+
+enum Job {
+    /// A managed path of this monitor changed.
+    Changed(Arc<Monitor>, PathBuf),
+    /// Validate this monitor every [`FALLBACK_PERIOD`] until it stops.
+    Periodic(Arc<Monitor>),
+}
+
+/// Hands `job` to the process's validation thread, started on first use; false if it is gone.
+fn submit(job: Job) -> bool {
+    static WORKER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
+    WORKER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel();
+            let spawned = std::thread::Builder::new()
+                .name("mco-drift".into())
+                .spawn(move || work(rx));
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start the config drift thread");
+            }
+            tx
+        })
+        .send(job)
+        .is_ok()
+}
+
+fn work(rx: mpsc::Receiver<Job>) {
+    let mut periodic: Vec<(Instant, Arc<Monitor>)> = Vec::new();
+    loop {
+        periodic.retain(|(_, m)| !m.stopped.load(Ordering::Acquire));
+        let wait = periodic
+            .iter()
+            .map(|(due, _)| due.saturating_duration_since(Instant::now()))
+            .min()
+            .unwrap_or(Duration::from_secs(3600));
+        let mut jobs = Vec::new();
+        match rx.recv_timeout(wait) {
+            Ok(job) => jobs.push(job),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        // An update writes many managed files at once: one validation per monitor for the
+        // whole burst, preferring its newest managed path, not one per event.
+        jobs.extend(rx.try_iter());
+        let mut changed: Vec<(Arc<Monitor>, String)> = Vec::new();
+        for job in jobs {
+            match job {
+                Job::Changed(m, path) => {
+                    let Some(p) = m.by_host.get(&path).cloned() else {
+                        continue;
+                    };
+                    match changed.iter_mut().find(|(c, _)| c.id == m.id) {
+                        Some(entry) => entry.1 = p,
+                        None => changed.push((m, p)),
+                    }
+                }
+                Job::Periodic(m) => periodic.push((Instant::now() + FALLBACK_PERIOD, m)),
+            }
+        }
+        for (m, path) in changed {
+            m.check(Some(&path));
+        }
+        let now = Instant::now();
+        for (due, m) in periodic.iter_mut() {
+            if *due <= now {
+                m.check(None);
+                *due = now + FALLBACK_PERIOD;
+            }
+        }
+    }
+}
+
 /// A running monitor; dropping it stops watching.
 pub struct DriftMonitor {
-    /// `None` in the periodic fallback; its sender (below) then keeps the thread alive.
+    /// `None` in the periodic fallback.
     _registration: Option<Registration>,
-    _alive: mpsc::Sender<PathBuf>,
+    monitor: Arc<Monitor>,
     config: String,
     periodic: bool,
-    validations: Arc<AtomicU64>,
+}
+
+impl Drop for DriftMonitor {
+    fn drop(&mut self) {
+        self.monitor.stopped.store(true, Ordering::Release);
+    }
 }
 
 impl std::fmt::Debug for DriftMonitor {
@@ -224,7 +350,7 @@ impl DriftMonitor {
 
     /// How many times it has validated the node so far.
     pub fn validations(&self) -> u64 {
-        self.validations.load(Ordering::Relaxed)
+        self.monitor.validations.load(Ordering::Relaxed)
     }
 }
 
@@ -232,7 +358,7 @@ fn host_path(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
-/// Starts watching against `cfg`. `on_drift` runs on the monitor's thread, once, with the
+/// Starts watching against `cfg`. `on_drift` runs on the process's drift thread, once, with the
 /// validation error of the first drift seen.
 pub fn start(
     engine: Arc<Engine>,
@@ -244,9 +370,21 @@ pub fn start(
         .into_iter()
         .map(|p| (host_path(&root, &p), p))
         .collect();
-    let (tx, rx) = mpsc::channel::<PathBuf>();
     let name = cfg.name.clone();
-    let registration = match register(by_host.keys().cloned().collect(), tx.clone()) {
+    let paths: Vec<PathBuf> = by_host.keys().cloned().collect();
+    let monitor = Arc::new(Monitor {
+        id: registry().next_id.fetch_add(1, Ordering::Relaxed),
+        opts: ValidateOptions {
+            managed_os: engine.managed_os(),
+        },
+        engine,
+        cfg,
+        by_host,
+        on_drift: Mutex::new(Some(Box::new(on_drift))),
+        stopped: AtomicBool::new(false),
+        validations: AtomicU64::new(0),
+    });
+    let registration = match register(paths, &monitor) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(
@@ -259,63 +397,17 @@ pub fn start(
         }
     };
     let periodic = registration.is_none();
-    tracing::info!(config = %name, paths = by_host.len(), periodic, "Config Drift Monitor started");
-    let validations = Arc::new(AtomicU64::new(0));
-    let counted = Arc::clone(&validations);
-    std::thread::Builder::new()
-        .name("mco-drift".into())
-        .spawn(move || {
-            let opts = ValidateOptions {
-                managed_os: engine.managed_os(),
-            };
-            let period = if periodic {
-                FALLBACK_PERIOD
-            } else {
-                // Only to notice a dropped monitor; events arrive on the channel.
-                Duration::from_secs(3600)
-            };
-            loop {
-                // Ends when the monitor (holding the last sender) is dropped.
-                let result = match rx.recv_timeout(period) {
-                    Ok(changed) => {
-                        // An update writes many managed files at once: one validation for the
-                        // whole burst, preferring its newest managed path, not one per event.
-                        let mut newest = by_host.get(&changed);
-                        while let Ok(more) = rx.try_recv() {
-                            if let Some(p) = by_host.get(&more) {
-                                newest = Some(p);
-                            }
-                        }
-                        let Some(path) = newest else {
-                            continue;
-                        };
-                        validate::validate_on_disk_preferring(&engine.host, &cfg, opts, path)
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) if periodic => {
-                        validate::validate_on_disk(&engine.host, &cfg, opts)
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                };
-                counted.fetch_add(1, Ordering::Relaxed);
-                match result {
-                    Ok(()) => {}
-                    Err(e) if e.mismatch().is_some() => {
-                        tracing::error!(error = %e, "config drift detected");
-                        on_drift(e);
-                        return;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "drift check failed"),
-                }
-            }
-        })
-        .map_err(|e| DriftError::Notify(notify::Error::io(e)))?;
+    if periodic && !submit(Job::Periodic(Arc::clone(&monitor))) {
+        return Err(DriftError::Notify(notify::Error::generic(
+            "the config drift thread is not running",
+        )));
+    }
+    tracing::info!(config = %name, paths = monitor.by_host.len(), periodic, "Config Drift Monitor started");
     Ok(DriftMonitor {
         _registration: registration,
-        _alive: tx,
+        monitor,
         config: name,
         periodic,
-        validations,
     })
 }
 
