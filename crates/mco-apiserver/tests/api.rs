@@ -1079,7 +1079,13 @@ async fn concurrent_patches_to_one_object_all_land() {
         };
         assert!(labels.contains_key(&k), "label {k} lost: {labels:?}");
     }
-    let rv: u64 = last.metadata.resource_version.as_deref().unwrap().parse().unwrap();
+    let rv: u64 = last
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(rv - rv0, n as u64, "one new version per write");
     let managers = managers_of(&last.metadata);
     assert_eq!(
