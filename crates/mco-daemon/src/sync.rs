@@ -2,11 +2,12 @@
 //! it needs, drive the [`Engine`] and write the node annotations and MachineConfigNode status
 //! the way upstream's daemon does.
 //!
-//! MachineConfigNode status is written with server-side apply, field manager
-//! `machine-config-daemon`, force, carrying the `resourceVersion` that was read (a 409 re-reads
-//! and re-applies). Each write sends the whole condition list computed from a fresh read, so the
-//! drain controller's conditions are carried over rather than dropped, and the resourceVersion
-//! precondition keeps a concurrent controller write from being overwritten with stale values.
+//! MachineConfigNode status is written as upstream's `UpdateStatus` does: the whole status,
+//! field manager `machine-config-daemon`, carrying the `resourceVersion` it was computed from (a
+//! 409 re-reads and writes again). Each write starts from the MCN as last read or written, so
+//! the drain controller's conditions are carried over rather than dropped, and the
+//! resourceVersion precondition keeps a concurrent controller write from being overwritten with
+//! stale values.
 //! Rendered MachineConfigs are immutable, so they are fetched when needed instead of watched.
 //!
 //! The engine is blocking and runs on a blocking thread; SIGTERM is only observed between
@@ -425,24 +426,17 @@ impl Inner {
                 }
                 return Ok(());
             }
-            let body = json!({
-                "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
-                "kind": "MachineConfigNode",
-                "metadata": {
-                    "name": self.opts.node,
-                    "resourceVersion": obj.metadata.resource_version,
-                },
-                "status": status,
-            });
-            match self
-                .mcns
-                .patch_status(
-                    &self.opts.node,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&body),
-                )
-                .await
-            {
+            // The whole status, conditional on the base's resourceVersion, as upstream's
+            // `UpdateStatus`: a server-side apply of the same content cost the server several
+            // times as much, and the precondition already settles who wins.
+            let mut body = obj.clone();
+            body.metadata.managed_fields = None;
+            body.status = Some(status);
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            match self.mcns.replace_status(&self.opts.node, &pp, &body).await {
                 Ok(written) => {
                     if let Ok(mut m) = self.mcn_written.lock() {
                         *m = Some(written);
