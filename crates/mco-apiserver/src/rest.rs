@@ -1239,8 +1239,14 @@ async fn patch(
                 ),
                 _ => (machinery::patch(&base, pt, &patch_doc, &keys)?, true),
             };
-            if pt != PatchType::Apply
-                && let Some(rv) = meta_str(&patched, "resourceVersion")
+            // A resourceVersion in the request is a precondition, for applies too (their
+            // result does not carry it, so it is read from the applied configuration).
+            let requested = if pt == PatchType::Apply {
+                meta_str(&patch_doc, "resourceVersion")
+            } else {
+                meta_str(&patched, "resourceVersion")
+            };
+            if let Some(rv) = requested.filter(|rv| !rv.is_empty())
                 && Some(rv) != meta_str(cur, "resourceVersion")
             {
                 return Err(ApiError::conflict(&info.rref(), n2));

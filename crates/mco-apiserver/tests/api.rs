@@ -1094,3 +1094,44 @@ async fn concurrent_patches_to_one_object_all_land() {
         "{managers:?}"
     );
 }
+
+/// A resourceVersion in an applied configuration is a precondition, as in kube-apiserver: a
+/// stale one is refused with 409 and changes nothing; the current one, or none, applies.
+#[tokio::test]
+async fn apply_with_a_stale_resource_version_conflicts() {
+    let (_s, admin, first) = with_configmap("pre", true).await;
+    let cms: Api<ConfigMap> = Api::namespaced(admin, "default");
+    let rv0 = first.metadata.resource_version.clone().unwrap();
+    let apply = |rv: Option<&str>, v: &str| {
+        let mut body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "pre"}, "data": {"k": v}});
+        if let Some(rv) = rv {
+            body["metadata"]["resourceVersion"] = json!(rv);
+        }
+        body
+    };
+    let pp = PatchParams::apply("tester").force();
+    let second = cms
+        .patch("pre", &pp, &Patch::Apply(&apply(Some(&rv0), "1")))
+        .await
+        .expect("the current resourceVersion applies");
+    let e = status(
+        cms.patch("pre", &pp, &Patch::Apply(&apply(Some(&rv0), "2")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409, "{e:?}");
+    let now = cms.get("pre").await.unwrap();
+    assert_eq!(
+        now.data.unwrap()["k"],
+        "1",
+        "a refused apply changes nothing"
+    );
+    assert_eq!(
+        now.metadata.resource_version,
+        second.metadata.resource_version
+    );
+    cms.patch("pre", &pp, &Patch::Apply(&apply(None, "3")))
+        .await
+        .expect("no resourceVersion, no precondition");
+}

@@ -90,8 +90,7 @@ fn drift_in_a_file_or_dropin_is_reported() {
 }
 
 /// Reading managed files (validation itself does) is not a change. A rewrite with the same
-/// content validates once and finds nothing; the drift after it validates once more. Were reads
-/// changes, every validation would set off the next and the count would run away.
+/// content validates and finds nothing; the drift after it validates once more.
 #[test]
 fn reads_do_not_trigger_validation() {
     let (node, mc) = node_with_config();
@@ -117,7 +116,11 @@ fn reads_do_not_trigger_validation() {
     drift(&node, "/etc/etc-file-two");
     let reason = rx.recv_timeout(Duration::from_secs(20)).unwrap();
     assert!(reason.ends_with("\"/etc/etc-file-two\""), "{reason}");
-    assert_eq!(m.validations(), 2);
+    // The rewrite may reach the monitor as two bursts (the rename, then its attributes): one
+    // or two validations for it, one for the drift. Reads acting as changes would make each
+    // validation set off the next, and the count would run far past that.
+    let n = m.validations();
+    assert!((2..=3).contains(&n), "{n} validations");
 }
 
 /// BZ 2104978: with an older drift still present, the reason names the newest one.
