@@ -128,13 +128,11 @@ pub fn mcn_guard(id: &Identity, group: &str, plural: &str, name: &str) -> Option
     }
 }
 
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-const RBAC_RESOURCES: [&str; 4] = [
-    "clusterroles",
-    "roles",
-    "clusterrolebindings",
-    "rolebindings",
-];
+/// The store keys (`group/plural`) of the RBAC resources the policy is read from.
+const CLUSTER_ROLES: &str = "rbac.authorization.k8s.io/clusterroles";
+const ROLES: &str = "rbac.authorization.k8s.io/roles";
+const CLUSTER_ROLE_BINDINGS: &str = "rbac.authorization.k8s.io/clusterrolebindings";
+const ROLE_BINDINGS: &str = "rbac.authorization.k8s.io/rolebindings";
 
 /// The RBAC policy as of the store's last change to an RBAC resource. Every request from a
 /// ServiceAccount is authorized, and reading the bindings and roles out of the store each
@@ -146,9 +144,9 @@ impl PolicyCache {
     pub fn get(&self, store: &Store) -> Arc<Policy> {
         // Read the generation before the objects: a change in between leaves a newer policy
         // under an older generation, which the next call rebuilds; never the reverse.
-        let generation = RBAC_RESOURCES
-            .iter()
-            .map(|r| store.changed_at(&format!("{RBAC_GROUP}/{r}")))
+        let generation = [CLUSTER_ROLES, ROLES, CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS]
+            .into_iter()
+            .map(|gr| store.changed_at(gr))
             .max()
             .unwrap_or(0);
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -157,19 +155,18 @@ impl PolicyCache {
         {
             return p.clone();
         }
-        fn all<T: serde::de::DeserializeOwned>(store: &Store, plural: &str) -> Vec<T> {
-            let gr = format!("{RBAC_GROUP}/{plural}");
-            let (_, items, _) = store.list(&gr, None, None, None, &|_| true);
+        fn all<T: serde::de::DeserializeOwned>(store: &Store, gr: &str) -> Vec<T> {
+            let (_, items, _) = store.list(gr, None, None, None, &|_| true);
             items
                 .iter()
                 .filter_map(|v| serde_json::from_value(v.as_ref().clone()).ok())
                 .collect()
         }
         let p = Arc::new(Policy {
-            cluster_roles: all(store, "clusterroles"),
-            roles: all(store, "roles"),
-            cluster_role_bindings: all(store, "clusterrolebindings"),
-            role_bindings: all(store, "rolebindings"),
+            cluster_roles: all(store, CLUSTER_ROLES),
+            roles: all(store, ROLES),
+            cluster_role_bindings: all(store, CLUSTER_ROLE_BINDINGS),
+            role_bindings: all(store, ROLE_BINDINGS),
         });
         *held = Some((generation, p.clone()));
         p
