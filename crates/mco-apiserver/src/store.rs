@@ -507,13 +507,16 @@ impl Store {
     }
 
     pub fn get(&self, gr: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
-        let json = self
-            .state()
+        Some(parse(&self.text(gr, ns, name)?))
+    }
+
+    /// The stored text of one object's current version.
+    fn text(&self, gr: &str, ns: &str, name: &str) -> Option<Json> {
+        self.state()
             .objects
             .get(gr)?
             .get(&(ns.to_string(), name.to_string()))
-            .cloned()?;
-        Some(parse(&json))
+            .cloned()
     }
 
     /// Lists objects of `gr` (in `ns` if given) in key order, starting after `after`,
@@ -663,12 +666,7 @@ impl Store {
 
     /// The current version of one object, for [`Store::write_if_current`].
     pub fn snapshot(&self, gr: &str, ns: &str, name: &str) -> Snapshot {
-        let json = self
-            .state()
-            .objects
-            .get(gr)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned();
+        let json = self.text(gr, ns, name);
         let object = json.as_deref().map(parse);
         Snapshot { json, object }
     }
@@ -839,18 +837,12 @@ fn writer_loop(
                     let key = (gr, ns, name);
                     let cur = match expect {
                         Some(seen) => {
-                            let current = !overlay.contains_key(&key) && {
-                                let st = store.state();
-                                let now = st
-                                    .objects
-                                    .get(&key.0)
-                                    .and_then(|m| m.get(&(key.1.clone(), key.2.clone())));
-                                match (now, &seen.json) {
-                                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                            let current = !overlay.contains_key(&key)
+                                && match (store.text(&key.0, &key.1, &key.2), &seen.json) {
+                                    (Some(a), Some(b)) => Arc::ptr_eq(&a, b),
                                     (None, None) => true,
                                     _ => false,
-                                }
-                            };
+                                };
                             if !current {
                                 let stale = ApiError::new(409, STALE, "the object changed");
                                 replies.push((reply, Err(stale), false));

@@ -316,10 +316,8 @@ fn work(rx: mpsc::Receiver<Job>) {
 /// A running monitor; dropping it stops watching.
 pub struct DriftMonitor {
     /// `None` in the periodic fallback.
-    _registration: Option<Registration>,
+    registration: Option<Registration>,
     monitor: Arc<Monitor>,
-    config: String,
-    periodic: bool,
 }
 
 impl Drop for DriftMonitor {
@@ -331,8 +329,8 @@ impl Drop for DriftMonitor {
 impl std::fmt::Debug for DriftMonitor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DriftMonitor")
-            .field("config", &self.config)
-            .field("periodic", &self.periodic)
+            .field("config", &self.config())
+            .field("periodic", &self.is_periodic())
             .finish()
     }
 }
@@ -340,12 +338,12 @@ impl std::fmt::Debug for DriftMonitor {
 impl DriftMonitor {
     /// The config being watched against.
     pub fn config(&self) -> &str {
-        &self.config
+        &self.monitor.cfg.name
     }
 
     /// Whether this monitor validates periodically because inotify is unavailable.
     pub fn is_periodic(&self) -> bool {
-        self.periodic
+        self.registration.is_none()
     }
 
     /// How many times it has validated the node so far.
@@ -404,10 +402,8 @@ pub fn start(
     }
     tracing::info!(config = %name, paths = monitor.by_host.len(), periodic, "Config Drift Monitor started");
     Ok(DriftMonitor {
-        _registration: registration,
+        registration,
         monitor,
-        config: name,
-        periodic,
     })
 }
 

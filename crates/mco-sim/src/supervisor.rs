@@ -93,10 +93,9 @@ pub struct NodeEnv {
     pub server: Arc<ServerHandle>,
     /// An admin client (plays kubelet and the machine-config server).
     pub admin: kube::Client,
-    /// A client without credentials that every in-process daemon sends its requests through,
-    /// calling the server in this process (`ServerHandle::local_transport`): a network
-    /// client per daemon would hold its own connections, and at a thousand nodes those
-    /// (both ends in this process) exhaust the open-files limit.
+    /// A client without credentials that calls the server in this process
+    /// (`ServerHandle::local_transport`); every in-process daemon sends its requests through
+    /// it with its own token added.
     pub transport: kube::Client,
     /// How long a node is down during a reboot.
     pub reboot: Duration,
