@@ -223,6 +223,14 @@ fn drop_managed_fields<K: Resource>(o: &mut K) {
 /// The annotation `kubectl apply` keeps a whole copy of the object in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// Per-node reconciles in flight at once. kube-runtime runs every queued reconcile at once by
+/// default, and an in-flight reconcile holds its request futures (kilobytes each): a resync of
+/// 5,000 nodes held about 100 MB. MachineConfigNode reconciles are short bookkeeping writes.
+const MCN_CONCURRENCY: u16 = 64;
+/// Drain reconciles wait through PDB retries (up to an attempt timeout), so the cap must stay
+/// above the nodes any sane set of pool budgets drains at once; idle nodes return at once.
+const DRAIN_CONCURRENCY: u16 = 512;
+
 /// Trim a cached Node to what this controller reads. Of a Node's status only the conditions are
 /// read (readiness in [`crate::plan`]); images, nodeInfo, addresses, capacity and volumes are
 /// often tens of kilobytes per node on a real cluster and nothing here reads them. Nodes are
@@ -473,6 +481,7 @@ pub async fn run_all(
 
         let mcn = Controller::for_shared_stream(nodes_for_mcn, nodes.clone())
             .reconcile_all_on(ticker(config.resync))
+            .with_config(ControllerSettings::default().concurrency(MCN_CONCURRENCY))
             .run(
                 |node, ctx| async move {
                     let c = ctx.clone();
@@ -487,6 +496,7 @@ pub async fn run_all(
         // missed (a watch gap, a restart of the controller) instead of leaving the daemon waiting.
         let drain = Controller::for_shared_stream(nodes_for_drain, nodes.clone())
             .reconcile_all_on(ticker(config.resync))
+            .with_config(ControllerSettings::default().concurrency(DRAIN_CONCURRENCY))
             .run(
                 |node, ctx| async move {
                     let c = ctx.clone();
