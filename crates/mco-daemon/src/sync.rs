@@ -453,6 +453,15 @@ impl Inner {
         )))
     }
 
+    /// The drain controller writes its conditions to the MCN before it answers a drain request,
+    /// so the copy our last status write returned is stale by then: writing on it would only
+    /// meet a 409 and read anyway.
+    fn forget_mcn(&self) {
+        if let Ok(mut m) = self.mcn_written.lock() {
+            m.take();
+        }
+    }
+
     /// Sets `desiredDrain` and waits for the drain controller's `lastAppliedDrain`.
     ///
     /// The node watch wakes the wait as soon as the answer is written. A watched Node counts
@@ -485,10 +494,12 @@ impl Inner {
                 .filter(|n| annotation(n, ann::LAST_APPLIED_DRAIN) == value);
             if answered.is_some_and(|n| matches!((rv(n), written_rv), (Some(a), Some(b)) if a >= b))
             {
+                self.forget_mcn();
                 return Ok(());
             }
             if answered.is_some() || Instant::now() >= next_get {
                 if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
+                    self.forget_mcn();
                     return Ok(());
                 }
                 next_get = Instant::now() + self.opts.poll_interval;

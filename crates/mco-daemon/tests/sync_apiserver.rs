@@ -463,3 +463,87 @@ async fn drain_waits_end_on_the_watch_not_the_poll() {
     .await;
     task.abort();
 }
+
+/// The test's controller, as the real one answers: it applies a drain condition to the MCN
+/// (its own field manager) before it sets `lastAppliedDrain`.
+fn drain_controller_writing_mcn(nodes: Api<Node>, mcns: Api<MachineConfigNode>) {
+    tokio::spawn(async move {
+        loop {
+            if let Ok(n) = nodes.get(NODE).await {
+                let want = annotation(&n, ann::DESIRED_DRAIN);
+                if !want.is_empty() && want != annotation(&n, ann::LAST_APPLIED_DRAIN) {
+                    let cond = json!({
+                        "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
+                        "kind": "MachineConfigNode",
+                        "metadata": {"name": NODE},
+                        "status": {"conditions": [{
+                            "type": "Drained", "status": "True", "reason": "Drained",
+                            "message": want, "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }]},
+                    });
+                    mcns.patch_status(
+                        NODE,
+                        &PatchParams::apply("test-drain-controller").force(),
+                        &Patch::Apply(&cond),
+                    )
+                    .await
+                    .unwrap();
+                    set_annotation(&nodes, ann::LAST_APPLIED_DRAIN, &want).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+/// The daemon knows the drain controller writes the MCN before it answers, so its next status
+/// write starts from a fresh read instead of a stale copy: no write meets a 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_writes_after_a_drain_answer_do_not_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
+    create_empty_and_file_configs(&mcs).await;
+    let (nodes, mcns) = settled_node(&admin).await;
+    drain_controller_writing_mcn(nodes.clone(), mcns.clone());
+
+    let sim = SimNode::new(true);
+    let client = server
+        .client_for(Identity::Node(NODE.into()))
+        .await
+        .unwrap();
+    let task = start_daemon(client.clone(), &sim);
+    wait_done(&nodes, "rendered-worker-0").await;
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
+    let exit = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting);
+    complete_sim_reboot(&sim.fs).unwrap();
+    let task = start_daemon(client, &sim);
+    wait_done(&nodes, "rendered-worker-1").await;
+    eventually("Updated=True on the MCN", 30, || async {
+        let m = mcns.get(NODE).await.ok()?;
+        m.status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Updated" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    task.abort();
+
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = admin.request_text(req).await.unwrap();
+    let written = r#"apiserver_request_total{verb="PUT",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="200"}"#;
+    assert!(text.contains(written), "no status writes counted:\n{text}");
+    let conflicts = r#"verb="PUT",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="409""#;
+    assert!(
+        !text.contains(conflicts),
+        "a status write met a conflict:\n{}",
+        text.lines()
+            .filter(|l| l.contains("machineconfignodes"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
