@@ -181,7 +181,7 @@ impl Structural {
     /// (`Warn`) or as a `strict decoding error` (`Strict`).
     pub fn prune(&self, obj: &mut Value) -> Vec<String> {
         let mut pruned = Vec::new();
-        prune_node(Some(self), obj, true, "", &mut pruned);
+        prune_node(Some(self), obj, true, At::Root, &mut pruned);
         pruned
     }
 
@@ -1150,17 +1150,51 @@ fn is_meta(k: &str) -> bool {
 }
 
 /// Prunes `v` and records the path of every dropped field.
+/// Where pruning is, rendered only for a field it removes: formatting every visited path cost
+/// more than the pruning itself on the API server's write path.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root,
+    Key(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn render(&self, out: &mut String) {
+        match self {
+            At::Root => {}
+            At::Key(parent, k) => {
+                parent.render(out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            At::Index(parent, i) => {
+                parent.render(out);
+                out.push_str(&format!("[{i}]"));
+            }
+        }
+    }
+
+    fn child_path(&self, k: &str) -> String {
+        let mut out = String::new();
+        At::Key(self, k).render(&mut out);
+        out
+    }
+}
+
 fn prune_node(
     s: Option<&Structural>,
     v: &mut Value,
     root: bool,
-    path: &str,
+    at: At<'_>,
     pruned: &mut Vec<String>,
 ) {
     if let Some(s) = s
         && s.preserve_unknown_fields
     {
-        prune_known_only(s, v, root, path, pruned);
+        prune_known_only(s, v, root, at, pruned);
         return;
     }
     match v {
@@ -1172,8 +1206,10 @@ fn prune_node(
                         s.property(k).is_some() || s.additional_properties.is_some()
                     })
             };
-            pruned.extend(map.keys().filter(|k| !keep(k)).map(|k| child(path, k)));
-            map.retain(|k, _| keep(k));
+            if !map.keys().all(|k| keep(k)) {
+                pruned.extend(map.keys().filter(|k| !keep(k)).map(|k| at.child_path(k)));
+                map.retain(|k, _| keep(k));
+            }
             let Some(s) = s else { return };
             for (k, child_value) in map.iter_mut() {
                 if keep_meta && is_meta(k) {
@@ -1183,7 +1219,7 @@ fn prune_node(
                     s.field_schema(k),
                     child_value,
                     false,
-                    &child(path, k),
+                    At::Key(&at, k),
                     pruned,
                 );
             }
@@ -1191,7 +1227,7 @@ fn prune_node(
         Value::Array(items) => {
             let item_schema = s.and_then(|s| s.items.as_deref());
             for (i, item) in items.iter_mut().enumerate() {
-                prune_node(item_schema, item, false, &format!("{path}[{i}]"), pruned);
+                prune_node(item_schema, item, false, At::Index(&at, i), pruned);
             }
         }
         _ => {}
@@ -1204,7 +1240,7 @@ fn prune_known_only(
     s: &Structural,
     v: &mut Value,
     root: bool,
-    path: &str,
+    at: At<'_>,
     pruned: &mut Vec<String>,
 ) {
     match v {
@@ -1215,14 +1251,14 @@ fn prune_known_only(
                     continue;
                 }
                 if let Some(cs) = s.field_schema(k) {
-                    prune_node(Some(cs), child_value, false, &child(path, k), pruned);
+                    prune_node(Some(cs), child_value, false, At::Key(&at, k), pruned);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(is) = s.items.as_deref() {
                 for (i, item) in items.iter_mut().enumerate() {
-                    prune_known_only(is, item, false, &format!("{path}[{i}]"), pruned);
+                    prune_known_only(is, item, false, At::Index(&at, i), pruned);
                 }
             }
         }

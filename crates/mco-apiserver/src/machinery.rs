@@ -111,10 +111,7 @@ pub fn manager_for(field_manager: Option<&str>, user_agent: &str) -> String {
 /// Prunes, defaults and validates a custom resource as kube-apiserver does;
 /// returns the paths pruning removed and the validation causes.
 pub fn schema_admit(schema: &Structural, obj: &mut Value) -> (Vec<String>, Vec<Cause>) {
-    let before = obj.clone();
-    schema.prune(obj);
-    let mut pruned = Vec::new();
-    diff_removed(&before, obj, "", &mut pruned);
+    let pruned = schema.prune(obj);
     schema.apply_defaults(obj);
     let causes = schema
         .validate(obj)
@@ -122,30 +119,6 @@ pub fn schema_admit(schema: &Structural, obj: &mut Value) -> (Vec<String>, Vec<C
         .map(|e| Cause::new(e.type_.reason(), &e.field, e.body()))
         .collect();
     (pruned, causes)
-}
-
-fn diff_removed(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
-    match (before, after) {
-        (Value::Object(b), Value::Object(a)) => {
-            for (k, bv) in b {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                match a.get(k) {
-                    None => out.push(p),
-                    Some(av) => diff_removed(bv, av, &p, out),
-                }
-            }
-        }
-        (Value::Array(b), Value::Array(a)) => {
-            for (i, (bv, av)) in b.iter().zip(a.iter()).enumerate() {
-                diff_removed(bv, av, &format!("{path}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
 }
 
 #[cfg(test)]
