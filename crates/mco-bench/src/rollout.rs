@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use mco_api::{MachineConfig, MachineConfigPool};
+use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
 use serde_json::json;
 
 use crate::Error;
@@ -61,7 +61,7 @@ impl Default for RolloutOpts {
 #[derive(Debug, Clone)]
 pub struct RolloutReport {
     pub opts: RolloutOpts,
-    /// From `mco up`'s start to every node Done on its pool's config.
+    /// From `mco up`'s start to every node Done on its pool's config and every MachineConfigNode made.
     pub join: Duration,
     /// From the MachineConfig's create to the worker pool Updated.
     pub rollout: Duration,
@@ -127,7 +127,7 @@ impl fmt::Display for RolloutReport {
         )?;
         writeln!(
             f,
-            "  join (start to all nodes Done): {:.1} s",
+            "  join (start to all nodes Done, every MachineConfigNode made): {:.1} s",
             self.join.as_secs_f64()
         )?;
         writeln!(
@@ -309,15 +309,27 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     // Listing every node is heavy at this size: once a second, not at `poll`'s pace.
     let total = opts.masters + opts.workers;
     let deadline = Instant::now() + opts.max;
+    // A node without its MachineConfigNode yet would roll out with its status writes skipped.
+    let mcns: Api<MachineConfigNode> = Api::all(client.clone());
     loop {
         let list = nodes.list(&ListParams::default()).await?;
-        if list.items.len() == total && list.items.iter().all(|n| settled(n, None)) {
+        let done = list.items.iter().filter(|n| settled(n, None)).count();
+        let with_mcn = if done == total {
+            mcns.list_metadata(&ListParams::default())
+                .await?
+                .items
+                .len()
+        } else {
+            0
+        };
+        if list.items.len() == total && done == total && with_mcn == total {
             break;
         }
         if Instant::now() >= deadline {
-            let done = list.items.iter().filter(|n| settled(n, None)).count();
             return Err(Error::Timeout {
-                what: format!("every node Done ({done} of {total})"),
+                what: format!(
+                    "every node Done ({done} of {total}) with its MachineConfigNode ({with_mcn})"
+                ),
                 secs,
             });
         }
