@@ -394,8 +394,9 @@ impl Inner {
     /// write returned, instead of reading it again. The Node facts come from the newest Node
     /// we hold (the watch keeps it current); it is read only when we hold none.
     /// The write carries the base's resourceVersion, so a base that another writer (the drain
-    /// controller) has moved past is refused with a conflict and the next attempt reads afresh;
-    /// a base that shows nothing to change is confirmed by a read too.
+    /// controller) has moved past is refused with a conflict and the next attempt reads afresh.
+    /// The base is the copy the last write returned while nothing says it is stale: the drain
+    /// controller's answers and a new desired config do, and then the MCN is read first.
     async fn mcn(&self, w: &Write) -> Result<(), SyncError> {
         let mut remembered = self.mcn_written.lock().ok().and_then(|mut m| m.take());
         for _ in 0..5 {
@@ -418,11 +419,22 @@ impl Inner {
                 desired: annotation(&node, ann::DESIRED_CONFIG),
                 generation: obj.metadata.generation,
             };
+            // The controller moves the MCN's spec when it moves the node's desiredConfig: a
+            // remembered copy from before that would only meet a 409.
+            if from_memory
+                && !facts.desired.is_empty()
+                && obj.spec.config_version.desired != facts.desired
+            {
+                continue;
+            }
             let mut status = obj.status.clone().unwrap_or_default();
             let now = Time(k8s_openapi::jiff::Timestamp::now());
             if !mcn::apply(&mut status, w, &facts, &now) {
-                if from_memory {
-                    continue;
+                // Nothing to write. The copy is kept for the next write: a read one is the
+                // freshest there is, and a remembered one can only be behind the drain
+                // controller, whose answers make the daemon forget it.
+                if let Ok(mut m) = self.mcn_written.lock() {
+                    *m = Some(obj);
                 }
                 return Ok(());
             }
