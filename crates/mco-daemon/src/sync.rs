@@ -17,6 +17,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node};
@@ -587,7 +588,7 @@ impl Inner {
         let target = new.metadata.name.clone().unwrap_or_default();
         let inner = Arc::clone(self);
         let rt = Handle::current();
-        let res = tokio::task::spawn_blocking(move || {
+        let res = blocking(move || {
             let mut reporter = KubeReporter {
                 inner: Arc::clone(&inner),
                 rt,
@@ -641,7 +642,7 @@ impl Inner {
         let new_name = new.metadata.name.clone().unwrap_or_default();
         let engine = Arc::clone(&self.engine);
         let cfg = new.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), EngineError> {
+        blocking(move || -> Result<(), EngineError> {
             engine.validate(&cfg)?;
             // The on-disk config is the source of truth after a restart: keep it naming the
             // config the node is now reported on, when the node keeps one at all.
@@ -807,7 +808,7 @@ impl Daemon {
         let current_name = current.metadata.name.clone().unwrap_or_default();
         let engine = Arc::clone(&inner.engine);
         let check_cfg = current.clone();
-        let check = match tokio::task::spawn_blocking(move || engine.boot_check(&check_cfg))
+        let check = match blocking(move || engine.boot_check(&check_cfg))
             .await
             .map_err(|e| SyncError::Join(e.to_string()))?
         {
@@ -826,7 +827,7 @@ impl Daemon {
                 .annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))])
                 .await?;
             let engine = Arc::clone(&inner.engine);
-            tokio::task::spawn_blocking(move || engine.host.rebooter.reboot(&rationale))
+            blocking(move || engine.host.rebooter.reboot(&rationale))
                 .await
                 .map_err(|e| SyncError::Join(e.to_string()))?
                 .map_err(EngineError::Reboot)?;
@@ -911,7 +912,7 @@ impl Daemon {
                 // A Degraded node (e.g. after drift) is only cleared once the disk matches.
                 let engine = Arc::clone(&inner.engine);
                 let cfg = inner.config(&desired).await?;
-                let valid = tokio::task::spawn_blocking(move || engine.validate(&cfg))
+                let valid = blocking(move || engine.validate(&cfg))
                     .await
                     .map_err(|e| SyncError::Join(e.to_string()))?;
                 match valid {
@@ -955,7 +956,7 @@ impl Daemon {
         let engine = Arc::clone(&inner.engine);
         let pre = old.clone();
         // Preflight drift check, skipped when the force file asks for a re-apply.
-        tokio::task::spawn_blocking(move || {
+        blocking(move || {
             if engine.force_requested()? {
                 Ok(())
             } else {
@@ -983,11 +984,9 @@ impl Daemon {
         let Some(watched_tx) = self.watched_tx.take() else {
             return Ok(Exit::Shutdown);
         };
-        let _watch_task = AbortOnDrop(tokio::spawn(forward_node_watch(
-            inner.nodes.clone(),
-            cfg,
-            watched_tx,
-        )));
+        let _watch_task = AbortOnDrop(tokio::spawn(
+            forward_node_watch(inner.nodes.clone(), cfg, watched_tx).in_current_span(),
+        ));
         let mut node_changes = inner.watched.clone();
         let mut shutdown = std::pin::pin!(shutdown);
         let mut backoff = Duration::from_secs(1);
@@ -1073,6 +1072,17 @@ impl Daemon {
             }
         }
     }
+}
+
+/// Blocking host work on tokio's blocking pool, inside the caller's tracing span: a process
+/// hosting many daemons (the embedded cluster) tells their logs apart by the span's node.
+fn blocking<F, R>(f: F) -> tokio::task::JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
 }
 
 #[cfg(test)]

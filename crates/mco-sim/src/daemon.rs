@@ -8,6 +8,7 @@ use futures::FutureExt;
 use mco_daemon::Host;
 use mco_daemon::engine::Engine;
 use mco_daemon::sync::{Daemon, Exit, SyncOptions};
+use tracing::Instrument;
 
 use crate::supervisor::{DaemonContext, DaemonFn, DaemonMode};
 
@@ -35,7 +36,13 @@ pub async fn run(ctx: DaemonContext) -> Result<(), String> {
     let stop = async move {
         let _ = shutdown.wait_for(|s| *s).await;
     };
-    match Daemon::new(ctx.client, engine, opts).run(stop).await {
+    // Many daemons share this process's log: each one's lines carry its node.
+    let span = tracing::info_span!("daemon", node = %ctx.node);
+    match Daemon::new(ctx.client, engine, opts)
+        .run(stop)
+        .instrument(span)
+        .await
+    {
         Ok(Exit::Rebooting) => {
             tracing::info!(node = %ctx.node, "daemon waits for the reboot");
             Ok(())
