@@ -90,14 +90,14 @@ pub fn record_update(
     version: &str,
     part: Part,
     before: Option<&Value>,
-    after: &Value,
+    after: Value,
     manager: &str,
 ) -> Value {
     let keys = merge_keys(info, version).unwrap_or_else(MergeKeyTable::metadata_only);
     let time = crate::objects::now_rfc3339();
     let av = info.api_version(version);
     let opts = options(&time, &keys, &av, info, version, part);
-    apply::record_update(before, after, manager, opts)
+    apply::record_update_owned(before, after, manager, opts)
 }
 
 /// The manager name of a non-apply write: `fieldManager`, else the User-Agent's program.

@@ -943,7 +943,7 @@ pub async fn create(
         }
     }
     if !ctx.manager.is_empty() {
-        obj = machinery::record_update(info, version, Part::Main, None, &obj, &ctx.manager);
+        obj = machinery::record_update(info, version, Part::Main, None, obj, &ctx.manager);
     }
     let rref_info = info.clone();
     let n2 = name.clone();
@@ -1106,7 +1106,7 @@ fn finish(
             version,
             part,
             Some(cur),
-            &v,
+            v,
             &ctx.manager,
         ))),
         Some(v) => Ok(Action::Put(v)),
