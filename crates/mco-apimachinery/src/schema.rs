@@ -1149,7 +1149,6 @@ fn is_meta(k: &str) -> bool {
     META_FIELDS.contains(&k)
 }
 
-/// Prunes `v` and records the path of every dropped field.
 /// Where pruning is, rendered only for a field it removes: formatting every visited path cost
 /// more than the pruning itself on the API server's write path.
 #[derive(Clone, Copy)]
@@ -1184,6 +1183,7 @@ impl At<'_> {
     }
 }
 
+/// Prunes `v` and records the path of every dropped field.
 fn prune_node(
     s: Option<&Structural>,
     v: &mut Value,

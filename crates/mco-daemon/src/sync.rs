@@ -17,7 +17,6 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tracing::Instrument;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node};
@@ -31,6 +30,7 @@ use mco_render::actions::PostConfigAction;
 use mco_render::diff::ConfigDiff;
 use serde_json::json;
 use tokio::runtime::Handle;
+use tracing::Instrument;
 
 use crate::apply::ApplyError;
 use crate::drift::{self, DriftMonitor};
