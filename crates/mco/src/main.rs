@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod alloc;
 mod cmd;
 
 #[derive(Debug, Parser)]
@@ -38,6 +39,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    alloc::disable_huge_pages();
     // One logging setup for every role, shared with the daemon-only executable.
     mco_daemon::cli::init_logging();
     let cli = Cli::parse();
