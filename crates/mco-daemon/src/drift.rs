@@ -341,6 +341,11 @@ impl DriftMonitor {
         &self.monitor.cfg.name
     }
 
+    /// Whether it still watches against `config`: a monitor that has reported a drift is spent.
+    pub fn watches(&self, config: &str) -> bool {
+        !self.monitor.stopped.load(Ordering::Acquire) && self.config() == config
+    }
+
     /// Whether this monitor validates periodically because inotify is unavailable.
     pub fn is_periodic(&self) -> bool {
         self.registration.is_none()

@@ -331,8 +331,20 @@ impl Inner {
         }
     }
 
-    /// (Re)starts the drift monitor against `mc`.
+    /// Whether a live drift monitor already watches against `config`.
+    fn drift_watches(&self, config: &str) -> bool {
+        self.drift
+            .lock()
+            .is_ok_and(|d| d.as_ref().is_some_and(|m| m.watches(config)))
+    }
+
+    /// (Re)starts the drift monitor against `mc`. A live monitor for the same config is kept:
+    /// a boot into Done reaches here twice, and each start parses the config and re-registers
+    /// every managed path.
     fn start_drift(&self, mc: &MachineConfig) {
+        if self.drift_watches(mc.metadata.name.as_deref().unwrap_or_default()) {
+            return;
+        }
         self.stop_drift();
         let Ok(cfg) = ParsedConfig::new(mc) else {
             return;
@@ -567,7 +579,9 @@ impl Inner {
         ])
         .await?;
         self.metrics.set_state(states::DONE, "");
-        if let Ok(mc) = self.config(config).await {
+        if !self.drift_watches(config)
+            && let Ok(mc) = self.config(config).await
+        {
             self.start_drift(&mc);
         }
         self.mcn(&Write::parent(

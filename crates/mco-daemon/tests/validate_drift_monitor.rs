@@ -189,3 +189,15 @@ fn two_monitors_in_one_process_see_only_their_own_drift() {
     );
     assert!(rx_a.try_recv().is_err());
 }
+
+#[test]
+fn a_monitor_watches_its_own_config_until_it_reports() {
+    let (node, mc) = node_with_config();
+    let (m, rx) = monitor(&node, &mc);
+    assert!(m.watches("rendered-infra-1"));
+    assert!(!m.watches("rendered-infra-0"));
+    drift(&node, "/etc/etc-file");
+    rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    // Spent: the daemon must start a new one rather than keep it.
+    assert!(!m.watches("rendered-infra-1"));
+}
