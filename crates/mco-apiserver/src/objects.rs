@@ -290,8 +290,8 @@ pub fn finish_update(
     }
     match part {
         Part::Status => {
-            let status = new.get("status").cloned();
-            let managed = meta(&new).get("managedFields").cloned();
+            let status = new.get_mut("status").map(Value::take);
+            let managed = meta_mut(&mut new).remove("managedFields");
             let mut fresh = cur.clone();
             match status {
                 Some(s) => fresh["status"] = s,
@@ -322,7 +322,7 @@ pub fn finish_update(
     if let Some(k) = cur.get("kind") {
         new["kind"] = k.clone();
     }
-    let cm = meta(cur).clone();
+    let cm = meta(cur);
     let nm = meta_mut(&mut new);
     for k in [
         "uid",
