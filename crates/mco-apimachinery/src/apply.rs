@@ -43,7 +43,7 @@
 //! }
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use serde_json::{Map, Value, json};
@@ -486,9 +486,10 @@ pub fn record_update_owned(
     }
     // Ownership walks never fail for stored objects: duplicates are tolerated.
     let new = owned_set(&obj, lt, opts.reset_fields, false).unwrap_or_default();
+    let mut same = SameFields::new(before_v, &obj);
     let touched: BTreeSet<Path> = new
         .iter()
-        .filter(|p| changed(before_v, &obj, p))
+        .filter(|p| !same.covers(p) && changed(before_v, &obj, p))
         .cloned()
         .collect();
     let is_self = |e: &ManagedEntry| {
@@ -766,6 +767,48 @@ fn lookup<'v>(root: &'v Value, path: &[String]) -> Option<&'v Value> {
 
 /// Whether the field at `p` differs. List items and maps compare by
 /// presence: their contents are separate fields with their own owners.
+/// Which fields at the top and one level down are equal before and after a write. Every path
+/// under such a field is unchanged, so it skips [`changed`]'s two lookups from the root: a write
+/// usually touches one corner of the object (an annotation, the status), and a Node has hundreds
+/// of leaf paths.
+struct SameFields<'v, 'p> {
+    a: &'v Value,
+    b: &'v Value,
+    memo: HashMap<(&'p str, Option<&'p str>), bool>,
+}
+
+impl<'v, 'p> SameFields<'v, 'p> {
+    fn new(a: &'v Value, b: &'v Value) -> Self {
+        SameFields {
+            a,
+            b,
+            memo: HashMap::new(),
+        }
+    }
+
+    /// Whether `p` lies under a field whose value did not change.
+    fn covers(&mut self, p: &'p Path) -> bool {
+        let field = |i: usize| p.get(i).and_then(|e| e.strip_prefix("f:"));
+        let Some(top) = field(0) else {
+            return false;
+        };
+        let (a, b) = (self.a, self.b);
+        let same_top = *self
+            .memo
+            .entry((top, None))
+            .or_insert_with(|| a.get(top) == b.get(top));
+        if same_top {
+            return true;
+        }
+        let Some(second) = field(1) else {
+            return false;
+        };
+        *self.memo.entry((top, Some(second))).or_insert_with(|| {
+            a.get(top).and_then(|v| v.get(second)) == b.get(top).and_then(|v| v.get(second))
+        })
+    }
+}
+
 fn changed(a: &Value, b: &Value, p: &Path) -> bool {
     match (lookup(a, p), lookup(b, p)) {
         (None, None) => false,
@@ -1348,6 +1391,37 @@ mod tests {
         // A no-op write adds no entry.
         let same = record_update(Some(&out), &out, "noop", o);
         assert!(managed_entries(&same).iter().all(|e| e.manager != "noop"));
+    }
+
+    #[test]
+    fn record_update_takes_only_what_changed_under_unchanged_neighbours() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let node = json!({"apiVersion":"v1","kind":"Node",
+            "metadata":{"name":"n","annotations":{"a":"1","b":"2"},"labels":{"l":"x"}},
+            "spec":{"unschedulable":false},
+            "status":{"conditions":[{"type":"Ready","status":"True"},{"type":"Disk","status":"False"}]}});
+        let live = apply(None, &node, "kubelet", false, o).unwrap();
+        // One annotation (two levels down, its siblings unchanged) and one keyed item's field.
+        let edited = merge_patch(&live, &json!({"metadata":{"annotations":{"b":"3"}}})).unwrap();
+        let mut edited = edited;
+        edited["status"]["conditions"][1]["status"] = json!("True");
+        let out = record_update(Some(&live), &edited, "daemon", ApplyOptions::new(T2, &keys));
+        let es = managed_entries(&out);
+        let daemon = es.iter().find(|e| e.manager == "daemon").unwrap();
+        assert_eq!(
+            daemon.paths(),
+            vec![
+                ".metadata.annotations.b",
+                ".status.conditions[type=\"Disk\"].status"
+            ]
+        );
+        let kubelet = es.iter().find(|e| e.manager == "kubelet").unwrap();
+        assert!(kubelet.owns(".metadata.annotations.a"));
+        assert!(kubelet.owns(".metadata.labels.l"));
+        assert!(kubelet.owns(".spec.unschedulable"));
+        assert!(kubelet.owns(".status.conditions[type=\"Ready\"].status"));
+        assert!(!kubelet.owns(".metadata.annotations.b"));
     }
 
     #[test]
