@@ -1403,8 +1403,8 @@ mod tests {
             "status":{"conditions":[{"type":"Ready","status":"True"},{"type":"Disk","status":"False"}]}});
         let live = apply(None, &node, "kubelet", false, o).unwrap();
         // One annotation (two levels down, its siblings unchanged) and one keyed item's field.
-        let edited = merge_patch(&live, &json!({"metadata":{"annotations":{"b":"3"}}})).unwrap();
-        let mut edited = edited;
+        let mut edited =
+            merge_patch(&live, &json!({"metadata":{"annotations":{"b":"3"}}})).unwrap();
         edited["status"]["conditions"][1]["status"] = json!("True");
         let out = record_update(Some(&live), &edited, "daemon", ApplyOptions::new(T2, &keys));
         let es = managed_entries(&out);
