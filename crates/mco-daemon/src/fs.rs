@@ -31,6 +31,18 @@ pub enum ChownPolicy {
     BestEffort,
 }
 
+/// What a completed write must survive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// A power cut: data and directory entries are fsynced before a write returns (a real
+    /// host, whose reboot is the kernel's).
+    PowerLoss,
+    /// The writer's death: renames keep every write atomic, and the page cache keeps it. A
+    /// simulated node's reboot is its daemon stopping, not its kernel, so fsyncs there only
+    /// cost the machine that runs the whole cluster.
+    ProcessCrash,
+}
+
 /// Mode and owner of a file to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileAttrs {
@@ -108,6 +120,7 @@ pub struct HostFs {
     dir: Dir,
     root: PathBuf,
     chown: ChownPolicy,
+    durability: Durability,
 }
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -180,7 +193,19 @@ impl HostFs {
             dir,
             root: root.to_path_buf(),
             chown,
+            durability: Durability::PowerLoss,
         })
+    }
+
+    /// Overrides what a completed write survives (a power cut unless told otherwise).
+    pub fn with_durability(mut self, durability: Durability) -> HostFs {
+        self.durability = durability;
+        self
+    }
+
+    /// What a completed write survives.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// Overrides the chown policy.
@@ -208,6 +233,7 @@ impl HostFs {
                 .map_err(|e| HostError::io("cloning root handle", e))?,
             root: self.root.clone(),
             chown: self.chown,
+            durability: self.durability,
         })
     }
 
@@ -376,13 +402,17 @@ impl HostFs {
     /// Writes a file atomically: parents are created, a temp file in the same directory gets
     /// the mode (before any data, in case it is secret), the data and the owner, is fsynced and
     /// renamed over the target, and the directory is fsynced. A crash at any instant leaves
-    /// either the old or the new content, never a mix.
+    /// either the old or the new content, never a mix. Under [`Durability::ProcessCrash`] the
+    /// fsyncs are skipped and the rename alone keeps that promise.
     pub fn write_atomic(&self, path: &str, contents: &[u8], attrs: &FileAttrs) -> Result<()> {
         let rel = relative(path)?;
         if let Some(parent) = Path::new(path).parent()
             && parent != Path::new("/")
         {
             self.create_dir_all(&parent.to_string_lossy(), attrs.dir_mode, None, None)?;
+        }
+        if self.durability == Durability::ProcessCrash {
+            return self.replace_unsynced(&rel, contents, attrs, path);
         }
         self.dir
             .atomic_replace_with(&rel, |w| -> io::Result<()> {
@@ -398,6 +428,47 @@ impl HostFs {
                 Ok(())
             })
             .map_err(|e| HostError::io(format!("writing {path}"), e))
+    }
+
+    /// [`HostFs::write_atomic`] without the fsyncs: a temp file beside the target, renamed
+    /// over it, so a reader or a killed writer still sees the old or the new content whole.
+    fn replace_unsynced(
+        &self,
+        rel: &Path,
+        contents: &[u8],
+        attrs: &FileAttrs,
+        path: &str,
+    ) -> Result<()> {
+        let name = rel.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = rel.with_file_name(format!(
+            ".{name}.mco-tmp-{}-{}",
+            std::process::id(),
+            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| -> Result<()> {
+            let mut opts = cap_std::fs::OpenOptions::new();
+            opts.write(true).create_new(true);
+            // The mode is the file's from its creation, before any data, in case it is secret.
+            cap_std::fs::OpenOptionsExt::mode(&mut opts, attrs.mode & 0o777);
+            let mut f = self
+                .dir
+                .open_with(&tmp, &opts)
+                .map_err(|e| HostError::io(format!("writing {path}"), e))?;
+            // The umask may have cleared bits, and special bits need an explicit chmod.
+            f.set_permissions(Permissions::from_mode(attrs.mode))
+                .and_then(|()| f.write_all(contents))
+                .map_err(|e| HostError::io(format!("writing {path}"), e))?;
+            if attrs.uid.is_some() || attrs.gid.is_some() {
+                self.fchown(&f, attrs.uid, attrs.gid, path)?;
+            }
+            self.dir
+                .rename(&tmp, &self.dir, rel)
+                .map_err(|e| HostError::io(format!("writing {path}"), e))
+        })();
+        if written.is_err() {
+            let _ = self.dir.remove_file(&tmp);
+        }
+        written
     }
 
     /// Appends to a file (created 0644 with its parents when missing) in one `write` on an
@@ -425,21 +496,29 @@ impl HostFs {
         Ok(f)
     }
 
-    /// Like [`HostFs::append`], then `fdatasync`: the record is on disk when this returns, so
-    /// a journal entry written before a change is never lost while the change survives.
+    /// Like [`HostFs::append`], then `fdatasync` (under [`Durability::PowerLoss`]): the record is
+    /// on disk when this returns, so a journal entry written before a change is never lost while
+    /// the change survives.
     pub fn append_durable(&self, path: &str, data: &[u8]) -> Result<()> {
-        self.append_file(path, data)?
-            .sync_data()
+        let f = self.append_file(path, data)?;
+        if self.durability == Durability::ProcessCrash {
+            return Ok(());
+        }
+        f.sync_data()
             .map_err(|e| HostError::io(format!("syncing {path}"), e))
     }
 
-    /// fsyncs the directory holding `path`, making a creation, rename or removal in it durable.
+    /// fsyncs the directory holding `path`, making a creation, rename or removal in it durable
+    /// (nothing to do under [`Durability::ProcessCrash`]).
     pub fn sync_parent(&self, path: &str) -> Result<()> {
         let rel = relative(path)?;
         self.sync_dir_rel(rel.parent().unwrap_or(Path::new("")), path)
     }
 
     fn sync_dir_rel(&self, rel: &Path, shown: &str) -> Result<()> {
+        if self.durability == Durability::ProcessCrash {
+            return Ok(());
+        }
         let rel = if rel.as_os_str().is_empty() {
             Path::new(".")
         } else {
@@ -564,9 +643,18 @@ mod tests {
         assert!(relative("/").is_err());
     }
 
+    const BOTH: [Durability; 2] = [Durability::PowerLoss, Durability::ProcessCrash];
+
     #[test]
     fn atomic_write_mode_owner_and_parents() {
+        for d in BOTH {
+            atomic_write_mode_owner_and_parents_with(d);
+        }
+    }
+
+    fn atomic_write_mode_owner_and_parents_with(d: Durability) {
         let (t, fs) = root();
+        let fs = fs.with_durability(d);
         fs.write_atomic(
             "/etc/a/b/secret",
             b"data",
@@ -593,19 +681,28 @@ mod tests {
             .unwrap();
         assert_eq!(fs.read("/etc/a/b/secret").unwrap(), b"new");
         assert_eq!(fs.stat("/etc/a/b/secret").unwrap().unwrap().mode, 0o4755);
-        assert_eq!(fs.list_dir("/etc/a/b").unwrap(), vec!["secret"]);
+        assert_eq!(fs.list_dir("/etc/a/b").unwrap(), vec!["secret"], "{d:?}");
+        // A clone writes with the same durability.
+        assert_eq!(fs.try_clone().unwrap().durability(), d);
     }
 
     #[test]
     fn writes_cannot_escape_root_through_symlinks() {
-        let (t, fs) = root();
-        let outside = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(outside.path(), t.path().join("evil")).unwrap();
-        let err = fs
-            .write_atomic("/evil/x", b"data", &FileAttrs::default())
-            .unwrap_err();
-        assert!(err.to_string().contains("/evil"), "{err}");
-        assert!(!outside.path().join("x").exists());
+        for d in BOTH {
+            let (t, fs) = root();
+            let fs = fs.with_durability(d);
+            let outside = tempfile::tempdir().unwrap();
+            std::os::unix::fs::symlink(outside.path(), t.path().join("evil")).unwrap();
+            let err = fs
+                .write_atomic("/evil/x", b"data", &FileAttrs::default())
+                .unwrap_err();
+            assert!(err.to_string().contains("/evil"), "{err}");
+            assert!(!outside.path().join("x").exists(), "{d:?}");
+            // A file symlinked out of the root is not written through either.
+            std::os::unix::fs::symlink(outside.path().join("y"), t.path().join("link")).unwrap();
+            let _ = fs.write_atomic("/link", b"data", &FileAttrs::default());
+            assert!(!outside.path().join("y").exists(), "{d:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::cmd::CommandRunner;
 use crate::error::{HostError, Result};
-use crate::fs::{FileAttrs, HostFs};
+use crate::fs::{Durability, FileAttrs, HostFs};
 use crate::osrelease::HostOs;
 use crate::ostree::{OsUpdater, RpmOstree, SimOstree};
 use crate::paths;
@@ -65,7 +65,7 @@ impl Host {
 
     /// A simulated node whose whole state lives under `root`.
     pub fn sim(root: impl AsRef<Path>) -> Result<Host> {
-        let fs = HostFs::open(root)?;
+        let fs = HostFs::open(root)?.with_durability(Durability::ProcessCrash);
         Ok(Host {
             os: Box::new(SimOstree::new(fs.try_clone()?)),
             systemd: Box::new(SimSystemd::new(fs.try_clone()?)),

@@ -5,7 +5,7 @@ mod common;
 use std::sync::{Arc, mpsc};
 
 use common::{argv, calls, fake_tool, fixture};
-use mco_daemon::fs::{FileAttrs, HostFs};
+use mco_daemon::fs::{Durability, FileAttrs, HostFs};
 use mco_daemon::ostree::{OsUpdater, RebaseMode, SimOstree};
 use mco_daemon::reboot::{
     RebootRequest, Rebooter, SimRebooter, SystemdRunRebooter, complete_sim_reboot,
@@ -118,6 +118,8 @@ fn sim_host_seed_000() {
     let t = tempfile::tempdir().unwrap();
     let host = Host::sim(t.path()).unwrap();
     assert_eq!(host.kind(), HostKind::Sim);
+    // A simulated reboot stops the daemon, not a kernel: no fsync is owed.
+    assert_eq!(host.fs.durability(), Durability::ProcessCrash);
     host.fs
         .write_atomic(
             paths::OS_RELEASE,
@@ -169,6 +171,7 @@ fn real_host_builds_without_running_tools() {
     let t = tempfile::tempdir().unwrap();
     let host = Host::real(t.path()).unwrap();
     assert_eq!(host.kind(), HostKind::Real);
+    assert_eq!(host.fs.durability(), Durability::PowerLoss);
     assert_eq!(host.fs.root(), t.path());
     assert!(!host.detect_os().unwrap().is_managed_ostree());
     assert!(format!("{host:?}").contains("Real"));

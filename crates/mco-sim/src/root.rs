@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mco_daemon::fs::{FileAttrs, HostFs};
+use mco_daemon::fs::{Durability, FileAttrs, HostFs};
 use mco_daemon::ostree::{DeploymentJson, OsStatus, SimOstree, StatusJson};
 use mco_daemon::paths;
 
@@ -51,7 +51,7 @@ impl NodeRoot {
     pub fn ensure(&self, profile: OsProfile, mode: OsUpdateMode) -> Result<HostFs> {
         std::fs::create_dir_all(&self.path)
             .map_err(|e| SimError::io("creating node root", &self.path, e))?;
-        let fs = HostFs::open(&self.path)?;
+        let fs = self.fs()?;
         if self.exists() {
             return Ok(fs);
         }
@@ -78,7 +78,7 @@ impl NodeRoot {
 
     /// The node's file access.
     pub fn fs(&self) -> Result<HostFs> {
-        Ok(HostFs::open(&self.path)?)
+        Ok(HostFs::open(&self.path)?.with_durability(Durability::ProcessCrash))
     }
 
     /// The current boot id.
