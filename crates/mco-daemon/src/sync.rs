@@ -132,6 +132,11 @@ struct Inner {
     written: Mutex<Option<Arc<Node>>>,
     /// This node's MCN as our last status write returned it, the base of the next write.
     mcn_written: Mutex<Option<MachineConfigNode>>,
+    /// Phases that another phase follows at once, held to ride in that phase's write: an
+    /// update's phases cost one MCN write each otherwise, most of them microseconds apart.
+    mcn_pending: Mutex<Vec<Write>>,
+    /// Annotation changes held, likewise, for the next Node write.
+    annotations_pending: Mutex<Vec<(&'static str, Option<String>)>>,
 }
 
 /// One node's daemon.
@@ -246,7 +251,7 @@ pub fn phase_write(phase: &Phase) -> Option<Write> {
             "Updating the Files and OS on disk as a part of the in progress phase",
         )
         .child(c::APPLIED_FILES_AND_OS, Status::Unknown, message.clone()),
-        Phase::Applied { message } => Write::parent(
+        Phase::Applied { message, .. } => Write::parent(
             c::UPDATE_EXECUTED,
             Status::True,
             "Updated the Files and OS on disk as a part of the in progress phase",
@@ -262,6 +267,24 @@ pub fn phase_write(phase: &Phase) -> Option<Write> {
         }
         Phase::PostActionComplete { actions } => post_action_write(actions),
     })
+}
+
+/// Empties a held list, keeping its allocation out of the way.
+fn take<T>(m: &Mutex<Vec<T>>) -> Vec<T> {
+    m.lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default()
+}
+
+/// Puts back what a failed write took, ahead of anything held since.
+fn restore<T>(m: &Mutex<Vec<T>>, mut held: Vec<T>) {
+    if held.is_empty() {
+        return;
+    }
+    if let Ok(mut v) = m.lock() {
+        held.append(&mut v);
+        *v = held;
+    }
 }
 
 fn post_action_write(actions: &[PostConfigAction]) -> Write {
@@ -366,21 +389,30 @@ impl Inner {
         Ok(self.nodes.get(&self.opts.node).await?)
     }
 
-    /// Merge-patches annotations and returns the Node as written.
+    /// Merge-patches annotations, after any held ones, and returns the Node as written.
     async fn annotate(&self, pairs: &[(&str, Option<&str>)]) -> Result<Node, SyncError> {
+        let held = take(&self.annotations_pending);
         let mut map = serde_json::Map::new();
-        for (k, v) in pairs {
-            map.insert((*k).into(), v.map(|v| json!(v)).unwrap_or(json!(null)));
+        let held_pairs = held.iter().map(|(k, v)| (*k, v.as_deref()));
+        for (k, v) in held_pairs.chain(pairs.iter().copied()) {
+            map.insert(k.into(), v.map(|v| json!(v)).unwrap_or(json!(null)));
         }
         let patch = json!({"metadata": {"annotations": map}});
-        let node = self
+        let node = match self
             .nodes
             .patch(
                 &self.opts.node,
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
             )
-            .await?;
+            .await
+        {
+            Ok(n) => n,
+            Err(e) => {
+                restore(&self.annotations_pending, held);
+                return Err(e.into());
+            }
+        };
         if let Ok(mut w) = self.written.lock() {
             *w = Some(Arc::new(node.clone()));
         }
@@ -411,6 +443,52 @@ impl Inner {
     /// The base is the copy the last write returned while nothing says it is stale: the drain
     /// controller's answers and a new desired config do, and then the MCN is read first.
     async fn mcn(&self, w: &Write) -> Result<(), SyncError> {
+        self.mcn_all(std::slice::from_ref(w)).await
+    }
+
+    /// Holds `w` for the next MCN write, which the caller knows follows at once. Whatever path
+    /// the sync takes, it ends with [`Inner::flush`], so a held phase is never lost.
+    fn mcn_later(&self, w: Write) {
+        if let Ok(mut p) = self.mcn_pending.lock() {
+            p.push(w);
+        }
+    }
+
+    /// Holds an annotation change for the next Node write (see [`Inner::mcn_later`]).
+    fn annotate_later(&self, key: &'static str, value: Option<&str>) {
+        if let Ok(mut p) = self.annotations_pending.lock() {
+            p.push((key, value.map(str::to_string)));
+        }
+    }
+
+    /// Writes the held annotation changes, if any.
+    async fn flush_annotations(&self) -> Result<(), SyncError> {
+        if !self.annotations_pending.lock().is_ok_and(|p| p.is_empty()) {
+            self.annotate(&[]).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes whatever is still held.
+    async fn flush(&self) -> Result<(), SyncError> {
+        self.flush_annotations().await?;
+        if !self.mcn_pending.lock().is_ok_and(|p| p.is_empty()) {
+            self.mcn_all(&[]).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the held phases and then `ws`, in order, as one MCN status write.
+    async fn mcn_all(&self, ws: &[Write]) -> Result<(), SyncError> {
+        let held = take(&self.mcn_pending);
+        let res = self.write_mcn(&held, ws).await;
+        if res.is_err() {
+            restore(&self.mcn_pending, held);
+        }
+        res
+    }
+
+    async fn write_mcn(&self, held: &[Write], ws: &[Write]) -> Result<(), SyncError> {
         let mut remembered = self.mcn_written.lock().ok().and_then(|mut m| m.take());
         for _ in 0..5 {
             let (obj, from_memory) = match remembered.take() {
@@ -442,7 +520,11 @@ impl Inner {
             }
             let mut status = obj.status.clone().unwrap_or_default();
             let now = Time(k8s_openapi::jiff::Timestamp::now());
-            if !mcn::apply(&mut status, w, &facts, &now) {
+            let mut changed = false;
+            for w in held.iter().chain(ws) {
+                changed |= mcn::apply(&mut status, w, &facts, &now);
+            }
+            if !changed {
                 // Nothing to write. The copy is kept for the next write: a read one is the
                 // freshest there is, and a remembered one can only be behind the drain
                 // controller, whose answers make the daemon forget it.
@@ -546,12 +628,26 @@ impl Inner {
     }
 
     async fn report(&self, phase: &Phase) -> Result<(), SyncError> {
-        if let Phase::Rebooting { .. } = phase {
-            self.annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))])
-                .await?;
-        }
-        if let Some(w) = phase_write(phase) {
-            self.mcn(&w).await?;
+        let Some(w) = phase_write(phase) else {
+            return Ok(());
+        };
+        match phase {
+            // The Rebooting phase follows at once and carries it.
+            Phase::Applied { reboot: true, .. } => self.mcn_later(w),
+            Phase::Rebooting { .. } => {
+                self.annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))])
+                    .await?;
+                // The update has succeeded once the reboot is requested, which is next: the
+                // same write says so, rather than a write racing the reboot. A failed request
+                // is written over with its error.
+                self.mcn_all(&[w, mcn::degraded(self.name(), None)]).await?;
+            }
+            Phase::DrainNotRequired => {
+                // `Working` waited for the drain request, and none comes.
+                self.flush_annotations().await?;
+                self.mcn(&w).await?;
+            }
+            _ => self.mcn(&w).await?,
         }
         Ok(())
     }
@@ -766,6 +862,8 @@ impl Daemon {
                 watched,
                 written: Mutex::new(None),
                 mcn_written: Mutex::new(None),
+                mcn_pending: Mutex::new(Vec::new()),
+                annotations_pending: Mutex::new(Vec::new()),
             }),
             booted: false,
             drift_rx,
@@ -787,17 +885,16 @@ impl Daemon {
         if annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING
             && !inner.engine.reboot_owed().map_err(EngineError::from)?
         {
+            // Both ride with the boot's next writes (Resumed, the uncordon request).
             let m = "Node has rebooted";
-            inner
-                .mcn(
-                    &Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::True, m).child(
-                        c::REBOOTED_NODE,
-                        Status::True,
-                        m,
-                    ),
-                )
-                .await?;
-            inner.annotate(&[(ann::POST_CONFIG_ACTION, None)]).await?;
+            inner.mcn_later(
+                Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::True, m).child(
+                    c::REBOOTED_NODE,
+                    Status::True,
+                    m,
+                ),
+            );
+            inner.annotate_later(ann::POST_CONFIG_ACTION, None);
         }
         let on_disk = inner.engine.on_disk_config().map_err(EngineError::from)?;
         let annotated = annotation(&node, ann::CURRENT_CONFIG);
@@ -878,8 +975,21 @@ impl Daemon {
         Ok(None)
     }
 
-    /// One sync of this node.
+    /// One sync of this node, then whatever it still holds is written. A failed sync leaves
+    /// that to [`Inner::mark_failed`], whose writes carry it.
     async fn sync(&mut self) -> Result<Option<Exit>, SyncError> {
+        let result = self.sync_once().await;
+        if matches!(
+            result,
+            Ok(_) | Err(SyncError::StillDegraded(_) | SyncError::Shutdown)
+        ) && let Err(e) = self.inner.flush().await
+        {
+            tracing::warn!(error = %e, "held status not written");
+        }
+        result
+    }
+
+    async fn sync_once(&mut self) -> Result<Option<Exit>, SyncError> {
         if !self.booted {
             let r = self.boot().await?;
             if r.is_some() || !self.booted {
@@ -955,17 +1065,14 @@ impl Daemon {
             inner.adopt(&old, new).await?;
             return Ok(None);
         }
-        inner
-            .mcn(&Write::parent(
-                c::UPDATED,
-                Status::False,
-                format!("Node {} needs an update", inner.name()),
-            ))
-            .await?;
+        // Both ride with the update's first writes: the Prepared phase and the drain request.
+        inner.mcn_later(Write::parent(
+            c::UPDATED,
+            Status::False,
+            format!("Node {} needs an update", inner.name()),
+        ));
         if state != states::DEGRADED && state != states::UNRECONCILABLE {
-            inner
-                .annotate(&[(ann::STATE, Some(states::WORKING))])
-                .await?;
+            inner.annotate_later(ann::STATE, Some(states::WORKING));
         }
         let engine = Arc::clone(&inner.engine);
         let pre = old.clone();

@@ -193,7 +193,7 @@ fn ssh_keys_and_password_without_reboot() {
         .phases
         .iter()
         .find_map(|p| match p {
-            Phase::Applied { message } => Some(message.clone()),
+            Phase::Applied { message, .. } => Some(message.clone()),
             _ => None,
         })
         .unwrap();
@@ -311,7 +311,7 @@ fn non_ostree_host_skips_os_explicitly() {
         .phases
         .iter()
         .find_map(|p| match p {
-            Phase::Applied { message } => Some(message.clone()),
+            Phase::Applied { message, .. } => Some(message.clone()),
             _ => None,
         })
         .unwrap();

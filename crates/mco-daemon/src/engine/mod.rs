@@ -44,6 +44,8 @@ pub enum Phase {
     Applied {
         /// Upstream's message, plus the OS-skipped note on non-ostree hosts.
         message: String,
+        /// Whether [`Phase::Rebooting`] comes next, with nothing in between that takes time.
+        reboot: bool,
     },
     /// A reboot follows (`RebootedNode=Unknown`, `post-config-action=Rebooting`); reported
     /// before the reboot is requested so the annotation survives it.
@@ -380,7 +382,10 @@ impl Engine {
         }
         let finish = (|| {
             reporter
-                .report(&Phase::Applied { message })
+                .report(&Phase::Applied {
+                    message,
+                    reboot: plan.reboots(),
+                })
                 .map_err(EngineError::Report)?;
             if force {
                 self.host.fs.remove_file(paths::FORCE_FILE)?;
