@@ -95,6 +95,20 @@ impl Ctx {
     }
 
     /// Remember a node as returned by a write.
+    /// `node` as a watch delivered it, or this controller's own later write of it while the
+    /// watch has not caught up: a reconcile woken by an older event then acts on what it wrote
+    /// (the drain controller would otherwise drain again a node it has just answered).
+    pub fn known_node(&self, node: Arc<Node>) -> Arc<Node> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let written = self
+            .written_nodes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned();
+        newer(Some(Arc::clone(&node)), written).unwrap_or(node)
+    }
+
     pub fn wrote_node(&self, node: Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
         self.written_nodes

@@ -12,6 +12,11 @@
 //! replace the whole list (clobbering the daemon's conditions), and a JSON patch would need list
 //! indexes that race with the daemon. Applies are forced: when the daemon last wrote one of these
 //! conditions (its `Updated` reset), the drain controller's newer word wins, as upstream.
+//!
+//! ## Few writes per drain
+//! Cordoning writes its condition with the drain's first ones, and uncordoning rides in the
+//! Node write that answers the daemon. A drain of a node with nothing to evict is then two MCN
+//! writes and two Node writes, and an uncordon one of each.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -282,9 +287,19 @@ async fn set_unschedulable(ctx: &Ctx, node: &str, value: bool) -> Result<(), Err
     Ok(())
 }
 
-async fn set_last_applied(ctx: &Ctx, node: &str, value: &str) -> Result<(), Error> {
+/// Sets `lastAppliedDrain` to `value`, the answer the daemon waits for, and `unschedulable`
+/// with it when given.
+async fn answer(
+    ctx: &Ctx,
+    node: &str,
+    value: &str,
+    unschedulable: Option<bool>,
+) -> Result<(), Error> {
     let api: Api<Node> = Api::all(ctx.client.clone());
-    let patch = json!({"metadata": {"annotations": {annotations::LAST_APPLIED_DRAIN: value}}});
+    let mut patch = json!({"metadata": {"annotations": {annotations::LAST_APPLIED_DRAIN: value}}});
+    if let Some(u) = unschedulable {
+        patch["spec"] = json!({"unschedulable": u});
+    }
     let n = api
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
@@ -340,6 +355,7 @@ fn forget(ctx: &Ctx, node: &str) {
 
 /// React to one node's drain request.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let node = ctx.known_node(node);
     let name = node.metadata.name.clone().unwrap_or_default();
     let desired = annotation(&node, annotations::DESIRED_DRAIN).to_string();
     let last = annotation(&node, annotations::LAST_APPLIED_DRAIN).to_string();
@@ -357,8 +373,29 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
     }
 }
 
+/// Uncordons and answers in one Node write, after the MCN says so: the daemon acts on the
+/// answer at once, and a condition written after it would race the daemon's next status write.
 async fn uncordon(ctx: &Ctx, node: &str, desired: &str) -> Result<Action, Error> {
-    if let Err(e) = set_unschedulable(ctx, node, false).await {
+    set_conditions(
+        ctx,
+        node,
+        &[
+            (
+                mcn_conditions::UPDATE_COMPLETE,
+                "True",
+                "Uncordoned",
+                "Uncordoned Node as part of completing upgrade phase".into(),
+            ),
+            (
+                mcn_conditions::UNCORDONED,
+                "True",
+                "UpdateCompleteUncordoned",
+                "UnCordoned node. The node is reporting Unschedulable = false".into(),
+            ),
+        ],
+    )
+    .await?;
+    if let Err(e) = answer(ctx, node, desired, Some(false)).await {
         set_conditions(
             ctx,
             node,
@@ -380,26 +417,6 @@ async fn uncordon(ctx: &Ctx, node: &str, desired: &str) -> Result<Action, Error>
         .await?;
         return Err(e);
     }
-    set_conditions(
-        ctx,
-        node,
-        &[
-            (
-                mcn_conditions::UPDATE_COMPLETE,
-                "True",
-                "Uncordoned",
-                "Uncordoned Node as part of completing upgrade phase".into(),
-            ),
-            (
-                mcn_conditions::UNCORDONED,
-                "True",
-                "UpdateCompleteUncordoned",
-                "UnCordoned node. The node is reporting Unschedulable = false".into(),
-            ),
-        ],
-    )
-    .await?;
-    set_last_applied(ctx, node, desired).await?;
     forget(ctx, node);
     Ok(Action::await_change())
 }
@@ -408,6 +425,7 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
     let name = node.metadata.name.clone().unwrap_or_default();
     let t = ctx.config.drain.clone();
     let state = progress(ctx, &name, desired);
+    let mut conds = vec![];
     if !unschedulable(node) {
         if let Err(e) = set_unschedulable(ctx, &name, true).await {
             set_conditions(
@@ -431,45 +449,30 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
             .await?;
             return Err(e);
         }
-        set_conditions(
-            ctx,
-            &name,
-            &[
-                (
-                    mcn_conditions::UPDATE_EXECUTED,
-                    "Unknown",
-                    "Cordoned",
-                    "Cordoned Node as part of update executed phase".into(),
-                ),
-                (
-                    mcn_conditions::CORDONED,
-                    "True",
-                    "UpdateExecutedCordoned",
-                    "Cordoned node. The node is reporting Unschedulable = true".into(),
-                ),
-            ],
-        )
-        .await?;
+        // The drain starts at once: its conditions go in the same write, and UpdateExecuted
+        // moves on from "Cordoned" to "Drained" there.
+        conds.push((
+            mcn_conditions::CORDONED,
+            "True",
+            "UpdateExecutedCordoned",
+            "Cordoned node. The node is reporting Unschedulable = true".into(),
+        ));
     }
-    set_conditions(
-        ctx,
-        &name,
-        &[
-            (
-                mcn_conditions::UPDATE_EXECUTED,
-                "Unknown",
-                "Drained",
-                "Draining Node as part of update executed phase".into(),
-            ),
-            (
-                mcn_conditions::DRAINED,
-                "Unknown",
-                "UpdateExecutedDrained",
-                draining_message(desired, last, &state.blockers),
-            ),
-        ],
-    )
-    .await?;
+    conds.extend([
+        (
+            mcn_conditions::UPDATE_EXECUTED,
+            "Unknown",
+            "Drained",
+            "Draining Node as part of update executed phase".into(),
+        ),
+        (
+            mcn_conditions::DRAINED,
+            "Unknown",
+            "UpdateExecutedDrained",
+            draining_message(desired, last, &state.blockers),
+        ),
+    ]);
+    set_conditions(ctx, &name, &conds).await?;
 
     let attempt =
         tokio::time::timeout(t.attempt_timeout, evict_all(ctx, &name, desired, last)).await;
@@ -501,7 +504,7 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
             )],
         )
         .await?;
-        set_last_applied(ctx, &name, desired).await?;
+        answer(ctx, &name, desired, None).await?;
         forget(ctx, &name);
         tracing::info!(node = %name, "drain complete");
         return Ok(Action::await_change());

@@ -403,3 +403,83 @@ async fn standby_takes_over_when_the_leader_dies_and_the_rollout_finishes() {
     .await;
     wait_updated(c, "worker", &r1, 60).await;
 }
+
+/// One counter of the server's `apiserver_request_total`, 0 when absent.
+async fn requests(c: &kube::Client, labels: &str) -> u64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = c.request_text(req).await.unwrap();
+    let key = format!("apiserver_request_total{{{labels}}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(key.as_str()))
+        .map(|n| n.trim().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// A drain with nothing to evict and its uncordon cost three MCN condition writes (cordoned and
+/// draining together, drained, uncordoned), and the uncordon is the same Node write as its
+/// answer, so no reader sees the answer before the node is schedulable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_and_its_uncordon_write_few_times() {
+    const APPLIES: &str = r#"verb="APPLY",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="200""#;
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    create_node(c, &node("w0", "worker", &r0)).await;
+    wait_updated(c, "worker", &r0, 30).await;
+    eventually("the MCN exists", 30, || async {
+        Api::<MachineConfigNode>::all(c.clone())
+            .get_opt("w0")
+            .await
+            .ok()?
+            .map(|_| ())
+    })
+    .await;
+    let before = requests(c, APPLIES).await;
+    // Every version of the node while the uncordon is answered.
+    let nodes: Api<Node> = Api::all(c.clone());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, bool)>::new()));
+    let record = {
+        let (nodes, seen) = (nodes.clone(), seen.clone());
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            let cfg = kube::runtime::watcher::Config::default().fields("metadata.name=w0");
+            let mut s = std::pin::pin!(kube::runtime::watcher::watcher(nodes, cfg));
+            while let Some(ev) = s.next().await {
+                use kube::runtime::watcher::Event;
+                let Ok(Event::Apply(n) | Event::InitApply(n)) = ev else {
+                    continue;
+                };
+                let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+                let answer = ann(&n, annotations::LAST_APPLIED_DRAIN);
+                seen.lock().unwrap().push((answer.to_string(), cordoned));
+            }
+        })
+    };
+
+    let _daemons = spawn_daemons(c, Daemon::Drain);
+    create_mc(c, "50-worker-a", "worker", "/etc/a", "a").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    wait_updated(c, "worker", &r1, 60).await;
+    eventually("three condition writes", 30, || async {
+        (requests(c, APPLIES).await >= before + 3).then_some(())
+    })
+    .await;
+    record.abort();
+    assert_eq!(requests(c, APPLIES).await - before, 3);
+    let seen = seen.lock().unwrap().clone();
+    let uncordon = format!("uncordon-{r1}");
+    assert!(
+        seen.iter().any(|(a, _)| *a == uncordon),
+        "the uncordon answer was seen: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|(a, cordoned)| *a != uncordon || !cordoned),
+        "answered while still cordoned: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|(a, cordoned)| *a == format!("drain-{r1}") && *cordoned),
+        "the drain answer comes on a cordoned node: {seen:?}"
+    );
+}
