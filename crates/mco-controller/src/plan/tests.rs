@@ -176,6 +176,19 @@ fn picks_one_node_by_default() {
     assert_eq!(p.members.len(), 5);
 }
 
+/// The rollout looks members up by binary search.
+#[test]
+fn members_are_sorted_by_name_whatever_the_node_order() {
+    let mut nodes = workers(12);
+    nodes.reverse();
+    nodes.swap(3, 7);
+    let p = run(&worker(None), &nodes);
+    let mut sorted = p.members.clone();
+    sorted.sort();
+    assert_eq!(p.members, sorted);
+    assert_eq!(p.members.len(), 12);
+}
+
 #[test]
 fn picks_up_to_the_budget() {
     let p = run(&worker(Some(IntOrString::Int(3))), &workers(5));
