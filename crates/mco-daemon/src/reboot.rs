@@ -1,7 +1,7 @@
 //! Rebooting the node: a transient systemd unit on a real host, a request to the node's
 //! supervisor in simulation.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -238,11 +238,17 @@ pub fn complete_sim_reboot(fs: &HostFs) -> Result<bool> {
     } else {
         false
     };
+    // The marker the boot would recreate is kept instead: the same empty file, without a
+    // file deleted and another created on every simulated reboot.
+    let marker = Path::new(paths::OSTREE_BOOTED)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     for name in fs.list_dir("/run")? {
+        if ostree_booted && name == marker {
+            continue;
+        }
         fs.remove_all(&format!("/run/{name}"))?;
-    }
-    if ostree_booted {
-        fs.write_atomic(paths::OSTREE_BOOTED, b"", &FileAttrs::default())?;
     }
     fs.write_atomic(
         paths::BOOT_ID,

@@ -98,8 +98,18 @@ fn completing_a_sim_reboot_boots_staged_and_clears_run() {
     SimRebooter::new(fs.try_clone().unwrap())
         .reboot("x")
         .unwrap();
+    let inode = |p: &str| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(t.path().join(p.trim_start_matches('/')))
+            .unwrap()
+            .ino()
+    };
+    let (marker, boot_id) = (inode(paths::OSTREE_BOOTED), fs.read(paths::BOOT_ID).ok());
 
     assert!(complete_sim_reboot(&fs).unwrap());
+    // The marker the boot recreates is kept as it was; the boot id is new.
+    assert_eq!(inode(paths::OSTREE_BOOTED), marker);
+    assert_ne!(fs.read(paths::BOOT_ID).ok(), boot_id);
     assert_eq!(
         os.booted_os_image_url().unwrap().as_deref(),
         Some("registry.example/os:1")

@@ -86,14 +86,6 @@ impl NodeRoot {
         Ok(self.fs()?.read_to_string(BOOT_ID)?.trim().to_string())
     }
 
-    /// A new boot: a fresh boot id.
-    pub fn rotate_boot_id(&self) -> Result<String> {
-        let id = new_boot_id();
-        self.fs()?
-            .write_atomic(BOOT_ID, id.as_bytes(), &FileAttrs::mode(0o444))?;
-        Ok(id)
-    }
-
     /// The simulated ostree's deployments; `None` on a non-ostree host.
     pub fn os_status(&self) -> Result<Option<OsStatus>> {
         let fs = self.fs()?;

@@ -381,7 +381,7 @@ fn pending_reboot(root: &NodeRoot) -> Result<bool> {
 /// What a reboot does to the disk: staged deployment booted, `/run` fresh, new boot id.
 fn boot(root: &NodeRoot) -> Result<String> {
     complete_sim_reboot(&root.fs()?)?;
-    root.rotate_boot_id()
+    root.boot_id()
 }
 
 async fn reboot(
