@@ -5,13 +5,13 @@
 //!
 //! ## How the MCN conditions are written
 //! The daemon owns most of an MCN's `status`; this controller owns only the drain-related
-//! conditions (`UpdateExecuted`, `Cordoned`, `Drained`, `UpdateComplete`, `Uncordoned`). They are
-//! written with server-side apply under their own field manager ([`FIELD_MANAGER`]), distinct from
-//! the daemon's. `conditions` is a list-map keyed by `type`, so the API server merges an apply of
-//! a few entries into the list and leaves the daemon's entries alone. A JSON merge patch would
-//! replace the whole list (clobbering the daemon's conditions), and a JSON patch would need list
-//! indexes that race with the daemon. Applies are forced: when the daemon last wrote one of these
-//! conditions (its `Updated` reset), the drain controller's newer word wins, as upstream.
+//! conditions (`UpdateExecuted`, `Cordoned`, `Drained`, `UpdateComplete`, `Uncordoned`). A write
+//! sends the whole status of the MCN it started from, with these conditions set in place, under
+//! its own field manager ([`FIELD_MANAGER`]), conditional on that copy's resourceVersion, as the
+//! daemon writes: if the daemon wrote since, the server refuses it and the next attempt reads the
+//! MCN, so neither clobbers the other's conditions. A merge patch would replace the whole list
+//! unconditionally, and a JSON patch would need list indexes that race with the daemon. It was a
+//! server-side apply of the five conditions before, which cost the server several times an update.
 //!
 //! ## Few writes per drain
 //! Cordoning writes its condition with the drain's first ones, and uncordoning rides in the
@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Api;
-use kube::api::{EvictParams, ListParams, Patch, PatchParams};
+use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use mco_api::constants::{annotations, drain as drain_values, mcn_conditions};
@@ -203,6 +203,28 @@ pub fn merged_conditions(existing: &[Condition], new: &[Cond<'_>], now: &Time) -
         .collect()
 }
 
+/// `existing` with the drain conditions of `new` set in place (appended when absent), the
+/// others kept as they are: the whole list a status write sends.
+pub fn with_conditions(existing: &[Condition], new: &[Cond<'_>], now: &Time) -> Vec<Condition> {
+    let owned = merged_conditions(existing, new, now);
+    let mut out: Vec<Condition> = existing
+        .iter()
+        .map(|c| {
+            owned
+                .iter()
+                .find(|o| o.type_ == c.type_)
+                .unwrap_or(c)
+                .clone()
+        })
+        .collect();
+    out.extend(
+        owned
+            .into_iter()
+            .filter(|o| !existing.iter().any(|c| c.type_ == o.type_)),
+    );
+    out
+}
+
 /// The newest copy of the node's MCN this controller holds: the cache, or its own last write
 /// when the cache has not caught up with it.
 fn known_mcn(ctx: &Ctx, node: &str) -> Option<Arc<mco_api::MachineConfigNode>> {
@@ -248,21 +270,15 @@ async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(),
             }
             return Ok(());
         }
-        let list = merged_conditions(&existing, conds, &Time(jiff::Timestamp::now()));
-        let body = json!({
-            "apiVersion": "machineconfiguration.openshift.io/v1alpha1",
-            "kind": "MachineConfigNode",
-            "metadata": {"name": node, "resourceVersion": live.metadata.resource_version},
-            "status": {"conditions": list},
-        });
-        match api
-            .patch_status(
-                node,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&body),
-            )
-            .await
-        {
+        let mut body = (*live).clone();
+        body.metadata.managed_fields = None;
+        let status = body.status.get_or_insert_with(Default::default);
+        status.conditions = with_conditions(&existing, conds, &Time(jiff::Timestamp::now()));
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        match api.replace_status(node, &pp, &body).await {
             Ok(written) => {
                 update_progress(ctx, node, |p| p.mcn = Some(Arc::new(written)));
                 return Ok(());
@@ -785,6 +801,39 @@ mod tests {
             &t1,
         );
         assert_eq!(out[1].last_transition_time, t1);
+
+        // The whole list a status write sends: the daemon's conditions untouched and in place,
+        // the drain's set where they are, a new one appended.
+        let out = with_conditions(
+            &existing,
+            &[
+                (mcn_conditions::DRAINED, "True", "x", "done".into()),
+                (
+                    mcn_conditions::UNCORDONED,
+                    "True",
+                    "y",
+                    "schedulable".into(),
+                ),
+            ],
+            &t1,
+        );
+        let types: Vec<&str> = out.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            types,
+            vec![
+                mcn_conditions::CORDONED,
+                mcn_conditions::DRAINED,
+                mcn_conditions::UPDATED,
+                mcn_conditions::UNCORDONED
+            ]
+        );
+        assert_eq!(out[0], existing[0]);
+        assert_eq!(out[2], existing[2]);
+        assert_eq!(
+            (out[1].status.as_str(), out[1].message.as_str()),
+            ("True", "done")
+        );
+        assert_eq!(out[3].last_transition_time, t1);
     }
 
     #[test]
