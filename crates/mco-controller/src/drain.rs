@@ -501,8 +501,13 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
         )),
     };
     let Some(error) = error else {
-        // Upstream restarts if someone uncordoned the node during the drain.
-        let fresh = Api::<Node>::all(ctx.client.clone()).get(&name).await?;
+        // Upstream restarts if someone uncordoned the node during the drain. The watch (or our
+        // own cordon, while the watch lags) tells; an uncordon it has not delivered yet could
+        // as well have come a moment after a read.
+        let fresh = match ctx.nodes.get(&ObjectRef::new(&name)) {
+            Some(cached) => ctx.known_node(cached),
+            None => Arc::new(Api::<Node>::all(ctx.client.clone()).get(&name).await?),
+        };
         if !unschedulable(&fresh) {
             tracing::info!(node = %name, "node was uncordoned during the drain; starting over");
             return Ok(Action::requeue(Duration::from_millis(100)));

@@ -326,6 +326,26 @@ async fn drain_blocked_by_a_budget_names_it_and_completes_once_a_replacement_is_
     let w0 = Api::<Node>::all(c.clone()).get("w0").await.unwrap();
     assert_eq!(w0.spec.unwrap().unschedulable, Some(true));
 
+    // Someone uncordons the node while the drain waits: once the eviction goes through, the
+    // drain starts over (cordons again) rather than answering on a schedulable node.
+    let (seen, record) = record_node(c, "w0");
+    Api::<Node>::all(c.clone())
+        .patch(
+            "w0",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"unschedulable": false}})),
+        )
+        .await
+        .unwrap();
+    eventually("the manual uncordon seen", 30, || async {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|(_, cordoned)| !cordoned)
+            .then_some(())
+    })
+    .await;
+
     // A replacement becomes Ready elsewhere: the budget allows the eviction.
     ready_pod(c, "web-2", "spare").await;
     wait_updated(c, "worker", &r1, 60).await;
@@ -353,6 +373,15 @@ async fn drain_blocked_by_a_budget_names_it_and_completes_once_a_replacement_is_
             "UnCordoned node. The node is reporting Unschedulable = false".into()
         ))
     );
+    record.abort();
+    let seen = seen.lock().unwrap().clone();
+    let manual = seen.iter().position(|(_, cordoned)| !cordoned).unwrap();
+    let answered = seen
+        .iter()
+        .position(|(a, _)| *a == format!("drain-{r1}"))
+        .expect("the drain was answered");
+    assert!(answered > manual, "{seen:?}");
+    assert!(seen[answered].1, "answered on a cordoned node: {seen:?}");
     let drained = mcn_condition(&m, mcn_conditions::DRAINED).unwrap();
     assert_eq!(drained.0, "True");
     assert_eq!(
@@ -404,6 +433,30 @@ async fn standby_takes_over_when_the_leader_dies_and_the_rollout_finishes() {
     wait_updated(c, "worker", &r1, 60).await;
 }
 
+/// Every version of node `name` a watch delivers, as (lastAppliedDrain, cordoned).
+type NodeLog = std::sync::Arc<std::sync::Mutex<Vec<(String, bool)>>>;
+
+fn record_node(c: &kube::Client, name: &str) -> (NodeLog, tokio::task::JoinHandle<()>) {
+    let nodes: Api<Node> = Api::all(c.clone());
+    let seen = NodeLog::default();
+    let out = seen.clone();
+    let cfg = kube::runtime::watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let task = tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut s = std::pin::pin!(kube::runtime::watcher::watcher(nodes, cfg));
+        while let Some(ev) = s.next().await {
+            use kube::runtime::watcher::Event;
+            let Ok(Event::Apply(n) | Event::InitApply(n)) = ev else {
+                continue;
+            };
+            let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+            let answer = ann(&n, annotations::LAST_APPLIED_DRAIN).to_string();
+            out.lock().unwrap().push((answer, cordoned));
+        }
+    });
+    (seen, task)
+}
+
 /// One counter of the server's `apiserver_request_total`, 0 when absent.
 async fn requests(c: &kube::Client, labels: &str) -> u64 {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
@@ -436,26 +489,7 @@ async fn a_drain_and_its_uncordon_write_few_times() {
     })
     .await;
     let before = requests(c, WRITES).await;
-    // Every version of the node while the uncordon is answered.
-    let nodes: Api<Node> = Api::all(c.clone());
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, bool)>::new()));
-    let record = {
-        let (nodes, seen) = (nodes.clone(), seen.clone());
-        tokio::spawn(async move {
-            use futures::StreamExt;
-            let cfg = kube::runtime::watcher::Config::default().fields("metadata.name=w0");
-            let mut s = std::pin::pin!(kube::runtime::watcher::watcher(nodes, cfg));
-            while let Some(ev) = s.next().await {
-                use kube::runtime::watcher::Event;
-                let Ok(Event::Apply(n) | Event::InitApply(n)) = ev else {
-                    continue;
-                };
-                let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
-                let answer = ann(&n, annotations::LAST_APPLIED_DRAIN);
-                seen.lock().unwrap().push((answer.to_string(), cordoned));
-            }
-        })
-    };
+    let (seen, record) = record_node(c, "w0");
 
     let _daemons = spawn_daemons(c, Daemon::Drain);
     create_mc(c, "50-worker-a", "worker", "/etc/a", "a").await;
