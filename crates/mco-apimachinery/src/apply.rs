@@ -767,15 +767,20 @@ fn lookup<'v>(root: &'v Value, path: &[String]) -> Option<&'v Value> {
 
 /// Whether the field at `p` differs. List items and maps compare by
 /// presence: their contents are separate fields with their own owners.
-/// Which fields at the top and one level down are equal before and after a write. Every path
-/// under such a field is unchanged, so it skips [`changed`]'s two lookups from the root: a write
-/// usually touches one corner of the object (an annotation, the status), and a Node has hundreds
-/// of leaf paths.
+/// Which fields and list items, up to three levels down, are equal before and after a write.
+/// Every path under such a value is unchanged, so it skips [`changed`]'s two lookups from the
+/// root: a write usually touches one corner of the object (an annotation, one condition of a
+/// status), and an object has hundreds of leaf paths. Keyed items count: a status write that
+/// moves one of fourteen conditions looks up each condition once, not each of its fields twice
+/// (a `k:` element is parsed on every lookup).
 struct SameFields<'v, 'p> {
     a: &'v Value,
     b: &'v Value,
-    memo: HashMap<(&'p str, Option<&'p str>), bool>,
+    memo: HashMap<&'p [String], bool>,
 }
+
+/// How deep [`SameFields`] compares: `.status.conditions[type=X]` is three elements.
+const SAME_DEPTH: usize = 3;
 
 impl<'v, 'p> SameFields<'v, 'p> {
     fn new(a: &'v Value, b: &'v Value) -> Self {
@@ -786,26 +791,21 @@ impl<'v, 'p> SameFields<'v, 'p> {
         }
     }
 
-    /// Whether `p` lies under a field whose value did not change.
+    /// Whether `p` lies under a field or item whose value did not change.
     fn covers(&mut self, p: &'p Path) -> bool {
-        let field = |i: usize| p.get(i).and_then(|e| e.strip_prefix("f:"));
-        let Some(top) = field(0) else {
-            return false;
-        };
         let (a, b) = (self.a, self.b);
-        let same_top = *self
-            .memo
-            .entry((top, None))
-            .or_insert_with(|| a.get(top) == b.get(top));
-        if same_top {
-            return true;
+        // Proper prefixes only: the path's own value is `changed`'s to judge.
+        for d in 1..p.len().min(SAME_DEPTH + 1) {
+            let prefix = &p[..d];
+            let same = *self
+                .memo
+                .entry(prefix)
+                .or_insert_with(|| lookup(a, prefix) == lookup(b, prefix));
+            if same {
+                return true;
+            }
         }
-        let Some(second) = field(1) else {
-            return false;
-        };
-        *self.memo.entry((top, Some(second))).or_insert_with(|| {
-            a.get(top).and_then(|v| v.get(second)) == b.get(top).and_then(|v| v.get(second))
-        })
+        false
     }
 }
 
@@ -1422,6 +1422,39 @@ mod tests {
         assert!(kubelet.owns(".spec.unschedulable"));
         assert!(kubelet.owns(".status.conditions[type=\"Ready\"].status"));
         assert!(!kubelet.owns(".metadata.annotations.b"));
+    }
+
+    /// Keyed items compare whole before their fields are looked at: reordered items are
+    /// unchanged, an added one is the writer's, a removed one leaves every owner.
+    #[test]
+    fn record_update_judges_keyed_items_whole() {
+        let keys = mcp_keys();
+        let o = ApplyOptions::new(T1, &keys);
+        let node = json!({"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},
+            "status":{"conditions":[
+                {"type":"Ready","status":"True","message":"ok"},
+                {"type":"Disk","status":"False","message":"fine"},
+                {"type":"Pid","status":"False","message":"fine"}]}});
+        let live = apply(None, &node, "kubelet", false, o).unwrap();
+        let mut edited = live.clone();
+        edited["status"]["conditions"] = json!([
+            {"type":"Pid","status":"False","message":"fine"},
+            {"type":"Ready","status":"True","message":"ok"},
+            {"type":"Mem","status":"True","message":"low"}]);
+        let out = record_update(Some(&live), &edited, "daemon", ApplyOptions::new(T2, &keys));
+        let es = managed_entries(&out);
+        let daemon = es.iter().find(|e| e.manager == "daemon").unwrap();
+        assert!(daemon.owns(".status.conditions[type=\"Mem\"].status"));
+        assert!(
+            !daemon
+                .paths()
+                .iter()
+                .any(|p| p.contains("Ready") || p.contains("Pid"))
+        );
+        let kubelet = es.iter().find(|e| e.manager == "kubelet").unwrap();
+        assert!(kubelet.owns(".status.conditions[type=\"Ready\"].message"));
+        assert!(kubelet.owns(".status.conditions[type=\"Pid\"].status"));
+        assert!(!kubelet.paths().iter().any(|p| p.contains("Disk")));
     }
 
     #[test]
