@@ -517,3 +517,45 @@ async fn a_drain_and_its_uncordon_write_few_times() {
         "the drain answer comes on a cordoned node: {seen:?}"
     );
 }
+
+/// The first pass of a rollout points the candidates at the target and taints every member:
+/// each taint write is conditional on the version the pass read, which for a candidate is the
+/// one its desiredConfig write returned, so no write meets a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollouts_taint_writes_meet_no_conflict() {
+    const CONFLICTS: &str = r#"verb="PATCH",group="",resource="nodes",subresource="",code="409""#;
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    for i in 0..6 {
+        create_node(c, &node(&format!("w{i}"), "worker", &r0)).await;
+    }
+    wait_updated(c, "worker", &r0, 30).await;
+    patch_pool(c, json!({"spec": {"maxUnavailable": 3}})).await;
+    create_mc(c, "50-worker-a", "worker", "/etc/a", "a").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    let tainted = |n: &Node| {
+        n.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.key == "UpdateInProgress"))
+    };
+    eventually("3 targeted, all 6 tainted", 30, || {
+        let (r0, r1) = (r0.clone(), r1.clone());
+        async move {
+            let all = nodes(c).await;
+            let targeted = all
+                .iter()
+                .filter(|n| ann(n, annotations::DESIRED_CONFIG) == r1)
+                .count();
+            let workers = all
+                .iter()
+                .filter(|n| ann(n, annotations::CURRENT_CONFIG) == r0);
+            (targeted == 3 && workers.clone().count() == 6 && workers.into_iter().all(tainted))
+                .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(requests(c, CONFLICTS).await, 0);
+}
