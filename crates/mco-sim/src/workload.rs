@@ -214,17 +214,35 @@ pub struct Candidate {
     /// Whether it carries the worker role (web pods prefer workers, like OpenShift's
     /// masters refusing workloads).
     pub worker: bool,
+    /// Whether it carries a `PreferNoSchedule` taint, which the scheduler avoids when it can:
+    /// the controller's `UpdateInProgress` taint steers pods to nodes already updated, so a
+    /// pod evicted by one drain is not placed where the next wave drains it again.
+    pub avoid: bool,
 }
 
-/// Where a new web pod goes: a schedulable worker with the fewest web pods (a master only when
-/// no worker is schedulable), first by name on ties. `None` when no node can take it.
+/// Where a new web pod goes: a schedulable worker (a master only when no worker is
+/// schedulable), untainted before `PreferNoSchedule`-tainted, with the fewest web pods, first
+/// by name on ties. `None` when no node can take it.
 pub fn pick_node(candidates: &[Candidate], load: &BTreeMap<String, usize>) -> Option<String> {
     let any_worker = candidates.iter().any(|c| c.worker);
     candidates
         .iter()
         .filter(|c| c.worker || !any_worker)
-        .min_by_key(|c| (load.get(&c.name).copied().unwrap_or(0), c.name.clone()))
+        .min_by_key(|c| {
+            (
+                c.avoid,
+                load.get(&c.name).copied().unwrap_or(0),
+                c.name.clone(),
+            )
+        })
         .map(|c| c.name.clone())
+}
+
+fn prefers_no_schedule(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.effect == "PreferNoSchedule"))
 }
 
 fn node_ready(n: &Node) -> bool {
@@ -459,6 +477,7 @@ fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
         .map(|n| Candidate {
             name: n.name_any(),
             worker: is_worker(n),
+            avoid: prefers_no_schedule(n),
         })
         .collect();
     // A worker still starting (not Ready, not cordoned) is worth waiting for: at start-up the
@@ -602,7 +621,33 @@ mod tests {
         Candidate {
             name: name.into(),
             worker,
+            avoid: false,
         }
+    }
+
+    #[test]
+    fn web_pods_avoid_prefer_no_schedule_taints_while_they_can() {
+        let tainted = |name: &str| Candidate {
+            avoid: true,
+            ..c(name, true)
+        };
+        let mut load = BTreeMap::new();
+        load.insert("worker-9".to_string(), 1);
+        // An updated (untainted) worker wins over emptier ones still to be updated.
+        let cands = [
+            tainted("worker-0"),
+            tainted("worker-1"),
+            c("worker-9", true),
+        ];
+        assert_eq!(pick_node(&cands, &load).as_deref(), Some("worker-9"));
+        // With every worker tainted, the least loaded one still takes it, before any master.
+        let cands = [
+            c("master-0", false),
+            tainted("worker-0"),
+            tainted("worker-1"),
+        ];
+        load.insert("worker-0".to_string(), 1);
+        assert_eq!(pick_node(&cands, &load).as_deref(), Some("worker-1"));
     }
 
     #[test]
