@@ -44,6 +44,18 @@ impl Metrics {
     }
 }
 
+/// The count of one `apiserver_request_total` series in the `/metrics` text, 0 when absent.
+/// `labels` is the series' label set as the text spells it, `verb="PUT",group="…",…`: tests
+/// assert how many requests of a kind a flow made.
+pub fn request_total(metrics_text: &str, labels: &str) -> u64 {
+    let key = format!("apiserver_request_total{{{labels}}} ");
+    metrics_text
+        .lines()
+        .find_map(|l| l.strip_prefix(key.as_str()))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// kube-apiserver's name for a request: a GET of a collection is a LIST (a WATCH with
 /// `watch=true`), and a PATCH with the apply content type is an APPLY.
 pub fn verb(method: &http::Method, named: bool, watch: bool, apply: bool) -> &'static str {
@@ -96,5 +108,8 @@ mod tests {
             text.contains(r#"apiserver_request_total{verb="LIST",group="",resource="pods",subresource="",code="200"} 1"#),
             "{text}"
         );
+        let pods = r#"verb="LIST",group="",resource="pods",subresource="",code="200""#;
+        assert_eq!(request_total(&text, pods), 1);
+        assert_eq!(request_total(&text, &pods.replace("200", "404")), 0);
     }
 }

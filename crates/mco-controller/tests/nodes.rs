@@ -461,11 +461,7 @@ fn record_node(c: &kube::Client, name: &str) -> (NodeLog, tokio::task::JoinHandl
 async fn requests(c: &kube::Client, labels: &str) -> u64 {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = c.request_text(req).await.unwrap();
-    let key = format!("apiserver_request_total{{{labels}}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(key.as_str()))
-        .map(|n| n.trim().parse().unwrap())
-        .unwrap_or(0)
+    mco_apiserver::metrics::request_total(&text, labels)
 }
 
 /// A drain with nothing to evict and its uncordon cost three MCN condition writes (cordoned and

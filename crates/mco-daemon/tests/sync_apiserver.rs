@@ -622,11 +622,7 @@ async fn status_writes_after_a_drain_answer_do_not_conflict() {
 async fn requests(admin: &Client, labels: &str) -> u64 {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = admin.request_text(req).await.unwrap();
-    let key = format!("apiserver_request_total{{{labels}}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(key.as_str()))
-        .map(|n| n.trim().parse().unwrap())
-        .unwrap_or(0)
+    mco_apiserver::metrics::request_total(&text, labels)
 }
 
 /// The daemon reads its MCN only when its copy may be stale (at start, after a drain answer,
