@@ -94,7 +94,6 @@ impl Ctx {
         out
     }
 
-    /// Remember a node as returned by a write.
     /// `node` as a watch delivered it, or this controller's own later write of it while the
     /// watch has not caught up: a reconcile woken by an older event then acts on what it wrote
     /// (the drain controller would otherwise drain again a node it has just answered).
@@ -109,6 +108,7 @@ impl Ctx {
         newer(Some(Arc::clone(&node)), written).unwrap_or(node)
     }
 
+    /// Remember a node as returned by a write.
     pub fn wrote_node(&self, node: Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
         self.written_nodes

@@ -177,11 +177,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     }
     // Each taint write is conditional on the node's version: the base includes the desired
     // configs just written, or every candidate's taint would meet a conflict and a read.
-    let after_desired = if the_plan.candidates.is_empty() {
-        nodes.clone()
-    } else {
-        ctx.fresh_nodes()
-    };
+    let after_desired = ctx.fresh_nodes();
     let by_name: HashMap<&str, &Arc<Node>> =
         after_desired.iter().map(|n| (name_of(n), n)).collect();
     let taint_writes: Vec<(Arc<Node>, bool)> = the_plan

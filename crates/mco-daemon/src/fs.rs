@@ -125,6 +125,17 @@ pub struct HostFs {
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// A name for a temp file in `rel`'s directory that no other writer (process or thread) uses,
+/// to be renamed over `rel`.
+fn tmp_beside(rel: &Path) -> PathBuf {
+    let name = rel.file_name().unwrap_or_default().to_string_lossy();
+    rel.with_file_name(format!(
+        ".{name}.mco-tmp-{}-{}",
+        std::process::id(),
+        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
 /// True when the process runs as root. `/proc/self` is owned by the effective uid, which
 /// avoids `unsafe` FFI for `geteuid`.
 pub fn running_as_root() -> bool {
@@ -439,12 +450,7 @@ impl HostFs {
         attrs: &FileAttrs,
         path: &str,
     ) -> Result<()> {
-        let name = rel.file_name().unwrap_or_default().to_string_lossy();
-        let tmp = rel.with_file_name(format!(
-            ".{name}.mco-tmp-{}-{}",
-            std::process::id(),
-            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        let tmp = tmp_beside(rel);
         let written = (|| -> Result<()> {
             let mut opts = cap_std::fs::OpenOptions::new();
             opts.write(true).create_new(true);
@@ -558,15 +564,7 @@ impl HostFs {
         {
             self.remove_all(link)?;
         }
-        let name = rel
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = rel.with_file_name(format!(
-            ".{name}.mco-tmp-{}-{}",
-            std::process::id(),
-            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        let tmp = tmp_beside(&rel);
         self.dir
             .symlink_contents(target, &tmp)
             .map_err(|e| HostError::io(format!("creating symlink {link} -> {target}"), e))?;
