@@ -269,6 +269,7 @@ impl ServerHandle {
                 req.headers_mut()
                     .insert(http::header::AUTHORIZATION, b.clone());
             }
+            req.extensions_mut().insert(rest::InProcess);
             let app = app.upgrade().filter(|_| !*stopped.borrow());
             async move {
                 let app = app.ok_or("the API server has shut down")?;

@@ -52,7 +52,19 @@ pub struct Target {
     pub ns: Option<String>,
     pub name: Option<String>,
     pub sub: Option<String>,
+    /// Serve objects without `metadata.managedFields` ([`InProcess`] requests).
+    pub slim: bool,
 }
+
+/// Marks a request made through [`crate::ServerHandle::local_transport`]: the embedded
+/// cluster's own controller and simulated nodes. They never read `managedFields` (the largest
+/// part of a much-written Node or MachineConfigNode), so their responses and watch events
+/// leave it out rather than have every client decode it and throw it away. The mark is a
+/// request extension, never a header: nothing on the network can ask for it, and kubectl and
+/// every HTTP client see objects exactly as kube-apiserver serves them. Writes still record
+/// managed fields as usual.
+#[derive(Debug, Clone, Copy)]
+pub struct InProcess;
 
 impl Target {
     fn ns_str(&self) -> &str {
@@ -111,6 +123,7 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Result<Option<Identity>, ApiE
 
 async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
     let method = req.method().clone();
+    let in_process = req.extensions().get::<InProcess>().is_some();
     let uri = req.uri().clone();
     let headers = req.headers().clone();
     let query = parse_query(&uri);
@@ -197,11 +210,13 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
         )),
         ["openapi", "v3", rest @ ..] => openapi_doc(app, &rest.join("/"), &query),
         ["api", v, rest @ ..] => {
-            let t = resolve(app, "", v, rest)?;
+            let mut t = resolve(app, "", v, rest)?;
+            t.slim = in_process;
             counted(app, &method, t, &identity, &query, &headers, body).await
         }
         ["apis", g, v, rest @ ..] => {
-            let t = resolve(app, g, v, rest)?;
+            let mut t = resolve(app, g, v, rest)?;
+            t.slim = in_process;
             counted(app, &method, t, &identity, &query, &headers, body).await
         }
         _ => Err(ApiError::not_found_path()),
@@ -301,6 +316,7 @@ fn resolve(app: &App, group: &str, version: &str, rest: &[&str]) -> Result<Targe
         ns,
         name,
         sub,
+        slim: false,
     })
 }
 
@@ -312,6 +328,7 @@ pub struct Served<'a> {
     api_version: String,
     kind: &'a str,
     obj: &'a Value,
+    slim: bool,
 }
 
 impl<'a> Served<'a> {
@@ -320,7 +337,14 @@ impl<'a> Served<'a> {
             api_version: info.api_version(version),
             kind: &info.kind,
             obj,
+            slim: false,
         }
+    }
+
+    /// Leave `metadata.managedFields` out (see [`InProcess`]).
+    pub fn slim(mut self, slim: bool) -> Self {
+        self.slim = slim;
+        self
     }
 }
 
@@ -334,9 +358,28 @@ impl serde::Serialize for Served<'_> {
         m.serialize_entry("apiVersion", &self.api_version)?;
         m.serialize_entry("kind", self.kind)?;
         for (k, v) in fields {
-            if k != "apiVersion" && k != "kind" {
+            if self.slim && k == "metadata" {
+                m.serialize_entry(k, &WithoutManagedFields(v))?;
+            } else if k != "apiVersion" && k != "kind" {
                 m.serialize_entry(k, v)?;
             }
+        }
+        m.end()
+    }
+}
+
+/// An object's metadata, serialised without `managedFields`.
+struct WithoutManagedFields<'a>(&'a Value);
+
+impl serde::Serialize for WithoutManagedFields<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Some(fields) = self.0.as_object() else {
+            return self.0.serialize(s);
+        };
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in fields.iter().filter(|(k, _)| *k != "managedFields") {
+            m.serialize_entry(k, v)?;
         }
         m.end()
     }
@@ -372,7 +415,7 @@ fn object_response(
             &tables::table(&t.info, &t.version, &[o], include, rv, None),
         );
     }
-    json_response(code, &Served::new(&t.info, &t.version, v))
+    json_response(code, &Served::new(&t.info, &t.version, v).slim(t.slim))
 }
 
 /// A create/update body: JSON, or the protobuf kubectl's typed generators send for
@@ -618,7 +661,7 @@ fn list(
     }
     let items: Vec<Served> = items
         .iter()
-        .map(|v| Served::new(&t.info, &t.version, v))
+        .map(|v| Served::new(&t.info, &t.version, v).slim(t.slim))
         .collect();
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
@@ -669,6 +712,7 @@ struct WatchFmt {
     info: ResourceInfo,
     version: String,
     table: Option<Include>,
+    slim: bool,
 }
 
 impl WatchFmt {
@@ -692,7 +736,7 @@ impl WatchFmt {
             }
             None => serde_json::to_vec(&Line {
                 r#type: typ,
-                object: Served::new(&self.info, &self.version, obj),
+                object: Served::new(&self.info, &self.version, obj).slim(self.slim),
             }),
         };
         let mut b = b.unwrap_or_default();
@@ -733,6 +777,7 @@ fn watch(
         version: t.version.clone(),
         table: wants_table(headers)
             .then(|| Include::parse(q.get("includeObject").map(String::as_str))),
+        slim: t.slim,
     };
     let bookmarks = q
         .get("allowWatchBookmarks")

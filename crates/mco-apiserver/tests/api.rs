@@ -1039,11 +1039,76 @@ async fn local_client_is_the_same_api_in_process() {
     assert!(!matches!(err, kube::Error::Api(_)), "{err:?}");
 }
 
+/// In-process clients get objects without `managedFields` (they never read them); the server
+/// still records them, and an HTTP client sees them as kube-apiserver serves them.
+#[tokio::test]
+async fn in_process_clients_are_served_without_managed_fields() {
+    let s = common::start().await;
+    let local = s.handle.local_client(Identity::Admin).await.unwrap();
+    let http = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(local, "default");
+    let mut w = cms
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let made = cms
+        .create(&PostParams::default(), &cm("slim", &[("k", "v")]))
+        .await
+        .unwrap();
+    let patched = cms
+        .patch(
+            "slim",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "1"}})),
+        )
+        .await
+        .unwrap();
+    let got = cms.get("slim").await.unwrap();
+    let listed = cms.list(&ListParams::default()).await.unwrap();
+    // Watched until the patch is seen (the first event may already show it).
+    let mut watched = vec![];
+    while !watched
+        .last()
+        .is_some_and(|c: &ConfigMap| c.data.as_ref().is_some_and(|d| d.contains_key("a")))
+    {
+        match tokio::time::timeout(Duration::from_secs(10), w.try_next()).await {
+            Ok(Ok(Some(WatchEvent::Added(c) | WatchEvent::Modified(c)))) => watched.push(c),
+            Ok(Ok(Some(WatchEvent::Bookmark(_)))) => {}
+            other => panic!("expected the patched object watched, got {other:?}"),
+        }
+    }
+    for c in [&made, &patched, &got, &listed.items[0]]
+        .into_iter()
+        .chain(&watched)
+    {
+        assert_eq!(c.metadata.managed_fields, None, "{c:?}");
+        assert_eq!(c.metadata.name.as_deref(), Some("slim"));
+    }
+
+    let seen = Api::<ConfigMap>::namespaced(http, "default")
+        .get("slim")
+        .await
+        .unwrap();
+    let managers: Vec<_> = seen
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.operation.unwrap_or_default())
+        .collect();
+    assert_eq!(
+        managers,
+        ["Update"],
+        "both writes recorded under one manager"
+    );
+}
+
 /// Patches are decided off the store's writer and committed only if the object did not change
 /// meanwhile: many concurrent patches and applies to one object must all land, none lost.
 #[tokio::test]
 async fn concurrent_patches_to_one_object_all_land() {
-    let (_s, admin, first) = with_configmap("hot", true).await;
+    let (s, admin, first) = with_configmap("hot", true).await;
     let cms: Api<ConfigMap> = Api::namespaced(admin, "default");
     let rv0: u64 = first.metadata.resource_version.unwrap().parse().unwrap();
     let n = 40;
@@ -1069,7 +1134,12 @@ async fn concurrent_patches_to_one_object_all_land() {
     for r in futures::future::join_all(writes).await {
         r.unwrap();
     }
-    let last = cms.get("hot").await.unwrap();
+    // Read over HTTP: in-process clients are served without managed fields.
+    let http = s.handle.client_for(Identity::Admin).await.unwrap();
+    let last = Api::<ConfigMap>::namespaced(http, "default")
+        .get("hot")
+        .await
+        .unwrap();
     let labels = last.metadata.labels.clone().unwrap_or_default();
     for i in 0..n {
         let k = if i % 2 == 0 {
