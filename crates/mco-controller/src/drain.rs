@@ -15,8 +15,8 @@
 //!
 //! ## Few writes per drain
 //! Cordoning writes its condition with the drain's first ones, and uncordoning rides in the
-//! Node write that answers the daemon. A drain of a node with nothing to evict is then two MCN
-//! writes and two Node writes, and an uncordon one of each.
+//! Node write that answers the daemon. A drain of a node with nothing to evict is then one MCN
+//! write and two Node writes (cordon, answer), and an uncordon one of each.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -474,31 +474,36 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
             "Cordoned node. The node is reporting Unschedulable = true".into(),
         ));
     }
-    conds.extend([
-        (
-            mcn_conditions::UPDATE_EXECUTED,
-            "Unknown",
-            "Drained",
-            "Draining Node as part of update executed phase".into(),
-        ),
-        (
+    conds.push((
+        mcn_conditions::UPDATE_EXECUTED,
+        "Unknown",
+        "Drained",
+        "Draining Node as part of update executed phase".into(),
+    ));
+    // Listed after the cordon, so no pod can be placed on the node after it. A node with
+    // nothing to evict is drained the moment it is cordoned: its conditions then go out in
+    // the one write that says so, rather than an "in progress" write a moment before.
+    let idle = pods_to_evict(&pods_on(ctx, &name).await?).is_empty();
+    let error = if idle {
+        None
+    } else {
+        conds.push((
             mcn_conditions::DRAINED,
             "Unknown",
             "UpdateExecutedDrained",
             draining_message(desired, last, &state.blockers),
-        ),
-    ]);
-    set_conditions(ctx, &name, &conds).await?;
-
-    let attempt =
-        tokio::time::timeout(t.attempt_timeout, evict_all(ctx, &name, desired, last)).await;
-    let error = match attempt {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(_) => Some(format!(
-            "drain did not complete within {}",
-            go_duration(t.attempt_timeout)
-        )),
+        ));
+        set_conditions(ctx, &name, &std::mem::take(&mut conds)).await?;
+        let attempt =
+            tokio::time::timeout(t.attempt_timeout, evict_all(ctx, &name, desired, last)).await;
+        match attempt {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!(
+                "drain did not complete within {}",
+                go_duration(t.attempt_timeout)
+            )),
+        }
     };
     let Some(error) = error else {
         // Upstream restarts if someone uncordoned the node during the drain. The watch (or our
@@ -512,19 +517,15 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
             tracing::info!(node = %name, "node was uncordoned during the drain; starting over");
             return Ok(Action::requeue(Duration::from_millis(100)));
         }
-        set_conditions(
-            ctx,
-            &name,
-            &[(
-                mcn_conditions::DRAINED,
-                "True",
-                "UpdateExecutedDrained",
-                format!(
-                    "Drained node. The drain is complete as the desired drainer matches current drainer: {desired}"
-                ),
-            )],
-        )
-        .await?;
+        conds.push((
+            mcn_conditions::DRAINED,
+            "True",
+            "UpdateExecutedDrained",
+            format!(
+                "Drained node. The drain is complete as the desired drainer matches current drainer: {desired}"
+            ),
+        ));
+        set_conditions(ctx, &name, &conds).await?;
         answer(ctx, &name, desired, None).await?;
         forget(ctx, &name);
         tracing::info!(node = %name, "drain complete");
