@@ -28,7 +28,7 @@ use kube::Api;
 use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use mco_api::constants::{annotations, drain as drain_values, mcn_conditions};
+use mco_api::constants::{annotations, drain as drain_values, mcn_conditions, taints};
 use mco_apimachinery::selector::LabelSelector;
 use serde_json::json;
 
@@ -323,6 +323,53 @@ async fn answer(
     Ok(())
 }
 
+/// Answers an uncordon request: `lastAppliedDrain` and `unschedulable: false`, and, when the
+/// request is for the node's desired config, the `UpdateInProgress` taint dropped in the same
+/// write (see [`crate::plan::needs_update_taint`]). Taints are one list, so that write is
+/// conditional on the version it starts from; a conflict is retried on a fresh read, and after
+/// a few the answer goes without it, leaving the taint to the rollout controller.
+async fn answer_uncordon(ctx: &Ctx, known: &Node, value: &str) -> Result<(), Error> {
+    let name = known.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let mut node = known.clone();
+    for _ in 0..3 {
+        let on_target = value == drain_values::uncordon(crate::plan::desired_config(&node));
+        if !on_target || !crate::plan::has_update_taint(&node) {
+            break;
+        }
+        let kept: Vec<_> = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY)
+            .collect();
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": node.metadata.resource_version,
+                "annotations": {annotations::LAST_APPLIED_DRAIN: value},
+            },
+            "spec": {"unschedulable": false, "taints": kept},
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(n) => {
+                ctx.wrote_node(n);
+                return Ok(());
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => match api.get_opt(name).await? {
+                Some(n) => node = n,
+                None => break,
+            },
+            Err(e) => return Err(e.into()),
+        }
+    }
+    answer(ctx, name, value, Some(false)).await
+}
+
 fn progress(ctx: &Ctx, node: &str, desired: &str) -> DrainProgress {
     let mut drains = ctx.drains.lock().unwrap_or_else(|e| e.into_inner());
     let entry = drains
@@ -380,7 +427,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
     if desired.starts_with(drain_values::UNCORDON_PREFIX) {
-        uncordon(&ctx, &name, &desired).await
+        uncordon(&ctx, &node, &desired).await
     } else if desired.starts_with(drain_values::DRAIN_PREFIX) {
         drain(&ctx, &node, &desired, &last).await
     } else {
@@ -391,7 +438,8 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
 
 /// Uncordons and answers in one Node write, after the MCN says so: the daemon acts on the
 /// answer at once, and a condition written after it would race the daemon's next status write.
-async fn uncordon(ctx: &Ctx, node: &str, desired: &str) -> Result<Action, Error> {
+async fn uncordon(ctx: &Ctx, known: &Node, desired: &str) -> Result<Action, Error> {
+    let node = known.metadata.name.as_deref().unwrap_or_default();
     set_conditions(
         ctx,
         node,
@@ -411,7 +459,7 @@ async fn uncordon(ctx: &Ctx, node: &str, desired: &str) -> Result<Action, Error>
         ],
     )
     .await?;
-    if let Err(e) = answer(ctx, node, desired, Some(false)).await {
+    if let Err(e) = answer_uncordon(ctx, known, desired).await {
         set_conditions(
             ctx,
             node,

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use mco_api::constants::{annotations, labels, names, pool_conditions, states, taints};
+use mco_api::constants::{annotations, drain, labels, names, pool_conditions, states, taints};
 use mco_api::{MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolStatus};
 use mco_apimachinery::selector::LabelSelector;
 
@@ -249,7 +249,18 @@ pub fn is_unavailable(node: &Node) -> bool {
     !is_ready(node) || (!is_done(node) && !is_failing(node))
 }
 
-fn has_update_taint(node: &Node) -> bool {
+/// Whether the node should carry the `UpdateInProgress` taint while the pool moves to `target`:
+/// until it is updated, or until the drain controller has uncordoned it on the target. That
+/// answer drops the taint in the same Node write (see `drain::uncordon`): the node is back in
+/// service on its new config, and a separate removal once it reports Done would be one more
+/// write of every node for nothing a scheduler could use.
+pub fn needs_update_taint(node: &Node, target: &str) -> bool {
+    let uncordoned_on_target = desired_config(node) == target
+        && annotation(node, annotations::LAST_APPLIED_DRAIN) == drain::uncordon(target);
+    !is_updated(node, target) && !uncordoned_on_target
+}
+
+pub fn has_update_taint(node: &Node) -> bool {
     node.spec
         .as_ref()
         .and_then(|s| s.taints.as_deref())
@@ -270,7 +281,7 @@ pub struct Plan {
     pub candidates: Vec<String>,
     /// Nodes that need the `UpdateInProgress` taint and do not have it yet.
     pub taint_add: Vec<String>,
-    /// Nodes that carry the taint but have arrived.
+    /// Nodes that carry the taint but no longer need it ([`needs_update_taint`]).
     pub taint_remove: Vec<String>,
     /// The computed budget.
     pub max_unavailable: usize,
@@ -348,7 +359,7 @@ pub fn plan_with<N: Borrow<Node>>(
         && !pool.spec.paused
     {
         for node in &members {
-            let wanted = !is_updated(node, target);
+            let wanted = needs_update_taint(node, target);
             let has = has_update_taint(node);
             if wanted && !has {
                 plan.taint_add.push(name_of(node).to_string());

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use mco_api::constants::{annotations, mcn_conditions, names, pool_conditions, states};
+use mco_api::constants::{annotations, mcn_conditions, names, pool_conditions, states, taints};
 use mco_api::{MachineConfigNode, MachineConfigPool};
 use mco_controller::metrics::ControllerLabels;
 use serde_json::json;
@@ -341,7 +341,7 @@ async fn drain_blocked_by_a_budget_names_it_and_completes_once_a_replacement_is_
         seen.lock()
             .unwrap()
             .iter()
-            .any(|(_, cordoned)| !cordoned)
+            .any(|s| !s.cordoned)
             .then_some(())
     })
     .await;
@@ -375,13 +375,16 @@ async fn drain_blocked_by_a_budget_names_it_and_completes_once_a_replacement_is_
     );
     record.abort();
     let seen = seen.lock().unwrap().clone();
-    let manual = seen.iter().position(|(_, cordoned)| !cordoned).unwrap();
+    let manual = seen.iter().position(|s| !s.cordoned).unwrap();
     let answered = seen
         .iter()
-        .position(|(a, _)| *a == format!("drain-{r1}"))
+        .position(|s| s.answer == format!("drain-{r1}"))
         .expect("the drain was answered");
     assert!(answered > manual, "{seen:?}");
-    assert!(seen[answered].1, "answered on a cordoned node: {seen:?}");
+    assert!(
+        seen[answered].cordoned,
+        "answered on a cordoned node: {seen:?}"
+    );
     let drained = mcn_condition(&m, mcn_conditions::DRAINED).unwrap();
     assert_eq!(drained.0, "True");
     assert_eq!(
@@ -434,7 +437,15 @@ async fn standby_takes_over_when_the_leader_dies_and_the_rollout_finishes() {
 }
 
 /// Every version of node `name` a watch delivers, as (lastAppliedDrain, cordoned).
-type NodeLog = std::sync::Arc<std::sync::Mutex<Vec<(String, bool)>>>;
+/// What one watched version of a node says about its drain.
+#[derive(Debug, Clone)]
+struct Seen {
+    answer: String,
+    cordoned: bool,
+    tainted: bool,
+}
+
+type NodeLog = std::sync::Arc<std::sync::Mutex<Vec<Seen>>>;
 
 fn record_node(c: &kube::Client, name: &str) -> (NodeLog, tokio::task::JoinHandle<()>) {
     let nodes: Api<Node> = Api::all(c.clone());
@@ -449,9 +460,13 @@ fn record_node(c: &kube::Client, name: &str) -> (NodeLog, tokio::task::JoinHandl
             let Ok(Event::Apply(n) | Event::InitApply(n)) = ev else {
                 continue;
             };
-            let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
-            let answer = ann(&n, annotations::LAST_APPLIED_DRAIN).to_string();
-            out.lock().unwrap().push((answer, cordoned));
+            let spec = n.spec.clone().unwrap_or_default();
+            let list = spec.taints.unwrap_or_default();
+            out.lock().unwrap().push(Seen {
+                answer: ann(&n, annotations::LAST_APPLIED_DRAIN).to_string(),
+                cordoned: spec.unschedulable == Some(true),
+                tainted: list.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY),
+            });
         }
     });
     (seen, task)
@@ -516,16 +531,24 @@ async fn a_drain_and_its_uncordon_write_few_times() {
     let seen = seen.lock().unwrap().clone();
     let uncordon = format!("uncordon-{r1}");
     assert!(
-        seen.iter().any(|(a, _)| *a == uncordon),
+        seen.iter().any(|s| s.answer == uncordon),
         "the uncordon answer was seen: {seen:?}"
     );
     assert!(
-        seen.iter().all(|(a, cordoned)| *a != uncordon || !cordoned),
+        seen.iter().all(|s| s.answer != uncordon || !s.cordoned),
         "answered while still cordoned: {seen:?}"
     );
     assert!(
+        seen.iter().all(|s| s.answer != uncordon || !s.tainted),
+        "the uncordon answer drops the UpdateInProgress taint in the same write: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|s| s.tainted),
+        "the node was tainted during its update: {seen:?}"
+    );
+    assert!(
         seen.iter()
-            .any(|(a, cordoned)| *a == format!("drain-{r1}") && *cordoned),
+            .any(|s| s.answer == format!("drain-{r1}") && s.cordoned),
         "the drain answer comes on a cordoned node: {seen:?}"
     );
 }

@@ -468,6 +468,42 @@ fn taint_goes_on_nodes_not_at_target_and_off_when_they_arrive() {
     assert_eq!(p.taint_add, vec!["other"]);
 }
 
+/// A node the drain controller has uncordoned on the target is back in service: it needs the
+/// taint no more, though it reports Done only a moment later. Uncordoned on another config (or
+/// still draining) it does.
+#[test]
+fn uncordoned_on_the_target_needs_no_taint() {
+    let uncordoned = |name, on: &str| {
+        with_ann(
+            working(node(name, "worker", OLD, 0), NEW),
+            annotations::LAST_APPLIED_DRAIN,
+            &drain::uncordon(on),
+        )
+    };
+    let back = uncordoned("back", NEW);
+    let old_answer = uncordoned("old-answer", OLD);
+    let draining = with_ann(
+        working(node("draining", "worker", OLD, 0), NEW),
+        annotations::LAST_APPLIED_DRAIN,
+        &drain::drain(NEW),
+    );
+    assert!(!needs_update_taint(&back, NEW));
+    assert!(needs_update_taint(&old_answer, NEW));
+    assert!(needs_update_taint(&draining, NEW));
+    let mut tainted = back.clone();
+    tainted.spec = Some(NodeSpec {
+        taints: Some(vec![Taint {
+            key: taints::UPDATE_IN_PROGRESS_KEY.into(),
+            effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    let p = run(&worker(None), &[tainted, old_answer, draining]);
+    assert_eq!(p.taint_remove, vec!["back"]);
+    assert_eq!(p.taint_add, vec!["draining", "old-answer"]);
+}
+
 #[test]
 fn status_counts_and_updating_condition() {
     let mut nodes = workers(4);
