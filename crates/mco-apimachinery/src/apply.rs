@@ -51,6 +51,8 @@ use thiserror::Error;
 
 use crate::patch::{ListType, MergeKeys, resolve_list_type};
 
+mod by_diff;
+
 /// A path in wire spelling: `["f:status", "f:conditions", "k:{\"type\":\"Ready\"}", "f:status"]`.
 type Path = Vec<String>;
 
@@ -470,6 +472,37 @@ pub fn record_update_owned(
     manager: &str,
     opts: ApplyOptions<'_>,
 ) -> Value {
+    if let Some(b) = before
+        && obj.is_object()
+    {
+        #[cfg(debug_assertions)]
+        let sent = obj.clone();
+        match by_diff::record_update(b, obj, manager, opts) {
+            Ok(out) => {
+                #[cfg(debug_assertions)]
+                {
+                    let general = record_update_general(before, sent, manager, opts);
+                    assert_eq!(
+                        serde_json::to_string(&out).ok(),
+                        serde_json::to_string(&general).ok(),
+                        "record_update by diff departs from the general path"
+                    );
+                }
+                return out;
+            }
+            Err(o) => obj = o,
+        }
+    }
+    record_update_general(before, obj, manager, opts)
+}
+
+/// [`record_update_owned`] for any request: every field set decoded, the whole object walked.
+fn record_update_general(
+    before: Option<&Value>,
+    mut obj: Value,
+    manager: &str,
+    opts: ApplyOptions<'_>,
+) -> Value {
     if !obj.is_object() {
         return obj;
     }
@@ -618,7 +651,14 @@ fn owned_set(
 ) -> Result<BTreeSet<Path>, ApplyError> {
     let mut out = BTreeSet::new();
     walk_set(obj, &mut Vec::new(), &mut Vec::new(), lt, strict, &mut out)?;
-    let excluded: Vec<Path> = STRIPPED
+    let excluded = excluded_paths(reset);
+    out.retain(|p| !excluded.iter().any(|x| p.starts_with(x)));
+    Ok(out)
+}
+
+/// The paths nobody owns: identity, bookkeeping and the endpoint's reset fields.
+fn excluded_paths(reset: &[&str]) -> Vec<Path> {
+    STRIPPED
         .iter()
         .map(|p| p.iter().map(|s| format!("f:{s}")).collect())
         .chain(
@@ -626,9 +666,7 @@ fn owned_set(
                 .iter()
                 .map(|d| d.split('.').map(|s| format!("f:{s}")).collect()),
         )
-        .collect();
-    out.retain(|p| !excluded.iter().any(|x| p.starts_with(x)));
-    Ok(out)
+        .collect()
 }
 
 fn walk_set(
@@ -708,6 +746,11 @@ fn walk_set(
 
 /// `k:{...}` for a keyed list item: the key fields it has, sorted by name.
 fn item_key(item: &Value, keys: &[String]) -> Option<String> {
+    item_key_fields(item, keys).map(|m| format!("k:{}", Value::Object(m)))
+}
+
+/// The key fields of a keyed list item, sorted by name, as `k:` spells them.
+fn item_key_fields(item: &Value, keys: &[String]) -> Option<Map<String, Value>> {
     let obj = item.as_object()?;
     let mut sorted: Vec<&String> = keys.iter().collect();
     sorted.sort();
@@ -719,7 +762,7 @@ fn item_key(item: &Value, keys: &[String]) -> Option<String> {
     }
     // The first key is mandatory; later ones may be defaulted (protocol).
     obj.get(keys.first()?.as_str())?;
-    Some(format!("k:{}", Value::Object(m)))
+    Some(m)
 }
 
 enum Elem {

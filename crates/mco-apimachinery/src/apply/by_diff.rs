@@ -1,0 +1,522 @@
+//! [`record_update_owned`](super::record_update_owned) driven by what the write changed.
+//!
+//! The general path decodes every manager's field set, walks every leaf of the object and
+//! encodes every set again. A write usually touches one corner of an object (an annotation,
+//! one condition of a status) while its managed fields describe all of it, so here only the
+//! parts of the object that differ are walked, other managers' `fieldsV1` are read only where
+//! the object changed under them and are kept verbatim when nothing they own was touched, and
+//! only the writer's own entry is decoded. The result is the general path's, value for value;
+//! debug builds check every call against it.
+//!
+//! It declines (and the general path runs) when the request brings managed fields of its own,
+//! and when a keyed list has items the general path would look up ambiguously.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use super::{
+    ApplyOptions, ManagedEntry, Operation, Path, excluded_paths, item_key_fields, key_matches,
+    parse_elem, time_key,
+};
+use crate::patch::{ListType, MergeKeys, resolve_list_type};
+
+/// The recorded object, or `obj` back (its request managed fields possibly dropped, which the
+/// general path then reads from `before` alike) when this path does not apply.
+pub(super) fn record_update(
+    before: &Value,
+    mut obj: Value,
+    manager: &str,
+    opts: ApplyOptions<'_>,
+) -> Result<Value, Value> {
+    let stored = before.pointer("/metadata/managedFields");
+    if let Some(sent) = obj.pointer("/metadata/managedFields")
+        && Some(sent) != stored
+    {
+        return Err(obj);
+    }
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    let mut touched = BTreeSet::new();
+    if !touched_paths(
+        Some(before),
+        &obj,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        opts.list_types,
+        &mut touched,
+    ) {
+        return Err(obj);
+    }
+    let excluded = excluded_paths(opts.reset_fields);
+    touched.retain(|p| !excluded.iter().any(|x| p.starts_with(x)));
+
+    let api_version = opts.api_version_for(&obj);
+    let mut kept: Vec<Entry> = Vec::new();
+    let mut mine: Option<ManagedEntry> = None;
+    for raw in stored.and_then(Value::as_array).into_iter().flatten() {
+        let Some(head) = Head::of(raw) else { continue };
+        let is_self = head.manager == manager
+            && head.operation == Operation::Update
+            && head.subresource.as_deref() == opts.subresource
+            && head.api_version == api_version;
+        if is_self {
+            if mine.is_none() {
+                mine = ManagedEntry::from_json(raw);
+            }
+            continue;
+        }
+        let mut raw = raw.clone();
+        let Some(fields) = raw.get_mut("fieldsV1").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        fields.remove(".");
+        drop_owned(
+            fields,
+            &mut Vec::new(),
+            Some(before),
+            Some(&obj),
+            &touched,
+            true,
+        );
+        if !fields.is_empty() {
+            kept.push(Entry { head, raw });
+        }
+    }
+
+    let mut fields = mine.map(|e| e.fields).unwrap_or_default();
+    fields.retain(|p| super::lookup(&obj, p).is_some());
+    fields.extend(touched);
+    if !fields.is_empty() {
+        let entry = ManagedEntry {
+            manager: manager.to_string(),
+            operation: Operation::Update,
+            api_version,
+            time: Some(opts.time.to_string()),
+            subresource: opts.subresource.map(str::to_string),
+            fields,
+        };
+        kept.push(Entry {
+            head: Head {
+                manager: entry.manager.clone(),
+                operation: entry.operation,
+                api_version: entry.api_version.clone(),
+                time: entry.time.clone(),
+                subresource: entry.subresource.clone(),
+            },
+            raw: entry.to_json(),
+        });
+    }
+    kept.sort_by(|a, b| a.head.order().cmp(&b.head.order()));
+
+    if let Some(meta) = obj.as_object_mut().and_then(|root| {
+        root.entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+    }) {
+        if kept.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert(
+                "managedFields".into(),
+                Value::Array(kept.into_iter().map(|e| e.raw).collect()),
+            );
+        }
+    }
+    Ok(obj)
+}
+
+/// A stored entry, its field set left encoded.
+struct Entry {
+    head: Head,
+    raw: Value,
+}
+
+/// An entry's identity and time: what sorting and matching need.
+struct Head {
+    manager: String,
+    operation: Operation,
+    api_version: String,
+    time: Option<String>,
+    subresource: Option<String>,
+}
+
+impl Head {
+    /// `None` where [`ManagedEntry::from_json`] rejects the entry.
+    fn of(v: &Value) -> Option<Self> {
+        let operation = match v.get("operation")?.as_str()? {
+            "Apply" => Operation::Apply,
+            "Update" => Operation::Update,
+            _ => return None,
+        };
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(Head {
+            manager: s("manager").unwrap_or_default(),
+            operation,
+            api_version: s("apiVersion").unwrap_or_default(),
+            time: s("time"),
+            subresource: s("subresource").filter(|s| !s.is_empty()),
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn order(&self) -> (Operation, Option<(i64, String)>, &str, &str, Option<&str>) {
+        (
+            self.operation,
+            self.time.as_deref().map(time_key),
+            &self.manager,
+            &self.api_version,
+            self.subresource.as_deref(),
+        )
+    }
+}
+
+/// The paths `after` sets whose value the write changed (the general path's `touched`),
+/// walking only where `before` differs. `false` when a keyed item is not the one a lookup by
+/// its key finds (duplicate or overlapping keys), which only the general path settles.
+fn touched_paths(
+    before: Option<&Value>,
+    after: &Value,
+    wire: &mut Path,
+    names: &mut Vec<String>,
+    lt: &dyn MergeKeys,
+    out: &mut BTreeSet<Path>,
+) -> bool {
+    if before == Some(after) {
+        return true;
+    }
+    match after {
+        Value::Object(m) if !m.is_empty() || wire.is_empty() => {
+            let b = before.and_then(Value::as_object);
+            for (k, child) in m {
+                wire.push(format!("f:{k}"));
+                names.push(k.clone());
+                let ok = touched_paths(b.and_then(|b| b.get(k)), child, wire, names, lt, out);
+                names.pop();
+                wire.pop();
+                if !ok {
+                    return false;
+                }
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let b = before.and_then(Value::as_array);
+            let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            match resolve_list_type(lt, &name_refs) {
+                ListType::Atomic => {
+                    out.insert(wire.clone());
+                }
+                ListType::Set => {
+                    for item in items {
+                        if !b.is_some_and(|b| b.contains(item)) {
+                            let mut p = wire.clone();
+                            p.push(format!("v:{item}"));
+                            out.insert(p);
+                        }
+                    }
+                }
+                ListType::Map(keys) => {
+                    for item in items {
+                        let Some(k) = item_key_fields(item, &keys) else {
+                            out.insert(wire.clone());
+                            continue;
+                        };
+                        let key = format!("k:{}", Value::Object(k.clone()));
+                        let first = items.iter().find(|i| key_matches(i, &k));
+                        if !first.is_some_and(|f| std::ptr::eq(f, item)) {
+                            return false;
+                        }
+                        let old = b.and_then(|b| b.iter().find(|i| key_matches(i, &k)));
+                        wire.push(key);
+                        if old.is_none() {
+                            out.insert(wire.clone());
+                        }
+                        let ok = touched_paths(old, item, wire, names, lt, out);
+                        wire.pop();
+                        if !ok {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            // A field present in both as objects is judged by its contents.
+            if !(before.is_some_and(Value::is_object) && after.is_object()) {
+                out.insert(wire.clone());
+            }
+        }
+    }
+    true
+}
+
+/// Removes from an encoded field set (`t`, at `path`) the fields the write took over
+/// (`touched`) and those gone from the object, reading only where `before` and `after` differ.
+/// Returns whether the node at `path` is left neither owned nor holding owned fields.
+fn drop_owned(
+    t: &mut Map<String, Value>,
+    path: &mut Path,
+    before: Option<&Value>,
+    after: Option<&Value>,
+    touched: &BTreeSet<Path>,
+    root: bool,
+) -> bool {
+    if before.is_some() && before == after {
+        return false;
+    }
+    let member = !root && (t.is_empty() || t.contains_key("."));
+    let keep_self = member && after.is_some() && !touched.contains(path);
+    let children: Vec<String> = t.keys().filter(|k| *k != ".").cloned().collect();
+    for k in children {
+        path.push(k.clone());
+        let (b, a) = (step(before, &k), step(after, &k));
+        let gone = match t.get_mut(&k).and_then(Value::as_object_mut) {
+            Some(child) => drop_owned(child, path, b, a, touched, false),
+            // Malformed: decoding ignores it, and so does encoding.
+            None => true,
+        };
+        path.pop();
+        if gone {
+            t.shift_remove(&k);
+        }
+    }
+    let has_children = t.keys().any(|k| k != ".");
+    if keep_self {
+        // An owned node with fields under it already says so with `.`.
+        if !has_children {
+            t.remove(".");
+        }
+        false
+    } else {
+        t.remove(".");
+        !has_children
+    }
+}
+
+/// One element down, as [`super::lookup`] goes.
+fn step<'v>(v: Option<&'v Value>, e: &str) -> Option<&'v Value> {
+    let v = v?;
+    if let Some(name) = e.strip_prefix("f:") {
+        return v.as_object()?.get(name);
+    }
+    match parse_elem(e)? {
+        super::Elem::Field(n) => v.as_object()?.get(&n),
+        super::Elem::Key(k) => v.as_array()?.iter().find(|i| key_matches(i, &k)),
+        super::Elem::Val(x) => v.as_array()?.iter().find(|i| **i == x),
+        super::Elem::Index(i) => v.as_array()?.get(i),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{apply, record_update_general};
+    use super::*;
+    use crate::patch::MergeKeyTable;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn keys() -> MergeKeyTable {
+        let mut t = MergeKeyTable::metadata_only();
+        t.insert("status.conditions", ListType::map(["type"]))
+            .insert("spec.taints", ListType::map(["key", "effect"]))
+            .insert("spec.cidrs", ListType::Set);
+        t
+    }
+
+    /// One client write: which manager, through which endpoint, and what it changes.
+    #[derive(Debug, Clone)]
+    struct Write {
+        manager: usize,
+        status: bool,
+        keep_managed_fields: bool,
+        edits: Vec<(u8, u8, u8)>,
+    }
+
+    fn edit(obj: &mut Value, (kind, a, b): (u8, u8, u8)) {
+        let name = ["a", "b", "c", "d"][usize::from(a % 4)];
+        let val = json!(["x", "y", "z"][usize::from(b % 3)]);
+        let cond = |obj: &mut Value| -> Vec<Value> {
+            obj["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        };
+        match kind % 12 {
+            0 => obj["metadata"]["annotations"][name] = val,
+            1 => {
+                if let Some(m) = obj["metadata"]["annotations"].as_object_mut() {
+                    m.shift_remove(name);
+                }
+            }
+            2 | 3 => {
+                let mut cs = cond(obj);
+                let field = ["status", "message", "reason"][usize::from(b % 3)];
+                match cs.iter_mut().find(|c| c["type"] == name) {
+                    Some(c) => c[field] = json!(format!("{field}-{kind}")),
+                    None => cs.push(json!({"type": name, field: "new"})),
+                }
+                obj["status"]["conditions"] = Value::Array(cs);
+            }
+            4 => {
+                let mut cs = cond(obj);
+                cs.retain(|c| c["type"] != name);
+                obj["status"]["conditions"] = Value::Array(cs);
+            }
+            5 => {
+                let mut cs = cond(obj);
+                cs.reverse();
+                obj["status"]["conditions"] = Value::Array(cs);
+            }
+            6 => {
+                let mut fs = obj["metadata"]["finalizers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if fs.contains(&val) {
+                    fs.retain(|f| *f != val);
+                } else {
+                    fs.push(val);
+                }
+                obj["metadata"]["finalizers"] = Value::Array(fs);
+            }
+            7 => obj["spec"]["args"] = json!(vec![val; usize::from(a % 3)]),
+            8 => {
+                if !obj["spec"]["nested"].is_object() {
+                    obj["spec"]["nested"] = json!({});
+                }
+                if !obj["spec"]["nested"][name].is_object() {
+                    obj["spec"]["nested"][name] = json!({});
+                }
+                obj["spec"]["nested"][name]["leaf"] = val;
+            }
+            9 => {
+                obj["spec"]["nested"] = match b % 3 {
+                    0 => json!("flat"),
+                    1 => json!({}),
+                    _ => json!({name: {}}),
+                }
+            }
+            10 => {
+                // Optional second keys: items a lookup by key can confuse.
+                let mut ts = obj["spec"]["taints"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let t = if b % 2 == 0 {
+                    json!({"key": name, "effect": "NoSchedule", "value": val})
+                } else {
+                    json!({"key": name, "value": val})
+                };
+                if a % 5 == 4 {
+                    ts.clear();
+                } else {
+                    ts.push(t);
+                }
+                obj["spec"]["taints"] = Value::Array(ts);
+            }
+            _ => obj["spec"]["cidrs"] = json!([val, "10.0.0.0/8"]),
+        }
+    }
+
+    fn write() -> impl Strategy<Value = Write> {
+        (
+            0..3usize,
+            any::<bool>(),
+            any::<bool>(),
+            proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 1..4),
+        )
+            .prop_map(|(manager, status, keep_managed_fields, edits)| Write {
+                manager,
+                status,
+                keep_managed_fields,
+                edits,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// Every write recorded by diff gives the general path's object, byte for byte.
+        #[test]
+        fn same_as_the_general_path(writes in proptest::collection::vec(write(), 1..12)) {
+            let keys = keys();
+            let created = json!({"apiVersion": "v1", "kind": "Thing",
+                "metadata": {"name": "t", "labels": {"l": "1"}, "annotations": {"a": "x"}},
+                "spec": {"nested": {"a": {"leaf": "x"}}, "args": ["x"]},
+                "status": {"conditions": [{"type": "a", "status": "True"}]}});
+            let mut live = apply(
+                None,
+                &created,
+                "creator",
+                false,
+                ApplyOptions::new("2026-01-01T00:00:00Z", &keys),
+            )
+            .unwrap();
+            let mut by_diff = 0;
+            for (i, w) in writes.iter().enumerate() {
+                let time = format!("2026-01-01T00:{i:02}:00Z");
+                let opts = if w.status {
+                    ApplyOptions::for_status(&time, &keys)
+                } else {
+                    ApplyOptions::new(&time, &keys).with_reset_fields(&["status"])
+                };
+                let mut next = live.clone();
+                if !w.keep_managed_fields {
+                    next["metadata"].as_object_mut().unwrap().remove("managedFields");
+                }
+                for e in &w.edits {
+                    edit(&mut next, *e);
+                }
+                let manager = ["daemon", "controller", "creator"][w.manager];
+                let general = record_update_general(Some(&live), next.clone(), manager, opts);
+                if let Ok(fast) = record_update(&live, next, manager, opts) {
+                    by_diff += 1;
+                    prop_assert_eq!(
+                        serde_json::to_string_pretty(&fast).unwrap(),
+                        serde_json::to_string_pretty(&general).unwrap()
+                    );
+                }
+                live = general;
+            }
+            // Declining is for overlapping keys only, which few sequences make.
+            prop_assert!(by_diff * 2 >= writes.len() || writes.len() < 4);
+        }
+    }
+
+    /// A write that touches one condition leaves every other manager's entry as stored.
+    #[test]
+    fn untouched_entries_are_kept_verbatim() {
+        let keys = keys();
+        let t1 = "2026-01-01T00:00:00Z";
+        let obj = json!({"apiVersion": "v1", "kind": "Thing", "metadata": {"name": "t"},
+            "spec": {"args": ["x"]},
+            "status": {"conditions": [{"type": "a", "status": "True"}, {"type": "b", "status": "False"}]}});
+        let live = apply(None, &obj, "creator", false, ApplyOptions::new(t1, &keys)).unwrap();
+        let mut next = live.clone();
+        next["status"]["conditions"][1]["status"] = json!("True");
+        let out = record_update(&live, next, "daemon", ApplyOptions::new(t1, &keys)).unwrap();
+        let entries = out["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[1]["manager"], "daemon");
+        assert_eq!(
+            entries[1]["fieldsV1"],
+            json!({"f:status": {"f:conditions": {"k:{\"type\":\"b\"}": {"f:status": {}}}}})
+        );
+        let creator = &entries[0]["fieldsV1"]["f:status"]["f:conditions"];
+        assert!(creator["k:{\"type\":\"b\"}"].get("f:status").is_none());
+        assert!(creator["k:{\"type\":\"a\"}"].get("f:status").is_some());
+    }
+
+    /// Managed fields in the request other than the stored ones are the general path's.
+    #[test]
+    fn declines_sent_managed_fields() {
+        let keys = keys();
+        let opts = ApplyOptions::new("2026-01-01T00:00:00Z", &keys);
+        let obj = json!({"apiVersion": "v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"args": ["x"]}});
+        let live = apply(None, &obj, "creator", false, opts).unwrap();
+        let mut next = live.clone();
+        next["metadata"]["managedFields"] = json!([]);
+        assert!(record_update(&live, next, "daemon", opts).is_err());
+    }
+}
