@@ -23,6 +23,27 @@ pub fn parse_status(text: &str) -> Option<Mem> {
     })
 }
 
+/// User plus system CPU time, in clock ticks, out of a `/proc/<pid>/stat` line. The command
+/// name may hold spaces and parentheses, so fields are counted after its last `)`.
+pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
+    let (_, rest) = text.rsplit_once(')')?;
+    // `rest` starts at field 3 (state); utime and stime are fields 14 and 15.
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// CPU time the process has used so far (all its threads, user and system).
+pub fn read_cpu(pid: u32) -> Result<std::time::Duration, Error> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let ticks = parse_stat_cpu_ticks(&text)
+        .ok_or_else(|| Error::Bench(format!("no utime/stime in {path}")))?;
+    // USER_HZ is 100 on every Linux architecture this runs on.
+    Ok(std::time::Duration::from_millis(ticks * 10))
+}
+
 /// The soft and hard "Max open files" limits out of a `/proc/<pid>/limits` document.
 pub fn parse_open_files(text: &str) -> Option<(String, String)> {
     let rest = text
@@ -50,6 +71,13 @@ pub fn open_files_limit() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_ticks_after_an_awkward_command_name() {
+        let line = "4242 (mco (up) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 1234 567 0 0 20 0 9 0 100 0 0\n";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(1234 + 567));
+        assert_eq!(parse_stat_cpu_ticks("4242 (mco) S 1"), None);
+    }
 
     #[test]
     fn status_fields() {

@@ -71,6 +71,10 @@ pub struct RolloutReport {
     pub peak_unavailable: usize,
     /// The `mco up` process after the rollout.
     pub mem: Mem,
+    /// CPU time `mco up` spent during the rollout: on a saturated machine the wall time follows
+    /// it, and it moves far less from run to run, so it settles A/B comparisons the wall time
+    /// cannot.
+    pub cpu: Duration,
     /// `/proc/loadavg` when the rollout ended.
     pub load: String,
     /// API requests served during the rollout (the server's `apiserver_request_total`): a
@@ -160,6 +164,12 @@ impl fmt::Display for RolloutReport {
             mib(self.mem.rss_kib),
             mib(self.mem.hwm_kib),
             mib(GOAL_RSS_KIB)
+        )?;
+        writeln!(
+            f,
+            "  mco up CPU during the rollout: {:.1} s ({:.1} ms per worker update)",
+            self.cpu.as_secs_f64(),
+            self.cpu.as_secs_f64() * 1000.0 / o.workers.max(1) as f64
         )?;
         writeln!(
             f,
@@ -362,6 +372,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         }]}}}
     }))?;
     let requests_before = requests_by_kind(&client).await?;
+    let cpu_before = procfs::read_cpu(pid)?;
     let rollout_start = Instant::now();
     mcs.create(&PostParams::default(), &mc).await?;
     let new_target = poll("a new worker config", 60, || async {
@@ -390,6 +401,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let rollout = rollout_start.elapsed();
+    let cpu = procfs::read_cpu(pid)?.saturating_sub(cpu_before);
     let mut during = requests_by_kind(&client).await?;
     for (kind, n) in during.iter_mut() {
         *n = n.saturating_sub(requests_before.get(kind).copied().unwrap_or(0));
@@ -410,6 +422,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         rollout,
         peak_unavailable,
         mem,
+        cpu,
         load,
         requests,
         top_requests,
