@@ -5,8 +5,8 @@
 //! one condition of a status) while its managed fields describe all of it, so here only the
 //! parts of the object that differ are walked, other managers' `fieldsV1` are read only where
 //! the object changed under them and are kept verbatim when nothing they own was touched, and
-//! only the writer's own entry is decoded. The result is the general path's, value for value;
-//! debug builds check every call against it.
+//! the writer's own entry is edited in its encoded form. The result is the general path's,
+//! byte for byte; debug builds check every call against it.
 //!
 //! It declines (and the general path runs) when the request brings managed fields of its own,
 //! and when a keyed list has items the general path would look up ambiguously.
@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use super::{
-    ApplyOptions, ManagedEntry, Operation, Path, excluded_paths, item_key_fields, key_matches,
-    parse_elem, time_key,
+    ApplyOptions, Operation, Path, excluded_paths, item_key_fields, key_matches, parse_elem,
+    time_key,
 };
 use crate::patch::{ListType, MergeKeys, resolve_list_type};
 
@@ -54,7 +54,7 @@ pub(super) fn record_update(
 
     let api_version = opts.api_version_for(&obj);
     let mut kept: Vec<Entry> = Vec::new();
-    let mut mine: Option<ManagedEntry> = None;
+    let mut mine: Option<Map<String, Value>> = None;
     for raw in stored.and_then(Value::as_array).into_iter().flatten() {
         let Some(head) = Head::of(raw) else { continue };
         let is_self = head.manager == manager
@@ -63,7 +63,8 @@ pub(super) fn record_update(
             && head.api_version == api_version;
         if is_self {
             if mine.is_none() {
-                mine = ManagedEntry::from_json(raw);
+                let fields = raw.get("fieldsV1").and_then(Value::as_object);
+                mine = Some(fields.cloned().unwrap_or_default());
             }
             continue;
         }
@@ -85,28 +86,30 @@ pub(super) fn record_update(
         }
     }
 
-    let mut fields = mine.map(|e| e.fields).unwrap_or_default();
-    fields.retain(|p| super::lookup(&obj, p).is_some());
-    fields.extend(touched);
+    // The writer keeps what it owned and is still there, and takes what it changed.
+    let mut fields = mine.unwrap_or_default();
+    fields.remove(".");
+    drop_owned(
+        &mut fields,
+        &mut Vec::new(),
+        Some(before),
+        Some(&obj),
+        &BTreeSet::new(),
+        true,
+    );
+    for p in &touched {
+        insert_owned(&mut fields, p);
+    }
     if !fields.is_empty() {
-        let entry = ManagedEntry {
+        let head = Head {
             manager: manager.to_string(),
             operation: Operation::Update,
             api_version,
             time: Some(opts.time.to_string()),
             subresource: opts.subresource.map(str::to_string),
-            fields,
         };
-        kept.push(Entry {
-            head: Head {
-                manager: entry.manager.clone(),
-                operation: entry.operation,
-                api_version: entry.api_version.clone(),
-                time: entry.time.clone(),
-                subresource: entry.subresource.clone(),
-            },
-            raw: entry.to_json(),
-        });
+        let raw = head.to_json(fields);
+        kept.push(Entry { head, raw });
     }
     kept.sort_by(|a, b| a.head.order().cmp(&b.head.order()));
 
@@ -143,7 +146,7 @@ struct Head {
 }
 
 impl Head {
-    /// `None` where [`ManagedEntry::from_json`] rejects the entry.
+    /// `None` where [`super::ManagedEntry::from_json`] rejects the entry.
     fn of(v: &Value) -> Option<Self> {
         let operation = match v.get("operation")?.as_str()? {
             "Apply" => Operation::Apply,
@@ -158,6 +161,23 @@ impl Head {
             time: s("time"),
             subresource: s("subresource").filter(|s| !s.is_empty()),
         })
+    }
+
+    /// The entry as [`super::ManagedEntry::to_json`] spells it, around an encoded field set.
+    fn to_json(&self, fields: Map<String, Value>) -> Value {
+        let mut m = Map::new();
+        m.insert("manager".into(), Value::from(self.manager.as_str()));
+        m.insert("operation".into(), Value::from(self.operation.as_str()));
+        m.insert("apiVersion".into(), Value::from(self.api_version.as_str()));
+        if let Some(t) = &self.time {
+            m.insert("time".into(), Value::from(t.as_str()));
+        }
+        m.insert("fieldsType".into(), Value::from("FieldsV1"));
+        m.insert("fieldsV1".into(), Value::Object(fields));
+        if let Some(s) = &self.subresource {
+            m.insert("subresource".into(), Value::from(s.as_str()));
+        }
+        Value::Object(m)
     }
 
     #[allow(clippy::type_complexity)]
@@ -291,6 +311,30 @@ fn drop_owned(
     } else {
         t.remove(".");
         !has_children
+    }
+}
+
+/// Marks `path` owned in an encoded field set, keeping its keys in the order encoding gives
+/// them (sorted, `.` first) and the ownership of a leaf that gains fields under it.
+fn insert_owned(root: &mut Map<String, Value>, path: &[String]) {
+    let mut t = root;
+    let mut fresh = true;
+    for (depth, e) in path.iter().enumerate() {
+        if depth > 0 && !fresh && t.is_empty() {
+            t.insert(".".into(), Value::Object(Map::new()));
+        }
+        fresh = !t.contains_key(e);
+        if fresh {
+            let at = t.keys().position(|k| k > e).unwrap_or(t.len());
+            t.shift_insert(at, e.clone(), Value::Object(Map::new()));
+        }
+        let Some(next) = t.get_mut(e).and_then(Value::as_object_mut) else {
+            return;
+        };
+        t = next;
+    }
+    if !path.is_empty() && !t.is_empty() && !t.contains_key(".") {
+        t.shift_insert(0, ".".into(), Value::Object(Map::new()));
     }
 }
 
