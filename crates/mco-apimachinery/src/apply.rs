@@ -46,7 +46,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::patch::{ListType, MergeKeys, resolve_list_type};
@@ -146,37 +146,92 @@ impl ManagedEntry {
         s
     }
 
+    fn head(&self) -> EntryHead {
+        EntryHead {
+            manager: self.manager.clone(),
+            operation: self.operation,
+            api_version: self.api_version.clone(),
+            time: self.time.clone(),
+            subresource: self.subresource.clone(),
+        }
+    }
+
     fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("manager".into(), json!(self.manager));
-        m.insert("operation".into(), json!(self.operation.as_str()));
-        m.insert("apiVersion".into(), json!(self.api_version));
-        if let Some(t) = &self.time {
-            m.insert("time".into(), json!(t));
-        }
-        m.insert("fieldsType".into(), json!("FieldsV1"));
-        m.insert("fieldsV1".into(), to_fields_v1(&self.fields));
-        if let Some(s) = &self.subresource {
-            m.insert("subresource".into(), json!(s));
-        }
-        Value::Object(m)
+        let fields = match to_fields_v1(&self.fields) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        self.head().to_json(fields)
     }
 
     fn from_json(v: &Value) -> Option<Self> {
+        let h = EntryHead::of(v)?;
+        Some(Self {
+            manager: h.manager,
+            operation: h.operation,
+            api_version: h.api_version,
+            time: h.time,
+            subresource: h.subresource,
+            fields: from_fields_v1(v.get("fieldsV1").unwrap_or(&Value::Null)),
+        })
+    }
+}
+
+/// A managedFields entry without its field set: identity and time, what matching and sorting
+/// need.
+struct EntryHead {
+    manager: String,
+    operation: Operation,
+    api_version: String,
+    time: Option<String>,
+    subresource: Option<String>,
+}
+
+impl EntryHead {
+    /// `None` for an operation other than `Apply` or `Update`: the entry is dropped.
+    fn of(v: &Value) -> Option<Self> {
         let operation = match v.get("operation")?.as_str()? {
             "Apply" => Operation::Apply,
             "Update" => Operation::Update,
             _ => return None,
         };
         let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-        Some(Self {
+        Some(EntryHead {
             manager: s("manager").unwrap_or_default(),
             operation,
             api_version: s("apiVersion").unwrap_or_default(),
             time: s("time"),
             subresource: s("subresource").filter(|s| !s.is_empty()),
-            fields: from_fields_v1(v.get("fieldsV1").unwrap_or(&Value::Null)),
         })
+    }
+
+    /// The entry around an encoded field set, keys in the order kube-apiserver writes them.
+    fn to_json(&self, fields: Map<String, Value>) -> Value {
+        let mut m = Map::new();
+        m.insert("manager".into(), Value::from(self.manager.as_str()));
+        m.insert("operation".into(), Value::from(self.operation.as_str()));
+        m.insert("apiVersion".into(), Value::from(self.api_version.as_str()));
+        if let Some(t) = &self.time {
+            m.insert("time".into(), Value::from(t.as_str()));
+        }
+        m.insert("fieldsType".into(), Value::from("FieldsV1"));
+        m.insert("fieldsV1".into(), Value::Object(fields));
+        if let Some(s) = &self.subresource {
+            m.insert("subresource".into(), Value::from(s.as_str()));
+        }
+        Value::Object(m)
+    }
+
+    /// How upstream sorts entries: operation, time, manager, API version, subresource.
+    #[allow(clippy::type_complexity)]
+    fn order(&self) -> (Operation, Option<(i64, String)>, &str, &str, Option<&str>) {
+        (
+            self.operation,
+            self.time.as_deref().map(time_key),
+            &self.manager,
+            &self.api_version,
+            self.subresource.as_deref(),
+        )
     }
 }
 

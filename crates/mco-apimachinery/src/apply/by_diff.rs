@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use super::{
-    ApplyOptions, Operation, Path, excluded_paths, item_key_fields, key_matches, parse_elem,
-    time_key,
+    ApplyOptions, EntryHead, Operation, Path, excluded_paths, item_key_fields, key_matches,
+    parse_elem,
 };
 use crate::patch::{ListType, MergeKeys, resolve_list_type};
 
@@ -56,7 +56,9 @@ pub(super) fn record_update(
     let mut kept: Vec<Entry> = Vec::new();
     let mut mine: Option<Map<String, Value>> = None;
     for raw in stored.and_then(Value::as_array).into_iter().flatten() {
-        let Some(head) = Head::of(raw) else { continue };
+        let Some(head) = EntryHead::of(raw) else {
+            continue;
+        };
         let is_self = head.manager == manager
             && head.operation == Operation::Update
             && head.subresource.as_deref() == opts.subresource
@@ -101,7 +103,7 @@ pub(super) fn record_update(
         insert_owned(&mut fields, p);
     }
     if !fields.is_empty() {
-        let head = Head {
+        let head = EntryHead {
             manager: manager.to_string(),
             operation: Operation::Update,
             api_version,
@@ -132,64 +134,8 @@ pub(super) fn record_update(
 
 /// A stored entry, its field set left encoded.
 struct Entry {
-    head: Head,
+    head: EntryHead,
     raw: Value,
-}
-
-/// An entry's identity and time: what sorting and matching need.
-struct Head {
-    manager: String,
-    operation: Operation,
-    api_version: String,
-    time: Option<String>,
-    subresource: Option<String>,
-}
-
-impl Head {
-    /// `None` where [`super::ManagedEntry::from_json`] rejects the entry.
-    fn of(v: &Value) -> Option<Self> {
-        let operation = match v.get("operation")?.as_str()? {
-            "Apply" => Operation::Apply,
-            "Update" => Operation::Update,
-            _ => return None,
-        };
-        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-        Some(Head {
-            manager: s("manager").unwrap_or_default(),
-            operation,
-            api_version: s("apiVersion").unwrap_or_default(),
-            time: s("time"),
-            subresource: s("subresource").filter(|s| !s.is_empty()),
-        })
-    }
-
-    /// The entry as [`super::ManagedEntry::to_json`] spells it, around an encoded field set.
-    fn to_json(&self, fields: Map<String, Value>) -> Value {
-        let mut m = Map::new();
-        m.insert("manager".into(), Value::from(self.manager.as_str()));
-        m.insert("operation".into(), Value::from(self.operation.as_str()));
-        m.insert("apiVersion".into(), Value::from(self.api_version.as_str()));
-        if let Some(t) = &self.time {
-            m.insert("time".into(), Value::from(t.as_str()));
-        }
-        m.insert("fieldsType".into(), Value::from("FieldsV1"));
-        m.insert("fieldsV1".into(), Value::Object(fields));
-        if let Some(s) = &self.subresource {
-            m.insert("subresource".into(), Value::from(s.as_str()));
-        }
-        Value::Object(m)
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn order(&self) -> (Operation, Option<(i64, String)>, &str, &str, Option<&str>) {
-        (
-            self.operation,
-            self.time.as_deref().map(time_key),
-            &self.manager,
-            &self.api_version,
-            self.subresource.as_deref(),
-        )
-    }
 }
 
 /// The paths `after` sets whose value the write changed (the general path's `touched`),
