@@ -146,6 +146,16 @@ impl ManagedEntry {
         s
     }
 
+    fn order(&self) -> EntryOrder<'_> {
+        entry_order(
+            self.operation,
+            self.time.as_deref(),
+            &self.manager,
+            &self.api_version,
+            self.subresource.as_deref(),
+        )
+    }
+
     fn head(&self) -> EntryHead {
         EntryHead {
             manager: self.manager.clone(),
@@ -222,17 +232,40 @@ impl EntryHead {
         Value::Object(m)
     }
 
-    /// How upstream sorts entries: operation, time, manager, API version, subresource.
-    #[allow(clippy::type_complexity)]
-    fn order(&self) -> (Operation, Option<(i64, String)>, &str, &str, Option<&str>) {
-        (
+    fn order(&self) -> EntryOrder<'_> {
+        entry_order(
             self.operation,
-            self.time.as_deref().map(time_key),
+            self.time.as_deref(),
             &self.manager,
             &self.api_version,
             self.subresource.as_deref(),
         )
     }
+}
+
+/// How upstream sorts managedFields entries: operation, time, manager, API version, subresource.
+type EntryOrder<'a> = (
+    Operation,
+    Option<(i64, String)>,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+);
+
+fn entry_order<'a>(
+    operation: Operation,
+    time: Option<&str>,
+    manager: &'a str,
+    api_version: &'a str,
+    subresource: Option<&'a str>,
+) -> EntryOrder<'a> {
+    (
+        operation,
+        time.map(time_key),
+        manager,
+        api_version,
+        subresource,
+    )
 }
 
 /// Decodes `metadata.managedFields`; malformed entries are skipped, as
@@ -625,22 +658,7 @@ fn finish_with(
             .retain(|p| present.is_some_and(|s| s.contains(p)) || lookup(&obj, p).is_some());
     }
     entries.retain(|e| !e.fields.is_empty());
-    entries.sort_by(|a, b| {
-        (
-            a.operation,
-            a.time.as_deref().map(time_key),
-            &a.manager,
-            &a.api_version,
-            &a.subresource,
-        )
-            .cmp(&(
-                b.operation,
-                b.time.as_deref().map(time_key),
-                &b.manager,
-                &b.api_version,
-                &b.subresource,
-            ))
-    });
+    entries.sort_by(|a, b| a.order().cmp(&b.order()));
     let Some(root) = obj.as_object_mut() else {
         return Err(ApplyError::Invalid("object must be a JSON object".into()));
     };
