@@ -69,6 +69,11 @@ pub struct RolloutReport {
     pub max_unavailable: usize,
     /// The most unavailable machines the worker pool reported while rolling out.
     pub peak_unavailable: usize,
+    /// From the MachineConfig's create to the pool's new target (the render).
+    pub rendered: Duration,
+    /// When the pool first counted each tenth of its machines updated, from the create: the
+    /// gaps show whether time is lost at the start, per wave, or at the end.
+    pub tenths: Vec<Duration>,
     /// The `mco up` process after the rollout.
     pub mem: Mem,
     /// CPU time `mco up` spent during the rollout: on a saturated machine the wall time follows
@@ -153,6 +158,17 @@ impl fmt::Display for RolloutReport {
                 self.rollout.as_secs_f64()
             )?,
         }
+        let tenths: Vec<String> = self
+            .tenths
+            .iter()
+            .map(|t| format!("{:.1}", t.as_secs_f64()))
+            .collect();
+        writeln!(
+            f,
+            "  new target after {:.2} s; each tenth of the pool updated at (s): {}",
+            self.rendered.as_secs_f64(),
+            tenths.join(" ")
+        )?;
         writeln!(
             f,
             "  peak unavailable workers seen: {} (limit {})",
@@ -381,12 +397,23 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         (t != old_target).then_some(t)
     })
     .await?;
+    let rendered = rollout_start.elapsed();
     // The pool's status is one small object: poll it often, and take the most unavailable
     // machines it reported as the check on `maxUnavailable`.
     let mut peak_unavailable = 0;
+    let mut tenths = Vec::with_capacity(10);
     let deadline = Instant::now() + opts.max;
     loop {
         let p = pools.get("worker").await?;
+        // Counts from before the status caught up with the new target are the old config's.
+        let current = p.status.as_ref().filter(|s| {
+            s.observed_generation.is_some() && s.observed_generation == p.metadata.generation
+        });
+        let updated = current.map_or(0, |s| s.updated_machine_count);
+        let updated = usize::try_from(updated).unwrap_or(0);
+        while tenths.len() < 10 && updated * 10 >= opts.workers * (tenths.len() + 1) {
+            tenths.push(rollout_start.elapsed());
+        }
         if pool_updated_on(&p, &new_target, opts.workers) {
             break;
         }
@@ -420,6 +447,8 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         opts,
         join,
         rollout,
+        rendered,
+        tenths,
         peak_unavailable,
         mem,
         cpu,
