@@ -157,9 +157,9 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Feeds the node watch into `tx` until the watch ends. Changes notify (they are what triggers
-/// a sync); a relist notifies once, at its end, and a deletion only clears the value, matching
-/// which watch events used to trigger a sync.
+/// Feeds the node watch into `tx` until the watch ends. Annotation changes notify (they are
+/// what triggers a sync); a relist notifies once, at its end, and a deletion only clears the
+/// value.
 async fn forward_node_watch(
     nodes: Api<Node>,
     cfg: watcher::Config,
@@ -169,8 +169,16 @@ async fn forward_node_watch(
     let mut listed: Option<Arc<Node>> = None;
     while let Some(ev) = events.next().await {
         match ev {
+            // The daemon acts on its annotations alone. Other changes (the controller's taint,
+            // the node's conditions) replace the value without waking a sync: at thousands of
+            // nodes, the taint put on every member when a rollout starts woke every daemon to
+            // reread its on-disk config for nothing.
             Ok(watcher::Event::Apply(n)) => {
-                tx.send_replace(Some(Arc::new(n)));
+                tx.send_if_modified(|v| {
+                    let wake = wakes_sync(v.as_deref(), &n);
+                    *v = Some(Arc::new(n));
+                    wake
+                });
             }
             Ok(watcher::Event::Init) => listed = None,
             Ok(watcher::Event::InitApply(n)) => listed = Some(Arc::new(n)),
@@ -184,6 +192,12 @@ async fn forward_node_watch(
             Err(e) => tracing::warn!(error = %e, "node watch error"),
         }
     }
+}
+
+/// Whether a watched change of this Node is one the daemon acts on: its annotations carry
+/// everything a sync and a drain wait read.
+pub fn wakes_sync(old: Option<&Node>, new: &Node) -> bool {
+    old.is_none_or(|old| old.metadata.annotations != new.metadata.annotations)
 }
 
 /// A resourceVersion as a number, when it is one (etcd's and the embedded server's are); only
@@ -635,12 +649,18 @@ impl Inner {
             // The Rebooting phase follows at once and carries it.
             Phase::Applied { reboot: true, .. } => self.mcn_later(w),
             Phase::Rebooting { .. } => {
-                self.annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))])
-                    .await?;
                 // The update has succeeded once the reboot is requested, which is next: the
                 // same write says so, rather than a write racing the reboot. A failed request
-                // is written over with its error.
-                self.mcn_all(&[w, mcn::degraded(self.name(), None)]).await?;
+                // is written over with its error. The Node and its MCN are separate objects,
+                // so the two writes go together: each is a round trip before the reboot.
+                let degraded = mcn::degraded(self.name(), None);
+                let (node, status) = futures::future::join(
+                    self.annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))]),
+                    self.mcn_all(&[w, degraded]),
+                )
+                .await;
+                node?;
+                status?;
             }
             Phase::DrainNotRequired => {
                 // `Working` waited for the drain request, and none comes.
@@ -1232,6 +1252,25 @@ mod tests {
             },
         }))
         .unwrap()
+    }
+
+    fn node(v: serde_json::Value) -> Node {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn only_annotation_changes_wake_a_sync() {
+        let done = node(json!({"metadata": {"name": "w", "resourceVersion": "1",
+            "annotations": {ann::DESIRED_CONFIG: "a", ann::STATE: "Done"}}}));
+        let tainted = node(json!({"metadata": {"name": "w", "resourceVersion": "2",
+            "annotations": {ann::DESIRED_CONFIG: "a", ann::STATE: "Done"}},
+            "spec": {"taints": [{"key": "UpdateInProgress", "effect": "PreferNoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]}}));
+        let retargeted = node(json!({"metadata": {"name": "w", "resourceVersion": "3",
+            "annotations": {ann::DESIRED_CONFIG: "b", ann::STATE: "Done"}}}));
+        assert!(wakes_sync(None, &done), "the first sight of the node");
+        assert!(!wakes_sync(Some(&done), &tainted));
+        assert!(wakes_sync(Some(&tainted), &retargeted));
     }
 
     #[test]
