@@ -173,15 +173,22 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
     }
     set_ready(env, spec, profile, &root, true).await?;
     let creds = Credentials::mint(env, &spec.name).await?;
+    let mut rebooted = false;
     loop {
         if pending_reboot(&root)? {
             reboot(env, spec, profile, &root, stop).await?;
+            rebooted = true;
             continue;
         }
         if *stop.borrow() {
             return Ok(());
         }
         let mut daemon = Daemon::start(env, spec, &root, &creds).await?;
+        if std::mem::take(&mut rebooted) {
+            // Back from a reboot, the node reports Ready while its daemon starts, as kubelet's
+            // status and the daemon's pod come up together on a host.
+            set_ready(env, spec, profile, &root, true).await?;
+        }
         let reason = loop {
             tokio::select! {
                 _ = stop.changed() => break Wake::Stop,
@@ -384,6 +391,7 @@ fn boot(root: &NodeRoot) -> Result<String> {
     root.boot_id()
 }
 
+/// A reboot, leaving the node NotReady: it reports Ready again as its daemon starts.
 async fn reboot(
     env: &NodeEnv,
     spec: &NodeSpec,
@@ -395,11 +403,18 @@ async fn reboot(
         .map(|r| r.rationale)
         .unwrap_or_default();
     tracing::info!(node = %spec.name, %rationale, "rebooting");
+    // The node is down for `env.reboot` in all: its NotReady write and the disk's part of the
+    // reboot happen within that time, as a real host's shutdown and boot do, not after it.
+    let up_at = tokio::time::Instant::now() + env.reboot;
     set_ready(env, spec, profile, root, false).await?;
-    sleep_or_stop(stop, env.reboot).await;
     let id = boot(root)?;
+    sleep_or_stop(
+        stop,
+        up_at.saturating_duration_since(tokio::time::Instant::now()),
+    )
+    .await;
     tracing::info!(node = %spec.name, boot_id = %id, "rebooted");
-    set_ready(env, spec, profile, root, true).await
+    Ok(())
 }
 
 async fn set_ready(
