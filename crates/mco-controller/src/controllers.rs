@@ -73,8 +73,8 @@ impl Ctx {
         let mut written = self.written_nodes.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
         for cached in self.nodes.state() {
-            let name = cached.metadata.name.clone().unwrap_or_default();
-            match written.get(&name) {
+            let name = cached.metadata.name.as_deref().unwrap_or_default();
+            match written.get(name) {
                 Some(w) => {
                     let caught_up = match (resource_version(&*cached), resource_version(&**w)) {
                         (Some(c), Some(w)) => c >= w,
@@ -82,7 +82,7 @@ impl Ctx {
                         _ => crate::plan::desired_config(&cached) == crate::plan::desired_config(w),
                     };
                     if caught_up {
-                        written.remove(&name);
+                        written.remove(name);
                         out.push(cached);
                     } else {
                         out.push(Arc::clone(w));

@@ -233,16 +233,21 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .unwrap_or_else(|| the_plan.status.clone());
     ctx.metrics.set_pool(&name, &status);
 
-    for ev in the_plan
+    let mut events: Vec<PlanEvent> = the_plan
         .events
-        .iter()
+        .into_iter()
         .filter(|e| e.reason == "SetDesiredConfig")
-    {
-        ctx.publish_plan_event(ev).await;
-    }
-    let events = std::mem::take(&mut *status_events.lock().unwrap_or_else(|e| e.into_inner()));
-    for ev in &events {
-        ctx.publish_plan_event(ev).await;
+        .collect();
+    events.append(&mut status_events.lock().unwrap_or_else(|e| e.into_inner()));
+    if !events.is_empty() {
+        // Events are for people: the pass does not wait for them, so a node freed meanwhile
+        // is targeted by the next pass one round trip sooner. One task keeps their order.
+        let ctx = Arc::clone(&ctx);
+        tokio::spawn(async move {
+            for ev in &events {
+                ctx.publish_plan_event(ev).await;
+            }
+        });
     }
     if !complete {
         return Err(Error::Stale(format!(
