@@ -336,7 +336,8 @@ pub struct Plan {
     pub members: Vec<String>,
     /// Nodes to point at the target now, in rollout order.
     pub candidates: Vec<String>,
-    /// Nodes that need the `UpdateInProgress` taint and do not have it yet.
+    /// Nodes that need the `UpdateInProgress` taint and do not have it yet, this pass's
+    /// candidates first.
     pub taint_add: Vec<String>,
     /// Nodes that carry the taint but no longer need it ([`needs_update_taint`]).
     pub taint_remove: Vec<String>,
@@ -425,6 +426,10 @@ pub fn plan_with<N: Borrow<Node>>(
             }
         }
         (plan.candidates, plan.deferred) = candidates(&members, target, budget, own_node);
+        // The nodes about to be drained first: a rollout's first pass taints every member, and
+        // the controller spreads those writes over several passes (see `rollout`).
+        let chosen: BTreeSet<&str> = plan.candidates.iter().map(String::as_str).collect();
+        plan.taint_add.sort_by_key(|n| !chosen.contains(n.as_str()));
         if !plan.candidates.is_empty() {
             let message = match plan.candidates.as_slice() {
                 [one] => format!("Targeted node {one} to MachineConfig: {target}"),

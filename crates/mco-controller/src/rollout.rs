@@ -23,6 +23,15 @@ use crate::render::update_pool_status;
 /// Node writes in flight at once for one pool.
 const WRITE_CONCURRENCY: usize = 16;
 
+/// Taints a pass adds beyond its candidates'. A rollout's first pass would otherwise taint every
+/// member at once, a burst of writes that delayed the first wave's drains by about a third of a
+/// second at a thousand nodes; spread over the passes that follow, they land while that wave
+/// reboots. The taint only steers the scheduler, so a second's delay costs nothing.
+const TAINTS_AHEAD: usize = 32;
+
+/// How soon a pass that left taints to add runs again, events or not.
+const TAINTS_LEFT_REQUEUE: std::time::Duration = std::time::Duration::from_millis(100);
+
 fn name_of(n: &Node) -> &str {
     n.metadata.name.as_deref().unwrap_or_default()
 }
@@ -177,11 +186,20 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     }
     // Each taint write is conditional on the node's version: the base includes the desired
     // configs just written, or every candidate's taint would meet a conflict and a read.
-    let after_desired = ctx.fresh_nodes();
+    // Most passes have none to write, and then no need of this index of every node.
+    let after_desired = if the_plan.taint_add.is_empty() && the_plan.taint_remove.is_empty() {
+        vec![]
+    } else {
+        ctx.fresh_nodes()
+    };
     let by_name: HashMap<&str, &Arc<Node>> =
         after_desired.iter().map(|n| (name_of(n), n)).collect();
-    let taint_writes: Vec<(Arc<Node>, bool)> = the_plan
+    let adds_now = the_plan
         .taint_add
+        .len()
+        .min(the_plan.candidates.len() + TAINTS_AHEAD);
+    let taints_left = adds_now < the_plan.taint_add.len();
+    let taint_writes: Vec<(Arc<Node>, bool)> = the_plan.taint_add[..adds_now]
         .iter()
         .map(|n| (n, true))
         .chain(the_plan.taint_remove.iter().map(|n| (n, false)))
@@ -253,6 +271,9 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         return Err(Error::Stale(format!(
             "pool {name}: a node changed while its taint was written"
         )));
+    }
+    if taints_left {
+        return Ok(Action::requeue(TAINTS_LEFT_REQUEUE));
     }
     Ok(Action::requeue(ctx.config.resync))
 }

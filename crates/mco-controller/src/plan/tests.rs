@@ -504,6 +504,20 @@ fn uncordoned_on_the_target_needs_no_taint() {
     assert_eq!(p.taint_add, vec!["draining", "old-answer"]);
 }
 
+/// When a rollout starts every member needs the taint; the candidates come first, so the
+/// nodes about to be drained get it in the pass that targets them.
+#[test]
+fn candidates_are_tainted_first() {
+    let nodes: Vec<Node> = ["a", "b", "c", "d"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| node(n, "worker", OLD, 10 - i as i64))
+        .collect();
+    let p = run(&worker(None), &nodes);
+    assert_eq!(p.candidates, vec!["d"], "the oldest goes first");
+    assert_eq!(p.taint_add, vec!["d", "a", "b", "c"]);
+}
+
 #[test]
 fn status_counts_and_updating_condition() {
     let mut nodes = workers(4);
