@@ -137,7 +137,7 @@ impl<F: Fn(&Value) -> bool> Select for F {
 
 /// Objects are kept as their serialised JSON: a parsed `Value` costs about ten
 /// times its text, and most objects are read far less often than they are held.
-type Json = Arc<str>;
+pub type Json = Arc<str>;
 type ObjMap = HashMap<String, BTreeMap<(String, String), Json>>;
 
 fn parse(json: &str) -> Arc<Value> {
@@ -511,7 +511,7 @@ impl Store {
     }
 
     /// The stored text of one object's current version.
-    fn text(&self, gr: &str, ns: &str, name: &str) -> Option<Json> {
+    pub fn text(&self, gr: &str, ns: &str, name: &str) -> Option<Json> {
         self.state()
             .objects
             .get(gr)?
