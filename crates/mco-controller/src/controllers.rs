@@ -40,6 +40,9 @@ pub struct Ctx {
     /// Pools as this controller last wrote their status, until the pool cache catches up; see
     /// [`Ctx::known_pool`].
     pub written_pools: Mutex<HashMap<String, Arc<MachineConfigPool>>>,
+    /// What the planner read of each node, kept while the node is unchanged; see
+    /// [`Ctx::digests`].
+    pub digests: Mutex<HashMap<String, Arc<crate::plan::Digest>>>,
     /// Nodes whose pool conflict was already reported, so the warning is not repeated.
     pub warned_conflicts: Mutex<BTreeSet<String>>,
     /// When each node's current drain started; drain state lives in memory, as upstream's.
@@ -90,6 +93,40 @@ impl Ctx {
                 }
                 None => out.push(cached),
             }
+        }
+        out
+    }
+
+    /// The planner's digest of every node in `nodes` (all of them: digests of nodes not
+    /// among them are dropped). Only nodes that changed since the last pass are read again:
+    /// reading every member's annotations was most of a pool pass at thousands of nodes.
+    pub fn digests(&self, nodes: &[Arc<Node>]) -> Vec<Arc<crate::plan::Digest>> {
+        use crate::plan::Digest;
+        let mut cache = self.digests.lock().unwrap_or_else(|e| e.into_inner());
+        let out: Vec<Arc<Digest>> = nodes
+            .iter()
+            .map(|n| {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                match cache.get_mut(name) {
+                    Some(d) if d.reads(n) => Arc::clone(d),
+                    Some(d) => {
+                        *d = Arc::new(Digest::new(Arc::clone(n)));
+                        Arc::clone(d)
+                    }
+                    None => {
+                        let d = Arc::new(Digest::new(Arc::clone(n)));
+                        cache.insert(name.to_string(), Arc::clone(&d));
+                        d
+                    }
+                }
+            })
+            .collect();
+        if cache.len() > out.len() {
+            let names: std::collections::HashSet<&str> = nodes
+                .iter()
+                .map(|n| n.metadata.name.as_deref().unwrap_or_default())
+                .collect();
+            cache.retain(|name, _| names.contains(name.as_str()));
         }
         out
     }
@@ -436,6 +473,7 @@ pub async fn run_all(
         ccs,
         written_nodes: Mutex::new(HashMap::new()),
         written_pools: Mutex::new(HashMap::new()),
+        digests: Mutex::new(HashMap::new()),
         warned_conflicts: Mutex::new(BTreeSet::new()),
         drains: Mutex::new(HashMap::new()),
     });

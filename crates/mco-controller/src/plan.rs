@@ -6,6 +6,7 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -120,18 +121,18 @@ pub fn assign_pools<N: Borrow<Node>, P: Borrow<MachineConfigPool>>(
         if labels.get(OS_LABEL).is_some_and(|os| os == "windows") {
             continue;
         }
-        let matching: Vec<&str> = selectors
-            .iter()
-            .filter(|(_, s)| s.matches(labels))
-            .map(|(p, _)| *p)
-            .collect();
-        let master = matching.contains(&names::MASTER_POOL);
-        let worker = matching.contains(&names::WORKER_POOL);
-        let custom: Vec<&str> = matching
-            .iter()
-            .copied()
-            .filter(|p| *p != names::MASTER_POOL && *p != names::WORKER_POOL)
-            .collect();
+        // No allocation per node unless it matches a custom pool: this runs for every node
+        // on every pool pass.
+        let (mut master, mut worker, mut custom) = (false, false, Vec::new());
+        for (pool, selector) in &selectors {
+            if selector.matches(labels) {
+                match *pool {
+                    names::MASTER_POOL => master = true,
+                    names::WORKER_POOL => worker = true,
+                    other => custom.push(other),
+                }
+            }
+        }
         let primary = match custom.as_slice() {
             [] if master => names::MASTER_POOL,
             [] if worker => names::WORKER_POOL,
@@ -216,7 +217,7 @@ pub fn is_ready(node: &Node) -> bool {
 /// annotations a few dozen questions, and each lookup in the annotation map compares keys that
 /// share their first 35 bytes: at a thousand nodes that was a third of the pass.
 #[derive(Debug, Clone, Copy)]
-struct Facts<'a> {
+pub struct Facts<'a> {
     node: &'a Node,
     name: &'a str,
     current: &'a str,
@@ -225,6 +226,89 @@ struct Facts<'a> {
     last_applied_drain: &'a str,
     ready: bool,
     tainted: bool,
+}
+
+/// A pool member as the planner takes it: a Node, read as it is asked, or a [`Digest`] read
+/// before.
+pub trait Member {
+    fn name(&self) -> &str;
+    fn facts(&self) -> Facts<'_>;
+}
+
+macro_rules! node_member {
+    ($($t:ty),*) => {$(
+        impl Member for $t {
+            fn name(&self) -> &str {
+                name_of(self)
+            }
+
+            fn facts(&self) -> Facts<'_> {
+                Facts::of(self)
+            }
+        }
+    )*};
+}
+
+node_member!(Node, &Node, Arc<Node>);
+
+/// A node's [`Facts`] kept from one pass to the next. The node cache hands out a new `Arc` for
+/// every change, so a digest holding the `Arc` it was read from stays true while the cache
+/// hands out that same `Arc`; most nodes are unchanged from one pass to the next.
+#[derive(Debug)]
+pub struct Digest {
+    node: Arc<Node>,
+    current: String,
+    desired: String,
+    state: String,
+    last_applied_drain: String,
+    ready: bool,
+    tainted: bool,
+}
+
+impl Digest {
+    pub fn new(node: Arc<Node>) -> Digest {
+        let f = Facts::of(&node);
+        let (current, desired, state, last_applied_drain) = (
+            f.current.to_string(),
+            f.desired.to_string(),
+            f.state.to_string(),
+            f.last_applied_drain.to_string(),
+        );
+        let (ready, tainted) = (f.ready, f.tainted);
+        Digest {
+            node,
+            current,
+            desired,
+            state,
+            last_applied_drain,
+            ready,
+            tainted,
+        }
+    }
+
+    /// Whether this digest was read from `node` itself.
+    pub fn reads(&self, node: &Arc<Node>) -> bool {
+        Arc::ptr_eq(&self.node, node)
+    }
+}
+
+impl Member for Arc<Digest> {
+    fn name(&self) -> &str {
+        name_of(&self.node)
+    }
+
+    fn facts(&self) -> Facts<'_> {
+        Facts {
+            node: &self.node,
+            name: name_of(&self.node),
+            current: &self.current,
+            desired: &self.desired,
+            state: &self.state,
+            last_applied_drain: &self.last_applied_drain,
+            ready: self.ready,
+            tainted: self.tainted,
+        }
+    }
 }
 
 impl<'a> Facts<'a> {
@@ -365,7 +449,7 @@ pub fn plan(
 
 /// Like [`plan`], with the membership computed once for every pool, and the node this controller
 /// runs on (`own_node`), which is updated last: see [`Plan::deferred`].
-pub fn plan_with<N: Borrow<Node>>(
+pub fn plan_with<N: Member>(
     pool: &MachineConfigPool,
     nodes: &[N],
     membership: &Membership,
@@ -382,9 +466,8 @@ pub fn plan_with<N: Borrow<Node>>(
         .filter(|n| !n.is_empty());
     let mut members: Vec<Facts<'_>> = nodes
         .iter()
-        .map(Borrow::borrow)
-        .filter(|n| membership.primary.get(name_of(n)) == Some(&pool_name))
-        .map(Facts::of)
+        .filter(|n| membership.primary.get(n.name()) == Some(&pool_name))
+        .map(Member::facts)
         .collect();
     members.sort_by(|a, b| a.name.cmp(b.name));
     let budget = max_unavailable(pool.spec.max_unavailable.as_ref(), members.len());
@@ -575,12 +658,12 @@ pub fn set_condition(
 
 /// Upstream's `calculateStatus` for a pool and its member nodes. `RenderDegraded` belongs to the
 /// render controller and is carried over; `Degraded` aggregates it with `NodeDegraded`.
-pub fn calculate_status<N: Borrow<Node>>(
+pub fn calculate_status<N: Member>(
     pool: &MachineConfigPool,
     members: &[N],
     now: &str,
 ) -> (MachineConfigPoolStatus, Vec<PlanEvent>) {
-    let members: Vec<Facts<'_>> = members.iter().map(|n| Facts::of(n.borrow())).collect();
+    let members: Vec<Facts<'_>> = members.iter().map(Member::facts).collect();
     status_of(pool, &members, now)
 }
 

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::Error;
 use crate::controllers::Ctx;
 use crate::metrics::NodeLabels;
-use crate::plan::{self, Membership, PlanEvent};
+use crate::plan::{self, Member, Membership, PlanEvent};
 use crate::render::update_pool_status;
 
 /// Node writes in flight at once for one pool.
@@ -150,9 +150,10 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     let membership = plan::assign_pools(&nodes, &pools);
     report_membership(&ctx, &membership).await;
     let now = jiff::Timestamp::now().to_string();
+    let digests = ctx.digests(&nodes);
     let the_plan = plan::plan_with(
         &pool,
-        &nodes,
+        &digests,
         &membership,
         ctx.config.own_node.as_deref(),
         &now,
@@ -218,15 +219,15 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .try_fold(true, |all, one| futures::future::ready(Ok(all && one)))
         .await?;
 
-    let members: Vec<Arc<Node>> = ctx
-        .fresh_nodes()
+    let members: Vec<Arc<plan::Digest>> = ctx
+        .digests(&ctx.fresh_nodes())
         .into_iter()
         // Sorted names: a search per node, where a scan per node made each reconcile
         // quadratic in the pool's size.
         .filter(|n| {
             the_plan
                 .members
-                .binary_search_by(|m| m.as_str().cmp(name_of(n)))
+                .binary_search_by(|m| m.as_str().cmp(n.name()))
                 .is_ok()
         })
         .collect();

@@ -504,6 +504,30 @@ fn uncordoned_on_the_target_needs_no_taint() {
     assert_eq!(p.taint_add, vec!["draining", "old-answer"]);
 }
 
+/// The controller plans over digests it keeps between passes: the same plan as over the
+/// nodes, and a digest stands only for the very object it was read from.
+#[test]
+fn a_plan_over_digests_is_the_plan_over_nodes() {
+    let mut nodes = workers(6);
+    nodes[1] = working(nodes[1].clone(), NEW);
+    nodes[2] = degraded(nodes[2].clone(), NEW, "boom");
+    nodes[3] = cordoned(nodes[3].clone());
+    let pool = worker(Some(IntOrString::Int(3)));
+    let arcs: Vec<std::sync::Arc<Node>> = nodes.iter().cloned().map(std::sync::Arc::new).collect();
+    let digests: Vec<std::sync::Arc<Digest>> = arcs
+        .iter()
+        .map(|n| std::sync::Arc::new(Digest::new(n.clone())))
+        .collect();
+    let membership = assign_pools(&nodes, &[pool.clone()]);
+    let now = "2026-01-01T00:00:00Z";
+    assert_eq!(
+        plan_with(&pool, &digests, &membership, None, now),
+        plan_with(&pool, &nodes, &membership, None, now)
+    );
+    assert!(digests[0].reads(&arcs[0]));
+    assert!(!digests[0].reads(&std::sync::Arc::new(nodes[0].clone())));
+}
+
 /// When a rollout starts every member needs the taint; the candidates come first, so the
 /// nodes about to be drained get it in the pass that targets them.
 #[test]
