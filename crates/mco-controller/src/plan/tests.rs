@@ -518,7 +518,7 @@ fn a_plan_over_digests_is_the_plan_over_nodes() {
         .iter()
         .map(|n| std::sync::Arc::new(Digest::new(n.clone())))
         .collect();
-    let membership = assign_pools(&nodes, &[pool.clone()]);
+    let membership = assign_pools(&nodes, std::slice::from_ref(&pool));
     let now = "2026-01-01T00:00:00Z";
     assert_eq!(
         plan_with(&pool, &digests, &membership, None, now),
