@@ -24,9 +24,9 @@ use crate::render::update_pool_status;
 const WRITE_CONCURRENCY: usize = 16;
 
 /// Taints a pass adds beyond its candidates'. A rollout's first pass would otherwise taint every
-/// member at once, a burst of writes that delayed the first wave's drains by about a third of a
-/// second at a thousand nodes; spread over the passes that follow, they land while that wave
-/// reboots. The taint only steers the scheduler, so a second's delay costs nothing.
+/// member at once: at a thousand nodes, a thousand writes landing on the first wave's drains.
+/// Spread over the passes that follow, they land while that wave reboots. The taint only steers
+/// the scheduler, so a second's delay costs nothing.
 const TAINTS_AHEAD: usize = 32;
 
 /// How soon a pass that left taints to add runs again, events or not.
