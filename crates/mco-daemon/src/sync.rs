@@ -196,7 +196,7 @@ async fn forward_node_watch(
 
 /// Whether a watched change of this Node is one the daemon acts on: its annotations carry
 /// everything a sync and a drain wait read.
-pub fn wakes_sync(old: Option<&Node>, new: &Node) -> bool {
+fn wakes_sync(old: Option<&Node>, new: &Node) -> bool {
     old.is_none_or(|old| old.metadata.annotations != new.metadata.annotations)
 }
 
