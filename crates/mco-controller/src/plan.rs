@@ -513,6 +513,12 @@ pub fn plan_with<N: Member>(
         // the controller spreads those writes over several passes (see `rollout`).
         let chosen: BTreeSet<&str> = plan.candidates.iter().map(String::as_str).collect();
         plan.taint_add.sort_by_key(|n| !chosen.contains(n.as_str()));
+        // Status is computed as it will be once the candidates carry their new desiredConfig:
+        // the controller writes both in one pass, and counting candidates as busy keeps it
+        // honest.
+        for n in members.iter_mut().filter(|n| chosen.contains(n.name)) {
+            n.desired = target;
+        }
         if !plan.candidates.is_empty() {
             let message = match plan.candidates.as_slice() {
                 [one] => format!("Targeted node {one} to MachineConfig: {target}"),
@@ -530,14 +536,6 @@ pub fn plan_with<N: Member>(
         }
     }
 
-    // Status is computed as it will be once the candidates carry their new desiredConfig: the
-    // controller writes both in one pass, and counting candidates as busy keeps it honest.
-    if let Some(t) = target.as_deref() {
-        let chosen: BTreeSet<&str> = plan.candidates.iter().map(String::as_str).collect();
-        for n in members.iter_mut().filter(|n| chosen.contains(n.name)) {
-            n.desired = t;
-        }
-    }
     let (status, events) = status_of(pool, &members, now);
     plan.status = status;
     plan.events.extend(events);
