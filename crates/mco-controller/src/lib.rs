@@ -79,6 +79,10 @@ pub struct Config {
     pub render_debounce: Duration,
     /// Every object is reconciled again at least this often, so missed deletes heal.
     pub resync: Duration,
+    /// A pool's next pass starts no sooner than this many times the last one's planning time
+    /// after it started, so passes take at most about this share of one thread; node events
+    /// that arrive meanwhile fold into one pass. See [`controllers::PassGate`].
+    pub pass_spacing: u32,
     /// Retry delay after a failed reconcile.
     pub error_requeue: Duration,
     pub drain: DrainTimeouts,
@@ -101,6 +105,7 @@ impl Default for Config {
             rendered_retain: 5,
             render_debounce: Duration::from_secs(1),
             resync: Duration::from_secs(30),
+            pass_spacing: 10,
             error_requeue: Duration::from_secs(2),
             drain: DrainTimeouts::default(),
             lease: LeaseConfig::default(),

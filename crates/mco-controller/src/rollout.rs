@@ -4,12 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use mco_api::constants::{annotations, taints};
 use mco_api::{MachineConfigNode, MachineConfigPool};
 use serde_json::json;
@@ -142,9 +144,23 @@ async fn set_taint(ctx: &Ctx, node: &Node, present: bool) -> Result<bool, Error>
 /// Apply the plan for one pool.
 pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = pool.metadata.name.clone().unwrap_or_default();
+    let turn = ctx
+        .passes
+        .book(&name, Instant::now(), ctx.config.pass_spacing);
+    let pool = if turn > Instant::now() {
+        tokio::time::sleep_until(turn.into()).await;
+        // The pool handed over is as old as the wait.
+        match ctx.pools.get(&ObjectRef::from_obj(&*pool)) {
+            Some(p) => p,
+            None => return Ok(Action::await_change()),
+        }
+    } else {
+        pool
+    };
     if pool.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    let planning = Instant::now();
     let pools = ctx.pools.state();
     let nodes = ctx.fresh_nodes();
     let membership = plan::assign_pools(&nodes, &pools);
@@ -158,6 +174,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         ctx.config.own_node.as_deref(),
         &now,
     );
+    ctx.passes.planned(&name, planning.elapsed());
     if let Some(own) = &the_plan.deferred {
         tracing::debug!(pool = %name, node = %own, "deferring the update of the controller's own node");
     }

@@ -24,6 +24,10 @@ pub struct Args {
     /// Reconcile everything at least this often.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     resync: Duration,
+    /// A pool's next pass waits this many times the last one's planning time after its start,
+    /// so passes over a large pool take at most about 1/N of a thread.
+    #[arg(long, default_value_t = 10)]
+    pass_spacing: u32,
     /// Retry delay after a failed reconcile.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     error_requeue: Duration,
@@ -76,6 +80,7 @@ impl Args {
             rendered_retain: self.rendered_retain,
             render_debounce: self.render_debounce,
             resync: self.resync,
+            pass_spacing: self.pass_spacing,
             error_requeue: self.error_requeue,
             drain: DrainTimeouts {
                 attempt_timeout: self.drain_attempt_timeout,
