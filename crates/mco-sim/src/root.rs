@@ -28,8 +28,9 @@ const SHADOW: &str = "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n";
 /// it does top-level directories (`chattr +T`), so that each node's files live near its own
 /// root rather than every node's in the same few groups.
 ///
-/// An ext4 without a journal skips every inode of a group freed in the last half minute when it
-/// allocates one, and reads each from the inode table to know. Every atomic write frees an
+/// An ext4 without a journal skips every inode of a group freed in the last minute (five, while
+/// the inode table is unwritten) when it allocates one, and reads each from the inode table to
+/// know. Every atomic write frees an
 /// inode, so with a thousand nodes' writes in one group that scan was up to a sixth of a
 /// rollout's CPU. Filesystems without the flag refuse it, which changes nothing.
 fn spread_subdirs(dir: &Path) {
