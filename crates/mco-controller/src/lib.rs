@@ -80,8 +80,8 @@ pub struct Config {
     /// Every object is reconciled again at least this often, so missed deletes heal.
     pub resync: Duration,
     /// A pool's next pass starts no sooner than this many times the last one's planning time
-    /// after it started, so passes take at most about this share of one thread; node events
-    /// that arrive meanwhile fold into one pass. See [`controllers::PassGate`].
+    /// after it started, so planning takes at most about 1/N of a thread; node events that
+    /// arrive meanwhile fold into one pass. See [`controllers::PassGate`].
     pub pass_spacing: u32,
     /// Retry delay after a failed reconcile.
     pub error_requeue: Duration,

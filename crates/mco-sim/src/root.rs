@@ -30,9 +30,9 @@ const SHADOW: &str = "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n";
 ///
 /// An ext4 without a journal skips every inode of a group freed in the last minute (five, while
 /// the inode table is unwritten) when it allocates one, and reads each from the inode table to
-/// know. Every atomic write frees an
-/// inode, so with a thousand nodes' writes in one group that scan was up to a sixth of a
-/// rollout's CPU. Filesystems without the flag refuse it, which changes nothing.
+/// know. Every atomic write frees an inode, so with a thousand nodes' writes in one group that
+/// scan was up to a sixth of a rollout's CPU. Filesystems without the flag refuse it, which
+/// changes nothing.
 fn spread_subdirs(dir: &Path) {
     use rustix::fs::{IFlags, ioctl_getflags, ioctl_setflags};
     let Ok(d) = std::fs::File::open(dir) else {
