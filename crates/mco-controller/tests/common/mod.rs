@@ -180,6 +180,7 @@ pub fn fast_config(identity: &str) -> Config {
         rendered_retain: 2,
         render_debounce: Duration::from_millis(100),
         resync: Duration::from_secs(2),
+        pass_spacing: 10,
         error_requeue: Duration::from_millis(200),
         drain: DrainTimeouts {
             attempt_timeout: Duration::from_secs(3),
