@@ -164,7 +164,6 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     let pools = ctx.pools.state();
     let nodes = ctx.fresh_nodes();
     let membership = plan::assign_pools(&nodes, &pools);
-    report_membership(&ctx, &membership).await;
     let now = jiff::Timestamp::now().to_string();
     let digests = ctx.digests(&nodes);
     let the_plan = plan::plan_with(
@@ -175,6 +174,8 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         &now,
     );
     ctx.passes.planned(&name, planning.elapsed());
+    // After the planning is timed: reporting a new conflict waits on the API.
+    report_membership(&ctx, &membership).await;
     if let Some(own) = &the_plan.deferred {
         tracing::debug!(pool = %name, node = %own, "deferring the update of the controller's own node");
     }
