@@ -145,6 +145,65 @@ fn parse(json: &str) -> Arc<Value> {
     Arc::new(serde_json::from_str(json).unwrap_or(Value::Null))
 }
 
+/// How many objects keep a parsed copy beside their text (see [`Parsed`]).
+const PARSED_OBJECTS: usize = 1024;
+
+/// Parsed copies of the current versions of objects that were updated lately.
+///
+/// A write parses the object it changes, and an object updated once is usually updated again
+/// soon (a node in a rollout is written a dozen times in a few seconds): keeping the writer's
+/// own parsed copy saves that parse, which was a twentieth of the server's CPU in a rollout.
+/// Bounded, so memory stays proportional to the text (see [`Json`]). Entries are keyed by the
+/// address of the text they parse: that text is held by the object map while it is current,
+/// and an entry is removed when its text stops being current, so an address never names two
+/// texts at once.
+#[derive(Default)]
+struct Parsed {
+    /// Text address → (insertion number, parsed object).
+    by_text: HashMap<usize, (u64, Arc<Value>)>,
+    /// (address, insertion number) in insertion order, for eviction. A slot whose number no
+    /// longer matches its entry is stale: the text was replaced and its address reused.
+    order: VecDeque<(usize, u64)>,
+    inserted: u64,
+}
+
+fn text_addr(json: &Json) -> usize {
+    Arc::as_ptr(json).cast::<u8>() as usize
+}
+
+impl Parsed {
+    fn get(&self, json: &Json) -> Option<Arc<Value>> {
+        self.by_text.get(&text_addr(json)).map(|(_, v)| v.clone())
+    }
+
+    fn forget(&mut self, json: &Json) {
+        self.by_text.remove(&text_addr(json));
+    }
+
+    fn current(&self, (addr, n): (usize, u64)) -> bool {
+        self.by_text.get(&addr).is_some_and(|(m, _)| *m == n)
+    }
+
+    fn insert(&mut self, json: &Json, obj: Arc<Value>) {
+        let addr = text_addr(json);
+        self.inserted += 1;
+        self.by_text.insert(addr, (self.inserted, obj));
+        self.order.push_back((addr, self.inserted));
+        while self.by_text.len() > PARSED_OBJECTS {
+            let Some(slot) = self.order.pop_front() else {
+                break;
+            };
+            if self.current(slot) {
+                self.by_text.remove(&slot.0);
+            }
+        }
+        if self.order.len() > 2 * PARSED_OBJECTS + 64 {
+            let order = std::mem::take(&mut self.order);
+            self.order = order.into_iter().filter(|s| self.current(*s)).collect();
+        }
+    }
+}
+
 /// A retained event as the log keeps it: the object's JSON (shared with the cache
 /// while it is the current version) and the previous object's selectable metadata.
 struct Logged {
@@ -174,6 +233,7 @@ impl Logged {
 struct State {
     rv: u64,
     objects: ObjMap,
+    parsed: Parsed,
     /// The resourceVersion of each resource's last change since start (absent: none yet),
     /// so derived views such as the RBAC policy are rebuilt only when their inputs move.
     changed: HashMap<String, u64>,
@@ -473,6 +533,7 @@ impl Store {
             state: RwLock::new(State {
                 rv,
                 objects,
+                parsed: Parsed::default(),
                 changed: HashMap::new(),
             }),
             ring: Mutex::new(Ring {
@@ -507,7 +568,13 @@ impl Store {
     }
 
     pub fn get(&self, gr: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
-        Some(parse(&self.text(gr, ns, name)?))
+        Some(self.value(&self.text(gr, ns, name)?))
+    }
+
+    /// The parsed object of a stored text: the kept copy when there is one.
+    fn value(&self, json: &Json) -> Arc<Value> {
+        let kept = self.state().parsed.get(json);
+        kept.unwrap_or_else(|| parse(json))
     }
 
     /// The stored text of one object's current version.
@@ -570,7 +637,7 @@ impl Store {
                 if !keep.may_match(json) {
                     continue;
                 }
-                let v = parse(json);
+                let v = st.parsed.get(json).unwrap_or_else(|| parse(json));
                 if !keep.matches(&v) {
                     continue;
                 }
@@ -667,7 +734,7 @@ impl Store {
     /// The current version of one object, for [`Store::write_if_current`].
     pub fn snapshot(&self, gr: &str, ns: &str, name: &str) -> Snapshot {
         let json = self.text(gr, ns, name);
-        let object = json.as_deref().map(parse);
+        let object = json.as_ref().map(|j| self.value(j));
         Snapshot { json, object }
     }
 
@@ -978,10 +1045,17 @@ fn writer_loop(
                 }
                 let map = st.objects.entry(e.gr.clone()).or_default();
                 let k = (e.ns.clone(), e.name.clone());
-                if e.typ == EventType::Deleted {
-                    map.remove(&k);
+                let old = if e.typ == EventType::Deleted {
+                    map.remove(&k)
                 } else {
-                    map.insert(k, json.clone());
+                    map.insert(k, json.clone())
+                };
+                if let Some(old) = old {
+                    st.parsed.forget(&old);
+                }
+                // Only updates: most created objects (events, pods) are never written again.
+                if e.typ == EventType::Modified {
+                    st.parsed.insert(json, e.obj.clone());
                 }
             }
             st.rv = rv;
@@ -1118,6 +1192,73 @@ mod tests {
         assert_eq!(in_ns.rx.try_recv().map(|e| e.rv).ok(), Some(1));
         assert_eq!(named.rx.try_recv().map(|e| e.rv).ok(), Some(1));
         assert!(other.rx.try_recv().is_err(), "a watch on another name");
+    }
+
+    #[test]
+    fn kept_parses_are_bounded_and_forgotten_with_their_text() {
+        let mut p = Parsed::default();
+        let texts: Vec<Json> = (0..PARSED_OBJECTS + 10)
+            .map(|i| Arc::from(format!("{{\"i\":{i}}}")))
+            .collect();
+        for (i, t) in texts.iter().enumerate() {
+            p.insert(t, Arc::new(serde_json::json!({ "i": i })));
+        }
+        assert_eq!(p.by_text.len(), PARSED_OBJECTS);
+        assert!(p.get(&texts[0]).is_none(), "the oldest is evicted first");
+        let last = texts.last().unwrap();
+        assert_eq!(p.get(last).unwrap()["i"], PARSED_OBJECTS + 9);
+        p.forget(last);
+        assert!(p.get(last).is_none());
+        // Replaced entries leave stale order slots; they are compacted, not kept forever.
+        for _ in 0..4 * PARSED_OBJECTS {
+            let t: Json = Arc::from("{}");
+            p.insert(&t, Arc::new(Value::Null));
+            p.forget(&t);
+        }
+        assert!(p.order.len() <= 2 * PARSED_OBJECTS + 64);
+        assert_eq!(p.by_text.len(), PARSED_OBJECTS - 1);
+    }
+
+    fn put(v: Value) -> Op {
+        Box::new(move |_| Ok(Action::Put(v)))
+    }
+
+    #[tokio::test]
+    async fn an_updated_object_is_read_as_the_writer_parsed_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db"), 100).unwrap();
+        let obj = |v: u32| serde_json::json!({"metadata": {"name": "x"}, "data": {"v": v}});
+        store
+            .write("/configmaps", "a", "x", false, put(obj(1)))
+            .await
+            .unwrap();
+        let created = store.snapshot("/configmaps", "a", "x");
+        let updated = store
+            .write("/configmaps", "a", "x", false, put(obj(2)))
+            .await
+            .unwrap();
+        let updated = updated.object().unwrap().clone();
+        let seen = store.snapshot("/configmaps", "a", "x");
+        let seen_obj = seen.object.clone().unwrap();
+        assert!(Arc::ptr_eq(&seen_obj, &updated), "the writer's own parse");
+        assert_eq!(*seen_obj, *parse(&seen.json.clone().unwrap()));
+        assert_eq!(seen_obj["data"]["v"], 2);
+        assert!(!Arc::ptr_eq(created.object.as_ref().unwrap(), &updated));
+        // A list reads the same copy.
+        let (_, listed, _) = store.list("/configmaps", Some("a"), None, None, &|_: &Value| true);
+        assert!(Arc::ptr_eq(&listed[0], &updated));
+        store
+            .write(
+                "/configmaps",
+                "a",
+                "x",
+                false,
+                Box::new(|_| Ok(Action::Delete)),
+            )
+            .await
+            .unwrap();
+        assert!(store.get("/configmaps", "a", "x").is_none());
+        assert!(store.state().parsed.by_text.is_empty());
     }
 
     #[test]
