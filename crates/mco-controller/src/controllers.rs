@@ -40,6 +40,9 @@ pub struct Ctx {
     /// Pools as this controller last wrote their status, until the pool cache catches up; see
     /// [`Ctx::known_pool`].
     pub written_pools: Mutex<HashMap<String, Arc<MachineConfigPool>>>,
+    /// MachineConfigNodes as this controller last wrote them, until the MCN cache catches up;
+    /// see [`Ctx::known_mcn`].
+    pub written_mcns: Mutex<HashMap<String, Arc<MachineConfigNode>>>,
     /// What the planner read of each node, kept while the node is unchanged; see
     /// [`Ctx::digests`].
     pub digests: Mutex<HashMap<String, Arc<crate::plan::Digest>>>,
@@ -214,6 +217,32 @@ impl Ctx {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name, Arc::new(pool.clone()));
+    }
+
+    /// The newest copy of a node's MCN this controller holds: the cache, or its own last write
+    /// while the cache lags it. Three parts write MCNs (the rollout sets the spec with the
+    /// node's desiredConfig, this MCN controller, the drain conditions); each reads what the
+    /// others wrote, so a write does not meet a stale cache and then a read. A copy that the
+    /// daemon has moved past is refused by the server's optimistic concurrency.
+    pub fn known_mcn(&self, name: &str) -> Option<Arc<MachineConfigNode>> {
+        let cached = self.mcns.get(&ObjectRef::new(name));
+        let mut written = self.written_mcns.lock().unwrap_or_else(|e| e.into_inner());
+        let newest = newer(cached.clone(), written.get(name).cloned());
+        if let (Some(n), Some(c)) = (&newest, &cached)
+            && Arc::ptr_eq(n, c)
+        {
+            written.remove(name);
+        }
+        newest
+    }
+
+    /// Remember an MCN as returned by a write.
+    pub fn wrote_mcn(&self, mcn: MachineConfigNode) {
+        let name = mcn.metadata.name.clone().unwrap_or_default();
+        self.written_mcns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, Arc::new(mcn));
     }
 
     /// Publish an event; failures are logged, never fatal (events are best effort).
@@ -509,6 +538,7 @@ pub async fn run_all(
         ccs,
         written_nodes: Mutex::new(HashMap::new()),
         written_pools: Mutex::new(HashMap::new()),
+        written_mcns: Mutex::new(HashMap::new()),
         digests: Mutex::new(HashMap::new()),
         warned_conflicts: Mutex::new(BTreeSet::new()),
         drains: Mutex::new(HashMap::new()),
@@ -585,7 +615,8 @@ pub async fn run_all(
 
         // Drain requests live in node annotations; the resync serves one whose event was
         // missed (a watch gap, a restart of the controller) instead of leaving the daemon waiting.
-        let drain = Controller::for_shared_stream(nodes_for_drain, nodes.clone())
+        let drain_requests = nodes_for_drain.filter(|n| future::ready(crate::drain::requested(n)));
+        let drain = Controller::for_shared_stream(drain_requests, nodes.clone())
             .reconcile_all_on(ticker(config.resync))
             .with_config(ControllerSettings::default().concurrency(DRAIN_CONCURRENCY))
             .run(

@@ -33,7 +33,7 @@ use mco_apimachinery::selector::LabelSelector;
 use serde_json::json;
 
 use crate::Error;
-use crate::controllers::{Ctx, newer, node_ref};
+use crate::controllers::{Ctx, node_ref};
 use crate::metrics::NodeLabels;
 use crate::plan::EventKind;
 
@@ -51,9 +51,6 @@ pub struct DrainProgress {
     pub failed_reported: bool,
     /// What blocked the last attempt, for the condition message.
     pub blockers: String,
-    /// The node's MCN as this drain's last condition write returned it: newer than the cache
-    /// until the MCN watch delivers that write.
-    pub mcn: Option<Arc<mco_api::MachineConfigNode>>,
 }
 
 /// Pods a drain must evict: everything on the node except DaemonSet-owned and mirror pods.
@@ -225,26 +222,14 @@ pub fn with_conditions(existing: &[Condition], new: &[Cond<'_>], now: &Time) -> 
     out
 }
 
-/// The newest copy of the node's MCN this controller holds: the cache, or its own last write
-/// when the cache has not caught up with it.
-fn known_mcn(ctx: &Ctx, node: &str) -> Option<Arc<mco_api::MachineConfigNode>> {
-    let written = ctx
-        .drains
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(node)
-        .and_then(|p| p.mcn.clone());
-    newer(ctx.mcns.get(&ObjectRef::new(node)), written)
-}
-
-/// Apply drain conditions to the node's MCN (see the module docs for why server-side apply).
+/// Apply drain conditions to the node's MCN (see the module docs for why a conditional status write).
 ///
-/// The write starts from the MCN already held ([`known_mcn`]) rather than a fresh read, and
+/// The write starts from the MCN already held ([`Ctx::known_mcn`]) rather than a fresh read, and
 /// carries its resourceVersion: if the daemon wrote since, the server refuses it and the next
 /// attempt reads the MCN. A held copy that shows nothing to change is confirmed by a read too.
 async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(), Error> {
     let api: Api<mco_api::MachineConfigNode> = Api::all(ctx.client.clone());
-    let mut held = known_mcn(ctx, node);
+    let mut held = ctx.known_mcn(node);
     for _ in 0..5 {
         let (live, from_memory) = match held.take() {
             Some(m) => (m, true),
@@ -280,7 +265,7 @@ async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(),
         };
         match api.replace_status(node, &pp, &body).await {
             Ok(written) => {
-                update_progress(ctx, node, |p| p.mcn = Some(Arc::new(written)));
+                ctx.wrote_mcn(written);
                 return Ok(());
             }
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
@@ -380,7 +365,6 @@ fn progress(ctx: &Ctx, node: &str, desired: &str) -> DrainProgress {
             threshold_reported: false,
             failed_reported: false,
             blockers: String::new(),
-            mcn: None,
         });
     if entry.desired != desired {
         *entry = DrainProgress {
@@ -389,7 +373,6 @@ fn progress(ctx: &Ctx, node: &str, desired: &str) -> DrainProgress {
             threshold_reported: false,
             failed_reported: false,
             blockers: String::new(),
-            mcn: None,
         };
     }
     entry.clone()
@@ -414,6 +397,14 @@ fn forget(ctx: &Ctx, node: &str) {
     ctx.metrics
         .drain_err
         .remove(&NodeLabels { node: node.into() });
+}
+
+/// Whether a node asks for a drain or an uncordon not yet answered: the only node events the
+/// drain controller acts on. The others (about ten per node in a rollout) are not worth a
+/// reconcile each; a drain in progress requeues itself, and the resync covers the rest.
+pub fn requested(node: &Node) -> bool {
+    let desired = annotation(node, annotations::DESIRED_DRAIN);
+    !desired.is_empty() && desired != annotation(node, annotations::LAST_APPLIED_DRAIN)
 }
 
 /// React to one node's drain request.
@@ -743,6 +734,31 @@ mod tests {
                 .collect(),
         );
         p
+    }
+
+    #[test]
+    fn only_an_unanswered_request_wakes_the_drain_controller() {
+        let node = |pairs: &[(&str, &str)]| {
+            let mut n = Node::default();
+            n.metadata.annotations = Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+            n
+        };
+        let (d, l) = (annotations::DESIRED_DRAIN, annotations::LAST_APPLIED_DRAIN);
+        assert!(!requested(&node(&[])), "never asked");
+        assert!(requested(&node(&[(d, "drain-rendered-a")])));
+        assert!(requested(&node(&[
+            (d, "uncordon-rendered-a"),
+            (l, "drain-rendered-a")
+        ])));
+        assert!(!requested(&node(&[
+            (d, "drain-rendered-a"),
+            (l, "drain-rendered-a")
+        ])));
     }
 
     #[test]

@@ -83,10 +83,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
     }
     let spec = desired_spec(&node, &ctx.pools.state());
     let api: Api<MachineConfigNode> = Api::all(ctx.client.clone());
-    let cached = ctx.mcns.get(&ObjectRef::new(&name));
-    let current = match cached {
-        Some(m) => Some((*m).clone()),
-        None => api.get_opt(&name).await?,
+    let current = match ctx.known_mcn(&name) {
+        Some(m) => Some(m),
+        None => api.get_opt(&name).await?.map(Arc::new),
     };
     match current {
         None => {
@@ -111,7 +110,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
             // its watch event) before writing.
             let mcn = if needs_write(&mcn, &node, &spec) {
                 match api.get_opt(&name).await? {
-                    Some(live) => live,
+                    Some(live) => Arc::new(live),
                     None => return Ok(Action::requeue(ctx.config.error_requeue)),
                 }
             } else {
@@ -128,8 +127,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
                 if !owned_by(&mcn, &node) {
                     patch["metadata"] = json!({"ownerReferences": [owner(&node)]});
                 }
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                let written = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
+                ctx.wrote_mcn(written);
             }
         }
     }

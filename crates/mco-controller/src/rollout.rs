@@ -81,7 +81,10 @@ async fn set_desired(ctx: &Ctx, node: &str, target: &str) -> Result<(), Error> {
     .await;
     ctx.wrote_node(written?);
     match mcn {
-        Ok(_) => Ok(()),
+        Ok(m) => {
+            ctx.wrote_mcn(m);
+            Ok(())
+        }
         // The MCN controller creates it with the node's desiredConfig.
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
