@@ -695,6 +695,17 @@ impl Select for Filter {
     fn matches(&self, v: &Value) -> bool {
         Filter::matches(self, v)
     }
+
+    fn pods_on_node(&self) -> Option<&str> {
+        self.field
+            .terms()
+            .iter()
+            .find(|t| {
+                t.field == "spec.nodeName"
+                    && matches!(t.op, FieldOperator::Equals | FieldOperator::DoubleEquals)
+            })
+            .map(|t| t.value.as_str())
+    }
 }
 
 fn encode_continue(k: &(String, String)) -> String {

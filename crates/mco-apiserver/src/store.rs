@@ -1,7 +1,7 @@
 //! The object store: SQLite is the source of truth, an in-memory copy serves reads,
 //! and one writer thread group-commits every queued write in a single transaction.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,6 +127,10 @@ pub trait Select {
         true
     }
     fn matches(&self, obj: &Value) -> bool;
+    /// The node a pod list is limited to (`spec.nodeName=<node>`), answered from an index.
+    fn pods_on_node(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl<F: Fn(&Value) -> bool> Select for F {
@@ -143,6 +147,37 @@ type ObjMap = HashMap<String, BTreeMap<(String, String), Json>>;
 fn parse(json: &str) -> Arc<Value> {
     // Only text this store serialised itself is held, so it always parses.
     Arc::new(serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
+const PODS: &str = "/pods";
+
+/// A pod's `spec.nodeName`, if bound.
+fn node_of_pod(pod: &Value) -> Option<&str> {
+    pod.get("spec")?
+        .get("nodeName")?
+        .as_str()
+        .filter(|n| !n.is_empty())
+}
+
+fn index_pod(
+    index: &mut HashMap<String, BTreeSet<(String, String)>>,
+    node: &str,
+    key: (String, String),
+) {
+    index.entry(node.to_string()).or_default().insert(key);
+}
+
+fn unindex_pod(
+    index: &mut HashMap<String, BTreeSet<(String, String)>>,
+    node: &str,
+    key: &(String, String),
+) {
+    if let Some(keys) = index.get_mut(node) {
+        keys.remove(key);
+        if keys.is_empty() {
+            index.remove(node);
+        }
+    }
 }
 
 /// How many objects keep a parsed copy beside their text (see [`Parsed`]).
@@ -234,6 +269,9 @@ struct State {
     rv: u64,
     objects: ObjMap,
     parsed: Parsed,
+    /// Pods by `spec.nodeName`, as kube-apiserver's watch cache indexes them: a drain lists
+    /// the pods of one node, and scanning every pod's text for it was most of that list.
+    pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
     /// The resourceVersion of each resource's last change since start (absent: none yet),
     /// so derived views such as the RBAC policy are rebuilt only when their inputs move.
     changed: HashMap<String, u64>,
@@ -400,6 +438,32 @@ impl Head {
     }
 }
 
+/// The pod index of the objects loaded at start-up.
+fn pod_index(objects: &ObjMap) -> HashMap<String, BTreeSet<(String, String)>> {
+    #[derive(serde::Deserialize)]
+    struct Pod {
+        spec: Option<Spec>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        #[serde(rename = "nodeName")]
+        node_name: Option<String>,
+    }
+    let mut index = HashMap::new();
+    for (key, json) in objects.get(PODS).into_iter().flatten() {
+        if let Ok(Pod {
+            spec: Some(Spec {
+                node_name: Some(node),
+            }),
+        }) = serde_json::from_str(json)
+            && !node.is_empty()
+        {
+            index_pod(&mut index, &node, key.clone());
+        }
+    }
+    index
+}
+
 /// Shared handle to the store.
 pub struct Store {
     state: RwLock<State>,
@@ -532,6 +596,7 @@ impl Store {
         let store = Arc::new(Store {
             state: RwLock::new(State {
                 rv,
+                pods_by_node: pod_index(&objects),
                 objects,
                 parsed: Parsed::default(),
                 changed: HashMap::new(),
@@ -622,7 +687,19 @@ impl Store {
                     None => Bound::Unbounded,
                 },
             };
-            for ((ons, oname), json) in map.range((lower, Bound::Unbounded)) {
+            let indexed = match keep.pods_on_node() {
+                Some(node) if gr == PODS => Some(st.pods_by_node.get(node)),
+                _ => None,
+            };
+            let entries: Box<dyn Iterator<Item = (&(String, String), &Json)>> = match indexed {
+                Some(Some(keys)) => Box::new(
+                    keys.range((lower, Bound::Unbounded))
+                        .filter_map(|k| map.get_key_value(k)),
+                ),
+                Some(None) => Box::new(std::iter::empty()),
+                None => Box::new(map.range((lower, Bound::Unbounded))),
+            };
+            for ((ons, oname), json) in entries {
                 if let Some(ns) = ns
                     && ons != ns
                 {
@@ -1053,6 +1130,17 @@ fn writer_loop(
                 if let Some(old) = old {
                     st.parsed.forget(&old);
                 }
+                if e.gr == PODS {
+                    let key = (e.ns.clone(), e.name.clone());
+                    if let Some(node) = e.old.as_deref().and_then(node_of_pod) {
+                        unindex_pod(&mut st.pods_by_node, node, &key);
+                    }
+                    if e.typ != EventType::Deleted
+                        && let Some(node) = node_of_pod(&e.obj)
+                    {
+                        index_pod(&mut st.pods_by_node, node, key);
+                    }
+                }
                 // Only updates: most created objects (events, pods) are never written again.
                 if e.typ == EventType::Modified {
                     st.parsed.insert(json, e.obj.clone());
@@ -1259,6 +1347,70 @@ mod tests {
             .unwrap();
         assert!(store.get("/configmaps", "a", "x").is_none());
         assert!(store.state().parsed.by_text.is_empty());
+    }
+
+    /// `spec.nodeName=<node>`, as the REST layer's filter offers it.
+    struct OnNode(&'static str);
+
+    impl Select for OnNode {
+        fn matches(&self, v: &Value) -> bool {
+            node_of_pod(v) == Some(self.0)
+        }
+        fn pods_on_node(&self) -> Option<&str> {
+            Some(self.0)
+        }
+    }
+
+    fn pod_names(store: &Store, node: &'static str) -> Vec<String> {
+        let (_, pods, _) = store.list_named(PODS, None, None, None, None, &OnNode(node));
+        pods.iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn pods_are_listed_by_node_from_an_index_that_follows_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let pod = |name: &str, node: &str| serde_json::json!({"metadata": {"name": name, "namespace": "a"}, "spec": {"nodeName": node}});
+        let store = Store::open(&path, 100).unwrap();
+        for (name, node) in [("p1", "n1"), ("p2", "n2"), ("p3", "n1"), ("p4", "")] {
+            store
+                .write(PODS, "a", name, false, put(pod(name, node)))
+                .await
+                .unwrap();
+        }
+        assert_eq!(pod_names(&store, "n1"), ["p1", "p3"]);
+        assert_eq!(pod_names(&store, "n2"), ["p2"]);
+        assert!(pod_names(&store, "n3").is_empty());
+        // Moved, then deleted.
+        store
+            .write(PODS, "a", "p1", false, put(pod("p1", "n2")))
+            .await
+            .unwrap();
+        assert_eq!(pod_names(&store, "n1"), ["p3"]);
+        assert_eq!(pod_names(&store, "n2"), ["p1", "p2"]);
+        store
+            .write(PODS, "a", "p2", false, Box::new(|_| Ok(Action::Delete)))
+            .await
+            .unwrap();
+        assert_eq!(pod_names(&store, "n2"), ["p1"]);
+        // A list in one namespace, and a continued list, go through the index too.
+        store
+            .write(PODS, "b", "p5", false, put(pod("p5", "n1")))
+            .await
+            .unwrap();
+        let (_, in_b, _) = store.list_named(PODS, Some("b"), None, None, None, &OnNode("n1"));
+        assert_eq!(in_b.len(), 1);
+        let (_, first, next) = store.list_named(PODS, None, None, None, Some(1), &OnNode("n1"));
+        assert_eq!(first.len(), 1);
+        let (_, rest, _) = store.list_named(PODS, None, None, next, None, &OnNode("n1"));
+        assert_eq!(rest.len(), 1);
+        drop(store);
+        // Rebuilt from disk.
+        let store = Store::open(&path, 100).unwrap();
+        assert_eq!(pod_names(&store, "n1"), ["p3", "p5"]);
+        assert_eq!(pod_names(&store, "n2"), ["p1"]);
     }
 
     #[test]
