@@ -675,14 +675,19 @@ impl Filter {
     /// The one name a `metadata.name=` field selector allows, so a watch can be
     /// keyed by it.
     fn only_name(&self) -> Option<String> {
+        self.equal_term("metadata.name").map(str::to_string)
+    }
+
+    /// The value an `=`/`==` term requires of `field`, if there is one.
+    fn equal_term(&self, field: &str) -> Option<&str> {
         self.field
             .terms()
             .iter()
             .find(|t| {
-                t.field == "metadata.name"
+                t.field == field
                     && matches!(t.op, FieldOperator::Equals | FieldOperator::DoubleEquals)
             })
-            .map(|t| t.value.clone())
+            .map(|t| t.value.as_str())
     }
 }
 
@@ -697,14 +702,7 @@ impl Select for Filter {
     }
 
     fn pods_on_node(&self) -> Option<&str> {
-        self.field
-            .terms()
-            .iter()
-            .find(|t| {
-                t.field == "spec.nodeName"
-                    && matches!(t.op, FieldOperator::Equals | FieldOperator::DoubleEquals)
-            })
-            .map(|t| t.value.as_str())
+        self.equal_term("spec.nodeName")
     }
 }
 

@@ -105,6 +105,23 @@ pub fn newer<K: Resource>(cached: Option<Arc<K>>, written: Option<Arc<K>>) -> Op
     }
 }
 
+/// The newer of the cached copy of `name` and this controller's own last write of it; the
+/// written copy is dropped once the cache has caught up with it.
+fn known<K: Resource>(
+    cached: Option<Arc<K>>,
+    written: &Mutex<HashMap<String, Arc<K>>>,
+    name: &str,
+) -> Option<Arc<K>> {
+    let mut written = written.lock().unwrap_or_else(|e| e.into_inner());
+    let newest = newer(cached.clone(), written.get(name).cloned());
+    if let (Some(n), Some(c)) = (&newest, &cached)
+        && Arc::ptr_eq(n, c)
+    {
+        written.remove(name);
+    }
+    newest
+}
+
 impl Ctx {
     /// Every node, with this controller's own recent writes laid over a cache that has not seen
     /// them yet. Without this, a reconcile that runs before the watch delivers its own
@@ -198,16 +215,11 @@ impl Ctx {
     /// this copy is computed against the truth; a stale spec or resourceVersion is refused by the
     /// server's optimistic concurrency.
     pub fn known_pool(&self, name: &str) -> Option<Arc<MachineConfigPool>> {
-        let cached = self.pools.get(&ObjectRef::new(name));
-        let mut written = self.written_pools.lock().unwrap_or_else(|e| e.into_inner());
-        let newest = newer(cached.clone(), written.get(name).cloned());
-        // Once the cache has caught up, our copy is no longer needed.
-        if let (Some(n), Some(c)) = (&newest, &cached)
-            && Arc::ptr_eq(n, c)
-        {
-            written.remove(name);
-        }
-        newest
+        known(
+            self.pools.get(&ObjectRef::new(name)),
+            &self.written_pools,
+            name,
+        )
     }
 
     /// Remember a pool as returned by a status write.
@@ -225,15 +237,11 @@ impl Ctx {
     /// others wrote, so a write does not meet a stale cache and then a read. A copy that the
     /// daemon has moved past is refused by the server's optimistic concurrency.
     pub fn known_mcn(&self, name: &str) -> Option<Arc<MachineConfigNode>> {
-        let cached = self.mcns.get(&ObjectRef::new(name));
-        let mut written = self.written_mcns.lock().unwrap_or_else(|e| e.into_inner());
-        let newest = newer(cached.clone(), written.get(name).cloned());
-        if let (Some(n), Some(c)) = (&newest, &cached)
-            && Arc::ptr_eq(n, c)
-        {
-            written.remove(name);
-        }
-        newest
+        known(
+            self.mcns.get(&ObjectRef::new(name)),
+            &self.written_mcns,
+            name,
+        )
     }
 
     /// Remember an MCN as returned by a write.
