@@ -46,12 +46,101 @@ pub struct Ctx {
     /// What the planner read of each node, kept while the node is unchanged; see
     /// [`Ctx::digests`].
     pub digests: Mutex<HashMap<String, Arc<crate::plan::Digest>>>,
+    /// Pool membership as last computed; see [`Ctx::membership`].
+    pub membership: MembershipMemo,
     /// Nodes whose pool conflict was already reported, so the warning is not repeated.
     pub warned_conflicts: Mutex<BTreeSet<String>>,
     /// When each node's current drain started; drain state lives in memory, as upstream's.
     pub drains: Mutex<HashMap<String, crate::drain::DrainProgress>>,
     /// When each pool's latest pass starts; see [`PassGate`].
     pub passes: PassGate,
+}
+
+/// The digests of `nodes`, reusing those in `cache` read from the same node objects and
+/// dropping those of nodes gone; and whether a node's labels changed, a node came or a node
+/// went, the only node changes that can move a node between pools.
+fn digest_all(
+    cache: &mut HashMap<String, Arc<crate::plan::Digest>>,
+    nodes: &[Arc<Node>],
+) -> (Vec<Arc<crate::plan::Digest>>, bool) {
+    use crate::plan::Digest;
+    let mut relabelled = false;
+    let out: Vec<Arc<Digest>> = nodes
+        .iter()
+        .map(|n| {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            match cache.get_mut(name) {
+                Some(d) if d.reads(n) => Arc::clone(d),
+                Some(d) => {
+                    relabelled |= d.node().metadata.labels != n.metadata.labels;
+                    *d = Arc::new(Digest::new(Arc::clone(n)));
+                    Arc::clone(d)
+                }
+                None => {
+                    relabelled = true;
+                    let d = Arc::new(Digest::new(Arc::clone(n)));
+                    cache.insert(name.to_string(), Arc::clone(&d));
+                    d
+                }
+            }
+        })
+        .collect();
+    if cache.len() > out.len() {
+        relabelled = true;
+        let names: std::collections::HashSet<&str> = nodes
+            .iter()
+            .map(|n| n.metadata.name.as_deref().unwrap_or_default())
+            .collect();
+        cache.retain(|name, _| names.contains(name.as_str()));
+    }
+    (out, relabelled)
+}
+
+/// What a memoised [`crate::plan::Membership`] was computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MembershipKey {
+    pools: u64,
+    labels_epoch: u64,
+    nodes: usize,
+}
+
+/// Pool membership, computed again only when a pool's selector or a node's labels changed, or
+/// a node came or went. In a rollout nodes change ten times each and their labels never:
+/// assigning every node to a pool on every pass was half of the pass's planning.
+#[derive(Default)]
+pub struct MembershipMemo {
+    /// Moves with every node change that can move a node between pools.
+    labels_epoch: std::sync::atomic::AtomicU64,
+    memo: Mutex<Option<(MembershipKey, Arc<crate::plan::Membership>)>>,
+}
+
+impl MembershipMemo {
+    /// A node's labels changed, or a node came or went.
+    pub fn relabelled(&self) {
+        self.labels_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn get(
+        &self,
+        nodes: &[Arc<Node>],
+        pools: &[Arc<MachineConfigPool>],
+    ) -> Arc<crate::plan::Membership> {
+        let key = MembershipKey {
+            pools: crate::plan::selectors_fingerprint(pools),
+            labels_epoch: self.labels_epoch.load(std::sync::atomic::Ordering::SeqCst),
+            nodes: nodes.len(),
+        };
+        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, m)) = memo.as_ref()
+            && *k == key
+        {
+            return Arc::clone(m);
+        }
+        let membership = Arc::new(crate::plan::assign_pools(nodes, pools));
+        *memo = Some((key, Arc::clone(&membership)));
+        membership
+    }
 }
 
 /// Spaces the passes over one pool by what the last one cost: the next starts no sooner than
@@ -157,34 +246,22 @@ impl Ctx {
     /// among them are dropped). Only nodes that changed since the last pass are read again:
     /// reading every member's annotations was most of a pool pass at thousands of nodes.
     pub fn digests(&self, nodes: &[Arc<Node>]) -> Vec<Arc<crate::plan::Digest>> {
-        use crate::plan::Digest;
         let mut cache = self.digests.lock().unwrap_or_else(|e| e.into_inner());
-        let out: Vec<Arc<Digest>> = nodes
-            .iter()
-            .map(|n| {
-                let name = n.metadata.name.as_deref().unwrap_or_default();
-                match cache.get_mut(name) {
-                    Some(d) if d.reads(n) => Arc::clone(d),
-                    Some(d) => {
-                        *d = Arc::new(Digest::new(Arc::clone(n)));
-                        Arc::clone(d)
-                    }
-                    None => {
-                        let d = Arc::new(Digest::new(Arc::clone(n)));
-                        cache.insert(name.to_string(), Arc::clone(&d));
-                        d
-                    }
-                }
-            })
-            .collect();
-        if cache.len() > out.len() {
-            let names: std::collections::HashSet<&str> = nodes
-                .iter()
-                .map(|n| n.metadata.name.as_deref().unwrap_or_default())
-                .collect();
-            cache.retain(|name, _| names.contains(name.as_str()));
+        let (out, relabelled) = digest_all(&mut cache, nodes);
+        if relabelled {
+            self.membership.relabelled();
         }
         out
+    }
+
+    /// Where every node belongs; see [`MembershipMemo`]. Call it after [`Ctx::digests`] over
+    /// the same nodes, which notices the node changes that can move a node between pools.
+    pub fn membership(
+        &self,
+        nodes: &[Arc<Node>],
+        pools: &[Arc<MachineConfigPool>],
+    ) -> Arc<crate::plan::Membership> {
+        self.membership.get(nodes, pools)
     }
 
     /// `node` as a watch delivered it, or this controller's own later write of it while the
@@ -548,6 +625,7 @@ pub async fn run_all(
         written_pools: Mutex::new(HashMap::new()),
         written_mcns: Mutex::new(HashMap::new()),
         digests: Mutex::new(HashMap::new()),
+        membership: MembershipMemo::default(),
         warned_conflicts: Mutex::new(BTreeSet::new()),
         drains: Mutex::new(HashMap::new()),
         passes: PassGate::default(),
@@ -816,6 +894,65 @@ mod tests {
             full[0].status.as_ref().unwrap().conditions
         );
         assert_eq!(n.spec, full[0].spec);
+    }
+
+    #[test]
+    fn membership_is_computed_again_only_when_labels_nodes_or_selectors_change() {
+        let memo = MembershipMemo::default();
+        let mut cache = HashMap::new();
+        let pools = vec![Arc::new(pool("worker", "r")), Arc::new(pool("master", "m"))];
+        let mut nodes: Vec<Arc<Node>> = ["a", "b"]
+            .iter()
+            .map(|n| Arc::new(full_node(n, "r", "True", false)))
+            .collect();
+        let pass = |memo: &MembershipMemo, cache: &mut _, nodes: &[Arc<Node>], pools: &[_]| {
+            if digest_all(cache, nodes).1 {
+                memo.relabelled();
+            }
+            memo.get(nodes, pools)
+        };
+        let first = pass(&memo, &mut cache, &nodes, &pools);
+        assert_eq!(first.primary.get("a").map(String::as_str), Some("worker"));
+
+        // A new version of a node with the same labels (a rollout's annotations): reused.
+        nodes[0] = Arc::new(full_node("a", "r2", "False", true));
+        assert!(Arc::ptr_eq(
+            &first,
+            &pass(&memo, &mut cache, &nodes, &pools)
+        ));
+
+        // New labels: computed again.
+        let mut master = full_node("a", "r2", "True", false);
+        master.metadata.labels =
+            Some([("node-role.kubernetes.io/master".to_string(), String::new())].into());
+        nodes[0] = Arc::new(master);
+        let relabelled = pass(&memo, &mut cache, &nodes, &pools);
+        assert_eq!(
+            relabelled.primary.get("a").map(String::as_str),
+            Some("master")
+        );
+
+        // A node gone, then a node come.
+        nodes.pop();
+        let fewer = pass(&memo, &mut cache, &nodes, &pools);
+        assert!(!fewer.primary.contains_key("b"));
+        nodes.push(Arc::new(full_node("c", "r", "True", false)));
+        let more = pass(&memo, &mut cache, &nodes, &pools);
+        assert_eq!(more.primary.get("c").map(String::as_str), Some("worker"));
+
+        // A pool's selector changed.
+        let mut narrow = pool("worker", "r");
+        narrow.spec.node_selector = Some(LabelSelector {
+            match_labels: Some([("only".to_string(), "this".to_string())].into()),
+            match_expressions: None,
+        });
+        let pools = vec![Arc::new(narrow), Arc::new(pool("master", "m"))];
+        let narrowed = pass(&memo, &mut cache, &nodes, &pools);
+        assert!(!narrowed.primary.contains_key("c"));
+        assert!(Arc::ptr_eq(
+            &narrowed,
+            &pass(&memo, &mut cache, &nodes, &pools)
+        ));
     }
 
     #[test]

@@ -80,6 +80,20 @@ fn node_selector(pool: &MachineConfigPool) -> Option<LabelSelector> {
     (!parsed.is_empty()).then_some(parsed)
 }
 
+/// A hash of what [`assign_pools`] reads of the pools: names, node selectors, deletion.
+pub fn selectors_fingerprint<P: Borrow<MachineConfigPool>>(pools: &[P]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in pools.iter().map(Borrow::borrow) {
+        name_of_pool(p).hash(&mut h);
+        p.metadata.deletion_timestamp.is_some().hash(&mut h);
+        serde_json::to_string(&p.spec.node_selector)
+            .unwrap_or_default()
+            .hash(&mut h);
+    }
+    h.finish()
+}
+
 /// Whether the pool's node selector is the empty `{}` (upstream's `SelectingAll`).
 pub fn selects_all_nodes(pool: &MachineConfigPool) -> bool {
     pool.spec.node_selector.as_ref().is_some_and(|s| {
@@ -289,6 +303,11 @@ impl Digest {
     /// Whether this digest was read from `node` itself.
     pub fn reads(&self, node: &Arc<Node>) -> bool {
         Arc::ptr_eq(&self.node, node)
+    }
+
+    /// The node this digest was read from.
+    pub fn node(&self) -> &Node {
+        &self.node
     }
 }
 

@@ -166,9 +166,9 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     let planning = Instant::now();
     let pools = ctx.pools.state();
     let nodes = ctx.fresh_nodes();
-    let membership = plan::assign_pools(&nodes, &pools);
     let now = jiff::Timestamp::now().to_string();
     let digests = ctx.digests(&nodes);
+    let membership = ctx.membership(&nodes, &pools);
     let the_plan = plan::plan_with(
         &pool,
         &digests,
