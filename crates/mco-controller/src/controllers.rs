@@ -194,6 +194,15 @@ pub fn newer<K: Resource>(cached: Option<Arc<K>>, written: Option<Arc<K>>) -> Op
     }
 }
 
+/// Keeps an object as one of this controller's writes returned it, by name.
+fn remember<K: Resource>(written: &Mutex<HashMap<String, Arc<K>>>, obj: K) {
+    let name = obj.meta().name.clone().unwrap_or_default();
+    written
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name, Arc::new(obj));
+}
+
 /// The newer of the cached copy of `name` and this controller's own last write of it; the
 /// written copy is dropped once the cache has caught up with it.
 fn known<K: Resource>(
@@ -280,11 +289,7 @@ impl Ctx {
 
     /// Remember a node as returned by a write.
     pub fn wrote_node(&self, node: Node) {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        self.written_nodes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name, Arc::new(node));
+        remember(&self.written_nodes, node);
     }
 
     /// The newest copy of a pool this controller holds: the cache, or its own last status write
@@ -301,11 +306,7 @@ impl Ctx {
 
     /// Remember a pool as returned by a status write.
     pub fn wrote_pool(&self, pool: &MachineConfigPool) {
-        let name = pool.metadata.name.clone().unwrap_or_default();
-        self.written_pools
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name, Arc::new(pool.clone()));
+        remember(&self.written_pools, pool.clone());
     }
 
     /// The newest copy of a node's MCN this controller holds: the cache, or its own last write
@@ -323,11 +324,7 @@ impl Ctx {
 
     /// Remember an MCN as returned by a write.
     pub fn wrote_mcn(&self, mcn: MachineConfigNode) {
-        let name = mcn.metadata.name.clone().unwrap_or_default();
-        self.written_mcns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name, Arc::new(mcn));
+        remember(&self.written_mcns, mcn);
     }
 
     /// Publish an event; failures are logged, never fatal (events are best effort).
