@@ -372,8 +372,10 @@ impl<'a> Facts<'a> {
     }
 
     fn needs_update_taint(&self, target: &str) -> bool {
-        let uncordoned_on_target =
-            self.desired == target && self.last_applied_drain == drain::uncordon(target);
+        // `lastAppliedDrain == drain::uncordon(target)`, without building that string for
+        // every member on every pass.
+        let uncordoned_on_target = self.desired == target
+            && self.last_applied_drain.strip_prefix(drain::UNCORDON_PREFIX) == Some(target);
         !self.is_updated(target) && !uncordoned_on_target
     }
 }
@@ -591,7 +593,8 @@ fn candidates(
         .iter()
         .filter(|n| !n.is_unmanaged() && n.desired != target && n.ready)
         .collect();
-    eligible.sort_by(|a, b| rollout_order(a.node, b.node));
+    // Each node's sort key read once: a comparison read both nodes' labels and timestamps.
+    eligible.sort_by_cached_key(|n| rollout_key(n.node));
     let mut deferred = None;
     if let Some(own) = own_node
         && let Some(i) = eligible.iter().position(|n| n.name == own)
@@ -616,7 +619,21 @@ fn candidates(
     (out, deferred)
 }
 
-/// By zone label ascending (no zone last), then oldest first, then by name for determinism.
+/// Upstream's candidate order as a sort key: by zone label ascending (no zone last), then
+/// oldest first (no creation time last), then by name for determinism.
+fn rollout_key(n: &Node) -> (bool, Option<&str>, bool, Option<jiff::Timestamp>, &str) {
+    let zone = n
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::ZONE))
+        .map(String::as_str);
+    let created = n.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    (zone.is_none(), zone, created.is_none(), created, name_of(n))
+}
+
+/// [`rollout_key`] as a comparison, spelled out: the reference its tests hold it to.
+#[cfg(test)]
 fn rollout_order(a: &Node, b: &Node) -> std::cmp::Ordering {
     fn zone(n: &Node) -> Option<&str> {
         n.metadata

@@ -292,6 +292,44 @@ fn degraded_on_current_config_is_not_failing() {
 }
 
 #[test]
+fn the_rollout_key_sorts_as_the_rollout_order() {
+    let mut no_time = with_label(node("c-untimed", "worker", OLD, 0), labels::ZONE, "zone-c");
+    no_time.metadata.creation_timestamp = None;
+    let mut nodes = [
+        node("nozone-old", "worker", OLD, 0),
+        with_label(node("b-new", "worker", OLD, 50), labels::ZONE, "zone-b"),
+        no_time,
+        with_label(node("a-twin-2", "worker", OLD, 40), labels::ZONE, "zone-a"),
+        with_label(node("a-twin-1", "worker", OLD, 40), labels::ZONE, "zone-a"),
+        node("nozone-new", "worker", OLD, 60),
+        with_label(node("c-timed", "worker", OLD, 70), labels::ZONE, "zone-c"),
+    ];
+    nodes.reverse();
+    let mut by_order: Vec<&Node> = nodes.iter().collect();
+    by_order.sort_by(|a, b| rollout_order(a, b));
+    let mut by_key: Vec<&Node> = nodes.iter().collect();
+    by_key.sort_by_cached_key(|n| rollout_key(n));
+    let names = |ns: &[&Node]| {
+        ns.iter()
+            .map(|n| name_of(n).to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&by_key), names(&by_order));
+    assert_eq!(
+        names(&by_key),
+        [
+            "a-twin-1",
+            "a-twin-2",
+            "b-new",
+            "c-timed",
+            "c-untimed",
+            "nozone-old",
+            "nozone-new"
+        ]
+    );
+}
+
+#[test]
 fn candidates_sorted_by_zone_then_age_no_zone_last() {
     let nodes = vec![
         node("nozone-old", "worker", OLD, 0),
