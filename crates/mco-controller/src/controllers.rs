@@ -96,6 +96,23 @@ fn digest_all(
     (out, relabelled)
 }
 
+/// The digests of `nodes` (see [`digest_all`]), and the label epoch as they left it. The epoch is
+/// read under the digests' lock: a membership computed from `nodes` is then filed under an
+/// epoch that no pass over differently labelled nodes can also see.
+fn digests_at(
+    cache: &Mutex<HashMap<String, Arc<crate::plan::Digest>>>,
+    memo: &MembershipMemo,
+    nodes: &[Arc<Node>],
+) -> (Vec<Arc<crate::plan::Digest>>, u64) {
+    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+    let (out, relabelled) = digest_all(&mut cache, nodes);
+    let epoch = &memo.labels_epoch;
+    if relabelled {
+        epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    (out, epoch.load(std::sync::atomic::Ordering::SeqCst))
+}
+
 /// What a memoised [`crate::plan::Membership`] was computed from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct MembershipKey {
@@ -109,26 +126,23 @@ struct MembershipKey {
 /// assigning every node to a pool on every pass was half of the pass's planning.
 #[derive(Default)]
 pub struct MembershipMemo {
-    /// Moves with every node change that can move a node between pools.
+    /// Moves with every node change that can move a node between pools; changed and read only
+    /// under the digests' lock ([`digests_at`]).
     labels_epoch: std::sync::atomic::AtomicU64,
     memo: Mutex<Option<(MembershipKey, Arc<crate::plan::Membership>)>>,
 }
 
 impl MembershipMemo {
-    /// A node's labels changed, or a node came or went.
-    pub fn relabelled(&self) {
-        self.labels_epoch
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-
+    /// The membership of `nodes`, whose digests left the label epoch at `labels_epoch`.
     pub fn get(
         &self,
+        labels_epoch: u64,
         nodes: &[Arc<Node>],
         pools: &[Arc<MachineConfigPool>],
     ) -> Arc<crate::plan::Membership> {
         let key = MembershipKey {
             pools: crate::plan::selectors_fingerprint(pools),
-            labels_epoch: self.labels_epoch.load(std::sync::atomic::Ordering::SeqCst),
+            labels_epoch,
             nodes: nodes.len(),
         };
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
@@ -255,22 +269,18 @@ impl Ctx {
     /// among them are dropped). Only nodes that changed since the last pass are read again:
     /// reading every member's annotations was most of a pool pass at thousands of nodes.
     pub fn digests(&self, nodes: &[Arc<Node>]) -> Vec<Arc<crate::plan::Digest>> {
-        let mut cache = self.digests.lock().unwrap_or_else(|e| e.into_inner());
-        let (out, relabelled) = digest_all(&mut cache, nodes);
-        if relabelled {
-            self.membership.relabelled();
-        }
-        out
+        digests_at(&self.digests, &self.membership, nodes).0
     }
 
-    /// Where every node belongs; see [`MembershipMemo`]. Call it after [`Ctx::digests`] over
-    /// the same nodes, which notices the node changes that can move a node between pools.
-    pub fn membership(
+    /// [`Ctx::digests`], and where every node belongs (see [`MembershipMemo`]).
+    pub fn digests_and_membership(
         &self,
         nodes: &[Arc<Node>],
         pools: &[Arc<MachineConfigPool>],
-    ) -> Arc<crate::plan::Membership> {
-        self.membership.get(nodes, pools)
+    ) -> (Vec<Arc<crate::plan::Digest>>, Arc<crate::plan::Membership>) {
+        let (digests, epoch) = digests_at(&self.digests, &self.membership, nodes);
+        let membership = self.membership.get(epoch, nodes, pools);
+        (digests, membership)
     }
 
     /// `node` as a watch delivered it, or this controller's own later write of it while the
@@ -896,34 +906,29 @@ mod tests {
     #[test]
     fn membership_is_computed_again_only_when_labels_nodes_or_selectors_change() {
         let memo = MembershipMemo::default();
-        let mut cache = HashMap::new();
+        let cache = Mutex::new(HashMap::new());
         let pools = vec![Arc::new(pool("worker", "r")), Arc::new(pool("master", "m"))];
         let mut nodes: Vec<Arc<Node>> = ["a", "b"]
             .iter()
             .map(|n| Arc::new(full_node(n, "r", "True", false)))
             .collect();
-        let pass = |memo: &MembershipMemo, cache: &mut _, nodes: &[Arc<Node>], pools: &[_]| {
-            if digest_all(cache, nodes).1 {
-                memo.relabelled();
-            }
-            memo.get(nodes, pools)
+        let pass = |memo: &MembershipMemo, cache: &Mutex<_>, nodes: &[Arc<Node>], pools: &[_]| {
+            let (_, epoch) = digests_at(cache, memo, nodes);
+            memo.get(epoch, nodes, pools)
         };
-        let first = pass(&memo, &mut cache, &nodes, &pools);
+        let first = pass(&memo, &cache, &nodes, &pools);
         assert_eq!(first.primary.get("a").map(String::as_str), Some("worker"));
 
         // A new version of a node with the same labels (a rollout's annotations): reused.
         nodes[0] = Arc::new(full_node("a", "r2", "False", true));
-        assert!(Arc::ptr_eq(
-            &first,
-            &pass(&memo, &mut cache, &nodes, &pools)
-        ));
+        assert!(Arc::ptr_eq(&first, &pass(&memo, &cache, &nodes, &pools)));
 
         // New labels: computed again.
         let mut master = full_node("a", "r2", "True", false);
         master.metadata.labels =
             Some([("node-role.kubernetes.io/master".to_string(), String::new())].into());
         nodes[0] = Arc::new(master);
-        let relabelled = pass(&memo, &mut cache, &nodes, &pools);
+        let relabelled = pass(&memo, &cache, &nodes, &pools);
         assert_eq!(
             relabelled.primary.get("a").map(String::as_str),
             Some("master")
@@ -931,10 +936,10 @@ mod tests {
 
         // A node gone, then a node come.
         nodes.pop();
-        let fewer = pass(&memo, &mut cache, &nodes, &pools);
+        let fewer = pass(&memo, &cache, &nodes, &pools);
         assert!(!fewer.primary.contains_key("b"));
         nodes.push(Arc::new(full_node("c", "r", "True", false)));
-        let more = pass(&memo, &mut cache, &nodes, &pools);
+        let more = pass(&memo, &cache, &nodes, &pools);
         assert_eq!(more.primary.get("c").map(String::as_str), Some("worker"));
 
         // A pool's selector changed.
@@ -944,12 +949,24 @@ mod tests {
             match_expressions: None,
         });
         let pools = vec![Arc::new(narrow), Arc::new(pool("master", "m"))];
-        let narrowed = pass(&memo, &mut cache, &nodes, &pools);
+        let narrowed = pass(&memo, &cache, &nodes, &pools);
         assert!(!narrowed.primary.contains_key("c"));
-        assert!(Arc::ptr_eq(
-            &narrowed,
-            &pass(&memo, &mut cache, &nodes, &pools)
-        ));
+        assert!(Arc::ptr_eq(&narrowed, &pass(&memo, &cache, &nodes, &pools)));
+
+        // A pass over nodes read before a relabel, racing one over nodes read after it: what
+        // the older pass computes is never filed where the newer pass finds it.
+        let before = nodes.clone();
+        let mut moved = full_node("c", "r", "True", false);
+        moved.metadata.labels = Some([("only".to_string(), "this".to_string())].into());
+        let mut after = nodes.clone();
+        *after.last_mut().unwrap() = Arc::new(moved);
+        let (_, old_epoch) = digests_at(&cache, &memo, &before);
+        let (_, new_epoch) = digests_at(&cache, &memo, &after);
+        assert_ne!(old_epoch, new_epoch);
+        let stale = memo.get(old_epoch, &before, &pools);
+        assert!(!stale.primary.contains_key("c"));
+        let fresh = memo.get(new_epoch, &after, &pools);
+        assert_eq!(fresh.primary.get("c").map(String::as_str), Some("worker"));
     }
 
     #[test]

@@ -167,8 +167,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     let pools = ctx.pools.state();
     let nodes = ctx.fresh_nodes();
     let now = jiff::Timestamp::now().to_string();
-    let digests = ctx.digests(&nodes);
-    let membership = ctx.membership(&nodes, &pools);
+    let (digests, membership) = ctx.digests_and_membership(&nodes, &pools);
     let the_plan = plan::plan_with(
         &pool,
         &digests,
