@@ -188,7 +188,7 @@ const PARSED_OBJECTS: usize = 1024;
 /// A write parses the object it changes, and an object updated once is usually updated again
 /// soon (a node in a rollout is written a dozen times in a few seconds): keeping the writer's
 /// own parsed copy saves that parse, about 6 % of the whole `mco up` process's CPU in a rollout.
-/// Bounded, so memory stays proportional to the text (see [`Json`]). Entries are keyed by the
+/// Bounded in count, so its memory does not grow with the cluster. Entries are keyed by the
 /// address of the text they parse: that text is held by the object map while it is current,
 /// and an entry is removed when its text stops being current, so an address never names two
 /// texts at once.

@@ -117,8 +117,8 @@ fn digests_at(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct MembershipKey {
     pools: u64,
+    /// A node come or gone moves it too, so the node count is not part of the key.
     labels_epoch: u64,
-    nodes: usize,
 }
 
 /// Pool membership, computed again only when a pool's selector or a node's labels changed, or
@@ -143,7 +143,6 @@ impl MembershipMemo {
         let key = MembershipKey {
             pools: crate::plan::selectors_fingerprint(pools),
             labels_epoch,
-            nodes: nodes.len(),
         };
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((k, m)) = memo.as_ref()
