@@ -646,6 +646,7 @@ async fn pods_on(ctx: &Ctx, node: &str) -> Result<Vec<Pod>, Error> {
 /// `evict_retry`, and the MCN says which pods and budgets are in the way.
 async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(), Error> {
     let poll = ctx.config.drain.evict_retry.min(Duration::from_secs(1));
+    let mut gone_wait = GoneWait::new(poll);
     loop {
         let pods = pods_on(ctx, node).await?;
         let targets = pods_to_evict(&pods);
@@ -685,9 +686,10 @@ async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(
             blocked.push(describe_blocker(pod, &pdbs, &refusal));
         }
         if blocked.is_empty() {
-            tokio::time::sleep(poll).await;
+            tokio::time::sleep(gone_wait.next()).await;
             continue;
         }
+        gone_wait = GoneWait::new(poll);
         let blockers = blocked.join("; ");
         let changed = {
             let mut drains = ctx.drains.lock().unwrap_or_else(|e| e.into_inner());
@@ -717,6 +719,32 @@ async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(
     }
 }
 
+/// How long to wait before looking again for pods that were evicted or are terminating.
+/// A pod without a grace period is gone by the next look, and one that terminates takes its
+/// grace period: the first looks come soon, so a drain does not sit out a whole `poll` (a
+/// second) for a pod that left at once, and later ones come every `poll`.
+struct GoneWait {
+    next: Duration,
+    cap: Duration,
+}
+
+impl GoneWait {
+    const FIRST: Duration = Duration::from_millis(20);
+
+    fn new(cap: Duration) -> Self {
+        Self {
+            next: Self::FIRST.min(cap),
+            cap,
+        }
+    }
+
+    fn next(&mut self) -> Duration {
+        let now = self.next;
+        self.next = (self.next * 2).min(self.cap);
+        now
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -734,6 +762,17 @@ mod tests {
                 .collect(),
         );
         p
+    }
+
+    #[test]
+    fn evicted_pods_are_looked_for_soon_then_every_poll() {
+        let mut w = GoneWait::new(Duration::from_secs(1));
+        let waits: Vec<u64> = (0..8).map(|_| w.next().as_millis() as u64).collect();
+        assert_eq!(waits, [20, 40, 80, 160, 320, 640, 1000, 1000]);
+        // A poll shorter than the first look is never exceeded.
+        let mut w = GoneWait::new(Duration::from_millis(5));
+        assert_eq!(w.next(), Duration::from_millis(5));
+        assert_eq!(w.next(), Duration::from_millis(5));
     }
 
     #[test]
