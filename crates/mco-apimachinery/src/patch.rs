@@ -291,20 +291,26 @@ impl PatchType {
 /// Applies an RFC 7386 JSON merge patch: objects merge, `null` deletes,
 /// everything else (lists included) replaces.
 pub fn merge_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
+    merge_patch_owned(doc.clone(), patch)
+}
+
+fn merge_patch_owned(mut doc: Value, patch: &Value) -> Result<Value, PatchError> {
     if !patch.is_object() {
         return Err(PatchError::NotAnObject(kind_of(patch).into()));
     }
-    let mut out = doc.clone();
-    json_patch::merge(&mut out, patch);
-    Ok(out)
+    json_patch::merge(&mut doc, patch);
+    Ok(doc)
 }
 
 /// Applies an RFC 6902 JSON patch (`test` included) atomically: on error the
 /// input is untouched and the failing operation is named.
 pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
+    json_patch_owned(doc.clone(), patch)
+}
+
+fn json_patch_owned(mut out: Value, patch: &Value) -> Result<Value, PatchError> {
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| PatchError::InvalidJsonPatch(e.to_string()))?;
-    let mut out = doc.clone();
     json_patch::patch(&mut out, &ops).map_err(|e| {
         let op = ops
             .0
@@ -335,17 +341,18 @@ fn op_name(op: &json_patch::PatchOperation) -> &'static str {
 }
 
 /// Applies a JSON, merge or strategic merge patch by type. Apply patches go
-/// through [`crate::apply::apply`] instead and are rejected here.
+/// through [`crate::apply::apply`] instead and are rejected here. It takes the document by
+/// value and patches it in place: a server's write path holds its own copy already.
 pub fn apply_patch(
-    doc: &Value,
+    doc: Value,
     patch_type: PatchType,
     patch: &Value,
     keys: &dyn MergeKeys,
 ) -> Result<Value, PatchError> {
     match patch_type {
-        PatchType::Json => json_patch(doc, patch),
-        PatchType::Merge => merge_patch(doc, patch),
-        PatchType::StrategicMerge => strategic_merge_patch(doc, patch, keys),
+        PatchType::Json => json_patch_owned(doc, patch),
+        PatchType::Merge => merge_patch_owned(doc, patch),
+        PatchType::StrategicMerge => strategic_merge_patch_owned(doc, patch, keys),
         PatchType::Apply => Err(PatchError::Directive {
             path: String::new(),
             message: "apply patches are handled by server-side apply".into(),
@@ -371,11 +378,19 @@ pub fn strategic_merge_patch(
     patch: &Value,
     keys: &dyn MergeKeys,
 ) -> Result<Value, PatchError> {
+    strategic_merge_patch_owned(doc.clone(), patch, keys)
+}
+
+fn strategic_merge_patch_owned(
+    doc: Value,
+    patch: &Value,
+    keys: &dyn MergeKeys,
+) -> Result<Value, PatchError> {
     let Value::Object(patch) = patch else {
         return Err(PatchError::NotAnObject(kind_of(patch).into()));
     };
     let original = match doc {
-        Value::Object(m) => m.clone(),
+        Value::Object(m) => m,
         _ => Map::new(),
     };
     let mut path = Vec::new();
@@ -998,14 +1013,14 @@ mod tests {
         assert_eq!(PatchType::from_content_type("text/plain"), None);
         let keys = MergeKeyTable::metadata_only();
         let out = apply_patch(
-            &json!({"a":1}),
+            json!({"a":1}),
             PatchType::Json,
             &json!([{"op":"add","path":"/b","value":2}]),
             &keys,
         )
         .unwrap();
         assert_eq!(out, json!({"a":1,"b":2}));
-        assert!(apply_patch(&json!({}), PatchType::Apply, &json!({}), &keys).is_err());
+        assert!(apply_patch(json!({}), PatchType::Apply, &json!({}), &keys).is_err());
     }
 
     #[test]

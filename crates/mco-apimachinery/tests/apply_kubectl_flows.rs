@@ -107,7 +107,7 @@ fn label_then_cordon_then_apply_on_a_node() {
     let live = record_update(None, &node, "mco-sim", o);
 
     let labeled = apply_patch(
-        &live,
+        live.clone(),
         PatchType::Merge,
         &json!({"metadata": {"labels": {"foo": "bar"}}}),
         &keys,
@@ -121,7 +121,7 @@ fn label_then_cordon_then_apply_on_a_node() {
     );
 
     let cordoned = apply_patch(
-        &labeled,
+        labeled.clone(),
         PatchType::StrategicMerge,
         &json!({"spec": {"unschedulable": true}}),
         &keys,
@@ -132,7 +132,7 @@ fn label_then_cordon_then_apply_on_a_node() {
 
     // Cordoning again is a no-op: the server keeps resourceVersion.
     let again = apply_patch(
-        &cordoned,
+        cordoned.clone(),
         PatchType::StrategicMerge,
         &json!({"spec": {"unschedulable": true}}),
         &keys,

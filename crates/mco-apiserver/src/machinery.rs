@@ -33,7 +33,7 @@ fn patch_error(e: PatchError) -> ApiError {
 
 /// Applies a merge, JSON or strategic merge patch.
 pub fn patch(
-    doc: &Value,
+    doc: Value,
     pt: PatchType,
     body: &Value,
     keys: &MergeKeyTable,
@@ -138,7 +138,7 @@ mod tests {
         let keys = merge_keys(&node, "v1").unwrap();
         let doc = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "X", "status": "True"}]}});
         let out = patch(
-            &doc,
+            doc,
             PatchType::StrategicMerge,
             &json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
             &keys,
@@ -152,7 +152,7 @@ mod tests {
     fn json_patch_test_failure_is_422() {
         let keys = MergeKeyTable::metadata_only();
         let e = patch(
-            &json!({"a": 1}),
+            json!({"a": 1}),
             PatchType::Json,
             &json!([{"op": "test", "path": "/a", "value": 2}]),
             &keys,

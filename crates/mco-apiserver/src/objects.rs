@@ -290,23 +290,34 @@ pub fn finish_update(
     }
     match part {
         Part::Status => {
-            let status = new.get_mut("status").map(Value::take);
+            let mut status = new.get_mut("status").map(Value::take);
             let managed = meta_mut(&mut new).remove("managedFields");
-            let mut fresh = cur.clone();
-            match status {
-                Some(s) => fresh["status"] = s,
-                None => {
-                    if let Some(o) = fresh.as_object_mut() {
-                        o.remove("status");
+            // The stored object with the request's status, in the stored key order. The old
+            // status is not copied only to be replaced: for a MachineConfigNode it is most of
+            // the object, and status writes are most of a rollout's writes.
+            let mut fresh = Map::new();
+            for (k, v) in cur.as_object().into_iter().flatten() {
+                if k == "status" {
+                    if let Some(s) = status.take() {
+                        fresh.insert(k.clone(), s);
                     }
+                } else {
+                    fresh.insert(k.clone(), v.clone());
                 }
             }
+            if let Some(s) = status {
+                fresh.insert("status".into(), s);
+            }
+            let mut fresh = Value::Object(fresh);
             if let Some(mf) = managed {
                 meta_mut(&mut fresh).insert("managedFields".into(), mf);
             }
             new = fresh;
         }
         Part::Main if has_status => match cur.get("status") {
+            // A write of the main part that left the status alone (nearly all) keeps it
+            // without a copy.
+            Some(s) if new.get("status") == Some(s) => {}
             Some(s) => new["status"] = s.clone(),
             None => {
                 if let Some(o) = new.as_object_mut() {
@@ -445,6 +456,55 @@ mod tests {
         assert_eq!(sp["metadata"]["generation"], 2);
         assert_eq!(sp["status"]["a"], 1);
         assert_eq!(sp["metadata"]["uid"], "u");
+    }
+
+    #[test]
+    fn a_status_write_takes_only_the_status_and_keeps_the_stored_order() {
+        let r = Registry::new();
+        let node = r.lookup("", "v1", "nodes").unwrap();
+        let cur = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n", "uid": "u", "resourceVersion": "5", "labels": {"a": "b"}},
+            "spec": {"unschedulable": true}, "status": {"phase": "old"}, "zz": 1});
+        let write = |body: Value| {
+            finish_update(&node, "v1", &cur, body, Part::Status, false)
+                .unwrap()
+                .unwrap()
+        };
+        // The request's spec and labels are not taken; its status is, where the old one stood.
+        let st = write(json!({"metadata": {"name": "n", "labels": {"a": "c"}},
+            "spec": {"unschedulable": false}, "status": {"phase": "new"}}));
+        let keys: Vec<&str> = st.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["apiVersion", "kind", "metadata", "spec", "status", "zz"]
+        );
+        assert_eq!(st["status"], json!({"phase": "new"}));
+        assert_eq!(st["spec"], cur["spec"]);
+        assert_eq!(st["metadata"]["labels"], cur["metadata"]["labels"]);
+        // A write without a status clears it; one to an object without a status adds it last.
+        assert!(
+            write(json!({"metadata": {"name": "n"}}))
+                .get("status")
+                .is_none()
+        );
+        let bare = json!({"metadata": {"name": "n", "uid": "u"}, "spec": {}});
+        let added = finish_update(
+            &node,
+            "v1",
+            &bare,
+            json!({"status": {"phase": "x"}}),
+            Part::Status,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let keys: Vec<&str> = added
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["metadata", "spec", "status"]);
     }
 
     #[test]

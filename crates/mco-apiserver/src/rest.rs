@@ -1380,7 +1380,7 @@ async fn patch(
                     )?,
                     false,
                 ),
-                _ => (machinery::patch(&base, pt, &patch_doc, &keys)?, true),
+                _ => (machinery::patch(base, pt, &patch_doc, &keys)?, true),
             };
             // A resourceVersion in the request is a precondition, for applies too (their
             // result does not carry it, so it is read from the applied configuration).
