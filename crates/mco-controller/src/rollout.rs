@@ -2,7 +2,7 @@
 //! on the chosen nodes and their MachineConfigNodes, the `UpdateInProgress` taint, pool status,
 //! events and metrics.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -69,26 +69,86 @@ async fn report_membership(ctx: &Ctx, membership: &Membership) {
 
 /// Point a node at the target: the annotation (which the daemon acts on) and the MCN spec. The
 /// two writes are independent, so they go out together.
-async fn set_desired(ctx: &Ctx, node: &str, target: &str) -> Result<(), Error> {
+///
+/// `untainted` is the node as last seen when it still lacks the `UpdateInProgress` taint: the
+/// taint then goes in the same write as the annotation, conditional on that version, so a
+/// rollout's first wave is not written twice at once. If the node moved meanwhile, only the
+/// annotation is written here and the pass's taint writes add the taint, as for any other node.
+/// Returns the node's name when its taint went out with the annotation.
+async fn set_desired(
+    ctx: &Ctx,
+    node: &str,
+    target: &str,
+    untainted: Option<Arc<Node>>,
+) -> Result<Option<String>, Error> {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let mcns: Api<MachineConfigNode> = Api::all(ctx.client.clone());
-    let node_patch = json!({"metadata": {"annotations": {annotations::DESIRED_CONFIG: target}}});
+    let node_write = async {
+        if let Some(seen) = &untainted {
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": seen.metadata.resource_version,
+                    "annotations": {annotations::DESIRED_CONFIG: target},
+                },
+                "spec": {"taints": with_taint(seen, true)},
+            });
+            match nodes
+                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                done => return done.map(|n| (n, true)),
+            }
+        }
+        let patch = json!({"metadata": {"annotations": {annotations::DESIRED_CONFIG: target}}});
+        nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|n| (n, false))
+    };
     let mcn_patch = json!({"spec": {"configVersion": {"desired": target}}});
     let (written, mcn) = futures::future::join(
-        nodes.patch(node, &PatchParams::default(), &Patch::Merge(&node_patch)),
+        node_write,
         mcns.patch(node, &PatchParams::default(), &Patch::Merge(&mcn_patch)),
     )
     .await;
-    ctx.wrote_node(written?);
+    let (written, tainted) = written?;
+    ctx.wrote_node(written);
+    let tainted = tainted.then(|| node.to_string());
     match mcn {
         Ok(m) => {
             ctx.wrote_mcn(m);
-            Ok(())
+            Ok(tainted)
         }
         // The MCN controller creates it with the node's desiredConfig.
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(tainted),
         Err(e) => Err(e.into()),
     }
+}
+
+fn has_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|l| l.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY))
+}
+
+/// The node's taints with the `UpdateInProgress` one present or absent.
+fn with_taint(node: &Node, present: bool) -> Vec<Taint> {
+    let mut list: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    list.retain(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY);
+    if present {
+        list.push(Taint {
+            key: taints::UPDATE_IN_PROGRESS_KEY.into(),
+            effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
+            ..Default::default()
+        });
+    }
+    list
 }
 
 /// Add or remove the `UpdateInProgress:PreferNoSchedule` taint. Taints are one atomic list, so
@@ -98,26 +158,12 @@ async fn set_taint(ctx: &Ctx, node: &Node, present: bool) -> Result<bool, Error>
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let mut node = node.clone();
     for _ in 0..5 {
-        let mut list: Vec<Taint> = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default();
-        let has = list.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY);
-        if has == present {
+        if has_taint(&node) == present {
             return Ok(true);
-        }
-        list.retain(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY);
-        if present {
-            list.push(Taint {
-                key: taints::UPDATE_IN_PROGRESS_KEY.into(),
-                effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
-                ..Default::default()
-            });
         }
         let patch = json!({
             "metadata": {"resourceVersion": node.metadata.resource_version},
-            "spec": {"taints": list},
+            "spec": {"taints": with_taint(&node, present)},
         });
         match nodes
             .patch(
@@ -195,14 +241,27 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     // making them all up front cost megabytes per pool at thousands of nodes.
     // The futures own what they use: borrowing the plan from a lazily mapped stream does not
     // satisfy the controller's higher-ranked `Send` bound.
+    let mut tainted_with_target: HashSet<String> = HashSet::new();
     if let Some(target) = the_plan.target.clone() {
-        let writes = the_plan.candidates.clone().into_iter().map(|c| {
+        let untainted: HashSet<&str> = the_plan.taint_add.iter().map(String::as_str).collect();
+        let seen: HashMap<&str, &Arc<Node>> = nodes
+            .iter()
+            .filter(|n| untainted.contains(name_of(n)))
+            .map(|n| (name_of(n), n))
+            .collect();
+        let writes: Vec<(String, Option<Arc<Node>>)> = the_plan
+            .candidates
+            .iter()
+            .map(|c| (c.clone(), seen.get(c.as_str()).map(|n| Arc::clone(n))))
+            .collect();
+        let writes = writes.into_iter().map(|(c, untainted)| {
             let (ctx, target) = (Arc::clone(&ctx), target.clone());
-            async move { set_desired(&ctx, &c, &target).await }
+            async move { set_desired(&ctx, &c, &target, untainted).await }
         });
-        futures::stream::iter(writes)
+        tainted_with_target = futures::stream::iter(writes)
             .buffer_unordered(WRITE_CONCURRENCY)
-            .try_collect::<Vec<()>>()
+            .try_filter_map(|n| futures::future::ready(Ok(n)))
+            .try_collect()
             .await?;
     }
     // Each taint write is conditional on the node's version: the base includes the desired
@@ -222,6 +281,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     let taints_left = adds_now < the_plan.taint_add.len();
     let taint_writes: Vec<(Arc<Node>, bool)> = the_plan.taint_add[..adds_now]
         .iter()
+        .filter(|n| !tainted_with_target.contains(n.as_str()))
         .map(|n| (n, true))
         .chain(the_plan.taint_remove.iter().map(|n| (n, false)))
         .filter_map(|(n, present)| {

@@ -16,10 +16,19 @@ use mco_api::MachineConfigPool;
 use mco_api::constants::{annotations, taints};
 use serde_json::json;
 
-/// Records every node change seen by a watch and the most nodes ever busy at once.
+/// Records every node change seen by a watch, the most nodes ever busy at once, and the nodes
+/// that were pointed at a new config before they carried the `UpdateInProgress` taint.
 struct Recorder {
     max_busy: Arc<Mutex<usize>>,
+    targeted_untainted: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+fn tainted(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY))
 }
 
 impl Drop for Recorder {
@@ -32,13 +41,24 @@ fn record(client: &kube::Client) -> Recorder {
     let api: Api<Node> = Api::all(client.clone());
     let max_busy = Arc::new(Mutex::new(0));
     let max = max_busy.clone();
+    let targeted_untainted = Arc::new(Mutex::new(vec![]));
+    let untainted = targeted_untainted.clone();
     let task = tokio::spawn(async move {
         let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
         let mut stream = watcher(api, watcher::Config::default()).boxed();
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
-                    nodes.insert(n.metadata.name.clone().unwrap_or_default(), n);
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    let desired = ann(&n, annotations::DESIRED_CONFIG);
+                    let retargeted = nodes
+                        .get(&name)
+                        .is_some_and(|old| ann(old, annotations::DESIRED_CONFIG) != desired);
+                    if retargeted && desired != ann(&n, annotations::CURRENT_CONFIG) && !tainted(&n)
+                    {
+                        untainted.lock().unwrap().push(name.clone());
+                    }
+                    nodes.insert(name, n);
                 }
                 Ok(watcher::Event::Delete(n)) => {
                     nodes.remove(n.metadata.name.as_deref().unwrap_or_default());
@@ -53,7 +73,11 @@ fn record(client: &kube::Client) -> Recorder {
             *m = (*m).max(busy);
         }
     });
-    Recorder { max_busy, task }
+    Recorder {
+        max_busy,
+        targeted_untainted,
+        task,
+    }
 }
 
 async fn rollout_within(max: IntOrString, budget: usize) {
@@ -99,14 +123,7 @@ async fn rollout_within(max: IntOrString, budget: usize) {
             nodes
                 .items
                 .iter()
-                .all(|n| {
-                    let tainted = n
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.taints.as_ref())
-                        .is_some_and(|t| t.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY));
-                    ann(n, annotations::CURRENT_CONFIG) == *r1_ref && !tainted
-                })
+                .all(|n| ann(n, annotations::CURRENT_CONFIG) == *r1_ref && !tainted(n))
                 .then_some(())
         },
     )
@@ -114,6 +131,13 @@ async fn rollout_within(max: IntOrString, budget: usize) {
     let seen = *rec.max_busy.lock().unwrap();
     assert!(seen <= budget, "{seen} nodes busy at once, budget {budget}");
     assert!(seen >= 1, "the watch saw no node move");
+    // Each node's taint went out no later than its new target: with the target's own write
+    // when it had none yet, and no node was ever told to update without it.
+    let untainted = rec.targeted_untainted.lock().unwrap().clone();
+    assert!(
+        untainted.is_empty(),
+        "targeted before tainted: {untainted:?}"
+    );
     let s = pool(c, "worker").await.status.unwrap();
     assert_eq!(s.updated_machine_count, 20);
     assert_eq!(s.ready_machine_count, 20);
