@@ -841,6 +841,16 @@ impl WatchFmt {
         b.push(b'\n');
         Bytes::from(b)
     }
+    /// [`WatchFmt::line`] for a live event, shared with every other watcher that sends the
+    /// same line for it. Tables carry the watcher's column choice and are written per watcher.
+    fn event_line(&self, e: &Event, typ: EventType, obj: &Value) -> Bytes {
+        if self.table.is_some() {
+            return self.line(typ.as_str(), obj);
+        }
+        e.lines.get_or_make(typ, &self.version, self.slim, || {
+            self.line(typ.as_str(), obj)
+        })
+    }
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let mut m = json!({"resourceVersion": rv.to_string()});
         if initial_end {
@@ -955,7 +965,7 @@ fn watch(
                         if e.rv <= last { continue; }
                         last = e.rv;
                         if let Some((typ, obj)) = visible(&e, &gr, ns.as_deref(), &filter)
-                            && tx.send(fmt.line(typ.as_str(), &obj)).await.is_err()
+                            && tx.send(fmt.event_line(&e, typ, &obj)).await.is_err()
                         {
                             return;
                         }

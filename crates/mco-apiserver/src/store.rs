@@ -58,6 +58,37 @@ pub struct Event {
     pub typ: EventType,
     pub obj: Arc<Value>,
     pub old: Option<Arc<Value>>,
+    /// The watch lines already written for this event (see [`LineCache`]).
+    pub lines: LineCache,
+}
+
+/// Watch lines of one event, by what makes them differ: the type the watcher sees, the version
+/// it is served at, and whether managedFields are left out. A Node event reaches the
+/// controller's, the simulated kubelet's and the node's own daemon's watches alike; the first
+/// to send it writes the line and the others send the same bytes.
+#[derive(Debug, Default)]
+pub struct LineCache(Mutex<Vec<(EventType, String, bool, bytes::Bytes)>>);
+
+impl LineCache {
+    /// The line for this key, written by `make` the first time it is asked for.
+    pub fn get_or_make(
+        &self,
+        typ: EventType,
+        version: &str,
+        slim: bool,
+        make: impl FnOnce() -> bytes::Bytes,
+    ) -> bytes::Bytes {
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((.., b)) = lines
+            .iter()
+            .find(|(t, v, s, _)| *t == typ && v == version && *s == slim)
+        {
+            return b.clone();
+        }
+        let b = make();
+        lines.push((typ, version.to_string(), slim, b.clone()));
+        b
+    }
 }
 
 /// What a write operation decided, given the current object.
@@ -261,6 +292,7 @@ impl Logged {
             typ: self.typ,
             obj: parse(&self.json),
             old: self.old.clone(),
+            lines: LineCache::default(),
         })
     }
 }
@@ -1042,6 +1074,7 @@ fn writer_loop(
                                 typ,
                                 obj: obj.clone(),
                                 old: cur,
+                                lines: LineCache::default(),
                             }));
                             overlay.insert(key, Some(obj));
                             replies.push((reply, Ok(out), true));
@@ -1071,6 +1104,7 @@ fn writer_loop(
                                 typ: EventType::Deleted,
                                 obj: obj.clone(),
                                 old: Some(cur),
+                                lines: LineCache::default(),
                             }));
                             overlay.insert(key, None);
                             replies.push((reply, Ok(Outcome::Deleted(obj)), true));
@@ -1256,7 +1290,35 @@ mod tests {
             typ: EventType::Modified,
             obj: Arc::new(Value::Null),
             old: None,
+            lines: LineCache::default(),
         })
+    }
+
+    #[test]
+    fn an_event_line_is_written_once_per_type_version_and_slimness() {
+        let e = event(1, "default", "a");
+        let made = std::cell::Cell::new(0);
+        let line = |typ, version: &str, slim| {
+            e.lines.get_or_make(typ, version, slim, || {
+                made.set(made.get() + 1);
+                bytes::Bytes::from(format!("{typ:?} {version} {slim}"))
+            })
+        };
+        let first = line(EventType::Modified, "v1", true);
+        assert_eq!(line(EventType::Modified, "v1", true), first);
+        assert_eq!(
+            made.get(),
+            1,
+            "the second watcher sends the first one's bytes"
+        );
+        // Any difference in what the watcher is sent is a line of its own.
+        assert_eq!(line(EventType::Added, "v1", true), "Added v1 true");
+        assert_eq!(
+            line(EventType::Modified, "v1beta1", true),
+            "Modified v1beta1 true"
+        );
+        assert_eq!(line(EventType::Modified, "v1", false), "Modified v1 false");
+        assert_eq!(made.get(), 4);
     }
 
     fn register(w: &Arc<Mutex<Watchers>>, ns: Option<&str>, name: Option<&str>) -> Subscription {
