@@ -84,7 +84,11 @@ async fn set_desired(
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let mcns: Api<MachineConfigNode> = Api::all(ctx.client.clone());
     let node_write = async {
-        if let Some(seen) = &untainted {
+        // Without a version to hold it to, the taint list could overwrite a newer one.
+        if let Some(seen) = untainted
+            .as_ref()
+            .filter(|n| n.metadata.resource_version.is_some())
+        {
             let patch = json!({
                 "metadata": {
                     "resourceVersion": seen.metadata.resource_version,
