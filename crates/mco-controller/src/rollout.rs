@@ -247,12 +247,17 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     // satisfy the controller's higher-ranked `Send` bound.
     let mut tainted_with_target: HashSet<String> = HashSet::new();
     if let Some(target) = the_plan.target.clone() {
+        // Past a rollout's first passes every member is tainted, and this is empty.
         let untainted: HashSet<&str> = the_plan.taint_add.iter().map(String::as_str).collect();
-        let seen: HashMap<&str, &Arc<Node>> = nodes
-            .iter()
-            .filter(|n| untainted.contains(name_of(n)))
-            .map(|n| (name_of(n), n))
-            .collect();
+        let seen: HashMap<&str, &Arc<Node>> = if untainted.is_empty() {
+            HashMap::new()
+        } else {
+            nodes
+                .iter()
+                .filter(|n| untainted.contains(name_of(n)))
+                .map(|n| (name_of(n), n))
+                .collect()
+        };
         let writes: Vec<(String, Option<Arc<Node>>)> = the_plan
             .candidates
             .iter()
