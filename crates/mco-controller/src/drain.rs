@@ -28,7 +28,7 @@ use kube::Api;
 use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use mco_api::constants::{annotations, drain as drain_values, mcn_conditions, taints};
+use mco_api::constants::{annotations, drain as drain_values, mcn_conditions};
 use mco_apimachinery::selector::LabelSelector;
 use serde_json::json;
 
@@ -322,14 +322,7 @@ async fn answer_uncordon(ctx: &Ctx, known: &Node, value: &str) -> Result<(), Err
         if !on_target || !crate::plan::has_update_taint(&node) {
             break;
         }
-        let kept: Vec<_> = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default()
-            .iter()
-            .filter(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY)
-            .collect();
+        let kept = crate::plan::with_update_taint(&node, false);
         let patch = json!({
             "metadata": {
                 "resourceVersion": node.metadata.resource_version,

@@ -8,7 +8,7 @@ use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mco_api::constants::{annotations, drain, labels, names, pool_conditions, states, taints};
 use mco_api::{MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolStatus};
@@ -429,6 +429,24 @@ pub fn has_update_taint(node: &Node) -> bool {
         .unwrap_or_default()
         .iter()
         .any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY)
+}
+
+/// The node's taints with the `UpdateInProgress` one present or absent.
+pub fn with_update_taint(node: &Node, present: bool) -> Vec<Taint> {
+    let mut list: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    list.retain(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY);
+    if present {
+        list.push(Taint {
+            key: taints::UPDATE_IN_PROGRESS_KEY.into(),
+            effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
+            ..Default::default()
+        });
+    }
+    list
 }
 
 /// What the node controller should do for one pool, and the pool's new status.

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use mco_api::constants::{annotations, taints};
+use mco_api::constants::annotations;
 use mco_api::{MachineConfigNode, MachineConfigPool};
 use serde_json::json;
 
@@ -94,7 +94,7 @@ async fn set_desired(
                     "resourceVersion": seen.metadata.resource_version,
                     "annotations": {annotations::DESIRED_CONFIG: target},
                 },
-                "spec": {"taints": with_taint(seen, true)},
+                "spec": {"taints": plan::with_update_taint(seen, true)},
             });
             match nodes
                 .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
@@ -130,31 +130,6 @@ async fn set_desired(
     }
 }
 
-fn has_taint(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|l| l.iter().any(|t| t.key == taints::UPDATE_IN_PROGRESS_KEY))
-}
-
-/// The node's taints with the `UpdateInProgress` one present or absent.
-fn with_taint(node: &Node, present: bool) -> Vec<Taint> {
-    let mut list: Vec<Taint> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    list.retain(|t| t.key != taints::UPDATE_IN_PROGRESS_KEY);
-    if present {
-        list.push(Taint {
-            key: taints::UPDATE_IN_PROGRESS_KEY.into(),
-            effect: taints::UPDATE_IN_PROGRESS_EFFECT.into(),
-            ..Default::default()
-        });
-    }
-    list
-}
-
 /// Add or remove the `UpdateInProgress:PreferNoSchedule` taint. Taints are one atomic list, so
 /// each write is conditional on the version it was computed from, and a conflict (someone else
 /// changed the node) is retried on a fresh read. `Ok(false)`: it kept conflicting.
@@ -162,12 +137,12 @@ async fn set_taint(ctx: &Ctx, node: &Node, present: bool) -> Result<bool, Error>
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let mut node = node.clone();
     for _ in 0..5 {
-        if has_taint(&node) == present {
+        if plan::has_update_taint(&node) == present {
             return Ok(true);
         }
         let patch = json!({
             "metadata": {"resourceVersion": node.metadata.resource_version},
-            "spec": {"taints": with_taint(&node, present)},
+            "spec": {"taints": plan::with_update_taint(&node, present)},
         });
         match nodes
             .patch(
