@@ -259,7 +259,7 @@ pub fn phase_write(phase: &Phase) -> Option<Write> {
                 m,
             )
         }
-        Phase::Applying { message } => Write::parent(
+        Phase::Applying { message, .. } => Write::parent(
             c::UPDATE_EXECUTED,
             Status::Unknown,
             "Updating the Files and OS on disk as a part of the in progress phase",
@@ -483,13 +483,18 @@ impl Inner {
         Ok(())
     }
 
-    /// Writes whatever is still held.
-    async fn flush(&self) -> Result<(), SyncError> {
-        self.flush_annotations().await?;
+    /// Writes the held phases, if any.
+    async fn flush_mcn(&self) -> Result<(), SyncError> {
         if !self.mcn_pending.lock().is_ok_and(|p| p.is_empty()) {
             self.mcn_all(&[]).await?;
         }
         Ok(())
+    }
+
+    /// Writes whatever is still held.
+    async fn flush(&self) -> Result<(), SyncError> {
+        self.flush_annotations().await?;
+        self.flush_mcn().await
     }
 
     /// Writes the held phases and then `ws`, in order, as one MCN status write.
@@ -595,8 +600,16 @@ impl Inner {
         let mut watched = self.watched.clone();
         let mut watch_open = true;
         // Writing the request returns the Node as it is now: no read first. A request already
-        // made leaves the Node unchanged.
-        let written = self.annotate(&[(ann::DESIRED_DRAIN, Some(value))]).await?;
+        // made leaves the Node unchanged. The phases held for it go to the MCN alongside: the
+        // drain controller writes only its own conditions there, so neither write can undo the
+        // other, and the answer is awaited only once both are in.
+        let (written, held) = futures::future::join(
+            self.annotate(&[(ann::DESIRED_DRAIN, Some(value))]),
+            self.flush_mcn(),
+        )
+        .await;
+        let written = written?;
+        held?;
         if annotation(&written, ann::LAST_APPLIED_DRAIN) == value {
             tracing::info!("{what} is already completed on this node");
             return Ok(());
@@ -646,6 +659,12 @@ impl Inner {
             return Ok(());
         };
         match phase {
+            // The drain request, or the write saying none is needed, follows at once and
+            // carries it.
+            Phase::Prepared { .. } => self.mcn_later(w),
+            // Files alone are written in milliseconds: the Applied write follows and carries
+            // it. An OS change takes minutes on a host, and the MCN says so while it lasts.
+            Phase::Applying { os: false, .. } => self.mcn_later(w),
             // The Rebooting phase follows at once and carries it.
             Phase::Applied { reboot: true, .. } => self.mcn_later(w),
             Phase::Rebooting { .. } => {
@@ -663,9 +682,12 @@ impl Inner {
                 status?;
             }
             Phase::DrainNotRequired => {
-                // `Working` waited for the drain request, and none comes.
-                self.flush_annotations().await?;
-                self.mcn(&w).await?;
+                // `Working` waited for the drain request, and none comes. Separate objects:
+                // the two writes go together.
+                let (node, status) =
+                    futures::future::join(self.flush_annotations(), self.mcn(&w)).await;
+                node?;
+                status?;
             }
             _ => self.mcn(&w).await?,
         }
@@ -905,7 +927,7 @@ impl Daemon {
         if annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING
             && !inner.engine.reboot_owed().map_err(EngineError::from)?
         {
-            // Both ride with the boot's next writes (Resumed, the uncordon request).
+            // Both ride with the boot's next write (with Resumed, the uncordon request).
             let m = "Node has rebooted";
             inner.mcn_later(
                 Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::True, m).child(
@@ -981,13 +1003,12 @@ impl Daemon {
                 }
             };
         }
-        inner
-            .mcn(&Write::parent(
-                c::RESUMED,
-                Status::True,
-                format!("In desired config {current_name}. Resumed normal operations."),
-            ))
-            .await?;
+        // Rides with the uncordon request, or with whatever this sync writes next.
+        inner.mcn_later(Write::parent(
+            c::RESUMED,
+            Status::True,
+            format!("In desired config {current_name}. Resumed normal operations."),
+        ));
         inner.start_drift(&current);
         if desired.is_empty() || desired == current_name {
             inner.complete(&current_name).await?;

@@ -277,7 +277,7 @@ fn os_rebase_pivot_and_container() {
     let (out, r) = update(&node, &old, &new);
     assert_eq!(out, UpdateOutcome::Rebooting);
     assert!(r.phases.iter().any(
-        |p| matches!(p, Phase::Applying { message } if message.contains("OS will need an update"))
+        |p| matches!(p, Phase::Applying { message, .. } if message.contains("OS will need an update"))
     ));
     let st = node.engine().host.os.status().unwrap();
     assert_eq!(st.staged.unwrap().origin, Origin::Pivot(URL_122.into()));

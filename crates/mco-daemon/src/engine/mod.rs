@@ -39,6 +39,9 @@ pub enum Phase {
     Applying {
         /// Upstream's message.
         message: String,
+        /// Whether the OS image changes, which takes minutes on a host rather than
+        /// milliseconds.
+        os: bool,
     },
     /// Files and OS written (`AppliedFilesAndOS=True`).
     Applied {
@@ -357,6 +360,7 @@ impl Engine {
         let ssh_will = plan.ssh_update();
         reporter
             .report(&Phase::Applying {
+                os: os_will,
                 message: format!(
                     "Applying files and new OS config to node. OS will {}need an update. SSH Keys will {}need an update",
                     not_if(os_will),
