@@ -1,6 +1,9 @@
 //! Adapters from the write path to `mco-apimachinery`: patches, server-side apply,
 //! field ownership and CRD schemas, with their errors turned into Status answers.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
 use mco_apimachinery::apply::{self, ApplyError, ApplyOptions, CONFLICT_CAUSE_REASON};
 use mco_apimachinery::patch::{self, MergeKeyTable, PatchError, PatchType};
 use mco_apimachinery::schema::Structural;
@@ -11,17 +14,32 @@ use crate::objects::Part;
 use crate::registry::ResourceInfo;
 
 /// List semantics for merges and ownership: upstream's table for built-ins, the
-/// schema's `x-kubernetes-list-*` for custom resources.
-pub fn merge_keys(info: &ResourceInfo, version: &str) -> Option<MergeKeyTable> {
+/// schema's `x-kubernetes-list-*` for custom resources. Built once per kind: every write
+/// reads them, and building one is a few dozen allocations.
+pub fn merge_keys(info: &ResourceInfo, version: &str) -> Option<Arc<MergeKeyTable>> {
     match info.crd_version(version) {
-        Some(v) => Some(
-            v.schema
-                .as_ref()
-                .map(MergeKeyTable::from_openapi_schema)
-                .unwrap_or_else(MergeKeyTable::metadata_only),
-        ),
-        None => MergeKeyTable::builtin(&info.group, &info.kind),
+        Some(v) => Some(Arc::clone(&v.merge_keys)),
+        None => builtin_keys(&info.group, &info.kind),
     }
+}
+
+/// [`merge_keys`], or the metadata's alone where there are none.
+pub fn merge_keys_or_metadata(info: &ResourceInfo, version: &str) -> Arc<MergeKeyTable> {
+    static METADATA_ONLY: LazyLock<Arc<MergeKeyTable>> =
+        LazyLock::new(|| Arc::new(MergeKeyTable::metadata_only()));
+    merge_keys(info, version).unwrap_or_else(|| Arc::clone(&METADATA_ONLY))
+}
+
+fn builtin_keys(group: &str, kind: &str) -> Option<Arc<MergeKeyTable>> {
+    type Tables = HashMap<(String, String), Option<Arc<MergeKeyTable>>>;
+    static BUILTIN: LazyLock<Mutex<Tables>> = LazyLock::new(Mutex::default);
+    let mut tables = BUILTIN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = tables.get(&(group.to_string(), kind.to_string())) {
+        return t.clone();
+    }
+    let t = MergeKeyTable::builtin(group, kind).map(Arc::new);
+    tables.insert((group.to_string(), kind.to_string()), t.clone());
+    t
 }
 
 fn patch_error(e: PatchError) -> ApiError {
@@ -68,7 +86,7 @@ pub fn server_side_apply(
     manager: &str,
     force: bool,
 ) -> Result<Value, ApiError> {
-    let keys = merge_keys(info, version).unwrap_or_else(MergeKeyTable::metadata_only);
+    let keys = merge_keys_or_metadata(info, version);
     let time = crate::objects::now_rfc3339();
     let av = info.api_version(version);
     let opts = options(&time, &keys, &av, info, version, part);
@@ -93,7 +111,7 @@ pub fn record_update(
     after: Value,
     manager: &str,
 ) -> Value {
-    let keys = merge_keys(info, version).unwrap_or_else(MergeKeyTable::metadata_only);
+    let keys = merge_keys_or_metadata(info, version);
     let time = crate::objects::now_rfc3339();
     let av = info.api_version(version);
     let opts = options(&time, &keys, &av, info, version, part);

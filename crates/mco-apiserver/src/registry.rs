@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use mco_apimachinery::patch::MergeKeyTable;
 use mco_apimachinery::schema::Structural;
 use serde_json::Value;
 
@@ -16,6 +17,8 @@ pub struct CrdVersion {
     pub schema: Option<Value>,
     /// The parsed schema; `None` when absent or unusable (then nothing is validated).
     pub structural: Option<Arc<Structural>>,
+    /// The schema's list semantics, read once: every write of the resource consults them.
+    pub merge_keys: Arc<MergeKeyTable>,
     pub printer_columns: Vec<Value>,
     pub selectable_fields: Vec<String>,
     pub status: bool,
@@ -361,6 +364,11 @@ pub fn crd_to_info(crd: &Value) -> Option<ResourceInfo> {
             name: name.to_string(),
             storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
             schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+            merge_keys: Arc::new(
+                v.pointer("/schema/openAPIV3Schema")
+                    .map(MergeKeyTable::from_openapi_schema)
+                    .unwrap_or_else(MergeKeyTable::metadata_only),
+            ),
             structural: v.pointer("/schema/openAPIV3Schema").and_then(|s| match Structural::parse(s) {
                 Ok(s) => Some(Arc::new(s)),
                 Err(e) => {

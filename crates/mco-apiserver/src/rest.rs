@@ -28,7 +28,7 @@ use crate::registry::{Registry, ResourceInfo};
 use crate::store::Select;
 use crate::store::{Action, Event, EventType, Outcome, Store, WatchKey};
 use crate::tables::{self, Include};
-use mco_apimachinery::patch::{MergeKeyTable, PatchType};
+use mco_apimachinery::patch::PatchType;
 
 /// Everything a request handler needs.
 pub struct App {
@@ -1304,7 +1304,7 @@ async fn patch(
     if pt == PatchType::StrategicMerge && (t.info.is_custom() || keys.is_none()) {
         return Err(unsupported());
     }
-    let keys = keys.unwrap_or_else(MergeKeyTable::metadata_only);
+    let keys = machinery::merge_keys_or_metadata(&t.info, &t.version);
     let patch_doc: Value = match pt {
         PatchType::Apply => {
             let y: serde_yaml::Value = serde_yaml::from_slice(body)
