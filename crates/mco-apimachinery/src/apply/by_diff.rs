@@ -30,14 +30,22 @@ pub(super) fn record_update(
     opts: ApplyOptions<'_>,
 ) -> Result<Value, Value> {
     let stored = before.pointer("/metadata/managedFields");
-    if let Some(sent) = obj.pointer("/metadata/managedFields")
+    let sent = obj.pointer("/metadata/managedFields");
+    // A patch starts from the stored object, so it carries the stored entries as they are:
+    // those are taken instead of copied. Entries equal but in another key order (a client
+    // sending back what it read) are read from the store, whose order the result keeps.
+    let same = sent.zip(stored).is_some_and(|(a, b)| identical(a, b));
+    if let Some(sent) = sent
+        && !same
         && Some(sent) != stored
     {
         return Err(obj);
     }
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
+    let carried = obj
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|meta| meta.remove("managedFields"))
+        .filter(|_| same);
     let mut touched = BTreeSet::new();
     if !touched_paths(
         Some(before),
@@ -53,10 +61,17 @@ pub(super) fn record_update(
     touched.retain(|p| !excluded.iter().any(|x| p.starts_with(x)));
 
     let api_version = opts.api_version_for(&obj);
+    let entries = match carried {
+        Some(Value::Array(a)) => a,
+        _ => stored
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+    };
     let mut kept: Vec<Entry> = Vec::new();
     let mut mine: Option<Map<String, Value>> = None;
-    for raw in stored.and_then(Value::as_array).into_iter().flatten() {
-        let Some(head) = EntryHead::of(raw) else {
+    for mut raw in entries {
+        let Some(head) = EntryHead::of(&raw) else {
             continue;
         };
         let is_self = head.manager == manager
@@ -65,12 +80,11 @@ pub(super) fn record_update(
             && head.api_version == api_version;
         if is_self {
             if mine.is_none() {
-                let fields = raw.get("fieldsV1").and_then(Value::as_object);
-                mine = Some(fields.cloned().unwrap_or_default());
+                let fields = raw.get_mut("fieldsV1").and_then(Value::as_object_mut);
+                mine = Some(fields.map(std::mem::take).unwrap_or_default());
             }
             continue;
         }
-        let mut raw = raw.clone();
         let Some(fields) = raw.get_mut("fieldsV1").and_then(Value::as_object_mut) else {
             continue;
         };
@@ -132,6 +146,22 @@ pub(super) fn record_update(
     Ok(obj)
 }
 
+/// Equal, with every object's keys in the same order.
+fn identical(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| identical(p, q))
+        }
+        _ => a == b,
+    }
+}
+
 /// A stored entry, its field set left encoded.
 struct Entry {
     head: EntryHead,
@@ -149,16 +179,31 @@ fn touched_paths(
     lt: &dyn MergeKeys,
     out: &mut BTreeSet<Path>,
 ) -> bool {
-    if before == Some(after) {
-        return true;
-    }
+    before == Some(after) || touched_in(before, after, wire, names, lt, out)
+}
+
+/// [`touched_paths`] for values known to differ. Each child is compared once, by its
+/// parent, before anything is allocated for it: a write changes a few corners of an
+/// object, and comparing a changed subtree again at every level below was most of the cost.
+fn touched_in(
+    before: Option<&Value>,
+    after: &Value,
+    wire: &mut Path,
+    names: &mut Vec<String>,
+    lt: &dyn MergeKeys,
+    out: &mut BTreeSet<Path>,
+) -> bool {
     match after {
         Value::Object(m) if !m.is_empty() || wire.is_empty() => {
             let b = before.and_then(Value::as_object);
             for (k, child) in m {
+                let old = b.and_then(|b| b.get(k));
+                if old == Some(child) {
+                    continue;
+                }
                 wire.push(format!("f:{k}"));
                 names.push(k.clone());
-                let ok = touched_paths(b.and_then(|b| b.get(k)), child, wire, names, lt, out);
+                let ok = touched_in(old, child, wire, names, lt, out);
                 names.pop();
                 wire.pop();
                 if !ok {
@@ -188,17 +233,19 @@ fn touched_paths(
                             out.insert(wire.clone());
                             continue;
                         };
-                        let key = format!("k:{}", Value::Object(k.clone()));
                         let first = items.iter().find(|i| key_matches(i, &k));
                         if !first.is_some_and(|f| std::ptr::eq(f, item)) {
                             return false;
                         }
                         let old = b.and_then(|b| b.iter().find(|i| key_matches(i, &k)));
-                        wire.push(key);
+                        if old == Some(item) {
+                            continue;
+                        }
+                        wire.push(format!("k:{}", Value::Object(k)));
                         if old.is_none() {
                             out.insert(wire.clone());
                         }
-                        let ok = touched_paths(old, item, wire, names, lt, out);
+                        let ok = touched_in(old, item, wire, names, lt, out);
                         wire.pop();
                         if !ok {
                             return false;
@@ -231,18 +278,42 @@ fn drop_owned(
     if before.is_some() && before == after {
         return false;
     }
+    drop_owned_in(t, path, before, after, touched, root)
+}
+
+/// [`drop_owned`] where `before` and `after` are known to differ (or `before` is absent).
+/// Children whose value did not change are left as they are without a visit, as the
+/// general path leaves them.
+fn drop_owned_in(
+    t: &mut Map<String, Value>,
+    path: &mut Path,
+    before: Option<&Value>,
+    after: Option<&Value>,
+    touched: &BTreeSet<Path>,
+    root: bool,
+) -> bool {
     let member = !root && (t.is_empty() || t.contains_key("."));
     let keep_self = member && after.is_some() && !touched.contains(path);
-    let children: Vec<String> = t.keys().filter(|k| *k != ".").cloned().collect();
-    for k in children {
-        path.push(k.clone());
-        let (b, a) = (step(before, &k), step(after, &k));
+    let changed: Vec<(String, Option<&Value>, Option<&Value>)> = t
+        .iter()
+        .filter(|(k, _)| *k != ".")
+        .filter_map(|(k, v)| {
+            let (b, a) = (step(before, k), step(after, k));
+            // A malformed entry (not an object) goes whatever changed.
+            (b.is_none() || b != a || !v.is_object()).then(|| (k.clone(), b, a))
+        })
+        .collect();
+    for (k, b, a) in changed {
         let gone = match t.get_mut(&k).and_then(Value::as_object_mut) {
-            Some(child) => drop_owned(child, path, b, a, touched, false),
+            Some(child) => {
+                path.push(k.clone());
+                let gone = drop_owned_in(child, path, b, a, touched, false);
+                path.pop();
+                gone
+            }
             // Malformed: decoding ignores it, and so does encoding.
             None => true,
         };
-        path.pop();
         if gone {
             t.shift_remove(&k);
         }
@@ -496,6 +567,45 @@ mod tests {
         let creator = &entries[0]["fieldsV1"]["f:status"]["f:conditions"];
         assert!(creator["k:{\"type\":\"b\"}"].get("f:status").is_none());
         assert!(creator["k:{\"type\":\"a\"}"].get("f:status").is_some());
+    }
+
+    /// Entries sent back equal to the stored ones but with their keys in another order (as a
+    /// typed client serializes them) come out in the stored order: only a patch's copy of the
+    /// stored entries, identical to them, is taken as it is.
+    #[test]
+    fn entries_sent_back_reordered_keep_the_stored_order() {
+        let keys = keys();
+        let opts = ApplyOptions::new("2026-01-01T00:00:00Z", &keys);
+        let obj = json!({"apiVersion": "v1", "kind": "Thing", "metadata": {"name": "t"},
+            "spec": {"args": ["x"]}, "status": {"phase": "a"}});
+        let live = apply(None, &obj, "creator", false, opts).unwrap();
+        let reordered: Vec<Value> = live["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let mut keys: Vec<(&String, &Value)> = e.as_object().unwrap().iter().collect();
+                keys.reverse();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                )
+            })
+            .collect();
+        let mut next = live.clone();
+        next["metadata"]["managedFields"] = Value::Array(reordered);
+        next["status"]["phase"] = json!("b");
+        let out = record_update(&live, next, "daemon", opts).unwrap();
+        let stored_order = |v: &Value| -> Vec<String> {
+            v["metadata"]["managedFields"][0]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        assert_eq!(stored_order(&out), stored_order(&live));
     }
 
     /// Managed fields in the request other than the stored ones are the general path's.
