@@ -136,6 +136,46 @@ fn tmp_beside(rel: &Path) -> PathBuf {
     ))
 }
 
+/// Where [`HostFs::write_atomic`] keeps, under a simulated node's root, one swap file per
+/// target it has written (see `replace_by_exchange`).
+pub const SWAP_DIR: &str = ".mco-swap";
+
+/// The swap file's name for `rel`: its path with `/` and `%` escaped, so one name stands for
+/// one path; `None` past what a file name may hold.
+fn swap_name(rel: &Path) -> Option<PathBuf> {
+    let mut name = String::new();
+    for b in rel.as_os_str().as_encoded_bytes() {
+        match b {
+            b'/' => name.push_str("%2F"),
+            b'%' => name.push_str("%25"),
+            _ => name.push(char::from(*b)),
+        }
+    }
+    // Bytes above 0x7f came in as chars of their own: count what the file system sees.
+    (name.len() <= 200 && name.is_ascii()).then(|| PathBuf::from(name))
+}
+
+/// A lock for writes to one path of one root: 64 stripes, so unrelated writes rarely wait.
+fn swap_lock(root: &Path, rel: &Path) -> std::sync::MutexGuard<'static, ()> {
+    use std::hash::{Hash, Hasher};
+    static STRIPES: [std::sync::Mutex<()>; 64] = [const { std::sync::Mutex::new(()) }; 64];
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (root, rel).hash(&mut h);
+    STRIPES[(h.finish() % 64) as usize]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The owner a file this process creates gets: `/proc/self` belongs to the effective ids.
+fn writer_ids() -> (u32, u32) {
+    static IDS: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *IDS.get_or_init(|| {
+        std::fs::metadata("/proc/self")
+            .map(|m| (m.uid(), m.gid()))
+            .unwrap_or((0, 0))
+    })
+}
+
 /// True when the process runs as root. `/proc/self` is owned by the effective uid, which
 /// avoids `unsafe` FFI for `geteuid`.
 pub fn running_as_root() -> bool {
@@ -423,6 +463,9 @@ impl HostFs {
             self.create_dir_all(&parent.to_string_lossy(), attrs.dir_mode, None, None)?;
         }
         if self.durability == Durability::ProcessCrash {
+            if let Some(done) = self.replace_by_exchange(&rel, contents, attrs, path)? {
+                return Ok(done);
+            }
             return self.replace_unsynced(&rel, contents, attrs, path);
         }
         self.dir
@@ -439,6 +482,96 @@ impl HostFs {
                 Ok(())
             })
             .map_err(|e| HostError::io(format!("writing {path}"), e))
+    }
+
+    /// [`HostFs::write_atomic`] without the fsyncs, and without a new inode: the content goes
+    /// into a file kept for the target under [`SWAP_DIR`], which then trades places with the
+    /// target in one `renameat2(RENAME_EXCHANGE)`. A reader or a killed writer still sees the
+    /// old or the new content whole, and the old inode is the next write's swap file. Creating
+    /// a fresh temp file for every write made inode allocation alone about a sixteenth of a
+    /// 1,000-node simulated rollout's CPU.
+    ///
+    /// `Ok(None)` where this does not apply (a target path too long for a swap name, a
+    /// filesystem without the exchange); the caller then writes a temp file as usual.
+    fn replace_by_exchange(
+        &self,
+        rel: &Path,
+        contents: &[u8],
+        attrs: &FileAttrs,
+        path: &str,
+    ) -> Result<Option<()>> {
+        use rustix::fs::{RenameFlags, renameat_with};
+        let Some(swap) = swap_name(rel) else {
+            return Ok(None);
+        };
+        let (parent, name) = match (rel.parent(), rel.file_name()) {
+            (Some(p), Some(n)) => (p, n),
+            _ => return Ok(None),
+        };
+        let io = |e: io::Error| HostError::io(format!("writing {path}"), e);
+        // Two writers of one path in this process would share its swap file.
+        let _turn = swap_lock(&self.root, rel);
+        let swaps = match self.dir.open_dir(SWAP_DIR) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.dir.create_dir_all(SWAP_DIR).map_err(io)?;
+                self.dir.open_dir(SWAP_DIR).map_err(io)?
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let target_dir = if parent.as_os_str().is_empty() {
+            self.dir.try_clone().map_err(io)?
+        } else {
+            self.dir.open_dir(parent).map_err(io)?
+        };
+        let mut opts = cap_std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        cap_std::fs::OpenOptionsExt::mode(&mut opts, attrs.mode & 0o777);
+        let mut f = swaps.open_with(&swap, &opts).map_err(io)?;
+        // A reused swap file is an older target, with that file's owner: a write that names
+        // none gives it back to the writer, as a new file would be.
+        if attrs.uid.is_none() || attrs.gid.is_none() {
+            let (uid, gid) = writer_ids();
+            let m = f.metadata().map_err(io)?;
+            let uid = (attrs.uid.is_none() && m.uid() != uid).then_some(uid);
+            let gid = (attrs.gid.is_none() && m.gid() != gid).then_some(gid);
+            if uid.is_some() || gid.is_some() {
+                self.fchown(&f, uid, gid, path)?;
+            }
+        }
+        // The mode before any data, in case it is secret; special bits need an explicit chmod.
+        f.set_permissions(Permissions::from_mode(attrs.mode))
+            .and_then(|()| f.write_all(contents))
+            .map_err(io)?;
+        if attrs.uid.is_some() || attrs.gid.is_some() {
+            self.fchown(&f, attrs.uid, attrs.gid, path)?;
+        }
+        drop(f);
+        match renameat_with(&swaps, &swap, &target_dir, name, RenameFlags::EXCHANGE) {
+            Ok(()) => {}
+            // No target yet: the swap file becomes it.
+            Err(rustix::io::Errno::NOENT) => {
+                renameat_with(&swaps, &swap, &target_dir, name, RenameFlags::empty())
+                    .map_err(|e| io(e.into()))?;
+                return Ok(Some(()));
+            }
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS | rustix::io::Errno::XDEV) => {
+                let _ = swaps.remove_file(&swap);
+                return Ok(None);
+            }
+            Err(e) => return Err(io(e.into())),
+        }
+        // What came back is the old target. Only a plain file of its own is written into
+        // next time: through a symlink or a second hard link, that write would land elsewhere.
+        let reusable = swaps
+            .symlink_metadata(&swap)
+            .is_ok_and(|m| m.is_file() && m.nlink() == 1);
+        if !reusable {
+            let _ = swaps
+                .remove_file(&swap)
+                .or_else(|_| swaps.remove_dir_all(&swap));
+        }
+        Ok(Some(()))
     }
 
     /// [`HostFs::write_atomic`] without the fsyncs: a temp file beside the target, renamed
@@ -642,6 +775,73 @@ mod tests {
     }
 
     const BOTH: [Durability; 2] = [Durability::PowerLoss, Durability::ProcessCrash];
+
+    /// A simulated node's writes trade places with a kept swap file instead of making a new
+    /// inode each time. The target still ends up with exactly what each write asked for, the
+    /// swap file never shows beside it, and a target reached through a second hard link or a
+    /// symlink never becomes a swap file that a later write would write through.
+    #[test]
+    fn writes_by_exchange_reuse_one_swap_file_and_never_write_through_links() {
+        use std::os::unix::fs::MetadataExt as _;
+        let (t, fs) = root();
+        let fs = fs.with_durability(Durability::ProcessCrash);
+        let attrs = FileAttrs::mode(0o600).owned(1000, 1001);
+        for (i, a) in [attrs, FileAttrs::mode(0o644), FileAttrs::mode(0o640)]
+            .iter()
+            .enumerate()
+        {
+            fs.write_atomic("/etc/conf", format!("v{i}").as_bytes(), a)
+                .unwrap();
+            assert_eq!(fs.read("/etc/conf").unwrap(), format!("v{i}").as_bytes());
+            let st = fs.stat("/etc/conf").unwrap().unwrap();
+            assert_eq!(st.mode, a.mode);
+            if running_as_root() {
+                let want = (a.uid.unwrap_or(0), a.gid.unwrap_or(0));
+                assert_eq!((st.uid, st.gid), want, "write {i}");
+            }
+            assert_eq!(fs.list_dir("/etc").unwrap(), vec!["conf"]);
+        }
+        // The old inode came back as the swap file, and is written into next time.
+        let swaps = t.path().join(SWAP_DIR);
+        assert_eq!(std::fs::read_dir(&swaps).unwrap().count(), 1);
+        let swap_ino = std::fs::read_dir(&swaps)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .metadata()
+            .unwrap()
+            .ino();
+        fs.write_atomic("/etc/conf", b"v3", &FileAttrs::default())
+            .unwrap();
+        let target = std::fs::metadata(t.path().join("etc/conf")).unwrap();
+        assert_eq!(target.ino(), swap_ino);
+
+        // A second hard link keeps the old content through every later write.
+        std::fs::write(t.path().join("etc/linked"), "shared").unwrap();
+        std::fs::hard_link(t.path().join("etc/linked"), t.path().join("etc/other")).unwrap();
+        for v in ["a", "b"] {
+            fs.write_atomic("/etc/linked", v.as_bytes(), &FileAttrs::default())
+                .unwrap();
+            assert_eq!(fs.read("/etc/linked").unwrap(), v.as_bytes());
+            assert_eq!(
+                std::fs::read_to_string(t.path().join("etc/other")).unwrap(),
+                "shared"
+            );
+        }
+        // So does a symlink's target.
+        std::fs::write(t.path().join("etc/real"), "real").unwrap();
+        std::os::unix::fs::symlink("real", t.path().join("etc/alias")).unwrap();
+        for v in ["x", "y"] {
+            fs.write_atomic("/etc/alias", v.as_bytes(), &FileAttrs::default())
+                .unwrap();
+            assert_eq!(fs.read("/etc/alias").unwrap(), v.as_bytes());
+            assert_eq!(
+                std::fs::read_to_string(t.path().join("etc/real")).unwrap(),
+                "real"
+            );
+        }
+    }
 
     #[test]
     fn atomic_write_mode_owner_and_parents() {
