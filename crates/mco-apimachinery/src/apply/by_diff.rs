@@ -46,15 +46,19 @@ pub(super) fn record_update(
         .and_then(Value::as_object_mut)
         .and_then(|meta| meta.remove("managedFields"))
         .filter(|_| same);
+    // Compared once here: every walk below starts from a difference.
+    let changed = *before != obj;
     let mut touched = BTreeSet::new();
-    if !touched_paths(
-        Some(before),
-        &obj,
-        &mut Vec::new(),
-        &mut Vec::new(),
-        opts.list_types,
-        &mut touched,
-    ) {
+    if changed
+        && !touched_paths(
+            Some(before),
+            &obj,
+            &mut Vec::new(),
+            &mut Vec::new(),
+            opts.list_types,
+            &mut touched,
+        )
+    {
         return Err(obj);
     }
     let excluded = excluded_paths(opts.reset_fields);
@@ -89,14 +93,16 @@ pub(super) fn record_update(
             continue;
         };
         fields.remove(".");
-        drop_owned(
-            fields,
-            &mut Vec::new(),
-            Some(before),
-            Some(&obj),
-            &touched,
-            true,
-        );
+        if changed {
+            drop_owned(
+                fields,
+                &mut Vec::new(),
+                Some(before),
+                Some(&obj),
+                &touched,
+                true,
+            );
+        }
         if !fields.is_empty() {
             kept.push(Entry { head, raw });
         }
@@ -105,14 +111,16 @@ pub(super) fn record_update(
     // The writer keeps what it owned and is still there, and takes what it changed.
     let mut fields = mine.unwrap_or_default();
     fields.remove(".");
-    drop_owned(
-        &mut fields,
-        &mut Vec::new(),
-        Some(before),
-        Some(&obj),
-        &BTreeSet::new(),
-        true,
-    );
+    if changed {
+        drop_owned(
+            &mut fields,
+            &mut Vec::new(),
+            Some(before),
+            Some(&obj),
+            &BTreeSet::new(),
+            true,
+        );
+    }
     for p in &touched {
         insert_owned(&mut fields, p);
     }
@@ -168,24 +176,13 @@ struct Entry {
     raw: Value,
 }
 
-/// The paths `after` sets whose value the write changed (the general path's `touched`),
-/// walking only where `before` differs. `false` when a keyed item is not the one a lookup by
-/// its key finds (duplicate or overlapping keys), which only the general path settles.
+/// The paths `after` sets whose value the write changed (the general path's `touched`), for
+/// values known to differ. Each child is compared once, by its parent, before anything is
+/// allocated for it: a write changes a few corners of an object, and comparing a changed
+/// subtree again at every level below was most of the cost. `false` when a keyed item is not
+/// the one a lookup by its key finds (duplicate or overlapping keys), which only the general
+/// path settles.
 fn touched_paths(
-    before: Option<&Value>,
-    after: &Value,
-    wire: &mut Path,
-    names: &mut Vec<String>,
-    lt: &dyn MergeKeys,
-    out: &mut BTreeSet<Path>,
-) -> bool {
-    before == Some(after) || touched_in(before, after, wire, names, lt, out)
-}
-
-/// [`touched_paths`] for values known to differ. Each child is compared once, by its
-/// parent, before anything is allocated for it: a write changes a few corners of an
-/// object, and comparing a changed subtree again at every level below was most of the cost.
-fn touched_in(
     before: Option<&Value>,
     after: &Value,
     wire: &mut Path,
@@ -203,7 +200,7 @@ fn touched_in(
                 }
                 wire.push(format!("f:{k}"));
                 names.push(k.clone());
-                let ok = touched_in(old, child, wire, names, lt, out);
+                let ok = touched_paths(old, child, wire, names, lt, out);
                 names.pop();
                 wire.pop();
                 if !ok {
@@ -245,7 +242,7 @@ fn touched_in(
                         if old.is_none() {
                             out.insert(wire.clone());
                         }
-                        let ok = touched_in(old, item, wire, names, lt, out);
+                        let ok = touched_paths(old, item, wire, names, lt, out);
                         wire.pop();
                         if !ok {
                             return false;
@@ -265,26 +262,11 @@ fn touched_in(
 }
 
 /// Removes from an encoded field set (`t`, at `path`) the fields the write took over
-/// (`touched`) and those gone from the object, reading only where `before` and `after` differ.
-/// Returns whether the node at `path` is left neither owned nor holding owned fields.
+/// (`touched`) and those gone from the object, where `before` and `after` are known to differ
+/// (or `before` is absent). Children whose value did not change are left as they are without a
+/// visit, as the general path leaves them. Returns whether the node at `path` is left neither
+/// owned nor holding owned fields.
 fn drop_owned(
-    t: &mut Map<String, Value>,
-    path: &mut Path,
-    before: Option<&Value>,
-    after: Option<&Value>,
-    touched: &BTreeSet<Path>,
-    root: bool,
-) -> bool {
-    if before.is_some() && before == after {
-        return false;
-    }
-    drop_owned_in(t, path, before, after, touched, root)
-}
-
-/// [`drop_owned`] where `before` and `after` are known to differ (or `before` is absent).
-/// Children whose value did not change are left as they are without a visit, as the
-/// general path leaves them.
-fn drop_owned_in(
     t: &mut Map<String, Value>,
     path: &mut Path,
     before: Option<&Value>,
@@ -307,7 +289,7 @@ fn drop_owned_in(
         let gone = match t.get_mut(&k).and_then(Value::as_object_mut) {
             Some(child) => {
                 path.push(k.clone());
-                let gone = drop_owned_in(child, path, b, a, touched, false);
+                let gone = drop_owned(child, path, b, a, touched, false);
                 path.pop();
                 gone
             }
