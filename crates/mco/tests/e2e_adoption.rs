@@ -79,12 +79,16 @@ fn md5_like(seed: &str) -> String {
 }
 
 /// Every regular file under `root` with its contents, but the on-disk `currentconfig`, which
-/// adoption may rewrite to name the adopted config.
+/// adoption may rewrite to name the adopted config, and the simulated node's swap files (where
+/// its writes keep old inodes for reuse; not a file of the host it simulates).
 fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         for e in std::fs::read_dir(dir).unwrap().flatten() {
             let p = e.path();
             let ft = e.file_type().unwrap();
+            if p == root.join(mco_daemon::fs::SWAP_DIR) {
+                continue;
+            }
             if ft.is_dir() {
                 walk(root, &p, out);
             } else if ft.is_file() {
