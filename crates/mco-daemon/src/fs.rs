@@ -524,6 +524,11 @@ impl HostFs {
         } else {
             self.dir.open_dir(parent).map_err(io)?
         };
+        // The exchange would move a directory aside where a rename over it fails: that
+        // failure stays the temp-file path's.
+        if target_dir.symlink_metadata(name).is_ok_and(|m| m.is_dir()) {
+            return Ok(None);
+        }
         let mut opts = cap_std::fs::OpenOptions::new();
         opts.write(true).create(true).truncate(true);
         cap_std::fs::OpenOptionsExt::mode(&mut opts, attrs.mode & 0o777);
@@ -567,9 +572,7 @@ impl HostFs {
             .symlink_metadata(&swap)
             .is_ok_and(|m| m.is_file() && m.nlink() == 1);
         if !reusable {
-            let _ = swaps
-                .remove_file(&swap)
-                .or_else(|_| swaps.remove_dir_all(&swap));
+            let _ = swaps.remove_file(&swap);
         }
         Ok(Some(()))
     }
@@ -829,6 +832,17 @@ mod tests {
                 "shared"
             );
         }
+        // A directory in the way is refused, as a rename over it is, and stays whole.
+        std::fs::create_dir_all(t.path().join("etc/dir.d")).unwrap();
+        std::fs::write(t.path().join("etc/dir.d/kept"), "kept").unwrap();
+        assert!(
+            fs.write_atomic("/etc/dir.d", b"file", &FileAttrs::default())
+                .is_err()
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("etc/dir.d/kept")).unwrap(),
+            "kept"
+        );
         // So does a symlink's target.
         std::fs::write(t.path().join("etc/real"), "real").unwrap();
         std::os::unix::fs::symlink("real", t.path().join("etc/alias")).unwrap();
