@@ -25,9 +25,14 @@ pub fn merge_keys(info: &ResourceInfo, version: &str) -> Option<Arc<MergeKeyTabl
 
 /// [`merge_keys`], or the metadata's alone where there are none.
 pub fn merge_keys_or_metadata(info: &ResourceInfo, version: &str) -> Arc<MergeKeyTable> {
+    merge_keys(info, version).unwrap_or_else(metadata_keys)
+}
+
+/// The list semantics of `metadata` alone, for kinds without a table of their own.
+pub fn metadata_keys() -> Arc<MergeKeyTable> {
     static METADATA_ONLY: LazyLock<Arc<MergeKeyTable>> =
         LazyLock::new(|| Arc::new(MergeKeyTable::metadata_only()));
-    merge_keys(info, version).unwrap_or_else(|| Arc::clone(&METADATA_ONLY))
+    Arc::clone(&METADATA_ONLY)
 }
 
 fn builtin_keys(group: &str, kind: &str) -> Option<Arc<MergeKeyTable>> {

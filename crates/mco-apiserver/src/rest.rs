@@ -1304,7 +1304,7 @@ async fn patch(
     if pt == PatchType::StrategicMerge && (t.info.is_custom() || keys.is_none()) {
         return Err(unsupported());
     }
-    let keys = machinery::merge_keys_or_metadata(&t.info, &t.version);
+    let keys = keys.unwrap_or_else(machinery::metadata_keys);
     let patch_doc: Value = match pt {
         PatchType::Apply => {
             let y: serde_yaml::Value = serde_yaml::from_slice(body)

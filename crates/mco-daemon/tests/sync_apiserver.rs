@@ -118,6 +118,15 @@ fn drain_controller(nodes: Api<Node>) {
 }
 
 /// How many of `expected` appear in `log` in that order.
+/// How many recorded transitions set condition `type_` to `status`.
+fn transitions(log: &Log, type_: &str, status: &str) -> usize {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, s, _)| t == type_ && s == status)
+        .count()
+}
+
 fn matched_in_order(log: &[(String, String, String)], expected: &[(&str, &str)]) -> usize {
     let mut i = 0;
     for (t, s, _) in log {
@@ -633,13 +642,6 @@ async fn reboot_update_to(
 async fn an_os_change_is_shown_in_progress_and_files_alone_are_not() {
     let (f, task) = daemon_done_on_the_first_config().await;
     let log = record(f.mcns.clone());
-    let applying = |log: &Log| {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|(t, s, _)| t == "AppliedFilesAndOS" && s == "Unknown")
-            .count()
-    };
     let task = reboot_update(&f, task).await;
     let mark = wait_in_order(
         &log,
@@ -647,7 +649,11 @@ async fn an_os_change_is_shown_in_progress_and_files_alone_are_not() {
         &[("AppliedFilesAndOS", "True"), ("Updated", "True")],
     )
     .await;
-    assert_eq!(applying(&log), 0, "files alone were shown in progress");
+    assert_eq!(
+        transitions(&log, "AppliedFilesAndOS", "Unknown"),
+        0,
+        "files alone were shown in progress"
+    );
 
     let mcs: Api<MachineConfig> = Api::all(f.admin.clone());
     let os = mc(
@@ -730,15 +736,8 @@ async fn syncs_with_nothing_to_write_do_not_read_the_mcn() {
         set_annotation(&f.nodes, "example.com/unrelated", &i.to_string()).await;
     }
     // Waited for on the recorded watch, so the test itself reads no MCN.
-    let updated = |log: &Log| {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|(t, s, _)| t == "Updated" && s == "True")
-            .count()
-    };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while updated(&log) < 2 {
+    while transitions(&log, "Updated", "True") < 2 {
         assert!(Instant::now() < deadline, "no second Updated=True");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
