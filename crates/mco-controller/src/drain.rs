@@ -17,6 +17,14 @@
 //! Cordoning writes its condition with the drain's first ones, and uncordoning rides in the
 //! Node write that answers the daemon. A drain of a node with nothing to evict is then one MCN
 //! write and two Node writes (cordon, answer), and an uncordon one of each.
+//!
+//! A finished drain's conditions go to the MCN at the same moment as the answer goes to the
+//! Node, so the daemon does not wait for a status write before it goes on. The conditions may
+//! then land after the daemon's next phase: a parent condition the daemon has already completed
+//! (`UpdateExecuted=True`) is left as it is, and only the children are written ([`still_due`]).
+//! Nothing later can be overtaken: the daemon's update ends only after its uncordon is answered,
+//! and this controller never runs two reconciles of one node at once. An uncordon's conditions
+//! still go before its answer, since the daemon's very next write (`Updated=True`) resets them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -222,12 +230,45 @@ pub fn with_conditions(existing: &[Condition], new: &[Cond<'_>], now: &Time) -> 
     out
 }
 
+/// The conditions of a write that may land after the daemon's next phase (see the module docs):
+/// all of `conds` but a parent the MCN already shows completed where `conds` would reopen it.
+pub fn still_due<'a>(existing: &[Condition], conds: &[Cond<'a>]) -> Vec<Cond<'a>> {
+    const PARENTS: [&str; 2] = [
+        mcn_conditions::UPDATE_EXECUTED,
+        mcn_conditions::UPDATE_COMPLETE,
+    ];
+    let completed = |t: &str| existing.iter().any(|c| c.type_ == t && c.status == "True");
+    conds
+        .iter()
+        .filter(|(t, st, ..)| !(PARENTS.contains(t) && *st != "True" && completed(t)))
+        .cloned()
+        .collect()
+}
+
 /// Apply drain conditions to the node's MCN (see the module docs for why a conditional status write).
 ///
 /// The write starts from the MCN already held ([`Ctx::known_mcn`]) rather than a fresh read, and
 /// carries its resourceVersion: if the daemon wrote since, the server refuses it and the next
 /// attempt reads the MCN. A held copy that shows nothing to change is confirmed by a read too.
 async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(), Error> {
+    write_conditions(ctx, node, conds, false).await
+}
+
+/// [`set_conditions`] for a write sent beside the answer: see [`still_due`].
+async fn set_conditions_beside_answer(
+    ctx: &Ctx,
+    node: &str,
+    conds: &[Cond<'_>],
+) -> Result<(), Error> {
+    write_conditions(ctx, node, conds, true).await
+}
+
+async fn write_conditions(
+    ctx: &Ctx,
+    node: &str,
+    conds: &[Cond<'_>],
+    beside_answer: bool,
+) -> Result<(), Error> {
     let api: Api<mco_api::MachineConfigNode> = Api::all(ctx.client.clone());
     let mut held = ctx.known_mcn(node);
     for _ in 0..5 {
@@ -244,6 +285,13 @@ async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(),
             .as_ref()
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
+        let due;
+        let conds = if beside_answer {
+            due = still_due(&existing, conds);
+            &due[..]
+        } else {
+            conds
+        };
         let unchanged = conds.iter().all(|(t, st, r, m)| {
             existing
                 .iter()
@@ -557,8 +605,13 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
                 "Drained node. The drain is complete as the desired drainer matches current drainer: {desired}"
             ),
         ));
-        set_conditions(ctx, &name, &conds).await?;
-        answer(ctx, &name, desired, None).await?;
+        let (written, answered) = futures::future::join(
+            set_conditions_beside_answer(ctx, &name, &conds),
+            answer(ctx, &name, desired, None),
+        )
+        .await;
+        answered?;
+        written?;
         forget(ctx, &name);
         tracing::info!(node = %name, "drain complete");
         return Ok(Action::await_change());
@@ -936,6 +989,52 @@ mod tests {
             ("True", "done")
         );
         assert_eq!(out[3].last_transition_time, t1);
+    }
+
+    #[test]
+    fn a_late_drain_write_never_reopens_a_phase_the_daemon_completed() {
+        let cond = |t: &str, s: &str| Condition {
+            type_: t.into(),
+            status: s.into(),
+            reason: "r".into(),
+            message: "m".into(),
+            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        };
+        let drained: Vec<Cond<'static>> = vec![
+            (mcn_conditions::CORDONED, "True", "c", "cordoned".into()),
+            (
+                mcn_conditions::UPDATE_EXECUTED,
+                "Unknown",
+                "Drained",
+                "draining".into(),
+            ),
+            (mcn_conditions::DRAINED, "True", "d", "drained".into()),
+        ];
+        fn types(cs: Vec<Cond<'static>>) -> Vec<&'static str> {
+            cs.into_iter().map(|c| c.0).collect()
+        }
+        // Landing before the daemon's next phase: all of it.
+        let before = [cond(mcn_conditions::UPDATE_EXECUTED, "False")];
+        assert_eq!(types(still_due(&before, &drained)), types(drained.clone()));
+        // After the daemon applied the update: the children only.
+        let after = [
+            cond(mcn_conditions::UPDATE_EXECUTED, "True"),
+            cond(mcn_conditions::APPLIED_FILES_AND_OS, "True"),
+        ];
+        assert_eq!(
+            types(still_due(&after, &drained)),
+            vec![mcn_conditions::CORDONED, mcn_conditions::DRAINED]
+        );
+        // A parent set to True is written whatever the MCN says.
+        let done: Vec<Cond<'static>> = vec![(
+            mcn_conditions::UPDATE_COMPLETE,
+            "True",
+            "Uncordoned",
+            "uncordoned".into(),
+        )];
+        let complete = [cond(mcn_conditions::UPDATE_COMPLETE, "True")];
+        assert_eq!(types(still_due(&complete, &done)), types(done.clone()));
     }
 
     #[test]

@@ -579,9 +579,9 @@ impl Inner {
         )))
     }
 
-    /// The drain controller writes its conditions to the MCN before it answers a drain request,
-    /// so the copy our last status write returned is stale by then: writing on it would only
-    /// meet a 409 and read anyway.
+    /// The drain controller writes its conditions to the MCN with (an uncordon: before) its
+    /// answer, so the copy our last status write returned is stale by then: writing on it
+    /// would only meet a 409 and read anyway.
     fn forget_mcn(&self) {
         if let Ok(mut m) = self.mcn_written.lock() {
             m.take();
