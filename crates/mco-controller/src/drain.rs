@@ -6,12 +6,15 @@
 //! ## How the MCN conditions are written
 //! The daemon owns most of an MCN's `status`; this controller owns only the drain-related
 //! conditions (`UpdateExecuted`, `Cordoned`, `Drained`, `UpdateComplete`, `Uncordoned`). A write
-//! sends the whole status of the MCN it started from, with these conditions set in place, under
-//! its own field manager ([`FIELD_MANAGER`]), conditional on that copy's resourceVersion, as the
-//! daemon writes: if the daemon wrote since, the server refuses it and the next attempt reads the
-//! MCN, so neither clobbers the other's conditions. A merge patch would replace the whole list
-//! unconditionally, and a JSON patch would need list indexes that race with the daemon. It was a
-//! server-side apply of the five conditions before, which cost the server several times an update.
+//! is a JSON patch under its own field manager ([`FIELD_MANAGER`]) that replaces just the
+//! conditions it changes, each at its index in the copy it started from, after testing that the
+//! index still holds that condition with the status the copy shows ([`condition_patch`]). The
+//! daemon never reorders the list, so its writes in between do not get in the way; a changed
+//! condition fails the test, and the next attempt reads the MCN. Where a condition is still
+//! missing from the list, the write sends the whole status instead, conditional on the copy's
+//! resourceVersion as the daemon's writes are. A merge patch would replace the whole list
+//! unconditionally; a server-side apply of the five conditions cost the server several times
+//! an update.
 //!
 //! ## Few writes per drain
 //! Cordoning writes its condition with the drain's first ones, and uncordoning rides in the
@@ -245,6 +248,33 @@ pub fn still_due<'a>(existing: &[Condition], conds: &[Cond<'a>]) -> Vec<Cond<'a>
         .collect()
 }
 
+/// A JSON patch taking the MCN's conditions from `old` to `new`, when `new` only changes
+/// conditions in place: each changed one is replaced at its index, after testing that the index
+/// still holds that type with the status `old` gives it. The daemon's writes in between then
+/// cost nothing, where a whole-status write conditional on the copy's resourceVersion met a
+/// conflict and a read; a test that fails (a condition changed under us) is refused with 422
+/// and leaves everything as it was. `None` when a condition is added: a JSON patch cannot test
+/// that it is still absent.
+pub fn condition_patch(old: &[Condition], new: &[Condition]) -> Option<json_patch::Patch> {
+    if old.len() != new.len() {
+        return None;
+    }
+    let mut ops = vec![];
+    for (i, (o, n)) in old.iter().zip(new).enumerate() {
+        if o == n {
+            continue;
+        }
+        if o.type_ != n.type_ {
+            return None;
+        }
+        let at = format!("/status/conditions/{i}");
+        ops.push(json!({"op": "test", "path": format!("{at}/type"), "value": o.type_}));
+        ops.push(json!({"op": "test", "path": format!("{at}/status"), "value": o.status}));
+        ops.push(json!({"op": "replace", "path": at, "value": n}));
+    }
+    serde_json::from_value(serde_json::Value::Array(ops)).ok()
+}
+
 /// Apply drain conditions to the node's MCN (see the module docs for why a conditional status write).
 ///
 /// The write starts from the MCN already held ([`Ctx::known_mcn`]) rather than a fresh read, and
@@ -303,10 +333,26 @@ async fn write_conditions(
             }
             return Ok(());
         }
+        let new = with_conditions(&existing, conds, &Time(jiff::Timestamp::now()));
+        if let Some(ops) = condition_patch(&existing, &new) {
+            let pp = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            match api.patch_status(node, &pp, &Patch::Json::<()>(ops)).await {
+                Ok(written) => {
+                    ctx.wrote_mcn(written);
+                    return Ok(());
+                }
+                // A tested condition is not as the copy had it: read it.
+                Err(kube::Error::Api(s)) if s.code == 422 => continue,
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
         let mut body = (*live).clone();
         body.metadata.managed_fields = None;
-        let status = body.status.get_or_insert_with(Default::default);
-        status.conditions = with_conditions(&existing, conds, &Time(jiff::Timestamp::now()));
+        body.status.get_or_insert_with(Default::default).conditions = new;
         let pp = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
@@ -1035,6 +1081,60 @@ mod tests {
         )];
         let complete = [cond(mcn_conditions::UPDATE_COMPLETE, "True")];
         assert_eq!(types(still_due(&complete, &done)), types(done.clone()));
+    }
+
+    #[test]
+    fn a_condition_patch_replaces_in_place_and_tests_what_it_replaces() {
+        let t0 = Time(jiff::Timestamp::from_second(1_700_000_000).unwrap());
+        let t1 = Time(jiff::Timestamp::from_second(1_700_000_100).unwrap());
+        let cond = |t: &str, s: &str| Condition {
+            type_: t.into(),
+            status: s.into(),
+            reason: "r".into(),
+            message: "m".into(),
+            last_transition_time: t0.clone(),
+            observed_generation: None,
+        };
+        let old = vec![
+            cond(mcn_conditions::UPDATED, "False"),
+            cond(mcn_conditions::DRAINED, "False"),
+            cond(mcn_conditions::APPLIED_FILES_AND_OS, "False"),
+        ];
+        let drained = [(mcn_conditions::DRAINED, "True", "x", "drained".into())];
+        let new = with_conditions(&old, &drained, &t1);
+        let patch = condition_patch(&old, &new).expect("an in-place change");
+        let doc = |conds: &[Condition]| json!({"status": {"conditions": conds}});
+
+        // On the copy it was made from, and on one the daemon has written to since.
+        let mut same = doc(&old);
+        json_patch::patch(&mut same, &patch).unwrap();
+        assert_eq!(same, doc(&new));
+        let mut moved = old.clone();
+        moved[2] = cond(mcn_conditions::APPLIED_FILES_AND_OS, "True");
+        let mut theirs = doc(&moved);
+        json_patch::patch(&mut theirs, &patch).unwrap();
+        assert_eq!(theirs["status"]["conditions"][1], json!(new[1]));
+        assert_eq!(
+            theirs["status"]["conditions"][2],
+            json!(moved[2]),
+            "the daemon's, kept"
+        );
+
+        // Refused where the condition changed, or the list was reordered.
+        let mut changed = old.clone();
+        changed[1] = cond(mcn_conditions::DRAINED, "Unknown");
+        assert!(json_patch::patch(&mut doc(&changed), &patch).is_err());
+        let mut reordered = old.clone();
+        reordered.swap(0, 1);
+        assert!(json_patch::patch(&mut doc(&reordered), &patch).is_err());
+
+        // An added condition cannot be tested for: no patch.
+        let added = with_conditions(
+            &old,
+            &[(mcn_conditions::UNCORDONED, "True", "y", "uncordoned".into())],
+            &t1,
+        );
+        assert!(condition_patch(&old, &added).is_none());
     }
 
     #[test]

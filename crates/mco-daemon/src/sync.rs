@@ -403,6 +403,22 @@ impl Inner {
         Ok(self.nodes.get(&self.opts.node).await?)
     }
 
+    /// This Node at start-up: the node watch lists it as the daemon starts, so a read of our
+    /// own would only repeat that list. Read after all if the watch has not delivered within
+    /// `poll_interval`.
+    async fn first_node(&self) -> Result<Arc<Node>, SyncError> {
+        let mut watched = self.watched.clone();
+        let listed =
+            tokio::time::timeout(self.opts.poll_interval, watched.wait_for(Option::is_some))
+                .await
+                .ok()
+                .and_then(|r| r.ok().and_then(|n| n.clone()));
+        match listed {
+            Some(n) => Ok(n),
+            None => Ok(Arc::new(self.node().await?)),
+        }
+    }
+
     /// Merge-patches annotations, after any held ones, and returns the Node as written.
     async fn annotate(&self, pairs: &[(&str, Option<&str>)]) -> Result<Node, SyncError> {
         let held = take(&self.annotations_pending);
@@ -921,7 +937,7 @@ impl Daemon {
     /// The start-up sync: finish a reboot, validate, resume, complete.
     async fn boot(&mut self) -> Result<Option<Exit>, SyncError> {
         let inner = Arc::clone(&self.inner);
-        let node = inner.node().await?;
+        let node = inner.first_node().await?;
         // A reboot still owed (requested in this very boot) has not happened: the start-up
         // check below requests it again, and only the next boot may say "rebooted".
         if annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING
