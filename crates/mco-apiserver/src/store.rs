@@ -508,20 +508,63 @@ pub struct Store {
     retain: u64,
 }
 
+/// The schema. An object's text is stored once, in the `events` row of the write that made its
+/// current version; `objects` maps each live object to that row. Pruning the log keeps the rows
+/// live objects point at, so `meta.window` marks where the complete log begins: every event
+/// with a greater resourceVersion is there. (The first schema kept a second copy of every
+/// object's text in `objects`, which was a quarter of the cost of each write.)
+const SCHEMA: &str =
+    "CREATE TABLE IF NOT EXISTS events (rv INTEGER PRIMARY KEY, gr TEXT NOT NULL, ns TEXT NOT NULL,
+         name TEXT NOT NULL, type TEXT NOT NULL, json TEXT NOT NULL);
+     CREATE TABLE IF NOT EXISTS objects (gr TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
+         rv INTEGER NOT NULL, PRIMARY KEY (gr, ns, name)) WITHOUT ROWID;
+     CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+     CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL);";
+
 fn open(path: &Path) -> Result<Connection, Error> {
-    let conn = Connection::open(path)?;
+    let mut conn = Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS objects (gr TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
-             rv INTEGER NOT NULL, json TEXT NOT NULL, PRIMARY KEY (gr, ns, name)) WITHOUT ROWID;
-         CREATE TABLE IF NOT EXISTS events (rv INTEGER PRIMARY KEY, gr TEXT NOT NULL, ns TEXT NOT NULL,
-             name TEXT NOT NULL, type TEXT NOT NULL, json TEXT NOT NULL);
-         CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
-         CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL);",
-    )?;
+    let first_schema = conn.prepare("SELECT json FROM objects LIMIT 0").is_ok();
+    if first_schema {
+        migrate_from_first_schema(&mut conn)?;
+    }
+    conn.execute_batch(SCHEMA)?;
     Ok(conn)
+}
+
+/// Moves a database of the first schema (each object's text in `objects` as well) to
+/// [`SCHEMA`], in one transaction: an object whose event was pruned gets its text back in
+/// `events`, under its own resourceVersion, which lies before the log's window and so is never
+/// replayed to a watch.
+fn migrate_from_first_schema(conn: &mut Connection) -> Result<(), Error> {
+    let tx = conn.transaction()?;
+    let rv: i64 = tx
+        .query_row("SELECT v FROM meta WHERE k = 'rv'", [], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0);
+    let first_event: Option<i64> = tx.query_row("SELECT MIN(rv) FROM events", [], |r| r.get(0))?;
+    let window = match first_event {
+        Some(e) => (e - 1).max(0),
+        None => rv,
+    };
+    tx.execute_batch(
+        "INSERT INTO events (rv, gr, ns, name, type, json)
+             SELECT rv, gr, ns, name, 'MODIFIED', json FROM objects
+             WHERE rv NOT IN (SELECT rv FROM events);
+         CREATE TABLE objects_v2 (gr TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
+             rv INTEGER NOT NULL, PRIMARY KEY (gr, ns, name)) WITHOUT ROWID;
+         INSERT INTO objects_v2 (gr, ns, name, rv) SELECT gr, ns, name, rv FROM objects;
+         DROP TABLE objects;
+         ALTER TABLE objects_v2 RENAME TO objects;",
+    )?;
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (k, v) VALUES ('window', ?1)",
+        params![window],
+    )?;
+    tx.commit()?;
+    Ok(())
 }
 
 impl Store {
@@ -535,10 +578,19 @@ impl Store {
             })
             .optional()?
             .unwrap_or(0) as u64;
+        let window_start: u64 = conn
+            .query_row("SELECT v FROM meta WHERE k = 'window'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()?
+            .unwrap_or(0) as u64;
         let mut objects: ObjMap = HashMap::new();
         let mut object_rvs: HashMap<ObjKey, i64> = HashMap::new();
         {
-            let mut stmt = conn.prepare("SELECT gr, ns, name, rv, json FROM objects")?;
+            let stored: i64 = conn.query_row("SELECT COUNT(*) FROM objects", [], |r| r.get(0))?;
+            let mut stmt = conn.prepare(
+                "SELECT o.gr, o.ns, o.name, o.rv, e.json FROM objects o JOIN events e ON e.rv = o.rv",
+            )?;
             let rows = stmt.query_map([], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
@@ -558,12 +610,19 @@ impl Store {
                     .insert((ns.clone(), name.clone()), Arc::from(json));
                 object_rvs.insert((gr, ns, name), orv);
             }
+            if object_rvs.len() as i64 != stored {
+                return Err(Error::Data(format!(
+                    "{} stored objects have no text in the event log",
+                    stored - object_rvs.len() as i64
+                )));
+            }
         }
         let mut events = VecDeque::new();
         {
-            let mut stmt =
-                conn.prepare("SELECT rv, gr, ns, name, type, json FROM events ORDER BY rv")?;
-            let rows = stmt.query_map([], |r| {
+            let mut stmt = conn.prepare(
+                "SELECT rv, gr, ns, name, type, json FROM events WHERE rv > ?1 ORDER BY rv",
+            )?;
+            let rows = stmt.query_map([window_start as i64], |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,
@@ -606,11 +665,6 @@ impl Store {
                 });
             }
         }
-        let window_start = match events.front() {
-            Some(e) if e.rv > 1 => e.rv - 1,
-            Some(_) => 0,
-            None => rv,
-        };
         let mut tokens = HashMap::new();
         {
             let mut stmt = conn.prepare("SELECT token, identity FROM tokens")?;
@@ -1231,7 +1285,7 @@ fn commit_batch(
     let tx = conn.transaction()?;
     {
         let mut put = tx.prepare_cached(
-            "INSERT OR REPLACE INTO objects (gr, ns, name, rv, json) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT OR REPLACE INTO objects (gr, ns, name, rv) VALUES (?1, ?2, ?3, ?4)",
         )?;
         let mut del =
             tx.prepare_cached("DELETE FROM objects WHERE gr = ?1 AND ns = ?2 AND name = ?3")?;
@@ -1243,7 +1297,7 @@ fn commit_batch(
             if e.typ == EventType::Deleted {
                 del.execute(params![e.gr, e.ns, e.name])?;
             } else {
-                put.execute(params![e.gr, e.ns, e.name, e.rv as i64, json])?;
+                put.execute(params![e.gr, e.ns, e.name, e.rv as i64])?;
             }
             ev.execute(params![
                 e.rv as i64,
@@ -1265,12 +1319,18 @@ fn commit_batch(
             "INSERT OR REPLACE INTO meta (k, v) VALUES ('rv', ?1)",
             params![rv as i64],
         )?;
-        // Prune the event log every so often rather than on every write.
+        // Prune the event log every so often rather than on every write, keeping the events
+        // that hold live objects' text.
         let every = retain.clamp(1, 1000);
         if rv / every != base_rv / every && rv > retain {
+            let window = (rv - retain) as i64;
             tx.execute(
-                "DELETE FROM events WHERE rv <= ?1",
-                params![(rv - retain) as i64],
+                "DELETE FROM events WHERE rv <= ?1 AND rv NOT IN (SELECT rv FROM objects)",
+                params![window],
+            )?;
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (k, v) VALUES ('window', ?1)",
+                params![window],
             )?;
         }
     }
@@ -1371,6 +1431,104 @@ mod tests {
 
     fn put(v: Value) -> Op {
         Box::new(move |_| Ok(Action::Put(v)))
+    }
+
+    fn names(evs: &[Arc<Event>]) -> Vec<(u64, &str, &str)> {
+        evs.iter()
+            .map(|e| (e.rv, e.name.as_str(), e.typ.as_str()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_database_of_the_first_schema_opens_with_everything_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            // As the first schema left it: "a" unchanged since its event was pruned, "c"
+            // deleted, "b" written last.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                r#"CREATE TABLE objects (gr TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
+                       rv INTEGER NOT NULL, json TEXT NOT NULL, PRIMARY KEY (gr, ns, name)) WITHOUT ROWID;
+                   CREATE TABLE events (rv INTEGER PRIMARY KEY, gr TEXT NOT NULL, ns TEXT NOT NULL,
+                       name TEXT NOT NULL, type TEXT NOT NULL, json TEXT NOT NULL);
+                   CREATE TABLE meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+                   CREATE TABLE tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL);
+                   INSERT INTO objects VALUES ('/configmaps', 'n', 'a', 2, '{"metadata":{"name":"a"}}');
+                   INSERT INTO objects VALUES ('/configmaps', 'n', 'b', 5, '{"metadata":{"name":"b"},"v":2}');
+                   INSERT INTO events VALUES (4, '/configmaps', 'n', 'c', 'DELETED', '{"metadata":{"name":"c"}}');
+                   INSERT INTO events VALUES (5, '/configmaps', 'n', 'b', 'MODIFIED', '{"metadata":{"name":"b"},"v":2}');
+                   INSERT INTO meta VALUES ('rv', 5);"#,
+            )
+            .unwrap();
+        }
+        for _ in 0..2 {
+            let store = Store::open(&path, 100).unwrap();
+            assert_eq!(store.current_rv(), 5);
+            assert_eq!(
+                store.get("/configmaps", "n", "a").unwrap()["metadata"]["name"],
+                "a"
+            );
+            assert_eq!(store.get("/configmaps", "n", "b").unwrap()["v"], 2);
+            assert!(store.get("/configmaps", "n", "c").is_none());
+            assert_eq!(store.window_start(), 3);
+            let all = WatchKey {
+                gr: "/configmaps".into(),
+                ns: None,
+                name: None,
+            };
+            let replay = store.events_since(3, &all).unwrap();
+            assert_eq!(names(&replay), [(4, "c", "DELETED"), (5, "b", "MODIFIED")]);
+            assert!(store.events_since(2, &all).is_none(), "before the window");
+        }
+        let conn = Connection::open(&path).unwrap();
+        assert!(
+            conn.prepare("SELECT json FROM objects").is_err(),
+            "one copy of each object's text"
+        );
+    }
+
+    #[tokio::test]
+    async fn pruning_the_log_keeps_the_text_of_objects_never_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let obj = |name: &str, v: u32| serde_json::json!({"metadata": {"name": name}, "v": v});
+        {
+            let store = Store::open(&path, 3).unwrap();
+            store
+                .write("/configmaps", "n", "still", false, put(obj("still", 0)))
+                .await
+                .unwrap();
+            for v in 1..=20 {
+                store
+                    .write("/configmaps", "n", "busy", false, put(obj("busy", v)))
+                    .await
+                    .unwrap();
+            }
+        }
+        let store = Store::open(&path, 3).unwrap();
+        assert_eq!(store.get("/configmaps", "n", "still").unwrap()["v"], 0);
+        assert_eq!(store.get("/configmaps", "n", "busy").unwrap()["v"], 20);
+        // The window is where the last prune left it; everything after it replays in order.
+        let window = store.window_start();
+        assert!((17..21).contains(&window), "window at {window}");
+        let all = WatchKey {
+            gr: "/configmaps".into(),
+            ns: None,
+            name: None,
+        };
+        let replay = store.events_since(window, &all).unwrap();
+        let rvs: Vec<u64> = replay.iter().map(|e| e.rv).collect();
+        assert_eq!(rvs, ((window + 1)..=21).collect::<Vec<_>>());
+        let conn = Connection::open(&path).unwrap();
+        let logged: i64 = conn
+            .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            logged as u64,
+            1 + (21 - window),
+            "pruned but for the live object's text"
+        );
     }
 
     #[tokio::test]
