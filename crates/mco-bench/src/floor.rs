@@ -24,8 +24,8 @@ impl FloorRun {
     }
 }
 
-/// Opens a database the way the server's store does, with a table shaped like its
-/// `objects` table.
+/// Opens a database the way the server's store does, with one table of the stored rows' shape:
+/// an object's key, resourceVersion and JSON.
 fn open(path: &Path) -> Result<Connection, Error> {
     let conn = Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
