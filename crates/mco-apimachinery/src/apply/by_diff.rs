@@ -477,12 +477,20 @@ mod tests {
             })
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(400))]
-
-        /// Every write recorded by diff gives the general path's object, byte for byte.
-        #[test]
-        fn same_as_the_general_path(writes in proptest::collection::vec(write(), 1..12)) {
+    /// Every write recorded by diff gives the general path's object, byte for byte; and over the
+    /// whole run nearly all writes are recorded by diff. Declining is for overlapping keys only, which
+    /// few sequences make, but one random sequence may make several: the share is a property of
+    /// the run, not of each case.
+    #[test]
+    fn same_as_the_general_path() {
+        // As `proptest!` would set it up, so the saved regressions run first.
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            source_file: Some(file!()),
+            ..ProptestConfig::with_cases(400)
+        });
+        let totals = std::cell::Cell::new((0usize, 0usize));
+        let sequences = proptest::collection::vec(write(), 1..12);
+        let result = runner.run(&sequences, |writes| {
             let keys = keys();
             let created = json!({"apiVersion": "v1", "kind": "Thing",
                 "metadata": {"name": "t", "labels": {"l": "1"}, "annotations": {"a": "x"}},
@@ -506,7 +514,10 @@ mod tests {
                 };
                 let mut next = live.clone();
                 if !w.keep_managed_fields {
-                    next["metadata"].as_object_mut().unwrap().remove("managedFields");
+                    next["metadata"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("managedFields");
                 }
                 for e in &w.edits {
                     edit(&mut next, *e);
@@ -522,9 +533,20 @@ mod tests {
                 }
                 live = general;
             }
-            // Declining is for overlapping keys only, which few sequences make.
-            prop_assert!(by_diff * 2 >= writes.len() || writes.len() < 4);
+            let (d, all) = totals.get();
+            totals.set((d + by_diff, all + writes.len()));
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{e}");
         }
+        let (by_diff, all) = totals.get();
+        // About 99 % in practice; one random sequence may decline several times, a run of
+        // thousands of writes barely moves.
+        assert!(
+            by_diff * 10 >= all * 9,
+            "only {by_diff} of {all} writes were recorded by diff"
+        );
     }
 
     /// A write that touches one condition leaves every other manager's entry as stored.
