@@ -964,18 +964,23 @@ mod tests {
         );
     }
 
+    /// A condition of `type_` and `status`, set at `at`.
+    fn condition(type_: &str, status: &str, at: &Time) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "r".into(),
+            message: "m".into(),
+            last_transition_time: at.clone(),
+            observed_generation: None,
+        }
+    }
+
     #[test]
     fn merged_conditions_keep_other_owned_ones_and_transition_times() {
         let t0 = Time(jiff::Timestamp::from_second(1_700_000_000).unwrap());
         let t1 = Time(jiff::Timestamp::from_second(1_700_000_100).unwrap());
-        let cond = |t: &str, s: &str| Condition {
-            type_: t.into(),
-            status: s.into(),
-            reason: "r".into(),
-            message: "m".into(),
-            last_transition_time: t0.clone(),
-            observed_generation: None,
-        };
+        let cond = |t: &str, s: &str| condition(t, s, &t0);
         let existing = vec![
             cond(mcn_conditions::CORDONED, "True"),
             cond(mcn_conditions::DRAINED, "Unknown"),
@@ -1039,14 +1044,7 @@ mod tests {
 
     #[test]
     fn a_late_drain_write_never_reopens_a_phase_the_daemon_completed() {
-        let cond = |t: &str, s: &str| Condition {
-            type_: t.into(),
-            status: s.into(),
-            reason: "r".into(),
-            message: "m".into(),
-            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
-            observed_generation: None,
-        };
+        let cond = |t: &str, s: &str| condition(t, s, &Time(jiff::Timestamp::UNIX_EPOCH));
         let drained: Vec<Cond<'static>> = vec![
             (mcn_conditions::CORDONED, "True", "c", "cordoned".into()),
             (
@@ -1087,14 +1085,7 @@ mod tests {
     fn a_condition_patch_replaces_in_place_and_tests_what_it_replaces() {
         let t0 = Time(jiff::Timestamp::from_second(1_700_000_000).unwrap());
         let t1 = Time(jiff::Timestamp::from_second(1_700_000_100).unwrap());
-        let cond = |t: &str, s: &str| Condition {
-            type_: t.into(),
-            status: s.into(),
-            reason: "r".into(),
-            message: "m".into(),
-            last_transition_time: t0.clone(),
-            observed_generation: None,
-        };
+        let cond = |t: &str, s: &str| condition(t, s, &t0);
         let old = vec![
             cond(mcn_conditions::UPDATED, "False"),
             cond(mcn_conditions::DRAINED, "False"),
