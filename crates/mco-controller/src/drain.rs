@@ -236,14 +236,14 @@ pub fn with_conditions(existing: &[Condition], new: &[Cond<'_>], now: &Time) -> 
 /// The conditions of a write that may land after the daemon's next phase (see the module docs):
 /// all of `conds` but a parent the MCN already shows completed where `conds` would reopen it.
 pub fn still_due<'a>(existing: &[Condition], conds: &[Cond<'a>]) -> Vec<Cond<'a>> {
-    const PARENTS: [&str; 2] = [
-        mcn_conditions::UPDATE_EXECUTED,
-        mcn_conditions::UPDATE_COMPLETE,
-    ];
-    let completed = |t: &str| existing.iter().any(|c| c.type_ == t && c.status == "True");
+    // The one parent a drain shares with the daemon's next phase (Applied).
+    const PARENT: &str = mcn_conditions::UPDATE_EXECUTED;
+    let completed = existing
+        .iter()
+        .any(|c| c.type_ == PARENT && c.status == "True");
     conds
         .iter()
-        .filter(|(t, st, ..)| !(PARENTS.contains(t) && *st != "True" && completed(t)))
+        .filter(|(t, st, ..)| !(completed && *t == PARENT && *st != "True"))
         .cloned()
         .collect()
 }
@@ -275,11 +275,12 @@ pub fn condition_patch(old: &[Condition], new: &[Condition]) -> Option<json_patc
     serde_json::from_value(serde_json::Value::Array(ops)).ok()
 }
 
-/// Apply drain conditions to the node's MCN (see the module docs for why a conditional status write).
+/// Apply drain conditions to the node's MCN (see the module docs for how the write is made).
 ///
-/// The write starts from the MCN already held ([`Ctx::known_mcn`]) rather than a fresh read, and
-/// carries its resourceVersion: if the daemon wrote since, the server refuses it and the next
-/// attempt reads the MCN. A held copy that shows nothing to change is confirmed by a read too.
+/// The write starts from the MCN already held ([`Ctx::known_mcn`]) rather than a fresh read: a
+/// [`condition_patch`] tests what it replaces, and a whole-status write carries the copy's
+/// resourceVersion, so a copy the daemon has moved past is refused and the next attempt reads
+/// the MCN. A held copy that shows nothing to change is confirmed by a read too.
 async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(), Error> {
     write_conditions(ctx, node, conds, false).await
 }
