@@ -226,6 +226,72 @@ pub fn set_facts(status: &mut MachineConfigNodeStatus, facts: &NodeFacts) -> boo
     *status != before
 }
 
+/// A JSON patch taking the MCN's status from `old`, a copy that may be behind the server's, to
+/// `new`, computed on it. The daemon holds the MCN its last write returned, and the drain
+/// controller writes its own conditions between the daemon's writes: a whole-status write
+/// conditional on the copy's resourceVersion then met a conflict and cost a read, and did so
+/// twice in every update, each time on the update's path.
+///
+/// Conditions are replaced in place, after testing that their index still holds their type.
+/// What a replaced condition keeps from the copy is tested too: its status when it keeps its
+/// transition time, and all of it when the `Updated` reset carries its message. The reset also
+/// tests that every condition it leaves False still is False. A failed test is refused with 422
+/// and changes nothing. `observedGeneration` is copied from the object's own generation, which
+/// the controller's spec writes move without the daemon seeing them.
+///
+/// `None` when a condition is added or the list differs in order: a JSON patch cannot test that
+/// an index is still absent, so only a whole-status write can say it.
+pub fn status_patch(
+    old: &MachineConfigNodeStatus,
+    new: &MachineConfigNodeStatus,
+    reset: bool,
+) -> Option<Vec<serde_json::Value>> {
+    use serde_json::json;
+    if old.conditions.len() != new.conditions.len() || new.health.is_empty() {
+        return None;
+    }
+    let mut ops = vec![];
+    for (i, (o, n)) in old.conditions.iter().zip(&new.conditions).enumerate() {
+        if o.type_ != n.type_ {
+            return None;
+        }
+        let at = format!("/status/conditions/{i}");
+        let exempt = o.type_ == c::UPDATED || o.type_ == c::NODE_DEGRADED;
+        if o == n {
+            if reset && !exempt {
+                ops.push(json!({"op": "test", "path": format!("{at}/status"), "value": o.status}));
+            }
+            continue;
+        }
+        if reset && !exempt {
+            ops.push(json!({"op": "test", "path": at, "value": o}));
+        } else {
+            ops.push(json!({"op": "test", "path": format!("{at}/type"), "value": o.type_}));
+            if o.status == n.status {
+                ops.push(json!({"op": "test", "path": format!("{at}/status"), "value": o.status}));
+            }
+        }
+        ops.push(json!({"op": "replace", "path": at, "value": n}));
+    }
+    if old.config_version != new.config_version {
+        ops.push(
+            json!({"op": "add", "path": "/status/configVersion", "value": new.config_version}),
+        );
+    }
+    if old.health != new.health {
+        ops.push(json!({"op": "add", "path": "/status/health", "value": new.health}));
+    }
+    if old.most_recent_error != new.most_recent_error {
+        ops.push(
+            json!({"op": "add", "path": "/status/mostRecentError", "value": new.most_recent_error}),
+        );
+    }
+    ops.push(
+        json!({"op": "copy", "from": "/metadata/generation", "path": "/status/observedGeneration"}),
+    );
+    Some(ops)
+}
+
 /// `NodeDegraded` after an update attempt, with upstream's messages.
 pub fn degraded(node: &str, error: Option<&str>) -> Write {
     match error {
@@ -340,6 +406,149 @@ mod tests {
             u.message,
             "This node is not updated, sensed disruption via a manual update."
         );
+    }
+
+    /// An MCN as the server holds it, at `generation`.
+    fn object(status: &MachineConfigNodeStatus, generation: i64) -> serde_json::Value {
+        serde_json::json!({"metadata": {"generation": generation}, "status": status})
+    }
+
+    fn patched(
+        doc: &serde_json::Value,
+        ops: Vec<serde_json::Value>,
+    ) -> Result<MachineConfigNodeStatus, json_patch::PatchError> {
+        let p: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops)).unwrap();
+        let mut doc = doc.clone();
+        json_patch::patch(&mut doc, &p)?;
+        Ok(serde_json::from_value(doc["status"].clone()).unwrap())
+    }
+
+    fn later() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(60).unwrap())
+    }
+
+    /// The daemon's copy after its first write of an update.
+    fn prepared() -> MachineConfigNodeStatus {
+        let mut s = MachineConfigNodeStatus::default();
+        apply(
+            &mut s,
+            &Write::parent(c::UPDATE_PREPARED, Status::True, "Update Compatible."),
+            &facts(),
+            &now(),
+        );
+        s
+    }
+
+    /// What the drain controller writes while the daemon waits for its drain.
+    fn drained(s: &MachineConfigNodeStatus) -> MachineConfigNodeStatus {
+        let mut s = s.clone();
+        for (t, st) in [
+            (c::UPDATE_EXECUTED, "Unknown"),
+            (c::CORDONED, "True"),
+            (c::DRAINED, "True"),
+        ] {
+            let x = s.conditions.iter_mut().find(|x| x.type_ == t).unwrap();
+            x.status = st.into();
+            x.message = format!("{t} by the controller");
+            x.last_transition_time = later();
+        }
+        s
+    }
+
+    #[test]
+    fn a_phase_written_on_a_copy_behind_the_drain_controller_keeps_its_conditions() {
+        let copy = prepared();
+        let server = drained(&copy);
+        let mut new = copy.clone();
+        let w = Write::parent(c::UPDATE_EXECUTED, Status::True, "Updated the files").child(
+            c::APPLIED_FILES_AND_OS,
+            Status::True,
+            "Applied",
+        );
+        assert!(apply(&mut new, &w, &facts(), &later()));
+        let ops = status_patch(&copy, &new, false).expect("conditions only change in place");
+        let got = patched(&object(&server, 7), ops).expect("nothing tested changed");
+        for t in [c::CORDONED, c::DRAINED] {
+            assert_eq!(
+                got.condition(t),
+                server.condition(t),
+                "{t} is the controller's"
+            );
+        }
+        for t in [
+            c::UPDATE_EXECUTED,
+            c::APPLIED_FILES_AND_OS,
+            c::UPDATE_PREPARED,
+        ] {
+            assert_eq!(got.condition(t), new.condition(t), "{t} is the daemon's");
+        }
+        assert_eq!(
+            got.observed_generation,
+            Some(7),
+            "the object's own generation"
+        );
+        assert_eq!(got.config_version, new.config_version);
+    }
+
+    #[test]
+    fn a_status_kept_with_its_time_is_tested() {
+        let copy = prepared();
+        let mut new = copy.clone();
+        let w = Write::parent(c::UPDATE_PREPARED, Status::True, "Compatible again");
+        assert!(apply(&mut new, &w, &facts(), &later()));
+        let ops = status_patch(&copy, &new, false).unwrap();
+        let mut server = copy.clone();
+        let x = server
+            .conditions
+            .iter_mut()
+            .find(|x| x.type_ == c::UPDATE_PREPARED)
+            .unwrap();
+        x.status = "Unknown".into();
+        assert!(patched(&object(&server, 1), ops.clone()).is_err());
+        let got = patched(&object(&copy, 1), ops).unwrap();
+        assert_eq!(got.conditions, new.conditions);
+    }
+
+    #[test]
+    fn the_updated_reset_applies_only_to_the_conditions_it_saw() {
+        let copy = drained(&prepared());
+        let mut new = copy.clone();
+        let w = Write::parent(c::UPDATED, Status::True, "Node n Updated");
+        assert!(apply(&mut new, &w, &facts(), &later()));
+        let ops = status_patch(&copy, &new, true).unwrap();
+
+        let got = patched(&object(&copy, 2), ops.clone()).expect("the copy is the server's");
+        assert_eq!(got.conditions, new.conditions);
+
+        // The controller uncordoned meanwhile: the reset must not leave that True.
+        let mut server = copy.clone();
+        let x = server
+            .conditions
+            .iter_mut()
+            .find(|x| x.type_ == c::UNCORDONED)
+            .unwrap();
+        x.status = "True".into();
+        assert!(patched(&object(&server, 2), ops.clone()).is_err());
+
+        // A condition it resets changed its message: the reset would carry a stale one.
+        let mut server = copy.clone();
+        let x = server
+            .conditions
+            .iter_mut()
+            .find(|x| x.type_ == c::DRAINED)
+            .unwrap();
+        x.message = "Drained again".into();
+        assert!(patched(&object(&server, 2), ops).is_err());
+    }
+
+    #[test]
+    fn an_added_or_moved_condition_needs_the_whole_status() {
+        let empty = MachineConfigNodeStatus::default();
+        assert_eq!(status_patch(&empty, &prepared(), false), None);
+        let copy = prepared();
+        let mut moved = copy.clone();
+        moved.conditions.swap(0, 1);
+        assert_eq!(status_patch(&copy, &moved, false), None);
     }
 
     #[test]

@@ -468,10 +468,11 @@ impl Inner {
     /// An update writes several phases in a row: each write starts from the MCN our previous
     /// write returned, instead of reading it again. The Node facts come from the newest Node
     /// we hold (the watch keeps it current); it is read only when we hold none.
-    /// The write carries the base's resourceVersion, so a base that another writer (the drain
-    /// controller) has moved past is refused with a conflict and the next attempt reads afresh.
-    /// The base is the copy the last write returned while nothing says it is stale: the drain
-    /// controller's answers and a new desired config do, and then the MCN is read first.
+    /// From a held copy the write is a JSON patch that tests what it relies on
+    /// ([`mcn::status_patch`]): the controller's writes in between (its spec, the drain
+    /// conditions) leave it valid, and a failed test sends it to read. A read copy, or one a
+    /// patch cannot express, is written whole, conditional on its resourceVersion. The
+    /// uncordon answer alone drops the copy (see [`Inner::answered`]).
     async fn mcn(&self, w: &Write) -> Result<(), SyncError> {
         self.mcn_all(std::slice::from_ref(w)).await
     }
@@ -545,28 +546,60 @@ impl Inner {
                 desired: annotation(&node, ann::DESIRED_CONFIG),
                 generation: obj.metadata.generation,
             };
-            // The controller moves the MCN's spec when it moves the node's desiredConfig: a
-            // remembered copy from before that would only meet a 409.
-            if from_memory
+            // The controller moves the MCN's spec (and generation) when it moves the node's
+            // desiredConfig: a remembered copy from before that is behind.
+            let spec_moved = from_memory
                 && !facts.desired.is_empty()
-                && obj.spec.config_version.desired != facts.desired
-            {
-                continue;
-            }
-            let mut status = obj.status.clone().unwrap_or_default();
+                && obj.spec.config_version.desired != facts.desired;
+            let base = obj.status.clone().unwrap_or_default();
+            let mut status = base.clone();
             let now = Time(k8s_openapi::jiff::Timestamp::now());
             let mut changed = false;
+            let mut reset = false;
             for w in held.iter().chain(ws) {
                 changed |= mcn::apply(&mut status, w, &facts, &now);
+                reset |= w.parent == c::UPDATED;
             }
             if !changed {
+                if spec_moved {
+                    // Only a read can tell whether its observedGeneration moved.
+                    continue;
+                }
                 // Nothing to write. The copy is kept for the next write: a read one is the
-                // freshest there is, and a remembered one can only be behind the drain
-                // controller, whose answers make the daemon forget it.
+                // freshest there is, and a remembered one can only be behind the controller,
+                // which patches leave valid.
                 if let Ok(mut m) = self.mcn_written.lock() {
                     *m = Some(obj);
                 }
                 return Ok(());
+            }
+            if from_memory
+                && let Some(ops) = mcn::status_patch(&base, &status, reset)
+                && let Ok(patch) = serde_json::from_value::<json_patch::Patch>(ops.into())
+            {
+                let pp = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                };
+                match self
+                    .mcns
+                    .patch_status(&self.opts.node, &pp, &Patch::<()>::Json(patch))
+                    .await
+                {
+                    Ok(written) => {
+                        if let Ok(mut m) = self.mcn_written.lock() {
+                            *m = Some(written);
+                        }
+                        return Ok(());
+                    }
+                    // A failed test: the copy was behind on something the write relies on.
+                    Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if spec_moved {
+                // A whole-status write on it would only meet a 409.
+                continue;
             }
             // The whole status, conditional on the base's resourceVersion, as upstream's
             // `UpdateStatus`: a server-side apply of the same content cost the server several
@@ -595,11 +628,14 @@ impl Inner {
         )))
     }
 
-    /// The drain controller writes its conditions to the MCN with (an uncordon: before) its
-    /// answer, so the copy our last status write returned is stale by then: writing on it
-    /// would only meet a 409 and read anyway.
-    fn forget_mcn(&self) {
-        if let Ok(mut m) = self.mcn_written.lock() {
+    /// The drain controller writes its uncordon conditions before its answer, and the
+    /// `Updated` reset that follows relies on every condition it leaves False: on the copy our
+    /// last status write returned, its patch would fail that test and read anyway. A drain
+    /// answer keeps the copy: the phases after it replace only the daemon's own conditions.
+    fn answered(&self, value: &str) {
+        if value.starts_with(drain::UNCORDON_PREFIX)
+            && let Ok(mut m) = self.mcn_written.lock()
+        {
             m.take();
         }
     }
@@ -644,12 +680,12 @@ impl Inner {
                 .filter(|n| annotation(n, ann::LAST_APPLIED_DRAIN) == value);
             if answered.is_some_and(|n| matches!((rv(n), written_rv), (Some(a), Some(b)) if a >= b))
             {
-                self.forget_mcn();
+                self.answered(value);
                 return Ok(());
             }
             if answered.is_some() || Instant::now() >= next_get {
                 if annotation(&self.node().await?, ann::LAST_APPLIED_DRAIN) == value {
-                    self.forget_mcn();
+                    self.answered(value);
                     return Ok(());
                 }
                 next_get = Instant::now() + self.opts.poll_interval;

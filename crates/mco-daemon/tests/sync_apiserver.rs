@@ -684,8 +684,9 @@ async fn an_os_change_is_shown_in_progress_and_files_alone_are_not() {
     );
 }
 
-/// The daemon knows the drain controller writes the MCN before it answers, so its next status
-/// write starts from a fresh read instead of a stale copy: no write meets a 409.
+/// The daemon's writes after a drain answer patch only its own conditions, which the drain
+/// controller's writes leave valid, and after an uncordon answer it reads first: no write meets
+/// a 409 or a failed test (422).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_writes_after_a_drain_answer_do_not_conflict() {
     let (f, task) = daemon_done_on_the_first_config().await;
@@ -701,14 +702,25 @@ async fn status_writes_after_a_drain_answer_do_not_conflict() {
     .await;
     task.abort();
 
-    let written = r#"verb="PUT",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="200""#;
-    assert!(
-        requests(&f.admin, written).await > 0,
-        "no status writes counted"
+    let patched = status_requests(&f.admin, "PATCH", 200).await;
+    assert!(patched > 0, "no status patches counted");
+    for (verb, code) in [("PUT", 409), ("PATCH", 409), ("PATCH", 422)] {
+        let n = status_requests(&f.admin, verb, code).await;
+        assert_eq!(n, 0, "{n} status {verb}s answered {code}");
+    }
+}
+
+/// The MCN status requests of one verb answered with one code.
+async fn status_requests(admin: &Client, verb: &str, code: u16) -> u64 {
+    let labels = format!(
+        r#"verb="{verb}",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="{code}""#
     );
-    let conflicts = r#"verb="PUT",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="409""#;
-    let n = requests(&f.admin, conflicts).await;
-    assert_eq!(n, 0, "status writes met {n} conflicts");
+    requests(admin, &labels).await
+}
+
+/// The daemon's MCN status writes, whole or patched.
+async fn status_writes(admin: &Client) -> u64 {
+    status_requests(admin, "PUT", 200).await + status_requests(admin, "PATCH", 200).await
 }
 
 /// One counter of the server's `apiserver_request_total`, 0 when absent.
@@ -718,9 +730,9 @@ async fn requests(admin: &Client, labels: &str) -> u64 {
     mco_apiserver::metrics::request_total(&text, labels)
 }
 
-/// The daemon reads its MCN only when its copy may be stale (at start, after a drain answer,
-/// for a new desired config), not on every sync that finds nothing to write: node events
-/// during an update wake many such syncs.
+/// The daemon reads its MCN only where no copy it holds can serve (at start, after an uncordon
+/// answer), not on every sync that finds nothing to write: node events during an update wake
+/// many such syncs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn syncs_with_nothing_to_write_do_not_read_the_mcn() {
     const MCN_GETS: &str = r#"verb="GET",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="",code="200""#;
@@ -743,10 +755,10 @@ async fn syncs_with_nothing_to_write_do_not_read_the_mcn() {
     }
     let gets = requests(&f.admin, MCN_GETS).await - before;
     task.abort();
-    // Reads only where the copy may be stale (the new desired config, the drain answers, the
-    // start after the reboot): 4 in this update. Reading on every sync with nothing to write
-    // made it 6 to 8.
-    assert!(gets <= 4, "the daemon read its MCN {gets} times");
+    // Reads only where no copy serves: the start after the reboot, and the uncordon answer
+    // before the `Updated` reset. Reading on every sync with nothing to write made it 6 to 8,
+    // and reading for the new desired config and after the drain answer 4.
+    assert!(gets <= 2, "the daemon read its MCN {gets} times");
 }
 
 /// An update's phases that follow each other at once share one write: a reboot update costs
@@ -755,13 +767,12 @@ async fn syncs_with_nothing_to_write_do_not_read_the_mcn() {
 /// still reaches the MCN, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reboot_update_writes_its_phases_in_few_requests() {
-    const STATUS_PUTS: &str = r#"verb="PUT",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="200""#;
     const NODE_PATCHES: &str =
         r#"verb="PATCH",group="",resource="nodes",subresource="",code="200""#;
     let (f, task) = daemon_done_on_the_first_config().await;
     let log = record(f.mcns.clone());
     let (puts, patches) = (
-        requests(&f.admin, STATUS_PUTS).await,
+        status_writes(&f.admin).await,
         requests(&f.admin, NODE_PATCHES).await,
     );
     let task = reboot_update(&f, task).await;
@@ -773,12 +784,12 @@ async fn a_reboot_update_writes_its_phases_in_few_requests() {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     // The watch event goes out before the request is counted.
-    while !updated(&log) || requests(&f.admin, STATUS_PUTS).await < puts + 4 {
+    while !updated(&log) || status_writes(&f.admin).await < puts + 4 {
         assert!(Instant::now() < deadline, "no Updated=True");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     task.abort();
-    let puts = requests(&f.admin, STATUS_PUTS).await - puts;
+    let puts = status_writes(&f.admin).await - puts;
     // A sync that lands between the test's spec and annotation writes may record the new
     // observedGeneration on its own: 5 then. Phase by phase, it was 9.
     assert!(
@@ -795,6 +806,13 @@ async fn a_reboot_update_writes_its_phases_in_few_requests() {
         "cleared after the boot"
     );
     assert_eq!(annotation(&n, ann::STATE), "Done");
+    // The spec write moved the generation under the daemon's copies; the status follows it.
+    let m = f.mcns.get(NODE).await.unwrap();
+    assert_eq!(
+        m.status.unwrap().observed_generation,
+        m.metadata.generation,
+        "observedGeneration"
+    );
     assert_in_order(
         &log.lock().unwrap(),
         &[
