@@ -8,3 +8,4 @@ pub mod patch;
 pub mod schema;
 pub mod selector;
 pub mod table;
+pub mod value;

@@ -120,7 +120,7 @@ pub fn same_object(a: &Value, b: &Value) -> bool {
                 && x.iter().all(|(k, v)| match y.get(k) {
                     None => false,
                     Some(w) if k == "metadata" => same_meta(Some(v), Some(w)),
-                    Some(w) => v == w,
+                    Some(w) => mco_apimachinery::value::equal(v, w),
                 })
         }
         _ => a == b,

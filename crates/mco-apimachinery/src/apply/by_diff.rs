@@ -20,6 +20,7 @@ use super::{
     parse_elem,
 };
 use crate::patch::{ListType, MergeKeys, resolve_list_type};
+use crate::value::{equal, equal_opt};
 
 /// The recorded object, or `obj` back (its request managed fields possibly dropped, which the
 /// general path then reads from `before` alike) when this path does not apply.
@@ -47,7 +48,7 @@ pub(super) fn record_update(
         .and_then(|meta| meta.remove("managedFields"))
         .filter(|_| same);
     // Compared once here: every walk below starts from a difference.
-    let changed = *before != obj;
+    let changed = !equal(before, &obj);
     let mut touched = BTreeSet::new();
     if changed
         && !touched_paths(
@@ -195,7 +196,7 @@ fn touched_paths(
             let b = before.and_then(Value::as_object);
             for (k, child) in m {
                 let old = b.and_then(|b| b.get(k));
-                if old == Some(child) {
+                if equal_opt(old, Some(child)) {
                     continue;
                 }
                 wire.push(format!("f:{k}"));
@@ -225,6 +226,36 @@ fn touched_paths(
                     }
                 }
                 ListType::Map(keys) => {
+                    let before_index = match b {
+                        Some(b) => key_index(b, &keys).map(Some),
+                        None => Some(None),
+                    };
+                    if let (Some((texts, first)), Some(before_index)) =
+                        (key_index(items, &keys), before_index)
+                    {
+                        for (i, (item, text)) in items.iter().zip(&texts).enumerate() {
+                            if first.get(text) != Some(&i) {
+                                return false;
+                            }
+                            let old = before_index
+                                .as_ref()
+                                .and_then(|(_, at)| at.get(text))
+                                .and_then(|&j| b?.get(j));
+                            if equal_opt(old, Some(item)) {
+                                continue;
+                            }
+                            wire.push(format!("k:{text}"));
+                            if old.is_none() {
+                                out.insert(wire.clone());
+                            }
+                            let ok = touched_paths(old, item, wire, names, lt, out);
+                            wire.pop();
+                            if !ok {
+                                return false;
+                            }
+                        }
+                        return true;
+                    }
                     for item in items {
                         let Some(k) = item_key_fields(item, &keys) else {
                             out.insert(wire.clone());
@@ -235,7 +266,7 @@ fn touched_paths(
                             return false;
                         }
                         let old = b.and_then(|b| b.iter().find(|i| key_matches(i, &k)));
-                        if old == Some(item) {
+                        if equal_opt(old, Some(item)) {
                             continue;
                         }
                         wire.push(format!("k:{}", Value::Object(k)));
@@ -261,6 +292,31 @@ fn touched_paths(
     true
 }
 
+/// Each item's key as a field set spells it, and where each key first appears, when every
+/// item has every key field as a string: a lookup by that text then finds what a scan with
+/// [`key_matches`] finds, where the scans made a list of conditions cost its length squared.
+/// `None` otherwise, and the scans run.
+fn key_index(
+    items: &[Value],
+    keys: &[String],
+) -> Option<(Vec<String>, std::collections::HashMap<String, usize>)> {
+    let mut texts = Vec::with_capacity(items.len());
+    let mut first = std::collections::HashMap::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let fields = item.as_object()?;
+        if !keys
+            .iter()
+            .all(|k| fields.get(k.as_str()).is_some_and(Value::is_string))
+        {
+            return None;
+        }
+        let text = Value::Object(item_key_fields(item, keys)?).to_string();
+        first.entry(text.clone()).or_insert(i);
+        texts.push(text);
+    }
+    Some((texts, first))
+}
+
 /// Removes from an encoded field set (`t`, at `path`) the fields the write took over
 /// (`touched`) and those gone from the object, where `before` and `after` are known to differ
 /// (or `before` is absent). Children whose value did not change are left as they are without a
@@ -282,7 +338,7 @@ fn drop_owned(
         .filter_map(|(k, v)| {
             let (b, a) = (step(before, k), step(after, k));
             // A malformed entry (not an object) goes whatever changed.
-            (b.is_none() || b != a || !v.is_object()).then(|| (k.clone(), b, a))
+            (b.is_none() || !equal_opt(b, a) || !v.is_object()).then(|| (k.clone(), b, a))
         })
         .collect();
     for (k, b, a) in changed {
