@@ -33,6 +33,23 @@ pub fn equal(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Equal, with every object's keys in the same order: what can stand in for a stored value
+/// without changing the text it is stored as.
+pub fn identical(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| identical(p, q))
+        }
+        _ => a == b,
+    }
+}
+
 /// [`equal`] over optional values, as `a == b` compares them.
 pub fn equal_opt(a: Option<&Value>, b: Option<&Value>) -> bool {
     match (a, b) {
@@ -104,6 +121,9 @@ mod tests {
             let r = reversed(&a);
             prop_assert!(equal(&a, &r));
             prop_assert!(equal(&a, &a.clone()));
+            prop_assert!(identical(&a, &a.clone()));
+            let text = |v: &Value| serde_json::to_string(v).unwrap();
+            prop_assert_eq!(identical(&a, &b), a == b && text(&a) == text(&b));
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Object semantics shared by every write: metadata defaults, name rules, generation,
 //! status separation and no-op detection.
 
+use mco_apimachinery::value::{equal, identical};
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, Cause};
@@ -77,22 +78,20 @@ pub fn name_suffix() -> String {
         .collect()
 }
 
-/// Everything except metadata (and status, when it is a subresource) counts as spec.
-fn spec_part(v: &Value, has_status: bool) -> Map<String, Value> {
-    v.as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| {
-                    let k = k.as_str();
-                    k != "metadata"
-                        && k != "apiVersion"
-                        && k != "kind"
-                        && !(has_status && k == "status")
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+/// Whether the spec differs: everything except metadata (and status, when it is a
+/// subresource) counts as spec. Compared in place, as [`same_object`] is.
+fn spec_changed(a: &Value, b: &Value, has_status: bool) -> bool {
+    let counts = |k: &String| {
+        let k = k.as_str();
+        k != "metadata" && k != "apiVersion" && k != "kind" && !(has_status && k == "status")
+    };
+    let empty = Map::new();
+    let x = a.as_object().unwrap_or(&empty);
+    let y = b.as_object().unwrap_or(&empty);
+    x.keys().filter(|k| counts(k)).count() != y.keys().filter(|k| counts(k)).count()
+        || x.iter()
+            .filter(|(k, _)| counts(k))
+            .any(|(k, v)| !y.get(k).is_some_and(|w| equal(v, w)))
 }
 
 /// Equality that ignores what every write rewrites anyway.
@@ -120,7 +119,7 @@ pub fn same_object(a: &Value, b: &Value) -> bool {
                 && x.iter().all(|(k, v)| match y.get(k) {
                     None => false,
                     Some(w) if k == "metadata" => same_meta(Some(v), Some(w)),
-                    Some(w) => mco_apimachinery::value::equal(v, w),
+                    Some(w) => equal(v, w),
                 })
         }
         _ => a == b,
@@ -292,18 +291,32 @@ pub fn finish_update(
         Part::Status => {
             let mut status = new.get_mut("status").map(Value::take);
             let managed = meta_mut(&mut new).remove("managedFields");
+            let mut sent = match new {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
             // The stored object with the request's status, in the stored key order. The old
             // status is not copied only to be replaced: for a MachineConfigNode it is most of
-            // the object, and status writes are most of a rollout's writes.
+            // the object, and status writes are most of a rollout's writes. Nor is what the
+            // request carries unchanged (a patch starts from the stored object): it is moved.
             let mut fresh = Map::new();
             for (k, v) in cur.as_object().into_iter().flatten() {
                 if k == "status" {
                     if let Some(s) = status.take() {
                         fresh.insert(k.clone(), s);
                     }
-                } else {
-                    fresh.insert(k.clone(), v.clone());
+                    continue;
                 }
+                let mine = sent.remove(k);
+                let kept = if k == "metadata" {
+                    status_write_metadata(v, mine, managed.is_some())
+                } else {
+                    match mine {
+                        Some(m) if identical(&m, v) => m,
+                        _ => v.clone(),
+                    }
+                };
+                fresh.insert(k.clone(), kept);
             }
             if let Some(s) = status {
                 fresh.insert("status".into(), s);
@@ -317,7 +330,7 @@ pub fn finish_update(
         Part::Main if has_status => match cur.get("status") {
             // A write of the main part that left the status alone (nearly all) keeps it
             // without a copy.
-            Some(s) if new.get("status") == Some(s) => {}
+            Some(s) if new.get("status").is_some_and(|n| equal(n, s)) => {}
             Some(s) => new["status"] = s.clone(),
             None => {
                 if let Some(o) = new.as_object_mut() {
@@ -357,7 +370,7 @@ pub fn finish_update(
     if info.is_custom() {
         admit_custom(info, version, &mut new, &name, strict && part == Part::Main)?;
     }
-    if spec_part(cur, has_status) != spec_part(&new, has_status) {
+    if spec_changed(cur, &new, has_status) {
         let g = meta(cur)
             .get("generation")
             .and_then(Value::as_i64)
@@ -368,6 +381,43 @@ pub fn finish_update(
         return Ok(None);
     }
     Ok(Some(new))
+}
+
+/// The stored metadata for a status write, which keeps it: the request's copy where it is the
+/// stored one but for managedFields, keys in the same order (a patch's is), the stored one
+/// otherwise. The stored
+/// managedFields are copied only when the request brings none, and keep their place either
+/// way: the caller's insert of the request's entries replaces them where they stand.
+fn status_write_metadata(stored: &Value, sent: Option<Value>, replaced: bool) -> Value {
+    const MF: &str = "managedFields";
+    let Some(cm) = stored.as_object() else {
+        return stored.clone();
+    };
+    let same = |m: &Map<String, Value>| {
+        cm.iter().filter(|(k, _)| *k != MF).count() == m.len()
+            && cm
+                .iter()
+                .filter(|(k, _)| *k != MF)
+                .zip(m)
+                .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
+    };
+    let mut out = match sent {
+        Some(Value::Object(m)) if same(&m) => m,
+        _ => cm
+            .iter()
+            .filter(|(k, _)| *k != MF)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    };
+    if let Some(at) = cm.keys().position(|k| k == MF) {
+        let mf = if replaced {
+            Value::Null
+        } else {
+            cm[MF].clone()
+        };
+        out.shift_insert(at.min(out.len()), MF.into(), mf);
+    }
+    Value::Object(out)
 }
 
 /// An object whose deletion was requested and whose last finalizer is gone is removed.
@@ -505,6 +555,42 @@ mod tests {
             .map(String::as_str)
             .collect();
         assert_eq!(keys, ["metadata", "spec", "status"]);
+    }
+
+    #[test]
+    fn a_status_write_keeps_the_stored_metadata_and_the_place_of_its_managed_fields() {
+        let r = Registry::new();
+        let node = r.lookup("", "v1", "nodes").unwrap();
+        let cur = json!({"metadata": {"name": "n", "managedFields": [{"manager": "old"}],
+            "labels": {"a": "b"}}, "spec": {}, "status": {"phase": "old"}});
+        let write = |body: Value| {
+            finish_update(&node, "v1", &cur, body, Part::Status, false)
+                .unwrap()
+                .unwrap()
+        };
+        let keys = |v: &Value| -> Vec<String> {
+            v["metadata"].as_object().unwrap().keys().cloned().collect()
+        };
+        // A patch's body: the stored object, its status changed.
+        let mut patched = cur.clone();
+        patched["status"]["phase"] = json!("new");
+        let st = write(patched.clone());
+        assert_eq!(st["metadata"], cur["metadata"]);
+        assert_eq!(keys(&st), ["name", "managedFields", "labels"]);
+        // Entries of its own replace the stored ones where they stood.
+        patched["metadata"]["managedFields"] = json!([{"manager": "new"}]);
+        let st = write(patched);
+        assert_eq!(st["metadata"]["managedFields"], json!([{"manager": "new"}]));
+        assert_eq!(keys(&st), ["name", "managedFields", "labels"]);
+        // Metadata in another order or with other labels is not taken; the stored is.
+        let st = write(json!({"metadata": {"labels": {"a": "c"}, "name": "n",
+            "managedFields": [{"manager": "new"}]}, "status": {"phase": "new"}}));
+        assert_eq!(st["metadata"]["labels"], json!({"a": "b"}));
+        assert_eq!(st["metadata"]["managedFields"], json!([{"manager": "new"}]));
+        assert_eq!(keys(&st), ["name", "managedFields", "labels"]);
+        // Without entries of its own, the stored ones stay.
+        let st = write(json!({"metadata": {"name": "n"}, "status": {"phase": "new"}}));
+        assert_eq!(st["metadata"], cur["metadata"]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::{
     parse_elem,
 };
 use crate::patch::{ListType, MergeKeys, resolve_list_type};
-use crate::value::{equal, equal_opt};
+use crate::value::{equal, equal_opt, identical};
 
 /// The recorded object, or `obj` back (its request managed fields possibly dropped, which the
 /// general path then reads from `before` alike) when this path does not apply.
@@ -153,22 +153,6 @@ pub(super) fn record_update(
         }
     }
     Ok(obj)
-}
-
-/// Equal, with every object's keys in the same order.
-fn identical(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .zip(y)
-                    .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| identical(p, q))
-        }
-        _ => a == b,
-    }
 }
 
 /// A stored entry, its field set left encoded.
