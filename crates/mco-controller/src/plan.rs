@@ -5,7 +5,7 @@
 //! rule here means the rules that bound disruption are tested without an API server.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -44,8 +44,10 @@ pub struct PlanEvent {
 /// pool's selector, not just one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Membership {
-    /// node → its primary pool.
-    pub primary: BTreeMap<String, String>,
+    /// node → its primary pool. Hashed: every pool pass looks up each of its nodes, and at
+    /// thousands of nodes a tree's walk over shared name prefixes was most of that pass's
+    /// member filter.
+    pub primary: HashMap<String, String>,
     /// Nodes that match more than one custom pool, with those pools; they belong to none.
     pub conflicts: BTreeMap<String, Vec<String>>,
     /// Nodes in the master pool that also match a custom pool (`mcc_pool_alert`).
@@ -611,9 +613,8 @@ fn candidates(
         .iter()
         .filter(|n| !n.is_unmanaged() && n.desired != target && n.ready)
         .collect();
-    // Each node's sort key read once: a comparison read both nodes' labels and timestamps.
-    eligible.sort_by_cached_key(|n| rollout_key(n.node));
     let mut deferred = None;
+    let mut own_last = None;
     if let Some(own) = own_node
         && let Some(i) = eligible.iter().position(|n| n.name == own)
     {
@@ -621,16 +622,29 @@ fn candidates(
             .iter()
             .filter(|n| n.name != own)
             .all(|n| n.is_updated(target));
-        let node = eligible.remove(i);
+        let node = eligible.swap_remove(i);
         if others_updated {
-            eligible.push(node);
+            own_last = Some(node);
         } else {
             deferred = Some(own.to_string());
         }
     }
+    // Only the first `capacity` in order are taken, a few of hundreds: they are selected, and
+    // only they sorted. Each node's sort key is read once.
+    let mut keyed: Vec<_> = eligible
+        .into_iter()
+        .map(|n| (rollout_key(n.node), n))
+        .collect();
+    if capacity < keyed.len() {
+        keyed.select_nth_unstable_by(capacity, |a, b| a.0.cmp(&b.0));
+        keyed.truncate(capacity);
+    }
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     out.extend(
-        eligible
+        keyed
             .into_iter()
+            .map(|(_, n)| n)
+            .chain(own_last)
             .take(capacity)
             .map(|n| n.name.to_string()),
     );

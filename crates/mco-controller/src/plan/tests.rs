@@ -351,8 +351,18 @@ fn candidates_sorted_by_zone_then_age_no_zone_last() {
             "nozone-new"
         ]
     );
+    let all = p.candidates.clone();
     let p = run(&worker(Some(IntOrString::Int(2))), &nodes);
     assert_eq!(p.candidates, vec!["a-old", "a-new"]);
+    // Whatever the budget, the first of the whole order, in order.
+    for budget in 1..=8 {
+        let p = run(&worker(Some(IntOrString::Int(budget))), &nodes);
+        assert_eq!(
+            p.candidates,
+            all[..all.len().min(budget as usize)],
+            "{budget}"
+        );
+    }
 }
 
 #[test]
