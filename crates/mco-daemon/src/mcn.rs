@@ -423,6 +423,17 @@ mod tests {
         Ok(serde_json::from_value(doc["status"].clone()).unwrap())
     }
 
+    /// `s` with condition `t` changed by `f`, as another writer would leave it.
+    fn changed(
+        s: &MachineConfigNodeStatus,
+        t: &str,
+        f: impl FnOnce(&mut Condition),
+    ) -> MachineConfigNodeStatus {
+        let mut s = s.clone();
+        f(s.conditions.iter_mut().find(|x| x.type_ == t).unwrap());
+        s
+    }
+
     fn later() -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(60).unwrap())
     }
@@ -447,10 +458,11 @@ mod tests {
             (c::CORDONED, "True"),
             (c::DRAINED, "True"),
         ] {
-            let x = s.conditions.iter_mut().find(|x| x.type_ == t).unwrap();
-            x.status = st.into();
-            x.message = format!("{t} by the controller");
-            x.last_transition_time = later();
+            s = changed(&s, t, |x| {
+                x.status = st.into();
+                x.message = format!("{t} by the controller");
+                x.last_transition_time = later();
+            });
         }
         s
     }
@@ -497,13 +509,7 @@ mod tests {
         let w = Write::parent(c::UPDATE_PREPARED, Status::True, "Compatible again");
         assert!(apply(&mut new, &w, &facts(), &later()));
         let ops = status_patch(&copy, &new, false).unwrap();
-        let mut server = copy.clone();
-        let x = server
-            .conditions
-            .iter_mut()
-            .find(|x| x.type_ == c::UPDATE_PREPARED)
-            .unwrap();
-        x.status = "Unknown".into();
+        let server = changed(&copy, c::UPDATE_PREPARED, |x| x.status = "Unknown".into());
         assert!(patched(&object(&server, 1), ops.clone()).is_err());
         let got = patched(&object(&copy, 1), ops).unwrap();
         assert_eq!(got.conditions, new.conditions);
@@ -521,23 +527,11 @@ mod tests {
         assert_eq!(got.conditions, new.conditions);
 
         // The controller uncordoned meanwhile: the reset must not leave that True.
-        let mut server = copy.clone();
-        let x = server
-            .conditions
-            .iter_mut()
-            .find(|x| x.type_ == c::UNCORDONED)
-            .unwrap();
-        x.status = "True".into();
+        let server = changed(&copy, c::UNCORDONED, |x| x.status = "True".into());
         assert!(patched(&object(&server, 2), ops.clone()).is_err());
 
         // A condition it resets changed its message: the reset would carry a stale one.
-        let mut server = copy.clone();
-        let x = server
-            .conditions
-            .iter_mut()
-            .find(|x| x.type_ == c::DRAINED)
-            .unwrap();
-        x.message = "Drained again".into();
+        let server = changed(&copy, c::DRAINED, |x| x.message = "Drained again".into());
         assert!(patched(&object(&server, 2), ops).is_err());
     }
 

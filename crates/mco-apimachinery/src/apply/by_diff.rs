@@ -214,46 +214,43 @@ fn touched_paths(
                         Some(b) => key_index(b, &keys).map(Some),
                         None => Some(None),
                     };
-                    if let (Some((texts, first)), Some(before_index)) =
-                        (key_index(items, &keys), before_index)
-                    {
-                        for (i, (item, text)) in items.iter().zip(&texts).enumerate() {
-                            if first.get(text) != Some(&i) {
-                                return false;
+                    let indexed = key_index(items, &keys).zip(before_index);
+                    for (i, item) in items.iter().enumerate() {
+                        // The item's key text and its old version, found by the index or by
+                        // scans; `None` for an item without its key, which makes the whole
+                        // list the write's.
+                        let found = match &indexed {
+                            Some(((texts, first), before_index)) => {
+                                let text = &texts[i];
+                                if first.get(text) != Some(&i) {
+                                    return false;
+                                }
+                                let old = before_index
+                                    .as_ref()
+                                    .and_then(|(_, at)| at.get(text))
+                                    .and_then(|&j| b?.get(j));
+                                Some((text.clone(), old))
                             }
-                            let old = before_index
-                                .as_ref()
-                                .and_then(|(_, at)| at.get(text))
-                                .and_then(|&j| b?.get(j));
-                            if equal_opt(old, Some(item)) {
-                                continue;
-                            }
-                            wire.push(format!("k:{text}"));
-                            if old.is_none() {
-                                out.insert(wire.clone());
-                            }
-                            let ok = touched_paths(old, item, wire, names, lt, out);
-                            wire.pop();
-                            if !ok {
-                                return false;
-                            }
-                        }
-                        return true;
-                    }
-                    for item in items {
-                        let Some(k) = item_key_fields(item, &keys) else {
+                            None => match item_key_fields(item, &keys) {
+                                None => None,
+                                Some(k) => {
+                                    let first = items.iter().find(|i| key_matches(i, &k));
+                                    if !first.is_some_and(|f| std::ptr::eq(f, item)) {
+                                        return false;
+                                    }
+                                    let old = b.and_then(|b| b.iter().find(|i| key_matches(i, &k)));
+                                    Some((Value::Object(k).to_string(), old))
+                                }
+                            },
+                        };
+                        let Some((text, old)) = found else {
                             out.insert(wire.clone());
                             continue;
                         };
-                        let first = items.iter().find(|i| key_matches(i, &k));
-                        if !first.is_some_and(|f| std::ptr::eq(f, item)) {
-                            return false;
-                        }
-                        let old = b.and_then(|b| b.iter().find(|i| key_matches(i, &k)));
                         if equal_opt(old, Some(item)) {
                             continue;
                         }
-                        wire.push(format!("k:{}", Value::Object(k)));
+                        wire.push(format!("k:{text}"));
                         if old.is_none() {
                             out.insert(wire.clone());
                         }
@@ -611,6 +608,32 @@ mod tests {
         let creator = &entries[0]["fieldsV1"]["f:status"]["f:conditions"];
         assert!(creator["k:{\"type\":\"b\"}"].get("f:status").is_none());
         assert!(creator["k:{\"type\":\"a\"}"].get("f:status").is_some());
+    }
+
+    /// Keyed items looked up by key text (string keys) and by scans (any other key) record the
+    /// same fields, as the general path does (debug builds check each against it).
+    #[test]
+    fn keyed_items_are_found_with_or_without_the_index() {
+        let mut keys = keys();
+        keys.insert("spec.ports", ListType::map(["port"]));
+        let t1 = "2026-01-01T00:00:00Z";
+        let obj = json!({"apiVersion": "v1", "kind": "Thing", "metadata": {"name": "t"},
+            "spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}],
+                "taints": [{"key": "k", "effect": "NoSchedule", "value": "a"}]}});
+        let live = apply(None, &obj, "creator", false, ApplyOptions::new(t1, &keys)).unwrap();
+        let mut next = live.clone();
+        next["spec"]["ports"][1]["name"] = json!("tls");
+        next["spec"]["taints"][0]["value"] = json!("b");
+        let out = record_update(&live, next, "editor", ApplyOptions::new(t1, &keys)).unwrap();
+        let mine = &out["metadata"]["managedFields"][1];
+        assert_eq!(mine["manager"], "editor");
+        assert_eq!(
+            mine["fieldsV1"],
+            json!({"f:spec": {
+                "f:ports": {"k:{\"port\":443}": {"f:name": {}}},
+                "f:taints": {"k:{\"effect\":\"NoSchedule\",\"key\":\"k\"}": {"f:value": {}}},
+            }})
+        );
     }
 
     /// Entries sent back equal to the stored ones but with their keys in another order (as a
