@@ -374,13 +374,7 @@ mod tests {
 
     #[test]
     fn updated_resets_the_others_and_a_new_phase_flips_updated() {
-        let mut s = MachineConfigNodeStatus::default();
-        apply(
-            &mut s,
-            &Write::parent(c::UPDATE_PREPARED, Status::True, "Update Compatible."),
-            &facts(),
-            &now(),
-        );
+        let mut s = prepared();
         apply(
             &mut s,
             &Write::parent(c::UPDATED, Status::True, "Node n Updated"),
