@@ -109,7 +109,7 @@ pub fn same_object(a: &Value, b: &Value) -> bool {
             kept(x) == kept(y)
                 && x.iter()
                     .filter(|(k, _)| !IGNORED.contains(&k.as_str()))
-                    .all(|(k, v)| y.get(k) == Some(v))
+                    .all(|(k, v)| y.get(k).is_some_and(|w| equal(v, w)))
         }
         (x, y) => x == y,
     };
@@ -385,9 +385,9 @@ pub fn finish_update(
 
 /// The stored metadata for a status write, which keeps it: the request's copy where it is the
 /// stored one but for managedFields, keys in the same order (a patch's is), the stored one
-/// otherwise. The stored
-/// managedFields are copied only when the request brings none, and keep their place either
-/// way: the caller's insert of the request's entries replaces them where they stand.
+/// otherwise. The stored managedFields are copied only when the request brings none, and keep
+/// their place either way: the caller's insert of the request's entries replaces them where
+/// they stand.
 fn status_write_metadata(stored: &Value, sent: Option<Value>, replaced: bool) -> Value {
     const MF: &str = "managedFields";
     let Some(cm) = stored.as_object() else {
