@@ -534,6 +534,28 @@ fn pools_touched_by(
     }
 }
 
+/// The pool changes its reconcilers act on: a pool come, a new spec (its generation) and a
+/// deletion begun. A status write is not one. The node controller writes the pool's status
+/// several times a second in a rollout, and each write restarted the render's debounce, so a
+/// MachineConfig created mid-rollout was rendered only once the rollout paused; each also woke
+/// the node controller for a pass with nothing new to plan. Both read only a pool's spec, and
+/// the conditions others set are each written whole by their writer.
+fn spec_changes<S>(pools: S) -> impl Stream<Item = Arc<MachineConfigPool>> + Send
+where
+    S: Stream<Item = Arc<MachineConfigPool>> + Send,
+{
+    type Seen = (Option<String>, Option<i64>, bool);
+    let mut seen: HashMap<String, Seen> = HashMap::new();
+    pools.filter(move |p| {
+        let m = &p.metadata;
+        let now: Seen = (m.uid.clone(), m.generation, m.deletion_timestamp.is_some());
+        // Without a generation a spec change cannot be told apart: every change counts.
+        let changed = m.generation.is_none()
+            || seen.insert(m.name.clone().unwrap_or_default(), now.clone()) != Some(now);
+        future::ready(changed)
+    })
+}
+
 /// Drop a deleted node's remembered pool, so the map holds only nodes that exist.
 fn forget_node(node: &Node, last_pool: &Mutex<HashMap<String, String>>) {
     if let Some(name) = node.metadata.name.as_deref() {
@@ -654,7 +676,7 @@ pub async fn run_all(
 
         let p1 = pools.clone();
         let p2 = pools.clone();
-        let render = Controller::for_shared_stream(pools_for_render, pools.clone())
+        let render = Controller::for_shared_stream(spec_changes(pools_for_render), pools.clone())
             .watches_shared_stream(mcs_for_render, move |_| all_pools(&p1))
             .watches_shared_stream(ccs_for_render, move |_| all_pools(&p2))
             .reconcile_all_on(ticker(config.resync))
@@ -673,7 +695,7 @@ pub async fn run_all(
         let p4 = pools.clone();
         let last_pool = Arc::new(Mutex::new(HashMap::<String, String>::new()));
         let last_pool_del = Arc::clone(&last_pool);
-        let rollout = Controller::for_shared_stream(pools_for_rollout, pools.clone())
+        let rollout = Controller::for_shared_stream(spec_changes(pools_for_rollout), pools.clone())
             .watches_shared_stream(nodes_for_rollout, move |n| {
                 pools_touched_by(&n, &p3, &last_pool)
             })
@@ -808,6 +830,61 @@ mod tests {
                 ..Default::default()
             },
         )
+    }
+
+    #[tokio::test]
+    async fn pools_trigger_on_a_new_spec_a_new_pool_and_a_deletion_not_on_status() {
+        let at = |uid: &str, generation: i64, status: i32, deleting: bool| {
+            let mut p = pool("worker", "rendered-worker-1");
+            p.metadata.uid = Some(uid.into());
+            p.metadata.generation = Some(generation);
+            p.status = Some(mco_api::MachineConfigPoolStatus {
+                updated_machine_count: status,
+                ..Default::default()
+            });
+            if deleting {
+                p.metadata.deletion_timestamp = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+                );
+            }
+            Arc::new(p)
+        };
+        let mut no_generation = pool("infra", "rendered-infra-1");
+        no_generation.metadata.uid = Some("c".into());
+        let no_generation = Arc::new(no_generation);
+        let seen: Vec<(String, i32, bool)> = spec_changes(futures::stream::iter(vec![
+            at("a", 1, 0, false),
+            at("a", 1, 1, false), // status only
+            at("a", 2, 1, false), // new spec
+            at("a", 2, 2, false), // status only
+            at("a", 2, 2, false), // the same again (a relist)
+            at("a", 2, 2, true),  // deletion begun
+            at("b", 1, 0, false), // the same name, a new pool
+            Arc::clone(&no_generation),
+            no_generation,
+        ]))
+        .map(|p| {
+            (
+                format!(
+                    "{}/{}",
+                    p.metadata.uid.as_deref().unwrap(),
+                    p.metadata.generation.unwrap_or(0)
+                ),
+                p.status.as_ref().map_or(-1, |s| s.updated_machine_count),
+                p.metadata.deletion_timestamp.is_some(),
+            )
+        })
+        .collect()
+        .await;
+        let expected = vec![
+            ("a/1".to_string(), 0, false),
+            ("a/2".to_string(), 1, false),
+            ("a/2".to_string(), 2, true),
+            ("b/1".to_string(), 0, false),
+            ("c/0".to_string(), -1, false),
+            ("c/0".to_string(), -1, false),
+        ];
+        assert_eq!(seen, expected);
     }
 
     /// A worker node as a real cluster reports it: images, nodeInfo, managedFields and a

@@ -172,6 +172,7 @@ async fn set_taint(ctx: &Ctx, node: &Node, present: bool) -> Result<bool, Error>
 /// Apply the plan for one pool.
 pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = pool.metadata.name.clone().unwrap_or_default();
+    let called = Instant::now();
     let turn = ctx
         .passes
         .book(&name, Instant::now(), ctx.config.pass_spacing);
@@ -200,7 +201,8 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         ctx.config.own_node.as_deref(),
         &now,
     );
-    ctx.passes.planned(&name, planning.elapsed());
+    let planned = planning.elapsed();
+    ctx.passes.planned(&name, planned);
     // After the planning is timed: reporting a new conflict waits on the API.
     report_membership(&ctx, &membership).await;
     if let Some(own) = &the_plan.deferred {
@@ -283,6 +285,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .try_fold(true, |all, one| futures::future::ready(Ok(all && one)))
         .await?;
 
+    let wrote = Instant::now();
     let members: Vec<Arc<plan::Digest>> = ctx
         .digests(&ctx.fresh_nodes())
         .into_iter()
@@ -315,6 +318,16 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .and_then(|p| p.status)
         .unwrap_or_else(|| the_plan.status.clone());
     ctx.metrics.set_pool(&name, &status);
+    // Where a pass's time went: its wait for its turn, the plan, the node writes, the status.
+    tracing::debug!(
+        pool = %name,
+        waited = ?planning - called,
+        planned = ?planned,
+        writes = ?wrote - planning - planned,
+        status = ?wrote.elapsed(),
+        candidates = the_plan.candidates.len(),
+        "pool pass"
+    );
 
     let mut events: Vec<PlanEvent> = the_plan
         .events

@@ -307,3 +307,50 @@ async fn events_metrics_and_probes() {
     })
     .await;
 }
+
+/// In a rollout the pool's status is written several times a second. Such writes must not hold
+/// back the render of a MachineConfig created meanwhile: the render waits for its debounce to
+/// pass without a trigger, and a pool write that changes no spec is not one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_written_without_pause_still_renders_a_new_machine_config() {
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+
+    // Ten writes per render debounce, none of them to the spec.
+    let writer = {
+        let pools: Api<MachineConfigPool> = Api::all(c.clone());
+        tokio::spawn(async move {
+            for i in 0u64.. {
+                let patch =
+                    json!({"metadata": {"annotations": {"example.com/beat": i.to_string()}}});
+                pools
+                    .patch("worker", &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+    };
+    eventually("the pool written without pause", 10, || async {
+        let p = pool(c, "worker").await;
+        let beat = p
+            .metadata
+            .annotations?
+            .get("example.com/beat")?
+            .parse::<u64>()
+            .ok()?;
+        (beat >= 20).then_some(())
+    })
+    .await;
+    create_mc(c, "50-worker-a", "worker", "/etc/a", "one").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    assert!(!writer.is_finished(), "the writes went on throughout");
+    writer.abort();
+    assert_eq!(
+        sources(&pool(c, "worker").await),
+        vec!["00-worker", "50-worker-a"]
+    );
+    assert_ne!(r1, r0);
+}
