@@ -44,7 +44,7 @@ pub struct Ctx {
     /// see [`Ctx::known_mcn`].
     pub written_mcns: Mutex<HashMap<String, Arc<MachineConfigNode>>>,
     /// What the planner read of each node, kept while the node is unchanged; see
-    /// [`Ctx::digests`].
+    /// [`Ctx::digests_and_membership`].
     pub digests: Mutex<HashMap<String, Arc<crate::plan::Digest>>>,
     /// Pool membership as last computed; see [`Ctx::membership`].
     pub membership: MembershipMemo,
@@ -265,13 +265,9 @@ impl Ctx {
     }
 
     /// The planner's digest of every node in `nodes` (all of them: digests of nodes not
-    /// among them are dropped). Only nodes that changed since the last pass are read again:
-    /// reading every member's annotations was most of a pool pass at thousands of nodes.
-    pub fn digests(&self, nodes: &[Arc<Node>]) -> Vec<Arc<crate::plan::Digest>> {
-        digests_at(&self.digests, &self.membership, nodes).0
-    }
-
-    /// [`Ctx::digests`], and where every node belongs (see [`MembershipMemo`]).
+    /// among them are dropped), and where every node belongs (see [`MembershipMemo`]). Only
+    /// nodes that changed since the last pass are read again: reading every member's
+    /// annotations was most of a pool pass at thousands of nodes.
     pub fn digests_and_membership(
         &self,
         nodes: &[Arc<Node>],
@@ -280,6 +276,24 @@ impl Ctx {
         let (digests, epoch) = digests_at(&self.digests, &self.membership, nodes);
         let membership = self.membership.get(epoch, nodes, pools);
         (digests, membership)
+    }
+
+    /// `digest` read again from its node as this controller last wrote it, or as the cache now
+    /// holds it once the cache has caught up with that write.
+    pub fn rewritten(&self, digest: &Arc<crate::plan::Digest>) -> Arc<crate::plan::Digest> {
+        use crate::plan::Member;
+        let name = digest.name();
+        let written = self
+            .written_nodes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned();
+        let node = written.or_else(|| self.nodes.get(&ObjectRef::new(name)));
+        match node {
+            Some(n) if !digest.reads(&n) => Arc::new(crate::plan::Digest::new(n)),
+            _ => Arc::clone(digest),
+        }
     }
 
     /// `node` as a watch delivered it, or this controller's own later write of it while the

@@ -497,6 +497,30 @@ pub fn plan_with<N: Member>(
     own_node: Option<&str>,
     now: &str,
 ) -> Plan {
+    let members = members_of(name_of_pool(pool), nodes, membership);
+    plan_members(pool, &members, own_node, now)
+}
+
+/// The nodes whose primary pool is `pool`, in the order given.
+pub fn members_of<'a, N: Member>(
+    pool: &str,
+    nodes: &'a [N],
+    membership: &Membership,
+) -> Vec<&'a N> {
+    nodes
+        .iter()
+        .filter(|n| membership.primary.get(n.name()).map(String::as_str) == Some(pool))
+        .collect()
+}
+
+/// Like [`plan_with`], for a caller that has already taken the pool's members
+/// ([`members_of`]) and keeps them for the status it writes after the pass.
+pub fn plan_members<N: Member>(
+    pool: &MachineConfigPool,
+    members: &[&N],
+    own_node: Option<&str>,
+    now: &str,
+) -> Plan {
     let pool_name = name_of_pool(pool).to_string();
     let previous = pool.status.clone().unwrap_or_default();
     let target = pool
@@ -505,11 +529,7 @@ pub fn plan_with<N: Member>(
         .as_ref()
         .map(|c| c.name.clone())
         .filter(|n| !n.is_empty());
-    let mut members: Vec<Facts<'_>> = nodes
-        .iter()
-        .filter(|n| membership.primary.get(n.name()) == Some(&pool_name))
-        .map(Member::facts)
-        .collect();
+    let mut members: Vec<Facts<'_>> = members.iter().map(|n| n.facts()).collect();
     members.sort_by(|a, b| a.name.cmp(b.name));
     let budget = max_unavailable(pool.spec.max_unavailable.as_ref(), members.len());
 

@@ -176,15 +176,16 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     let turn = ctx
         .passes
         .book(&name, Instant::now(), ctx.config.pass_spacing);
-    let pool = if turn > Instant::now() {
+    if turn > Instant::now() {
         tokio::time::sleep_until(turn.into()).await;
-        // The pool handed over is as old as the wait.
-        match ctx.pools.get(&ObjectRef::from_obj(&*pool)) {
-            Some(p) => p,
-            None => return Ok(Action::await_change()),
-        }
-    } else {
-        pool
+    }
+    // The pool handed over is as old as the wait, and the cache can be behind this controller's
+    // own last status write: the status planned here starts from the newest.
+    let Some(pool) = ctx
+        .known_pool(&name)
+        .or_else(|| ctx.pools.get(&ObjectRef::from_obj(&*pool)))
+    else {
+        return Ok(Action::await_change());
     };
     if pool.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
@@ -194,13 +195,8 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     let nodes = ctx.fresh_nodes();
     let now = jiff::Timestamp::now().to_string();
     let (digests, membership) = ctx.digests_and_membership(&nodes, &pools);
-    let the_plan = plan::plan_with(
-        &pool,
-        &digests,
-        &membership,
-        ctx.config.own_node.as_deref(),
-        &now,
-    );
+    let members = plan::members_of(&name, &digests, &membership);
+    let the_plan = plan::plan_members(&pool, &members, ctx.config.own_node.as_deref(), &now);
     let planned = planning.elapsed();
     ctx.passes.planned(&name, planned);
     // After the planning is timed: reporting a new conflict waits on the API.
@@ -286,18 +282,16 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .await?;
 
     let wrote = Instant::now();
-    let members: Vec<Arc<plan::Digest>> = ctx
-        .digests(&ctx.fresh_nodes())
+    // The plan's status already counts its candidates as targeted. It is the one to write
+    // unless the pool's status or generation moved since the plan read them (another writer:
+    // the render's conditions); then it is computed again from the members the plan read, with
+    // this pass's own writes laid over them. Reading every node again for it cost as much as
+    // the plan, and a node that changed meanwhile brings another pass anyway.
+    let (mut events, planned_status_events): (Vec<PlanEvent>, Vec<PlanEvent>) = the_plan
+        .events
         .into_iter()
-        // Sorted names: a search per node, where a scan per node made each reconcile
-        // quadratic in the pool's size.
-        .filter(|n| {
-            the_plan
-                .members
-                .binary_search_by(|m| m.as_str().cmp(n.name()))
-                .is_ok()
-        })
-        .collect();
+        .partition(|e| e.reason == "SetDesiredConfig");
+    let targeted: HashSet<&str> = the_plan.candidates.iter().map(String::as_str).collect();
     let status_events: Mutex<Vec<PlanEvent>> = Mutex::new(vec![]);
     let written = update_pool_status(&ctx, &name, |live| {
         if live.spec.configuration != pool.spec.configuration
@@ -306,11 +300,26 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             // The spec moved under us; the pool watch brings a new reconcile.
             return None;
         }
+        let mut events = status_events.lock().unwrap_or_else(|e| e.into_inner());
+        if live.status == pool.status && live.metadata.generation == pool.metadata.generation {
+            events.clone_from(&planned_status_events);
+            return Some(the_plan.status.clone());
+        }
+        let members: Vec<Arc<plan::Digest>> = members
+            .iter()
+            .map(|d| {
+                if targeted.contains(d.name()) {
+                    ctx.rewritten(d)
+                } else {
+                    Arc::clone(d)
+                }
+            })
+            .collect();
         let mut p = (*pool).clone();
         p.status = live.status.clone();
         p.metadata.generation = live.metadata.generation;
-        let (status, events) = plan::calculate_status(&p, &members, &now);
-        *status_events.lock().unwrap_or_else(|e| e.into_inner()) = events;
+        let (status, evs) = plan::calculate_status(&p, &members, &now);
+        *events = evs;
         Some(status)
     })
     .await?;
@@ -329,11 +338,6 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         "pool pass"
     );
 
-    let mut events: Vec<PlanEvent> = the_plan
-        .events
-        .into_iter()
-        .filter(|e| e.reason == "SetDesiredConfig")
-        .collect();
     events.append(&mut status_events.lock().unwrap_or_else(|e| e.into_inner()));
     if !events.is_empty() {
         // Events are for people: the pass does not wait for them, so a node freed meanwhile
