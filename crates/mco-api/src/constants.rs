@@ -155,6 +155,22 @@ pub mod mcn_reasons {
     pub fn not_yet_message(condition_type: &str) -> String {
         format!("This node has not yet entered the {condition_type} phase")
     }
+
+    /// The conditions the drain controller sets True on uncordoning a node, before it answers
+    /// the request: type, reason and message. Shared so that the daemon, once it sees the
+    /// answer, can hold its copy of the MCN as the drain controller left it.
+    pub const UNCORDONED: [(&str, &str, &str); 2] = [
+        (
+            super::mcn_conditions::UPDATE_COMPLETE,
+            "Uncordoned",
+            "Uncordoned Node as part of completing upgrade phase",
+        ),
+        (
+            super::mcn_conditions::UNCORDONED,
+            "UpdateCompleteUncordoned",
+            "UnCordoned node. The node is reporting Unschedulable = false",
+        ),
+    ];
 }
 
 /// Values of an MCN's `status.health`.

@@ -519,25 +519,11 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
 /// answer at once, and a condition written after it would race the daemon's next status write.
 async fn uncordon(ctx: &Ctx, known: &Node, desired: &str) -> Result<Action, Error> {
     let node = known.metadata.name.as_deref().unwrap_or_default();
-    set_conditions(
-        ctx,
-        node,
-        &[
-            (
-                mcn_conditions::UPDATE_COMPLETE,
-                "True",
-                "Uncordoned",
-                "Uncordoned Node as part of completing upgrade phase".into(),
-            ),
-            (
-                mcn_conditions::UNCORDONED,
-                "True",
-                "UpdateCompleteUncordoned",
-                "UnCordoned node. The node is reporting Unschedulable = false".into(),
-            ),
-        ],
-    )
-    .await?;
+    let uncordoned: Vec<Cond<'_>> = mco_api::constants::mcn_reasons::UNCORDONED
+        .iter()
+        .map(|(t, reason, message)| (*t, "True", *reason, message.to_string()))
+        .collect();
+    set_conditions(ctx, node, &uncordoned).await?;
     if let Err(e) = answer_uncordon(ctx, known, desired).await {
         set_conditions(
             ctx,

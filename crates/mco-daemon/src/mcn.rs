@@ -264,7 +264,16 @@ pub fn status_patch(
             continue;
         }
         if reset && !exempt {
-            ops.push(json!({"op": "test", "path": at, "value": o}));
+            // All the reset keeps or derives from: not the transition time, which it replaces
+            // and which the daemon cannot know for a condition another writer set.
+            for (field, value) in [
+                ("type", &o.type_),
+                ("status", &o.status),
+                ("reason", &o.reason),
+                ("message", &o.message),
+            ] {
+                ops.push(json!({"op": "test", "path": format!("{at}/{field}"), "value": value}));
+            }
         } else {
             ops.push(json!({"op": "test", "path": format!("{at}/type"), "value": o.type_}));
             if o.status == n.status {
@@ -290,6 +299,22 @@ pub fn status_patch(
         json!({"op": "copy", "from": "/metadata/generation", "path": "/status/observedGeneration"}),
     );
     Some(ops)
+}
+
+/// Sets the conditions the drain controller writes before it answers an uncordon
+/// ([`mcn_reasons::UNCORDONED`]) on a copy of the status, as that controller does: True, with
+/// its reason and message, the transition time moved only when the status changes.
+pub fn uncordoned(status: &mut MachineConfigNodeStatus) {
+    for (t, reason, message) in mcn_reasons::UNCORDONED {
+        if let Some(x) = status.conditions.iter_mut().find(|x| x.type_ == t) {
+            if x.status != "True" {
+                x.status = "True".into();
+                x.last_transition_time = Time(k8s_openapi::jiff::Timestamp::now());
+            }
+            x.reason = reason.into();
+            x.message = message.into();
+        }
+    }
 }
 
 /// `NodeDegraded` after an update attempt, with upstream's messages.
@@ -527,6 +552,52 @@ mod tests {
         // A condition it resets changed its message: the reset would carry a stale one.
         let server = changed(&copy, c::DRAINED, |x| x.message = "Drained again".into());
         assert!(patched(&object(&server, 2), ops).is_err());
+    }
+
+    /// The drain controller's uncordon conditions as the server holds them: the daemon's copy
+    /// takes their texts from the same constants, but not their transition time.
+    fn uncordoned_on_server(s: &MachineConfigNodeStatus) -> MachineConfigNodeStatus {
+        let mut s = s.clone();
+        for (t, reason, message) in mcn_reasons::UNCORDONED {
+            s = changed(&s, t, |x| {
+                x.status = "True".into();
+                x.reason = reason.into();
+                x.message = message.into();
+                x.last_transition_time = later();
+            });
+        }
+        s
+    }
+
+    #[test]
+    fn the_reset_after_an_uncordon_answer_goes_from_the_copy_without_a_read() {
+        let server = uncordoned_on_server(&drained(&prepared()));
+        // The copy from the daemon's last write, behind the uncordon, then the answer seen.
+        let mut copy = drained(&prepared());
+        uncordoned(&mut copy);
+        let mut new = copy.clone();
+        let w = Write::parent(c::UPDATED, Status::True, "Node n Updated");
+        assert!(apply(&mut new, &w, &facts(), &later()));
+        let ops = status_patch(&copy, &new, true).unwrap();
+        let got = patched(&object(&server, 2), ops.clone()).expect("the copy holds what it tests");
+        let complete = got.condition(c::UPDATE_COMPLETE).unwrap();
+        assert_eq!(complete.status, "False");
+        assert_eq!(
+            complete.message,
+            format!(
+                "Action during update to rendered-worker-1: {}",
+                mcn_reasons::UNCORDONED[0].2
+            )
+        );
+        assert_eq!(got.condition(c::UPDATED).unwrap().status, "True");
+
+        // The drain controller could not write them (an uncordon that failed): the reset must
+        // not stand on texts the server does not hold.
+        let failed = changed(&server, c::UNCORDONED, |x| {
+            x.status = "Unknown".into();
+            x.message = "Error: Failed to UnCordon node".into();
+        });
+        assert!(patched(&object(&failed, 2), ops).is_err());
     }
 
     #[test]

@@ -471,8 +471,9 @@ impl Inner {
     /// From a held copy the write is a JSON patch that tests what it relies on
     /// ([`mcn::status_patch`]): the controller's writes in between (its spec, the drain
     /// conditions) leave it valid, and a failed test sends it to read. A read copy, or one a
-    /// patch cannot express, is written whole, conditional on its resourceVersion. The
-    /// uncordon answer alone drops the copy (see [`Inner::answered`]).
+    /// patch cannot express, is written whole, conditional on its resourceVersion. An uncordon
+    /// answer sets on the copy the conditions the drain controller wrote before it (see
+    /// [`Inner::answered`]).
     async fn mcn(&self, w: &Write) -> Result<(), SyncError> {
         self.mcn_all(std::slice::from_ref(w)).await
     }
@@ -629,14 +630,18 @@ impl Inner {
     }
 
     /// The drain controller writes its uncordon conditions before its answer, and the
-    /// `Updated` reset that follows relies on every condition it leaves False: on the copy our
-    /// last status write returned, its patch would fail that test and read anyway. A drain
-    /// answer keeps the copy: the phases after it replace only the daemon's own conditions.
+    /// `Updated` reset that follows tests every condition it changes or leaves False: the copy
+    /// our last status write returned takes those conditions as the drain controller writes
+    /// them, so that the reset is not refused and read again. Should they differ on the server
+    /// (the drain controller failed to write them), the test fails and the daemon reads. A
+    /// drain answer changes nothing in the copy: the phases after it replace only the daemon's
+    /// own conditions.
     fn answered(&self, value: &str) {
         if value.starts_with(drain::UNCORDON_PREFIX)
             && let Ok(mut m) = self.mcn_written.lock()
+            && let Some(status) = m.as_mut().and_then(|o| o.status.as_mut())
         {
-            m.take();
+            mcn::uncordoned(status);
         }
     }
 
