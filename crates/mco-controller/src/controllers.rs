@@ -283,13 +283,9 @@ impl Ctx {
     pub fn rewritten(&self, digest: &Arc<crate::plan::Digest>) -> Arc<crate::plan::Digest> {
         use crate::plan::Member;
         let name = digest.name();
-        let written = self
-            .written_nodes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned();
-        let node = written.or_else(|| self.nodes.get(&ObjectRef::new(name)));
+        let node = self
+            .written_node(name)
+            .or_else(|| self.nodes.get(&ObjectRef::new(name)));
         match node {
             Some(n) if !digest.reads(&n) => Arc::new(crate::plan::Digest::new(n)),
             _ => Arc::clone(digest),
@@ -301,13 +297,17 @@ impl Ctx {
     /// (the drain controller would otherwise drain again a node it has just answered).
     pub fn known_node(&self, node: Arc<Node>) -> Arc<Node> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        let written = self
-            .written_nodes
+        let written = self.written_node(name);
+        newer(Some(Arc::clone(&node)), written).unwrap_or(node)
+    }
+
+    /// This controller's own last write of the node `name`, while the cache lags it.
+    fn written_node(&self, name: &str) -> Option<Arc<Node>> {
+        self.written_nodes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
-            .cloned();
-        newer(Some(Arc::clone(&node)), written).unwrap_or(node)
+            .cloned()
     }
 
     /// Remember a node as returned by a write.

@@ -457,7 +457,7 @@ pub struct Plan {
     pub pool: String,
     /// The pool's target rendered config, if the render controller has set one.
     pub target: Option<String>,
-    /// Names of the nodes whose primary pool this is, sorted (the rollout binary-searches them).
+    /// Names of the nodes whose primary pool this is, sorted.
     pub members: Vec<String>,
     /// Nodes to point at the target now, in rollout order.
     pub candidates: Vec<String>,
