@@ -305,15 +305,16 @@ pub fn status_patch(
 /// ([`mcn_reasons::UNCORDONED`]) on a copy of the status, as that controller does: True, with
 /// its reason and message, the transition time moved only when the status changes.
 pub fn uncordoned(status: &mut MachineConfigNodeStatus) {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
     for (t, reason, message) in mcn_reasons::UNCORDONED {
-        if let Some(x) = status.conditions.iter_mut().find(|x| x.type_ == t) {
-            if x.status != "True" {
-                x.status = "True".into();
-                x.last_transition_time = Time(k8s_openapi::jiff::Timestamp::now());
-            }
-            x.reason = reason.into();
-            x.message = message.into();
-        }
+        set_condition(
+            &mut status.conditions,
+            t,
+            Status::True,
+            reason,
+            message,
+            &now,
+        );
     }
 }
 
