@@ -33,6 +33,7 @@ use tower::ServiceExt;
 
 pub use auth::Identity;
 pub use error::{ApiError, Error};
+pub use store::Durability;
 
 /// Largest accepted request body (kube-apiserver's limit for JSON bodies is 3 MiB).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -48,6 +49,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// How many past events a watch can resume across before it gets 410 Gone.
     pub retained_events: u64,
+    /// What an answered write survives.
+    pub durability: Durability,
 }
 
 impl Config {
@@ -56,6 +59,7 @@ impl Config {
             data_dir: data_dir.into(),
             listen,
             retained_events: store::RETAINED_EVENTS,
+            durability: Durability::default(),
         }
     }
 }
@@ -84,7 +88,11 @@ impl Server {
             .map_err(|e| Error::io(cfg.listen, e))?;
         let certs = tls::ensure_certs(&cfg.data_dir, &addr)?;
         let tls_cfg = tls::server_config(&certs)?;
-        let store = store::Store::open(&cfg.data_dir.join("state.db"), cfg.retained_events)?;
+        let store = store::Store::open(
+            &cfg.data_dir.join("state.db"),
+            cfg.retained_events,
+            cfg.durability,
+        )?;
         let app = Arc::new(rest::App {
             store,
             registry: registry::Registry::new(),

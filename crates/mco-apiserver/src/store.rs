@@ -23,6 +23,51 @@ const MAX_BATCH: usize = 2048;
 /// (the client then relists), so a stalled client never holds up the writer.
 pub const WATCH_BUFFER: usize = 4096;
 
+/// What a write the server has answered survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A power cut or a kernel crash: each commit is fsynced before its writes are answered,
+    /// as etcd does.
+    #[default]
+    PowerLoss,
+    /// The server's own death (a kill, a panic): commits reach the OS before they are answered,
+    /// and SQLite's write-ahead log fsyncs only when it checkpoints. A power cut keeps the
+    /// database whole but may roll back its last commits. The embedded cluster's simulated node
+    /// disks promise no more, and the fsync on every commit was the slowest step of each write.
+    ProcessCrash,
+}
+
+impl Durability {
+    fn synchronous(self) -> &'static str {
+        match self {
+            Durability::PowerLoss => "FULL",
+            Durability::ProcessCrash => "NORMAL",
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Durability::PowerLoss => "power-loss",
+            Durability::ProcessCrash => "process-crash",
+        })
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "power-loss" => Ok(Durability::PowerLoss),
+            "process-crash" => Ok(Durability::ProcessCrash),
+            other => Err(format!(
+                "unknown durability {other:?}: expected power-loss or process-crash"
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
     Added,
@@ -521,10 +566,10 @@ const SCHEMA: &str =
      CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
      CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL);";
 
-fn open(path: &Path) -> Result<Connection, Error> {
+fn open(path: &Path, durability: Durability) -> Result<Connection, Error> {
     let mut conn = Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "synchronous", durability.synchronous())?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     let first_schema = conn.prepare("SELECT json FROM objects LIMIT 0").is_ok();
     if first_schema {
@@ -569,9 +614,9 @@ fn migrate_from_first_schema(conn: &mut Connection) -> Result<(), Error> {
 
 impl Store {
     /// Opens (or creates) the database and starts the writer thread.
-    pub fn open(path: &Path, retain: u64) -> Result<Arc<Store>, Error> {
+    pub fn open(path: &Path, retain: u64, durability: Durability) -> Result<Arc<Store>, Error> {
         let retain = retain.max(1);
-        let conn = open(path)?;
+        let conn = open(path, durability)?;
         let rv: u64 = conn
             .query_row("SELECT v FROM meta WHERE k = 'rv'", [], |r| {
                 r.get::<_, i64>(0)
@@ -1439,6 +1484,25 @@ mod tests {
             .collect()
     }
 
+    #[test]
+    fn durability_picks_whether_each_commit_is_fsynced() {
+        let dir = tempfile::tempdir().unwrap();
+        let synchronous = |d: Durability| -> i64 {
+            let conn = open(&dir.path().join(d.to_string()), d).unwrap();
+            conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .unwrap()
+        };
+        // SQLite's numbers: 2 is FULL (fsync at each commit), 1 NORMAL (at checkpoints).
+        assert_eq!(synchronous(Durability::PowerLoss), 2);
+        assert_eq!(synchronous(Durability::ProcessCrash), 1);
+        assert_eq!(Durability::default(), Durability::PowerLoss);
+        for d in [Durability::PowerLoss, Durability::ProcessCrash] {
+            assert_eq!(d.to_string().parse::<Durability>(), Ok(d));
+        }
+        let err = "fsync".parse::<Durability>().unwrap_err();
+        assert!(err.contains("power-loss or process-crash"), "{err}");
+    }
+
     #[tokio::test]
     async fn a_database_of_the_first_schema_opens_with_everything_in_it() {
         let dir = tempfile::tempdir().unwrap();
@@ -1463,7 +1527,7 @@ mod tests {
             .unwrap();
         }
         for _ in 0..2 {
-            let store = Store::open(&path, 100).unwrap();
+            let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
             assert_eq!(store.current_rv(), 5);
             assert_eq!(
                 store.get("/configmaps", "n", "a").unwrap()["metadata"]["name"],
@@ -1494,7 +1558,7 @@ mod tests {
         let path = dir.path().join("db");
         let obj = |name: &str, v: u32| serde_json::json!({"metadata": {"name": name}, "v": v});
         {
-            let store = Store::open(&path, 3).unwrap();
+            let store = Store::open(&path, 3, Durability::PowerLoss).unwrap();
             store
                 .write("/configmaps", "n", "still", false, put(obj("still", 0)))
                 .await
@@ -1506,7 +1570,7 @@ mod tests {
                     .unwrap();
             }
         }
-        let store = Store::open(&path, 3).unwrap();
+        let store = Store::open(&path, 3, Durability::PowerLoss).unwrap();
         assert_eq!(store.get("/configmaps", "n", "still").unwrap()["v"], 0);
         assert_eq!(store.get("/configmaps", "n", "busy").unwrap()["v"], 20);
         // The window is where the last prune left it; everything after it replays in order.
@@ -1534,7 +1598,7 @@ mod tests {
     #[tokio::test]
     async fn an_updated_object_is_read_as_the_writer_parsed_it() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db"), 100).unwrap();
+        let store = Store::open(&dir.path().join("db"), 100, Durability::PowerLoss).unwrap();
         let obj = |v: u32| serde_json::json!({"metadata": {"name": "x"}, "data": {"v": v}});
         store
             .write("/configmaps", "a", "x", false, put(obj(1)))
@@ -1593,7 +1657,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         let pod = |name: &str, node: &str| serde_json::json!({"metadata": {"name": name, "namespace": "a"}, "spec": {"nodeName": node}});
-        let store = Store::open(&path, 100).unwrap();
+        let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
         for (name, node) in [("p1", "n1"), ("p2", "n2"), ("p3", "n1"), ("p4", "")] {
             store
                 .write(PODS, "a", name, false, put(pod(name, node)))
@@ -1628,7 +1692,7 @@ mod tests {
         assert_eq!(rest.len(), 1);
         drop(store);
         // Rebuilt from disk.
-        let store = Store::open(&path, 100).unwrap();
+        let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
         assert_eq!(pod_names(&store, "n1"), ["p3", "p5"]);
         assert_eq!(pod_names(&store, "n2"), ["p1"]);
     }

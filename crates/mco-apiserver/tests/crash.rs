@@ -1,4 +1,5 @@
-//! Durability: objects acknowledged before a `kill -9` are all there after restart.
+//! Durability: objects acknowledged before a `kill -9` are all there after restart, whether
+//! each commit is fsynced (power-loss durability) or only handed to the OS (process-crash).
 
 mod common;
 
@@ -9,12 +10,15 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
+use mco_apiserver::Durability;
 use serde_json::json;
 
 /// Starts the server as a child process and returns it with its address.
-fn spawn_server(dir: &Path) -> (Child, String) {
+fn spawn_server(dir: &Path, durability: Durability) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mco-apiserver-testbin"))
         .arg(dir)
+        .arg("127.0.0.1:0")
+        .arg(durability.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -36,8 +40,17 @@ async fn client(dir: &Path) -> kube::Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_writes_survive_kill_9() {
+    acknowledged_writes_survive_kill_9_with(Durability::PowerLoss).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_writes_survive_kill_9_without_fsync_per_commit() {
+    acknowledged_writes_survive_kill_9_with(Durability::ProcessCrash).await;
+}
+
+async fn acknowledged_writes_survive_kill_9_with(durability: Durability) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, _addr) = spawn_server(dir.path());
+    let (mut child, _addr) = spawn_server(dir.path(), durability);
     let c = client(dir.path()).await;
     let acked: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
     let mut writers = Vec::new();
@@ -68,7 +81,7 @@ async fn acknowledged_writes_survive_kill_9() {
     let acked = acked.lock().unwrap().clone();
     assert!(acked.len() >= 300);
 
-    let (mut child, _addr) = spawn_server(dir.path());
+    let (mut child, _addr) = spawn_server(dir.path(), durability);
     let c = client(dir.path()).await;
     let api: Api<ConfigMap> = Api::namespaced(c, "default");
     let list = api.list(&Default::default()).await.unwrap();

@@ -55,6 +55,9 @@ pub struct ClusterOptions {
     pub reboot: Duration,
     /// The API server's address (port 0 picks one).
     pub listen: SocketAddr,
+    /// What the API server's answered writes survive. The node disks survive a process crash,
+    /// not a power cut, so the store's default promises the same.
+    pub store_durability: mco_apiserver::Durability,
     /// How each node's daemon runs.
     pub daemon: DaemonMode,
     /// The controller's settings; `None` runs no controller.
@@ -75,6 +78,7 @@ impl ClusterOptions {
             os_update_mode: OsUpdateMode::Pivot,
             reboot: Duration::from_secs(2),
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            store_durability: mco_apiserver::Durability::ProcessCrash,
             daemon: crate::daemon::default_mode(),
             controller: Some(controller_config()),
             workloads: Some(WorkloadTiming::default()),
@@ -140,9 +144,9 @@ impl Cluster {
             .data_dir
             .canonicalize()
             .map_err(|e| SimError::io("resolving", &opts.data_dir, e))?;
-        let server = Arc::new(
-            Server::start(mco_apiserver::Config::new(data_dir.clone(), opts.listen)).await?,
-        );
+        let mut server_cfg = mco_apiserver::Config::new(data_dir.clone(), opts.listen);
+        server_cfg.durability = opts.store_durability;
+        let server = Arc::new(Server::start(server_cfg).await?);
         let admin = server.local_client(Identity::Admin).await?;
         install(&admin).await?;
         init_fleet(&data_dir, &opts)?;

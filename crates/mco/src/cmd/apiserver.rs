@@ -11,6 +11,10 @@ pub struct Args {
     /// Address to serve HTTPS on.
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
+    /// What an answered write survives: power-loss (each commit fsynced, as etcd does) or
+    /// process-crash (commits reach the OS; a power cut may roll back the last ones).
+    #[arg(long, default_value_t = mco_apiserver::Durability::PowerLoss)]
+    pub store_durability: mco_apiserver::Durability,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -18,9 +22,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let handle =
-            mco_apiserver::Server::start(mco_apiserver::Config::new(args.data_dir, args.listen))
-                .await?;
+        let mut cfg = mco_apiserver::Config::new(args.data_dir, args.listen);
+        cfg.durability = args.store_durability;
+        let handle = mco_apiserver::Server::start(cfg).await?;
         eprintln!(
             "serving on https://{}; KUBECONFIG={}",
             handle.addr(),

@@ -36,6 +36,11 @@ pub struct Args {
     /// Run each node's daemon as its own `mco daemon` process instead of in this one.
     #[arg(long)]
     pub node_processes: bool,
+    /// What the API server's answered writes survive: process-crash (the default; like the
+    /// simulated node disks, a power cut may lose the last moments) or power-loss (each commit
+    /// fsynced, as etcd does, at a cost to every write).
+    #[arg(long, default_value_t = mco_apiserver::Durability::ProcessCrash)]
+    pub store_durability: mco_apiserver::Durability,
 }
 
 async fn shutdown_signal() {
@@ -64,6 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.os_update_mode = args.os_update_mode;
     opts.reboot = Duration::from_secs_f64(args.reboot_seconds);
     opts.listen = args.listen;
+    opts.store_durability = args.store_durability;
     if args.node_processes {
         opts.daemon = DaemonMode::Process {
             program: std::env::current_exe()?,
