@@ -795,25 +795,7 @@ impl Inner {
     ) -> Result<UpdateOutcome, SyncError> {
         self.stop_drift();
         let target = new.metadata.name.clone().unwrap_or_default();
-        let inner = Arc::clone(self);
-        let rt = Handle::current();
-        let res = blocking(move || {
-            let mut reporter = KubeReporter {
-                inner: Arc::clone(&inner),
-                rt,
-            };
-            inner.engine.update(
-                &old,
-                &new,
-                UpdateOptions {
-                    force,
-                    ..UpdateOptions::default()
-                },
-                &mut reporter,
-            )
-        })
-        .await
-        .map_err(|e| SyncError::Join(e.to_string()))?;
+        let res = self.update_in_steps(old, new, force).await?;
         let err = res.as_ref().err().map(|e| e.to_string());
         match &res {
             Err(EngineError::Apply(ApplyError::Os { .. })) => self.metrics.pivot_errors.inc(),
@@ -825,6 +807,55 @@ impl Inner {
         self.mcn(&mcn::degraded(self.name(), err.as_deref()))
             .await?;
         Ok(res?)
+    }
+
+    /// [`Engine::update`] with the drain awaited here, between two pieces of blocking host work:
+    /// waiting on a thread of the blocking pool for every draining node grew the pool to a
+    /// thread per node in a large wave.
+    async fn update_in_steps(
+        self: &Arc<Self>,
+        old: MachineConfig,
+        new: MachineConfig,
+        force: bool,
+    ) -> Result<Result<UpdateOutcome, EngineError>, SyncError> {
+        let join = |e: tokio::task::JoinError| SyncError::Join(e.to_string());
+        let inner = Arc::clone(self);
+        let rt = Handle::current();
+        let prepared = blocking(move || {
+            let mut reporter = KubeReporter {
+                inner: Arc::clone(&inner),
+                rt,
+            };
+            let opts = UpdateOptions {
+                force,
+                ..UpdateOptions::default()
+            };
+            inner.engine.prepare_update(&old, &new, opts, &mut reporter)
+        })
+        .await
+        .map_err(join)?;
+        let prepared = match prepared {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        if prepared.drains()
+            && let Err(e) = self
+                .request_drain(&drain::drain(prepared.config()), "drain")
+                .await
+        {
+            return Ok(Err(EngineError::Drain(e.to_string())));
+        }
+        let inner = Arc::clone(self);
+        let rt = Handle::current();
+        blocking(move || {
+            let mut reporter = KubeReporter {
+                inner: Arc::clone(&inner),
+                rt,
+            };
+            inner.engine.apply_update(prepared, &mut reporter)
+        })
+        .await
+        .map_err(join)
     }
 
     /// After a rebootless update: Resumed, then complete.

@@ -458,3 +458,61 @@ fn unreconcilable_is_reported_and_refused() {
     }
     assert!(!node.fs.exists("/etc/a").unwrap());
 }
+
+/// The daemon drains between `prepare_update` and `apply_update`: preparing writes nothing and
+/// reports only `Prepared`, and the two parts report what one `update` does.
+#[test]
+fn an_update_in_two_parts_writes_nothing_before_its_drain_and_reports_as_one() {
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let new = mc(
+        "rendered-worker-1",
+        "",
+        ign(
+            json!([file("/etc/split", "after the drain\n", 0o644)]),
+            json!([]),
+        ),
+    );
+    let whole_node = Node::new(false);
+    let (whole_out, whole) = update(&whole_node, &old, &new);
+
+    let node = Node::new(false);
+    let engine = node.engine();
+    let mut r = RecordingReporter::default();
+    let prepared = engine
+        .prepare_update(&old, &new, UpdateOptions::default(), &mut r)
+        .unwrap();
+    assert!(prepared.drains());
+    assert_eq!(prepared.config(), "rendered-worker-1");
+    assert!(matches!(
+        r.phases.as_slice(),
+        [Phase::Prepared { drain: true, .. }]
+    ));
+    assert!(r.drains.is_empty(), "the caller drains, not the engine");
+    assert_eq!(
+        node.read("/etc/split"),
+        None,
+        "nothing is written before the drain"
+    );
+    assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
+
+    let out = engine.apply_update(prepared, &mut r).unwrap();
+    assert_eq!(out, whole_out);
+    assert_eq!(
+        node.read("/etc/split").as_deref(),
+        Some("after the drain\n")
+    );
+    let names = |phases: &[Phase]| -> Vec<String> {
+        phases
+            .iter()
+            .map(|p| {
+                format!("{p:?}")
+                    .split([' ', '{', '('])
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(names(&r.phases), names(&whole.phases));
+    assert_eq!(whole.drains, vec!["rendered-worker-1".to_string()]);
+}

@@ -170,6 +170,28 @@ pub struct UpdateOptions {
     pub defer_reboot: bool,
 }
 
+/// An update planned and reported as prepared, waiting for its drain: see
+/// [`Engine::prepare_update`].
+#[derive(Debug)]
+pub struct PreparedUpdate {
+    plan: UpdatePlan,
+    force: bool,
+    new_name: String,
+    defer_reboot: bool,
+}
+
+impl PreparedUpdate {
+    /// Whether the node must be drained before [`Engine::apply_update`].
+    pub fn drains(&self) -> bool {
+        self.plan.drain
+    }
+
+    /// The config the node goes to.
+    pub fn config(&self) -> &str {
+        &self.new_name
+    }
+}
+
 /// What the start-up check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BootCheck {
@@ -313,6 +335,26 @@ impl Engine {
         opts: UpdateOptions,
         reporter: &mut dyn Reporter,
     ) -> Result<UpdateOutcome, EngineError> {
+        let prepared = self.prepare_update(old, new, opts, reporter)?;
+        if prepared.drains() {
+            reporter
+                .drain(prepared.config())
+                .map_err(EngineError::Drain)?;
+        }
+        self.apply_update(prepared, reporter)
+    }
+
+    /// The first part of [`Engine::update`]: plans the update and reports it prepared. The
+    /// caller drains the node when [`PreparedUpdate::drains`] says so, then calls
+    /// [`Engine::apply_update`]. A daemon waits for its drain outside its blocking host work, so
+    /// a hundred nodes draining at once do not each hold a thread.
+    pub fn prepare_update(
+        &self,
+        old: &MachineConfig,
+        new: &MachineConfig,
+        opts: UpdateOptions,
+        reporter: &mut dyn Reporter,
+    ) -> Result<PreparedUpdate, EngineError> {
         let force = opts.force || self.force_requested()?;
         let old_name = old.metadata.name.clone().unwrap_or_default();
         let new_name = new.metadata.name.clone().unwrap_or_default();
@@ -349,9 +391,28 @@ impl Engine {
                 drain: plan.drain,
             })
             .map_err(EngineError::Report)?;
-        if plan.drain {
-            reporter.drain(&new_name).map_err(EngineError::Drain)?;
-        } else {
+        Ok(PreparedUpdate {
+            plan,
+            force,
+            new_name,
+            defer_reboot: opts.defer_reboot,
+        })
+    }
+
+    /// The rest of [`Engine::update`], once the node is drained (when it had to be): write,
+    /// then reboot or run the rebootless actions; a failure after writing rolls back.
+    pub fn apply_update(
+        &self,
+        prepared: PreparedUpdate,
+        reporter: &mut dyn Reporter,
+    ) -> Result<UpdateOutcome, EngineError> {
+        let PreparedUpdate {
+            plan,
+            force,
+            new_name,
+            defer_reboot,
+        } = prepared;
+        if !plan.drain {
             reporter
                 .report(&Phase::DrainNotRequired)
                 .map_err(EngineError::Report)?;
@@ -412,7 +473,7 @@ impl Engine {
                 fail::fail_point!("engine::after-pending-reboot");
                 journal.commit(&self.host.fs)?;
                 fail::fail_point!("engine::before-reboot");
-                if opts.defer_reboot {
+                if defer_reboot {
                     return Ok(UpdateOutcome::RebootDeferred);
                 }
                 tracing::info!("{rationale}");
