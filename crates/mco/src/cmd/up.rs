@@ -43,6 +43,15 @@ pub struct Args {
     pub store_durability: mco_apiserver::Durability,
 }
 
+/// Threads for the nodes' blocking host work (disk writes, the daemon's engine). Tokio's default
+/// of 512 is for work that waits; this work computes, and a thousand nodes joining at once grew
+/// the pool to 512 threads that then took turns for the rest of the run: a rollout after it ran
+/// about 10 % slower in CPU and held some 200 MiB more. None of it waits on another blocking
+/// task (a daemon awaits its drain outside them), so a bound cannot deadlock.
+fn blocking_threads(cores: usize) -> usize {
+    (8 * cores).max(16)
+}
+
 async fn shutdown_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -75,8 +84,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             program: std::env::current_exe()?,
         };
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(blocking_threads(cores))
         .build()?;
     let result: anyhow::Result<()> = rt.block_on(async move {
         let cluster = Cluster::start(opts).await?;
@@ -95,4 +106,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // calling into the runtime; the bound only keeps a stuck disk from holding the exit.
     rt.shutdown_timeout(RUNTIME_GRACE);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blocking_threads;
+
+    #[test]
+    fn the_blocking_pool_scales_with_cores_from_a_floor() {
+        assert_eq!(blocking_threads(1), 16);
+        assert_eq!(blocking_threads(2), 16);
+        assert_eq!(blocking_threads(8), 64);
+    }
 }
