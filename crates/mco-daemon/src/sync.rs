@@ -819,22 +819,19 @@ impl Inner {
         force: bool,
     ) -> Result<Result<UpdateOutcome, EngineError>, SyncError> {
         let join = |e: tokio::task::JoinError| SyncError::Join(e.to_string());
-        let inner = Arc::clone(self);
-        let rt = Handle::current();
+        let engine = Arc::clone(&self.engine);
+        let mut reporter = KubeReporter::new(self);
+        let opts = UpdateOptions {
+            force,
+            ..UpdateOptions::default()
+        };
         let prepared = blocking(move || {
-            let mut reporter = KubeReporter {
-                inner: Arc::clone(&inner),
-                rt,
-            };
-            let opts = UpdateOptions {
-                force,
-                ..UpdateOptions::default()
-            };
-            inner.engine.prepare_update(&old, &new, opts, &mut reporter)
+            let prepared = engine.prepare_update(&old, &new, opts, &mut reporter);
+            prepared.map(|p| (p, engine, reporter))
         })
         .await
         .map_err(join)?;
-        let prepared = match prepared {
+        let (prepared, engine, mut reporter) = match prepared {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
@@ -845,17 +842,9 @@ impl Inner {
         {
             return Ok(Err(EngineError::Drain(e.to_string())));
         }
-        let inner = Arc::clone(self);
-        let rt = Handle::current();
-        blocking(move || {
-            let mut reporter = KubeReporter {
-                inner: Arc::clone(&inner),
-                rt,
-            };
-            inner.engine.apply_update(prepared, &mut reporter)
-        })
-        .await
-        .map_err(join)
+        blocking(move || engine.apply_update(prepared, &mut reporter))
+            .await
+            .map_err(join)
     }
 
     /// After a rebootless update: Resumed, then complete.
@@ -948,6 +937,16 @@ impl Inner {
 struct KubeReporter {
     inner: Arc<Inner>,
     rt: Handle,
+}
+
+impl KubeReporter {
+    /// A reporter for blocking work started from `inner`'s runtime.
+    fn new(inner: &Arc<Inner>) -> KubeReporter {
+        KubeReporter {
+            inner: Arc::clone(inner),
+            rt: Handle::current(),
+        }
+    }
 }
 
 impl Reporter for KubeReporter {
