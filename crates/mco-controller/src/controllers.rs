@@ -44,8 +44,8 @@ pub struct Ctx {
     /// see [`Ctx::known_mcn`].
     pub written_mcns: Mutex<HashMap<String, Arc<MachineConfigNode>>>,
     /// What the planner read of each node, kept while the node is unchanged; see
-    /// [`Ctx::digests_and_membership`].
-    pub digests: Mutex<HashMap<String, Arc<crate::plan::Digest>>>,
+    /// [`Ctx::pass_nodes`].
+    pub digests: Mutex<crate::nodeview::NodeDigests>,
     /// Pool membership as last computed; see [`Ctx::membership`].
     pub membership: MembershipMemo,
     /// Nodes whose pool conflict was already reported, so the warning is not repeated.
@@ -54,63 +54,6 @@ pub struct Ctx {
     pub drains: Mutex<HashMap<String, crate::drain::DrainProgress>>,
     /// When each pool's latest pass starts; see [`PassGate`].
     pub passes: PassGate,
-}
-
-/// The digests of `nodes`, reusing those in `cache` read from the same node objects and
-/// dropping those of nodes gone; and whether a node's labels changed, a node came or a node
-/// went, the only node changes that can move a node between pools.
-fn digest_all(
-    cache: &mut HashMap<String, Arc<crate::plan::Digest>>,
-    nodes: &[Arc<Node>],
-) -> (Vec<Arc<crate::plan::Digest>>, bool) {
-    use crate::plan::Digest;
-    let mut relabelled = false;
-    let out: Vec<Arc<Digest>> = nodes
-        .iter()
-        .map(|n| {
-            let name = n.metadata.name.as_deref().unwrap_or_default();
-            match cache.get_mut(name) {
-                Some(d) if d.reads(n) => Arc::clone(d),
-                Some(d) => {
-                    relabelled |= d.node().metadata.labels != n.metadata.labels;
-                    *d = Arc::new(Digest::new(Arc::clone(n)));
-                    Arc::clone(d)
-                }
-                None => {
-                    relabelled = true;
-                    let d = Arc::new(Digest::new(Arc::clone(n)));
-                    cache.insert(name.to_string(), Arc::clone(&d));
-                    d
-                }
-            }
-        })
-        .collect();
-    if cache.len() > out.len() {
-        relabelled = true;
-        let names: std::collections::HashSet<&str> = nodes
-            .iter()
-            .map(|n| n.metadata.name.as_deref().unwrap_or_default())
-            .collect();
-        cache.retain(|name, _| names.contains(name.as_str()));
-    }
-    (out, relabelled)
-}
-
-/// The digests of `nodes` (see [`digest_all`]), and the label epoch as they left it. The epoch is
-/// read under the digests' lock: a membership computed from `nodes` is then filed under an
-/// epoch that no pass over differently labelled nodes can also see.
-fn digests_at(
-    cache: &Mutex<HashMap<String, Arc<crate::plan::Digest>>>,
-    memo: &MembershipMemo,
-    nodes: &[Arc<Node>],
-) -> (Vec<Arc<crate::plan::Digest>>, u64) {
-    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-    let (out, relabelled) = digest_all(&mut cache, nodes);
-    let epoch = &memo.labels_epoch;
-    if relabelled {
-        epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-    (out, epoch.load(std::sync::atomic::Ordering::SeqCst))
 }
 
 /// What a memoised [`crate::plan::Membership`] was computed from.
@@ -127,17 +70,18 @@ struct MembershipKey {
 #[derive(Default)]
 pub struct MembershipMemo {
     /// Moves with every node change that can move a node between pools; changed and read only
-    /// under the digests' lock ([`digests_at`]).
+    /// under the digests' lock ([`Ctx::pass_nodes`]).
     labels_epoch: std::sync::atomic::AtomicU64,
     memo: Mutex<Option<(MembershipKey, Arc<crate::plan::Membership>)>>,
 }
 
 impl MembershipMemo {
-    /// The membership of `nodes`, whose digests left the label epoch at `labels_epoch`.
-    pub fn get(
+    /// The membership of the nodes `nodes` gives, whose digests left the label epoch at
+    /// `labels_epoch`; `nodes` is called only when it is computed again.
+    pub fn get<N: std::borrow::Borrow<Node>>(
         &self,
         labels_epoch: u64,
-        nodes: &[Arc<Node>],
+        nodes: impl FnOnce() -> Vec<N>,
         pools: &[Arc<MachineConfigPool>],
     ) -> Arc<crate::plan::Membership> {
         let key = MembershipKey {
@@ -150,7 +94,7 @@ impl MembershipMemo {
         {
             return Arc::clone(m);
         }
-        let membership = Arc::new(crate::plan::assign_pools(nodes, pools));
+        let membership = Arc::new(crate::plan::assign_pools(&nodes(), pools));
         *memo = Some((key, Arc::clone(&membership)));
         membership
     }
@@ -264,18 +208,29 @@ impl Ctx {
         out
     }
 
-    /// The planner's digest of every node in `nodes` (all of them: digests of nodes not
-    /// among them are dropped), and where every node belongs (see [`MembershipMemo`]). Only
-    /// nodes that changed since the last pass are read again: reading every member's
-    /// annotations was most of a pool pass at thousands of nodes.
-    pub fn digests_and_membership(
+    /// Every node as this controller last knows it, digested for the planner; where the
+    /// members of `pool` stand among them (see [`crate::nodeview::NodeView::pick`]); and where
+    /// every node belongs (see [`MembershipMemo`]). Only nodes that changed since the last pass
+    /// are read again.
+    pub fn pass_nodes(
         &self,
-        nodes: &[Arc<Node>],
+        pool: &str,
         pools: &[Arc<MachineConfigPool>],
-    ) -> (Vec<Arc<crate::plan::Digest>>, Arc<crate::plan::Membership>) {
-        let (digests, epoch) = digests_at(&self.digests, &self.membership, nodes);
-        let membership = self.membership.get(epoch, nodes, pools);
-        (digests, membership)
+    ) -> (
+        crate::nodeview::NodeView,
+        Arc<[usize]>,
+        Arc<crate::plan::Membership>,
+    ) {
+        let mut digests = self.digests.lock().unwrap_or_else(|e| e.into_inner());
+        let view = {
+            let mut written = self.written_nodes.lock().unwrap_or_else(|e| e.into_inner());
+            digests.read(&self.nodes, &mut written, &self.membership.labels_epoch)
+        };
+        let membership = self
+            .membership
+            .get(view.epoch, || view.cached_nodes(), pools);
+        let members = digests.members(pool, &view, &membership);
+        (view, members, membership)
     }
 
     /// `digest` read again from its node as this controller last wrote it, or as the cache now
@@ -666,7 +621,7 @@ pub async fn run_all(
         written_nodes: Mutex::new(HashMap::new()),
         written_pools: Mutex::new(HashMap::new()),
         written_mcns: Mutex::new(HashMap::new()),
-        digests: Mutex::new(HashMap::new()),
+        digests: Mutex::new(crate::nodeview::NodeDigests::default()),
         membership: MembershipMemo::default(),
         warned_conflicts: Mutex::new(BTreeSet::new()),
         drains: Mutex::new(HashMap::new()),
@@ -995,41 +950,50 @@ mod tests {
 
     #[test]
     fn membership_is_computed_again_only_when_labels_nodes_or_selectors_change() {
+        use crate::nodeview::{NodeDigests, NodeView};
         let memo = MembershipMemo::default();
-        let cache = Mutex::new(HashMap::new());
-        let pools = vec![Arc::new(pool("worker", "r")), Arc::new(pool("master", "m"))];
-        let mut nodes: Vec<Arc<Node>> = ["a", "b"]
-            .iter()
-            .map(|n| Arc::new(full_node(n, "r", "True", false)))
-            .collect();
-        let pass = |memo: &MembershipMemo, cache: &Mutex<_>, nodes: &[Arc<Node>], pools: &[_]| {
-            let (_, epoch) = digests_at(cache, memo, nodes);
-            memo.get(epoch, nodes, pools)
+        let digests = Mutex::new(NodeDigests::default());
+        let (store, mut w) = reflector::store::<Node>();
+        let apply = |w: &mut reflector::store::Writer<Node>, n: Node| {
+            w.apply_watcher_event(&watcher::Event::Apply(n));
         };
-        let first = pass(&memo, &cache, &nodes, &pools);
+        let pools = vec![Arc::new(pool("worker", "r")), Arc::new(pool("master", "m"))];
+        apply(&mut w, full_node("a", "r", "True", false));
+        apply(&mut w, full_node("b", "r", "True", false));
+        let read = || -> NodeView {
+            digests
+                .lock()
+                .unwrap()
+                .read(&store, &mut HashMap::new(), &memo.labels_epoch)
+        };
+        let pass = |pools: &[Arc<MachineConfigPool>]| {
+            let view = read();
+            memo.get(view.epoch, || view.cached_nodes(), pools)
+        };
+        let first = pass(&pools);
         assert_eq!(first.primary.get("a").map(String::as_str), Some("worker"));
 
         // A new version of a node with the same labels (a rollout's annotations): reused.
-        nodes[0] = Arc::new(full_node("a", "r2", "False", true));
-        assert!(Arc::ptr_eq(&first, &pass(&memo, &cache, &nodes, &pools)));
+        apply(&mut w, full_node("a", "r2", "False", true));
+        assert!(Arc::ptr_eq(&first, &pass(&pools)));
 
         // New labels: computed again.
         let mut master = full_node("a", "r2", "True", false);
         master.metadata.labels =
             Some([("node-role.kubernetes.io/master".to_string(), String::new())].into());
-        nodes[0] = Arc::new(master);
-        let relabelled = pass(&memo, &cache, &nodes, &pools);
+        apply(&mut w, master);
+        let relabelled = pass(&pools);
         assert_eq!(
             relabelled.primary.get("a").map(String::as_str),
             Some("master")
         );
 
         // A node gone, then a node come.
-        nodes.pop();
-        let fewer = pass(&memo, &cache, &nodes, &pools);
+        w.apply_watcher_event(&watcher::Event::Delete(full_node("b", "r", "True", false)));
+        let fewer = pass(&pools);
         assert!(!fewer.primary.contains_key("b"));
-        nodes.push(Arc::new(full_node("c", "r", "True", false)));
-        let more = pass(&memo, &cache, &nodes, &pools);
+        apply(&mut w, full_node("c", "r", "True", false));
+        let more = pass(&pools);
         assert_eq!(more.primary.get("c").map(String::as_str), Some("worker"));
 
         // A pool's selector changed.
@@ -1039,23 +1003,21 @@ mod tests {
             match_expressions: None,
         });
         let pools = vec![Arc::new(narrow), Arc::new(pool("master", "m"))];
-        let narrowed = pass(&memo, &cache, &nodes, &pools);
+        let narrowed = pass(&pools);
         assert!(!narrowed.primary.contains_key("c"));
-        assert!(Arc::ptr_eq(&narrowed, &pass(&memo, &cache, &nodes, &pools)));
+        assert!(Arc::ptr_eq(&narrowed, &pass(&pools)));
 
         // A pass over nodes read before a relabel, racing one over nodes read after it: what
         // the older pass computes is never filed where the newer pass finds it.
-        let before = nodes.clone();
+        let before = read();
         let mut moved = full_node("c", "r", "True", false);
         moved.metadata.labels = Some([("only".to_string(), "this".to_string())].into());
-        let mut after = nodes.clone();
-        *after.last_mut().unwrap() = Arc::new(moved);
-        let (_, old_epoch) = digests_at(&cache, &memo, &before);
-        let (_, new_epoch) = digests_at(&cache, &memo, &after);
-        assert_ne!(old_epoch, new_epoch);
-        let stale = memo.get(old_epoch, &before, &pools);
+        apply(&mut w, moved);
+        let after = read();
+        assert_ne!(before.epoch, after.epoch);
+        let stale = memo.get(before.epoch, || before.cached_nodes(), &pools);
         assert!(!stale.primary.contains_key("c"));
-        let fresh = memo.get(new_epoch, &after, &pools);
+        let fresh = memo.get(after.epoch, || after.cached_nodes(), &pools);
         assert_eq!(fresh.primary.get("c").map(String::as_str), Some("worker"));
     }
 

@@ -12,6 +12,7 @@ pub mod gc;
 pub mod leader;
 pub mod mcn;
 pub mod metrics;
+pub mod nodeview;
 pub mod plan;
 pub mod render;
 pub mod rollout;

@@ -242,6 +242,9 @@ pub struct Facts<'a> {
     last_applied_drain: &'a str,
     ready: bool,
     tainted: bool,
+    /// The zone label and creation time: what orders the candidates (see [`rollout_key`]).
+    zone: Option<&'a str>,
+    created: Option<jiff::Timestamp>,
 }
 
 /// A pool member as the planner takes it: a Node, read as it is asked, or a [`Digest`] read
@@ -270,35 +273,76 @@ node_member!(Node, &Node, Arc<Node>);
 /// A node's [`Facts`] kept from one pass to the next. The node cache hands out a new `Arc` for
 /// every change, so a digest holding the `Arc` it was read from stays true while the cache
 /// hands out that same `Arc`; most nodes are unchanged from one pass to the next.
+///
+/// A pass reads every member's digest, and at a thousand nodes reading them was bound by memory
+/// latency: each digest is read from one place (its name and flags inline), and its configs and
+/// state are [`Strings`] shared by every digest that holds the same text, which a pass finds in
+/// cache.
 #[derive(Debug)]
 pub struct Digest {
     node: Arc<Node>,
-    current: String,
-    desired: String,
-    state: String,
-    last_applied_drain: String,
+    name: Box<str>,
+    current: Arc<str>,
+    desired: Arc<str>,
+    state: Arc<str>,
+    last_applied_drain: Arc<str>,
     ready: bool,
     tainted: bool,
+    zone: Option<Arc<str>>,
+    created: Option<jiff::Timestamp>,
+}
+
+/// One shared copy of each text the digests hold: a rollout's thousand nodes name the same few
+/// configs and states.
+#[derive(Debug, Default)]
+pub struct Strings(std::collections::HashSet<Arc<str>>);
+
+impl Strings {
+    /// Past this many texts the set starts again: texts of configs no node names any more are
+    /// dropped, and digests keep their copies.
+    const MAX: usize = 256;
+
+    pub fn get(&mut self, text: &str) -> Arc<str> {
+        if let Some(s) = self.0.get(text) {
+            return Arc::clone(s);
+        }
+        if self.0.len() >= Self::MAX {
+            self.0.clear();
+        }
+        let s: Arc<str> = Arc::from(text);
+        self.0.insert(Arc::clone(&s));
+        s
+    }
 }
 
 impl Digest {
     pub fn new(node: Arc<Node>) -> Digest {
+        Digest::interned(node, &mut Strings::default())
+    }
+
+    /// A digest whose texts are shared through `strings`.
+    pub fn interned(node: Arc<Node>, strings: &mut Strings) -> Digest {
         let f = Facts::of(&node);
-        let (current, desired, state, last_applied_drain) = (
-            f.current.to_string(),
-            f.desired.to_string(),
-            f.state.to_string(),
-            f.last_applied_drain.to_string(),
+        let (name, current, desired, state, last_applied_drain) = (
+            Box::from(f.name),
+            strings.get(f.current),
+            strings.get(f.desired),
+            strings.get(f.state),
+            strings.get(f.last_applied_drain),
         );
-        let (ready, tainted) = (f.ready, f.tainted);
+        let (ready, tainted, created) = (f.ready, f.tainted, f.created);
+        let zone = f.zone.map(|z| strings.get(z));
         Digest {
             node,
+            name,
             current,
             desired,
             state,
             last_applied_drain,
             ready,
             tainted,
+            zone,
+            created,
         }
     }
 
@@ -311,23 +355,35 @@ impl Digest {
     pub fn node(&self) -> &Node {
         &self.node
     }
+
+    #[cfg(test)]
+    pub(crate) fn desired(&self) -> &Arc<str> {
+        &self.desired
+    }
+
+    /// The node this digest was read from, to keep.
+    pub fn shared_node(&self) -> &Arc<Node> {
+        &self.node
+    }
 }
 
 impl Member for Arc<Digest> {
     fn name(&self) -> &str {
-        name_of(&self.node)
+        &self.name
     }
 
     fn facts(&self) -> Facts<'_> {
         Facts {
             node: &self.node,
-            name: name_of(&self.node),
+            name: &self.name,
             current: &self.current,
             desired: &self.desired,
             state: &self.state,
             last_applied_drain: &self.last_applied_drain,
             ready: self.ready,
             tainted: self.tainted,
+            zone: self.zone.as_deref(),
+            created: self.created,
         }
     }
 }
@@ -343,7 +399,29 @@ impl<'a> Facts<'a> {
             last_applied_drain: annotation(node, annotations::LAST_APPLIED_DRAIN),
             ready: is_ready(node),
             tainted: has_update_taint(node),
+            zone: node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::ZONE))
+                .map(String::as_str),
+            created: node.metadata.creation_timestamp.as_ref().map(|t| t.0),
         }
+    }
+
+    /// Upstream's candidate order as a sort key: by zone label ascending (no zone last), then
+    /// oldest first (no creation time last), then by name for determinism.
+    fn rollout_key(
+        &self,
+    ) -> (
+        bool,
+        Option<&'a str>,
+        bool,
+        Option<jiff::Timestamp>,
+        &'a str,
+    ) {
+        let (zone, created) = (self.zone, self.created);
+        (zone.is_none(), zone, created.is_none(), created, self.name)
     }
 
     fn is_done(&self) -> bool {
@@ -457,7 +535,7 @@ pub struct Plan {
     pub pool: String,
     /// The pool's target rendered config, if the render controller has set one.
     pub target: Option<String>,
-    /// Names of the nodes whose primary pool this is, sorted.
+    /// Names of the nodes whose primary pool this is, sorted ([`plan_with`] only).
     pub members: Vec<String>,
     /// Nodes to point at the target now, in rollout order.
     pub candidates: Vec<String>,
@@ -498,23 +576,28 @@ pub fn plan_with<N: Member>(
     now: &str,
 ) -> Plan {
     let members = members_of(name_of_pool(pool), nodes, membership);
-    plan_members(pool, &members, own_node, now)
+    let mut plan = plan_members(pool, &members, own_node, now);
+    plan.members = members.iter().map(|n| n.name().to_string()).collect();
+    plan
 }
 
-/// The nodes whose primary pool is `pool`, in the order given.
+/// The nodes whose primary pool is `pool`, sorted by name.
 pub fn members_of<'a, N: Member>(
     pool: &str,
     nodes: &'a [N],
     membership: &Membership,
 ) -> Vec<&'a N> {
-    nodes
+    let mut members: Vec<&N> = nodes
         .iter()
         .filter(|n| membership.primary.get(n.name()).map(String::as_str) == Some(pool))
-        .collect()
+        .collect();
+    members.sort_by(|a, b| a.name().cmp(b.name()));
+    members
 }
 
-/// Like [`plan_with`], for a caller that has already taken the pool's members
-/// ([`members_of`]) and keeps them for the status it writes after the pass.
+/// Like [`plan_with`], for a caller that has already taken the pool's members, sorted by name
+/// (as [`members_of`] gives them), and keeps them for the status it writes after the pass. The
+/// plan's `members` are left empty: the caller has them.
 pub fn plan_members<N: Member>(
     pool: &MachineConfigPool,
     members: &[&N],
@@ -530,13 +613,13 @@ pub fn plan_members<N: Member>(
         .map(|c| c.name.clone())
         .filter(|n| !n.is_empty());
     let mut members: Vec<Facts<'_>> = members.iter().map(|n| n.facts()).collect();
-    members.sort_by(|a, b| a.name.cmp(b.name));
+    debug_assert!(members.is_sorted_by(|a, b| a.name <= b.name));
     let budget = max_unavailable(pool.spec.max_unavailable.as_ref(), members.len());
 
     let mut plan = Plan {
         pool: pool_name.clone(),
         target: target.clone(),
-        members: members.iter().map(|n| n.name.to_string()).collect(),
+        members: vec![],
         candidates: vec![],
         taint_add: vec![],
         taint_remove: vec![],
@@ -577,7 +660,12 @@ pub fn plan_members<N: Member>(
         // Status is computed as it will be once the candidates carry their new desiredConfig:
         // the controller writes both in one pass, and counting candidates as busy keeps it
         // honest.
-        for n in members.iter_mut().filter(|n| chosen.contains(n.name)) {
+        // A candidate is never on the target yet: that test, on shared texts, spares the
+        // lookup of every member's name.
+        for n in members
+            .iter_mut()
+            .filter(|n| n.desired != target && chosen.contains(n.name))
+        {
             n.desired = target;
         }
         if !plan.candidates.is_empty() {
@@ -651,10 +739,7 @@ fn candidates(
     }
     // Only the first `capacity` in order are taken, a few of hundreds: they are selected, and
     // only they sorted. Each node's sort key is read once.
-    let mut keyed: Vec<_> = eligible
-        .into_iter()
-        .map(|n| (rollout_key(n.node), n))
-        .collect();
+    let mut keyed: Vec<_> = eligible.into_iter().map(|n| (n.rollout_key(), n)).collect();
     if capacity < keyed.len() {
         keyed.select_nth_unstable_by(capacity, |a, b| a.0.cmp(&b.0));
         keyed.truncate(capacity);
@@ -671,17 +756,10 @@ fn candidates(
     (out, deferred)
 }
 
-/// Upstream's candidate order as a sort key: by zone label ascending (no zone last), then
-/// oldest first (no creation time last), then by name for determinism.
+/// A node's place in the candidate order (see [`Facts::rollout_key`]).
+#[cfg(test)]
 fn rollout_key(n: &Node) -> (bool, Option<&str>, bool, Option<jiff::Timestamp>, &str) {
-    let zone = n
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::ZONE))
-        .map(String::as_str);
-    let created = n.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    (zone.is_none(), zone, created.is_none(), created, name_of(n))
+    Facts::of(n).rollout_key()
 }
 
 /// [`rollout_key`] as a comparison, spelled out: the reference its tests hold it to.

@@ -192,10 +192,9 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     }
     let planning = Instant::now();
     let pools = ctx.pools.state();
-    let nodes = ctx.fresh_nodes();
     let now = jiff::Timestamp::now().to_string();
-    let (digests, membership) = ctx.digests_and_membership(&nodes, &pools);
-    let members = plan::members_of(&name, &digests, &membership);
+    let (view, positions, membership) = ctx.pass_nodes(&name, &pools);
+    let members = view.pick(&positions);
     let the_plan = plan::plan_members(&pool, &members, ctx.config.own_node.as_deref(), &now);
     let planned = planning.elapsed();
     ctx.passes.planned(&name, planned);
@@ -225,10 +224,10 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         let seen: HashMap<&str, &Arc<Node>> = if untainted.is_empty() {
             HashMap::new()
         } else {
-            nodes
+            members
                 .iter()
-                .filter(|n| untainted.contains(name_of(n)))
-                .map(|n| (name_of(n), n))
+                .filter(|d| untainted.contains(d.name()))
+                .map(|d| (d.name(), d.shared_node()))
                 .collect()
         };
         let writes: Vec<(String, Option<Arc<Node>>)> = the_plan
