@@ -345,13 +345,40 @@ impl Logged {
 struct State {
     rv: u64,
     objects: ObjMap,
-    parsed: Parsed,
+    /// Locked apart from the state: readers holding the state's read lock keep their parses
+    /// here too.
+    parsed: Mutex<Parsed>,
     /// Pods by `spec.nodeName`, as kube-apiserver's watch cache indexes them: a drain lists
     /// the pods of one node, and scanning every pod's text for it was most of that list.
     pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
     /// The resourceVersion of each resource's last change since start (absent: none yet),
     /// so derived views such as the RBAC policy are rebuilt only when their inputs move.
     changed: HashMap<String, u64>,
+}
+
+impl State {
+    /// The kept parse of `json`, a text current in this state.
+    fn peek(&self, json: &Json) -> Option<Arc<Value>> {
+        self.parsed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(json)
+    }
+
+    /// The parsed object of `json`, a text current in this state, kept for the next reader.
+    /// Only a text current under the caller's lock may be kept: the writer forgets a text's
+    /// parse when it replaces the text, and its address may then name another.
+    fn object(&self, json: &Json) -> Arc<Value> {
+        if let Some(v) = self.peek(json) {
+            return v;
+        }
+        let v = parse(json);
+        self.parsed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(json, Arc::clone(&v));
+        v
+    }
 }
 
 struct Ring {
@@ -729,7 +756,7 @@ impl Store {
                 rv,
                 pods_by_node: pod_index(&objects),
                 objects,
-                parsed: Parsed::default(),
+                parsed: Mutex::default(),
                 changed: HashMap::new(),
             }),
             ring: Mutex::new(Ring {
@@ -764,13 +791,12 @@ impl Store {
     }
 
     pub fn get(&self, gr: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
-        Some(self.value(&self.text(gr, ns, name)?))
-    }
-
-    /// The parsed object of a stored text: the kept copy when there is one.
-    fn value(&self, json: &Json) -> Arc<Value> {
-        let kept = self.state().parsed.get(json);
-        kept.unwrap_or_else(|| parse(json))
+        let st = self.state();
+        let json = st
+            .objects
+            .get(gr)?
+            .get(&(ns.to_string(), name.to_string()))?;
+        Some(st.object(json))
     }
 
     /// The stored text of one object's current version.
@@ -822,6 +848,7 @@ impl Store {
                 Some(node) if gr == PODS => Some(st.pods_by_node.get(node)),
                 _ => None,
             };
+            let targeted = indexed.is_some() || name.is_some();
             let entries: Box<dyn Iterator<Item = (&(String, String), &Json)>> = match indexed {
                 Some(Some(keys)) => Box::new(
                     keys.range((lower, Bound::Unbounded))
@@ -845,7 +872,14 @@ impl Store {
                 if !keep.may_match(json) {
                     continue;
                 }
-                let v = st.parsed.get(json).unwrap_or_else(|| parse(json));
+                // A read of a few named objects keeps its parses (the one rendered config a
+                // thousand daemons read after their reboots, the pods of a node being drained);
+                // a read of a whole resource does not flush the kept copies of hot objects.
+                let v = if targeted {
+                    st.object(json)
+                } else {
+                    st.peek(json).unwrap_or_else(|| parse(json))
+                };
                 if !keep.matches(&v) {
                     continue;
                 }
@@ -941,8 +975,13 @@ impl Store {
 
     /// The current version of one object, for [`Store::write_if_current`].
     pub fn snapshot(&self, gr: &str, ns: &str, name: &str) -> Snapshot {
-        let json = self.text(gr, ns, name);
-        let object = json.as_ref().map(|j| self.value(j));
+        let st = self.state();
+        let json = st
+            .objects
+            .get(gr)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned();
+        let object = json.as_ref().map(|j| st.object(j));
         Snapshot { json, object }
     }
 
@@ -1261,7 +1300,10 @@ fn writer_loop(
                     map.insert(k, json.clone())
                 };
                 if let Some(old) = old {
-                    st.parsed.forget(&old);
+                    st.parsed
+                        .get_mut()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .forget(&old);
                 }
                 if e.gr == PODS {
                     let key = (e.ns.clone(), e.name.clone());
@@ -1276,7 +1318,10 @@ fn writer_loop(
                 }
                 // Only updates: most created objects (events, pods) are never written again.
                 if e.typ == EventType::Modified {
-                    st.parsed.insert(json, e.obj.clone());
+                    st.parsed
+                        .get_mut()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(json, e.obj.clone());
                 }
             }
             st.rv = rv;
@@ -1630,7 +1675,49 @@ mod tests {
             .await
             .unwrap();
         assert!(store.get("/configmaps", "a", "x").is_none());
-        assert!(store.state().parsed.by_text.is_empty());
+        assert!(store.state().parsed.lock().unwrap().by_text.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_named_read_keeps_its_parse_and_a_whole_list_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db"), 100, Durability::PowerLoss).unwrap();
+        let obj = |n: &str, v: u32| serde_json::json!({"metadata": {"name": n}, "data": {"v": v}});
+        for n in ["x", "y"] {
+            store
+                .write("/configmaps", "a", n, false, put(obj(n, 1)))
+                .await
+                .unwrap();
+        }
+        let kept = || store.state().parsed.lock().unwrap().by_text.len();
+        // Created objects keep no parse: most are never read or written again.
+        assert_eq!(kept(), 0);
+
+        // A whole list parses without keeping.
+        let (_, all, _) = store.list("/configmaps", Some("a"), None, None, &|_: &Value| true);
+        assert_eq!(all.len(), 2);
+        assert_eq!(kept(), 0);
+
+        // A get keeps its parse: the next get and a named list read that same copy.
+        let first = store.get("/configmaps", "a", "x").unwrap();
+        assert!(Arc::ptr_eq(
+            &first,
+            &store.get("/configmaps", "a", "x").unwrap()
+        ));
+        let all = |_: &Value| true;
+        let (_, named, _) = store.list_named("/configmaps", Some("a"), Some("x"), None, None, &all);
+        assert!(Arc::ptr_eq(&first, &named[0]));
+        assert_eq!(kept(), 1);
+
+        // A write replaces the kept parse with the writer's own.
+        let updated = store
+            .write("/configmaps", "a", "x", false, put(obj("x", 2)))
+            .await
+            .unwrap();
+        let now = store.get("/configmaps", "a", "x").unwrap();
+        assert!(Arc::ptr_eq(&now, updated.object().unwrap()));
+        assert_eq!(now["data"]["v"], 2);
+        assert_eq!(kept(), 1);
     }
 
     /// `spec.nodeName=<node>`, as the REST layer's filter offers it.
