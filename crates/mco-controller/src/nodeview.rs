@@ -313,22 +313,16 @@ mod tests {
         let mut written: HashMap<String, Arc<Node>> =
             [("a".to_string(), Arc::new(node("a", 5, "r2", "worker")))].into();
 
-        let v = digests.read(&store, &mut written, &epoch);
-        assert_eq!(
-            desired(&v.pick(&digests.members("worker", &v, &m))),
-            ["r2", "r1"]
-        );
+        let mut desired_now = |written: &mut HashMap<String, Arc<Node>>| {
+            let v = digests.read(&store, written, &epoch);
+            desired(&v.pick(&digests.members("worker", &v, &m)))
+        };
+        assert_eq!(desired_now(&mut written), ["r2", "r1"]);
         assert_eq!(written.len(), 1, "the cache is behind the write");
-        drop(v);
 
         // An older event arrives: still behind.
         apply(&mut w, node("a", 4, "r1", "worker"));
-        let v = digests.read(&store, &mut written, &epoch);
-        assert_eq!(
-            desired(&v.pick(&digests.members("worker", &v, &m))),
-            ["r2", "r1"]
-        );
-        drop(v);
+        assert_eq!(desired_now(&mut written), ["r2", "r1"]);
 
         // The write itself arrives: the cache's copy is used and the written one dropped.
         apply(&mut w, node("a", 5, "r2", "worker"));
