@@ -357,6 +357,13 @@ struct State {
 }
 
 impl State {
+    /// The current text of one object.
+    fn text(&self, gr: &str, ns: &str, name: &str) -> Option<&Json> {
+        self.objects
+            .get(gr)?
+            .get(&(ns.to_string(), name.to_string()))
+    }
+
     /// The kept parse of `json`, a text current in this state.
     fn peek(&self, json: &Json) -> Option<Arc<Value>> {
         self.parsed
@@ -792,20 +799,12 @@ impl Store {
 
     pub fn get(&self, gr: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
         let st = self.state();
-        let json = st
-            .objects
-            .get(gr)?
-            .get(&(ns.to_string(), name.to_string()))?;
-        Some(st.object(json))
+        Some(st.object(st.text(gr, ns, name)?))
     }
 
     /// The stored text of one object's current version.
     pub fn text(&self, gr: &str, ns: &str, name: &str) -> Option<Json> {
-        self.state()
-            .objects
-            .get(gr)?
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+        self.state().text(gr, ns, name).cloned()
     }
 
     /// Lists objects of `gr` (in `ns` if given) in key order, starting after `after`,
@@ -976,11 +975,7 @@ impl Store {
     /// The current version of one object, for [`Store::write_if_current`].
     pub fn snapshot(&self, gr: &str, ns: &str, name: &str) -> Snapshot {
         let st = self.state();
-        let json = st
-            .objects
-            .get(gr)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned();
+        let json = st.text(gr, ns, name).cloned();
         let object = json.as_ref().map(|j| st.object(j));
         Snapshot { json, object }
     }
