@@ -90,7 +90,10 @@ impl ClusterOptions {
 /// one machine, and a fixed lease identity so a restart takes the lease back at once.
 pub fn controller_config() -> mco_controller::Config {
     let mut c = mco_controller::Config {
-        render_debounce: Duration::from_millis(300),
+        // The debounce is trailing: it only has to outlast the gap between one client's writes
+        // (`kubectl apply -f DIR` sends one object every few milliseconds) to render a burst
+        // once, and every MachineConfig change waits for it before anything moves.
+        render_debounce: Duration::from_millis(100),
         resync: Duration::from_secs(10),
         error_requeue: Duration::from_secs(1),
         ..Default::default()
