@@ -1,4 +1,4 @@
-//! Reading a process's memory and the open-files limit from `/proc`.
+//! Reading a process's memory and CPU, the machine's CPU, and the open-files limit from `/proc`.
 
 use crate::Error;
 
@@ -44,6 +44,55 @@ pub fn read_cpu(pid: u32) -> Result<std::time::Duration, Error> {
     Ok(std::time::Duration::from_millis(ticks * 10))
 }
 
+/// The whole machine's CPU time so far, in clock ticks, from `/proc/stat`: what else ran
+/// beside the process measured, and what the hypervisor took, tell a slow run on a busy or
+/// shared machine from a slow build.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineCpu {
+    /// User, nice, system, irq and softirq (guest time is already in user).
+    pub busy: u64,
+    /// Idle and iowait.
+    pub idle: u64,
+    /// Time the hypervisor ran something else while this machine had work.
+    pub steal: u64,
+}
+
+impl MachineCpu {
+    /// Ticks from `earlier` to `self`, field by field.
+    pub fn since(self, earlier: MachineCpu) -> MachineCpu {
+        MachineCpu {
+            busy: self.busy.saturating_sub(earlier.busy),
+            idle: self.idle.saturating_sub(earlier.idle),
+            steal: self.steal.saturating_sub(earlier.steal),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.busy + self.idle + self.steal
+    }
+}
+
+/// The aggregate `cpu` line of a `/proc/stat` document.
+pub fn parse_proc_stat(text: &str) -> Option<MachineCpu> {
+    let line = text.lines().find_map(|l| l.strip_prefix("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let at = |i: usize| v.get(i).copied();
+    Some(MachineCpu {
+        busy: at(0)? + at(1)? + at(2)? + at(5).unwrap_or(0) + at(6).unwrap_or(0),
+        idle: at(3)? + at(4).unwrap_or(0),
+        steal: at(7).unwrap_or(0),
+    })
+}
+
+pub fn read_machine_cpu() -> Result<MachineCpu, Error> {
+    let path = "/proc/stat";
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse_proc_stat(&text).ok_or_else(|| Error::Bench(format!("no cpu line in {path}")))
+}
+
 /// The soft and hard "Max open files" limits out of a `/proc/<pid>/limits` document.
 pub fn parse_open_files(text: &str) -> Option<(String, String)> {
     let rest = text
@@ -77,6 +126,37 @@ mod tests {
         let line = "4242 (mco (up) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 1234 567 0 0 20 0 9 0 100 0 0\n";
         assert_eq!(parse_stat_cpu_ticks(line), Some(1234 + 567));
         assert_eq!(parse_stat_cpu_ticks("4242 (mco) S 1"), None);
+    }
+
+    #[test]
+    fn machine_cpu_from_proc_stat() {
+        let doc = "cpu  100 5 40 800 10 2 3 7 0 0\ncpu0 50 2 20 400 5 1 1 3 0 0\nintr 1\n";
+        let at = parse_proc_stat(doc).unwrap();
+        assert_eq!(
+            at,
+            MachineCpu {
+                busy: 100 + 5 + 40 + 2 + 3,
+                idle: 800 + 10,
+                steal: 7
+            }
+        );
+        let later = MachineCpu {
+            busy: 250,
+            idle: 900,
+            steal: 17,
+        };
+        assert_eq!(
+            later.since(at),
+            MachineCpu {
+                busy: 100,
+                idle: 90,
+                steal: 10
+            }
+        );
+        assert_eq!(later.since(at).total(), 200);
+        // A line cut short of idle is no reading.
+        assert_eq!(parse_proc_stat("cpu  1 2 3\n"), None);
+        assert_eq!(parse_proc_stat("intr 1\n"), None);
     }
 
     #[test]

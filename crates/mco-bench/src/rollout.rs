@@ -82,6 +82,8 @@ pub struct RolloutReport {
     pub cpu: Duration,
     /// `/proc/loadavg` when the rollout ended.
     pub load: String,
+    /// The machine's CPU during the rollout.
+    pub machine: procfs::MachineCpu,
     /// API requests served during the rollout (the server's `apiserver_request_total`): a
     /// figure the machine's load does not move.
     pub requests: u64,
@@ -201,6 +203,9 @@ impl fmt::Display for RolloutReport {
             )?;
         }
         writeln!(f, "  load average at the end: {}", self.load)?;
+        if let Some(line) = machine_line(&self.machine, self.cpu) {
+            writeln!(f, "  {line}")?;
+        }
         write!(
             f,
             "  goal: {}",
@@ -389,6 +394,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     }))?;
     let requests_before = requests_by_kind(&client).await?;
     let cpu_before = procfs::read_cpu(pid)?;
+    let machine_before = procfs::read_machine_cpu()?;
     let rollout_start = Instant::now();
     mcs.create(&PostParams::default(), &mc).await?;
     let new_target = poll("a new worker config", 60, || async {
@@ -429,6 +435,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     }
     let rollout = rollout_start.elapsed();
     let cpu = procfs::read_cpu(pid)?.saturating_sub(cpu_before);
+    let machine = procfs::read_machine_cpu()?.since(machine_before);
     let mut during = requests_by_kind(&client).await?;
     for (kind, n) in during.iter_mut() {
         *n = n.saturating_sub(requests_before.get(kind).copied().unwrap_or(0));
@@ -453,6 +460,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         mem,
         cpu,
         load,
+        machine,
         requests,
         top_requests,
     })
@@ -484,9 +492,45 @@ pub fn count_requests(metrics: &str) -> std::collections::BTreeMap<String, u64> 
         })
 }
 
+/// What the machine did during the rollout beside `mco up`: how busy it was, the CPU other
+/// processes took, and the share the hypervisor stole. `None` without a reading.
+pub fn machine_line(m: &procfs::MachineCpu, mco: Duration) -> Option<String> {
+    let total = m.total() as f64;
+    if total == 0.0 {
+        return None;
+    }
+    // `/proc/stat` counts in USER_HZ, 100 on every Linux architecture this runs on.
+    let others = (m.busy as f64 / 100.0 - mco.as_secs_f64()).max(0.0);
+    Some(format!(
+        "machine during the rollout: {:.0} % busy, {:.1} s of CPU in other processes, {:.1} % stolen by the hypervisor",
+        100.0 * m.busy as f64 / total,
+        others,
+        100.0 * m.steal as f64 / total
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machine_line_shares_out_the_ticks() {
+        let m = procfs::MachineCpu {
+            busy: 150,
+            idle: 40,
+            steal: 10,
+        };
+        assert_eq!(
+            machine_line(&m, Duration::from_millis(1200)).as_deref(),
+            Some(
+                "machine during the rollout: 75 % busy, 0.3 s of CPU in other processes, 5.0 % stolen by the hypervisor"
+            )
+        );
+        assert_eq!(
+            machine_line(&procfs::MachineCpu::default(), Duration::ZERO),
+            None
+        );
+    }
 
     #[test]
     fn waves_and_ideal() {
