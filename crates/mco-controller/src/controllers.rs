@@ -151,6 +151,15 @@ pub fn newer<K: Resource>(cached: Option<Arc<K>>, written: Option<Arc<K>>) -> Op
     }
 }
 
+/// Whether the cached copy of a node shows this controller's own write `written` of it.
+pub fn caught_up(cached: &Node, written: &Node) -> bool {
+    match (resource_version(cached), resource_version(written)) {
+        (Some(c), Some(w)) => c >= w,
+        // Opaque versions: trust the cache once it shows our annotations.
+        _ => crate::plan::desired_config(cached) == crate::plan::desired_config(written),
+    }
+}
+
 /// Keeps an object as one of this controller's writes returned it, by name.
 fn remember<K: Resource>(written: &Mutex<HashMap<String, Arc<K>>>, obj: K) {
     let name = obj.meta().name.clone().unwrap_or_default();
@@ -190,12 +199,7 @@ impl Ctx {
             let name = cached.metadata.name.as_deref().unwrap_or_default();
             match written.get(name) {
                 Some(w) => {
-                    let caught_up = match (resource_version(&*cached), resource_version(&**w)) {
-                        (Some(c), Some(w)) => c >= w,
-                        // Opaque versions: trust the cache once it shows our annotations.
-                        _ => crate::plan::desired_config(&cached) == crate::plan::desired_config(w),
-                    };
-                    if caught_up {
+                    if caught_up(&cached, w) {
                         written.remove(name);
                         out.push(cached);
                     } else {

@@ -130,15 +130,7 @@ impl NodeDigests {
             let Some(&i) = self.positions.get(name) else {
                 return true;
             };
-            let cached = self.cached[i].node();
-            let caught_up = match (
-                crate::controllers::resource_version(cached),
-                crate::controllers::resource_version(&**w),
-            ) {
-                (Some(c), Some(w)) => c >= w,
-                // Opaque versions: trust the cache once it shows our annotations.
-                _ => crate::plan::desired_config(cached) == crate::plan::desired_config(w),
-            };
+            let caught_up = crate::controllers::caught_up(self.cached[i].node(), w);
             if !caught_up {
                 overlay.insert(
                     i,
