@@ -309,7 +309,8 @@ pub fn json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
 }
 
 fn json_patch_owned(mut out: Value, patch: &Value) -> Result<Value, PatchError> {
-    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+    // Read from the value in place: a clone of the whole patch first was most of this step.
+    let ops = <json_patch::Patch as serde::Deserialize>::deserialize(patch)
         .map_err(|e| PatchError::InvalidJsonPatch(e.to_string()))?;
     json_patch::patch(&mut out, &ops).map_err(|e| {
         let op = ops
