@@ -2,12 +2,13 @@
 //! it needs, drive the [`Engine`] and write the node annotations and MachineConfigNode status
 //! the way upstream's daemon does.
 //!
-//! MachineConfigNode status is written as upstream's `UpdateStatus` does: the whole status,
-//! field manager `machine-config-daemon`, carrying the `resourceVersion` it was computed from (a
-//! 409 re-reads and writes again). Each write starts from the MCN as last read or written, so
-//! the drain controller's conditions are carried over rather than dropped, and the
-//! resourceVersion precondition keeps a concurrent controller write from being overwritten with
-//! stale values.
+//! MachineConfigNode status is written under upstream's field manager `machine-config-daemon`,
+//! starting from the MCN as last read or written, so the drain controller's conditions are
+//! carried over rather than dropped. A write is a JSON patch that tests what it relies on (see
+//! [`mcn::status_patch`]); where a condition is added, it is the whole status carrying the
+//! `resourceVersion` it was computed from, as upstream's `UpdateStatus`. A refused write reads
+//! the MCN and tries again, so a concurrent controller write is never overwritten with stale
+//! values.
 //! Rendered MachineConfigs are immutable, so they are fetched when needed instead of watched.
 //!
 //! The engine is blocking and runs on a blocking thread; SIGTERM is only observed between
@@ -527,6 +528,10 @@ impl Inner {
 
     async fn write_mcn(&self, held: &[Write], ws: &[Write]) -> Result<(), SyncError> {
         let mut remembered = self.mcn_written.lock().ok().and_then(|mut m| m.take());
+        // A patch tests all it relies on, so it suits a copy just read as well as a remembered
+        // one, at a fraction of a whole-status write's cost to the server. Should one be
+        // refused on a copy just read, the whole status is written instead.
+        let mut patch_fresh = true;
         for _ in 0..5 {
             let (obj, from_memory) = match remembered.take() {
                 Some(obj) => (obj, true),
@@ -574,7 +579,7 @@ impl Inner {
                 }
                 return Ok(());
             }
-            if from_memory
+            if (from_memory || patch_fresh)
                 && let Some(ops) = mcn::status_patch(&base, &status, reset)
                 && let Ok(patch) = serde_json::from_value::<json_patch::Patch>(ops.into())
             {
@@ -594,7 +599,10 @@ impl Inner {
                         return Ok(());
                     }
                     // A failed test: the copy was behind on something the write relies on.
-                    Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => continue,
+                    Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => {
+                        patch_fresh &= from_memory;
+                        continue;
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -805,9 +805,10 @@ async fn a_reboot_update_writes_its_phases_in_few_requests() {
         r#"verb="PATCH",group="",resource="nodes",subresource="",code="200""#;
     let (f, task) = daemon_done_on_the_first_config().await;
     let log = record(f.mcns.clone());
-    let (puts, patches) = (
+    let (puts, patches, whole) = (
         status_writes(&f.admin).await,
         requests(&f.admin, NODE_PATCHES).await,
+        status_requests(&f.admin, "PUT", 200).await,
     );
     let task = reboot_update(&f, task).await;
     let updated = |log: &Log| {
@@ -830,6 +831,10 @@ async fn a_reboot_update_writes_its_phases_in_few_requests() {
         (4..=5).contains(&puts),
         "the daemon wrote its MCN status {puts} times"
     );
+    // Every one a patch, the first after the boot too (on the copy just read): a whole-status
+    // write cost the server several patches' worth.
+    let whole = status_requests(&f.admin, "PUT", 200).await - whole;
+    assert_eq!(whole, 0, "{whole} whole-status writes");
     // The test's own desiredConfig write and the drain controller's two answers are 3 more.
     let patches = requests(&f.admin, NODE_PATCHES).await - patches;
     assert_eq!(patches, 4 + 3, "{patches} Node patches");
