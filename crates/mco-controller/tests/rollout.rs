@@ -158,3 +158,63 @@ async fn rollout_of_20_nodes_with_max_unavailable_3() {
 async fn rollout_of_20_nodes_with_max_unavailable_25_percent() {
     rollout_within(IntOrString::String("25%".into()), 5).await;
 }
+
+/// The controller's client, counting its desiredConfig writes in flight: `(now, most)`.
+fn counting_target_writes(c: &kube::Client) -> (kube::Client, Arc<Mutex<(usize, usize)>>) {
+    let gauge = Arc::new(Mutex::new((0, 0)));
+    let (inner, g) = (c.clone(), gauge.clone());
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (inner, g) = (inner.clone(), g.clone());
+        async move {
+            let node_write = req.method() == http::Method::PATCH
+                && req.uri().path().starts_with("/api/v1/nodes/")
+                && !req.uri().path().ends_with("/status");
+            let body = match req.body().try_clone() {
+                Some(b) if node_write => b.collect_bytes().await.unwrap_or_default(),
+                _ => Default::default(),
+            };
+            let counted = String::from_utf8_lossy(&body).contains(annotations::DESIRED_CONFIG);
+            if counted {
+                let mut g = g.lock().unwrap();
+                g.0 += 1;
+                g.1 = g.1.max(g.0);
+            }
+            let res = inner.send(req).await;
+            if counted {
+                g.lock().unwrap().0 -= 1;
+            }
+            res.map_err(tower::BoxError::from)
+        }
+    });
+    (kube::Client::new(svc, "default"), gauge)
+}
+
+/// A wave's candidates are targeted one after another: never two desiredConfig writes in
+/// flight, even when the whole pool may update at once. Targeted together, a wave's nodes
+/// drained, rebooted and returned together, and later waves inherited the bunching.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wave_is_targeted_one_node_at_a_time() {
+    let env = env().await;
+    let c = &env.client;
+    Api::<MachineConfigPool>::all(c.clone())
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"maxUnavailable": "100%"}})),
+        )
+        .await
+        .unwrap();
+    let (counting, gauge) = counting_target_writes(c);
+    let _ctl = start_controller(&counting, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    for i in 0..20 {
+        create_node(c, &node(&format!("w{i:02}"), "worker", &r0)).await;
+    }
+    wait_updated(c, "worker", &r0, 30).await;
+    let _daemons = spawn_daemons(c, Daemon::Simple);
+    create_mc(c, "50-worker-extra", "worker", "/etc/extra", "x").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    wait_updated(c, "worker", &r1, 120).await;
+    let (_, most) = *gauge.lock().unwrap();
+    assert_eq!(most, 1, "{most} desiredConfig writes in flight at once");
+}
