@@ -80,9 +80,7 @@ fn record(client: &kube::Client) -> Recorder {
     }
 }
 
-async fn rollout_within(max: IntOrString, budget: usize) {
-    let env = env().await;
-    let c = &env.client;
+async fn set_max_unavailable(c: &kube::Client, max: IntOrString) {
     Api::<MachineConfigPool>::all(c.clone())
         .patch(
             "worker",
@@ -91,6 +89,12 @@ async fn rollout_within(max: IntOrString, budget: usize) {
         )
         .await
         .unwrap();
+}
+
+async fn rollout_within(max: IntOrString, budget: usize) {
+    let env = env().await;
+    let c = &env.client;
+    set_max_unavailable(c, max).await;
     let _ctl = start_controller(c, fast_config("a"));
     let r0 = target_other_than(c, "worker", None).await;
     for i in 0..20 {
@@ -196,14 +200,7 @@ fn counting_target_writes(c: &kube::Client) -> (kube::Client, Arc<Mutex<(usize, 
 async fn a_wave_is_targeted_one_node_at_a_time() {
     let env = env().await;
     let c = &env.client;
-    Api::<MachineConfigPool>::all(c.clone())
-        .patch(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"maxUnavailable": "100%"}})),
-        )
-        .await
-        .unwrap();
+    set_max_unavailable(c, IntOrString::String("100%".into())).await;
     let (counting, gauge) = counting_target_writes(c);
     let _ctl = start_controller(&counting, fast_config("a"));
     let r0 = target_other_than(c, "worker", None).await;
