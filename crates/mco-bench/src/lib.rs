@@ -1,4 +1,5 @@
-//! Benchmarks of the embedded API server, run as `cargo run --release -p mco-bench -- <bench>`.
+//! Benchmarks of the embedded API server and of a whole `mco up` rollout, run as
+//! `cargo run --release -p mco-bench -- <bench>`.
 //!
 //! Speed and memory targets live here rather than in timed tests: a benchmark reports
 //! figures (and ratios measured in the same run) and says whether the goal is met, but

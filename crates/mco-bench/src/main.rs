@@ -1,5 +1,5 @@
-//! `mco-bench`: benchmarks of the embedded API server. Build in release mode:
-//! `cargo run --release -p mco-bench -- <writes|fanout|memory> [flags]`.
+//! `mco-bench`: benchmarks of the embedded API server and of a whole `mco up` rollout. Build in
+//! release mode: `cargo run --release -p mco-bench -- <writes|fanout|memory|rollout> [flags]`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,7 +8,10 @@ use clap::{Parser, Subcommand};
 use mco_bench::{fanout, memory, rollout, writes};
 
 #[derive(Debug, Parser)]
-#[command(name = "mco-bench", about = "Benchmarks of the embedded API server")]
+#[command(
+    name = "mco-bench",
+    about = "Benchmarks of the API server and of an mco up rollout"
+)]
 struct Cli {
     /// Directory for the databases (the disk under test); a scratch directory is made inside.
     #[arg(long, global = true, default_value_os_t = std::env::temp_dir())]
