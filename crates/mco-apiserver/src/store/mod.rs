@@ -1,0 +1,625 @@
+//! The object store: SQLite is the source of truth, an in-memory copy serves reads,
+//! and one writer thread group-commits every queued write in a single transaction.
+//!
+//! [`Store`] and the types of its API are here; [`sqlite`] opens, migrates and loads the
+//! database and runs its checkpoints, [`writer`] is the writer thread, [`watch`] hands committed
+//! events to watches and keeps the log they resume from, and [`cache`] holds what the in-memory
+//! copy keeps beside each object's text (parses, watch lines, the pod index).
+
+mod cache;
+mod sqlite;
+mod watch;
+mod writer;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::auth::Identity;
+use crate::error::{ApiError, Error};
+
+pub use cache::LineCache;
+pub use sqlite::Durability;
+pub use watch::{Subscription, WatchKey};
+
+use cache::{PODS, Parsed, pod_index};
+use watch::{Logged, Ring, Watchers};
+use writer::Req;
+
+/// How many past events stay available for watch resumption by default.
+pub const RETAINED_EVENTS: u64 = 10_000;
+/// Events a watch may have queued before it counts as too slow and is closed
+/// (the client then relists), so a stalled client never holds up the writer.
+pub const WATCH_BUFFER: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+    fn parse(s: &str) -> Self {
+        match s {
+            "ADDED" => EventType::Added,
+            "DELETED" => EventType::Deleted,
+            _ => EventType::Modified,
+        }
+    }
+}
+
+/// One committed change. `old` lets filtered watches turn a selector transition into
+/// ADDED/DELETED as upstream does (absent for events reloaded after a restart).
+#[derive(Debug)]
+pub struct Event {
+    pub rv: u64,
+    pub gr: String,
+    pub ns: String,
+    pub name: String,
+    pub typ: EventType,
+    pub obj: Arc<Value>,
+    pub old: Option<Arc<Value>>,
+    /// The watch lines already written for this event (see [`LineCache`]).
+    pub lines: LineCache,
+}
+
+/// What a write operation decided, given the current object.
+#[derive(Debug)]
+pub enum Action {
+    Put(Value),
+    Delete,
+    /// Nothing changes (no-op write): no new resourceVersion.
+    Keep,
+}
+
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Created(Arc<Value>),
+    Updated(Arc<Value>),
+    Deleted(Arc<Value>),
+    Unchanged(Option<Arc<Value>>),
+}
+
+impl Outcome {
+    pub fn object(&self) -> Option<&Arc<Value>> {
+        match self {
+            Outcome::Created(v) | Outcome::Updated(v) | Outcome::Deleted(v) => Some(v),
+            Outcome::Unchanged(v) => v.as_ref(),
+        }
+    }
+}
+
+/// One version of an object as read by [`Store::snapshot`]: `None` fields mean it did not exist.
+/// Its stored text identifies the version: every write stores a new text.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    json: Option<Json>,
+    pub object: Option<Arc<Value>>,
+}
+
+/// The reason of the error a checked write replies with when its snapshot is no longer current.
+const STALE: &str = "StaleSnapshot";
+
+/// A read-modify-write step run on the writer thread, so it sees every earlier write.
+pub type Op = Box<dyn FnOnce(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send>;
+
+/// Which objects a list returns. `may_match` sees the stored JSON first, so a selective
+/// filter can skip parsing most objects; any `Fn(&Value) -> bool` is a filter without it.
+pub trait Select {
+    /// A necessary condition on the object's JSON text; `true` when unsure.
+    fn may_match(&self, _json: &str) -> bool {
+        true
+    }
+    fn matches(&self, obj: &Value) -> bool;
+    /// The node a pod list is limited to (`spec.nodeName=<node>`), answered from an index.
+    fn pods_on_node(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl<F: Fn(&Value) -> bool> Select for F {
+    fn matches(&self, obj: &Value) -> bool {
+        self(obj)
+    }
+}
+
+/// Objects are kept as their serialised JSON: a parsed `Value` costs about ten
+/// times its text, and most objects are read far less often than they are held.
+pub type Json = Arc<str>;
+type ObjMap = HashMap<String, BTreeMap<(String, String), Json>>;
+
+fn parse(json: &str) -> Arc<Value> {
+    // Only text this store serialised itself is held, so it always parses.
+    Arc::new(serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
+/// An object's key across resources: (resource, namespace, name).
+type ObjKey = (String, String, String);
+
+struct State {
+    rv: u64,
+    objects: ObjMap,
+    /// Locked apart from the state: readers holding the state's read lock keep their parses
+    /// here too.
+    parsed: Mutex<Parsed>,
+    /// Pods by `spec.nodeName`, as kube-apiserver's watch cache indexes them: a drain lists
+    /// the pods of one node, and scanning every pod's text for it was most of that list.
+    pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
+    /// The resourceVersion of each resource's last change since start (absent: none yet),
+    /// so derived views such as the RBAC policy are rebuilt only when their inputs move.
+    changed: HashMap<String, u64>,
+}
+
+impl State {
+    /// The current text of one object.
+    fn text(&self, gr: &str, ns: &str, name: &str) -> Option<&Json> {
+        self.objects
+            .get(gr)?
+            .get(&(ns.to_string(), name.to_string()))
+    }
+
+    /// The kept parse of `json`, a text current in this state.
+    fn peek(&self, json: &Json) -> Option<Arc<Value>> {
+        self.parsed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(json)
+    }
+
+    /// The parsed object of `json`, a text current in this state, kept for the next reader.
+    /// Only a text current under the caller's lock may be kept: the writer forgets a text's
+    /// parse when it replaces the text, and its address may then name another.
+    fn object(&self, json: &Json) -> Arc<Value> {
+        if let Some(v) = self.peek(json) {
+            return v;
+        }
+        let v = parse(json);
+        self.parsed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(json, Arc::clone(&v));
+        v
+    }
+}
+
+/// The metadata of an object that garbage collection looks at.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Head {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub uid: Option<String>,
+    pub owner_references: Option<Vec<OwnerRef>>,
+    pub deletion_timestamp: Option<String>,
+    pub finalizers: Option<Vec<String>>,
+}
+
+/// The part of an `ownerReferences` entry garbage collection uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OwnerRef {
+    pub uid: String,
+    pub block_owner_deletion: Option<bool>,
+}
+
+impl Head {
+    /// Reads only `metadata` (other than `managedFields`) out of an object's JSON; the
+    /// rest is skipped without being built.
+    pub fn parse(json: &str) -> Option<Head> {
+        #[derive(Deserialize)]
+        struct Doc {
+            #[serde(default)]
+            metadata: Head,
+        }
+        serde_json::from_str::<Doc>(json).ok().map(|d| d.metadata)
+    }
+
+    pub fn ns(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("")
+    }
+
+    pub fn deleting(&self) -> bool {
+        self.deletion_timestamp.is_some()
+    }
+
+    pub fn has_finalizer(&self, f: &str) -> bool {
+        self.finalizers.iter().flatten().any(|x| x == f)
+    }
+
+    pub fn owner_refs(&self) -> &[OwnerRef] {
+        self.owner_references.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Shared handle to the store.
+pub struct Store {
+    state: RwLock<State>,
+    ring: Mutex<Ring>,
+    /// Every event, for the server's own controllers (one receiver).
+    tx: broadcast::Sender<Arc<Event>>,
+    watchers: Arc<Mutex<Watchers>>,
+    writer: mpsc::UnboundedSender<Req>,
+    tokens: RwLock<HashMap<String, Identity>>,
+    retain: u64,
+}
+
+impl Store {
+    /// Opens (or creates) the database and starts the writer thread.
+    pub fn open(path: &Path, retain: u64, durability: Durability) -> Result<Arc<Store>, Error> {
+        let retain = retain.max(1);
+        let mut conn = sqlite::open(path, durability)?;
+        let sqlite::Loaded {
+            rv,
+            window_start,
+            objects,
+            events,
+            tokens,
+        } = sqlite::load(&conn)?;
+        let (tx, _) = broadcast::channel(1 << 16);
+        let (wtx, wrx) = mpsc::unbounded_channel();
+        let store = Arc::new(Store {
+            state: RwLock::new(State {
+                rv,
+                pods_by_node: pod_index(&objects),
+                objects,
+                parsed: Mutex::default(),
+                changed: HashMap::new(),
+            }),
+            ring: Mutex::new(Ring {
+                events,
+                window_start,
+            }),
+            tx,
+            watchers: Arc::default(),
+            writer: wtx,
+            tokens: RwLock::new(tokens),
+            retain,
+        });
+        sqlite::checkpoint_elsewhere(&mut conn, path, durability)?;
+        let weak = Arc::downgrade(&store);
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer::writer_loop(conn, wrx, weak))
+            .map_err(|e| Error::io("store writer thread", e))?;
+        Ok(store)
+    }
+
+    fn state(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.state().rv
+    }
+
+    /// The resourceVersion of the last change to `gr` since this store opened; 0 if none.
+    pub fn changed_at(&self, gr: &str) -> u64 {
+        self.state().changed.get(gr).copied().unwrap_or(0)
+    }
+
+    pub fn get(&self, gr: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
+        let st = self.state();
+        Some(st.object(st.text(gr, ns, name)?))
+    }
+
+    /// The stored text of one object's current version.
+    pub fn text(&self, gr: &str, ns: &str, name: &str) -> Option<Json> {
+        self.state().text(gr, ns, name).cloned()
+    }
+
+    /// Lists objects of `gr` (in `ns` if given) in key order, starting after `after`,
+    /// keeping those `keep` accepts, at most `limit`. Returns the list's resourceVersion
+    /// and the key to continue from when more remain.
+    pub fn list(
+        &self,
+        gr: &str,
+        ns: Option<&str>,
+        after: Option<(String, String)>,
+        limit: Option<usize>,
+        keep: &dyn Fn(&Value) -> bool,
+    ) -> (u64, Vec<Arc<Value>>, Option<(String, String)>) {
+        self.list_named(gr, ns, None, after, limit, &keep)
+    }
+
+    /// [`Store::list`] restricted to objects called `name`, which skips parsing the
+    /// others (a `metadata.name=` field selector).
+    pub fn list_named(
+        &self,
+        gr: &str,
+        ns: Option<&str>,
+        name: Option<&str>,
+        after: Option<(String, String)>,
+        limit: Option<usize>,
+        keep: &dyn Select,
+    ) -> (u64, Vec<Arc<Value>>, Option<(String, String)>) {
+        let st = self.state();
+        let mut out = Vec::new();
+        let mut next = None;
+        if let Some(map) = st.objects.get(gr) {
+            let lower = match after {
+                Some(k) => Bound::Excluded(k),
+                None => match ns {
+                    Some(ns) => Bound::Included((ns.to_string(), String::new())),
+                    None => Bound::Unbounded,
+                },
+            };
+            let indexed = match keep.pods_on_node() {
+                Some(node) if gr == PODS => Some(st.pods_by_node.get(node)),
+                _ => None,
+            };
+            let targeted = indexed.is_some() || name.is_some();
+            let entries: Box<dyn Iterator<Item = (&(String, String), &Json)>> = match indexed {
+                Some(Some(keys)) => Box::new(
+                    keys.range((lower, Bound::Unbounded))
+                        .filter_map(|k| map.get_key_value(k)),
+                ),
+                Some(None) => Box::new(std::iter::empty()),
+                None => Box::new(map.range((lower, Bound::Unbounded))),
+            };
+            for ((ons, oname), json) in entries {
+                if let Some(ns) = ns
+                    && ons != ns
+                {
+                    if ons.as_str() > ns {
+                        break;
+                    }
+                    continue;
+                }
+                if name.is_some_and(|n| n != oname) {
+                    continue;
+                }
+                if !keep.may_match(json) {
+                    continue;
+                }
+                // A read of a few named objects keeps its parses (the one rendered config a
+                // thousand daemons read after their reboots, the pods of a node being drained);
+                // a read of a whole resource does not flush the kept copies of hot objects.
+                let v = if targeted {
+                    st.object(json)
+                } else {
+                    st.peek(json).unwrap_or_else(|| parse(json))
+                };
+                if !keep.matches(&v) {
+                    continue;
+                }
+                if let Some(l) = limit
+                    && out.len() >= l
+                {
+                    next = Some((ons.clone(), oname.clone()));
+                    break;
+                }
+                out.push(v);
+            }
+        }
+        // `next` marks the first object not returned; continue after the last returned.
+        let cont = next.and_then(|_| {
+            out.last().map(|v| {
+                let m = &v["metadata"];
+                (
+                    m["namespace"].as_str().unwrap_or("").to_string(),
+                    m["name"].as_str().unwrap_or("").to_string(),
+                )
+            })
+        });
+        (st.rv, out, cont)
+    }
+
+    /// The metadata of every object of every resource, for garbage collection sweeps.
+    ///
+    /// Only the few metadata fields in [`Head`] are built: parsing whole objects here
+    /// would briefly hold every object as a `Value` (about ten times its text), and the
+    /// allocator keeps those pages long after they are freed.
+    pub fn heads(&self) -> Vec<(String, Head)> {
+        // Clone the shared texts under the lock and parse after releasing it, so
+        // writers are not held up by the scan.
+        let texts: Vec<(String, Json)> = {
+            let st = self.state();
+            st.objects
+                .iter()
+                .flat_map(|(gr, m)| m.values().map(move |v| (gr.clone(), v.clone())))
+                .collect()
+        };
+        texts
+            .into_iter()
+            .filter_map(|(gr, json)| Head::parse(&json).map(|h| (gr, h)))
+            .collect()
+    }
+
+    /// Every committed event, for in-process consumers that want them all.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.tx.subscribe()
+    }
+
+    /// Registers a watch that receives only the events matching `key`. Register
+    /// before reading the current state so no event falls between the two.
+    pub fn watch(&self, key: WatchKey) -> Subscription {
+        watch::register(&self.watchers, key, WATCH_BUFFER)
+    }
+
+    /// How many watches are open, so a caller can tell that a client's watch started.
+    pub fn open_watches(&self) -> usize {
+        let w = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        w.open()
+    }
+
+    /// Events after `rv` that `key` can see, or `None` when part of that range is no
+    /// longer retained.
+    pub fn events_since(&self, rv: u64, key: &WatchKey) -> Option<Vec<Arc<Event>>> {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        if rv < ring.window_start {
+            return None;
+        }
+        let start = ring.events.partition_point(|e| e.rv <= rv);
+        Some(
+            ring.events
+                .iter()
+                .skip(start)
+                .filter(|e| {
+                    e.gr == key.gr
+                        && key.ns.as_ref().is_none_or(|ns| *ns == e.ns)
+                        && key.name.as_ref().is_none_or(|n| *n == e.name)
+                })
+                .map(Logged::event)
+                .collect(),
+        )
+    }
+
+    /// Oldest resourceVersion a watch may still resume from.
+    pub fn window_start(&self) -> u64 {
+        self.ring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .window_start
+    }
+
+    /// The current version of one object, for [`Store::write_if_current`].
+    pub fn snapshot(&self, gr: &str, ns: &str, name: &str) -> Snapshot {
+        let st = self.state();
+        let json = st.text(gr, ns, name).cloned();
+        let object = json.as_ref().map(|j| st.object(j));
+        Snapshot { json, object }
+    }
+
+    /// Queues a read-modify-write and waits until it is durable (or rejected).
+    pub async fn write(
+        &self,
+        gr: &str,
+        ns: &str,
+        name: &str,
+        dry_run: bool,
+        op: Op,
+    ) -> Result<Outcome, ApiError> {
+        self.send_write(gr, ns, name, dry_run, None, op).await
+    }
+
+    /// Commits `action`, decided from `seen`, if the object is still that version; `Ok(None)`
+    /// if it changed meanwhile. Callers decide off the writer thread and retry on `None`:
+    /// the single writer then only checks, stamps and commits, which kept it from being the
+    /// bottleneck of busy clusters (patches and applies are most of a write's cost).
+    pub async fn write_if_current(
+        &self,
+        gr: &str,
+        ns: &str,
+        name: &str,
+        dry_run: bool,
+        seen: Snapshot,
+        action: Action,
+    ) -> Result<Option<Outcome>, ApiError> {
+        match self
+            .send_write(
+                gr,
+                ns,
+                name,
+                dry_run,
+                Some(seen),
+                Box::new(move |_| Ok(action)),
+            )
+            .await
+        {
+            Err(e) if e.reason == STALE => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
+    async fn send_write(
+        &self,
+        gr: &str,
+        ns: &str,
+        name: &str,
+        dry_run: bool,
+        expect: Option<Snapshot>,
+        op: Op,
+    ) -> Result<Outcome, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        self.writer
+            .send(Req::Write {
+                gr: gr.into(),
+                ns: ns.into(),
+                name: name.into(),
+                dry_run,
+                expect,
+                op,
+                reply,
+            })
+            .map_err(|_| ApiError::internal("storage is shutting down"))?;
+        rx.await
+            .map_err(|_| ApiError::internal("storage writer stopped"))?
+    }
+
+    pub fn identity_for(&self, token: &str) -> Option<Identity> {
+        self.tokens
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned()
+    }
+
+    /// Any stored token for this identity (used to reuse the admin token across restarts).
+    pub fn token_of(&self, id: &Identity) -> Option<String> {
+        let t = self.tokens.read().unwrap_or_else(|e| e.into_inner());
+        let mut found: Vec<&String> = t.iter().filter(|(_, i)| *i == id).map(|(k, _)| k).collect();
+        found.sort();
+        found.first().map(|s| s.to_string())
+    }
+
+    /// Stores a token durably, then makes it usable.
+    pub async fn add_token(&self, token: String, identity: Identity) -> Result<(), Error> {
+        let (reply, rx) = oneshot::channel();
+        self.writer
+            .send(Req::Token {
+                token: token.clone(),
+                identity: identity.to_string(),
+                reply,
+            })
+            .map_err(|_| Error::WriterGone)?;
+        rx.await.map_err(|_| Error::WriterGone)??;
+        self.tokens
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token, identity);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod testing {
+    //! Helpers the tests of the store's modules share.
+
+    use super::*;
+
+    pub(super) fn event(rv: u64, ns: &str, name: &str) -> Arc<Event> {
+        Arc::new(Event {
+            rv,
+            gr: "/configmaps".into(),
+            ns: ns.into(),
+            name: name.into(),
+            typ: EventType::Modified,
+            obj: Arc::new(Value::Null),
+            old: None,
+            lines: LineCache::default(),
+        })
+    }
+
+    pub(super) fn put(v: Value) -> Op {
+        Box::new(move |_| Ok(Action::Put(v)))
+    }
+
+    pub(super) fn names(evs: &[Arc<Event>]) -> Vec<(u64, &str, &str)> {
+        evs.iter()
+            .map(|e| (e.rv, e.name.as_str(), e.typ.as_str()))
+            .collect()
+    }
+}
