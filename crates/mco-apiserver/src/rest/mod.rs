@@ -1,0 +1,393 @@
+//! The HTTP surface: routing, authentication, and the verbs on resources.
+//!
+//! Here: the [`App`] every handler shares, routing a request to its [`Target`] and the verb's
+//! handler. The verbs are laid out as kube-apiserver's handlers are: [`list`], [`watch`],
+//! [`write`] (create, update, patch), [`delete`] and [`evict`]; [`encode`] reads request
+//! bodies and writes responses.
+
+mod delete;
+mod encode;
+mod evict;
+mod list;
+mod watch;
+mod write;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::auth::{Identity, mcn_guard};
+use crate::discovery::{self, DiscoveryFormat};
+use crate::error::ApiError;
+use crate::objects::meta_str;
+use crate::registry::{Registry, ResourceInfo};
+use crate::store::Store;
+
+pub use delete::{DeleteOpts, delete};
+pub use write::{WriteCtx, create};
+
+use delete::delete_collection;
+use encode::{
+    ServedText, decode_body, json_response, object_response, typed_response, wants_table,
+};
+use evict::evict;
+use list::list;
+use watch::watch;
+use write::{Modify, patch, update};
+
+/// Everything a request handler needs.
+pub struct App {
+    pub store: Arc<Store>,
+    pub registry: Registry,
+    /// Evictions check budgets and delete in one step; serialising them keeps two
+    /// concurrent evictions from spending the same disruption.
+    pub evict_lock: tokio::sync::Mutex<()>,
+    /// UIDs deleted with `propagationPolicy=Orphan`: their dependents are kept.
+    pub orphaned: Mutex<HashSet<String>>,
+    pub addr: SocketAddr,
+    pub metrics: crate::metrics::Metrics,
+    pub rbac: crate::auth::PolicyCache,
+}
+
+/// A resolved resource URL.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub info: ResourceInfo,
+    pub version: String,
+    pub ns: Option<String>,
+    pub name: Option<String>,
+    pub sub: Option<String>,
+    /// Serve objects without `metadata.managedFields` ([`InProcess`] requests).
+    pub slim: bool,
+}
+
+/// Marks a request made through [`crate::ServerHandle::local_transport`]: the embedded
+/// cluster's own controller and simulated nodes. They never read `managedFields` (the largest
+/// part of a much-written Node or MachineConfigNode), so their responses and watch events
+/// leave it out rather than have every client decode it and throw it away. The mark is a
+/// request extension, never a header: nothing on the network can ask for it, and kubectl and
+/// every HTTP client see objects exactly as kube-apiserver serves them. Writes still record
+/// managed fields as usual.
+#[derive(Debug, Clone, Copy)]
+pub struct InProcess;
+
+impl Target {
+    fn ns_str(&self) -> &str {
+        self.ns.as_deref().unwrap_or("")
+    }
+}
+
+pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    match route(&app, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn parse_query(uri: &http::Uri) -> HashMap<String, String> {
+    axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
+        .map(|q| q.0.into_iter().collect())
+        .unwrap_or_default()
+}
+
+fn authenticate(app: &App, headers: &HeaderMap) -> Result<Option<Identity>, ApiError> {
+    let Some(h) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let token = h
+        .to_str()
+        .ok()
+        .and_then(|s| s.strip_prefix("Bearer "))
+        .map(str::trim);
+    match token.and_then(|t| app.store.identity_for(t)) {
+        Some(id) => Ok(Some(id)),
+        None => Err(ApiError::unauthorized()),
+    }
+}
+
+async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
+    let method = req.method().clone();
+    let in_process = req.extensions().get::<InProcess>().is_some();
+    let uri = req.uri().clone();
+    let headers = req.headers().clone();
+    let query = parse_query(&uri);
+    let segs: Vec<String> = uri
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    let segs_ref: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let public = matches!(
+        segs_ref.first(),
+        Some(&"version" | &"healthz" | &"livez" | &"readyz")
+    );
+    let identity = authenticate(app, &headers)?;
+    let identity = match (identity, public) {
+        (Some(id), _) => id,
+        (None, true) => Identity::Admin,
+        (None, false) => return Err(ApiError::unauthorized()),
+    };
+    let body = if matches!(
+        method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    ) {
+        axum::body::to_bytes(req.into_body(), crate::MAX_BODY)
+            .await
+            .map_err(|_| ApiError::too_large())?
+    } else {
+        Bytes::new()
+    };
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let get_only = |r: Response| {
+        if method == Method::GET {
+            Ok(r)
+        } else {
+            Err(ApiError::method_not_allowed())
+        }
+    };
+    match segs_ref.as_slice() {
+        ["version"] => get_only(json_response(200, &discovery::version_info())),
+        ["healthz" | "livez" | "readyz", ..] => get_only((StatusCode::OK, "ok").into_response()),
+        ["metrics"] => get_only(
+            (
+                [(
+                    header::CONTENT_TYPE,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )],
+                app.metrics.encode(),
+            )
+                .into_response(),
+        ),
+        ["api"] => {
+            let f = discovery::negotiate(&accept);
+            let body = match f {
+                DiscoveryFormat::Legacy => discovery::legacy_api(&app.addr.to_string()),
+                _ => discovery::aggregated(&app.registry, true, f),
+            };
+            get_only(typed_response(&body, discovery::content_type(f)))
+        }
+        ["apis"] => {
+            let f = discovery::negotiate(&accept);
+            let body = match f {
+                DiscoveryFormat::Legacy => discovery::legacy_apis(&app.registry),
+                _ => discovery::aggregated(&app.registry, false, f),
+            };
+            get_only(typed_response(&body, discovery::content_type(f)))
+        }
+        ["api", v] => discovery::legacy_resource_list(&app.registry, "", v)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(ApiError::not_found_path),
+        ["apis", g] => discovery::legacy_group(&app.registry, g)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(ApiError::not_found_path),
+        ["apis", g, v] => discovery::legacy_resource_list(&app.registry, g, v)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(ApiError::not_found_path),
+        ["openapi", "v3"] => get_only(json_response(
+            200,
+            &discovery::openapi(&app.registry).root(),
+        )),
+        ["openapi", "v3", rest @ ..] => openapi_doc(app, &rest.join("/"), &query),
+        ["api", v, rest @ ..] => {
+            let mut t = resolve(app, "", v, rest)?;
+            t.slim = in_process;
+            counted(app, &method, t, &identity, &query, &headers, body).await
+        }
+        ["apis", g, v, rest @ ..] => {
+            let mut t = resolve(app, g, v, rest)?;
+            t.slim = in_process;
+            counted(app, &method, t, &identity, &query, &headers, body).await
+        }
+        _ => Err(ApiError::not_found_path()),
+    }
+}
+
+/// [`resource`], counted in `apiserver_request_total`.
+async fn counted(
+    app: &Arc<App>,
+    method: &Method,
+    t: Target,
+    identity: &Identity,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let apply = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/apply-patch"));
+    let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let mut labels = crate::metrics::RequestLabels {
+        verb: crate::metrics::verb(method, t.name.is_some(), watch, apply).into(),
+        group: t.info.group.clone(),
+        resource: t.info.plural.clone(),
+        subresource: t.sub.clone().unwrap_or_default(),
+        code: String::new(),
+    };
+    let r = resource(app, method, t, identity, q, headers, body).await;
+    labels.code = match &r {
+        Ok(resp) => resp.status().as_u16().to_string(),
+        Err(e) => e.code.to_string(),
+    };
+    app.metrics.requests.get_or_create(&labels).inc();
+    r
+}
+
+fn openapi_doc(app: &App, key: &str, q: &HashMap<String, String>) -> Result<Response, ApiError> {
+    let all = discovery::openapi(&app.registry);
+    let doc = all.document(key).ok_or_else(ApiError::not_found_path)?;
+    let mut r = json_response(200, doc);
+    if q.get("hash")
+        .is_some_and(|h| Some(h.as_str()) == all.hash(key))
+    {
+        r.headers_mut().insert(
+            header::CACHE_CONTROL,
+            http::HeaderValue::from_static("public, immutable"),
+        );
+    }
+    Ok(r)
+}
+
+fn resolve(app: &App, group: &str, version: &str, rest: &[&str]) -> Result<Target, ApiError> {
+    let namespaced_path = rest.len() >= 3
+        && rest[0] == "namespaces"
+        && !(rest.len() == 3 && matches!(rest[2], "status" | "finalize"));
+    let (ns, rest) = if namespaced_path {
+        (Some(rest[1].to_string()), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(n.to_string()), None),
+        [p, n, s] => (*p, Some(n.to_string()), Some(s.to_string())),
+        _ => return Err(ApiError::not_found_path()),
+    };
+    let info = app
+        .registry
+        .lookup(group, version, plural)
+        .ok_or_else(ApiError::not_found_path)?;
+    if ns.is_some() && !info.namespaced {
+        return Err(ApiError::not_found_path());
+    }
+    if info.namespaced && ns.is_none() && name.is_some() {
+        return Err(ApiError::not_found_path());
+    }
+    match sub.as_deref() {
+        None => {}
+        Some("status") if info.has_status(version) => {}
+        Some("eviction") if info.eviction => {}
+        Some(_) => return Err(ApiError::not_found_path()),
+    }
+    Ok(Target {
+        info,
+        version: version.to_string(),
+        ns,
+        name,
+        sub,
+        slim: false,
+    })
+}
+
+fn dry_run(q: &HashMap<String, String>) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+async fn resource(
+    app: &Arc<App>,
+    method: &Method,
+    t: Target,
+    id: &Identity,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    crate::auth::authorize(&app.rbac, &app.store, id, method, &t, q)?;
+    let is_write = matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
+    if is_write
+        && let Some(name) = t.name.as_deref().or(None)
+        && let Some(msg) = mcn_guard(id, &t.info.group, &t.info.plural, name)
+    {
+        return Err(ApiError::forbidden(msg));
+    }
+    match (method, t.name.is_some(), t.sub.as_deref()) {
+        (&Method::GET, false, _) => {
+            if q.get("watch").is_some_and(|w| w == "1" || w == "true") {
+                watch(app, &t, q, headers)
+            } else {
+                list(app, &t, q, headers)
+            }
+        }
+        (&Method::GET, true, _) => {
+            let name = t.name.as_deref().unwrap_or("");
+            let text = app
+                .store
+                .text(&t.info.gr(), t.ns_str(), name)
+                .ok_or_else(|| ApiError::not_found(&t.info.rref(), name))?;
+            if wants_table(headers) {
+                let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                return Ok(object_response(&t, headers, q, 200, &v));
+            }
+            Ok(json_response(
+                200,
+                &ServedText::new(&t.info, &t.version, &text, t.slim),
+            ))
+        }
+        (&Method::POST, false, None) => {
+            if t.info.namespaced && t.ns.is_none() {
+                return Err(ApiError::not_found_path());
+            }
+            let obj = decode_body(headers, &body)?;
+            if let Some(n) = meta_str(&obj, "name")
+                && let Some(msg) = mcn_guard(id, &t.info.group, &t.info.plural, n)
+            {
+                return Err(ApiError::forbidden(msg));
+            }
+            let ctx = WriteCtx::from_request(q, headers);
+            let v = create(app, &t.info, &t.version, t.ns_str(), obj, &ctx).await?;
+            Ok(object_response(&t, headers, q, 201, &v))
+        }
+        (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
+        (&Method::PUT, true, sub) => {
+            let obj = decode_body(headers, &body)?;
+            let m = Modify::from_request(&t, sub, q, headers);
+            let v = update(app, &t, obj, &m).await?;
+            Ok(object_response(&t, headers, q, 200, &v))
+        }
+        (&Method::PATCH, true, sub) => {
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let m = Modify::from_request(&t, sub, q, headers);
+            let (code, v) = patch(app, &t, ct, &body, q, &m).await?;
+            Ok(object_response(&t, headers, q, code, &v))
+        }
+        (&Method::DELETE, true, None) => {
+            let name = t.name.clone().unwrap_or_default();
+            let opts = DeleteOpts::parse(q, &body);
+            let outcome = delete(app, &t.info, t.ns_str(), &name, opts).await?;
+            let v = outcome
+                .object()
+                .cloned()
+                .unwrap_or_else(|| Arc::new(json!({})));
+            Ok(object_response(&t, headers, q, 200, &v))
+        }
+        (&Method::DELETE, false, None) => delete_collection(app, &t, q, headers, &body).await,
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}

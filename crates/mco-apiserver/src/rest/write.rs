@@ -1,0 +1,443 @@
+//! CREATE, UPDATE and PATCH (server-side apply included): validation, field ownership, and
+//! the optimistic write loop.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use http::{HeaderMap, header};
+use mco_apimachinery::patch::PatchType;
+use serde_json::{Value, json};
+
+use super::encode::out;
+use super::{App, Target, dry_run};
+use crate::error::{ApiError, Cause};
+use crate::machinery;
+use crate::objects::{self, Part, meta_mut, meta_str};
+use crate::registry::ResourceInfo;
+use crate::store::{Action, Outcome};
+
+fn ensure_namespace(app: &App, info: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
+    if info.namespaced && app.store.get("/namespaces", "", ns).is_none() {
+        return Err(
+            ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"))
+                .with_details(json!({"name": ns, "kind": "namespaces"})),
+        );
+    }
+    Ok(())
+}
+
+/// Per-request write options.
+#[derive(Debug, Clone, Default)]
+pub struct WriteCtx {
+    pub dry_run: bool,
+    /// The field manager recorded in `managedFields`.
+    pub manager: String,
+    /// `fieldValidation=Strict`: unknown fields are an error.
+    pub strict: bool,
+    /// `force=true` on server-side apply.
+    pub force: bool,
+}
+
+impl WriteCtx {
+    pub(super) fn from_request(q: &HashMap<String, String>, headers: &HeaderMap) -> WriteCtx {
+        let ua = headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("unknown");
+        WriteCtx {
+            dry_run: dry_run(q),
+            manager: machinery::manager_for(q.get("fieldManager").map(String::as_str), ua),
+            strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
+            force: q.get("force").is_some_and(|v| v == "true"),
+        }
+    }
+}
+
+/// Validates and stores a new object.
+pub async fn create(
+    app: &App,
+    info: &ResourceInfo,
+    version: &str,
+    ns: &str,
+    mut obj: Value,
+    ctx: &WriteCtx,
+) -> Result<Arc<Value>, ApiError> {
+    obj["apiVersion"] = json!(info.api_version(version));
+    obj["kind"] = json!(info.kind);
+    let m = meta_mut(&mut obj);
+    if info.namespaced {
+        match m.get("namespace").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && n != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                m.insert("namespace".into(), json!(ns));
+            }
+        }
+    } else {
+        m.remove("namespace");
+    }
+    let mut name = m
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if name.is_empty() {
+        match m
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|g| !g.is_empty())
+        {
+            Some(g) => {
+                name = format!("{g}{}", objects::name_suffix());
+                m.insert("name".into(), json!(name));
+            }
+            None => {
+                return Err(ApiError::invalid(
+                    &info.rref(),
+                    "",
+                    vec![Cause::new(
+                        "FieldValueRequired",
+                        "metadata.name",
+                        "Required value: name or generateName is required",
+                    )],
+                ));
+            }
+        }
+    }
+    if let Some(c) = objects::validate_name(info, &name) {
+        return Err(ApiError::invalid(&info.rref(), &name, vec![c]));
+    }
+    ensure_namespace(app, info, ns)?;
+    objects::prepare_create(info, version, &mut obj);
+    if info.is_custom() {
+        objects::admit_custom(info, version, &mut obj, &name, ctx.strict)?;
+    }
+    let is_crd = is_crd(info);
+    if is_crd {
+        let causes = objects::validate_crd(&obj, &name);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&info.rref(), &name, causes));
+        }
+    }
+    if !ctx.manager.is_empty() {
+        obj = machinery::record_update(info, version, Part::Main, None, obj, &ctx.manager);
+    }
+    let rref_info = info.clone();
+    let n2 = name.clone();
+    let outcome = app
+        .store
+        .write(
+            &info.gr(),
+            ns,
+            &name,
+            ctx.dry_run,
+            Box::new(move |cur| match cur {
+                Some(_) => Err(ApiError::already_exists(&rref_info.rref(), &n2)),
+                None => Ok(Action::Put(obj)),
+            }),
+        )
+        .await?;
+    let v = outcome
+        .object()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("create returned nothing"))?;
+    if is_crd && !ctx.dry_run {
+        app.registry.upsert_crd(&v);
+    }
+    Ok(v)
+}
+
+fn is_crd(info: &ResourceInfo) -> bool {
+    info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
+}
+
+/// What update and patch share: the object named on the URL, the part of it written
+/// and the request's write options. Cloned into the write closure.
+#[derive(Clone)]
+pub(super) struct Modify {
+    info: ResourceInfo,
+    version: String,
+    name: String,
+    part: Part,
+    ctx: WriteCtx,
+}
+
+impl Modify {
+    pub(super) fn from_request(
+        t: &Target,
+        sub: Option<&str>,
+        q: &HashMap<String, String>,
+        headers: &HeaderMap,
+    ) -> Modify {
+        Modify {
+            info: t.info.clone(),
+            version: t.version.clone(),
+            name: t.name.clone().unwrap_or_default(),
+            part: if sub == Some("status") {
+                Part::Status
+            } else {
+                Part::Main
+            },
+            ctx: WriteCtx::from_request(q, headers),
+        }
+    }
+
+    /// A body naming another object than the URL is refused, as upstream does.
+    fn check_name(&self, body: &Value) -> Result<(), ApiError> {
+        match meta_str(body, "name") {
+            Some(n) if n != self.name => Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({})",
+                self.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs `op` on the object, applies the write's side effects and returns whether it
+    /// created the object, with the object.
+    ///
+    /// `op` runs here, against a snapshot, and the store commits its result only if the object
+    /// is still that version (kube-apiserver's optimistic update loop); after a few lost races
+    /// it runs on the store's writer, which always sees the latest version.
+    async fn write(
+        &self,
+        app: &App,
+        t: &Target,
+        what: &str,
+        op: impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static,
+    ) -> Result<(bool, Arc<Value>), ApiError> {
+        const OPTIMISTIC_ATTEMPTS: usize = 3;
+        let gr = self.info.gr();
+        let mut done = None;
+        for _ in 0..OPTIMISTIC_ATTEMPTS {
+            let seen = app.store.snapshot(&gr, t.ns_str(), &self.name);
+            // An error decided on a version read during the request is that request's answer.
+            let action = op(seen.object.as_ref())?;
+            if let Some(o) = app
+                .store
+                .write_if_current(&gr, t.ns_str(), &self.name, self.ctx.dry_run, seen, action)
+                .await?
+            {
+                done = Some(o);
+                break;
+            }
+        }
+        let outcome = match done {
+            Some(o) => o,
+            None => {
+                app.store
+                    .write(&gr, t.ns_str(), &self.name, self.ctx.dry_run, Box::new(op))
+                    .await?
+            }
+        };
+        after_write(app, &self.info, &outcome);
+        let v = outcome
+            .object()
+            .cloned()
+            .ok_or_else(|| ApiError::internal(format!("{what} returned nothing")))?;
+        Ok((matches!(outcome, Outcome::Created(_)), v))
+    }
+}
+
+pub(super) async fn update(
+    app: &App,
+    t: &Target,
+    obj: Value,
+    m: &Modify,
+) -> Result<Arc<Value>, ApiError> {
+    m.check_name(&obj)?;
+    let m2 = m.clone();
+    let (_, v) = m
+        .write(app, t, "update", move |cur| {
+            let m = &m2;
+            let cur = cur.ok_or_else(|| ApiError::not_found(&m.info.rref(), &m.name))?;
+            if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty())
+                && Some(rv) != meta_str(cur, "resourceVersion")
+            {
+                return Err(ApiError::conflict(&m.info.rref(), &m.name));
+            }
+            finish(&m.info, &m.version, cur, obj.clone(), m.part, &m.ctx, true)
+        })
+        .await?;
+    Ok(v)
+}
+
+/// Shared tail of update and patch: status separation, validation, no-op detection,
+/// field ownership and finalizer-driven removal.
+fn finish(
+    info: &ResourceInfo,
+    version: &str,
+    cur: &Arc<Value>,
+    new: Value,
+    part: Part,
+    ctx: &WriteCtx,
+    record: bool,
+) -> Result<Action, ApiError> {
+    if is_crd(info) && part == Part::Main {
+        let name = meta_str(cur, "name").unwrap_or("");
+        let causes = objects::validate_crd(&new, name);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&info.rref(), name, causes));
+        }
+    }
+    match objects::finish_update(info, version, cur, new, part, ctx.strict)? {
+        None => Ok(Action::Keep),
+        Some(v) if objects::should_remove(&v) => Ok(Action::Delete),
+        Some(v) if record && !ctx.manager.is_empty() => Ok(Action::Put(machinery::record_update(
+            info,
+            version,
+            part,
+            Some(cur),
+            v,
+            &ctx.manager,
+        ))),
+        Some(v) => Ok(Action::Put(v)),
+    }
+}
+
+pub(super) fn after_write(app: &App, info: &ResourceInfo, outcome: &Outcome) {
+    if is_crd(info) {
+        match outcome {
+            Outcome::Updated(v) | Outcome::Created(v) => {
+                app.registry.upsert_crd(v);
+            }
+            Outcome::Deleted(v) => {
+                app.registry.remove_crd(v);
+            }
+            Outcome::Unchanged(_) => {}
+        }
+    }
+}
+
+pub(super) async fn patch(
+    app: &App,
+    t: &Target,
+    ct: &str,
+    body: &[u8],
+    q: &HashMap<String, String>,
+    m: &Modify,
+) -> Result<(u16, Arc<Value>), ApiError> {
+    let name = &m.name;
+    let keys = machinery::merge_keys(&t.info, &t.version);
+    let unsupported = || {
+        ApiError::unsupported_media(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
+            if t.info.is_custom() {
+                ""
+            } else {
+                ", application/strategic-merge-patch+json"
+            }
+        ))
+    };
+    let pt = PatchType::from_content_type(ct).ok_or_else(unsupported)?;
+    if pt == PatchType::StrategicMerge && (t.info.is_custom() || keys.is_none()) {
+        return Err(unsupported());
+    }
+    let keys = keys.unwrap_or_else(machinery::metadata_keys);
+    let patch_doc: Value = match pt {
+        PatchType::Apply => {
+            let y: serde_yaml::Value = serde_yaml::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+            serde_json::to_value(y)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        }
+        _ => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
+        })?,
+    };
+    if pt == PatchType::Apply {
+        if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+            return Err(ApiError::bad_request(
+                "PATCH requests with apply-patch+yaml must have a fieldManager",
+            ));
+        }
+        if !patch_doc.is_object() {
+            return Err(ApiError::bad_request(
+                "the applied configuration must be an object",
+            ));
+        }
+        m.check_name(&patch_doc)?;
+    }
+    // An apply may create: check what create would check before queueing.
+    let creating =
+        pt == PatchType::Apply && app.store.get(&t.info.gr(), t.ns_str(), name).is_none();
+    if creating {
+        if let Some(c) = objects::validate_name(&t.info, name) {
+            return Err(ApiError::invalid(&t.info.rref(), name, vec![c]));
+        }
+        ensure_namespace(app, &t.info, t.ns_str())?;
+    }
+    let ns = t.ns.clone();
+    let m2 = m.clone();
+    let (created, v) = m
+        .write(app, t, "patch", move |cur| {
+            let Modify {
+                info,
+                version,
+                name: n2,
+                part,
+                ctx: c2,
+            } = &m2;
+            let (part, ns) = (*part, ns.clone());
+            let Some(cur) = cur else {
+                if pt != PatchType::Apply {
+                    return Err(ApiError::not_found(&info.rref(), n2));
+                }
+                let mut obj = machinery::server_side_apply(
+                    info,
+                    version,
+                    part,
+                    None,
+                    &patch_doc,
+                    &c2.manager,
+                    c2.force,
+                )?;
+                obj["apiVersion"] = json!(info.api_version(version));
+                obj["kind"] = json!(info.kind);
+                let m = meta_mut(&mut obj);
+                m.insert("name".into(), json!(n2));
+                if let Some(ns) = &ns {
+                    m.insert("namespace".into(), json!(ns));
+                }
+                objects::prepare_create(info, version, &mut obj);
+                if info.is_custom() {
+                    objects::admit_custom(info, version, &mut obj, n2, c2.strict)?;
+                }
+                return Ok(Action::Put(obj));
+            };
+            let base = out(info, version, cur);
+            let (patched, record) = match pt {
+                PatchType::Apply => (
+                    machinery::server_side_apply(
+                        info,
+                        version,
+                        part,
+                        Some(&base),
+                        &patch_doc,
+                        &c2.manager,
+                        c2.force,
+                    )?,
+                    false,
+                ),
+                _ => (machinery::patch(base, pt, &patch_doc, &keys)?, true),
+            };
+            // A resourceVersion in the request is a precondition, for applies too (their
+            // result does not carry it, so it is read from the applied configuration).
+            let requested = if pt == PatchType::Apply {
+                meta_str(&patch_doc, "resourceVersion")
+            } else {
+                meta_str(&patched, "resourceVersion")
+            };
+            if let Some(rv) = requested.filter(|rv| !rv.is_empty())
+                && Some(rv) != meta_str(cur, "resourceVersion")
+            {
+                return Err(ApiError::conflict(&info.rref(), n2));
+            }
+            finish(info, version, cur, patched, part, c2, record)
+        })
+        .await?;
+    Ok((if created { 201 } else { 200 }, v))
+}
