@@ -1,5 +1,5 @@
-//! Identities behind bearer tokens, their authorization, and the one admission rule this
-//! server enforces.
+//! Identities behind bearer tokens, the tokens themselves, their authorization, and the one
+//! admission rule this server enforces.
 //!
 //! Authorization: `Admin` bypasses RBAC (like `system:masters`). A `ServiceAccount` is always
 //! authorized by the RBAC objects in the store ([`crate::rbac`]), as kube-apiserver would. The
@@ -12,12 +12,10 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use http::Method;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Error};
 use crate::rbac::{self, Policy, User};
-use crate::rest::Target;
 use crate::store::Store;
 
 /// Who a token belongs to.
@@ -173,55 +171,13 @@ impl PolicyCache {
     }
 }
 
-/// kube's verb for a resource request.
-fn verb(method: &Method, named: bool, q: &HashMap<String, String>) -> &'static str {
-    let watch = q.get("watch").is_some_and(|w| w == "1" || w == "true");
-    match (method, named) {
-        (&Method::GET | &Method::HEAD, true) => "get",
-        (&Method::GET | &Method::HEAD, false) if watch => "watch",
-        (&Method::GET | &Method::HEAD, false) => "list",
-        (&Method::POST, _) => "create",
-        (&Method::PUT, _) => "update",
-        (&Method::PATCH, _) => "patch",
-        (&Method::DELETE, true) => "delete",
-        (&Method::DELETE, false) => "deletecollection",
-        _ => "",
-    }
-}
-
-/// The RBAC attributes of a request on `t`. A list or watch whose field selector pins
-/// `metadata.name` counts as naming that object, as kube-apiserver does, so resourceNames
-/// rules can grant watching one object.
-pub(crate) fn request_attributes(
-    method: &Method,
-    t: &Target,
-    q: &HashMap<String, String>,
-) -> rbac::Request {
-    let name = t.name.clone().unwrap_or_else(|| {
-        q.get("fieldSelector")
-            .and_then(|f| f.strip_prefix("metadata.name="))
-            .filter(|n| !n.contains(','))
-            .unwrap_or_default()
-            .to_string()
-    });
-    rbac::Request {
-        verb: verb(method, t.name.is_some(), q).to_string(),
-        api_group: t.info.group.clone(),
-        resource: t.info.plural.clone(),
-        subresource: t.sub.clone(),
-        name,
-        namespace: t.ns.clone().unwrap_or_default(),
-    }
-}
-
 /// Authorizes a resource request: 403 in kube-apiserver's words when RBAC denies it.
+/// `attributes` are the request's RBAC attributes, worked out only for identities RBAC governs.
 pub(crate) fn authorize(
     policy: &PolicyCache,
     store: &Store,
     id: &Identity,
-    method: &Method,
-    t: &Target,
-    q: &HashMap<String, String>,
+    attributes: impl FnOnce() -> rbac::Request,
 ) -> Result<(), ApiError> {
     let Identity::ServiceAccount {
         namespace, name, ..
@@ -230,11 +186,65 @@ pub(crate) fn authorize(
         return Ok(());
     };
     let user = User::service_account(namespace, name);
-    let req = request_attributes(method, t, q);
+    let req = attributes();
     if rbac::authorize(&policy.get(store), &user, &req) {
         Ok(())
     } else {
         Err(ApiError::forbidden(rbac::forbidden_message(&user, &req)))
+    }
+}
+
+/// Bearer tokens and whom they stand for. The store keeps them durably (its `tokens` table);
+/// this is the copy every request is authenticated against.
+#[derive(Default)]
+pub struct Tokens(RwLock<HashMap<String, Identity>>);
+
+impl Tokens {
+    /// The tokens the store read at open. A row naming no identity this server knows is
+    /// skipped: its token authenticates nobody.
+    pub fn load(store: &Store) -> Tokens {
+        let mut tokens = HashMap::new();
+        for (t, i) in store.take_tokens() {
+            if let Some(id) = Identity::parse(&i) {
+                tokens.insert(t, id);
+            }
+        }
+        Tokens(RwLock::new(tokens))
+    }
+
+    pub fn identity_for(&self, token: &str) -> Option<Identity> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned()
+    }
+
+    /// Any stored token for this identity (used to reuse the admin token across restarts).
+    pub fn token_of(&self, id: &Identity) -> Option<String> {
+        let t = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let mut found: Vec<&String> = t.iter().filter(|(_, i)| *i == id).map(|(k, _)| k).collect();
+        found.sort();
+        found.first().map(|s| s.to_string())
+    }
+
+    /// Stores a token durably, then makes it usable.
+    pub async fn add(&self, store: &Store, token: String, identity: Identity) -> Result<(), Error> {
+        store
+            .save_token(token.clone(), identity.to_string())
+            .await?;
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token, identity);
+        Ok(())
+    }
+
+    /// Creates a durable bearer token for `id`.
+    pub async fn mint(&self, store: &Store, id: Identity) -> Result<String, Error> {
+        let t = new_token();
+        self.add(store, t.clone(), id).await?;
+        Ok(t)
     }
 }
 

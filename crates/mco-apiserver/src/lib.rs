@@ -93,6 +93,7 @@ impl Server {
             cfg.retained_events,
             cfg.durability,
         )?;
+        let tokens = auth::Tokens::load(&store);
         let app = Arc::new(rest::App {
             store,
             registry: registry::Registry::new(),
@@ -101,6 +102,7 @@ impl Server {
             addr,
             metrics: Default::default(),
             rbac: Default::default(),
+            tokens,
         });
         for ns in INITIAL_NAMESPACES {
             if app.store.get("/namespaces", "", ns).is_none() {
@@ -132,14 +134,10 @@ impl Server {
         // in-process clients) may exist, and any one of them would do for auth but not for
         // people whose shells still export the old kubeconfig.
         let kept = kubeconfig_token(&cfg.data_dir.join("kubeconfig"))
-            .filter(|t| app.store.identity_for(t) == Some(Identity::Admin));
-        let admin = match kept.or_else(|| app.store.token_of(&Identity::Admin)) {
+            .filter(|t| app.tokens.identity_for(t) == Some(Identity::Admin));
+        let admin = match kept.or_else(|| app.tokens.token_of(&Identity::Admin)) {
             Some(t) => t,
-            None => {
-                let t = auth::new_token();
-                app.store.add_token(t.clone(), Identity::Admin).await?;
-                t
-            }
+            None => app.tokens.mint(&app.store, Identity::Admin).await?,
         };
         tls::write_private(
             &cfg.data_dir.join("kubeconfig"),
@@ -230,9 +228,7 @@ impl ServerHandle {
 
     /// Creates a durable bearer token for `id`.
     pub async fn mint_token(&self, id: Identity) -> Result<String, Error> {
-        let t = auth::new_token();
-        self.app.store.add_token(t.clone(), id).await?;
-        Ok(t)
+        self.app.tokens.mint(&self.app.store, id).await
     }
 
     /// A kubeconfig document for `token` against this server.

@@ -26,6 +26,7 @@ use crate::auth::{Identity, mcn_guard};
 use crate::discovery::{self, DiscoveryFormat};
 use crate::error::ApiError;
 use crate::objects::meta_str;
+use crate::rbac;
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::Store;
 
@@ -53,6 +54,7 @@ pub struct App {
     pub addr: SocketAddr,
     pub metrics: crate::metrics::Metrics,
     pub rbac: crate::auth::PolicyCache,
+    pub tokens: crate::auth::Tokens,
 }
 
 /// A resolved resource URL.
@@ -105,7 +107,7 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Result<Option<Identity>, ApiE
         .ok()
         .and_then(|s| s.strip_prefix("Bearer "))
         .map(str::trim);
-    match token.and_then(|t| app.store.identity_for(t)) {
+    match token.and_then(|t| app.tokens.identity_for(t)) {
         Some(id) => Ok(Some(id)),
         None => Err(ApiError::unauthorized()),
     }
@@ -300,6 +302,43 @@ fn resolve(app: &App, group: &str, version: &str, rest: &[&str]) -> Result<Targe
     })
 }
 
+/// kube's verb for a resource request.
+fn verb(method: &Method, named: bool, q: &HashMap<String, String>) -> &'static str {
+    let watch = q.get("watch").is_some_and(|w| w == "1" || w == "true");
+    match (method, named) {
+        (&Method::GET | &Method::HEAD, true) => "get",
+        (&Method::GET | &Method::HEAD, false) if watch => "watch",
+        (&Method::GET | &Method::HEAD, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => "",
+    }
+}
+
+/// The RBAC attributes of a request on `t`. A list or watch whose field selector pins
+/// `metadata.name` counts as naming that object, as kube-apiserver does, so resourceNames
+/// rules can grant watching one object.
+fn request_attributes(method: &Method, t: &Target, q: &HashMap<String, String>) -> rbac::Request {
+    let name = t.name.clone().unwrap_or_else(|| {
+        q.get("fieldSelector")
+            .and_then(|f| f.strip_prefix("metadata.name="))
+            .filter(|n| !n.contains(','))
+            .unwrap_or_default()
+            .to_string()
+    });
+    rbac::Request {
+        verb: verb(method, t.name.is_some(), q).to_string(),
+        api_group: t.info.group.clone(),
+        resource: t.info.plural.clone(),
+        subresource: t.sub.clone(),
+        name,
+        namespace: t.ns.clone().unwrap_or_default(),
+    }
+}
+
 fn dry_run(q: &HashMap<String, String>) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
 }
@@ -313,7 +352,9 @@ async fn resource(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    crate::auth::authorize(&app.rbac, &app.store, id, method, &t, q)?;
+    crate::auth::authorize(&app.rbac, &app.store, id, || {
+        request_attributes(method, &t, q)
+    })?;
     let is_write = matches!(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE

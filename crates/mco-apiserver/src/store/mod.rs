@@ -20,7 +20,6 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::auth::Identity;
 use crate::error::{ApiError, Error};
 
 pub use cache::LineCache;
@@ -252,7 +251,9 @@ pub struct Store {
     tx: broadcast::Sender<Arc<Event>>,
     watchers: Arc<Mutex<Watchers>>,
     writer: mpsc::UnboundedSender<Req>,
-    tokens: RwLock<HashMap<String, Identity>>,
+    /// The token table as it was at open, until [`Store::take_tokens`] hands it over: the
+    /// store only persists tokens; authentication keeps and reads them (`crate::auth`).
+    tokens: Mutex<Vec<(String, String)>>,
     retain: u64,
 }
 
@@ -285,7 +286,7 @@ impl Store {
             tx,
             watchers: Arc::default(),
             writer: wtx,
-            tokens: RwLock::new(tokens),
+            tokens: Mutex::new(tokens),
             retain,
         });
         sqlite::checkpoint_elsewhere(&mut conn, path, durability)?;
@@ -559,38 +560,23 @@ impl Store {
             .map_err(|_| ApiError::internal("storage writer stopped"))?
     }
 
-    pub fn identity_for(&self, token: &str) -> Option<Identity> {
-        self.tokens
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .cloned()
+    /// The stored tokens, as (token, identity) rows read at open; empty after the first call.
+    pub fn take_tokens(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut *self.tokens.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Any stored token for this identity (used to reuse the admin token across restarts).
-    pub fn token_of(&self, id: &Identity) -> Option<String> {
-        let t = self.tokens.read().unwrap_or_else(|e| e.into_inner());
-        let mut found: Vec<&String> = t.iter().filter(|(_, i)| *i == id).map(|(k, _)| k).collect();
-        found.sort();
-        found.first().map(|s| s.to_string())
-    }
-
-    /// Stores a token durably, then makes it usable.
-    pub async fn add_token(&self, token: String, identity: Identity) -> Result<(), Error> {
+    /// Stores a token and the identity it stands for durably, committed with the writes
+    /// queued beside it.
+    pub async fn save_token(&self, token: String, identity: String) -> Result<(), Error> {
         let (reply, rx) = oneshot::channel();
         self.writer
             .send(Req::Token {
-                token: token.clone(),
-                identity: identity.to_string(),
+                token,
+                identity,
                 reply,
             })
             .map_err(|_| Error::WriterGone)?;
-        rx.await.map_err(|_| Error::WriterGone)??;
-        self.tokens
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token, identity);
-        Ok(())
+        rx.await.map_err(|_| Error::WriterGone)?
     }
 }
 

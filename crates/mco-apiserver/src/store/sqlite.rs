@@ -9,7 +9,6 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::watch::Logged;
 use super::{EventType, ObjKey, ObjMap};
-use crate::auth::Identity;
 use crate::error::Error;
 
 /// What a write the server has answered survives.
@@ -90,7 +89,8 @@ pub(super) struct Loaded {
     pub objects: ObjMap,
     /// The retained event log, oldest first.
     pub events: VecDeque<Logged>,
-    pub tokens: HashMap<String, Identity>,
+    /// The token table's rows: (token, identity as its owner wrote it).
+    pub tokens: Vec<(String, String)>,
 }
 
 /// Reads every live object, the event log after its window and the tokens.
@@ -187,15 +187,12 @@ pub(super) fn load(conn: &Connection) -> Result<Loaded, Error> {
             });
         }
     }
-    let mut tokens = HashMap::new();
+    let mut tokens = Vec::new();
     {
         let mut stmt = conn.prepare("SELECT token, identity FROM tokens")?;
         let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
         for row in rows {
-            let (t, i) = row?;
-            if let Some(id) = Identity::parse(&i) {
-                tokens.insert(t, id);
-            }
+            tokens.push(row?);
         }
     }
     Ok(Loaded {
