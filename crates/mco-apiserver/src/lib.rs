@@ -3,10 +3,24 @@
 //!
 //! Start it with [`Server::start`]; the returned [`ServerHandle`] gives the bound
 //! address, the CA, kubeconfig files and ready `kube::Client`s for named identities.
+//!
+//! The modules form layers, each using only the layers listed before it:
+//!
+//! 1. [`error`], [`registry`], [`objects`] with `machinery` (these two use each other),
+//!    [`tables`], [`discovery`], [`rbac`], [`metrics`], `protobuf`, `tls`: what a resource
+//!    is, how its objects are checked, changed and shown, and the server's plumbing;
+//! 2. [`store`]: objects on SQLite, the writer thread, watches (it knows nothing of HTTP,
+//!    identities or the controllers);
+//! 3. [`auth`]: identities and their tokens (persisted by the store), RBAC decisions on the
+//!    policy read from the store, the owner-node guard;
+//! 4. `disruption`: what PodDisruptionBudgets allow, read from the store;
+//! 5. `rest`: the HTTP surface, routing each request to a verb's handler;
+//! 6. `controllers`: the server's own loops, writing through the REST verbs.
 
 pub mod auth;
 mod controllers;
 pub mod discovery;
+mod disruption;
 pub mod error;
 mod machinery;
 pub mod metrics;

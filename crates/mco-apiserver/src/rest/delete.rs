@@ -10,11 +10,14 @@ use super::encode::{json_response, out};
 use super::list::Filter;
 use super::write::after_write;
 use super::{App, Target, dry_run};
-use crate::controllers::FOREGROUND;
 use crate::error::ApiError;
 use crate::objects::{self, meta, meta_mut, meta_str};
 use crate::registry::ResourceInfo;
 use crate::store::{Action, Outcome};
+
+/// The finalizer that keeps an owner deleted with `propagationPolicy=Foreground`
+/// visible until its blocking dependents are gone.
+pub const FOREGROUND: &str = "foregroundDeletion";
 
 /// The parts of DeleteOptions this server honours.
 #[derive(Debug, Default, Clone)]

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::delete::{DeleteOpts, delete};
 use super::encode::json_response;
 use super::{App, Target};
+use crate::disruption;
 use crate::error::ApiError;
 use crate::objects::{meta, meta_str};
 
@@ -46,7 +47,7 @@ pub(super) async fn evict(app: &App, t: &Target, body: &[u8]) -> Result<Response
             Some(&ns),
             None,
             None,
-            &|pdb| crate::controllers::pdb_selects(pdb, &pod),
+            &|pdb| disruption::pdb_selects(pdb, &pod),
         );
         if pdbs.len() > 1 {
             return Err(ApiError::internal(
@@ -54,9 +55,9 @@ pub(super) async fn evict(app: &App, t: &Target, body: &[u8]) -> Result<Response
             ));
         }
         if let Some(pdb) = pdbs.first() {
-            let st = crate::controllers::pdb_status(&app.store, pdb);
+            let st = disruption::pdb_status(&app.store, pdb);
             let allowed = st["disruptionsAllowed"].as_i64().unwrap_or(0);
-            let healthy = crate::controllers::pod_ready(&pod);
+            let healthy = disruption::pod_ready(&pod);
             if healthy && allowed <= 0 {
                 let pdb_name = meta_str(pdb, "name").unwrap_or("");
                 return Err(ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.")

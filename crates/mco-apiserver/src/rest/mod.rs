@@ -30,7 +30,7 @@ use crate::rbac;
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::Store;
 
-pub use delete::{DeleteOpts, delete};
+pub use delete::{DeleteOpts, FOREGROUND, delete};
 pub use write::{WriteCtx, create};
 
 use delete::delete_collection;

@@ -252,7 +252,7 @@ pub struct Store {
     watchers: Arc<Mutex<Watchers>>,
     writer: mpsc::UnboundedSender<Req>,
     /// The token table as it was at open, until [`Store::take_tokens`] hands it over: the
-    /// store only persists tokens; authentication keeps and reads them (`crate::auth`).
+    /// store only persists tokens; authentication keeps and reads them.
     tokens: Mutex<Vec<(String, String)>>,
     retain: u64,
 }
