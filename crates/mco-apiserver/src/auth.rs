@@ -301,6 +301,34 @@ mod tests {
         assert!(mcn_guard(&unbound, MCN_GROUP, MCN_PLURAL, "worker-1").is_none());
     }
 
+    #[tokio::test]
+    async fn tokens_outlive_the_store_and_unknown_identities_authenticate_nobody() {
+        use crate::store::Durability;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let node = Identity::Node("worker-0".into());
+        let minted = {
+            let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+            let tokens = Tokens::load(&store);
+            let t = tokens.mint(&store, node.clone()).await.unwrap();
+            assert_eq!(tokens.identity_for(&t), Some(node.clone()));
+            store
+                .save_token("stray".into(), "nobody".into())
+                .await
+                .unwrap();
+            t
+        };
+        let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+        let tokens = Tokens::load(&store);
+        assert_eq!(tokens.identity_for(&minted), Some(node.clone()));
+        assert_eq!(tokens.token_of(&node), Some(minted));
+        assert_eq!(tokens.identity_for("stray"), None);
+        assert!(
+            store.take_tokens().is_empty(),
+            "the rows are handed over once"
+        );
+    }
+
     #[test]
     fn tokens_are_distinct() {
         assert_ne!(new_token(), new_token());
