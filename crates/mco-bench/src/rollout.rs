@@ -119,12 +119,19 @@ impl RolloutReport {
         (!ideal.is_zero()).then(|| ideal.as_secs_f64() / self.rollout.as_secs_f64())
     }
 
+    /// Whether the pool never reported more machines unavailable than `maxUnavailable` allows.
+    pub fn limit_held(&self) -> bool {
+        self.peak_unavailable <= self.max_unavailable
+    }
+
+    /// Fast and small enough, and within the limit: a rollout that broke `maxUnavailable`
+    /// would otherwise look faster than an honest one.
     pub fn goal_met(&self) -> bool {
         let time_ok = match self.efficiency() {
             Some(e) => e >= GOAL_EFFICIENCY,
             None => self.rollout.as_secs_f64() < GOAL_INSTANT_SECS,
         };
-        time_ok && self.mem.hwm_kib <= GOAL_RSS_KIB
+        time_ok && self.mem.hwm_kib <= GOAL_RSS_KIB && self.limit_held()
     }
 }
 
@@ -173,8 +180,10 @@ impl fmt::Display for RolloutReport {
         )?;
         writeln!(
             f,
-            "  peak unavailable workers seen: {} (limit {})",
-            self.peak_unavailable, self.max_unavailable
+            "  peak unavailable workers seen: {} (limit {}{})",
+            self.peak_unavailable,
+            self.max_unavailable,
+            if self.limit_held() { "" } else { ", BROKEN" }
         )?;
         writeln!(
             f,
@@ -545,6 +554,48 @@ mod tests {
             Duration::from_secs(22)
         );
         assert_eq!(ideal(1000, 100, Duration::ZERO), Duration::ZERO);
+    }
+
+    fn report(rollout_secs: u64, peak_unavailable: usize) -> RolloutReport {
+        let opts = RolloutOpts {
+            workers: 10,
+            reboot_seconds: 1.0,
+            ..RolloutOpts::default()
+        };
+        RolloutReport {
+            opts,
+            join: Duration::from_secs(5),
+            rollout: Duration::from_secs(rollout_secs),
+            max_unavailable: 1,
+            peak_unavailable,
+            rendered: Duration::from_secs(1),
+            tenths: vec![],
+            mem: procfs::Mem {
+                rss_kib: 1024,
+                hwm_kib: 1024,
+            },
+            cpu: Duration::from_secs(1),
+            load: String::new(),
+            machine: procfs::MachineCpu::default(),
+            requests: 0,
+            top_requests: vec![],
+        }
+    }
+
+    #[test]
+    fn the_goal_needs_max_unavailable_held() {
+        // Ten one-second waves in ten seconds: efficient, within the limit.
+        let honest = report(10, 1);
+        assert!(honest.limit_held());
+        assert!(honest.goal_met(), "{honest}");
+        assert!(honest.to_string().ends_with("goal: met"));
+        // Faster by updating two at once where one was allowed: not a goal met.
+        let broke = report(5, 2);
+        assert!(!broke.limit_held());
+        assert!(!broke.goal_met());
+        let text = broke.to_string();
+        assert!(text.contains("(limit 1, BROKEN)"), "{text}");
+        assert!(text.ends_with("goal: NOT met"), "{text}");
     }
 
     #[test]
