@@ -207,20 +207,32 @@ async fn kubectl_reference_commands() {
         ])
         .contains("worker-0")
     );
-    let pipeline = format!(
-        "{k} get machineconfignodes $({k} get machineconfignodes -o json | jq -r '.items[]|select(.spec.pool.name==\"worker\")|.metadata.name')",
-        k = format!(
-            "kubectl --cache-dir={}",
-            k.home.path().join("cache").display()
-        )
+    let kc = format!(
+        "kubectl --cache-dir={}",
+        k.home.path().join("cache").display()
     );
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(&pipeline)
-        .env("KUBECONFIG", &k.kubeconfig)
-        .env("HOME", k.home.path())
-        .output()
-        .unwrap();
+    let names = format!(
+        "{kc} get machineconfignodes -o json | jq -r '.items[]|select(.spec.pool.name==\"worker\")|.metadata.name'"
+    );
+    let sh = |line: &str| {
+        Command::new("bash")
+            .arg("-c")
+            .arg(line)
+            .env("KUBECONFIG", &k.kubeconfig)
+            .env("HOME", k.home.path())
+            .output()
+            .unwrap()
+    };
+    // The filter on its own first: inside `$(...)` a missing jq would leave no names, and
+    // `get machineconfignodes` with none lists every MCN, so the pipeline would pass anyway.
+    let o = sh(&format!("set -o pipefail; {names}"));
+    assert!(
+        o.status.success(),
+        "the jq filter failed (is jq installed?): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "worker-0\n");
+    let o = sh(&format!("{kc} get machineconfignodes $({names})"));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
         String::from_utf8_lossy(&o.stdout)
@@ -383,18 +395,21 @@ async fn kubectl_reference_commands() {
     s.handle.shutdown().await;
 }
 
-/// Where the Google Cloud SDK keeps its versioned kubectl binaries.
+/// Where the Google Cloud SDK keeps its versioned kubectl binaries: its `bin/`, which also
+/// holds the `kubectl` on `PATH` when that comes from the SDK.
 fn versioned_kubectl(minor: u32) -> Option<String> {
     let mut dirs = vec![PathBuf::from("/usr/lib/google-cloud-sdk/bin")];
-    if let Ok(gcloud) = std::fs::canonicalize(
-        Command::new("sh")
-            .arg("-c")
-            .arg("command -v gcloud")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default(),
-    ) {
-        dirs.extend(gcloud.parent().map(Path::to_path_buf));
+    for tool in ["kubectl", "gcloud"] {
+        if let Ok(bin) = std::fs::canonicalize(
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("command -v {tool}"))
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default(),
+        ) {
+            dirs.extend(bin.parent().map(Path::to_path_buf));
+        }
     }
     dirs.into_iter()
         .map(|d| d.join(format!("kubectl.1.{minor}")))
@@ -410,9 +425,16 @@ async fn versioned_kubectl_get_and_apply() {
     let tmp = tempfile::tempdir().unwrap();
     let admin = Kubectl::new("kubectl", &s.handle.kubeconfig_path());
     admin.ok(&["apply", "-f", &data("mcn-crd.yaml")]);
+    // Outside CI a missing client is skipped with a note; in CI it fails, or this test would
+    // pass having exercised no client at all.
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
     let mut ran = 0;
     for minor in 29..=33 {
         let Some(bin) = versioned_kubectl(minor) else {
+            assert!(
+                !in_ci,
+                "kubectl.1.{minor} not found (CI is set): install the Google Cloud SDK's versioned kubectls"
+            );
             println!("note: kubectl.1.{minor} not installed; skipped");
             continue;
         };
