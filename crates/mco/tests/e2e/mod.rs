@@ -3,6 +3,10 @@
 //!
 //! Every wait polls with a deadline; a `Cluster` is stopped (SIGINT, then
 //! SIGKILL) when dropped so a failing test never leaks a process.
+//!
+//! The deadlines assume a cluster does not share the machine with many others: at most
+//! `MCO_E2E_CLUSTERS` (default 2) clusters of one test binary run at once, and a test
+//! waits for its turn before its clock starts.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -10,7 +14,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub const MCO: &str = env!("CARGO_BIN_EXE_mco");
@@ -46,13 +50,52 @@ pub struct Cluster {
     pub opts: Opts,
     child: Option<Child>,
     starts: u32,
+    // Released after `Drop` has stopped the process (fields drop after `drop`).
+    _slot: Slot,
 }
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
+/// How many clusters may run at once in this test binary: `MCO_E2E_CLUSTERS`, default 2.
+pub fn max_clusters() -> usize {
+    std::env::var("MCO_E2E_CLUSTERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(2)
+}
+
+/// Clusters running now, against `max_clusters()`.
+static RUNNING: Mutex<usize> = Mutex::new(0);
+static FREED: Condvar = Condvar::new();
+
+/// One cluster's place among the `max_clusters()`; given back on drop.
+struct Slot;
+
+impl Slot {
+    fn take() -> Slot {
+        let max = max_clusters();
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        while *running >= max {
+            running = FREED.wait(running).unwrap_or_else(|e| e.into_inner());
+        }
+        *running += 1;
+        Slot
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        FREED.notify_one();
+    }
+}
+
 impl Cluster {
-    /// Starts `mco up` and waits until every node is Ready and every pool is Updated.
+    /// Waits for a slot (see `max_clusters`), starts `mco up` and waits until every node is
+    /// Ready and every pool is Updated.
     pub fn up(opts: Opts) -> Cluster {
+        let slot = Slot::take();
         let dir = std::env::temp_dir().join(format!(
             "mco-e2e-{}-{}",
             std::process::id(),
@@ -67,6 +110,7 @@ impl Cluster {
             opts,
             child: None,
             starts: 0,
+            _slot: slot,
         };
         c.start();
         let n = (c.opts.masters + c.opts.workers) as usize;
