@@ -320,14 +320,20 @@ fn pause_and_unpause_mid_rollout() {
             .any(|n| annotation(n, DESIRED_ANN) != old)
             .then_some(())
     });
-    c.kubectl(&[
-        "patch",
-        "mcp",
-        "worker",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"paused":true}}"#,
-    ]);
+    let paused_gen: i64 = c
+        .kubectl(&[
+            "patch",
+            "mcp",
+            "worker",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"paused":true}}"#,
+            "-o",
+            "jsonpath={.metadata.generation}",
+        ])
+        .trim()
+        .parse()
+        .expect("the patched pool's generation");
     let new = c.pool_target("worker");
     // While paused, the pool finishes at most the nodes already moving and goes no further.
     let moved = |c: &Cluster| {
@@ -351,7 +357,18 @@ fn pause_and_unpause_mid_rollout() {
         while_paused < 3,
         "a paused pool kept rolling: {while_paused}/3 moved"
     );
-    // Give the controller several of its sync chances; nothing more may move.
+    // The controller's own evidence that it had its chance to move more: a status it wrote in
+    // a pass that saw the pause (observedGeneration, upstream's paused Updating message) and
+    // every in-flight node finished (updatedMachineCount). A pass that ignored the pause would
+    // have targeted the next node in that same pass.
+    wait_for("a controller pass after the pause", 60, || {
+        let p = c.try_get_json(&["mcp", "worker"])?;
+        let st = &p["status"];
+        (st["observedGeneration"].as_i64()? >= paused_gen
+            && condition_message(&p, "Updating").contains("Pool is paused")
+            && st["updatedMachineCount"].as_u64()? == while_paused as u64)
+            .then_some(())
+    });
     let p = c.pool("worker");
     assert_ne!(pool_settled(&p).as_deref(), Some(new.as_str()));
     let (_, status) = c.mco(&["status"]);
