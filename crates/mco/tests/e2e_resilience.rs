@@ -1,5 +1,6 @@
 //! End-to-end: rollouts that survive disturbance — a node joining mid-rollout,
-//! a node daemon SIGKILLed mid-update, and `mco up` itself restarted.
+//! a node daemon SIGKILLed mid-update, and `mco up` itself restarted (SIGINT) or
+//! crashed (SIGKILL).
 
 mod e2e;
 
@@ -91,19 +92,42 @@ fn sigkilled_node_daemon_mid_update_converges() {
     });
     c.apply(&file_mc("99-worker-kill", "worker", "/etc/kill", "k\n"));
     // Kill worker-0's daemon once its update is under way.
-    wait_for("worker-0 updating", 90, || {
+    let target = wait_for("worker-0 updating", 90, || {
         let n = c.node("worker-0");
-        (annotation(&n, DESIRED_ANN) != old).then_some(())
+        let desired = annotation(&n, DESIRED_ANN);
+        (desired != old).then_some(desired)
     });
-    // The daemon may be between restarts (a reboot): retry until a live one is killed.
-    let pid = wait_for("worker-0's daemon SIGKILLed", 30, || {
+    // Mid-update: Working on the target, not yet Done on it.
+    let mid_update = |c: &Cluster| {
+        let n = c.node("worker-0");
+        annotation(&n, STATE_ANN) == "Working" && annotation(&n, CURRENT_ANN) != target
+    };
+    // The daemon may be between restarts (a reboot): retry until a live one is killed while
+    // the update is still under way.
+    let pid = wait_for("worker-0's daemon SIGKILLed mid-update", 30, || {
         let pid = daemon_pid(&c, "worker-0")?;
+        if !mid_update(&c) {
+            return None;
+        }
         let st = std::process::Command::new("kill")
             .args(["-KILL", &pid.to_string()])
             .status()
             .ok()?;
         st.success().then_some(pid)
     });
+    // Re-read at once (the supervisor restarts a dead daemon only after a second): only the
+    // daemon finishes an update, so this is the node as the kill left it.
+    let n = c.node("worker-0");
+    assert_eq!(
+        (
+            annotation(&n, STATE_ANN).as_str(),
+            annotation(&n, DESIRED_ANN) == target,
+            annotation(&n, CURRENT_ANN) == target,
+        ),
+        ("Working", true, false),
+        "worker-0 was not mid-update when its daemon was killed: {:?}",
+        n["metadata"]["annotations"]
+    );
     let new = wait_for("pool converged", 120, || {
         let p = c.try_get_json(&["mcp", "worker"])?;
         pool_settled(&p).filter(|t| *t != old)
@@ -124,6 +148,17 @@ fn sigkilled_node_daemon_mid_update_converges() {
 
 #[test]
 fn restarting_mco_up_mid_rollout_resumes_and_finishes() {
+    restart_mid_rollout(Cluster::stop);
+}
+
+#[test]
+fn sigkilled_mco_up_mid_rollout_resumes_and_finishes() {
+    restart_mid_rollout(Cluster::kill_hard);
+}
+
+/// A rollout under way, `mco up` ended by `end` (a clean stop or a crash) and started again
+/// on the same data dir: the rollout resumes and finishes.
+fn restart_mid_rollout(end: fn(&mut Cluster)) {
     let mut c = Cluster::up(Opts {
         workers: 3,
         reboot_seconds: 1,
@@ -137,7 +172,7 @@ fn restarting_mco_up_mid_rollout_resumes_and_finishes() {
         "r\n",
     ));
     let first = wait_for("rollout started", 60, || worker_moved(&c, &old));
-    c.stop();
+    end(&mut c);
     c.start();
     let new = wait_for("pool finished after restart", 150, || {
         let p = c.try_get_json(&["mcp", "worker"])?;

@@ -22,6 +22,7 @@ pub const IMAGE_122: &str = "registry.example.com/mco/machine-os-content:1.2.2";
 pub const IMAGE_130: &str = "registry.example.com/mco/machine-os-content:1.3.0";
 pub const DESIRED_ANN: &str = "machineconfiguration.openshift.io/desiredConfig";
 pub const CURRENT_ANN: &str = "machineconfiguration.openshift.io/currentConfig";
+pub const STATE_ANN: &str = "machineconfiguration.openshift.io/state";
 
 /// Options for one `mco up`.
 #[derive(Clone, Debug)]
