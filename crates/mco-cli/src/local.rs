@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use mco_api::MachineConfig;
-use mco_daemon::cmd::CommandRunner;
-use mco_daemon::fs::HostFs;
-use mco_daemon::osrelease::HostOs;
-use mco_daemon::ostree::{Deployment, Origin, OsUpdater, RpmOstree, SimOstree};
-use mco_daemon::paths;
+use mco_daemon::host::cmd::CommandRunner;
+use mco_daemon::host::fs::HostFs;
+use mco_daemon::host::osrelease::HostOs;
+use mco_daemon::host::ostree::{Deployment, Origin, OsUpdater, RpmOstree, SimOstree};
+use mco_daemon::host::paths;
 use mco_render::ignition;
 
 use crate::doctor::{Finding, Fix};

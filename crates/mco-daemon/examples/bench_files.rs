@@ -27,9 +27,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use mco_api::MachineConfig;
 use mco_daemon::Host;
 use mco_daemon::engine::plan::ParsedConfig;
+use mco_daemon::engine::validate::{self, ValidateOptions};
 use mco_daemon::engine::{Engine, RecordingReporter, UpdateOptions};
-use mco_daemon::fs::{FileAttrs, HostFs};
-use mco_daemon::validate::{self, ValidateOptions};
+use mco_daemon::host::fs::{FileAttrs, HostFs};
 use serde_json::json;
 
 struct Args {

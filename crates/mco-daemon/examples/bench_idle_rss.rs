@@ -30,8 +30,8 @@ use mco_api::constants::annotations as ann;
 use mco_api::{MachineConfig, MachineConfigNode};
 use mco_daemon::Host;
 use mco_daemon::engine::{Engine, RecordingReporter, UpdateOptions};
-use mco_daemon::fs::{FileAttrs, HostFs};
-use mco_daemon::reboot::complete_sim_reboot;
+use mco_daemon::host::fs::{FileAttrs, HostFs};
+use mco_daemon::host::reboot::complete_sim_reboot;
 use serde_json::json;
 
 const NODE: &str = "worker-0";

@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::Host;
+use crate::agent::sync::{Daemon, Exit, SyncOptions};
 use crate::engine::Engine;
-use crate::firstboot::{self, FirstbootOutcome};
-use crate::sync::{Daemon, Exit, SyncOptions};
+use crate::engine::firstboot::{self, FirstbootOutcome};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum HostImpl {
@@ -141,7 +141,7 @@ pub fn run_with(args: Args, workers: Workers) -> anyhow::Result<()> {
                 .with_context(|| format!("binding metrics on {}", args.metrics_listen))?;
             let metrics = daemon.metrics();
             tokio::spawn(async move {
-                if let Err(e) = crate::metrics::serve(listener, metrics).await {
+                if let Err(e) = crate::agent::metrics::serve(listener, metrics).await {
                     tracing::error!(error = %e, "metrics server stopped");
                 }
             });

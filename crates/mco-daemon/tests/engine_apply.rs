@@ -3,10 +3,10 @@
 mod support;
 
 use mco_daemon::engine::{Phase, RecordingReporter, UpdateOptions, UpdateOutcome};
-use mco_daemon::fs::running_as_root;
-use mco_daemon::ostree::{Origin, OsUpdater};
-use mco_daemon::reboot::SimRebooter;
-use mco_daemon::{paths, users};
+use mco_daemon::host::fs::running_as_root;
+use mco_daemon::host::ostree::{Origin, OsUpdater};
+use mco_daemon::host::reboot::SimRebooter;
+use mco_daemon::host::{paths, users};
 use mco_render::actions::PostConfigAction;
 use serde_json::json;
 use support::{Node, URL_122, file, ign, mc};

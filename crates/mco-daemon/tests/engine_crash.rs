@@ -8,8 +8,8 @@ mod support;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use mco_daemon::engine::{BootCheck, RecordingReporter, UpdateOptions, UpdateOutcome};
-use mco_daemon::reboot::{PendingReboot, SimRebooter, complete_sim_reboot};
-use mco_daemon::{paths, users};
+use mco_daemon::host::reboot::{PendingReboot, SimRebooter, complete_sim_reboot};
+use mco_daemon::host::{paths, users};
 use serde_json::json;
 use support::{Node, file, ign, mc};
 

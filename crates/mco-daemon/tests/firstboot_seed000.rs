@@ -4,12 +4,12 @@
 
 mod support;
 
+use mco_daemon::engine::firstboot::{self, FirstbootOutcome};
 use mco_daemon::engine::{BootCheck, RecordingReporter, UpdateOptions, UpdateOutcome};
-use mco_daemon::firstboot::{self, FirstbootOutcome};
-use mco_daemon::fs::FileAttrs;
-use mco_daemon::ostree::Origin;
-use mco_daemon::paths;
-use mco_daemon::reboot::{SimRebooter, complete_sim_reboot};
+use mco_daemon::host::fs::FileAttrs;
+use mco_daemon::host::ostree::Origin;
+use mco_daemon::host::paths;
+use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use serde_json::json;
 use support::{Node, URL_122, URL_130, ign, mc};
 

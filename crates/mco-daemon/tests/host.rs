@@ -5,12 +5,13 @@ mod common;
 use std::sync::{Arc, mpsc};
 
 use common::{argv, calls, fake_tool, fixture};
-use mco_daemon::fs::{Durability, FileAttrs, HostFs};
-use mco_daemon::ostree::{OsUpdater, RebaseMode, SimOstree};
-use mco_daemon::reboot::{
+use mco_daemon::host::fs::{Durability, FileAttrs, HostFs};
+use mco_daemon::host::ostree::{OsUpdater, RebaseMode, SimOstree};
+use mco_daemon::host::reboot::{
     RebootRequest, Rebooter, SimRebooter, SystemdRunRebooter, complete_sim_reboot,
 };
-use mco_daemon::{Host, HostKind, paths, units};
+use mco_daemon::host::{paths, units};
+use mco_daemon::{Host, HostKind};
 
 #[test]
 fn systemd_run_reboot_argv() {

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use mco_daemon::fs::{FileAttrs, HostFs};
-use mco_daemon::osrelease::{HostOs, OsKind, OsRelease};
-use mco_daemon::paths;
+use mco_daemon::host::fs::{FileAttrs, HostFs};
+use mco_daemon::host::osrelease::{HostOs, OsKind, OsRelease};
+use mco_daemon::host::paths;
 
 fn fixture(name: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

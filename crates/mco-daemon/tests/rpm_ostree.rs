@@ -5,8 +5,8 @@ mod common;
 use std::time::Duration;
 
 use common::{argv, calls, fake_tool, fixture, fixture_path};
-use mco_daemon::cmd::CommandRunner;
-use mco_daemon::ostree::{
+use mco_daemon::host::cmd::CommandRunner;
+use mco_daemon::host::ostree::{
     KernelType, Origin, OsStatus, OsUpdater, RebaseMode, RetryPolicy, RpmOstree,
 };
 

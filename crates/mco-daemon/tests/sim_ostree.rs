@@ -3,9 +3,9 @@
 mod common;
 
 use common::{argv, fixture};
-use mco_daemon::fs::HostFs;
-use mco_daemon::ostree::{KernelType, Origin, OsStatus, OsUpdater, RebaseMode, SimOstree};
-use mco_daemon::paths;
+use mco_daemon::host::fs::HostFs;
+use mco_daemon::host::ostree::{KernelType, Origin, OsStatus, OsUpdater, RebaseMode, SimOstree};
+use mco_daemon::host::paths;
 
 const URL_122: &str = "registry.uniontech.com/utccp-components/machine-os-content:1.2.2";
 const URL_130: &str = "registry.uniontech.com/uccps-components/machine-os-content:1.3.0";

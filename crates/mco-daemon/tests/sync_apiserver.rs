@@ -16,9 +16,9 @@ use kube::{Api, Client};
 use mco_api::constants::annotations as ann;
 use mco_api::{MachineConfig, MachineConfigNode};
 use mco_apiserver::{Config, Identity, Server};
-use mco_daemon::ostree::OsUpdater;
-use mco_daemon::reboot::{SimRebooter, complete_sim_reboot};
-use mco_daemon::sync::{Daemon, Exit, SyncOptions};
+use mco_daemon::agent::sync::{Daemon, Exit, SyncOptions};
+use mco_daemon::host::ostree::OsUpdater;
+use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use serde_json::json;
 use support::{Node as SimNode, file, ign, mc};
 
@@ -275,7 +275,7 @@ async fn rebootless_then_reboot_update_condition_sequence() {
     .await;
     assert!(SimRebooter::pending(&sim.fs).unwrap().is_none());
     assert_eq!(
-        sim.read(mco_daemon::paths::CORE_SSH_KEYS).unwrap(),
+        sim.read(mco_daemon::host::paths::CORE_SSH_KEYS).unwrap(),
         "ssh-ed25519 AAAAk\n"
     );
     let status = mcns.get(NODE).await.unwrap().status.unwrap();

@@ -6,11 +6,11 @@ mod common;
 use std::path::PathBuf;
 
 use common::{argv, calls, fake_tool};
-use mco_daemon::cmd::CommandRunner;
-use mco_daemon::fs::{FileAttrs, HostFs};
-use mco_daemon::paths;
-use mco_daemon::systemd::{SimSystemd, Systemctl, Systemd};
-use mco_daemon::units::{self, DropinSpec, UnitSpec};
+use mco_daemon::host::cmd::CommandRunner;
+use mco_daemon::host::fs::{FileAttrs, HostFs};
+use mco_daemon::host::paths;
+use mco_daemon::host::systemd::{SimSystemd, Systemctl, Systemd};
+use mco_daemon::host::units::{self, DropinSpec, UnitSpec};
 
 #[test]
 fn systemctl_argv() {
@@ -355,8 +355,8 @@ fn vendor_unit_copy_is_backed_up_on_ostree() {
         b"vendor"
     );
     assert_eq!(
-        mco_daemon::backup::release(&fs, "/etc/systemd/system/k.service").unwrap(),
-        mco_daemon::backup::Released::Restored
+        mco_daemon::host::backup::release(&fs, "/etc/systemd/system/k.service").unwrap(),
+        mco_daemon::host::backup::Released::Restored
     );
     assert_eq!(fs.read("/etc/systemd/system/k.service").unwrap(), b"vendor");
 }

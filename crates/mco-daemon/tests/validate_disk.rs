@@ -7,7 +7,7 @@ use std::io::Write;
 
 use base64::Engine as _;
 use mco_daemon::engine::{RecordingReporter, UpdateOptions};
-use mco_daemon::fs::FileAttrs;
+use mco_daemon::host::fs::FileAttrs;
 use serde_json::json;
 use support::{Node, URL_122, file, ign, mc};
 

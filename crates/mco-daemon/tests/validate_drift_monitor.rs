@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use mco_daemon::drift;
+use mco_daemon::engine::drift;
 use mco_daemon::engine::plan::ParsedConfig;
 use mco_daemon::engine::{RecordingReporter, UpdateOptions};
-use mco_daemon::fs::FileAttrs;
+use mco_daemon::host::fs::FileAttrs;
 use serde_json::json;
 use support::{Node, file, ign, mc};
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use mco_daemon::Host;
+use mco_daemon::agent::sync::{Daemon, Exit, SyncOptions};
 use mco_daemon::engine::Engine;
-use mco_daemon::sync::{Daemon, Exit, SyncOptions};
 use tracing::Instrument;
 
 use crate::supervisor::{DaemonContext, DaemonFn, DaemonMode};

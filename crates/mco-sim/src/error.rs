@@ -21,7 +21,7 @@ pub enum SimError {
     Host(#[from] mco_daemon::HostError),
     /// First boot failed.
     #[error("first boot: {0}")]
-    Firstboot(#[from] mco_daemon::firstboot::FirstbootError),
+    Firstboot(#[from] mco_daemon::engine::firstboot::FirstbootError),
     /// The daemon's engine failed.
     #[error(transparent)]
     Engine(#[from] mco_daemon::engine::EngineError),

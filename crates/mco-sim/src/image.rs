@@ -7,7 +7,7 @@
 //! does not know the image.
 
 use jiff::civil::Date;
-use mco_daemon::ostree::{DeploymentJson, PIVOT_SCHEME, StatusJson};
+use mco_daemon::host::ostree::{DeploymentJson, PIVOT_SCHEME, StatusJson};
 
 use crate::profile::OsProfile;
 

@@ -7,9 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use mco_daemon::fs::{Durability, FileAttrs, HostFs};
-use mco_daemon::ostree::{DeploymentJson, OsStatus, SimOstree, StatusJson};
-use mco_daemon::paths;
+use mco_daemon::host::fs::{Durability, FileAttrs, HostFs};
+use mco_daemon::host::ostree::{DeploymentJson, OsStatus, SimOstree, StatusJson};
+use mco_daemon::host::paths;
 
 use crate::error::{Result, SimError};
 use crate::profile::{OsProfile, OsUpdateMode};

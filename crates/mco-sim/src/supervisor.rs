@@ -18,10 +18,11 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use mco_api::MachineConfig;
 use mco_api::MachineConfigPool;
 use mco_apiserver::ServerHandle;
-use mco_daemon::firstboot::{self, FirstbootOutcome};
-use mco_daemon::fs::FileAttrs;
-use mco_daemon::reboot::{SimRebooter, complete_sim_reboot};
-use mco_daemon::{Host, paths};
+use mco_daemon::Host;
+use mco_daemon::engine::firstboot::{self, FirstbootOutcome};
+use mco_daemon::host::fs::FileAttrs;
+use mco_daemon::host::paths;
+use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use tokio::sync::watch;
 
 use crate::error::{Result, SimError};

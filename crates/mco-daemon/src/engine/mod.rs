@@ -3,20 +3,24 @@
 //! [`Reporter`] so the sync loop can write node annotations and MachineConfigNode conditions
 //! while tests simply record the phases.
 
+pub mod apply;
+pub mod drift;
+pub mod firstboot;
 pub mod plan;
+pub mod validate;
 
 use mco_api::MachineConfig;
 use mco_render::actions::PostConfigAction;
 use mco_render::reconcile::ReconcileError;
 
-use crate::apply::{self, ApplyError, ApplyOptions};
 use crate::error::HostError;
 use crate::host::Host;
-use crate::osrelease::HostOs;
-use crate::paths;
-use crate::reboot::PendingReboot;
-use crate::validate::{self, ValidateOptions, ValidationError};
+use crate::host::osrelease::HostOs;
+use crate::host::paths;
+use crate::host::reboot::PendingReboot;
+use apply::{ApplyError, ApplyOptions};
 use plan::{ActionPolicy, ParsedConfig, PlanError, UpdatePlan, not_if};
+use validate::{ValidateOptions, ValidationError};
 
 /// A phase of an update, in the order they happen.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use mco_api::MachineConfig;
 use mco_daemon::Host;
 use mco_daemon::engine::Engine;
-use mco_daemon::fs::{FileAttrs, HostFs};
-use mco_daemon::ostree::SimOstree;
+use mco_daemon::host::fs::{FileAttrs, HostFs};
+use mco_daemon::host::ostree::SimOstree;
 use serde_json::{Value, json};
 
 pub const URL_122: &str = "registry.uniontech.com/utccp-components/machine-os-content:1.2.2";
@@ -88,7 +88,7 @@ impl Node {
     }
 
     pub fn systemd_log(&self) -> Vec<String> {
-        self.read(mco_daemon::paths::SIM_SYSTEMD_LOG)
+        self.read(mco_daemon::host::paths::SIM_SYSTEMD_LOG)
             .unwrap_or_default()
             .lines()
             .map(str::to_string)

@@ -7,11 +7,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::CommandRunner;
 use crate::error::{HostError, Result};
-use crate::fs::{FileAttrs, HostFs};
-use crate::ostree::SimOstree;
-use crate::paths;
+use crate::host::cmd::CommandRunner;
+use crate::host::fs::{FileAttrs, HostFs};
+use crate::host::ostree::SimOstree;
+use crate::host::paths;
 
 /// The transient unit upstream uses, so operators find it with `systemctl status`.
 pub const REBOOT_UNIT: &str = "machine-config-daemon-reboot";

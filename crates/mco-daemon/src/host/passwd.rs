@@ -4,8 +4,8 @@
 //! databases do.
 
 use crate::error::{HostError, Result};
-use crate::fs::HostFs;
-use crate::paths;
+use crate::host::fs::HostFs;
+use crate::host::paths;
 
 /// Finds field 2 (the id) of the entry named `name` in a colon-separated database.
 fn lookup(db: &str, name: &str) -> Option<u32> {
@@ -53,7 +53,7 @@ pub fn resolve_ownership(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::FileAttrs;
+    use crate::host::fs::FileAttrs;
 
     #[test]
     fn resolves_from_the_roots_databases() {

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use crate::backup;
 use crate::error::Result;
-use crate::fs::{EntryKind, FileAttrs, HostFs};
-use crate::paths;
-use crate::systemd::Systemd;
+use crate::host::backup;
+use crate::host::fs::{EntryKind, FileAttrs, HostFs};
+use crate::host::paths;
+use crate::host::systemd::Systemd;
 
 /// Where systemd looks for unit files, most specific first.
 pub const UNIT_SEARCH_PATH: &[&str] = &[

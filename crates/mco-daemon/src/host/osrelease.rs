@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::error::Result;
-use crate::fs::HostFs;
-use crate::paths;
+use crate::host::fs::HostFs;
+use crate::host::paths;
 
 /// The fields of os-release that mco reports, plus everything else verbatim.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

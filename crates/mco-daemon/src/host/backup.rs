@@ -2,8 +2,8 @@
 //! (upstream's TestDontDeleteRPMFiles) instead of being deleted or keeping mco's content.
 
 use crate::error::Result;
-use crate::fs::{DEFAULT_DIR_MODE, FileAttrs, HostFs};
-use crate::paths;
+use crate::host::fs::{DEFAULT_DIR_MODE, FileAttrs, HostFs};
+use crate::host::paths;
 
 /// Where the original of `path` is kept.
 pub fn orig_path(path: &str) -> String {

@@ -7,8 +7,8 @@ use super::{
     DEFAULT_KERNEL_PACKAGES, KernelType, OsStatus, OsUpdater, PIVOT_DESCRIPTION, PIVOT_SCHEME,
     RebaseMode, split_kernel_arguments,
 };
-use crate::cmd::{CmdOutput, CommandRunner};
 use crate::error::{HostError, Result};
+use crate::host::cmd::{CmdOutput, CommandRunner};
 
 /// rpm-ostree's answer while another client holds the daemon; worth waiting for.
 const TRANSACTION_IN_PROGRESS: &str = "Transaction in progress";

@@ -20,7 +20,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::engine::Engine;
 use crate::engine::plan::ParsedConfig;
-use crate::validate::{self, ValidateOptions, ValidationError};
+use crate::engine::validate::{self, ValidateOptions, ValidationError};
 
 /// How often a monitor without inotify validates the whole config.
 pub const FALLBACK_PERIOD: Duration = Duration::from_secs(45);

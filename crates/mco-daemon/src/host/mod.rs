@@ -1,16 +1,28 @@
-//! One handle on a node: its files, OS updater, systemd and rebooter, real or simulated, so
-//! the update engine is written once.
+//! The host layer: the primitives the update engine uses to read and change a node, and
+//! [`Host`], one handle on a node (its files, OS updater, systemd and rebooter, real or
+//! simulated) so the update engine is written once.
+
+pub mod backup;
+pub mod cmd;
+pub mod fs;
+pub mod osrelease;
+pub mod ostree;
+pub mod passwd;
+pub mod paths;
+pub mod reboot;
+pub mod systemd;
+pub mod units;
+pub mod users;
 
 use std::path::Path;
 
-use crate::cmd::CommandRunner;
 use crate::error::{HostError, Result};
-use crate::fs::{Durability, FileAttrs, HostFs};
-use crate::osrelease::HostOs;
-use crate::ostree::{OsUpdater, RpmOstree, SimOstree};
-use crate::paths;
-use crate::reboot::{Rebooter, SimRebooter, SystemdRunRebooter};
-use crate::systemd::{SimSystemd, Systemctl, Systemd};
+use crate::host::cmd::CommandRunner;
+use crate::host::fs::{Durability, FileAttrs, HostFs};
+use crate::host::osrelease::HostOs;
+use crate::host::ostree::{OsUpdater, RpmOstree, SimOstree};
+use crate::host::reboot::{Rebooter, SimRebooter, SystemdRunRebooter};
+use crate::host::systemd::{SimSystemd, Systemctl, Systemd};
 
 /// Which implementation a [`Host`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +107,7 @@ impl Host {
         }
         match self.kind {
             HostKind::Sim => {
-                let id = crate::reboot::new_boot_id();
+                let id = crate::host::reboot::new_boot_id();
                 self.fs
                     .write_atomic(paths::BOOT_ID, id.as_bytes(), &FileAttrs::mode(0o444))?;
                 Ok(id)

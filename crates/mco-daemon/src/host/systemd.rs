@@ -6,11 +6,11 @@
 
 use std::path::PathBuf;
 
-use crate::cmd::CommandRunner;
 use crate::error::{HostError, Result};
-use crate::fs::{EntryKind, HostFs};
-use crate::paths;
-use crate::units;
+use crate::host::cmd::CommandRunner;
+use crate::host::fs::{EntryKind, HostFs};
+use crate::host::paths;
+use crate::host::units;
 
 /// What mco asks of systemd. Blocking: call from a blocking context.
 pub trait Systemd: Send + Sync {
@@ -141,7 +141,7 @@ impl Systemd for Systemctl {
         let state = out.stdout.lines().next().unwrap_or("").trim();
         if state.is_empty() && !status.success() {
             return Err(HostError::Command {
-                command: crate::cmd::command_line(&self.program, &args),
+                command: crate::host::cmd::command_line(&self.program, &args),
                 stderr: out.stderr.trim().to_string(),
                 status: status.to_string(),
             });
@@ -232,7 +232,7 @@ fn glob_match(pattern: &str, name: &str) -> bool {
     go(&p, &n)
 }
 
-use crate::units::UNIT_SEARCH_PATH;
+use crate::host::units::UNIT_SEARCH_PATH;
 
 impl SimSystemd {
     /// The simulated systemd of the node at `fs`.

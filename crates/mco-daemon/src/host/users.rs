@@ -3,9 +3,9 @@
 //! which does exactly this edit of `/etc/shadow`).
 
 use crate::error::{HostError, Result};
-use crate::fs::{FileAttrs, HostFs};
-use crate::passwd;
-use crate::paths;
+use crate::host::fs::{FileAttrs, HostFs};
+use crate::host::passwd;
+use crate::host::paths;
 
 /// Writes the `core` user's keys to `/home/core/.ssh/authorized_keys.d/ignition`: `.ssh` and
 /// `authorized_keys.d` are 0700 and the file 0600, all owned by `core` (upstream TestNoReboot).
@@ -111,7 +111,7 @@ pub fn set_password_hash(fs: &HostFs, user: &str, hash: &str) -> Result<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::running_as_root;
+    use crate::host::fs::running_as_root;
 
     fn node() -> (tempfile::TempDir, HostFs) {
         let t = tempfile::tempdir().unwrap();

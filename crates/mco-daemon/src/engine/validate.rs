@@ -6,13 +6,13 @@ use std::fmt;
 
 use ignition_config::v3_5::File;
 
-use crate::apply::{ApplyError, file_contents, file_mode};
+use crate::engine::apply::{ApplyError, file_contents, file_mode};
 use crate::engine::plan::ParsedConfig;
 use crate::error::HostError;
-use crate::fs::EntryKind;
 use crate::host::Host;
-use crate::paths;
-use crate::units;
+use crate::host::fs::EntryKind;
+use crate::host::paths;
+use crate::host::units;
 
 /// Files upstream never validates (rewritten by other writers).
 const SKIPPED_FILES: &[&str] = &[

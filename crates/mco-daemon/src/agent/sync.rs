@@ -33,14 +33,14 @@ use serde_json::json;
 use tokio::runtime::Handle;
 use tracing::Instrument;
 
-use crate::apply::ApplyError;
-use crate::drift::{self, DriftMonitor};
+use crate::agent::mcn::{self, NodeFacts, Status, Write};
+use crate::agent::metrics::{Metrics, OsLabels};
+use crate::engine::apply::ApplyError;
+use crate::engine::drift::{self, DriftMonitor};
 use crate::engine::plan::ParsedConfig;
 use crate::engine::{
     BootCheck, Engine, EngineError, Phase, Reporter, UpdateOptions, UpdateOutcome,
 };
-use crate::mcn::{self, NodeFacts, Status, Write};
-use crate::metrics::{Metrics, OsLabels};
 
 /// The field manager of every daemon write.
 pub const FIELD_MANAGER: &str = "machine-config-daemon";
@@ -891,9 +891,9 @@ impl Inner {
                     })
                 })?;
                 engine.host.fs.write_atomic(
-                    crate::paths::CURRENT_CONFIG,
+                    crate::host::paths::CURRENT_CONFIG,
                     &data,
-                    &crate::fs::FileAttrs::default(),
+                    &crate::host::fs::FileAttrs::default(),
                 )?;
             }
             Ok(())
@@ -1154,7 +1154,7 @@ impl Daemon {
             // it is the one-step recovery from drift and from a never-adopted OS.
             tracing::info!(
                 "{} present: re-applying {desired}",
-                crate::paths::FORCE_FILE
+                crate::host::paths::FORCE_FILE
             );
             let cfg = inner.config(&desired).await?;
             return match inner.run_update(cfg.clone(), cfg, true).await? {

@@ -8,7 +8,7 @@ use mco_api::MachineConfig;
 use crate::engine::plan::{ActionPolicy, EMPTY_CONFIG_NAME};
 use crate::engine::{Engine, EngineError, RecordingReporter, UpdateOptions, UpdateOutcome};
 use crate::error::HostError;
-use crate::paths;
+use crate::host::paths;
 
 /// What firstboot did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,16 +14,16 @@ use ignition_config::v3_5::{File, Unit};
 use mco_render::actions::PostConfigAction;
 use mco_render::ignition::{self, IgnitionError};
 
-use crate::backup;
 use crate::engine::plan::{ParsedConfig, UpdatePlan};
 use crate::error::HostError;
-use crate::fs::{DEFAULT_FILE_MODE, EntryKind, FileAttrs, HostFs};
 use crate::host::Host;
-use crate::ostree::{KernelType, Origin, RebaseMode};
-use crate::passwd;
-use crate::paths;
-use crate::units::{self, DropinSpec, UnitSpec};
-use crate::users;
+use crate::host::backup;
+use crate::host::fs::{DEFAULT_FILE_MODE, EntryKind, FileAttrs, HostFs};
+use crate::host::ostree::{KernelType, Origin, RebaseMode};
+use crate::host::passwd;
+use crate::host::paths;
+use crate::host::units::{self, DropinSpec, UnitSpec};
+use crate::host::users;
 
 /// Why applying failed (after which everything applied was rolled back).
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@ use super::{
     PIVOT_SCHEME, RebaseMode, StatusJson,
 };
 use crate::error::{HostError, Result};
-use crate::fs::{FileAttrs, HostFs};
-use crate::paths;
+use crate::host::fs::{FileAttrs, HostFs};
+use crate::host::paths;
 
 /// Per-deployment kernel arguments; real rpm-ostree keeps them in the boot loader entry, so
 /// the key is namespaced to show it is the simulator's own.
