@@ -1,10 +1,9 @@
 //! Rebooters and the `Host` bundle, real and simulated.
 
-mod common;
+mod support;
 
 use std::sync::{Arc, mpsc};
 
-use common::{argv, calls, fake_tool, fixture};
 use mco_daemon::host::fs::{Durability, FileAttrs, HostFs};
 use mco_daemon::host::ostree::{OsUpdater, RebaseMode, SimOstree};
 use mco_daemon::host::reboot::{
@@ -12,6 +11,7 @@ use mco_daemon::host::reboot::{
 };
 use mco_daemon::host::{paths, units};
 use mco_daemon::{Host, HostKind};
+use support::{argv, calls, fake_tool, fixture};
 
 #[test]
 fn systemd_run_reboot_argv() {

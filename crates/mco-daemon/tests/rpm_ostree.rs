@@ -1,14 +1,14 @@
 //! The real OS updater against a fake `rpm-ostree` that records argv and serves fixtures.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{argv, calls, fake_tool, fixture, fixture_path};
 use mco_daemon::host::cmd::CommandRunner;
 use mco_daemon::host::ostree::{
     KernelType, Origin, OsStatus, OsUpdater, RebaseMode, RetryPolicy, RpmOstree,
 };
+use support::{argv, calls, fake_tool, fixture, fixture_path};
 
 const SEED_URL_122: &str = "registry.uniontech.com/utccp-components/machine-os-content:1.2.2";
 

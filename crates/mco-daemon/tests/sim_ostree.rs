@@ -1,11 +1,11 @@
 //! The simulated OS updater: same JSON shape as rpm-ostree, state inside the node root.
 
-mod common;
+mod support;
 
-use common::{argv, fixture};
 use mco_daemon::host::fs::HostFs;
 use mco_daemon::host::ostree::{KernelType, Origin, OsStatus, OsUpdater, RebaseMode, SimOstree};
 use mco_daemon::host::paths;
+use support::{argv, fixture};
 
 const URL_122: &str = "registry.uniontech.com/utccp-components/machine-os-content:1.2.2";
 const URL_130: &str = "registry.uniontech.com/uccps-components/machine-os-content:1.3.0";

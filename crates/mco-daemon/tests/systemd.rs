@@ -1,16 +1,16 @@
 //! systemd: the real `systemctl` against a recording fake, the simulated one on disk, and the
 //! unit-writing rules of upstream's TestIgn3Cfg.
 
-mod common;
+mod support;
 
 use std::path::PathBuf;
 
-use common::{argv, calls, fake_tool};
 use mco_daemon::host::cmd::CommandRunner;
 use mco_daemon::host::fs::{FileAttrs, HostFs};
 use mco_daemon::host::paths;
 use mco_daemon::host::systemd::{SimSystemd, Systemctl, Systemd};
 use mco_daemon::host::units::{self, DropinSpec, UnitSpec};
+use support::{argv, calls, fake_tool};
 
 #[test]
 fn systemctl_argv() {

@@ -153,7 +153,7 @@ impl CommandRunner {
 }
 
 #[cfg(test)]
-#[path = "../../tests/common/fake_tools.rs"]
+#[path = "../../tests/support/fake_tools.rs"]
 pub(crate) mod testutil;
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! A simulated node for engine tests: a temp root with users, os-release, and optionally an
-//! ostree marker and simulated deployments.
+//! The daemon's test helpers: fixtures, fake host tools, and a simulated node for engine tests
+//! (a temp root with users, os-release, and optionally an ostree marker and simulated
+//! deployments).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -14,14 +15,21 @@ use serde_json::{Value, json};
 pub const URL_122: &str = "registry.uniontech.com/utccp-components/machine-os-content:1.2.2";
 pub const URL_130: &str = "registry.uniontech.com/uccps-components/machine-os-content:1.3.0";
 
-pub fn fixture(rel: &str) -> String {
-    std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(rel),
-    )
-    .unwrap()
+/// Path of a fixture under `tests/fixtures`.
+pub fn fixture_path(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
 }
+
+/// Text of a fixture under `tests/fixtures`.
+pub fn fixture(rel: &str) -> String {
+    std::fs::read_to_string(fixture_path(rel)).unwrap()
+}
+
+mod fake_tools;
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use fake_tools::{argv, calls, fake_tool};
 
 pub struct Node {
     pub dir: tempfile::TempDir,

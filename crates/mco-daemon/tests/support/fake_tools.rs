@@ -1,5 +1,5 @@
 //! Fake host tools: shell scripts that log their argv and answer from files. Shared by the unit
-//! tests (through `#[path]` in `src/cmd.rs`) and the integration tests (through `common`).
+//! tests (through `#[path]` in `src/host/cmd.rs`) and the integration tests (through `support`).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
