@@ -70,11 +70,24 @@ pub enum Phase {
 /// Receives the phases of an update; the kube layer turns them into API writes.
 pub trait Reporter {
     /// Records one phase. An error aborts (and rolls back) the update.
-    fn report(&mut self, phase: &Phase) -> Result<(), String>;
+    fn report(&mut self, phase: &Phase) -> Result<(), ReportError>;
 
     /// Blocks until the node is drained for `config` (annotation `desiredDrain=drain-<config>`
     /// answered by `lastAppliedDrain`). An error aborts the update before anything is written.
-    fn drain(&mut self, config: &str) -> Result<(), String>;
+    fn drain(&mut self, config: &str) -> Result<(), ReportError>;
+}
+
+/// Why a [`Reporter`] refused a phase or a drain. The engine knows nothing of the API server,
+/// so the reporter's own error rides along as the source, its message unchanged.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ReportError(Box<dyn std::error::Error + Send + Sync>);
+
+impl ReportError {
+    /// Wraps the reporter's own error.
+    pub fn new(source: impl std::error::Error + Send + Sync + 'static) -> ReportError {
+        ReportError(Box::new(source))
+    }
 }
 
 /// A reporter that keeps the phases, for tests and the offline commands.
@@ -87,13 +100,13 @@ pub struct RecordingReporter {
 }
 
 impl Reporter for RecordingReporter {
-    fn report(&mut self, phase: &Phase) -> Result<(), String> {
+    fn report(&mut self, phase: &Phase) -> Result<(), ReportError> {
         tracing::info!(?phase, "update phase");
         self.phases.push(phase.clone());
         Ok(())
     }
 
-    fn drain(&mut self, config: &str) -> Result<(), String> {
+    fn drain(&mut self, config: &str) -> Result<(), ReportError> {
         self.drains.push(config.to_string());
         Ok(())
     }
@@ -127,10 +140,10 @@ pub enum EngineError {
     Host(#[from] HostError),
     /// The drain did not complete.
     #[error("{0}")]
-    Drain(String),
+    Drain(#[source] ReportError),
     /// The reporter refused a phase (e.g. the API server is unreachable).
     #[error("reporting update progress: {0}")]
-    Report(String),
+    Report(#[source] ReportError),
     /// The reboot could not be requested; the update was rolled back.
     #[error(transparent)]
     Reboot(HostError),

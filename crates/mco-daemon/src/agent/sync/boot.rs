@@ -1,0 +1,115 @@
+//! The start-up sync: finish or repeat a reboot, validate the disk against the current config,
+//! resume, and complete.
+
+use std::sync::Arc;
+
+use mco_api::constants::{annotations as ann, mcn_conditions as c, states};
+
+use super::{Daemon, Exit, SyncError, annotation, blocking};
+use crate::agent::mcn::{Status, Write};
+use crate::engine::{BootCheck, EngineError, UpdateOutcome};
+use crate::error::HostError;
+
+impl Daemon {
+    /// The start-up sync: finish a reboot, validate, resume, complete.
+    pub(super) async fn boot(&mut self) -> Result<Option<Exit>, SyncError> {
+        let inner = Arc::clone(&self.inner);
+        let node = inner.first_node().await?;
+        // A reboot still owed (requested in this very boot) has not happened: the start-up
+        // check below requests it again, and only the next boot may say "rebooted".
+        let rebooting = annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING;
+        let engine = Arc::clone(&inner.engine);
+        let (owed, on_disk) = blocking(move || -> Result<_, HostError> {
+            Ok((rebooting && engine.reboot_owed()?, engine.on_disk_config()?))
+        })
+        .await?;
+        if rebooting && !owed {
+            // Both ride with the boot's next write (with Resumed, the uncordon request).
+            let m = "Node has rebooted";
+            inner.mcn_later(
+                Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::True, m).child(
+                    c::REBOOTED_NODE,
+                    Status::True,
+                    m,
+                ),
+            );
+            inner.annotate_later(ann::POST_CONFIG_ACTION, None);
+        }
+        let annotated = annotation(&node, ann::CURRENT_CONFIG);
+        let desired = annotation(&node, ann::DESIRED_CONFIG);
+        let current = match on_disk {
+            Some(mc) => {
+                let name = mc.metadata.name.clone().unwrap_or_default();
+                if !annotated.is_empty() && annotated != name {
+                    tracing::info!(
+                        "Disk currentConfig {name} overrides node's currentConfig annotation {annotated}"
+                    );
+                }
+                mc
+            }
+            None if !annotated.is_empty() => inner.mcs.get(&annotated).await?,
+            None if !desired.is_empty() => inner.mcs.get(&desired).await?,
+            None => {
+                tracing::info!("no current or desired config yet; waiting");
+                return Ok(None);
+            }
+        };
+        let current_name = current.metadata.name.clone().unwrap_or_default();
+        let engine = Arc::clone(&inner.engine);
+        let check_cfg = current.clone();
+        let check = match blocking(move || engine.boot_check(&check_cfg)).await {
+            Err(SyncError::Engine(e)) => {
+                inner
+                    .event("Warning", "OnDiskStateValidationFailed", &e.to_string())
+                    .await;
+                return Err(e.into());
+            }
+            other => other?,
+        };
+        self.booted = true;
+        if check == BootCheck::RebootPending {
+            let rationale = format!("Node will reboot into config {current_name}");
+            inner
+                .annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))])
+                .await?;
+            let engine = Arc::clone(&inner.engine);
+            blocking(move || {
+                engine
+                    .host
+                    .rebooter
+                    .reboot(&rationale)
+                    .map_err(EngineError::Reboot)
+            })
+            .await?;
+            return Ok(Some(Exit::Rebooting));
+        }
+        if check == BootCheck::Forced {
+            let target = if desired.is_empty() {
+                current.clone()
+            } else {
+                inner.config(&desired).await?
+            };
+            return match inner.run_update(current, target.clone(), true).await? {
+                UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
+                    Ok(Some(Exit::Rebooting))
+                }
+                UpdateOutcome::Rebootless { .. } => {
+                    let n = target.metadata.name.unwrap_or_default();
+                    inner.finish_rebootless(&n).await?;
+                    Ok(None)
+                }
+            };
+        }
+        // Rides with the uncordon request, or with whatever this sync writes next.
+        inner.mcn_later(Write::parent(
+            c::RESUMED,
+            Status::True,
+            format!("In desired config {current_name}. Resumed normal operations."),
+        ));
+        inner.start_drift(&current);
+        if desired.is_empty() || desired == current_name {
+            inner.complete(&current_name).await?;
+        }
+        Ok(None)
+    }
+}

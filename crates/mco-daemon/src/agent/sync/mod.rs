@@ -1,0 +1,568 @@
+//! The kube-facing sync loop: watch this node only (field selector), fetch the rendered configs
+//! it needs, drive the [`Engine`] and write the node annotations and MachineConfigNode status
+//! the way upstream's daemon does.
+//!
+//! MachineConfigNode status is written under upstream's field manager `machine-config-daemon`,
+//! starting from the MCN as last read or written, so the drain controller's conditions are
+//! carried over rather than dropped. A write is a JSON patch that tests what it relies on (see
+//! [`crate::agent::mcn::status_patch`]); where a condition is added, it is the whole status carrying the
+//! `resourceVersion` it was computed from, as upstream's `UpdateStatus`. A refused write reads
+//! the MCN and tries again, so a concurrent controller write is never overwritten with stale
+//! values.
+//! Rendered MachineConfigs are immutable, so they are fetched when needed instead of watched.
+//!
+//! The engine is blocking and runs on a blocking thread; SIGTERM is only observed between
+//! syncs, so an update in progress always reaches a safe point (done, rolled back, or reboot
+//! requested) before the daemon exits. So is everything else that touches the host (reading
+//! `currentconfig`, the force file), through [`blocking`].
+//!
+//! Each sync asks [`decide()`] what to do; [`boot`] is the start-up sync, [`update`] holds the
+//! steps that change the node, and [`outbox`] the status writes they make.
+
+mod boot;
+pub mod decide;
+mod outbox;
+mod update;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use mco_api::constants::{MAX_REASON_LEN, annotations as ann, mcn_conditions as c, states};
+use mco_api::{MachineConfig, MachineConfigNode};
+use tracing::Instrument;
+
+use crate::agent::mcn::{Status, Write};
+use crate::agent::metrics::{Metrics, OsLabels};
+use crate::engine::drift::DriftMonitor;
+use crate::engine::{Engine, EngineError, UpdateOutcome};
+use crate::error::HostError;
+use crate::host::paths;
+use decide::Change;
+
+pub use decide::{Step, decide, semantically_equal};
+pub use outbox::{FIELD_MANAGER, phase_write};
+
+/// Tunables of the loop.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// This node.
+    pub node: String,
+    /// How long to wait for the drain controller (upstream: 1 hour).
+    pub drain_timeout: Duration,
+    /// How often to re-read the node while waiting for the drain controller, in case the node
+    /// watch (which ends the wait as soon as the answer is written) is broken. Every waiting
+    /// node reads at this pace, so a fleet's first boot or a wave of drains multiplies it.
+    pub poll_interval: Duration,
+    /// Longest retry delay after a failed sync (upstream: 1 s doubling to 60 s).
+    pub max_backoff: Duration,
+}
+
+impl SyncOptions {
+    /// Upstream's defaults for `node`.
+    pub fn new(node: impl Into<String>) -> SyncOptions {
+        SyncOptions {
+            node: node.into(),
+            drain_timeout: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why a sync failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The API server refused or failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The blocking host work's thread died.
+    #[error("update task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+    /// The drain controller did not answer in time.
+    #[error("{0}")]
+    Timeout(String),
+    /// The drift monitor saw the disk leave the current config.
+    #[error("{0}")]
+    Drift(String),
+    /// A Degraded node still does not match; its reason (naming the most recent drift) is kept.
+    #[error("still degraded: {0}")]
+    StillDegraded(String),
+    /// Shutdown was asked for while waiting on the cluster; not the node's fault.
+    #[error("shutting down")]
+    Shutdown,
+}
+
+impl From<HostError> for SyncError {
+    fn from(e: HostError) -> Self {
+        SyncError::Engine(EngineError::Host(e))
+    }
+}
+
+impl SyncError {
+    fn is_unreconcilable(&self) -> bool {
+        matches!(self, SyncError::Engine(e) if e.is_unreconcilable())
+    }
+}
+
+/// How [`Daemon::run`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// A reboot was requested; the next start completes the update.
+    Rebooting,
+    /// Asked to stop, at a safe point.
+    Shutdown,
+}
+
+struct Inner {
+    opts: SyncOptions,
+    engine: Arc<Engine>,
+    metrics: Metrics,
+    drift: Mutex<Option<DriftMonitor>>,
+    drift_tx: tokio::sync::mpsc::UnboundedSender<String>,
+    events: Api<Event>,
+    nodes: Api<Node>,
+    mcs: Api<MachineConfig>,
+    mcns: Api<MachineConfigNode>,
+    /// Set once [`Daemon::run`]'s shutdown fires, so that waits inside a sync give up.
+    shutdown: tokio::sync::watch::Sender<bool>,
+    /// This Node as last seen by [`Daemon::run`]'s watch, so that a drain wait wakes on the
+    /// controller's answer instead of polling for it. Closed when the watch ends.
+    watched: tokio::sync::watch::Receiver<Option<Arc<Node>>>,
+    /// This Node as our last annotation write returned it: newer than the watch until the
+    /// watch delivers that write.
+    written: Mutex<Option<Arc<Node>>>,
+    /// This node's MCN as our last status write returned it, the base of the next write.
+    mcn_written: Mutex<Option<MachineConfigNode>>,
+    /// Phases that another phase follows at once, held to ride in that phase's write: an
+    /// update's phases cost one MCN write each otherwise, most of them microseconds apart.
+    mcn_pending: Mutex<Vec<Write>>,
+    /// Annotation changes held, likewise, for the next Node write.
+    annotations_pending: Mutex<Vec<(&'static str, Option<String>)>>,
+}
+
+/// One node's daemon.
+pub struct Daemon {
+    inner: Arc<Inner>,
+    booted: bool,
+    drift_rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// Taken by [`Daemon::run`] for the task that feeds `Inner::watched`.
+    watched_tx: Option<tokio::sync::watch::Sender<Option<Arc<Node>>>>,
+}
+
+/// Aborts the node-watch task when [`Daemon::run`] returns, however it returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Feeds the node watch into `tx` until the watch ends. Annotation changes notify (they are
+/// what triggers a sync); a relist notifies once, at its end, and a deletion only clears the
+/// value.
+async fn forward_node_watch(
+    nodes: Api<Node>,
+    cfg: watcher::Config,
+    tx: tokio::sync::watch::Sender<Option<Arc<Node>>>,
+) {
+    let mut events = std::pin::pin!(watcher::watcher(nodes, cfg));
+    let mut listed: Option<Arc<Node>> = None;
+    while let Some(ev) = events.next().await {
+        match ev {
+            // The daemon acts on its annotations alone. Other changes (the controller's taint,
+            // the node's conditions) replace the value without waking a sync: at thousands of
+            // nodes, the taint put on every member when a rollout starts woke every daemon to
+            // reread its on-disk config for nothing.
+            Ok(watcher::Event::Apply(n)) => {
+                tx.send_if_modified(|v| {
+                    let wake = wakes_sync(v.as_deref(), &n);
+                    *v = Some(Arc::new(n));
+                    wake
+                });
+            }
+            Ok(watcher::Event::Init) => listed = None,
+            Ok(watcher::Event::InitApply(n)) => listed = Some(Arc::new(n)),
+            Ok(watcher::Event::InitDone) => tx.send_modify(|v| *v = listed.take()),
+            Ok(watcher::Event::Delete(_)) => {
+                tx.send_if_modified(|v| {
+                    *v = None;
+                    false
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "node watch error"),
+        }
+    }
+}
+
+/// Whether a watched change of this Node is one the daemon acts on: its annotations carry
+/// everything a sync and a drain wait read.
+fn wakes_sync(old: Option<&Node>, new: &Node) -> bool {
+    old.is_none_or(|old| old.metadata.annotations != new.metadata.annotations)
+}
+
+/// A resourceVersion as a number, when it is one (etcd's and the embedded server's are); only
+/// used to tell whether a watched Node is at least as new as a write's response.
+fn rv(node: &Node) -> Option<u64> {
+    node.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+fn annotation(node: &Node, key: &str) -> String {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Upstream's `%.2000s` on the reason annotation.
+pub fn truncate_reason(s: &str) -> String {
+    s.chars().take(MAX_REASON_LEN).collect()
+}
+
+impl Inner {
+    fn name(&self) -> &str {
+        &self.opts.node
+    }
+
+    async fn node(&self) -> Result<Node, SyncError> {
+        Ok(self.nodes.get(&self.opts.node).await?)
+    }
+
+    /// This Node at start-up: the node watch lists it as the daemon starts, so a read of our
+    /// own would only repeat that list. Read after all if the watch has not delivered within
+    /// `poll_interval`.
+    async fn first_node(&self) -> Result<Arc<Node>, SyncError> {
+        let mut watched = self.watched.clone();
+        let listed =
+            tokio::time::timeout(self.opts.poll_interval, watched.wait_for(Option::is_some))
+                .await
+                .ok()
+                .and_then(|r| r.ok().and_then(|n| n.clone()));
+        match listed {
+            Some(n) => Ok(n),
+            None => Ok(Arc::new(self.node().await?)),
+        }
+    }
+    /// The newest copy of this Node we hold, from the watch or our own last write; `None` when
+    /// there is none or their versions are not comparable.
+    fn known_node(&self) -> Option<Arc<Node>> {
+        let watched = self.watched.borrow().clone();
+        let written = self.written.lock().ok().and_then(|w| w.clone());
+        match (watched, written) {
+            (Some(a), Some(b)) => match (rv(&a), rv(&b)) {
+                (Some(x), Some(y)) => Some(if x >= y { a } else { b }),
+                _ => None,
+            },
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl Daemon {
+    /// A daemon for `opts.node` over `engine`.
+    pub fn new(client: Client, engine: Engine, opts: SyncOptions) -> Daemon {
+        let metrics = Metrics::new();
+        metrics
+            .host_os
+            .get_or_create(&OsLabels {
+                os: engine.os.identity.metrics_label(),
+                version: engine.os.identity.display_version().to_string(),
+            })
+            .set(1);
+        let (drift_tx, drift_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (watched_tx, watched) = tokio::sync::watch::channel(None);
+        Daemon {
+            inner: Arc::new(Inner {
+                nodes: Api::all(client.clone()),
+                mcs: Api::all(client.clone()),
+                mcns: Api::all(client.clone()),
+                events: Api::namespaced(client, "default"),
+                engine: Arc::new(engine),
+                metrics,
+                drift: Mutex::new(None),
+                drift_tx,
+                opts,
+                shutdown: tokio::sync::watch::Sender::new(false),
+                watched,
+                written: Mutex::new(None),
+                mcn_written: Mutex::new(None),
+                mcn_pending: Mutex::new(Vec::new()),
+                annotations_pending: Mutex::new(Vec::new()),
+            }),
+            booted: false,
+            drift_rx,
+            watched_tx: Some(watched_tx),
+        }
+    }
+
+    /// The daemon's metrics, for an exporter.
+    pub fn metrics(&self) -> Metrics {
+        self.inner.metrics.clone()
+    }
+
+    /// One sync of this node, then whatever it still holds is written. A failed sync leaves
+    /// that to [`Inner::mark_failed`], whose writes carry it.
+    async fn sync(&mut self) -> Result<Option<Exit>, SyncError> {
+        let result = self.sync_once().await;
+        if matches!(
+            result,
+            Ok(_) | Err(SyncError::StillDegraded(_) | SyncError::Shutdown)
+        ) && let Err(e) = self.inner.flush().await
+        {
+            tracing::warn!(error = %e, "held status not written");
+        }
+        result
+    }
+
+    async fn sync_once(&mut self) -> Result<Option<Exit>, SyncError> {
+        if !self.booted {
+            let r = self.boot().await?;
+            if r.is_some() || !self.booted {
+                return Ok(r);
+            }
+        }
+        let inner = Arc::clone(&self.inner);
+        // Syncs follow the node watch, so the Node it delivered is the one to act on (as
+        // upstream's daemon reads its informer's cache); a newer change triggers another sync.
+        let node = match inner.known_node() {
+            Some(n) => n,
+            None => Arc::new(inner.node().await?),
+        };
+        if annotation(&node, ann::DESIRED_CONFIG).is_empty() {
+            return Ok(None);
+        }
+        let engine = Arc::clone(&inner.engine);
+        let (on_disk, force) = blocking(move || {
+            Ok::<_, HostError>((engine.on_disk_config()?, engine.force_requested()?))
+        })
+        .await?;
+        let on_disk = on_disk.and_then(|m| m.metadata.name);
+        match decide(&node, on_disk.as_deref(), force) {
+            Step::Nothing => Ok(None),
+            Step::Force { config } => {
+                tracing::info!("{} present: re-applying {config}", paths::FORCE_FILE);
+                let cfg = inner.config(&config).await?;
+                match inner.run_update(cfg.clone(), cfg, true).await? {
+                    UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
+                        Ok(Some(Exit::Rebooting))
+                    }
+                    UpdateOutcome::Rebootless { .. } => {
+                        inner.finish_rebootless(&config).await?;
+                        Ok(None)
+                    }
+                }
+            }
+            Step::Complete { config, degraded } => {
+                // A Degraded node (e.g. after drift) is only cleared once the disk matches.
+                let engine = Arc::clone(&inner.engine);
+                let cfg = inner.config(&config).await?;
+                match blocking(move || engine.validate(&cfg)).await {
+                    Err(SyncError::Engine(e)) if degraded => {
+                        return Err(SyncError::StillDegraded(e.to_string()));
+                    }
+                    other => other?,
+                }
+                inner.complete(&config).await?;
+                Ok(None)
+            }
+            Step::InSync => {
+                inner
+                    .mcn(&Write::parent(
+                        c::UPDATED,
+                        Status::True,
+                        format!("Node {} Updated", inner.name()),
+                    ))
+                    .await?;
+                Ok(None)
+            }
+            Step::Change {
+                from,
+                to,
+                force,
+                working,
+            } => {
+                let old = inner.config(&from).await?;
+                let new = inner.mcs.get(&to).await?;
+                if decide::change(&old, &new, force) == Change::Adopt {
+                    inner.adopt(&old, new).await?;
+                    return Ok(None);
+                }
+                // Both ride with the update's first writes: the Prepared phase and the drain
+                // request.
+                inner.mcn_later(Write::parent(
+                    c::UPDATED,
+                    Status::False,
+                    format!("Node {} needs an update", inner.name()),
+                ));
+                if working {
+                    inner.annotate_later(ann::STATE, Some(states::WORKING));
+                }
+                // Preflight drift check, skipped when the force file asks for a re-apply.
+                if !force {
+                    let engine = Arc::clone(&inner.engine);
+                    let pre = old.clone();
+                    blocking(move || engine.validate(&pre)).await?;
+                }
+                match inner.run_update(old, new, false).await? {
+                    UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
+                        Ok(Some(Exit::Rebooting))
+                    }
+                    UpdateOutcome::Rebootless { .. } => {
+                        inner.finish_rebootless(&to).await?;
+                        Ok(None)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs until a reboot is requested or `shutdown` resolves. A sync in progress is not cut
+    /// short, except that a wait on the drain controller gives up.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<Exit, SyncError> {
+        let inner = Arc::clone(&self.inner);
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", inner.name()));
+        // The watch runs in its own task so that it is also consumed while a sync (and so a
+        // drain wait) is in progress; the loop below triggers syncs from what it publishes.
+        let Some(watched_tx) = self.watched_tx.take() else {
+            return Ok(Exit::Shutdown);
+        };
+        let _watch_task = AbortOnDrop(tokio::spawn(
+            forward_node_watch(inner.nodes.clone(), cfg, watched_tx).in_current_span(),
+        ));
+        let mut node_changes = inner.watched.clone();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut backoff = Duration::from_secs(1);
+        let mut retry_at: Option<tokio::time::Instant> = Some(tokio::time::Instant::now());
+        // Nothing watches /run, so a touched force file is noticed by a cheap poll rather than
+        // after a degraded node's backoff, which may be a minute.
+        let mut force_poll = tokio::time::interval(Duration::from_secs(1));
+        force_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            let due = async {
+                match retry_at {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut shutdown => {
+                    tracing::info!("shutting down at a safe point");
+                    return Ok(Exit::Shutdown);
+                }
+                Some(reason) = self.drift_rx.recv() => {
+                    inner.metrics.config_drift.set(
+                        k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0,
+                    );
+                    inner.event("Warning", "ConfigDriftDetected", &reason).await;
+                    inner.mark_failed(&SyncError::Drift(reason)).await;
+                    retry_at = Some(tokio::time::Instant::now() + backoff);
+                    backoff = (backoff * 2).min(inner.opts.max_backoff);
+                }
+                _ = force_poll.tick() => {
+                    let soon = tokio::time::Instant::now() + Duration::from_secs(1);
+                    let engine = Arc::clone(&inner.engine);
+                    if retry_at.is_none_or(|t| t > soon)
+                        && blocking(move || engine.force_requested()).await.unwrap_or(false)
+                    {
+                        retry_at = Some(tokio::time::Instant::now());
+                        backoff = Duration::from_secs(1);
+                    }
+                }
+                changed = node_changes.changed() => match changed {
+                    Ok(()) => {
+                        if retry_at.is_none() {
+                            retry_at = Some(tokio::time::Instant::now());
+                        }
+                    }
+                    // The watch ended.
+                    Err(_) => return Ok(Exit::Shutdown),
+                },
+                _ = due => {
+                    retry_at = None;
+                    let mut stopping = false;
+                    let result = {
+                        let sync = self.sync();
+                        tokio::pin!(sync);
+                        tokio::select! {
+                            r = &mut sync => r,
+                            _ = &mut shutdown => {
+                                stopping = true;
+                                inner.shutdown.send_replace(true);
+                                sync.await
+                            }
+                        }
+                    };
+                    match result {
+                        Ok(Some(exit)) => return Ok(exit),
+                        _ if stopping => {
+                            tracing::info!("shutting down at a safe point");
+                            return Ok(Exit::Shutdown);
+                        }
+                        Err(SyncError::Shutdown) => return Ok(Exit::Shutdown),
+                        Ok(None) => backoff = Duration::from_secs(1),
+                        Err(SyncError::StillDegraded(e)) => {
+                            tracing::info!("node still degraded: {e}");
+                            retry_at = Some(tokio::time::Instant::now() + backoff);
+                            backoff = (backoff * 2).min(inner.opts.max_backoff);
+                        }
+                        Err(e) => {
+                            inner.mark_failed(&e).await;
+                            retry_at = Some(tokio::time::Instant::now() + backoff);
+                            backoff = (backoff * 2).min(inner.opts.max_backoff);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Blocking host work on tokio's blocking pool, inside the caller's tracing span: a process
+/// hosting many daemons (the embedded cluster) tells their logs apart by the span's node. The
+/// work's own error and a task that died both come back as a [`SyncError`].
+async fn blocking<T, E>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, SyncError>
+where
+    T: Send + 'static,
+    E: Into<SyncError> + Send + 'static,
+{
+    let span = tracing::Span::current();
+    match tokio::task::spawn_blocking(move || span.in_scope(f)).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(e) => Err(SyncError::Task(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(v: serde_json::Value) -> Node {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn only_annotation_changes_wake_a_sync() {
+        let done = node(json!({"metadata": {"name": "w", "resourceVersion": "1",
+            "annotations": {ann::DESIRED_CONFIG: "a", ann::STATE: "Done"}}}));
+        let tainted = node(json!({"metadata": {"name": "w", "resourceVersion": "2",
+            "annotations": {ann::DESIRED_CONFIG: "a", ann::STATE: "Done"}},
+            "spec": {"taints": [{"key": "UpdateInProgress", "effect": "PreferNoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]}}));
+        let retargeted = node(json!({"metadata": {"name": "w", "resourceVersion": "3",
+            "annotations": {ann::DESIRED_CONFIG: "b", ann::STATE: "Done"}}}));
+        assert!(wakes_sync(None, &done), "the first sight of the node");
+        assert!(!wakes_sync(Some(&done), &tainted));
+        assert!(wakes_sync(Some(&tainted), &retargeted));
+    }
+}

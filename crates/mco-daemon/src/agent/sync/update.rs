@@ -1,0 +1,248 @@
+//! The update steps a sync takes: complete an update, run one (with the drain awaited between
+//! two pieces of blocking host work), adopt an equal config, and the drift monitor around them.
+
+use std::sync::Arc;
+
+use mco_api::MachineConfig;
+use mco_api::constants::{annotations as ann, drain, mcn_conditions as c, states};
+use tokio::runtime::Handle;
+
+use super::{Inner, SyncError, blocking};
+use crate::agent::mcn::{self, Status, Write};
+use crate::engine::apply::ApplyError;
+use crate::engine::drift;
+use crate::engine::plan::ParsedConfig;
+use crate::engine::{EngineError, Phase, ReportError, Reporter, UpdateOptions, UpdateOutcome};
+
+impl Inner {
+    pub(super) fn stop_drift(&self) {
+        if let Ok(mut d) = self.drift.lock()
+            && d.take().is_some()
+        {
+            tracing::info!("Config Drift Monitor stopped");
+        }
+    }
+
+    /// Whether a live drift monitor already watches against `config`.
+    pub(super) fn drift_watches(&self, config: &str) -> bool {
+        self.drift
+            .lock()
+            .is_ok_and(|d| d.as_ref().is_some_and(|m| m.watches(config)))
+    }
+
+    /// (Re)starts the drift monitor against `mc`. A live monitor for the same config is kept:
+    /// a boot into Done reaches here twice, and each start parses the config and re-registers
+    /// every managed path.
+    pub(super) fn start_drift(&self, mc: &MachineConfig) {
+        if self.drift_watches(mc.metadata.name.as_deref().unwrap_or_default()) {
+            return;
+        }
+        self.stop_drift();
+        let Ok(cfg) = ParsedConfig::new(mc) else {
+            return;
+        };
+        let tx = self.drift_tx.clone();
+        match drift::start(Arc::clone(&self.engine), cfg, move |e| {
+            let _ = tx.send(e.to_string());
+        }) {
+            Ok(m) => {
+                if let Ok(mut d) = self.drift.lock() {
+                    *d = Some(m);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "config drift monitor not started"),
+        }
+    }
+
+    pub(super) async fn config(&self, name: &str) -> Result<MachineConfig, SyncError> {
+        let engine = Arc::clone(&self.engine);
+        if let Some(on_disk) = blocking(move || engine.on_disk_config()).await?
+            && on_disk.metadata.name.as_deref() == Some(name)
+        {
+            return Ok(on_disk);
+        }
+        Ok(self.mcs.get(name).await?)
+    }
+
+    /// Uncordon, then Done with `currentConfig`, then `Updated=True`.
+    pub(super) async fn complete(&self, config: &str) -> Result<(), SyncError> {
+        self.request_drain(&drain::uncordon(config), "uncordon")
+            .await?;
+        tracing::info!(
+            "Update completed for config {config} and node has been successfully uncordoned"
+        );
+        self.annotate(&[
+            (ann::CURRENT_CONFIG, Some(config)),
+            (ann::STATE, Some(states::DONE)),
+            (ann::REASON, Some("")),
+        ])
+        .await?;
+        self.metrics.set_state(states::DONE, "");
+        if !self.drift_watches(config)
+            && let Ok(mc) = self.config(config).await
+        {
+            self.start_drift(&mc);
+        }
+        self.mcn(&Write::parent(
+            c::UPDATED,
+            Status::True,
+            format!("Node {} Updated", self.name()),
+        ))
+        .await
+    }
+
+    pub(super) async fn run_update(
+        self: &Arc<Self>,
+        old: MachineConfig,
+        new: MachineConfig,
+        force: bool,
+    ) -> Result<UpdateOutcome, SyncError> {
+        self.stop_drift();
+        let target = new.metadata.name.clone().unwrap_or_default();
+        let res = match self.update_in_steps(old, new, force).await {
+            Ok(outcome) => Ok(outcome),
+            Err(SyncError::Engine(e)) => Err(e),
+            // Not the update's failure (its task died): nothing to record.
+            Err(e) => return Err(e),
+        };
+        let err = res.as_ref().err().map(|e| e.to_string());
+        match &res {
+            Err(EngineError::Apply(ApplyError::Os { .. })) => self.metrics.pivot_errors.inc(),
+            Err(EngineError::Reboot(_)) => self.metrics.reboots_failed.inc(),
+            _ => 0,
+        };
+        self.metrics
+            .set_update(&target, err.as_deref().unwrap_or_default());
+        self.mcn(&mcn::degraded(self.name(), err.as_deref()))
+            .await?;
+        Ok(res?)
+    }
+
+    /// [`Engine::update`] with the drain awaited here, between two pieces of blocking host work:
+    /// waiting on a thread of the blocking pool for every draining node grew the pool to a
+    /// thread per node in a large wave.
+    pub(super) async fn update_in_steps(
+        self: &Arc<Self>,
+        old: MachineConfig,
+        new: MachineConfig,
+        force: bool,
+    ) -> Result<UpdateOutcome, SyncError> {
+        let engine = Arc::clone(&self.engine);
+        let mut reporter = KubeReporter::new(self);
+        let opts = UpdateOptions {
+            force,
+            ..UpdateOptions::default()
+        };
+        let (prepared, engine, mut reporter) = blocking(move || {
+            let prepared = engine.prepare_update(&old, &new, opts, &mut reporter);
+            prepared.map(|p| (p, engine, reporter))
+        })
+        .await?;
+        if prepared.drains()
+            && let Err(e) = self
+                .request_drain(&drain::drain(prepared.config()), "drain")
+                .await
+        {
+            return Err(EngineError::Drain(ReportError::new(e)).into());
+        }
+        blocking(move || engine.apply_update(prepared, &mut reporter)).await
+    }
+
+    /// After a rebootless update: Resumed, then complete.
+    pub(super) async fn finish_rebootless(&self, config: &str) -> Result<(), SyncError> {
+        self.mcn(&Write::parent(
+            c::RESUMED,
+            Status::True,
+            format!(
+                "In desired config {config}. Resumed normal operations. Applying proper annotations."
+            ),
+        ))
+        .await?;
+        self.complete(config).await
+    }
+
+    /// Records `new` as current without an update, because the node already runs its
+    /// equivalent `old` (a config rendered under another controller's name, e.g. upstream's
+    /// `rendered-<pool>-<md5>` when mco takes over a cluster). The disk is validated against
+    /// `new` first, so Done is never reported over a disk that does not match; nothing is
+    /// drained, written (beyond the on-disk `currentconfig`) or rebooted, and the state never
+    /// passes through `Working`.
+    pub(super) async fn adopt(
+        &self,
+        old: &MachineConfig,
+        new: MachineConfig,
+    ) -> Result<(), SyncError> {
+        let old_name = old.metadata.name.clone().unwrap_or_default();
+        let new_name = new.metadata.name.clone().unwrap_or_default();
+        let engine = Arc::clone(&self.engine);
+        let cfg = new.clone();
+        blocking(move || -> Result<(), EngineError> {
+            engine.validate(&cfg)?;
+            // The on-disk config is the source of truth after a restart: keep it naming the
+            // config the node is now reported on, when the node keeps one at all.
+            if engine.on_disk_config()?.is_some() {
+                let data = serde_json::to_vec(&cfg).map_err(|source| {
+                    EngineError::Apply(ApplyError::Serialize {
+                        name: cfg.metadata.name.clone().unwrap_or_default(),
+                        source,
+                    })
+                })?;
+                engine.host.fs.write_atomic(
+                    crate::host::paths::CURRENT_CONFIG,
+                    &data,
+                    &crate::host::fs::FileAttrs::default(),
+                )?;
+            }
+            Ok(())
+        })
+        .await?;
+        self.annotate(&[
+            (ann::CURRENT_CONFIG, Some(new_name.as_str())),
+            (ann::STATE, Some(states::DONE)),
+            (ann::REASON, Some("")),
+        ])
+        .await?;
+        let message = format!("adopted {new_name} (equal to {old_name}) without an update");
+        tracing::info!("{message}");
+        self.metrics.set_state(states::DONE, "");
+        self.metrics.set_update(&new_name, "");
+        self.event("Normal", "ConfigAdopted", &message).await;
+        self.start_drift(&new);
+        self.mcn(&Write::parent(
+            c::UPDATED,
+            Status::True,
+            format!("Node {} Updated", self.name()),
+        ))
+        .await
+    }
+}
+
+/// Bridges the blocking engine to the async API writes.
+struct KubeReporter {
+    inner: Arc<Inner>,
+    rt: Handle,
+}
+
+impl KubeReporter {
+    /// A reporter for blocking work started from `inner`'s runtime.
+    fn new(inner: &Arc<Inner>) -> KubeReporter {
+        KubeReporter {
+            inner: Arc::clone(inner),
+            rt: Handle::current(),
+        }
+    }
+}
+
+impl Reporter for KubeReporter {
+    fn report(&mut self, phase: &Phase) -> Result<(), ReportError> {
+        self.rt
+            .block_on(self.inner.report(phase))
+            .map_err(ReportError::new)
+    }
+
+    fn drain(&mut self, config: &str) -> Result<(), ReportError> {
+        self.rt
+            .block_on(self.inner.request_drain(&drain::drain(config), "drain"))
+            .map_err(ReportError::new)
+    }
+}
