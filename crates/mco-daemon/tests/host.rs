@@ -1,5 +1,8 @@
 //! Rebooters and the `Host` bundle, real and simulated.
 
+// Tests set up and inspect their temp roots directly.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::sync::{Arc, mpsc};

@@ -1,5 +1,8 @@
 //! OS detection over fixture roots: identity from os-release, management from /run/ostree-booted.
 
+// Tests set up and inspect their temp roots directly.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::PathBuf;
 
 use mco_daemon::host::fs::{FileAttrs, HostFs};

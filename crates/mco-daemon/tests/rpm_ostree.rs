@@ -1,5 +1,8 @@
 //! The real OS updater against a fake `rpm-ostree` that records argv and serves fixtures.
 
+// Tests set up and inspect their temp roots directly.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::time::Duration;

@@ -1,5 +1,8 @@
 //! The simulated OS updater: same JSON shape as rpm-ostree, state inside the node root.
 
+// Tests set up and inspect their temp roots directly.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use mco_daemon::host::fs::HostFs;

@@ -1,6 +1,9 @@
 //! systemd: the real `systemctl` against a recording fake, the simulated one on disk, and the
 //! unit-writing rules of upstream's TestIgn3Cfg.
 
+// Tests set up and inspect their temp roots directly.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::path::PathBuf;

@@ -1,6 +1,9 @@
 //! The config drift monitor over a simulated node: inotify on managed paths, re-validation, the
 //! most recently drifted path named, masked units never degrading.
 
+// Tests set up and inspect their temp roots directly.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use std::sync::Arc;
