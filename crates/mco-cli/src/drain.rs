@@ -113,7 +113,7 @@ pub fn pdb_blockers(snap: &Snapshot, node: &str) -> Vec<Blocker> {
             })
             .cloned()
             .collect();
-        let names = mco_controller::drain::budgets_for(pod, &exhausted);
+        let names = mco_rollout::drain::budgets_for(pod, &exhausted);
         if !names.is_empty() {
             out.push(Blocker {
                 pod: format!("{ns}/{}", name_of(pod)),

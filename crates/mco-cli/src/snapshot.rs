@@ -55,9 +55,9 @@ impl Snapshot {
             .filter(move |p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
     }
 
-    /// node name → primary pool, with upstream's rules (see `mco_controller::plan`).
-    pub fn membership(&self) -> mco_controller::plan::Membership {
-        mco_controller::plan::assign_pools(&self.nodes, &self.pools)
+    /// node name → primary pool, with upstream's rules (see `mco_rollout::plan`).
+    pub fn membership(&self) -> mco_rollout::plan::Membership {
+        mco_rollout::plan::assign_pools(&self.nodes, &self.pools)
     }
 }
 

@@ -127,7 +127,7 @@ pub fn build(snap: &Snapshot) -> StatusReport {
                 .count();
             (members.len(), updated)
         };
-        let max_unavailable = mco_controller::plan::max_unavailable(
+        let max_unavailable = mco_rollout::plan::max_unavailable(
             pool.spec.max_unavailable.as_ref(),
             total.max(members.len()),
         );

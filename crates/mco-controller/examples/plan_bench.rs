@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mco_api::constants::{annotations, states};
 use mco_api::{MachineConfigPool, MachineConfigPoolSpec, PoolConfiguration};
-use mco_controller::plan;
+use mco_rollout::plan;
 
 fn main() {
     let mut args = std::env::args().skip(1);

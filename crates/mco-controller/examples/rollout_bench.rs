@@ -231,7 +231,7 @@ async fn main() {
     let c = &env.client;
     let per_pool = args.nodes / args.pools;
     let budget =
-        mco_controller::plan::max_unavailable(Some(&IntOrString::String("10%".into())), per_pool);
+        mco_rollout::plan::max_unavailable(Some(&IntOrString::String("10%".into())), per_pool);
     let waves = per_pool.div_ceil(budget);
     Api::<MachineConfigPool>::all(c.clone())
         .patch(

@@ -18,9 +18,9 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool};
+use mco_rollout::plan::{self, EventKind, PlanEvent};
 
 use crate::metrics::Metrics;
-use crate::plan::{EventKind, PlanEvent};
 use crate::{Config, Error};
 
 /// Shared state of every reconciler.
@@ -56,7 +56,7 @@ pub struct Ctx {
     pub passes: PassGate,
 }
 
-/// What a memoised [`crate::plan::Membership`] was computed from.
+/// What a memoised [`plan::Membership`] was computed from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct MembershipKey {
     pools: u64,
@@ -72,7 +72,7 @@ pub struct MembershipMemo {
     /// Moves with every node change that can move a node between pools; changed and read only
     /// under the digests' lock ([`Ctx::pass_nodes`]).
     labels_epoch: std::sync::atomic::AtomicU64,
-    memo: Mutex<Option<(MembershipKey, Arc<crate::plan::Membership>)>>,
+    memo: Mutex<Option<(MembershipKey, Arc<plan::Membership>)>>,
 }
 
 impl MembershipMemo {
@@ -83,9 +83,9 @@ impl MembershipMemo {
         labels_epoch: u64,
         nodes: impl FnOnce() -> Vec<N>,
         pools: &[Arc<MachineConfigPool>],
-    ) -> Arc<crate::plan::Membership> {
+    ) -> Arc<plan::Membership> {
         let key = MembershipKey {
-            pools: crate::plan::selectors_fingerprint(pools),
+            pools: plan::selectors_fingerprint(pools),
             labels_epoch,
         };
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
@@ -94,7 +94,7 @@ impl MembershipMemo {
         {
             return Arc::clone(m);
         }
-        let membership = Arc::new(crate::plan::assign_pools(&nodes(), pools));
+        let membership = Arc::new(plan::assign_pools(&nodes(), pools));
         *memo = Some((key, Arc::clone(&membership)));
         membership
     }
@@ -156,7 +156,7 @@ pub fn caught_up(cached: &Node, written: &Node) -> bool {
     match (resource_version(cached), resource_version(written)) {
         (Some(c), Some(w)) => c >= w,
         // Opaque versions: trust the cache once it shows our annotations.
-        _ => crate::plan::desired_config(cached) == crate::plan::desired_config(written),
+        _ => plan::desired_config(cached) == plan::desired_config(written),
     }
 }
 
@@ -223,7 +223,7 @@ impl Ctx {
     ) -> (
         crate::nodeview::NodeView,
         Arc<[usize]>,
-        Arc<crate::plan::Membership>,
+        Arc<plan::Membership>,
     ) {
         let mut digests = self.digests.lock().unwrap_or_else(|e| e.into_inner());
         let view = {
@@ -239,14 +239,14 @@ impl Ctx {
 
     /// `digest` read again from its node as this controller last wrote it, or as the cache now
     /// holds it once the cache has caught up with that write.
-    pub fn rewritten(&self, digest: &Arc<crate::plan::Digest>) -> Arc<crate::plan::Digest> {
-        use crate::plan::Member;
+    pub fn rewritten(&self, digest: &Arc<plan::Digest>) -> Arc<plan::Digest> {
+        use plan::Member;
         let name = digest.name();
         let node = self
             .written_node(name)
             .or_else(|| self.nodes.get(&ObjectRef::new(name)));
         match node {
-            Some(n) if !digest.reads(&n) => Arc::new(crate::plan::Digest::new(n)),
+            Some(n) if !digest.reads(&n) => Arc::new(plan::Digest::new(n)),
             _ => Arc::clone(digest),
         }
     }
@@ -339,7 +339,7 @@ impl Ctx {
     /// Publish a planner event about a pool or a node.
     pub async fn publish_plan_event(&self, ev: &PlanEvent) {
         let reference = match &ev.subject {
-            crate::plan::EventSubject::Pool(name) => self
+            plan::EventSubject::Pool(name) => self
                 .pools
                 .get(&ObjectRef::new(name))
                 .map(|p| p.object_ref(&()))
@@ -349,7 +349,7 @@ impl Ctx {
                     name: Some(name.clone()),
                     ..Default::default()
                 }),
-            crate::plan::EventSubject::Node(name) => node_ref(self, name),
+            plan::EventSubject::Node(name) => node_ref(self, name),
         };
         self.publish(&reference, ev.kind, ev.reason, &ev.message)
             .await;
@@ -414,7 +414,7 @@ const MCN_CONCURRENCY: u16 = 256;
 const DRAIN_CONCURRENCY: u16 = 512;
 
 /// Trim a cached Node to what this controller reads. Of a Node's status only the conditions are
-/// read (readiness in [`crate::plan`]); images, nodeInfo, addresses, capacity and volumes are
+/// read (readiness in [`plan`]); images, nodeInfo, addresses, capacity and volumes are
 /// often tens of kilobytes per node on a real cluster and nothing here reads them. Nodes are
 /// only ever written with merge patches of named fields (annotations, taints, unschedulable), never
 /// replaced from the cache, so a trimmed copy cannot erase anything on the server. Written Nodes
@@ -468,7 +468,7 @@ fn pools_of_node(
     node: &Node,
     pools: &Store<MachineConfigPool>,
 ) -> Vec<ObjectRef<MachineConfigPool>> {
-    let membership = crate::plan::assign_pools(std::slice::from_ref(node), &pools.state());
+    let membership = plan::assign_pools(std::slice::from_ref(node), &pools.state());
     match membership.primary.values().next() {
         Some(pool) => vec![ObjectRef::new(pool)],
         None => all_pools(pools),
@@ -492,7 +492,7 @@ fn pools_touched_by(
     last_pool: &Mutex<HashMap<String, String>>,
 ) -> Vec<ObjectRef<MachineConfigPool>> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    let membership = crate::plan::assign_pools(std::slice::from_ref(node), &pools.state());
+    let membership = plan::assign_pools(std::slice::from_ref(node), &pools.state());
     let now = membership.primary.get(&name).cloned();
     let mut last = last_pool.lock().unwrap_or_else(|e| e.into_inner());
     let before = match &now {
@@ -702,7 +702,8 @@ pub async fn run_all(
 
         // Drain requests live in node annotations; the resync serves one whose event was
         // missed (a watch gap, a restart of the controller) instead of leaving the daemon waiting.
-        let drain_requests = nodes_for_drain.filter(|n| future::ready(crate::drain::requested(n)));
+        let drain_requests =
+            nodes_for_drain.filter(|n| future::ready(mco_rollout::drain::requested(n)));
         let drain = Controller::for_shared_stream(drain_requests, nodes.clone())
             .reconcile_all_on(ticker(config.resync))
             .with_config(ControllerSettings::default().concurrency(DRAIN_CONCURRENCY))
@@ -924,9 +925,9 @@ mod tests {
             })
             .collect();
         let now = "2026-01-01T00:00:00Z";
-        let want = crate::plan::plan(&pools[0], &full, &pools, now);
+        let want = plan::plan(&pools[0], &full, &pools, now);
         assert!(!want.candidates.is_empty() && !want.taint_remove.is_empty());
-        assert_eq!(crate::plan::plan(&pools[0], &slim, &pools, now), want);
+        assert_eq!(plan::plan(&pools[0], &slim, &pools, now), want);
         for (f, s) in full.iter().zip(&slim) {
             assert_eq!(
                 crate::mcn::desired_spec(s, &pools),

@@ -2,18 +2,17 @@
 //! to it no faster than `maxUnavailable` allows, drains them, keeps one MachineConfigNode per
 //! node, and reports truthful pool status.
 //!
-//! The decisions live in pure modules ([`plan`], [`gc`], [`drain::pods_to_evict`],
-//! [`leader::can_take`]); the controllers only read the cluster, call them and write the result.
+//! The decisions live in the pure crate [`mco_rollout`] (the planner, the drain's choices, the
+//! rendered-config GC, the lease takeover rule); the controllers here only read the cluster,
+//! call it and write the result.
 //! [`run`] is the whole controller, usable from `mco controller` and in-process.
 
 pub mod controllers;
 pub mod drain;
-pub mod gc;
 pub mod leader;
 pub mod mcn;
 pub mod metrics;
 pub mod nodeview;
-pub mod plan;
 pub mod render;
 pub mod rollout;
 
@@ -22,7 +21,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use leader::LeaseConfig;
+// The lease settings are part of [`Config`].
+pub use mco_rollout::leader::LeaseConfig;
 pub use metrics::Metrics;
 
 /// Why a reconcile or the controller failed.

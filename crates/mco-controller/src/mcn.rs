@@ -15,11 +15,11 @@ use mco_api::{
     MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecConfigVersion,
     MachineConfigPool, ObjectName,
 };
+use mco_rollout::plan;
 use serde_json::json;
 
 use crate::Error;
 use crate::controllers::Ctx;
-use crate::plan;
 
 /// The MCN spec a node should have: its primary pool (or `not-yet-set`) and its desired config
 /// (or `not-yet-set` until the controller targets it).

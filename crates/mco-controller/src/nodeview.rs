@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::Store;
-
-use crate::plan::{Digest, Member, Membership, Strings};
+use mco_rollout::plan::{Digest, Member, Membership, Strings};
 
 /// The nodes of one pass: the cache's, with this controller's own later writes laid over them.
 pub struct NodeView {
@@ -223,7 +222,7 @@ mod tests {
 
     fn desired(ds: &[&Arc<Digest>]) -> Vec<String> {
         ds.iter()
-            .map(|d| crate::plan::desired_config(d.node()).to_string())
+            .map(|d| mco_rollout::plan::desired_config(d.node()).to_string())
             .collect()
     }
 

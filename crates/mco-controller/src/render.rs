@@ -9,11 +9,12 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource};
 use mco_api::constants::{names, pool_conditions};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, PoolConfiguration};
+use mco_rollout::gc;
+use mco_rollout::plan::{EventKind, set_condition};
 use serde_json::json;
 
+use crate::Error;
 use crate::controllers::Ctx;
-use crate::plan::{EventKind, set_condition};
-use crate::{Error, gc};
 
 /// Upstream's `RenderDegraded` message.
 pub fn render_failure_message(pool: &str, err: &str) -> String {

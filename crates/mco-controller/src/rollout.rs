@@ -14,12 +14,12 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use mco_api::constants::annotations;
 use mco_api::{MachineConfigNode, MachineConfigPool};
+use mco_rollout::plan::{self, Member, Membership, PlanEvent};
 use serde_json::json;
 
 use crate::Error;
 use crate::controllers::Ctx;
 use crate::metrics::NodeLabels;
-use crate::plan::{self, Member, Membership, PlanEvent};
 use crate::render::update_pool_status;
 
 /// Taint writes in flight at once for one pool. (Candidates are targeted one at a time.)

@@ -67,7 +67,7 @@ fn record(client: &kube::Client) -> Recorder {
             }
             let busy = nodes
                 .values()
-                .filter(|n| mco_controller::plan::is_unavailable(n))
+                .filter(|n| mco_rollout::plan::is_unavailable(n))
                 .count();
             let mut m = max.lock().unwrap();
             *m = (*m).max(busy);

@@ -356,8 +356,8 @@ impl Digest {
         &self.node
     }
 
-    #[cfg(test)]
-    pub(crate) fn desired(&self) -> &Arc<str> {
+    /// The config the node is moving to, one copy shared by every digest that names it.
+    pub fn desired(&self) -> &Arc<str> {
         &self.desired
     }
 
