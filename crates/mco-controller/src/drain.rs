@@ -48,22 +48,11 @@ use mco_rollout::plan::EventKind;
 use serde_json::json;
 
 use crate::Error;
-use crate::controllers::{Ctx, node_ref};
+use crate::ctx::{Ctx, DrainProgress, node_ref};
 use crate::metrics::NodeLabels;
 
 /// The field manager of the drain conditions on MCN status.
 pub const FIELD_MANAGER: &str = "machine-config-controller";
-
-/// In-memory state of one node's drain, as upstream keeps it.
-#[derive(Debug, Clone)]
-pub struct DrainProgress {
-    pub desired: String,
-    pub started: Instant,
-    pub threshold_reported: bool,
-    pub failed_reported: bool,
-    /// What blocked the last attempt, for the condition message.
-    pub blockers: String,
-}
 
 fn annotation<'a>(node: &'a Node, key: &str) -> &'a str {
     node.metadata

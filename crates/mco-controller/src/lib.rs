@@ -5,9 +5,20 @@
 //! The decisions live in the pure crate [`mco_rollout`] (the planner, the drain's choices, the
 //! rendered-config GC, the lease takeover rule); the controllers here only read the cluster,
 //! call it and write the result.
+//!
+//! Modules, each using only those above it (besides [`Config`] and [`Error`], defined here):
+//! - [`metrics`]: the Prometheus metrics and the probe endpoints;
+//! - [`written`]: this controller's own writes laid over caches that lag them;
+//! - [`nodeview`]: what a pool pass reads of the nodes, kept from one pass to the next;
+//! - [`ctx`]: [`ctx::Ctx`], the state every controller shares, and the helpers on it;
+//! - [`leader`]: the Lease elector;
+//! - the controllers, which do not use each other: [`render`], [`rollout`] (the node
+//!   controller), [`mcn`] (MachineConfigNode lifecycle) and [`drain`];
+//! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 //! [`run`] is the whole controller, usable from `mco controller` and in-process.
 
 pub mod controllers;
+pub mod ctx;
 pub mod drain;
 pub mod leader;
 pub mod mcn;
@@ -15,6 +26,7 @@ pub mod metrics;
 pub mod nodeview;
 pub mod render;
 pub mod rollout;
+pub mod written;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -82,7 +94,7 @@ pub struct Config {
     pub resync: Duration,
     /// A pool's next pass starts no sooner than this many times the last one's planning time
     /// after it started, so planning takes at most about 1/N of a thread; node events that
-    /// arrive meanwhile fold into one pass. See [`controllers::PassGate`].
+    /// arrive meanwhile fold into one pass. See [`ctx::PassGate`].
     pub pass_spacing: u32,
     /// Retry delay after a failed reconcile.
     pub error_requeue: Duration,

@@ -1,6 +1,6 @@
 //! MachineConfigNode lifecycle: one v1alpha1 MCN per Node, named after it and owned by it, whose
 //! `spec` follows the node's pool and desired config. The daemon owns `status` (except the drain
-//! conditions, see [`crate::drain`]).
+//! conditions, see the drain controller).
 
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ use mco_rollout::plan;
 use serde_json::json;
 
 use crate::Error;
-use crate::controllers::Ctx;
+use crate::ctx::Ctx;
 
 /// The MCN spec a node should have: its primary pool (or `not-yet-set`) and its desired config
 /// (or `not-yet-set` until the controller targets it).

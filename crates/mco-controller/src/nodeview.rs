@@ -16,13 +16,15 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::Store;
 use mco_rollout::plan::{Digest, Member, Membership, Strings};
 
+use crate::written::caught_up;
+
 /// The nodes of one pass: the cache's, with this controller's own later writes laid over them.
 pub struct NodeView {
     /// A digest of every node in the cache, in the cache's order.
     cached: Arc<Vec<Arc<Digest>>>,
     /// Digests of the nodes this controller wrote and the cache does not show yet, by position.
     written: HashMap<usize, Arc<Digest>>,
-    /// The label epoch the digests left (see [`crate::controllers::MembershipMemo`]).
+    /// The label epoch the digests left (see `ctx::MembershipMemo`).
     pub epoch: u64,
     /// Moves whenever the cache lists other nodes or another order.
     order: u64,
@@ -129,7 +131,7 @@ impl NodeDigests {
             let Some(&i) = self.positions.get(name) else {
                 return true;
             };
-            let caught_up = crate::controllers::caught_up(self.cached[i].node(), w);
+            let caught_up = caught_up(self.cached[i].node(), w);
             if !caught_up {
                 overlay.insert(
                     i,

@@ -14,7 +14,7 @@ use mco_rollout::plan::{EventKind, set_condition};
 use serde_json::json;
 
 use crate::Error;
-use crate::controllers::Ctx;
+use crate::ctx::{Ctx, update_pool_status};
 
 /// Upstream's `RenderDegraded` message.
 pub fn render_failure_message(pool: &str, err: &str) -> String {
@@ -63,49 +63,6 @@ async fn set_render_degraded(ctx: &Ctx, pool: &str, message: Option<&str>) -> Re
     })
     .await
     .map(|_| ())
-}
-
-/// Read-modify-write of a pool's status with optimistic concurrency: `f` sees the pool and
-/// returns the new status, or `None` for no change. The first attempt starts from the pool this
-/// controller already holds ([`Ctx::known_pool`]): most reconciles change nothing, and reading
-/// the pool for each one was several GETs per node update. Conflicts are retried on a fresh read.
-pub async fn update_pool_status(
-    ctx: &Ctx,
-    name: &str,
-    f: impl Fn(&MachineConfigPool) -> Option<mco_api::MachineConfigPoolStatus>,
-) -> Result<Option<MachineConfigPool>, Error> {
-    let api: Api<MachineConfigPool> = Api::all(ctx.client.clone());
-    let mut held = ctx.known_pool(name);
-    for _ in 0..5 {
-        let mut pool = match held.take() {
-            Some(p) => (*p).clone(),
-            None => match api.get_opt(name).await? {
-                Some(p) => p,
-                None => return Ok(None),
-            },
-        };
-        let Some(status) = f(&pool) else {
-            return Ok(None);
-        };
-        if pool.status.as_ref() == Some(&status) {
-            return Ok(None);
-        }
-        pool.status = Some(status);
-        match api
-            .replace_status(name, &PostParams::default(), &pool)
-            .await
-        {
-            Ok(p) => {
-                ctx.wrote_pool(&p);
-                return Ok(Some(p));
-            }
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(Error::Stale(format!(
-        "pool {name}: status kept conflicting"
-    )))
 }
 
 /// Render one pool.

@@ -18,9 +18,8 @@ use mco_rollout::plan::{self, Member, Membership, PlanEvent};
 use serde_json::json;
 
 use crate::Error;
-use crate::controllers::Ctx;
+use crate::ctx::{Ctx, update_pool_status};
 use crate::metrics::NodeLabels;
-use crate::render::update_pool_status;
 
 /// Taint writes in flight at once for one pool. (Candidates are targeted one at a time.)
 const TAINT_WRITE_CONCURRENCY: usize = 16;
