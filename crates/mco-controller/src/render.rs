@@ -65,6 +65,29 @@ async fn set_render_degraded(ctx: &Ctx, pool: &str, message: Option<&str>) -> Re
     .map(|_| ())
 }
 
+/// [`mco_render::render::render_pool`] on tokio's blocking pool: parsing, validating and
+/// merging every selected MachineConfig is CPU work, and on a runtime thread it held up the
+/// watches and the other controllers' reconciles for as long as it took.
+async fn render_off_runtime(
+    ctx: &Ctx,
+    pool: &Arc<MachineConfigPool>,
+    cc: &Arc<ControllerConfig>,
+) -> Result<Result<mco_render::render::Rendered, mco_render::render::RenderError>, Error> {
+    let (pool, cc, mcs) = (Arc::clone(pool), Arc::clone(cc), ctx.mcs.state());
+    let version = ctx.config.controller_version.clone();
+    let rendered = tokio::task::spawn_blocking(move || {
+        let all: Vec<MachineConfig> = mcs.iter().map(|m| (**m).clone()).collect();
+        mco_render::render::render_pool(&pool, &all, &cc.spec, &version)
+    })
+    .await;
+    match rendered {
+        Ok(r) => Ok(r),
+        // A panic in rendering stays a panic, as it was on the runtime thread.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(Error::Stale("rendering was cancelled".into())),
+    }
+}
+
 /// Render one pool.
 pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = pool.metadata.name.clone().unwrap_or_default();
@@ -91,13 +114,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         tracing::info!(pool = %name, "waiting for ControllerConfig {}", names::CONTROLLER_CONFIG);
         return Ok(requeue);
     };
-    let all: Vec<MachineConfig> = ctx.mcs.state().iter().map(|m| (**m).clone()).collect();
-    let rendered = match mco_render::render::render_pool(
-        &pool,
-        &all,
-        &cc.spec,
-        &ctx.config.controller_version,
-    ) {
+    let rendered = match render_off_runtime(&ctx, &pool, &cc).await? {
         Ok(r) => r,
         Err(e) => {
             let message = render_failure_message(&name, &e.to_string());
