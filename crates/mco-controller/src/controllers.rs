@@ -20,28 +20,51 @@ use kube::{Api, Client, Resource};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool};
 use mco_rollout::plan;
 
-use crate::ctx::{Ctx, MembershipMemo, PassGate};
+use crate::ctx::{Ctx, Failures, MembershipMemo, PassGate, error_backoff};
 use crate::metrics::Metrics;
 use crate::nodeview::NodeDigests;
 use crate::{Config, Error};
 
-/// Time one reconcile and count it.
-pub async fn timed<F>(ctx: &Ctx, controller: &str, fut: F) -> Result<Action, Error>
+/// Time one reconcile of the object `name` and count it; a success resets the object's
+/// backoff (see [`error_policy`]).
+pub async fn timed<F>(
+    ctx: &Ctx,
+    controller: &'static str,
+    name: &str,
+    fut: F,
+) -> Result<Action, Error>
 where
     F: std::future::Future<Output = Result<Action, Error>>,
 {
     let start = Instant::now();
     let r = fut.await;
-    ctx.metrics
-        .observe(controller, start.elapsed().as_secs_f64(), r.is_ok());
-    if let Err(e) = &r {
-        tracing::warn!(controller, error = %e, "reconcile failed");
+    ctx.metrics.observe(
+        controller,
+        start.elapsed().as_secs_f64(),
+        r.as_ref().err().map(Error::kind),
+    );
+    match &r {
+        Ok(_) => ctx.failures.succeeded(controller, name),
+        Err(e) => {
+            tracing::warn!(controller, object = %name, kind = e.kind(), error = %e, "reconcile failed")
+        }
     }
     r
 }
 
-fn error_policy<K>(_: Arc<K>, _: &Error, ctx: Arc<Ctx>) -> Action {
-    Action::requeue(ctx.config.error_requeue)
+/// Retries a failed reconcile after a wait that grows with the object's failures in a row.
+fn error_policy<K: Resource>(
+    controller: &'static str,
+    obj: Arc<K>,
+    _: &Error,
+    ctx: Arc<Ctx>,
+) -> Action {
+    let failures = ctx.failures.failed(controller, &name_of(&*obj));
+    Action::requeue(error_backoff(ctx.config.error_requeue, failures))
+}
+
+fn name_of<K: Resource>(obj: &K) -> String {
+    obj.meta().name.clone().unwrap_or_default()
 }
 
 fn ticker(every: Duration) -> impl Stream<Item = ()> + Send {
@@ -286,6 +309,7 @@ pub async fn run_all(
         warned_conflicts: Mutex::new(BTreeSet::new()),
         drains: Mutex::new(HashMap::new()),
         passes: PassGate::default(),
+        failures: Failures::default(),
     });
 
     let controllers = async {
@@ -312,10 +336,10 @@ pub async fn run_all(
             .with_config(ControllerSettings::default().debounce(config.render_debounce))
             .run(
                 |pool, ctx| async move {
-                    let c = ctx.clone();
-                    timed(&c, "render", crate::render::reconcile(pool, ctx)).await
+                    let (c, name) = (ctx.clone(), name_of(&*pool));
+                    timed(&c, "render", &name, crate::render::reconcile(pool, ctx)).await
                 },
-                error_policy,
+                |pool, e, ctx| error_policy("render", pool, e, ctx),
                 ctx.clone(),
             )
             .for_each(|_| future::ready(()));
@@ -335,10 +359,10 @@ pub async fn run_all(
             .reconcile_all_on(ticker(config.resync))
             .run(
                 |pool, ctx| async move {
-                    let c = ctx.clone();
-                    timed(&c, "node", crate::rollout::reconcile(pool, ctx)).await
+                    let (c, name) = (ctx.clone(), name_of(&*pool));
+                    timed(&c, "node", &name, crate::rollout::reconcile(pool, ctx)).await
                 },
-                error_policy,
+                |pool, e, ctx| error_policy("node", pool, e, ctx),
                 ctx.clone(),
             )
             .for_each(|_| future::ready(()));
@@ -348,10 +372,16 @@ pub async fn run_all(
             .with_config(ControllerSettings::default().concurrency(MCN_CONCURRENCY))
             .run(
                 |node, ctx| async move {
-                    let c = ctx.clone();
-                    timed(&c, "machineconfignode", crate::mcn::reconcile(node, ctx)).await
+                    let (c, name) = (ctx.clone(), name_of(&*node));
+                    timed(
+                        &c,
+                        "machineconfignode",
+                        &name,
+                        crate::mcn::reconcile(node, ctx),
+                    )
+                    .await
                 },
-                error_policy,
+                |node, e, ctx| error_policy("machineconfignode", node, e, ctx),
                 ctx.clone(),
             )
             .for_each(|_| future::ready(()));
@@ -365,10 +395,10 @@ pub async fn run_all(
             .with_config(ControllerSettings::default().concurrency(DRAIN_CONCURRENCY))
             .run(
                 |node, ctx| async move {
-                    let c = ctx.clone();
-                    timed(&c, "drain", crate::drain::reconcile(node, ctx)).await
+                    let (c, name) = (ctx.clone(), name_of(&*node));
+                    timed(&c, "drain", &name, crate::drain::reconcile(node, ctx)).await
                 },
-                error_policy,
+                |node, e, ctx| error_policy("drain", node, e, ctx),
                 ctx.clone(),
             )
             .for_each(|_| future::ready(()));

@@ -49,6 +49,45 @@ pub struct Ctx {
     pub drains: Mutex<HashMap<String, DrainProgress>>,
     /// When each pool's latest pass starts; see [`PassGate`].
     pub passes: PassGate,
+    /// Failed reconciles in a row, per object; see [`error_backoff`].
+    pub failures: Failures,
+}
+
+/// Longest wait before a failed reconcile is retried. The resync runs every object sooner.
+pub const ERROR_REQUEUE_MAX: Duration = Duration::from_secs(300);
+
+/// How long to wait before retrying an object whose last `failures` reconciles in a row failed:
+/// `base`, doubled for each failure before the last, up to [`ERROR_REQUEUE_MAX`] (never below
+/// `base`). One object that keeps failing (a pool whose status keeps conflicting, an API server
+/// that refuses one node) then stops costing a reconcile every `base`, and the others are not
+/// held back.
+pub fn error_backoff(base: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(31);
+    base.saturating_mul(1 << doublings)
+        .min(ERROR_REQUEUE_MAX.max(base))
+}
+
+/// Failed reconciles in a row, by controller and object name; an object's count is dropped at
+/// its first success.
+#[derive(Default)]
+pub struct Failures(Mutex<HashMap<(&'static str, String), u32>>);
+
+impl Failures {
+    /// Counts a failure of `name` in `controller`; returns how many in a row.
+    pub fn failed(&self, controller: &'static str, name: &str) -> u32 {
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = counts.entry((controller, name.to_string())).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    /// `name` reconciled in `controller`: its next failure waits `base` again.
+    pub fn succeeded(&self, controller: &'static str, name: &str) {
+        let mut counts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !counts.is_empty() {
+            counts.remove(&(controller, name.to_string()));
+        }
+    }
 }
 
 /// What a memoised [`plan::Membership`] was computed from.
@@ -365,6 +404,40 @@ pub async fn update_pool_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_reconciles_back_off_per_object_and_reset_on_success() {
+        let s = Duration::from_secs;
+        let waits: Vec<Duration> = (1..=10).map(|n| error_backoff(s(2), n)).collect();
+        assert_eq!(
+            waits,
+            [
+                s(2),
+                s(4),
+                s(8),
+                s(16),
+                s(32),
+                s(64),
+                s(128),
+                s(256),
+                s(300),
+                s(300)
+            ]
+        );
+        // A base above the cap is kept; a huge count does not overflow.
+        assert_eq!(error_backoff(s(600), 3), s(600));
+        assert_eq!(error_backoff(s(2), u32::MAX), s(300));
+
+        let f = Failures::default();
+        assert_eq!(f.failed("render", "worker"), 1);
+        assert_eq!(f.failed("render", "worker"), 2);
+        // Another object, or the same name in another controller, counts apart.
+        assert_eq!(f.failed("node", "worker"), 1);
+        assert_eq!(f.failed("render", "master"), 1);
+        f.succeeded("render", "worker");
+        assert_eq!(f.failed("render", "worker"), 1);
+        assert_eq!(f.failed("node", "worker"), 2);
+    }
 
     #[test]
     fn a_pass_waits_for_its_turn_by_what_the_last_one_cost() {

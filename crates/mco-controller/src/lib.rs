@@ -51,6 +51,20 @@ pub enum Error {
     Stale(String),
 }
 
+impl Error {
+    /// What kind of failure this is, as the `kind` label of `mcc_reconcile_errors_total`:
+    /// stable snake_case, so alerts can tell a refusing API server from a lagging cache.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(_)) => "api",
+            Error::Kube(_) => "client",
+            Error::Json(_) => "encoding",
+            Error::Io(_) => "io",
+            Error::Stale(_) => "stale",
+        }
+    }
+}
+
 /// Drain timing; every value is a flag so tests can run in seconds (defaults are upstream's).
 #[derive(Debug, Clone)]
 pub struct DrainTimeouts {
@@ -229,5 +243,22 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert!(parse_duration("1d").is_err());
         assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn error_kinds_are_stable_labels() {
+        let api = kube::Error::Api(Box::new(kube::core::Status::failure("no", "Conflict")));
+        let json = serde_json::from_str::<u8>("x").unwrap_err();
+        let kinds: Vec<&str> = [
+            Error::Kube(api),
+            Error::Kube(kube::Error::LinesCodecMaxLineLengthExceeded),
+            Error::Json(json),
+            Error::Io(std::io::Error::other("bind")),
+            Error::Stale("behind".into()),
+        ]
+        .iter()
+        .map(Error::kind)
+        .collect();
+        assert_eq!(kinds, ["api", "client", "encoding", "io", "stale"]);
     }
 }

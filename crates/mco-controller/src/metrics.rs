@@ -33,6 +33,13 @@ pub struct ControllerLabels {
     pub controller: String,
 }
 
+/// A failed reconcile: its controller, and the failure's [`crate::Error::kind`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub controller: String,
+    pub kind: String,
+}
+
 type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -49,7 +56,7 @@ pub struct Metrics {
     pub drain_err: Family<NodeLabels, Gauge>,
     pub pool_alert: Family<NodeLabels, Gauge>,
     pub reconciles: Family<ControllerLabels, Counter>,
-    pub reconcile_errors: Family<ControllerLabels, Counter>,
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
     pub reconcile_duration: HistogramFamily,
     pub leader: Gauge,
     ready: AtomicBool,
@@ -71,7 +78,7 @@ impl Metrics {
         let drain_err = Family::<NodeLabels, Gauge>::default();
         let pool_alert = Family::<NodeLabels, Gauge>::default();
         let reconciles = Family::<ControllerLabels, Counter>::default();
-        let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
         let reconcile_duration: HistogramFamily =
             Family::new_with_constructor(duration_histogram as fn() -> Histogram);
         let leader = Gauge::default();
@@ -112,7 +119,7 @@ impl Metrics {
         );
         registry.register(
             "mcc_reconcile_errors",
-            "Reconciles that failed, per controller",
+            "Reconciles that failed, per controller and kind of error",
             reconcile_errors.clone(),
         );
         registry.register(
@@ -149,14 +156,19 @@ impl Metrics {
         out
     }
 
-    /// Record one finished reconcile.
-    pub fn observe(&self, controller: &str, seconds: f64, ok: bool) {
+    /// Record one finished reconcile; `error` is the failure's kind when it failed.
+    pub fn observe(&self, controller: &str, seconds: f64, error: Option<&str>) {
         let labels = ControllerLabels {
             controller: controller.to_string(),
         };
         self.reconciles.get_or_create(&labels).inc();
-        if !ok {
-            self.reconcile_errors.get_or_create(&labels).inc();
+        if let Some(kind) = error {
+            self.reconcile_errors
+                .get_or_create(&ErrorLabels {
+                    controller: controller.to_string(),
+                    kind: kind.to_string(),
+                })
+                .inc();
         }
         self.reconcile_duration
             .get_or_create(&labels)
@@ -255,7 +267,7 @@ mod tests {
         m.pool_alert
             .get_or_create(&NodeLabels { node: "m0".into() })
             .set(1);
-        m.observe("node", 0.01, false);
+        m.observe("node", 0.01, Some("stale"));
         let text = m.encode();
         for want in [
             r#"mco_machine_count{pool="worker"} 3"#,
@@ -265,7 +277,7 @@ mod tests {
             r#"mcc_drain_err{node="n1"} 1"#,
             r#"mcc_pool_alert{node="m0"} 1"#,
             r#"mcc_reconcile_total{controller="node"} 1"#,
-            r#"mcc_reconcile_errors_total{controller="node"} 1"#,
+            r#"mcc_reconcile_errors_total{controller="node",kind="stale"} 1"#,
             r#"mcc_reconcile_duration_seconds_count{controller="node"} 1"#,
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
