@@ -5,6 +5,7 @@
 //! The decisions live in the pure crate [`mco_rollout`] (the planner, the drain's choices, the
 //! rendered-config GC, the lease takeover rule); the controllers here only read the cluster,
 //! call it and write the result.
+//! [`run`] is the whole controller, usable from `mco controller` and in-process.
 //!
 //! Modules, each using only those above it (besides [`Config`] and [`Error`], defined here):
 //! - [`metrics`]: the Prometheus metrics and the probe endpoints;
@@ -15,7 +16,6 @@
 //! - the controllers, which do not use each other: [`render`], [`rollout`] (the node
 //!   controller), [`mcn`] (MachineConfigNode lifecycle) and [`drain`];
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
-//! [`run`] is the whole controller, usable from `mco controller` and in-process.
 
 pub mod controllers;
 pub mod ctx;

@@ -247,6 +247,8 @@ impl GoneWait {
         }
     }
 
+    /// The next wait. (Not an `Iterator`: it never ends, and the drain loop wants a Duration.)
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Duration {
         let now = self.next;
         self.next = (self.next * 2).min(self.cap);
