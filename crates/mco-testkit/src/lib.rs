@@ -1,0 +1,21 @@
+//! Shared helpers of mco's tests, so each crate's tests say what they check rather than how
+//! to wait, start a server or spell a Node.
+//!
+//! - [`eventually`] and [`eventually_with_last`]: poll a condition until a deadline.
+//! - [`NodeBuilder`], [`PoolBuilder`], [`MachineConfigBuilder`]: chained builders for the three
+//!   kinds nearly every test makes, as typed objects ([`NodeBuilder::build`]) or as JSON
+//!   ([`NodeBuilder::json`]) for tests of the API machinery.
+//! - With the `server` feature, [`server`]: the embedded API server in a temp dir, and helpers
+//!   for its clients.
+//!
+//! A dev-dependency only; never published.
+
+mod build;
+mod poll;
+#[cfg(feature = "server")]
+pub mod server;
+
+pub use build::{MachineConfigBuilder, NodeBuilder, PoolBuilder};
+pub use poll::{eventually, eventually_with_last};
+#[cfg(feature = "server")]
+pub use server::TestServer;
