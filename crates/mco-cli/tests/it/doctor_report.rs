@@ -1,6 +1,6 @@
 //! `mco doctor` against hand-built snapshots: every case names the cause and the exact fix.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! (kubectl's own validation against the server's OpenAPI), then a real create, after which the
 //! kinds are served and an upstream-style MachineConfig passes `--dry-run=server`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

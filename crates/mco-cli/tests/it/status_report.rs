@@ -1,6 +1,6 @@
 //! `mco status` report builders on hand-built snapshots.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The server driven by kube-rs: typed and dynamic APIs, watches, SSA, auth.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The shipped RBAC, evaluated by the server: the daemon's and the controller's tokens can do
 //! what their roles grant and nothing more.
 
-mod common;
+use crate::common;
 
 use common::{eventually, status};
 use kube::api::{

@@ -1,7 +1,7 @@
 //! Durability: objects acknowledged before a `kill -9` are all there after restart, whether
 //! each commit is fsynced (power-loss durability) or only handed to the OS (process-crash).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

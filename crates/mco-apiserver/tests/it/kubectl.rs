@@ -1,6 +1,6 @@
 //! The server driven by the real kubectl (the commands of the kubectl reference).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,11 @@
+//! The integration tests of mco-apiserver: kube-rs, kubectl, RBAC and crash durability.
+//!
+//! One test binary for the crate's integration tests (one link instead of one per file);
+//! each module is a former `tests/<name>.rs` (`common` was `tests/common/mod.rs`).
+
+mod api;
+mod common;
+mod crash;
+mod kubectl;
+mod kubectl_crds;
+mod rbac;
