@@ -2,36 +2,18 @@
 //! and a PodDisruptionBudget created by hand.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
-use mco_apiserver::{Config, Server};
+use mco_testkit::{MachineConfigBuilder, NodeBuilder, PoolBuilder, TestServer, eventually};
 use serde_json::{Value, json};
 
 const OLD: &str = "rendered-worker-00000000000000000000000000000000";
 const NEW: &str = "rendered-worker-11111111111111111111111111111111";
 const IMAGE: &str = "registry.example.com/mco/machine-os-content:1.2.2";
-
-async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn create<K>(api: &Api<K>, v: Value) -> K
 where
@@ -61,37 +43,20 @@ fn now_minus(secs: i64) -> String {
 }
 
 fn node(name: &str, current: &str, desired: &str, state: &str, reason: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"node-role.kubernetes.io/worker": ""},
-            "annotations": {
-                "machineconfiguration.openshift.io/currentConfig": current,
-                "machineconfiguration.openshift.io/desiredConfig": desired,
-                "machineconfiguration.openshift.io/state": state,
-                "machineconfiguration.openshift.io/reason": reason,
-            }},
-        "spec": {}
-    })
+    NodeBuilder::new(name)
+        .role("worker")
+        .current_config(current)
+        .desired_config(desired)
+        .state(state)
+        .reason(reason)
+        .json()
 }
 
 async fn populate(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in mco_api::crds::all() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
+    mco_testkit::server::install_crds(client).await;
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
     let mcns: Api<MachineConfigNode> = Api::all(client.clone());
     let mcs: Api<MachineConfig> = Api::all(client.clone());
-    eventually("CRDs served", 20, || {
-        let (pools, mcns, mcs) = (pools.clone(), mcns.clone(), mcs.clone());
-        async move {
-            let ok = pools.list(&ListParams::default()).await.is_ok()
-                && mcns.list(&ListParams::default()).await.is_ok()
-                && mcs.list(&ListParams::default()).await.is_ok();
-            ok.then_some(())
-        }
-    })
-    .await;
 
     for (name, spec) in [
         (
@@ -101,24 +66,16 @@ async fn populate(client: &Client) {
         ),
         (NEW, json!({"osImageURL": IMAGE})),
     ] {
-        create(
-            &mcs,
-            json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
-                   "metadata": {"name": name}, "spec": spec}),
-        )
-        .await;
+        create(&mcs, MachineConfigBuilder::new(name).spec(spec).json()).await;
     }
 
     create(
         &pools,
-        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
-            "metadata": {"name": "worker"},
-            "spec": {
-                "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}},
-                "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}},
-                "maxUnavailable": 1,
-                "configuration": {"name": NEW}
-            }}),
+        PoolBuilder::new("worker")
+            .role("worker")
+            .max_unavailable(1)
+            .target(NEW)
+            .json(),
     )
     .await;
     set_status(
@@ -221,12 +178,9 @@ async fn populate(client: &Client) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_and_doctor_against_the_embedded_api_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let handle = Server::start(Config::new(dir.path(), "127.0.0.1:0".parse().unwrap()))
-        .await
-        .unwrap();
+    let server = TestServer::start().await;
     // As the binary does: through the kubeconfig the server wrote.
-    let client = mco_cli::client::client(Some(&handle.kubeconfig_path()))
+    let client = mco_cli::client::client(Some(&server.kubeconfig()))
         .await
         .unwrap();
     populate(&client).await;
@@ -294,5 +248,5 @@ async fn status_and_doctor_against_the_embedded_api_server() {
     let only = mco_cli::doctor::diagnose(&snap, &BTreeMap::new(), Some("w0"));
     assert!(only.is_empty(), "{only:#?}");
 
-    handle.shutdown().await;
+    server.handle.shutdown().await;
 }

@@ -1,4 +1,5 @@
-//! Hand-built objects for report tests: the shapes the controller and daemon write.
+//! Hand-built objects for report tests: the shapes the controller and daemon write, in this
+//! crate's words; Nodes, pools and MachineConfigs come from the kit's builders.
 #![allow(dead_code)]
 
 use jiff::Timestamp;
@@ -6,6 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
 use mco_cli::Snapshot;
+use mco_testkit::{MachineConfigBuilder, NodeBuilder, PoolBuilder};
 use serde_json::{Value, json};
 
 pub const T0: i64 = 1_760_000_000;
@@ -27,24 +29,17 @@ pub fn snapshot(now: i64) -> Snapshot {
 
 /// A pool selecting `node-role.kubernetes.io/<name>`, targeting `target`.
 pub fn pool(name: &str, target: &str, total: i32, updated: i32) -> MachineConfigPool {
-    serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfigPool",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}},
-            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": name}},
-            "configuration": {"name": target, "source": []},
-        },
-        "status": {
+    PoolBuilder::new(name)
+        .role(name)
+        .target(target)
+        .status(json!({
             "configuration": {"name": "rendered-old"},
             "machineCount": total,
             "updatedMachineCount": updated,
             "readyMachineCount": updated,
             "conditions": [],
-        }
-    }))
-    .unwrap()
+        }))
+        .build()
 }
 
 pub fn with_sources(
@@ -101,23 +96,14 @@ pub fn node(
     state: &str,
     reason: &str,
 ) -> Node {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {format!("node-role.kubernetes.io/{role}"): ""},
-            "annotations": {
-                "machineconfiguration.openshift.io/currentConfig": current,
-                "machineconfiguration.openshift.io/desiredConfig": desired,
-                "machineconfiguration.openshift.io/state": state,
-                "machineconfiguration.openshift.io/reason": reason,
-            }
-        },
-        "spec": {},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
-    }))
-    .unwrap()
+    NodeBuilder::new(name)
+        .role(role)
+        .current_config(current)
+        .desired_config(desired)
+        .state(state)
+        .reason(reason)
+        .ready(true)
+        .build()
 }
 
 pub fn cordon(mut n: Node, desired_drain: &str, last_applied: &str) -> Node {
@@ -189,13 +175,7 @@ pub fn pdb(ns: &str, name: &str, app: &str, allowed: i32) -> PodDisruptionBudget
 }
 
 pub fn mc(name: &str, spec: Value) -> MachineConfig {
-    serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": name},
-        "spec": spec
-    }))
-    .unwrap()
+    MachineConfigBuilder::new(name).spec(spec).build()
 }
 
 /// Upstream's full, in-order condition set of a node that finished an update that started at
