@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mco_sim::root::NodeRoot;
 use mco_sim::{Cluster, ClusterOptions, NodeSpec, SpecDir};
@@ -39,21 +39,10 @@ fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// Polls `check` until it returns `Some`, failing with the last observation at the deadline.
-async fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<Option<T>, String>) -> T {
-    let start = Instant::now();
-    let mut last = String::new();
-    loop {
-        match check() {
-            Ok(Some(v)) => return v,
-            Ok(None) => {}
-            Err(e) => last = e,
-        }
-        if start.elapsed() > DEADLINE {
-            panic!("timed out waiting for {what}; last: {last}");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+/// Polls `check` until it returns `Some`, failing with the last observation at the deadline;
+/// every 250 ms, as each check runs kubectl.
+async fn eventually<T>(what: &str, check: impl FnMut() -> Result<Option<T>, String>) -> T {
+    mco_testkit::eventually_with_last(what, DEADLINE, Duration::from_millis(250), check).await
 }
 
 fn jsonpath(kc: &Path, args: &[&str], path: &str) -> Result<String, String> {
