@@ -6,6 +6,7 @@ use mco_apimachinery::apply::{
 };
 use mco_apimachinery::patch::{MergeKeyTable, PatchType, apply_patch, is_noop};
 use mco_apimachinery::selector::LabelSelector;
+use mco_testkit::MachineConfigBuilder;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -13,11 +14,11 @@ const T1: &str = "2026-03-01T10:00:00Z";
 const T2: &str = "2026-03-01T10:05:00Z";
 
 fn mc(args: &[&str]) -> Value {
-    json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
-        "metadata": {"name": "99-worker-custom", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
-        "spec": {"config": {"ignition": {"version": "3.4.0"}}, "kernelArguments": args}
-    })
+    MachineConfigBuilder::new("99-worker-custom")
+        .role("worker")
+        .config(json!({"ignition": {"version": "3.4.0"}}))
+        .kernel_arguments(args)
+        .json()
 }
 
 #[test]

@@ -3,17 +3,15 @@
 use mco_api::MachineConfig;
 use mco_render::ignition::{Violation, check_unit_name, is_normalised_absolute};
 use mco_render::render::{RenderError, validate_machine_config};
+use mco_testkit::MachineConfigBuilder;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 fn mc(name: &str, spec: Value) -> MachineConfig {
-    serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": "worker"}},
-        "spec": spec
-    }))
-    .unwrap()
+    MachineConfigBuilder::new(name)
+        .role("worker")
+        .spec(spec)
+        .build()
 }
 
 fn files(list: Value) -> Value {

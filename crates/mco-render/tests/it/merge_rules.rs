@@ -3,25 +3,22 @@
 use mco_api::{ControllerConfigSpec, MachineConfig};
 use mco_render::ignition::{Ignition, parse};
 use mco_render::merge::{self, SelectError, merge_fields, merge_ignition, order, select};
+use mco_testkit::MachineConfigBuilder;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 fn mc_labels(name: &str, labels: Value, spec: Value) -> MachineConfig {
-    serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": name, "labels": labels},
-        "spec": spec
-    }))
-    .unwrap()
+    MachineConfigBuilder::new(name)
+        .merge(json!({"metadata": {"labels": labels}}))
+        .spec(spec)
+        .build()
 }
 
 fn mc(name: &str, role: &str, spec: Value) -> MachineConfig {
-    mc_labels(
-        name,
-        json!({"machineconfiguration.openshift.io/role": role}),
-        spec,
-    )
+    MachineConfigBuilder::new(name)
+        .role(role)
+        .spec(spec)
+        .build()
 }
 
 fn selector(v: Value) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {

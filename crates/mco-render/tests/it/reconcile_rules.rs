@@ -7,6 +7,7 @@ use mco_render::reconcile::{
     PasswdChange, ReconcileError, StorageOverrides, Unreconcilable, check_machine_configs,
     check_reconcilable,
 };
+use mco_testkit::MachineConfigBuilder;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -337,7 +338,7 @@ fn rules_are_checked_in_upstreams_order() {
 }
 
 fn mc(name: &str, spec: Value) -> MachineConfig {
-    MachineConfig::new(name, serde_json::from_value(spec).expect("spec"))
+    MachineConfigBuilder::new(name).spec(spec).build()
 }
 
 #[test]

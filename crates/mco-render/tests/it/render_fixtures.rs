@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use mco_api::{ControllerConfigSpec, MachineConfig, MachineConfigPool};
 use mco_render::render::{render_pool, validate_machine_config};
+use mco_testkit::PoolBuilder;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -28,13 +29,7 @@ fn yaml_files(dir: &std::path::Path) -> Vec<PathBuf> {
 }
 
 fn worker_pool() -> MachineConfigPool {
-    serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfigPool",
-        "metadata": {"name": "worker"},
-        "spec": {"machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}}}
-    }))
-    .unwrap()
+    PoolBuilder::new("worker").config_role("worker").build()
 }
 
 #[test]

@@ -4,28 +4,23 @@ use mco_api::{ControllerConfigSpec, MachineConfig, MachineConfigPool};
 use mco_render::render::{
     RenderError, owner_reference, render_pool, rendered_name, source_reference,
 };
+use mco_testkit::{MachineConfigBuilder, PoolBuilder};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 fn mc(name: &str, role: &str, spec: Value) -> MachineConfig {
-    serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": role}},
-        "spec": spec
-    }))
-    .unwrap()
+    MachineConfigBuilder::new(name)
+        .role(role)
+        .spec(spec)
+        .build()
 }
 
 fn pool(name: &str, selector: Value) -> MachineConfigPool {
-    serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfigPool",
-        "metadata": {"name": name, "uid": "pool-uid"},
-        "spec": {"machineConfigSelector": selector}
-    }))
-    .unwrap()
+    PoolBuilder::new(name)
+        .uid("pool-uid")
+        .config_selector(selector)
+        .build()
 }
 
 fn role_pool(role: &str) -> MachineConfigPool {

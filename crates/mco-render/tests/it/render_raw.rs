@@ -8,6 +8,7 @@ use mco_render::render::{
     RawMachineConfig, render_pool, render_pool_raw, validate_machine_config,
     validate_raw_machine_config,
 };
+use mco_testkit::PoolBuilder;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -29,11 +30,7 @@ fn yaml_mcs(dir: &Path) -> Vec<MachineConfig> {
 }
 
 fn pool(role: &str) -> MachineConfigPool {
-    serde_json::from_value(json!({
-        "metadata": {"name": role},
-        "spec": {"machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": role}}}
-    }))
-    .unwrap()
+    PoolBuilder::new(role).config_role(role).build()
 }
 
 fn to_json(mcs: &[MachineConfig]) -> Vec<Vec<u8>> {
