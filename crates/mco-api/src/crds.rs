@@ -2,6 +2,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
+use mco_apimachinery::yaml;
 
 use crate::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool};
 
@@ -16,8 +17,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
 }
 
 /// One CRD as YAML, as committed under `manifests/crds/`.
-pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml::Error> {
-    serde_yaml::to_string(crd)
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, yaml::EncodeError> {
+    yaml::to_string(crd)
 }
 
 /// The file name a CRD is committed under: `<plural>.<group>.yaml`.
@@ -26,7 +27,7 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
 }
 
 /// Every CRD as one multi-document YAML stream.
-pub fn all_yaml() -> Result<String, serde_yaml::Error> {
+pub fn all_yaml() -> Result<String, yaml::EncodeError> {
     let mut out = String::new();
     for crd in all() {
         out.push_str("---\n");

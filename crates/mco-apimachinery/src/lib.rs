@@ -9,3 +9,4 @@ pub mod schema;
 pub mod selector;
 pub mod table;
 pub mod value;
+pub mod yaml;

@@ -322,7 +322,7 @@ impl ServerHandle {
 /// The bearer token of an existing kubeconfig, if it has one.
 fn kubeconfig_token(path: &Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).ok()?;
+    let doc: serde_json::Value = mco_apimachinery::yaml::from_str(&text).ok()?;
     doc.get("users")?
         .get(0)?
         .get("user")?

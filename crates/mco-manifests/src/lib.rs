@@ -143,7 +143,7 @@ pub enum Error {
         source: serde_json::Error,
     },
     #[error("writing YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] mco_apimachinery::yaml::EncodeError),
 }
 
 /// One object of the install, kept as JSON so callers and tests can inspect any kind uniformly.
@@ -264,7 +264,7 @@ pub fn to_yaml(manifests: &[Manifest]) -> Result<String, Error> {
     let mut out = String::new();
     for m in manifests {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&m.object)?);
+        out.push_str(&mco_apimachinery::yaml::to_string(&m.object)?);
     }
     Ok(out)
 }

@@ -162,7 +162,7 @@ spec:
   fips: false
   kernelType: realtime
 "#;
-    let mc: mco_api::MachineConfig = serde_yaml::from_str(yaml).unwrap();
+    let mc: mco_api::MachineConfig = mco_apimachinery::yaml::from_str(yaml).unwrap();
     assert_eq!(mc.ignition_version(), Some("3.2.0"));
     assert_eq!(mc.spec.kernel_type, "realtime");
     let back = serde_json::to_value(&mc).unwrap();
@@ -197,7 +197,7 @@ status:
   mostRecentError: ""
   observedGeneration: 3
 "#;
-    let mcn: mco_api::MachineConfigNode = serde_yaml::from_str(yaml).unwrap();
+    let mcn: mco_api::MachineConfigNode = mco_apimachinery::yaml::from_str(yaml).unwrap();
     let st = mcn.status.unwrap();
     assert_eq!(st.condition("Updated").unwrap().status, "True");
     assert_eq!(st.health, "Healthy");

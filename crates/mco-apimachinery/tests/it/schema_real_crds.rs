@@ -14,7 +14,7 @@ fn crd(plural: &str) -> Value {
         .join("../../manifests/crds")
         .join(format!("{plural}.machineconfiguration.openshift.io.yaml"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::from_str(&text).expect("CRD manifest is YAML")
+    mco_apimachinery::yaml::from_str(&text).expect("CRD manifest is YAML")
 }
 
 fn all_crds() -> Vec<Value> {

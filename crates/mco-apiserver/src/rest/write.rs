@@ -338,12 +338,8 @@ pub(super) async fn patch(
     }
     let keys = keys.unwrap_or_else(machinery::metadata_keys);
     let patch_doc: Value = match pt {
-        PatchType::Apply => {
-            let y: serde_yaml::Value = serde_yaml::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-            serde_json::to_value(y)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
-        }
+        PatchType::Apply => mco_apimachinery::yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
         _ => serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
         })?,

@@ -40,7 +40,7 @@ fn mcn_resource() -> ApiResource {
 
 async fn install_mcn_crd(client: &kube::Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_yaml::from_str(common::MCN_CRD).unwrap();
+    let crd: CustomResourceDefinition = mco_apimachinery::yaml::from_str(common::MCN_CRD).unwrap();
     crds.create(&PostParams::default(), &crd).await.unwrap();
     eventually("CRD established", 10, || async {
         let c = crds

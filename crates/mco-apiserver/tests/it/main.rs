@@ -4,6 +4,7 @@
 //! each module is a former `tests/<name>.rs` (`common` was `tests/common/mod.rs`).
 
 mod api;
+mod apply_yaml;
 mod common;
 mod crash;
 mod kubectl;

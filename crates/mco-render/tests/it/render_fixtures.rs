@@ -15,7 +15,7 @@ fn dir() -> PathBuf {
 
 fn load(path: &std::path::Path) -> MachineConfig {
     let text = std::fs::read_to_string(path).unwrap();
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    mco_apimachinery::yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn yaml_files(dir: &std::path::Path) -> Vec<PathBuf> {

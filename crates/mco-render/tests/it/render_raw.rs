@@ -25,7 +25,7 @@ fn yaml_mcs(dir: &Path) -> Vec<MachineConfig> {
     files.sort();
     files
         .iter()
-        .map(|p| serde_yaml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .map(|p| mco_apimachinery::yaml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
         .collect()
 }
 

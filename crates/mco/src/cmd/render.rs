@@ -95,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sources.join(", ")
     );
     let out = match args.output {
-        Output::Yaml => serde_yaml::to_string(&rendered.machine_config)?,
+        Output::Yaml => mco_apimachinery::yaml::to_string(&rendered.machine_config)?,
         Output::Json => serde_json::to_string_pretty(&rendered.machine_config)? + "\n",
     };
     print!("{out}");
@@ -155,7 +155,7 @@ fn load_file(path: &Path, inputs: &mut Inputs) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     for (i, doc) in split_documents(&text).into_iter().enumerate() {
-        let value: serde_json::Value = serde_yaml::from_str(doc)
+        let value: serde_json::Value = mco_apimachinery::yaml::from_str(doc)
             .with_context(|| format!("{}: document {}: invalid YAML", path.display(), i + 1))?;
         add_object(value, inputs)
             .with_context(|| format!("{}: document {}", path.display(), i + 1))?;
