@@ -1,11 +1,14 @@
 //! Certificates and kubeconfig files in the data directory, created once and reused.
 
+use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rustls::pki_types::pem::{self, PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::Error;
 
@@ -119,12 +122,17 @@ pub fn ensure_certs(dir: &Path, listen: &SocketAddr) -> Result<Certs, Error> {
 
 /// The rustls server configuration, offering HTTP/2 and HTTP/1.1.
 pub fn server_config(certs: &Certs) -> Result<Arc<rustls::ServerConfig>, Error> {
-    let chain = rustls_pemfile::certs(&mut certs.server_pem.as_bytes())
+    let invalid = |path, e| Error::io(path, std::io::Error::new(ErrorKind::InvalidData, e));
+    let chain = CertificateDer::pem_slice_iter(certs.server_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Error::io("server.crt", e))?;
-    let key = rustls_pemfile::private_key(&mut certs.server_key_pem.as_bytes())
-        .map_err(|e| Error::io("server.key", e))?
-        .ok_or_else(|| Error::Data("server.key holds no private key".into()))?;
+        .map_err(|e| invalid("server.crt", e))?;
+    let key = match PrivateKeyDer::from_pem_slice(certs.server_key_pem.as_bytes()) {
+        Ok(key) => key,
+        Err(pem::Error::NoItemsFound) => {
+            return Err(Error::Data("server.key holds no private key".into()));
+        }
+        Err(e) => return Err(invalid("server.key", e)),
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
