@@ -3,6 +3,12 @@
 //!
 //! Start it with [`Server::start`]; the returned [`ServerHandle`] gives the bound
 //! address, the CA, kubeconfig files and ready `kube::Client`s for named identities.
+//! [`ServerHandle::local_client`] gives a client whose transport calls the request handler
+//! in the same process: the same API, authentication and RBAC without a socket or TLS (which
+//! was about a tenth of a large `mco up` rollout's CPU). Its responses and watch events leave
+//! out `metadata.managedFields`, which the embedded controller and daemons never read and which
+//! is the largest part of a much-written Node or MachineConfigNode; writes still record it, and
+//! HTTP clients see it as kube-apiserver serves it.
 //!
 //! The modules form layers, each using only the layers listed before it:
 //!

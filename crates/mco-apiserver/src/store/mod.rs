@@ -5,6 +5,17 @@
 //! database and runs its checkpoints, [`writer`] is the writer thread, [`watch`] hands committed
 //! events to watches and keeps the log they resume from, and [`cache`] holds what the in-memory
 //! copy keeps beside each object's text (parses, watch lines, the pod index).
+//!
+//! SQLite runs in write-ahead-log mode, and its checkpoints run on a thread of their own, off
+//! the writer. Whether a commit is fsynced before its writes are answered is the
+//! [`Durability`] the store is opened with: `PowerLoss` (the default, as etcd) or
+//! `ProcessCrash`, which `mco up` uses, since its simulated node disks survive only a crash of
+//! the process too.
+//!
+//! Reads hand out each object's stored text, so that it can be served without being parsed
+//! whole. A write of an object updated lately starts from a parse kept beside its text, for the
+//! last 1,024 such objects (as are the parses of reads of one object, such as the rendered
+//! config every daemon reads after its reboot); pods are indexed by node for the drains' lists.
 
 mod cache;
 mod sqlite;
