@@ -1,5 +1,12 @@
 //! What every controller shares: the caches, this controller's own writes laid over them, the
 //! planner's memory of the nodes, and the helpers that read and write through them.
+//!
+//! The controllers share one overlay of the nodes, pools and MachineConfigNodes they wrote
+//! ([`Ctx::fresh_nodes`], [`Ctx::known_pool`], [`Ctx::known_mcn`]): each part reads what the
+//! others wrote, so its write does not start from a lagging cache and then meet a conflict and
+//! a read. A failed reconcile is retried after [`error_backoff`]: `error_requeue` doubled for
+//! each failure in a row before the last, up to five minutes, counted per controller and
+//! object ([`Failures`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

@@ -3,6 +3,10 @@
 //! eviction API); `uncordon-<mc>` makes it schedulable again. Progress is written to the node's
 //! MachineConfigNode, including which pods and which budget block a drain.
 //!
+//! Once its pods are evicted, a drain looks for them again after 20 ms, then at doubling
+//! intervals up to a second (or `evict_retry`, when shorter): a pod without a grace period is
+//! gone by the first look, and one that terminates takes its grace period.
+//!
 //! ## How the MCN conditions are written
 //! The daemon owns most of an MCN's `status`; this controller owns only the drain-related
 //! conditions (`UpdateExecuted`, `Cordoned`, `Drained`, `UpdateComplete`, `Uncordoned`). A write

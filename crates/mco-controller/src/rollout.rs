@@ -1,6 +1,27 @@
 //! The node (rollout) controller: applies the planner's decisions for one pool — `desiredConfig`
 //! on the chosen nodes and their MachineConfigNodes, the `UpdateInProgress` taint, pool status,
 //! events and metrics.
+//!
+//! A pass taints every member still to be updated, but writes at most the candidates' taints
+//! and 32 more at once; the rest follow in passes at most 100 ms apart, so a large pool's first
+//! pass is not a burst of writes. A candidate still without the taint gets it in the same Node
+//! write as its `desiredConfig`, conditional on the version the pass planned from (on a
+//! conflict the two go out separately), so no node is ever targeted untainted. Candidates are
+//! targeted one after another, so a wave's nodes start one write apart.
+//!
+//! The status written is the one the plan computed, which already counts the candidates as
+//! targeted. Only when another writer moved the pool's status or generation meanwhile is it
+//! computed again, from the members the plan read with this pass's own writes laid over them.
+//! Events are published without the pass waiting for them.
+//!
+//! A pool's next pass starts no sooner than `pass_spacing` (10) times the last one's planning
+//! time after it started, and node events that arrive meanwhile fold into it ([`PassGate`]), so
+//! planning takes at most about a tenth of a thread. What a pass reads of the nodes is kept
+//! from one pass to the next ([`crate::nodeview`]), and pool membership until a label, a node
+//! or a pool's selector changes ([`MembershipMemo`]).
+//!
+//! [`PassGate`]: crate::ctx::PassGate
+//! [`MembershipMemo`]: crate::ctx::MembershipMemo
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
