@@ -234,9 +234,9 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     // Candidates are targeted one after another, as upstream's node controller does, so a
     // wave's nodes start one write apart. Targeted together, a hundred nodes drained, rebooted
     // and came back within the same few hundred milliseconds, every later wave inherited that
-    // bunching, and the machine stood half idle while they all rebooted: a 1,000-node rollout
-    // took 0.4-0.5 s longer (docs/benchmarks.md). The write's own latency paces the wave, so a
-    // busier machine spreads it further.
+    // bunching, and the machine stood half idle while they all rebooted: a 1,000-node `mco up`
+    // rollout with 1-s reboots took about 12.2 s instead of 11.8 s. The write's own latency
+    // paces the wave, so a busier machine spreads it further.
     // Each write future is made only when it is started: a request future is kilobytes, and a
     // rollout's first pass taints every member, so making them all up front cost megabytes per
     // pool at thousands of nodes. The futures own what they use: borrowing the plan from a
