@@ -1,6 +1,14 @@
 //! The MachineConfigNode status the daemon writes, as pure transformations of a status value so
 //! upstream's rules (fill every condition with `NotYetOccurred`, parent/child reasons, the
 //! `Updated` reset, the no-op guard, health) are unit-tested without an API server.
+//!
+//! The daemon writes from the copy its last write returned, though the drain controller may
+//! have written since, so a write is a JSON patch that replaces only the conditions it
+//! changes, each at its index after a test of what it relies on ([`status_patch`]); a failed
+//! test is a 422 and sends the daemon to read. Neither writer ever reorders the list, so the
+//! other's writes in between cost nothing. An uncordon answer sets on the copy the conditions
+//! the drain controller wrote before it ([`uncordoned`]), so the `Updated` reset that follows
+//! needs no read.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use mco_api::constants::{health, mcn_conditions as c, mcn_reasons, names};

@@ -2,6 +2,10 @@
 //! update with rollback, and runs the post action, reporting each phase through a
 //! [`Reporter`] so the sync loop can write node annotations and MachineConfigNode conditions
 //! while tests simply record the phases.
+//!
+//! An update is two parts of blocking work, [`Engine::prepare_update`] and
+//! [`Engine::apply_update`], with the drain between them: a daemon awaits its drain outside
+//! both, so a node that is draining holds no thread of the blocking pool.
 
 pub mod apply;
 pub mod drift;

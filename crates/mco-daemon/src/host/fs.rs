@@ -4,6 +4,14 @@
 //! simulation it is the node's directory. All paths given to this module are host-absolute
 //! (`/etc/motd`) and are resolved beneath the root through a `cap_std::fs::Dir`, so nothing can
 //! escape it, not even through a symlink planted on the node.
+//!
+//! Every write replaces its target whole in one rename. A real host writes a temp file, fsyncs
+//! it, renames it over the target and fsyncs the directory ([`Durability::PowerLoss`]). A
+//! simulated node does not fsync ([`Durability::ProcessCrash`]: its reboot stops the daemon,
+//! not a kernel, so the page cache keeps every completed write), and it writes into a swap file
+//! kept per target under the root's [`SWAP_DIR`], which trades places with the target
+//! (`renameat2(RENAME_EXCHANGE)`): the old inode becomes the next write's swap file, so a
+//! thousand simulated nodes do not allocate an inode per write.
 
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt as _;

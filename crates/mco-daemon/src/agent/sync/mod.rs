@@ -18,6 +18,13 @@
 //!
 //! Each sync asks [`decide()`] what to do; [`boot`] is the start-up sync, [`update`] holds the
 //! steps that change the node, and [`outbox`] the status writes they make.
+//!
+//! Only a change to the Node's annotations wakes a sync: they carry everything a sync and a
+//! drain wait read, and the other changes (the taint a rollout puts on every member, the
+//! node's conditions) would wake every daemon for nothing. At start the daemon takes its Node
+//! from the node watch's first list instead of reading it, and it reads its MachineConfigNode
+//! only where no copy it holds can serve (at start, such as a new process after a reboot). A
+//! sync with nothing to write sends nothing.
 
 mod boot;
 pub mod decide;

@@ -2,6 +2,18 @@
 //! Phases and annotation changes that another write follows at once are held and ride in that
 //! write, and a refused write puts them back, so an update costs a few round trips, not one
 //! per phase.
+//!
+//! What rides with what: "needs an update" and Prepared with the next phase; Applying with
+//! Applied when only files change (an OS change is written as Applying on its own, since it
+//! takes minutes on a host); Applied with Rebooting; Rebooted and Resumed with the uncordon
+//! request; `Working` with the drain request, and the `post-config-action` clear with the
+//! uncordon request. Every sync ends by writing what is still held, so the phases reach the
+//! MachineConfigNode in order and none is lost. The phases held for a drain or uncordon
+//! request go to the MCN at the same moment as the request goes to the Node, and the answer is
+//! awaited only once both are in: the drain controller writes only its own conditions, so
+//! neither write can undo the other. A reboot update costs the daemon 4 MCN writes (Prepared,
+//! Rebooting, Resumed, Updated) and 4 Node writes (the drain request, Rebooting, the uncordon
+//! request, Done).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
