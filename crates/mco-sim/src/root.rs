@@ -4,6 +4,10 @@
 //! root keeps the simulated ostree (`/var/lib/mco-sim/ostree.json`, owned by the daemon's host
 //! layer) and the boot id at `/proc/sys/kernel/random/boot_id`, where a real kernel shows it,
 //! so tools reading either kind of host find it at the same path.
+//!
+//! `DIR/nodes` carries ext2/3/4's TOPDIR flag (`chattr +T`), so each node's root and its files
+//! sit in block groups of their own: an ext4 without a journal otherwise scans, on every inode
+//! allocation, the inodes its group freed lately, and every atomic write frees one.
 
 use std::path::{Path, PathBuf};
 

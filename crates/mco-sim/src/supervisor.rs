@@ -5,7 +5,9 @@
 //! `SimRebooter` writes `/run/mco-sim/reboot-requested` under the node root. The supervisor
 //! polls that file (which works the same for an in-process daemon and a child process, and
 //! survives a daemon crash), stops the daemon, plays the reboot on the disk and the Node object,
-//! and starts the daemon again.
+//! and starts the daemon again. A reboot keeps the node NotReady for exactly the reboot time
+//! (`--reboot-seconds`), its disk work included, as a real host's shutdown and boot are; the
+//! node reports Ready again while its daemon starts.
 
 use std::path::PathBuf;
 use std::sync::Arc;
