@@ -110,7 +110,7 @@ pub struct Config {
     /// after it started, so planning takes at most about 1/N of a thread; node events that
     /// arrive meanwhile fold into one pass. See [`ctx::PassGate`].
     pub pass_spacing: u32,
-    /// Retry delay after a failed reconcile.
+    /// First retry delay after a failed reconcile; each further failure of the same object doubles it, up to 5 minutes.
     pub error_requeue: Duration,
     pub drain: DrainTimeouts,
     pub lease: LeaseConfig,

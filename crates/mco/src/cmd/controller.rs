@@ -28,7 +28,7 @@ pub struct Args {
     /// so passes over a large pool take at most about 1/N of a thread.
     #[arg(long, default_value_t = 10)]
     pass_spacing: u32,
-    /// Retry delay after a failed reconcile.
+    /// First retry delay after a failed reconcile; each further failure of the same object doubles it, up to 5 minutes.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     error_requeue: Duration,
     /// One drain attempt gives up after this long.
