@@ -43,9 +43,11 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
         value_from: Some(EnvVarSource {
+            // The server fills in `apiVersion: v1` when absent; leaving it out makes a later
+            // server-side apply conflict with a client-side one over that field.
             field_ref: Some(ObjectFieldSelector {
+                api_version: Some("v1".to_string()),
                 field_path: path.to_string(),
-                ..Default::default()
             }),
             ..Default::default()
         }),
