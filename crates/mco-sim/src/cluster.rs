@@ -25,12 +25,18 @@ use crate::error::{Result, SimError};
 use crate::objects::{self, ensure};
 use crate::profile::{OS_IMAGE_1_2_2, OsProfile, OsUpdateMode};
 use crate::spec::{NodeSpec, SpecDir, initial_fleet};
-use crate::supervisor::{DaemonMode, NodeEnv, run_node};
+use crate::external::External;
+use crate::supervisor::{Backend, DaemonMode, NodeEnv, run_node};
 use crate::workload::{self, WorkloadTiming};
 
 /// Written once the initial fleet's specs exist, so removing every node is not undone by a
 /// restart.
 const FLEET_INITIALIZED: &str = "sim/fleet-initialized";
+/// In a data dir used with an existing cluster: that cluster's URL. An embedded cluster
+/// refuses such a dir, so its nodes never join two clusters.
+const ATTACHED: &str = "attached-cluster";
+/// The embedded API server's database, in a data dir the embedded cluster uses.
+const EMBEDDED_STORE: &str = "state.db";
 /// The field manager of the shipped manifests `mco up` applies at every start.
 const FIELD_MANAGER: &str = "mco-up";
 /// How often the fleet reconciler reads the spec directory.
@@ -64,6 +70,10 @@ pub struct ClusterOptions {
     pub controller: Option<mco_controller::Config>,
     /// The workload simulation; `None` creates no workloads.
     pub workloads: Option<WorkloadTiming>,
+    /// Run on the existing cluster of this admin kubeconfig instead of the embedded API
+    /// server (`listen` and `store_durability` then do not apply, nor `workloads`: the
+    /// cluster's own pods are the workload). See [`crate::external`].
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl ClusterOptions {
@@ -82,6 +92,7 @@ impl ClusterOptions {
             daemon: crate::daemon::default_mode(),
             controller: Some(controller_config()),
             workloads: Some(WorkloadTiming::default()),
+            kubeconfig: None,
         }
     }
 }
@@ -128,9 +139,12 @@ pub fn daemon_identity(node: &str) -> Identity {
     )
 }
 
-/// A running embedded cluster.
+/// A running cluster: the embedded one, or simulated nodes on an existing one.
 pub struct Cluster {
-    server: Arc<ServerHandle>,
+    /// The embedded API server; `None` on an existing cluster.
+    server: Option<Arc<ServerHandle>>,
+    kubeconfig: PathBuf,
+    server_url: String,
     admin: kube::Client,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -141,12 +155,16 @@ impl Cluster {
     /// Starts everything; returns once the API server serves and the default objects exist
     /// (nodes join in the background).
     pub async fn start(opts: ClusterOptions) -> Result<Cluster> {
-        std::fs::create_dir_all(&opts.data_dir)
-            .map_err(|e| SimError::io("creating", &opts.data_dir, e))?;
-        let data_dir = opts
-            .data_dir
-            .canonicalize()
-            .map_err(|e| SimError::io("resolving", &opts.data_dir, e))?;
+        if let Some(kubeconfig) = opts.kubeconfig.clone() {
+            return Cluster::attach(opts, &kubeconfig).await;
+        }
+        let data_dir = make_data_dir(&opts.data_dir)?;
+        if data_dir.join(ATTACHED).exists() {
+            return Err(SimError::Invalid(format!(
+                "{} holds simulated nodes of an existing cluster (mco up --kubeconfig); use another --data-dir for the embedded one",
+                data_dir.display()
+            )));
+        }
         let mut server_cfg = mco_apiserver::Config::new(data_dir.clone(), opts.listen);
         server_cfg.durability = opts.store_durability;
         let server = Arc::new(Server::start(server_cfg).await?);
@@ -177,7 +195,7 @@ impl Cluster {
         }
         let env = Arc::new(NodeEnv {
             data_dir: data_dir.clone(),
-            server: server.clone(),
+            backend: Backend::Embedded(server.clone()),
             admin: admin.clone(),
             transport: server.local_transport(None),
             reboot: opts.reboot,
@@ -186,7 +204,82 @@ impl Cluster {
         });
         tasks.push(tokio::spawn(run_fleet(env, stop_rx)));
         Ok(Cluster {
-            server,
+            kubeconfig: server.kubeconfig_path(),
+            server_url: format!("https://{}", server.addr()),
+            server: Some(server),
+            admin,
+            stop,
+            tasks,
+            data_dir,
+        })
+    }
+
+    /// Simulated nodes and the controller on the existing cluster of `kubeconfig`: checks
+    /// first (nothing is written unless all pass), then the install, then the same fleet as
+    /// the embedded cluster's.
+    async fn attach(opts: ClusterOptions, kubeconfig: &Path) -> Result<Cluster> {
+        let ext = Arc::new(External::connect(kubeconfig).await?);
+        let data_dir = make_data_dir(&opts.data_dir)?;
+        if data_dir.join(EMBEDDED_STORE).exists() {
+            return Err(SimError::Invalid(format!(
+                "{} holds an embedded cluster (mco up without --kubeconfig); use another --data-dir",
+                data_dir.display()
+            )));
+        }
+        let namespace = mco_manifests::DEFAULT_NAMESPACE.to_string();
+        // The fleet a first start would create, to check its names before anything is written.
+        let specs = SpecDir::of(&data_dir);
+        let mut fleet = specs.list()?;
+        if fleet.is_empty() && !data_dir.join(FLEET_INITIALIZED).exists() {
+            fleet = initial_fleet(opts.masters, opts.workers, opts.os);
+        }
+        crate::external::check_namespace(&ext.admin(), &namespace).await?;
+        ext.preflight(&namespace, &fleet).await?;
+        ext.install(&mco_manifests::Options::default()).await?;
+        let admin = ext.admin();
+        install_defaults(&admin).await?;
+        let marker = data_dir.join(ATTACHED);
+        std::fs::write(&marker, ext.server()).map_err(|e| SimError::io("writing", &marker, e))?;
+        init_fleet(&data_dir, &opts)?;
+
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        if let Some(cfg) = opts.controller.clone() {
+            let token = ext
+                .token(&namespace, mco_manifests::CONTROLLER, None)
+                .await?;
+            let client = ext.client_for_token(&token)?;
+            let mut rx = stop_rx.clone();
+            tasks.push(tokio::spawn(async move {
+                let shutdown = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = mco_controller::run(client, cfg, shutdown).await {
+                    tracing::error!(error = %e, "controller stopped");
+                }
+            }));
+        }
+        tasks.push(tokio::spawn(crate::kubelet::run(
+            admin.clone(),
+            stop_rx.clone(),
+        )));
+        let env = Arc::new(NodeEnv {
+            data_dir: data_dir.clone(),
+            backend: Backend::External {
+                cluster: ext.clone(),
+                namespace,
+            },
+            admin: admin.clone(),
+            transport: ext.transport()?,
+            reboot: opts.reboot,
+            os_update_mode: opts.os_update_mode,
+            daemon: opts.daemon.clone(),
+        });
+        tasks.push(tokio::spawn(run_fleet(env, stop_rx)));
+        Ok(Cluster {
+            server: None,
+            kubeconfig: ext.kubeconfig().to_path_buf(),
+            server_url: ext.server().to_string(),
             admin,
             stop,
             tasks,
@@ -196,12 +289,17 @@ impl Cluster {
 
     /// The admin kubeconfig (absolute).
     pub fn kubeconfig(&self) -> PathBuf {
-        self.server.kubeconfig_path()
+        self.kubeconfig.clone()
     }
 
-    /// The API server's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.server.addr()
+    /// The API server's URL.
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+
+    /// Whether this is an existing cluster (`--kubeconfig`), not the embedded one.
+    pub fn is_external(&self) -> bool {
+        self.server.is_none()
     }
 
     /// The (absolute) data dir.
@@ -226,7 +324,10 @@ impl Cluster {
             }
         }
         drop(self.admin);
-        match Arc::try_unwrap(self.server) {
+        let Some(server) = self.server else {
+            return;
+        };
+        match Arc::try_unwrap(server) {
             Ok(server) => server.shutdown().await,
             Err(_) => tracing::warn!("API server still referenced; not waiting for it"),
         }
@@ -237,6 +338,12 @@ impl Cluster {
 /// this release's roles), then the objects a fresh cluster has; those are left as they are.
 async fn install(admin: &kube::Client) -> Result<()> {
     apply_shipped(admin).await?;
+    install_defaults(admin).await
+}
+
+/// The ControllerConfig, default pools and base MachineConfigs of a fresh cluster, created
+/// where absent.
+async fn install_defaults(admin: &kube::Client) -> Result<()> {
     // A CRD serves once registered; retry the first write until it does.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let cc: ControllerConfig = objects::typed(
@@ -289,6 +396,13 @@ async fn apply_shipped(admin: &kube::Client) -> Result<()> {
         api.patch(name, &params, &Patch::Apply(&m.object)).await?;
     }
     Ok(())
+}
+
+/// Creates the data dir; its absolute path.
+fn make_data_dir(dir: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| SimError::io("creating", dir, e))?;
+    dir.canonicalize()
+        .map_err(|e| SimError::io("resolving", dir, e))
 }
 
 /// Writes the initial fleet's specs on the very first start.

@@ -13,7 +13,9 @@
 pub mod cluster;
 pub mod daemon;
 pub mod error;
+pub mod external;
 pub mod image;
+pub mod kubelet;
 pub mod objects;
 pub mod profile;
 pub mod root;

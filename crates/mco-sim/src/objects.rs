@@ -234,6 +234,9 @@ pub fn node_status(ready: bool, os_image: &str, boot_id: &str, now: &str) -> Val
                 "lastHeartbeatTime": now,
                 "lastTransitionTime": now,
             }],
+            // A real scheduler places pods only where they fit.
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
             "nodeInfo": {
                 "architecture": "amd64",
                 "bootID": boot_id,
@@ -248,6 +251,13 @@ pub fn node_status(ready: bool, os_image: &str, boot_id: &str, now: &str) -> Val
             }
         }
     })
+}
+
+/// Now, as Kubernetes writes a `MicroTime` (a Lease's `renewTime`).
+pub fn now_micro() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+        .to_string()
 }
 
 /// Now, as Kubernetes writes times.

@@ -28,6 +28,7 @@ use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use tokio::sync::watch;
 
 use crate::error::{Result, SimError};
+use crate::external::External;
 use crate::objects;
 use crate::profile::{OsProfile, OsUpdateMode};
 use crate::root::NodeRoot;
@@ -91,12 +92,26 @@ impl std::fmt::Debug for DaemonMode {
     }
 }
 
+/// The API server the nodes join.
+#[derive(Clone)]
+pub enum Backend {
+    /// The embedded one, which mints its own tokens.
+    Embedded(Arc<ServerHandle>),
+    /// An existing cluster: tokens from the TokenRequest API (`mco up --kubeconfig`).
+    External {
+        /// The cluster.
+        cluster: Arc<External>,
+        /// The install namespace.
+        namespace: String,
+    },
+}
+
 /// What every supervisor shares.
 pub struct NodeEnv {
     /// The cluster's data dir.
     pub data_dir: PathBuf,
-    /// The API server, for node credentials.
-    pub server: Arc<ServerHandle>,
+    /// Where node credentials come from.
+    pub backend: Backend,
     /// An admin client (plays kubelet and the machine-config server).
     pub admin: kube::Client,
     /// A client without credentials that calls the server in this process
@@ -162,7 +177,20 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
         .await
         .map_err(|e| SimError::Invalid(format!("node root task: {e}")))??;
     let nodes: Api<Node> = Api::all(env.admin.clone());
-    if nodes.get_opt(&spec.name).await?.is_none() {
+    let existing = nodes.get_opt(&spec.name).await?;
+    if let Some(n) = &existing
+        && matches!(env.backend, Backend::External { .. })
+        && !crate::external::is_simulated(n)
+    {
+        // Never touch a node mco did not create.
+        return Err(SimError::Invalid(format!(
+            "node {} already exists and is not simulated ({}=true); mco leaves it alone: remove this simulated node (mco sim remove-node {})",
+            spec.name,
+            objects::SIMULATED_LABEL,
+            spec.name
+        )));
+    }
+    if existing.is_none() {
         let Some(rendered) = wait_rendered(env, &spec.pool, stop).await? else {
             return Ok(());
         };
@@ -176,7 +204,9 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
         tracing::info!(node = %spec.name, config = %rendered, "node joined");
     }
     set_ready(env, spec, profile, &root, true).await?;
-    let creds = Credentials::mint(env, &spec.name).await?;
+    let Some(creds) = Credentials::mint(env, &spec.name, stop).await? else {
+        return Ok(());
+    };
     let mut rebooted = false;
     loop {
         if pending_reboot(&root)? {
@@ -270,24 +300,41 @@ pub(crate) struct Credentials {
 }
 
 impl Credentials {
-    async fn mint(env: &NodeEnv, node: &str) -> Result<Credentials> {
+    /// `None` if asked to stop while waiting for them.
+    async fn mint(
+        env: &NodeEnv,
+        node: &str,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<Option<Credentials>> {
         let kubeconfig = env.kubeconfig_of(node);
         if matches!(env.daemon, DaemonMode::None) {
-            return Ok(Credentials {
+            return Ok(Some(Credentials {
                 kubeconfig,
                 bearer: None,
-            });
+            }));
         }
         let id = crate::cluster::daemon_identity(node);
-        let token = env.server.mint_token(id.clone()).await?;
-        let doc = env.server.kubeconfig_for_token(&id.user_name(), &token);
+        let (token, doc) = match &env.backend {
+            Backend::Embedded(server) => {
+                let token = server.mint_token(id.clone()).await?;
+                let doc = server.kubeconfig_for_token(&id.user_name(), &token);
+                (token, doc)
+            }
+            Backend::External { cluster, namespace } => {
+                let Some(token) = cluster.daemon_token(namespace, node, stop).await? else {
+                    return Ok(None);
+                };
+                let doc = cluster.kubeconfig_for_token(&id.user_name(), &token);
+                (token, doc)
+            }
+        };
         write_private(&kubeconfig, &doc)?;
         let bearer = http::HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|e| SimError::Invalid(format!("node token: {e}")))?;
-        Ok(Credentials {
+        Ok(Some(Credentials {
             kubeconfig,
             bearer: Some(bearer),
-        })
+        }))
     }
 }
 

@@ -47,6 +47,12 @@ pub struct Args {
     /// fsynced, as etcd does, at a cost to every write).
     #[arg(long, default_value_t = mco_apiserver::Durability::ProcessCrash)]
     pub store_durability: mco_apiserver::Durability,
+    /// Run the controller and the simulated nodes on the existing cluster of this kubeconfig
+    /// instead of the embedded API server (docs/deploy.md). It needs rights to install mco
+    /// there; it refuses a cluster another machine-config operator runs, and never touches a
+    /// node it did not create.
+    #[arg(long, conflicts_with_all = ["listen", "store_durability"])]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Threads for the nodes' blocking host work (disk writes, the daemon's engine). Tokio's default
@@ -85,6 +91,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.reboot = Duration::from_secs_f64(args.reboot_seconds);
     opts.listen = args.listen;
     opts.store_durability = args.store_durability;
+    if let Some(kc) = args.kubeconfig {
+        opts.kubeconfig = Some(kc);
+        // The cluster's own pods are the workload; its scheduler and controllers run them.
+        opts.workloads = None;
+    }
     if args.node_processes {
         opts.daemon = DaemonMode::Process {
             program: std::env::current_exe()?,
@@ -98,11 +109,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let result: anyhow::Result<()> = rt.block_on(async move {
         let cluster = Cluster::start(opts).await?;
         println!("export KUBECONFIG={}", cluster.kubeconfig().display());
-        eprintln!(
-            "mco up: API server on https://{}, data in {}; Ctrl-C stops the cluster",
-            cluster.addr(),
-            cluster.data_dir().display()
-        );
+        if cluster.is_external() {
+            eprintln!(
+                "mco up: controller and simulated nodes on {}, data in {}; Ctrl-C stops them",
+                cluster.server_url(),
+                cluster.data_dir().display()
+            );
+        } else {
+            eprintln!(
+                "mco up: API server on {}, data in {}; Ctrl-C stops the cluster",
+                cluster.server_url(),
+                cluster.data_dir().display()
+            );
+        }
         shutdown_signal().await;
         eprintln!("mco up: stopping");
         cluster.shutdown().await;
