@@ -22,10 +22,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::{Result, SimError};
+use crate::external::External;
 use crate::objects::{self, ensure};
 use crate::profile::{OS_IMAGE_1_2_2, OsProfile, OsUpdateMode};
 use crate::spec::{NodeSpec, SpecDir, initial_fleet};
-use crate::external::External;
 use crate::supervisor::{Backend, DaemonMode, NodeEnv, run_node};
 use crate::workload::{self, WorkloadTiming};
 
@@ -219,22 +219,21 @@ impl Cluster {
     /// the embedded cluster's.
     async fn attach(opts: ClusterOptions, kubeconfig: &Path) -> Result<Cluster> {
         let ext = Arc::new(External::connect(kubeconfig).await?);
-        let data_dir = make_data_dir(&opts.data_dir)?;
-        if data_dir.join(EMBEDDED_STORE).exists() {
+        if opts.data_dir.join(EMBEDDED_STORE).exists() {
             return Err(SimError::Invalid(format!(
                 "{} holds an embedded cluster (mco up without --kubeconfig); use another --data-dir",
-                data_dir.display()
+                opts.data_dir.display()
             )));
         }
         let namespace = mco_manifests::DEFAULT_NAMESPACE.to_string();
-        // The fleet a first start would create, to check its names before anything is written.
-        let specs = SpecDir::of(&data_dir);
-        let mut fleet = specs.list()?;
-        if fleet.is_empty() && !data_dir.join(FLEET_INITIALIZED).exists() {
+        // The fleet a first start would create, to check its names before anything is
+        // written (the data dir included).
+        let mut fleet = SpecDir::of(&opts.data_dir).list()?;
+        if fleet.is_empty() && !opts.data_dir.join(FLEET_INITIALIZED).exists() {
             fleet = initial_fleet(opts.masters, opts.workers, opts.os);
         }
-        crate::external::check_namespace(&ext.admin(), &namespace).await?;
         ext.preflight(&namespace, &fleet).await?;
+        let data_dir = make_data_dir(&opts.data_dir)?;
         ext.install(&mco_manifests::Options::default()).await?;
         let admin = ext.admin();
         install_defaults(&admin).await?;

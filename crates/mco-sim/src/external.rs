@@ -81,9 +81,7 @@ impl External {
         let cluster = cluster_entry(&kc, &kubeconfig)?;
         let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
             .await
-            .map_err(|e| {
-                SimError::Invalid(format!("kubeconfig {}: {e}", kubeconfig.display()))
-            })?;
+            .map_err(|e| SimError::Invalid(format!("kubeconfig {}: {e}", kubeconfig.display())))?;
         let server = config.cluster_url.to_string();
         let mut base = config.clone();
         base.auth_info = Default::default();
@@ -163,6 +161,7 @@ impl External {
                 denied.join(", ")
             )));
         }
+        check_namespace(&self.admin, namespace).await?;
         if let Some(why) = self.foreign_operator(namespace).await? {
             return Err(SimError::Invalid(format!(
                 "another machine-config operator runs on this cluster (nothing was changed): {why}"
@@ -307,12 +306,11 @@ impl External {
         if api.get_opt(name).await?.is_some() {
             return Ok(());
         }
-        let obj: DynamicObject = serde_json::from_value(m.object.clone()).map_err(|e| {
-            SimError::Json {
+        let obj: DynamicObject =
+            serde_json::from_value(m.object.clone()).map_err(|e| SimError::Json {
                 what: format!("{kind} {name}"),
                 source: e,
-            }
-        })?;
+            })?;
         tracing::info!(%kind, %name, "installing");
         match api.create(&PostParams::default(), &obj).await {
             Ok(_) => Ok(()),
@@ -349,7 +347,12 @@ impl External {
     }
 
     /// A token of ServiceAccount `namespace/name`, bound to `pod` (name, uid) if given.
-    pub async fn token(&self, namespace: &str, name: &str, pod: Option<(&str, &str)>) -> Result<String> {
+    pub async fn token(
+        &self,
+        namespace: &str,
+        name: &str,
+        pod: Option<(&str, &str)>,
+    ) -> Result<String> {
         let sas: Api<ServiceAccount> = Api::namespaced(self.admin.clone(), namespace);
         let req = TokenRequest {
             spec: TokenRequestSpec {
@@ -369,10 +372,9 @@ impl External {
         let answer = sas
             .create_token_request(name, &PostParams::default(), &req)
             .await?;
-        answer
-            .status
-            .map(|s| s.token)
-            .ok_or_else(|| SimError::Invalid(format!("TokenRequest for {namespace}/{name}: no token")))
+        answer.status.map(|s| s.token).ok_or_else(|| {
+            SimError::Invalid(format!("TokenRequest for {namespace}/{name}: no token"))
+        })
     }
 
     /// The `mco-daemon` token for `node`, bound to the [`TOKEN_DAEMONSET`] pod scheduled on it
@@ -497,29 +499,106 @@ pub fn required_rights(namespace: &str) -> Vec<Right> {
     };
     let ns = Some(namespace);
     vec![
+        // What the checks before the install read.
+        r("get", "", "namespaces", None, None),
+        r("get", "apps", "deployments", None, Some(UPSTREAM_NAMESPACE)),
+        r("get", "coordination.k8s.io", "leases", None, ns),
+        r("list", "", "nodes", None, None),
         r("create", "", "namespaces", None, None),
-        r("create", "apiextensions.k8s.io", "customresourcedefinitions", None, None),
-        r("create", "rbac.authorization.k8s.io", "clusterroles", None, None),
-        r("create", "rbac.authorization.k8s.io", "clusterrolebindings", None, None),
+        r(
+            "create",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            None,
+            None,
+        ),
+        r(
+            "create",
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            None,
+            None,
+        ),
+        r(
+            "create",
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            None,
+            None,
+        ),
         r("create", "rbac.authorization.k8s.io", "roles", None, ns),
-        r("create", "rbac.authorization.k8s.io", "rolebindings", None, ns),
+        r(
+            "create",
+            "rbac.authorization.k8s.io",
+            "rolebindings",
+            None,
+            ns,
+        ),
         r("create", "", "serviceaccounts", None, ns),
         r("create", "", "serviceaccounts", Some("token"), ns),
-        r("create", "admissionregistration.k8s.io", "validatingadmissionpolicies", None, None),
-        r("create", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", None, None),
+        r(
+            "create",
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            None,
+            None,
+        ),
+        r(
+            "create",
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            None,
+            None,
+        ),
         r("create", "apps", "daemonsets", None, ns),
-        r("create", "machineconfiguration.openshift.io", "machineconfigpools", None, None),
-        r("create", "machineconfiguration.openshift.io", "machineconfigs", None, None),
-        r("create", "machineconfiguration.openshift.io", "controllerconfigs", None, None),
+        r(
+            "create",
+            "machineconfiguration.openshift.io",
+            "machineconfigpools",
+            None,
+            None,
+        ),
+        r(
+            "create",
+            "machineconfiguration.openshift.io",
+            "machineconfigs",
+            None,
+            None,
+        ),
+        r(
+            "create",
+            "machineconfiguration.openshift.io",
+            "controllerconfigs",
+            None,
+            None,
+        ),
         r("create", "", "nodes", None, None),
         r("delete", "", "nodes", None, None),
         r("patch", "", "nodes", Some("status"), None),
         r("list", "", "pods", None, None),
         r("patch", "", "pods", Some("status"), None),
         r("delete", "", "pods", None, None),
-        r("create", "coordination.k8s.io", "leases", None, Some("kube-node-lease")),
-        r("update", "coordination.k8s.io", "leases", None, Some("kube-node-lease")),
-        r("create", "authorization.k8s.io", "selfsubjectaccessreviews", None, None),
+        r(
+            "create",
+            "coordination.k8s.io",
+            "leases",
+            None,
+            Some("kube-node-lease"),
+        ),
+        r(
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            None,
+            Some("kube-node-lease"),
+        ),
+        r(
+            "create",
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            None,
+            None,
+        ),
     ]
 }
 
@@ -561,7 +640,7 @@ pub async fn simulated_nodes(admin: &kube::Client) -> Result<BTreeSet<String>> {
 }
 
 /// Returns an error if `namespace` is terminating: the install would fail half way.
-pub async fn check_namespace(admin: &kube::Client, namespace: &str) -> Result<()> {
+async fn check_namespace(admin: &kube::Client, namespace: &str) -> Result<()> {
     let nss: Api<Namespace> = Api::all(admin.clone());
     if let Some(ns) = nss.get_opt(namespace).await?
         && ns.metadata.deletion_timestamp.is_some()
@@ -590,7 +669,10 @@ mod tests {
     fn the_token_daemonset_runs_on_simulated_nodes_as_the_daemon_account() {
         let ds: DaemonSet = crate::objects::typed("ds", token_daemonset("ns1")).unwrap();
         let spec = ds.spec.unwrap().template.spec.unwrap();
-        assert_eq!(spec.service_account_name.as_deref(), Some(mco_manifests::DAEMON));
+        assert_eq!(
+            spec.service_account_name.as_deref(),
+            Some(mco_manifests::DAEMON)
+        );
         assert_eq!(spec.node_selector.unwrap()[SIMULATED_LABEL], "true");
     }
 }

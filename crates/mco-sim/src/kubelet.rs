@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -92,7 +92,11 @@ async fn pass(
         } else if !is_running_ready(&pod) {
             let status = running_status(&pod, &objects::now_rfc3339());
             match api
-                .patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&status))
+                .patch_status(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&status),
+                )
                 .await
             {
                 Ok(_) | Err(kube::Error::Api(_)) => {}
@@ -191,6 +195,9 @@ mod tests {
         patched["status"] = running_status(&pod, "2026-01-01T00:00:00Z")["status"].clone();
         let pod: Pod = serde_json::from_value(patched).unwrap();
         assert!(is_running_ready(&pod));
-        assert_eq!(pod.status.unwrap().container_statuses.unwrap()[0].ready, true);
+        assert_eq!(
+            pod.status.unwrap().container_statuses.unwrap()[0].ready,
+            true
+        );
     }
 }
