@@ -195,9 +195,6 @@ mod tests {
         patched["status"] = running_status(&pod, "2026-01-01T00:00:00Z")["status"].clone();
         let pod: Pod = serde_json::from_value(patched).unwrap();
         assert!(is_running_ready(&pod));
-        assert_eq!(
-            pod.status.unwrap().container_statuses.unwrap()[0].ready,
-            true
-        );
+        assert!(pod.status.unwrap().container_statuses.unwrap()[0].ready);
     }
 }
