@@ -16,7 +16,7 @@
 //! descendant process named `mco`, and the controller is stopped with SIGTERM so the profiler
 //! can finish its file.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

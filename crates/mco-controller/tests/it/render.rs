@@ -1,9 +1,7 @@
 //! The render controller against the embedded API server: renders on MachineConfig add, change
 //! and delete; RenderDegraded on a bad config; rendered-config garbage collection.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mco_api::constants::{annotations, pool_conditions};

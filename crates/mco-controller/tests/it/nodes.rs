@@ -1,9 +1,7 @@
 //! The node side against the embedded API server: pause, a degraded node halting the pool,
 //! MachineConfigNode lifecycle, a drain blocked by a PodDisruptionBudget, and leader failover.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;

@@ -1,0 +1,10 @@
+//! The integration tests of mco-controller against the embedded API server: render, rollout and
+//! the node side.
+//!
+//! One test binary for the crate's integration tests (one link instead of one per file);
+//! each module is a former `tests/<name>.rs` (`common` was `tests/common/mod.rs`).
+
+mod common;
+mod nodes;
+mod render;
+mod rollout;
