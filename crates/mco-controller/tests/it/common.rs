@@ -3,22 +3,20 @@
 //! the annotation protocol.
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use mco_api::constants::{annotations, names, states};
-use mco_api::{
-    ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool,
-    MachineConfigPoolSpec, MachineConfigSpec,
-};
-use mco_apiserver::{Config as ServerConfig, Identity, Server, ServerHandle};
+use mco_api::{ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool};
+use mco_apiserver::{Identity, ServerHandle};
 use mco_controller::{Config, DrainTimeouts, LeaseConfig, Metrics};
+pub use mco_testkit::eventually;
+use mco_testkit::server::{TestServer, install_crds};
+use mco_testkit::{MachineConfigBuilder, NodeBuilder, PoolBuilder};
 use serde_json::json;
 
 pub struct Env {
@@ -32,13 +30,10 @@ pub async fn env() -> Env {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(ServerConfig::new(
-        dir.path(),
-        "127.0.0.1:0".parse().unwrap(),
-    ))
-    .await
-    .expect("server starts");
+    let TestServer {
+        handle: server,
+        dir,
+    } = mco_testkit::server::start().await;
     let client = server.client_for(Identity::Admin).await.expect("client");
     install(&client).await;
     Env {
@@ -48,36 +43,9 @@ pub async fn env() -> Env {
     }
 }
 
-/// Polls `check` until it returns `Some`, failing after `secs` seconds.
-pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The CRDs, the ControllerConfig and the worker pool with its base MachineConfig.
 pub async fn install(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in mco_api::crds::all() {
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("create CRD");
-    }
-    let pools: Api<MachineConfigPool> = Api::all(client.clone());
-    eventually("CRDs served", 20, || {
-        let pools = pools.clone();
-        async move { pools.list(&ListParams::default()).await.ok().map(|_| ()) }
-    })
-    .await;
+    install_crds(client).await;
     let ccs: Api<ControllerConfig> = Api::all(client.clone());
     let cc = ControllerConfig::new(
         names::CONTROLLER_CONFIG,
@@ -114,24 +82,11 @@ pub async fn create_pool(
     role: &str,
     max: Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
 ) {
-    let pool = MachineConfigPool::new(
-        name,
-        MachineConfigPoolSpec {
-            machine_config_selector: Some(LabelSelector {
-                match_labels: Some(
-                    [(
-                        mco_api::constants::labels::ROLE.to_string(),
-                        role.to_string(),
-                    )]
-                    .into(),
-                ),
-                match_expressions: None,
-            }),
-            node_selector: Some(role_selector(role)),
-            max_unavailable: max,
-            ..Default::default()
-        },
-    );
+    let mut pool = PoolBuilder::new(name).role(role);
+    if let Some(max) = max {
+        pool = pool.max_unavailable(serde_json::to_value(max).unwrap());
+    }
+    let pool = pool.build();
     Api::<MachineConfigPool>::all(client.clone())
         .create(&PostParams::default(), &pool)
         .await
@@ -139,28 +94,17 @@ pub async fn create_pool(
 }
 
 pub fn machine_config(name: &str, role: &str, path: &str, content: &str) -> MachineConfig {
-    let mut mc = MachineConfig::new(
-        name,
-        MachineConfigSpec {
-            config: Some(json!({
-                "ignition": {"version": "3.4.0"},
-                "storage": {"files": [{
-                    "path": path,
-                    "mode": 420,
-                    "contents": {"source": format!("data:,{content}")},
-                }]},
-            })),
-            ..Default::default()
-        },
-    );
-    mc.metadata.labels = Some(
-        [(
-            mco_api::constants::labels::ROLE.to_string(),
-            role.to_string(),
-        )]
-        .into(),
-    );
-    mc
+    MachineConfigBuilder::new(name)
+        .role(role)
+        .config(json!({
+            "ignition": {"version": "3.4.0"},
+            "storage": {"files": [{
+                "path": path,
+                "mode": 420,
+                "contents": {"source": format!("data:,{content}")},
+            }]},
+        }))
+        .build()
 }
 
 pub async fn create_mc(client: &Client, name: &str, role: &str, path: &str, content: &str) {
@@ -235,21 +179,13 @@ pub fn start_controller(client: &Client, config: Config) -> Running {
 
 /// A Ready node in `role`, on `config` (Done), created now.
 pub fn node(name: &str, role: &str, config: &str) -> Node {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {format!("node-role.kubernetes.io/{role}"): ""},
-            "annotations": {
-                annotations::CURRENT_CONFIG: config,
-                annotations::DESIRED_CONFIG: config,
-                annotations::STATE: states::DONE,
-            },
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }))
-    .unwrap()
+    NodeBuilder::new(name)
+        .role(role)
+        .current_config(config)
+        .desired_config(config)
+        .state(states::DONE)
+        .ready(true)
+        .build()
 }
 
 pub async fn create_node(client: &Client, node: &Node) {
