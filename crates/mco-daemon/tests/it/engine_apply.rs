@@ -1,6 +1,6 @@
 //! The update engine over a simulated host: files, units, SSH, kernel arguments, OS, rollback.
 
-mod support;
+use crate::support;
 
 use mco_daemon::engine::{Phase, RecordingReporter, UpdateOptions, UpdateOutcome};
 use mco_daemon::host::fs::running_as_root;

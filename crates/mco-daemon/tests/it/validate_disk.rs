@@ -1,7 +1,7 @@
 //! On-disk validation with upstream's messages: files (plain and compressed), modes, dropins,
 //! units, masks, enablement, OS image and kernel arguments.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 

@@ -4,7 +4,7 @@
 // Tests set up and inspect their temp roots directly.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::mpsc;

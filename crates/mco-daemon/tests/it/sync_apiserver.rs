@@ -2,7 +2,7 @@
 //! desiredConfig and answers drain requests): the MachineConfigNode condition sequence of one
 //! rebootless and one reboot update, recorded from a watch and asserted in order.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 // Tests set up and inspect their temp roots directly.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use mco_daemon::host::fs::HostFs;
 use mco_daemon::host::ostree::{KernelType, Origin, OsStatus, OsUpdater, RebaseMode, SimOstree};

@@ -2,7 +2,7 @@
 //! boot; a node left un-adopted degrades with the cause and the fix, the force file alone
 //! recovers it, and the next upgrade succeeds.
 
-mod support;
+use crate::support;
 
 use mco_daemon::engine::firstboot::{self, FirstbootOutcome};
 use mco_daemon::engine::{BootCheck, RecordingReporter, UpdateOptions, UpdateOutcome};
