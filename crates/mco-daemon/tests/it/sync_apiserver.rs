@@ -9,35 +9,21 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use mco_api::constants::annotations as ann;
 use mco_api::{MachineConfig, MachineConfigNode};
-use mco_apiserver::{Config, Identity, Server};
+use mco_apiserver::Identity;
 use mco_daemon::agent::sync::{Daemon, Exit, SyncOptions};
 use mco_daemon::host::ostree::OsUpdater;
 use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
+use mco_testkit::server::{TestServer, install_crds};
+use mco_testkit::{NodeBuilder, eventually};
 use serde_json::json;
 use support::{Node as SimNode, file, ign, mc};
 
 const NODE: &str = "worker-0";
-
-async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn annotation(n: &Node, k: &str) -> String {
     n.metadata
@@ -167,15 +153,11 @@ fn assert_in_order(log: &[(String, String, String)], expected: &[(&str, &str)]) 
 /// The Node, settled on `rendered-worker-0`, and its MachineConfigNode, as the controller leaves them.
 async fn settled_node(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
     let nodes: Api<Node> = Api::all(admin.clone());
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": NODE, "annotations": {
-            ann::CURRENT_CONFIG: "rendered-worker-0",
-            ann::DESIRED_CONFIG: "rendered-worker-0",
-            ann::STATE: "Done",
-        }},
-    }))
-    .unwrap();
+    let node = NodeBuilder::new(NODE)
+        .current_config("rendered-worker-0")
+        .desired_config("rendered-worker-0")
+        .state("Done")
+        .build();
     nodes.create(&PostParams::default(), &node).await.unwrap();
     let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
     let mcn: MachineConfigNode = serde_json::from_value(json!({
@@ -188,23 +170,13 @@ async fn settled_node(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
     (nodes, mcns)
 }
 
-/// An API server in `dir` with mco's CRDs served, its admin client and the MachineConfig API.
-async fn serve_with_crds(
-    dir: &std::path::Path,
-) -> (mco_apiserver::ServerHandle, Client, Api<MachineConfig>) {
-    let server = Server::start(Config::new(dir.join("api"), "127.0.0.1:0".parse().unwrap()))
-        .await
-        .unwrap();
-    let admin = server.client_for(Identity::Admin).await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for crd in mco_api::crds::all() {
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-    }
+/// An API server in a temp dir with mco's CRDs served, its admin client and the MachineConfig
+/// API.
+async fn serve_with_crds() -> (TestServer, Client, Api<MachineConfig>) {
+    let server = mco_testkit::server::start().await;
+    let admin = server.admin().await;
+    install_crds(&admin).await;
     let mcs: Api<MachineConfig> = Api::all(admin.clone());
-    eventually("MachineConfig API", 30, || async {
-        mcs.list(&Default::default()).await.ok()
-    })
-    .await;
     (server, admin, mcs)
 }
 
@@ -220,8 +192,7 @@ fn start_daemon(client: Client, node: &SimNode) -> tokio::task::JoinHandle<Exit>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebootless_then_reboot_update_condition_sequence() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
+    let (server, admin, mcs) = serve_with_crds().await;
 
     let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
     let mut ssh = ign(json!([]), json!([]));
@@ -240,6 +211,7 @@ async fn rebootless_then_reboot_update_condition_sequence() {
 
     let sim = SimNode::new(true);
     let daemon_client = server
+        .handle
         .client_for(Identity::Node(NODE.into()))
         .await
         .unwrap();
@@ -400,13 +372,13 @@ async fn create_empty_and_file_configs(mcs: &Api<MachineConfig>) {
 /// the node is not marked Degraded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_during_a_drain_wait_is_not_degraded() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
+    let (server, admin, mcs) = serve_with_crds().await;
     create_empty_and_file_configs(&mcs).await;
     let (nodes, _) = settled_node(&admin).await;
 
     let sim = SimNode::new(true);
     let client = server
+        .handle
         .client_for(Identity::Node(NODE.into()))
         .await
         .unwrap();
@@ -440,14 +412,14 @@ async fn shutdown_during_a_drain_wait_is_not_degraded() {
 /// uncordon after it all finish within seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_waits_end_on_the_watch_not_the_poll() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
+    let (server, admin, mcs) = serve_with_crds().await;
     create_empty_and_file_configs(&mcs).await;
     let (nodes, _) = settled_node(&admin).await;
     drain_controller(nodes.clone());
 
     let sim = SimNode::new(true);
     let client = server
+        .handle
         .client_for(Identity::Node(NODE.into()))
         .await
         .unwrap();
@@ -590,8 +562,7 @@ fn drain_controller_writing_mcn(nodes: Api<Node>, mcns: Api<MachineConfigNode>) 
 /// A daemon on `rendered-worker-0` with the MCN-writing drain controller, and what a test needs
 /// to drive it.
 struct Fixture {
-    _dir: tempfile::TempDir,
-    _server: mco_apiserver::ServerHandle,
+    _server: TestServer,
     admin: Client,
     nodes: Api<Node>,
     mcns: Api<MachineConfigNode>,
@@ -600,13 +571,13 @@ struct Fixture {
 }
 
 async fn daemon_done_on_the_first_config() -> (Fixture, tokio::task::JoinHandle<Exit>) {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, admin, mcs) = serve_with_crds(dir.path()).await;
+    let (server, admin, mcs) = serve_with_crds().await;
     create_empty_and_file_configs(&mcs).await;
     let (nodes, mcns) = settled_node(&admin).await;
     drain_controller_writing_mcn(nodes.clone(), mcns.clone());
     let sim = SimNode::new(true);
     let client = server
+        .handle
         .client_for(Identity::Node(NODE.into()))
         .await
         .unwrap();
@@ -626,7 +597,6 @@ async fn daemon_done_on_the_first_config() -> (Fixture, tokio::task::JoinHandle<
     })
     .await;
     let f = Fixture {
-        _dir: dir,
         _server: server,
         admin,
         nodes,

@@ -13,6 +13,7 @@ use mco_daemon::Host;
 use mco_daemon::engine::Engine;
 use mco_daemon::host::fs::{FileAttrs, HostFs};
 use mco_daemon::host::ostree::SimOstree;
+use mco_testkit::MachineConfigBuilder;
 use serde_json::{Value, json};
 
 pub const URL_122: &str = "registry.uniontech.com/utccp-components/machine-os-content:1.2.2";
@@ -109,10 +110,10 @@ impl Node {
 
 /// A rendered config.
 pub fn mc(name: &str, url: &str, ignition: Value) -> MachineConfig {
-    let mut m = MachineConfig::new(name, Default::default());
-    m.spec.os_image_url = url.into();
-    m.spec.config = Some(ignition);
-    m
+    MachineConfigBuilder::new(name)
+        .os_image_url(url)
+        .config(ignition)
+        .build()
 }
 
 /// Ignition 3.2.0 with files and units.
