@@ -5,8 +5,9 @@
 //! SIGKILL) when dropped so a failing test never leaks a process.
 //!
 //! The deadlines assume a cluster does not share the machine with many others: at most
-//! `MCO_E2E_CLUSTERS` (default 2) clusters of one test binary run at once, and a test
-//! waits for its turn before its clock starts.
+//! `MCO_E2E_CLUSTERS` (default 2) clusters run at once. The whole suite is one test binary,
+//! so the limit covers all of it. A test waits for its turn in `Cluster::up` before any of
+//! its clocks start, and holds one cluster at a time, so tests cannot deadlock on turns.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -57,7 +58,7 @@ pub struct Cluster {
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// How many clusters may run at once in this test binary: `MCO_E2E_CLUSTERS`, default 2.
+/// How many clusters may run at once in the suite: `MCO_E2E_CLUSTERS`, default 2.
 pub fn max_clusters() -> usize {
     std::env::var("MCO_E2E_CLUSTERS")
         .ok()

@@ -2,7 +2,7 @@
 //! file changes within maxUnavailable, rebootless changes, kernel arguments,
 //! drift, a bad MachineConfig, pausing, and a PDB-blocked drain.
 
-mod e2e;
+use crate::e2e;
 
 use e2e::*;
 use std::collections::{BTreeMap, HashMap};

@@ -2,7 +2,7 @@
 //! against `mco up` (seed 002: MachineConfigNode views; seed 000: the node
 //! that never adopted its OS, and the OS upgrade).
 
-mod e2e;
+use crate::e2e;
 
 use e2e::*;
 

@@ -6,7 +6,7 @@
 //! pool to its own name; every node must move there with no update: no reboot, no drain or
 //! cordon, no `Working` state and no file rewritten.
 
-mod e2e;
+use crate::e2e;
 
 use e2e::*;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! a node daemon SIGKILLed mid-update, and `mco up` itself restarted (SIGINT) or
 //! crashed (SIGKILL).
 
-mod e2e;
+use crate::e2e;
 
 use e2e::*;
 

@@ -1,0 +1,11 @@
+//! The end-to-end suite: a real `mco up` driven through the real `kubectl` and `mco` CLIs.
+//!
+//! One test binary for the whole suite (one link instead of one per file), so the
+//! `MCO_E2E_CLUSTERS` limit in `e2e` covers every test; each module is a former
+//! `tests/<name>.rs` (`e2e` was `tests/e2e/mod.rs`).
+
+mod e2e;
+mod e2e_adoption;
+mod e2e_resilience;
+mod e2e_rollouts;
+mod e2e_seeds;
