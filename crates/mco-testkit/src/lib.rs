@@ -1,7 +1,8 @@
 //! Shared helpers of mco's tests, so each crate's tests say what they check rather than how
 //! to wait, start a server or spell a Node.
 //!
-//! - [`eventually`] and [`eventually_with_last`]: poll a condition until a deadline.
+//! - [`eventually`], [`eventually_with_last`] and [`eventually_blocking`]: poll a condition
+//!   until a deadline.
 //! - [`NodeBuilder`], [`PoolBuilder`], [`MachineConfigBuilder`]: chained builders for the three
 //!   kinds nearly every test makes, as typed objects ([`NodeBuilder::build`]) or as JSON
 //!   ([`NodeBuilder::json`]) for tests of the API machinery.
@@ -16,6 +17,6 @@ mod poll;
 pub mod server;
 
 pub use build::{MachineConfigBuilder, NodeBuilder, PoolBuilder};
-pub use poll::{eventually, eventually_with_last};
+pub use poll::{eventually, eventually_blocking, eventually_with_last};
 #[cfg(feature = "server")]
 pub use server::TestServer;

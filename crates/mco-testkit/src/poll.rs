@@ -47,6 +47,29 @@ pub async fn eventually_with_last<T>(
     }
 }
 
+/// Polls a synchronous `check` every `every` until it returns `Some`, blocking the thread and
+/// failing after `timeout`: for plain `#[test]`s that drive processes (the e2e suite), with no
+/// async runtime. The check runs at least once.
+pub fn eventually_blocking<T>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {}s waiting for {what}",
+            timeout.as_secs()
+        );
+        std::thread::sleep(every);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
@@ -94,5 +117,26 @@ mod tests {
             Err("still broken".into())
         })
         .await;
+    }
+
+    #[test]
+    fn blocking_returns_the_first_some() {
+        let mut n = 0;
+        let v = eventually_blocking(
+            "the second call",
+            Duration::from_secs(5),
+            Duration::ZERO,
+            || {
+                n += 1;
+                (n == 2).then_some(n)
+            },
+        );
+        assert_eq!((v, n), (2, 2));
+    }
+
+    #[test]
+    #[should_panic(expected = "timed out after 0s waiting for never")]
+    fn blocking_panics_at_the_deadline() {
+        eventually_blocking("never", Duration::ZERO, Duration::ZERO, || None::<()>);
     }
 }
