@@ -449,18 +449,13 @@ fn to_result(out: Output) -> Result<String, String> {
 }
 
 /// Polls `f` every 100 ms until it returns Some, or panics after `secs`.
-pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+pub fn wait_for<T>(what: &str, secs: u64, f: impl FnMut() -> Option<T>) -> T {
+    mco_testkit::eventually_blocking(
+        what,
+        Duration::from_secs(secs),
+        Duration::from_millis(100),
+        f,
+    )
 }
 
 pub fn condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
