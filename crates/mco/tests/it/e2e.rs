@@ -71,11 +71,12 @@ pub fn max_clusters() -> usize {
 static RUNNING: Mutex<usize> = Mutex::new(0);
 static FREED: Condvar = Condvar::new();
 
-/// One cluster's place among the `max_clusters()`; given back on drop.
-struct Slot;
+/// One cluster's place among the `max_clusters()`; given back on drop. A test that runs a
+/// cluster of its own outside [`Cluster::up`] (the real-server test) takes one too.
+pub struct Slot;
 
 impl Slot {
-    fn take() -> Slot {
+    pub fn take() -> Slot {
         let max = max_clusters();
         let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
         while *running >= max {

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::e2e::{Slot, wait_for};
+
 const MCO: &str = env!("CARGO_BIN_EXE_mco");
 /// A cold build of Kubernetes takes 15-45 minutes on 2 busy cores.
 const REAL_KUBE_READY_SECS: u64 = 3600;
@@ -25,20 +27,6 @@ fn repo_root() -> PathBuf {
         .nth(2)
         .unwrap()
         .to_path_buf()
-}
-
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// A child in its own process group, stopped as a group on drop: SIGTERM (real-kube stops its
@@ -180,6 +168,8 @@ fn real_kube(dir: &Path) -> (Group, PathBuf) {
 
 #[test]
 fn up_on_a_real_cluster_rolls_out_and_confines_daemons() {
+    // A real control plane and a simulated fleet: one of the suite's cluster places.
+    let _slot = Slot::take();
     if std::env::var_os("MCO_SKIP_REAL_KUBE").is_some_and(|v| v == "1") {
         eprintln!("SKIPPED: MCO_SKIP_REAL_KUBE=1, not starting scripts/real-kube");
         return;
