@@ -379,22 +379,31 @@ async fn apply_shipped(admin: &kube::Client) -> Result<()> {
     let opts = mco_manifests::Options::default();
     let params = PatchParams::apply(FIELD_MANAGER).force();
     for m in mco_manifests::generate(&opts, &[Part::Namespace, Part::Crds, Part::Rbac])? {
-        let (Some(api_version), Some(kind), Some(name)) = (m.api_version(), m.kind(), m.name())
-        else {
-            return Err(SimError::Invalid(format!(
-                "install manifest without apiVersion, kind or name: {}",
-                m.object
-            )));
-        };
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-        let api: Api<DynamicObject> = match m.namespace() {
-            Some(ns) => Api::namespaced_with(admin.clone(), ns, &resource),
-            None => Api::all_with(admin.clone(), &resource),
-        };
+        let (api, _, name) = manifest_api(admin, &m)?;
         api.patch(name, &params, &Patch::Apply(&m.object)).await?;
     }
     Ok(())
+}
+
+/// The dynamic API for an install manifest's kind (in its namespace, if any), with the kind
+/// and the object's name.
+pub(crate) fn manifest_api<'m>(
+    client: &kube::Client,
+    m: &'m mco_manifests::Manifest,
+) -> Result<(Api<DynamicObject>, &'m str, &'m str)> {
+    let (Some(api_version), Some(kind), Some(name)) = (m.api_version(), m.kind(), m.name()) else {
+        return Err(SimError::Invalid(format!(
+            "install manifest without apiVersion, kind or name: {}",
+            m.object
+        )));
+    };
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let api = match m.namespace() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    Ok((api, kind, name))
 }
 
 /// Creates the data dir; its absolute path.

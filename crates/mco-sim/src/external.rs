@@ -34,9 +34,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams, ResourceExt,
-};
+use kube::api::{Api, DynamicObject, ListParams, PostParams, ResourceExt};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use mco_api::MachineConfigPool;
 use serde_json::json;
@@ -290,19 +288,7 @@ impl External {
     }
 
     async fn create_absent(&self, m: &mco_manifests::Manifest) -> Result<()> {
-        let (Some(api_version), Some(kind), Some(name)) = (m.api_version(), m.kind(), m.name())
-        else {
-            return Err(SimError::Invalid(format!(
-                "install manifest without apiVersion, kind or name: {}",
-                m.object
-            )));
-        };
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-        let api: Api<DynamicObject> = match m.namespace() {
-            Some(ns) => Api::namespaced_with(self.admin.clone(), ns, &resource),
-            None => Api::all_with(self.admin.clone(), &resource),
-        };
+        let (api, kind, name) = crate::cluster::manifest_api(&self.admin, m)?;
         if api.get_opt(name).await?.is_some() {
             return Ok(());
         }
