@@ -206,6 +206,37 @@ impl Cluster {
             .collect()
     }
 
+    /// Sets the sim's `web` budget to `minAvailable` (3 holds every drain that meets a web pod,
+    /// 2 is the sim's own and lets drains go on). Holding waits for the three web pods to be
+    /// Ready first: an unready pod may always be evicted, and a cluster just up may still be
+    /// starting them.
+    pub fn set_web_budget(&self, min_available: u32) {
+        let patch = format!(r#"{{"spec":{{"minAvailable":{min_available}}}}}"#);
+        self.kubectl(&[
+            "patch",
+            "pdb",
+            "web",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            &patch,
+        ]);
+        if min_available < 3 {
+            return;
+        }
+        wait_for("the three web pods Ready", 60, || {
+            let pods = self.try_get_json(&["pods", "-n", "default", "-l", "app=web"])?;
+            let ready = pods["items"]
+                .as_array()?
+                .iter()
+                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                .filter(|p| condition_status(p, "Ready") == "True")
+                .count();
+            (ready == 3).then_some(())
+        });
+    }
+
     /// Runs kubectl; Err carries stderr.
     pub fn kubectl_try(&self, args: &[&str]) -> Result<String, String> {
         let out = Command::new("kubectl")

@@ -87,37 +87,35 @@ fn sigkilled_node_daemon_mid_update_converges() {
         ..Opts::default()
     });
     let old = c.pool_target("worker");
-    let _before = wait_for("worker-0's daemon process", 30, || {
-        daemon_pid(&c, "worker-0")
-    });
+    // Hold every drain on the web budget: the first worker to update stays mid-update (Working,
+    // drain requested) until the budget is relaxed, so the kill cannot miss the window however
+    // slow the machine is.
+    c.set_web_budget(3);
     c.apply(&file_mc("99-worker-kill", "worker", "/etc/kill", "k\n"));
-    // Kill worker-0's daemon once its update is under way.
-    let target = wait_for("worker-0 updating", 90, || {
-        let n = c.node("worker-0");
-        let desired = annotation(&n, DESIRED_ANN);
-        (desired != old).then_some(desired)
+    let node = wait_for("a worker updating", 90, || worker_moved(&c, &old));
+    let target = annotation(&c.node(&node), DESIRED_ANN);
+    let pid = wait_for("its daemon process", 30, || daemon_pid(&c, &node));
+    let n = c.node(&node);
+    assert_eq!(
+        (
+            annotation(&n, STATE_ANN).as_str(),
+            annotation(&n, CURRENT_ANN) == target
+        ),
+        ("Working", false),
+        "{node} is not mid-update before the kill: {:?}",
+        n["metadata"]["annotations"]
+    );
+    let st = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill -KILL {pid} failed");
+    // The supervisor starts a new daemon; it takes the update up where the dead one left it,
+    // still held by the budget.
+    let after = wait_for("its daemon restarted", 30, || {
+        daemon_pid(&c, &node).filter(|p| *p != pid)
     });
-    // Mid-update: Working on the target, not yet Done on it.
-    let mid_update = |c: &Cluster| {
-        let n = c.node("worker-0");
-        annotation(&n, STATE_ANN) == "Working" && annotation(&n, CURRENT_ANN) != target
-    };
-    // The daemon may be between restarts (a reboot): retry until a live one is killed while
-    // the update is still under way.
-    let pid = wait_for("worker-0's daemon SIGKILLed mid-update", 30, || {
-        let pid = daemon_pid(&c, "worker-0")?;
-        if !mid_update(&c) {
-            return None;
-        }
-        let st = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .ok()?;
-        st.success().then_some(pid)
-    });
-    // Re-read at once (the supervisor restarts a dead daemon only after a second): only the
-    // daemon finishes an update, so this is the node as the kill left it.
-    let n = c.node("worker-0");
+    let n = c.node(&node);
     assert_eq!(
         (
             annotation(&n, STATE_ANN).as_str(),
@@ -125,9 +123,10 @@ fn sigkilled_node_daemon_mid_update_converges() {
             annotation(&n, CURRENT_ANN) == target,
         ),
         ("Working", true, false),
-        "worker-0 was not mid-update when its daemon was killed: {:?}",
+        "{node} left its update after the kill: {:?}",
         n["metadata"]["annotations"]
     );
+    c.set_web_budget(2);
     let new = wait_for("pool converged", 120, || {
         let p = c.try_get_json(&["mcp", "worker"])?;
         pool_settled(&p).filter(|t| *t != old)
@@ -140,10 +139,7 @@ fn sigkilled_node_daemon_mid_update_converges() {
             "{w}"
         );
     }
-    let after = wait_for("worker-0's daemon restarted", 30, || {
-        daemon_pid(&c, "worker-0")
-    });
-    assert_ne!(after, pid, "the killed daemon is still listed");
+    assert_ne!(after, pid);
 }
 
 #[test]

@@ -396,29 +396,7 @@ fn pdb_blocked_drain_is_visible_and_resolves() {
     let c = Cluster::up(Opts::default());
     // Tighten the sim's `web` budget so that it allows no eviction at all:
     // any drain that meets a web pod is held by it.
-    c.kubectl(&[
-        "patch",
-        "pdb",
-        "web",
-        "-n",
-        "default",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"minAvailable":3}}"#,
-    ]);
-    // The budget only holds Ready pods (an unready one may always be evicted), and the web
-    // pods of a cluster just up may still be starting: wait for all three, or the drains take
-    // them before the budget can refuse.
-    wait_for("the three web pods Ready", 60, || {
-        let pods = c.try_get_json(&["pods", "-n", "default", "-l", "app=web"])?;
-        let ready = pods["items"]
-            .as_array()?
-            .iter()
-            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-            .filter(|p| condition_status(p, "Ready") == "True")
-            .count();
-        (ready == 3).then_some(())
-    });
+    c.set_web_budget(3);
     let old = c.pool_target("worker");
     c.apply(&file_mc("99-worker-pdb", "worker", "/etc/pdb", "x"));
     let (node, msg) = wait_for("a drain blocked by the web PDB in an MCN", 90, || {
@@ -454,16 +432,7 @@ fn pdb_blocked_drain_is_visible_and_resolves() {
     );
 
     // Restoring the budget lets the drain finish once replacements are Ready.
-    c.kubectl(&[
-        "patch",
-        "pdb",
-        "web",
-        "-n",
-        "default",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"minAvailable":2}}"#,
-    ]);
+    c.set_web_budget(2);
     c.wait_rollout("worker", &old, 120);
     let pods = c.get_json(&["pods", "-n", "default", "-l", "app=web"]);
     let ready = pods["items"]
