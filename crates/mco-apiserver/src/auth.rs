@@ -1,10 +1,10 @@
-//! Identities behind bearer tokens, the tokens themselves, their authorization, and the one
-//! admission rule this server enforces.
+//! Identities behind bearer tokens, the tokens themselves, their authorization, the node guard
+//! ([`crate::admission`]) keyed on them, and the refusal of impersonation.
 //!
 //! Authorization: `Admin` bypasses RBAC (like `system:masters`). A `ServiceAccount` is always
 //! authorized by the RBAC objects in the store ([`crate::rbac`]), as kube-apiserver would. The
 //! older `Controller` and `Node` identities, which the embedded cluster hands out today, are
-//! not subject to RBAC at all (only to the owner-node guard), so nothing changes for them
+//! not subject to RBAC at all (only to the node guard), so nothing changes for them
 //! whatever RBAC objects exist; callers that want least privilege mint `ServiceAccount`
 //! tokens instead. Discovery, OpenAPI, `/version` and health paths are open to every
 //! authenticated user, as kube's `system:discovery` and `system:public-info-viewer` make them.
@@ -112,18 +112,46 @@ impl fmt::Display for Identity {
     }
 }
 
-pub const MCN_GROUP: &str = "machineconfiguration.openshift.io";
-pub const MCN_PLURAL: &str = "machineconfignodes";
+pub use crate::admission::{MCN_GROUP, MCN_PLURAL};
 
-/// An identity bound to a node may write only its own node's MachineConfigNode (upstream
-/// does this with a ValidatingAdmissionPolicy); `None` means allowed.
-pub fn mcn_guard(id: &Identity, group: &str, plural: &str, name: &str) -> Option<String> {
-    match id.node() {
-        Some(node) if group == MCN_GROUP && plural == MCN_PLURAL && node != name => Some(format!(
-            "updates to MCN {name} can only be done from the MCN's owner node"
-        )),
-        _ => None,
+/// The node guard ([`crate::admission`]) for `id`'s write `w`: an identity bound to a node may
+/// change only its own Node and MachineConfigNode, and of its Node only what the daemon
+/// owns. `None` means allowed; identities bound to no node are not guarded.
+pub fn node_guard(id: &Identity, w: &crate::admission::Write) -> Option<String> {
+    crate::admission::node_guard(id.node()?, w)
+}
+
+/// The `Impersonate-*` headers kube-apiserver acts on.
+const IMPERSONATION: &[&str] = &["impersonate-user", "impersonate-group", "impersonate-uid"];
+
+/// A request that asks to act as someone else is refused: serving it as the caller would
+/// hand out the caller's rights while the caller believes they gave them up.
+pub fn refuse_impersonation(headers: &http::HeaderMap) -> Result<(), ApiError> {
+    let asked = headers.keys().find(|k| {
+        let k = k.as_str();
+        IMPERSONATION.contains(&k) || k.starts_with("impersonate-extra-")
+    });
+    match asked {
+        Some(h) => Err(ApiError::forbidden(format!(
+            "impersonation is not supported by the embedded API server: the request carries the {} header",
+            canonical(h.as_str())
+        ))),
+        None => Ok(()),
     }
+}
+
+/// `impersonate-extra-scopes` as clients write it: `Impersonate-Extra-Scopes`.
+fn canonical(header: &str) -> String {
+    header
+        .split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// The store keys (`group/plural`) of the RBAC resources the policy is read from.
@@ -285,20 +313,64 @@ mod tests {
     }
 
     #[test]
-    fn node_may_write_only_its_own_mcn() {
+    fn only_identities_bound_to_a_node_are_guarded() {
+        let w = crate::admission::Write {
+            group: MCN_GROUP,
+            plural: MCN_PLURAL,
+            status: true,
+            name: "worker-1",
+            old: None,
+            new: None,
+        };
         let n = Identity::Node("worker-0".into());
-        assert!(mcn_guard(&n, MCN_GROUP, MCN_PLURAL, "worker-0").is_none());
-        assert_eq!(
-            mcn_guard(&n, MCN_GROUP, MCN_PLURAL, "worker-1").unwrap(),
-            "updates to MCN worker-1 can only be done from the MCN's owner node"
+        assert!(
+            node_guard(&n, &w)
+                .unwrap()
+                .contains("updates to MCN worker-1 can only be done from the MCN's owner node")
         );
-        assert!(mcn_guard(&Identity::Controller, MCN_GROUP, MCN_PLURAL, "worker-1").is_none());
-        assert!(mcn_guard(&n, "", "configmaps", "x").is_none());
+        assert!(
+            node_guard(
+                &n,
+                &crate::admission::Write {
+                    name: "worker-0",
+                    ..w
+                }
+            )
+            .is_none()
+        );
+        assert!(node_guard(&Identity::Controller, &w).is_none());
+        assert!(node_guard(&Identity::Admin, &w).is_none());
         let sa = Identity::service_account("mco-system", "mco-daemon", Some("worker-0"));
-        assert!(mcn_guard(&sa, MCN_GROUP, MCN_PLURAL, "worker-0").is_none());
-        assert!(mcn_guard(&sa, MCN_GROUP, MCN_PLURAL, "worker-1").is_some());
+        assert!(node_guard(&sa, &w).is_some());
         let unbound = Identity::service_account("mco-system", "mco-daemon", None);
-        assert!(mcn_guard(&unbound, MCN_GROUP, MCN_PLURAL, "worker-1").is_none());
+        assert!(node_guard(&unbound, &w).is_none());
+    }
+
+    #[test]
+    fn impersonation_headers_are_refused_by_name() {
+        let mut h = http::HeaderMap::new();
+        h.insert("user-agent", "kubectl".parse().unwrap());
+        assert!(refuse_impersonation(&h).is_ok());
+        for (header, shown) in [
+            ("Impersonate-User", "Impersonate-User"),
+            ("impersonate-group", "Impersonate-Group"),
+            ("Impersonate-Uid", "Impersonate-Uid"),
+            ("Impersonate-Extra-Scopes", "Impersonate-Extra-Scopes"),
+        ] {
+            let mut h = h.clone();
+            h.insert(
+                http::HeaderName::from_bytes(header.as_bytes()).unwrap(),
+                "x".parse().unwrap(),
+            );
+            let e = refuse_impersonation(&h).unwrap_err();
+            assert_eq!(e.code, 403);
+            assert_eq!(
+                e.message,
+                format!(
+                    "impersonation is not supported by the embedded API server: the request carries the {shown} header"
+                )
+            );
+        }
     }
 
     #[tokio::test]

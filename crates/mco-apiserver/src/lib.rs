@@ -13,16 +13,17 @@
 //! The modules form layers, each using only the layers listed before it:
 //!
 //! 1. [`error`], [`registry`], [`objects`] with `machinery` (these two use each other),
-//!    [`tables`], [`discovery`], [`rbac`], [`metrics`], `protobuf`, `tls`: what a resource
+//!    [`tables`], [`discovery`], [`rbac`], [`admission`], [`metrics`], `protobuf`, `tls`: what a resource
 //!    is, how its objects are checked, changed and shown, and the server's plumbing;
 //! 2. [`store`]: objects on SQLite, the writer thread, watches (it knows nothing of HTTP,
 //!    identities or the controllers);
 //! 3. [`auth`]: identities and their tokens (persisted by the store), RBAC decisions on the
-//!    policy read from the store, the owner-node guard;
+//!    policy read from the store, the node guard;
 //! 4. `disruption`: what PodDisruptionBudgets allow, read from the store;
 //! 5. `rest`: the HTTP surface, routing each request to a verb's handler;
 //! 6. `controllers`: the server's own loops, writing through the REST verbs.
 
+pub mod admission;
 pub mod auth;
 mod controllers;
 pub mod discovery;

@@ -22,10 +22,10 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::auth::{Identity, mcn_guard};
+use crate::admission::Write;
+use crate::auth::{Identity, node_guard};
 use crate::discovery::{self, DiscoveryFormat};
 use crate::error::ApiError;
-use crate::objects::meta_str;
 use crate::rbac;
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::Store;
@@ -136,6 +136,7 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
         (None, true) => Identity::Admin,
         (None, false) => return Err(ApiError::unauthorized()),
     };
+    crate::auth::refuse_impersonation(&headers)?;
     let body = if matches!(
         method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
@@ -359,9 +360,21 @@ async fn resource(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     );
+    // By the name on the URL, before the body is read; the objects themselves are checked
+    // where the write decides what it stores.
     if is_write
-        && let Some(name) = t.name.as_deref().or(None)
-        && let Some(msg) = mcn_guard(id, &t.info.group, &t.info.plural, name)
+        && let Some(name) = t.name.as_deref()
+        && let Some(msg) = node_guard(
+            id,
+            &Write {
+                group: &t.info.group,
+                plural: &t.info.plural,
+                status: t.sub.as_deref() == Some("status"),
+                name,
+                old: None,
+                new: None,
+            },
+        )
     {
         return Err(ApiError::forbidden(msg));
     }
@@ -393,19 +406,14 @@ async fn resource(
                 return Err(ApiError::not_found_path());
             }
             let obj = decode_body(headers, &body)?;
-            if let Some(n) = meta_str(&obj, "name")
-                && let Some(msg) = mcn_guard(id, &t.info.group, &t.info.plural, n)
-            {
-                return Err(ApiError::forbidden(msg));
-            }
-            let ctx = WriteCtx::from_request(q, headers);
+            let ctx = WriteCtx::from_request(q, headers, id);
             let v = create(app, &t.info, &t.version, t.ns_str(), obj, &ctx).await?;
             Ok(object_response(&t, headers, q, 201, &v))
         }
         (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
         (&Method::PUT, true, sub) => {
             let obj = decode_body(headers, &body)?;
-            let m = Modify::from_request(&t, sub, q, headers);
+            let m = Modify::from_request(&t, sub, q, headers, id);
             let v = update(app, &t, obj, &m).await?;
             Ok(object_response(&t, headers, q, 200, &v))
         }
@@ -414,7 +422,7 @@ async fn resource(
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            let m = Modify::from_request(&t, sub, q, headers);
+            let m = Modify::from_request(&t, sub, q, headers, id);
             let (code, v) = patch(app, &t, ct, &body, q, &m).await?;
             Ok(object_response(&t, headers, q, code, &v))
         }

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use super::encode::out;
 use super::{App, Target, dry_run};
+use crate::admission::{self, Write};
+use crate::auth::Identity;
 use crate::error::{ApiError, Cause};
 use crate::machinery;
 use crate::objects::{self, Part, meta_mut, meta_str};
@@ -36,10 +38,16 @@ pub struct WriteCtx {
     pub strict: bool,
     /// `force=true` on server-side apply.
     pub force: bool,
+    /// The node a node-bound requester acts for: its writes pass the node guard.
+    pub node: Option<String>,
 }
 
 impl WriteCtx {
-    pub(super) fn from_request(q: &HashMap<String, String>, headers: &HeaderMap) -> WriteCtx {
+    pub(super) fn from_request(
+        q: &HashMap<String, String>,
+        headers: &HeaderMap,
+        id: &Identity,
+    ) -> WriteCtx {
         let ua = headers
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
@@ -49,6 +57,7 @@ impl WriteCtx {
             manager: machinery::manager_for(q.get("fieldManager").map(String::as_str), ua),
             strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
             force: q.get("force").is_some_and(|v| v == "true"),
+            node: id.node().map(String::from),
         }
     }
 }
@@ -109,6 +118,23 @@ pub async fn create(
     }
     if let Some(c) = objects::validate_name(info, &name) {
         return Err(ApiError::invalid(&info.rref(), &name, vec![c]));
+    }
+    // After the name is generated: a node may not create another node's object under a
+    // generateName, nor one whose node reference names another node.
+    if let Some(node) = &ctx.node
+        && let Some(msg) = admission::node_guard(
+            node,
+            &Write {
+                group: &info.group,
+                plural: &info.plural,
+                status: false,
+                name: &name,
+                old: None,
+                new: Some(&obj),
+            },
+        )
+    {
+        return Err(ApiError::forbidden(msg));
     }
     ensure_namespace(app, info, ns)?;
     objects::prepare_create(info, version, &mut obj);
@@ -171,6 +197,7 @@ impl Modify {
         sub: Option<&str>,
         q: &HashMap<String, String>,
         headers: &HeaderMap,
+        id: &Identity,
     ) -> Modify {
         Modify {
             info: t.info.clone(),
@@ -181,7 +208,7 @@ impl Modify {
             } else {
                 Part::Main
             },
-            ctx: WriteCtx::from_request(q, headers),
+            ctx: WriteCtx::from_request(q, headers, id),
         }
     }
 
@@ -210,6 +237,7 @@ impl Modify {
         op: impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static,
     ) -> Result<(bool, Arc<Value>), ApiError> {
         const OPTIMISTIC_ATTEMPTS: usize = 3;
+        let op = self.guarded(op);
         let gr = self.info.gr();
         let mut done = None;
         for _ in 0..OPTIMISTIC_ATTEMPTS {
@@ -239,6 +267,33 @@ impl Modify {
             .cloned()
             .ok_or_else(|| ApiError::internal(format!("{what} returned nothing")))?;
         Ok((matches!(outcome, Outcome::Created(_)), v))
+    }
+}
+
+impl Modify {
+    /// `op`, then the node guard on what it would store, against the version it read.
+    fn guarded(
+        &self,
+        op: impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static,
+    ) -> impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static {
+        let m = self.clone();
+        move |cur| {
+            let action = op(cur)?;
+            if let (Some(node), Action::Put(new)) = (&m.ctx.node, &action) {
+                let w = Write {
+                    group: &m.info.group,
+                    plural: &m.info.plural,
+                    status: m.part == Part::Status,
+                    name: &m.name,
+                    old: cur.map(|c| c.as_ref()),
+                    new: Some(new),
+                };
+                if let Some(msg) = admission::node_guard(node, &w) {
+                    return Err(ApiError::forbidden(msg));
+                }
+            }
+            Ok(action)
+        }
     }
 }
 

@@ -577,7 +577,7 @@ async fn auth_and_mcn_owner_guard() {
         (e.code, e.message.as_str()),
         (
             403,
-            "updates to MCN worker-1 can only be done from the MCN's owner node"
+            "machineconfignodes.machineconfiguration.openshift.io \"worker-1\" is forbidden: ValidatingAdmissionPolicy 'mco-mcn-guards' with binding 'mco-mcn-guards-binding' denied request: updates to MCN worker-1 can only be done from the MCN's owner node"
         )
     );
     let e = status(

@@ -382,3 +382,168 @@ async fn rbac_changes_apply_to_the_next_request() {
     .unwrap();
     forbidden(node_api.get("a").await);
 }
+
+/// The node guard: a daemon's token changes annotations of its own Node and its own
+/// MachineConfigNode, and nothing of another node's, whatever the request names.
+#[tokio::test]
+async fn daemon_token_changes_only_its_own_node() {
+    let (s, admin) = cluster().await;
+    let daemon = s
+        .handle
+        .client_for(sa("mco-daemon", Some("a")))
+        .await
+        .unwrap();
+    let node_api = api(&daemon, &nodes(), None);
+    let desired = |v: &str| {
+        Patch::Merge(json!({"metadata": {"annotations": {
+            "machineconfiguration.openshift.io/desiredConfig": v}}}))
+    };
+    node_api
+        .patch("a", &PatchParams::default(), &desired("rendered-worker-1"))
+        .await
+        .unwrap();
+
+    // Another node: its labels, its spec, its annotations; by patch, update and apply.
+    let st = forbidden(
+        node_api
+            .patch("b", &PatchParams::default(), &desired("rendered-master-1"))
+            .await,
+    );
+    assert_eq!(
+        st.message,
+        "nodes \"b\" is forbidden: ValidatingAdmissionPolicy 'mco-node-guards' with binding 'mco-node-guards-binding' denied request: updates to node b can only be done from the node itself (the request is from node a)"
+    );
+    forbidden(
+        node_api
+            .patch(
+                "b",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+            )
+            .await,
+    );
+    forbidden(
+        node_api
+            .patch(
+                "b",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+            )
+            .await,
+    );
+    let mut b = api(&admin, &nodes(), None).get("b").await.unwrap();
+    b.metadata.labels = Some([("x".to_string(), "1".to_string())].into());
+    forbidden(node_api.replace("b", &PostParams::default(), &b).await);
+    let apply = PatchParams::apply("mco-daemon");
+    forbidden(
+        node_api
+            .patch(
+                "b",
+                &apply,
+                &Patch::Apply(json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "b", "labels": {"x": "1"}}})),
+            )
+            .await,
+    );
+    forbidden(node_api.delete("b", &Default::default()).await);
+    let b_now = api(&admin, &nodes(), None).get("b").await.unwrap();
+    assert_eq!(b_now.metadata.labels, None, "nothing of b changed");
+    assert_eq!(b_now.metadata.annotations, None);
+    assert_eq!(
+        b_now.data.get("spec").and_then(|s| s.get("unschedulable")),
+        None
+    );
+
+    // Its own node: annotations only.
+    let st = forbidden(
+        node_api
+            .patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+            )
+            .await,
+    );
+    assert!(
+        st.message
+            .ends_with("the machine config daemon may change only annotations of its node, not its spec (node a)"),
+        "{}",
+        st.message
+    );
+    let st = forbidden(
+        node_api
+            .patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+            )
+            .await,
+    );
+    assert!(
+        st.message.ends_with("not its labels (node a)"),
+        "{}",
+        st.message
+    );
+    let mut a = node_api.get("a").await.unwrap();
+    a.data["spec"] = json!({"taints": [{"key": "k", "effect": "NoSchedule"}]});
+    forbidden(node_api.replace("a", &PostParams::default(), &a).await);
+
+    // A MachineConfigNode for another node, under a generated name or its own name.
+    let mcn_api = api(&daemon, &mcns(), None);
+    let mut other = mcn("b");
+    other["metadata"] = json!({"generateName": "b-"});
+    let other: DynamicObject = serde_json::from_value(other).unwrap();
+    let st = forbidden(mcn_api.create(&PostParams::default(), &other).await);
+    assert!(
+        st.message.starts_with("machineconfignodes.machineconfiguration.openshift.io \"b-")
+            && st.message.ends_with("can only be done from the MCN's owner node: its spec.nodeRef.name is b, the request is from node a"),
+        "{}",
+        st.message
+    );
+    let mut misnamed = mcn("b");
+    misnamed["metadata"]["name"] = json!("a-2");
+    let misnamed: DynamicObject = serde_json::from_value(misnamed).unwrap();
+    forbidden(mcn_api.create(&PostParams::default(), &misnamed).await);
+    // Its own MachineConfigNode retargeted at b, by patch and by update.
+    let st = forbidden(
+        mcn_api
+            .patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"nodeRef": {"name": "b"}}})),
+            )
+            .await,
+    );
+    assert!(
+        st.message.contains("its spec.nodeRef.name is b"),
+        "{}",
+        st.message
+    );
+    let mut mine = mcn_api.get("a").await.unwrap();
+    mine.data["spec"]["nodeRef"]["name"] = json!("b");
+    forbidden(mcn_api.replace("a", &PostParams::default(), &mine).await);
+    let names: Vec<String> = api(&admin, &mcns(), None)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    assert_eq!(names, ["a", "b"], "no MachineConfigNode was created");
+
+    // The controller and the admin are not guarded.
+    let controller = s
+        .handle
+        .client_for(sa("mco-controller", None))
+        .await
+        .unwrap();
+    api(&controller, &nodes(), None)
+        .patch(
+            "b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+}
