@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{ApiError, Error};
 use crate::rbac::{self, Policy, User};
-use crate::store::Store;
+use crate::store::{Store, TokenRow, token_digest};
 
 /// Who a token belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -222,19 +222,24 @@ pub(crate) fn authorize(
     }
 }
 
-/// Bearer tokens and whom they stand for. The store keeps them durably (its `tokens` table);
-/// this is the copy every request is authenticated against.
+/// Bearer tokens and whom they stand for, keyed by their digest ([`token_digest`]): the store
+/// keeps them durably (its `tokens` table); this is the copy every request is authenticated
+/// against. Neither holds a token itself.
+///
+/// Each start of the server has a number ([`Store::boot`]). Minting a token for an identity
+/// revokes that identity's tokens of earlier starts, so a restart that hands a node new
+/// credentials takes the old ones away; tokens minted in the same run stay valid together.
 #[derive(Default)]
-pub struct Tokens(RwLock<HashMap<String, Identity>>);
+pub struct Tokens(RwLock<HashMap<String, (Identity, u64)>>);
 
 impl Tokens {
     /// The tokens the store read at open. A row naming no identity this server knows is
     /// skipped: its token authenticates nobody.
     pub fn load(store: &Store) -> Tokens {
         let mut tokens = HashMap::new();
-        for (t, i) in store.take_tokens() {
-            if let Some(id) = Identity::parse(&i) {
-                tokens.insert(t, id);
+        for row in store.take_tokens() {
+            if let Some(id) = Identity::parse(&row.identity) {
+                tokens.insert(row.token, (id, row.boot));
             }
         }
         Tokens(RwLock::new(tokens))
@@ -244,34 +249,50 @@ impl Tokens {
         self.0
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .cloned()
+            .get(&token_digest(token))
+            .map(|(id, _)| id.clone())
     }
 
-    /// Any stored token for this identity (used to reuse the admin token across restarts).
-    pub fn token_of(&self, id: &Identity) -> Option<String> {
-        let t = self.0.read().unwrap_or_else(|e| e.into_inner());
-        let mut found: Vec<&String> = t.iter().filter(|(_, i)| *i == id).map(|(k, _)| k).collect();
-        found.sort();
-        found.first().map(|s| s.to_string())
-    }
-
-    /// Stores a token durably, then makes it usable.
-    pub async fn add(&self, store: &Store, token: String, identity: Identity) -> Result<(), Error> {
+    /// Stores `token` for `identity` as minted by this start. With `replace`, the
+    /// identity's tokens of earlier starts are revoked in the same commit.
+    async fn save(
+        &self,
+        store: &Store,
+        token: &str,
+        identity: Identity,
+        replace: bool,
+    ) -> Result<(), Error> {
+        let digest = token_digest(token);
+        let boot = store.boot();
         store
-            .save_token(token.clone(), identity.to_string())
+            .save_token(TokenRow {
+                token: digest.clone(),
+                identity: identity.to_string(),
+                boot,
+                replace,
+            })
             .await?;
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token, identity);
+        let mut t = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if replace {
+            t.retain(|_, (id, b)| *id != identity || *b >= boot);
+        }
+        t.insert(digest, (identity, boot));
         Ok(())
     }
 
-    /// Creates a durable bearer token for `id`.
+    /// Keeps an existing token across this start: a later mint for its identity in this run
+    /// does not revoke it (the admin token users hold in `DIR/kubeconfig`).
+    pub async fn keep(&self, store: &Store, token: &str) -> Result<(), Error> {
+        let Some(id) = self.identity_for(token) else {
+            return Ok(());
+        };
+        self.save(store, token, id, false).await
+    }
+
+    /// Creates a durable bearer token for `id`, revoking its tokens of earlier starts.
     pub async fn mint(&self, store: &Store, id: Identity) -> Result<String, Error> {
         let t = new_token();
-        self.add(store, t.clone(), id).await?;
+        self.save(store, &t, id, true).await?;
         Ok(t)
     }
 }
@@ -374,30 +395,68 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn tokens_outlive_the_store_and_unknown_identities_authenticate_nobody() {
+    async fn tokens_outlive_the_store_until_a_later_start_replaces_them() {
         use crate::store::Durability;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         let node = Identity::Node("worker-0".into());
-        let minted = {
+        let other = Identity::Node("worker-1".into());
+        let (first, second, kept) = {
             let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
             let tokens = Tokens::load(&store);
-            let t = tokens.mint(&store, node.clone()).await.unwrap();
-            assert_eq!(tokens.identity_for(&t), Some(node.clone()));
+            let first = tokens.mint(&store, node.clone()).await.unwrap();
+            // Two tokens of one run are valid together.
+            let second = tokens.mint(&store, node.clone()).await.unwrap();
+            assert_eq!(tokens.identity_for(&first), Some(node.clone()));
+            let kept = tokens.mint(&store, other.clone()).await.unwrap();
             store
-                .save_token("stray".into(), "nobody".into())
+                .save_token(TokenRow {
+                    token: token_digest("stray"),
+                    identity: "nobody".into(),
+                    boot: store.boot(),
+                    replace: false,
+                })
                 .await
                 .unwrap();
-            t
+            (first, second, kept)
         };
         let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+        assert_eq!(store.boot(), 2);
         let tokens = Tokens::load(&store);
-        assert_eq!(tokens.identity_for(&minted), Some(node.clone()));
-        assert_eq!(tokens.token_of(&node), Some(minted));
+        assert_eq!(tokens.identity_for(&first), Some(node.clone()));
         assert_eq!(tokens.identity_for("stray"), None);
         assert!(
             store.take_tokens().is_empty(),
             "the rows are handed over once"
+        );
+        let third = tokens.mint(&store, node.clone()).await.unwrap();
+        for old in [&first, &second] {
+            assert_eq!(tokens.identity_for(old), None, "replaced by this start");
+        }
+        assert_eq!(tokens.identity_for(&third), Some(node.clone()));
+        assert_eq!(
+            tokens.identity_for(&kept),
+            Some(other.clone()),
+            "not replaced"
+        );
+        drop(store);
+        // The revocation is durable.
+        let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+        let tokens = Tokens::load(&store);
+        assert_eq!(tokens.identity_for(&first), None);
+        assert_eq!(tokens.identity_for(&third), Some(node.clone()));
+        // A kept token survives a mint for its identity in the same run.
+        tokens.keep(&store, &third).await.unwrap();
+        tokens.mint(&store, node.clone()).await.unwrap();
+        assert_eq!(tokens.identity_for(&third), Some(node));
+    }
+
+    #[test]
+    fn tokens_are_stored_as_digests() {
+        let d = token_digest("abc");
+        assert_eq!(
+            d,
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
 

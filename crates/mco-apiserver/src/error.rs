@@ -28,6 +28,9 @@ pub enum Error {
     Kubeconfig(String),
     #[error("the storage writer has stopped")]
     WriterGone,
+    /// The database file cannot be used as it is; the message says what to do.
+    #[error("{path}: {message}")]
+    Store { path: String, message: String },
 }
 
 impl Error {

@@ -26,6 +26,7 @@
 pub mod admission;
 pub mod auth;
 mod controllers;
+mod datadir;
 pub mod discovery;
 mod disruption;
 pub mod error;
@@ -100,7 +101,7 @@ pub struct ServerHandle {
 impl Server {
     /// Creates the data directory on first use, opens the store and starts serving HTTPS.
     pub async fn start(cfg: Config) -> Result<ServerHandle, Error> {
-        std::fs::create_dir_all(&cfg.data_dir).map_err(|e| Error::io(cfg.data_dir.display(), e))?;
+        datadir::create(&cfg.data_dir)?;
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| Error::io(cfg.listen, e))?;
@@ -114,6 +115,7 @@ impl Server {
             cfg.retained_events,
             cfg.durability,
         )?;
+        datadir::tighten_files(&cfg.data_dir)?;
         let tokens = auth::Tokens::load(&store);
         let app = Arc::new(rest::App {
             store,
@@ -151,13 +153,16 @@ impl Server {
         for v in crds {
             app.registry.upsert_crd(&v);
         }
-        // Keep the token users already hold in DIR/kubeconfig: other admin tokens (minted for
-        // in-process clients) may exist, and any one of them would do for auth but not for
-        // people whose shells still export the old kubeconfig.
+        // Keep the token users already hold in DIR/kubeconfig, for people whose shells still
+        // export it; the store holds only digests, so that file is the one place it is read
+        // back from. Without it, a new admin token replaces the old ones.
         let kept = kubeconfig_token(&cfg.data_dir.join("kubeconfig"))
             .filter(|t| app.tokens.identity_for(t) == Some(Identity::Admin));
-        let admin = match kept.or_else(|| app.tokens.token_of(&Identity::Admin)) {
-            Some(t) => t,
+        let admin = match kept {
+            Some(t) => {
+                app.tokens.keep(&app.store, &t).await?;
+                t
+            }
             None => app.tokens.mint(&app.store, Identity::Admin).await?,
         };
         tls::write_private(

@@ -352,6 +352,10 @@ fn write_private(path: &std::path::Path, doc: &str) -> Result<()> {
         .mode(0o600)
         .open(path)
         .map_err(|e| SimError::io("writing", path, e))?;
+    // `mode` applies only to a new file: one an older version left open to others is closed.
+    use std::os::unix::fs::PermissionsExt;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| SimError::io("writing", path, e))?;
     f.write_all(doc.as_bytes())
         .map_err(|e| SimError::io("writing", path, e))
 }

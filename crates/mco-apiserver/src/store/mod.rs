@@ -34,7 +34,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::error::{ApiError, Error};
 
 pub use cache::LineCache;
-pub use sqlite::Durability;
+pub use sqlite::{Durability, TokenRow, token_digest};
 pub use watch::{Subscription, WatchKey};
 
 use cache::{PODS, Parsed, pod_index};
@@ -264,7 +264,9 @@ pub struct Store {
     writer: mpsc::UnboundedSender<Req>,
     /// The token table as it was at open, until [`Store::take_tokens`] hands it over: the
     /// store only persists tokens; authentication keeps and reads them.
-    tokens: Mutex<Vec<(String, String)>>,
+    tokens: Mutex<Vec<TokenRow>>,
+    /// This start's number: 1 on the first, one more on each after it.
+    boot: u64,
     retain: u64,
 }
 
@@ -272,14 +274,19 @@ impl Store {
     /// Opens (or creates) the database and starts the writer thread.
     pub fn open(path: &Path, retain: u64, durability: Durability) -> Result<Arc<Store>, Error> {
         let retain = retain.max(1);
-        let mut conn = sqlite::open(path, durability)?;
+        sqlite::check_file(path)?;
+        if let Some(warning) = sqlite::check_wal(path) {
+            tracing::warn!("{warning}");
+        }
+        let mut conn = sqlite::open(path, durability).map_err(|e| sqlite::unusable(path, e))?;
         let sqlite::Loaded {
             rv,
             window_start,
             objects,
             events,
             tokens,
-        } = sqlite::load(&conn)?;
+            boot,
+        } = sqlite::load(&conn).map_err(|e| sqlite::unusable(path, e))?;
         let (tx, _) = broadcast::channel(1 << 16);
         let (wtx, wrx) = mpsc::unbounded_channel();
         let store = Arc::new(Store {
@@ -298,6 +305,7 @@ impl Store {
             watchers: Arc::default(),
             writer: wtx,
             tokens: Mutex::new(tokens),
+            boot,
             retain,
         });
         sqlite::checkpoint_elsewhere(&mut conn, path, durability)?;
@@ -571,21 +579,22 @@ impl Store {
             .map_err(|_| ApiError::internal("storage writer stopped"))?
     }
 
-    /// The stored tokens, as (token, identity) rows read at open; empty after the first call.
-    pub fn take_tokens(&self) -> Vec<(String, String)> {
+    /// The stored tokens, as read at open; empty after the first call.
+    pub fn take_tokens(&self) -> Vec<TokenRow> {
         std::mem::take(&mut *self.tokens.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Stores a token and the identity it stands for durably, committed with the writes
-    /// queued beside it.
-    pub async fn save_token(&self, token: String, identity: String) -> Result<(), Error> {
+    /// This start's number (1 on a new database), which tokens minted now are stamped with.
+    pub fn boot(&self) -> u64 {
+        self.boot
+    }
+
+    /// Stores a token row durably, committed with the writes queued beside it; with
+    /// `row.replace`, the same identity's rows from earlier starts go in the same commit.
+    pub async fn save_token(&self, row: TokenRow) -> Result<(), Error> {
         let (reply, rx) = oneshot::channel();
         self.writer
-            .send(Req::Token {
-                token,
-                identity,
-                reply,
-            })
+            .send(Req::Token { row, reply })
             .map_err(|_| Error::WriterGone)?;
         rx.await.map_err(|_| Error::WriterGone)?
     }

@@ -67,7 +67,108 @@ const SCHEMA: &str =
      CREATE TABLE IF NOT EXISTS objects (gr TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
          rv INTEGER NOT NULL, PRIMARY KEY (gr, ns, name)) WITHOUT ROWID;
      CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
-     CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL);";
+     CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL,
+         boot INTEGER NOT NULL DEFAULT 0);";
+
+/// How a token is stored: its SHA-256, so that a copy of the database (or of its log) hands
+/// out no credential. Tokens are 40 random characters, so a plain hash needs no salt.
+pub fn token_digest(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(token.as_bytes());
+    let mut out = String::with_capacity(DIGEST_PREFIX.len() + 64);
+    out.push_str(DIGEST_PREFIX);
+    for b in d {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// Marks a stored token as a digest; a row without it is a plain token of an older server.
+const DIGEST_PREFIX: &str = "sha256:";
+
+/// A row of the `tokens` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRow {
+    /// [`token_digest`] of the token.
+    pub token: String,
+    /// The identity as its owner wrote it.
+    pub identity: String,
+    /// The start ([`super::Store::boot`]) that minted it.
+    pub boot: u64,
+    /// When saved: revoke the identity's tokens of earlier starts in the same commit.
+    pub replace: bool,
+}
+
+/// What to do about a database that cannot be used, said in every such error.
+const START_AFRESH: &str = "restore the data directory from a backup, or move it away (for example `mv DIR DIR.damaged`, DIR being the directory holding this file) and start again to begin an empty cluster";
+
+/// Refuses a database file that exists but is empty: SQLite would take it for a new database
+/// and the server would silently start an empty cluster in place of the one that was there.
+pub(super) fn check_file(path: &Path) -> Result<(), Error> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 => Err(Error::Store {
+            path: path.display().to_string(),
+            message: format!(
+                "the database file is empty (0 bytes), so the cluster it held is gone; refusing to start an empty cluster in its place: {START_AFRESH}"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// An error opening or reading the database, as the server reports it: the file, what is
+/// wrong in SQLite's words, and what to do.
+pub(super) fn unusable(path: &Path, err: Error) -> Error {
+    use rusqlite::ErrorCode;
+    let code = match &err {
+        Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => Some(e.code),
+        _ => None,
+    };
+    let message = match code {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => format!(
+            "the database is in use by another process ({err}); stop the other server using this data directory"
+        ),
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) | None => {
+            format!("the database is damaged ({err}): {START_AFRESH}")
+        }
+        Some(_) => format!("the database cannot be opened ({err})"),
+    };
+    Error::Store {
+        path: path.display().to_string(),
+        message,
+    }
+}
+
+/// Warns when the write-ahead log ends in a partial frame: the file was cut short (a copy
+/// or a disk that lost its end), and SQLite silently ignores the frames it cannot read, so
+/// commits in them may be lost. Frames are a 24-byte header and a page after a 32-byte file
+/// header (SQLite's documented WAL format). A crash while a commit was being written leaves
+/// the same mark, but that commit was never answered.
+pub(super) fn check_wal(path: &Path) -> Option<String> {
+    let wal = path.with_file_name(format!("{}-wal", path.file_name()?.to_string_lossy()));
+    let len = std::fs::metadata(&wal).ok()?.len();
+    if len == 0 {
+        return None;
+    }
+    let mut header = [0u8; 32];
+    let read = {
+        use std::io::Read;
+        std::fs::File::open(&wal)
+            .and_then(|mut f| f.read_exact(&mut header))
+            .is_ok()
+    };
+    let magic = u32::from_be_bytes(header[0..4].try_into().ok()?);
+    let page = u32::from_be_bytes(header[8..12].try_into().ok()?) as u64;
+    let whole = read && matches!(magic, 0x377f_0682 | 0x377f_0683) && page >= 512;
+    let frame = 24 + page;
+    if whole && (len - 32) % frame == 0 {
+        return None;
+    }
+    Some(format!(
+        "{} is cut short ({len} bytes, not a whole number of {frame}-byte frames after its header): SQLite ignores what it cannot read, so the last acknowledged writes may be lost",
+        wal.display()
+    ))
+}
 
 pub(super) fn open(path: &Path, durability: Durability) -> Result<Connection, Error> {
     let mut conn = Connection::open(path)?;
@@ -79,7 +180,45 @@ pub(super) fn open(path: &Path, durability: Durability) -> Result<Connection, Er
         migrate_from_first_schema(&mut conn)?;
     }
     conn.execute_batch(SCHEMA)?;
+    upgrade_tokens(&mut conn)?;
+    conn.execute(
+        "INSERT INTO meta (k, v) VALUES ('boot', 1) ON CONFLICT (k) DO UPDATE SET v = v + 1",
+        [],
+    )?;
     Ok(conn)
+}
+
+/// Gives a token table of an older server the `boot` column and replaces each plain token
+/// with its digest, in one transaction.
+fn upgrade_tokens(conn: &mut Connection) -> Result<(), Error> {
+    // Deleted content is zeroed, not left in free space, from here on.
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    let tx = conn.transaction()?;
+    if tx.prepare("SELECT boot FROM tokens LIMIT 0").is_err() {
+        tx.execute_batch("ALTER TABLE tokens ADD COLUMN boot INTEGER NOT NULL DEFAULT 0")?;
+    }
+    let plain: Vec<String> = {
+        let mut stmt = tx.prepare("SELECT token FROM tokens WHERE token NOT LIKE 'sha256:%'")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    for t in &plain {
+        tx.execute(
+            "UPDATE OR REPLACE tokens SET token = ?1 WHERE token = ?2",
+            params![token_digest(t), t],
+        )?;
+    }
+    tx.commit()?;
+    if !plain.is_empty() {
+        // The plain tokens' old pages are still in the log: rebuild the file and empty the log.
+        conn.execute_batch("VACUUM")?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        tracing::info!(
+            tokens = plain.len(),
+            "stored tokens replaced by their SHA-256 digests"
+        );
+    }
+    Ok(())
 }
 
 /// What the database holds, as [`super::Store::open`] starts from it.
@@ -89,8 +228,10 @@ pub(super) struct Loaded {
     pub objects: ObjMap,
     /// The retained event log, oldest first.
     pub events: VecDeque<Logged>,
-    /// The token table's rows: (token, identity as its owner wrote it).
-    pub tokens: Vec<(String, String)>,
+    /// The token table's rows.
+    pub tokens: Vec<TokenRow>,
+    /// This start's number.
+    pub boot: u64,
 }
 
 /// Reads every live object, the event log after its window and the tokens.
@@ -189,18 +330,32 @@ pub(super) fn load(conn: &Connection) -> Result<Loaded, Error> {
     }
     let mut tokens = Vec::new();
     {
-        let mut stmt = conn.prepare("SELECT token, identity FROM tokens")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut stmt = conn.prepare("SELECT token, identity, boot FROM tokens")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(TokenRow {
+                token: r.get(0)?,
+                identity: r.get(1)?,
+                boot: r.get::<_, i64>(2)? as u64,
+                replace: false,
+            })
+        })?;
         for row in rows {
             tokens.push(row?);
         }
     }
+    let boot = conn
+        .query_row("SELECT v FROM meta WHERE k = 'boot'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?
+        .unwrap_or(0) as u64;
     Ok(Loaded {
         rv,
         window_start,
         objects,
         events,
         tokens,
+        boot,
     })
 }
 
@@ -338,6 +493,85 @@ mod tests {
         let store = Store::open(&path, 100, Durability::ProcessCrash).unwrap();
         let last = format!("o{}", 2 * CHECKPOINT_FRAMES - 1);
         assert_eq!(store.get("/configmaps", "n", &last).unwrap()["data"], text);
+    }
+
+    #[test]
+    fn plain_tokens_of_an_older_server_are_replaced_by_digests() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let plain = "0123456789abcdefghij0123456789abcdefghij";
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+            conn.execute_batch(
+                "CREATE TABLE tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL);",
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO tokens VALUES (?1, 'node:worker-0')",
+                params![plain],
+            )
+            .unwrap();
+        }
+        let conn = open(&path, Durability::PowerLoss).unwrap();
+        let loaded = load(&conn).unwrap();
+        assert_eq!(
+            loaded.tokens,
+            [TokenRow {
+                token: token_digest(plain),
+                identity: "node:worker-0".into(),
+                boot: 0,
+                replace: false,
+            }]
+        );
+        assert_eq!(loaded.boot, 1);
+        drop(conn);
+        for f in ["db", "db-wal", "db-shm"] {
+            let bytes = std::fs::read(dir.path().join(f)).unwrap_or_default();
+            assert!(
+                !bytes.windows(plain.len()).any(|w| w == plain.as_bytes()),
+                "{f} holds the plain token"
+            );
+        }
+        assert_eq!(
+            load(&open(&path, Durability::PowerLoss).unwrap())
+                .unwrap()
+                .boot,
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn a_write_ahead_log_cut_short_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let wal = dir.path().join("state.db-wal");
+        let store = Store::open(&path, 100, Durability::ProcessCrash).unwrap();
+        store
+            .write(
+                "/configmaps",
+                "n",
+                "a",
+                false,
+                put(serde_json::json!({"metadata": {"name": "a"}})),
+            )
+            .await
+            .unwrap();
+        let len = std::fs::metadata(&wal).unwrap().len();
+        assert!(len > 32, "the write is in the log");
+        assert_eq!(check_wal(&path), None, "a whole log");
+        let copy = dir.path().join("copy");
+        std::fs::create_dir(&copy).unwrap();
+        std::fs::copy(&path, copy.join("state.db")).unwrap();
+        let bytes = std::fs::read(&wal).unwrap();
+        std::fs::write(copy.join("state.db-wal"), &bytes[..len as usize - 100]).unwrap();
+        let warning = check_wal(&copy.join("state.db")).unwrap();
+        assert!(
+            warning.contains("state.db-wal is cut short")
+                && warning.contains("the last acknowledged writes may be lost"),
+            "{warning}"
+        );
+        assert_eq!(check_wal(&dir.path().join("none.db")), None, "no log");
     }
 
     #[tokio::test]

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::cache::{index_pod, node_of_pod, unindex_pod};
 use super::watch::{Logged, metadata_only};
 use super::{Action, Event, EventType, Json, LineCache, ObjKey, Op, Outcome, PODS, STALE};
-use super::{Snapshot, Store};
+use super::{Snapshot, Store, TokenRow};
 use crate::error::{ApiError, Error};
 
 /// Most writes folded into one transaction.
@@ -32,8 +32,7 @@ pub(super) enum Req {
         reply: oneshot::Sender<Result<Outcome, ApiError>>,
     },
     Token {
-        token: String,
-        identity: String,
+        row: TokenRow,
         reply: oneshot::Sender<Result<(), Error>>,
     },
 }
@@ -41,7 +40,7 @@ pub(super) enum Req {
 type WriteReply = oneshot::Sender<Result<Outcome, ApiError>>;
 /// A reply, its result, and whether the result depends on the commit succeeding.
 type PendingReply = (WriteReply, Result<Outcome, ApiError>, bool);
-type TokenWrite = (String, String, oneshot::Sender<Result<(), Error>>);
+type TokenWrite = (TokenRow, oneshot::Sender<Result<(), Error>>);
 
 fn set_rv(v: &mut Value, rv: u64) {
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -71,11 +70,7 @@ pub(super) fn writer_loop(
         let mut token_writes: Vec<TokenWrite> = Vec::new();
         for req in batch {
             match req {
-                Req::Token {
-                    token,
-                    identity,
-                    reply,
-                } => token_writes.push((token, identity, reply)),
+                Req::Token { row, reply } => token_writes.push((row, reply)),
                 Req::Write {
                     gr,
                     ns,
@@ -215,7 +210,7 @@ pub(super) fn writer_loop(
                 };
                 let _ = reply.send(res);
             }
-            for (_, _, reply) in token_writes {
+            for (_, reply) in token_writes {
                 let _ = reply.send(Err(Error::Data(format!("storage commit failed: {err}"))));
             }
             continue;
@@ -294,7 +289,7 @@ pub(super) fn writer_loop(
         for (reply, res, _) in replies {
             let _ = reply.send(res);
         }
-        for (_, _, reply) in token_writes {
+        for (_, reply) in token_writes {
             let _ = reply.send(Ok(()));
         }
     }
@@ -335,10 +330,16 @@ fn commit_batch(
                 json
             ])?;
         }
-        let mut tok =
-            tx.prepare_cached("INSERT OR REPLACE INTO tokens (token, identity) VALUES (?1, ?2)")?;
-        for (t, i, _) in tokens {
-            tok.execute(params![t, i])?;
+        let mut revoke =
+            tx.prepare_cached("DELETE FROM tokens WHERE identity = ?1 AND boot < ?2")?;
+        let mut tok = tx.prepare_cached(
+            "INSERT OR REPLACE INTO tokens (token, identity, boot) VALUES (?1, ?2, ?3)",
+        )?;
+        for (t, _) in tokens {
+            if t.replace {
+                revoke.execute(params![t.identity, t.boot as i64])?;
+            }
+            tok.execute(params![t.token, t.identity, t.boot as i64])?;
         }
     }
     if rv != base_rv {

@@ -10,3 +10,4 @@ mod crash;
 mod kubectl;
 mod kubectl_crds;
 mod rbac;
+mod security;
