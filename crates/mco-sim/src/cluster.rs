@@ -408,7 +408,13 @@ pub(crate) fn manifest_api<'m>(
 
 /// Creates the data dir; its absolute path.
 fn make_data_dir(dir: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| SimError::io("creating", dir, e))?;
+    // Owner only: it holds the cluster's credentials (the API server checks it on start).
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| SimError::io("creating", dir, e))?;
     dir.canonicalize()
         .map_err(|e| SimError::io("resolving", dir, e))
 }

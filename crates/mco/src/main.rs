@@ -38,12 +38,12 @@ enum Command {
     Doctor(cmd::doctor::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     alloc::disable_huge_pages();
     // One logging setup for every role, shared with the daemon-only executable.
     mco_daemon::cli::init_logging();
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Render(args) => cmd::render::run(args),
         Command::Manifests(args) => cmd::manifests::run(args),
         Command::Apiserver(args) => cmd::apiserver::run(args),
@@ -53,5 +53,28 @@ fn main() -> anyhow::Result<()> {
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Up(args) => cmd::up::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // The chain of causes on one line: these errors say what to do, and the backtrace
+        // anyhow's Debug adds under RUST_BACKTRACE would bury that under 30 frames.
+        Err(e) => {
+            eprintln!("Error: {}", one_line(&e));
+            std::process::ExitCode::FAILURE
+        }
     }
+}
+
+/// The error and its causes, `: `-joined, leaving out a cause its wrapper already shows
+/// (`#[error("API server: {0}")]` with `#[from]` both prints and chains it).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !line.ends_with(&c) {
+            line.push_str(": ");
+            line.push_str(&c);
+        }
+    }
+    line
 }
