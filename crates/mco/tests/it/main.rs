@@ -9,4 +9,5 @@ mod e2e_adoption;
 mod e2e_real;
 mod e2e_resilience;
 mod e2e_rollouts;
+mod e2e_security;
 mod e2e_seeds;
