@@ -276,15 +276,26 @@ impl Modify {
         &self,
         op: impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static,
     ) -> impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static {
-        let m = self.clone();
+        // Copied only for a node's request: the controller's writes pay nothing.
+        let guard = self.ctx.node.clone().map(|node| {
+            let (group, plural) = (self.info.group.clone(), self.info.plural.clone());
+            (
+                node,
+                group,
+                plural,
+                self.name.clone(),
+                self.part == Part::Status,
+            )
+        });
         move |cur| {
             let action = op(cur)?;
-            if let (Some(node), Action::Put(new)) = (&m.ctx.node, &action) {
+            if let (Some((node, group, plural, name, status)), Action::Put(new)) = (&guard, &action)
+            {
                 let w = Write {
-                    group: &m.info.group,
-                    plural: &m.info.plural,
-                    status: m.part == Part::Status,
-                    name: &m.name,
+                    group,
+                    plural,
+                    status: *status,
+                    name,
                     old: cur.map(|c| c.as_ref()),
                     new: Some(new),
                 };
