@@ -1,5 +1,13 @@
-//! Shared harness for the end-to-end suite: a real `mco up` in a temp dir on
-//! an ephemeral port, driven through the real `kubectl` and `mco` CLIs.
+//! Shared harness for the end-to-end suite: a real `mco up` in a temp dir, driven through the
+//! real `kubectl` and `mco` CLIs, on either server ([`Server`]): its embedded API server on an
+//! ephemeral port, or (`mco up --kubeconfig`) a real control plane started by
+//! `scripts/real-kube` in the same temp dir. [`on_both_servers!`] turns a scenario into a test
+//! for each.
+//!
+//! `scripts/real-kube` builds Kubernetes from Go modules on first use (slow cold, cached in
+//! `target/real-kube/`). `MCO_SKIP_REAL_KUBE=1` skips the real variants with a line saying so;
+//! CI never sets it. A missing Go toolchain on a cold build fails the test with the script's
+//! message, never a silent skip.
 //!
 //! Every wait polls with a deadline; a `Cluster` is stopped (SIGINT, then
 //! SIGKILL) when dropped so a failing test never leaks a process.
@@ -12,6 +20,7 @@
 
 use serde_json::Value;
 use std::io::BufReader;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +34,18 @@ pub const DESIRED_ANN: &str = "machineconfiguration.openshift.io/desiredConfig";
 pub const CURRENT_ANN: &str = "machineconfiguration.openshift.io/currentConfig";
 pub const STATE_ANN: &str = "machineconfiguration.openshift.io/state";
 
+/// A cold build of Kubernetes by `scripts/real-kube` takes 15-45 minutes on 2 busy cores.
+const REAL_KUBE_READY_SECS: u64 = 3600;
+
+/// The API server a cluster runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// `mco up`'s own.
+    Embedded,
+    /// kube-apiserver with etcd, started by `scripts/real-kube`; `mco up --kubeconfig`.
+    Real,
+}
+
 /// Options for one `mco up`.
 #[derive(Clone, Debug)]
 pub struct Opts {
@@ -32,6 +53,7 @@ pub struct Opts {
     pub workers: u32,
     pub reboot_seconds: u32,
     pub node_processes: bool,
+    pub server: Server,
 }
 
 impl Default for Opts {
@@ -41,9 +63,41 @@ impl Default for Opts {
             workers: 2,
             reboot_seconds: 0,
             node_processes: false,
+            server: Server::Embedded,
         }
     }
 }
+
+/// Whether `MCO_SKIP_REAL_KUBE=1` asks to skip the real-server tests; says so when it does.
+pub fn skip_real() -> bool {
+    let skip = std::env::var_os("MCO_SKIP_REAL_KUBE").is_some_and(|v| v == "1");
+    if skip {
+        eprintln!("SKIPPED: MCO_SKIP_REAL_KUBE=1, not starting scripts/real-kube");
+    }
+    skip
+}
+
+/// Two tests for each scenario `fn NAME(server: Server)`: `NAME::embedded` and `NAME::real`
+/// (skipped, saying so, with `MCO_SKIP_REAL_KUBE=1`).
+macro_rules! on_both_servers {
+    ($($scenario:ident),+ $(,)?) => {$(
+        mod $scenario {
+            #[test]
+            fn embedded() {
+                super::$scenario($crate::e2e::Server::Embedded)
+            }
+
+            #[test]
+            fn real() {
+                if $crate::e2e::skip_real() {
+                    return;
+                }
+                super::$scenario($crate::e2e::Server::Real)
+            }
+        }
+    )+};
+}
+pub(crate) use on_both_servers;
 
 /// A running `mco up` in its own temp dir.
 pub struct Cluster {
@@ -52,6 +106,8 @@ pub struct Cluster {
     pub opts: Opts,
     child: Option<Child>,
     starts: u32,
+    // The real control plane, stopped in `Drop` after `mco up` and before the dir is removed.
+    kube: Option<RealKube>,
     // Released after `Drop` has stopped the process (fields drop after `drop`).
     _slot: Slot,
 }
@@ -94,33 +150,49 @@ impl Drop for Slot {
     }
 }
 
+/// A fresh temp dir for one test's cluster.
+pub fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "mco-e2e-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 impl Cluster {
-    /// Waits for a slot (see `max_clusters`), starts `mco up` and waits until every node is
-    /// Ready and every pool is Updated.
+    /// Waits for a slot (see `max_clusters`), starts the real control plane if asked,
+    /// starts `mco up` and waits until every node is Ready and every pool is Updated.
     pub fn up(opts: Opts) -> Cluster {
         let slot = Slot::take();
-        let dir = std::env::temp_dir().join(format!(
-            "mco-e2e-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempdir();
         let data = dir.join(".mco");
+        let kube = (opts.server == Server::Real).then(|| RealKube::start(&dir));
         let mut c = Cluster {
             dir,
             data,
             opts,
             child: None,
             starts: 0,
+            kube,
             _slot: slot,
         };
+        if c.kube.is_some() {
+            // The embedded cluster's own workload; the real cluster's controllers run it.
+            c.apply(&web_workload());
+        }
         c.start();
         let n = (c.opts.masters + c.opts.workers) as usize;
-        c.wait_nodes_ready(n, 60);
-        c.wait_pool_settled("master", 90);
-        c.wait_pool_settled("worker", 90);
+        c.wait_nodes_ready(n, 120);
+        c.wait_pool_settled("master", 120);
+        c.wait_pool_settled("worker", 120);
         c
+    }
+
+    pub fn server(&self) -> Server {
+        self.opts.server
     }
 
     /// Starts (or restarts) the `mco up` process on the same data dir.
@@ -138,23 +210,29 @@ impl Cluster {
             .arg(&self.data)
             .args(["--masters", &self.opts.masters.to_string()])
             .args(["--workers", &self.opts.workers.to_string()])
-            .args(["--reboot-seconds", &self.opts.reboot_seconds.to_string()])
-            .args(["--listen", "127.0.0.1:0"])
-            .env("RUST_LOG", "info")
+            .args(["--reboot-seconds", &self.opts.reboot_seconds.to_string()]);
+        match &self.kube {
+            Some(kube) => cmd.arg("--kubeconfig").arg(&kube.kubeconfig),
+            None => cmd.args(["--listen", "127.0.0.1:0"]),
+        };
+        cmd.env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         if self.opts.node_processes {
             cmd.arg("--node-processes");
         }
-        // The kubeconfig of a previous run names the old port: wait for a fresh one.
         let kc = self.kubeconfig();
         let before = std::fs::metadata(&kc).and_then(|m| m.modified()).ok();
         self.child = Some(cmd.spawn().expect("spawn mco up"));
-        wait_for("kubeconfig written", 60, || {
-            let m = std::fs::metadata(&kc).and_then(|m| m.modified()).ok()?;
-            (before.is_none() || Some(m) != before).then_some(())
-        });
+        if self.kube.is_none() {
+            // The kubeconfig of a previous run names the old port: wait for a fresh one.
+            wait_for("kubeconfig written", 60, || {
+                self.check_running();
+                let m = std::fs::metadata(&kc).and_then(|m| m.modified()).ok()?;
+                (before.is_none() || Some(m) != before).then_some(())
+            });
+        }
         wait_for("API server answers", 60, || {
             self.kubectl_try(&["get", "--raw", "/readyz"]).ok()
         });
@@ -179,6 +257,25 @@ impl Cluster {
         let _ = child.wait();
     }
 
+    /// Panics with its log if `mco up` has ended on its own.
+    pub fn check_running(&self) {
+        let Some(child) = &self.child else { return };
+        // `try_wait` needs `&mut`; a process that has exited but is not reaped is a zombie,
+        // whose /proc stat state is `Z`.
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next());
+        if state == Some("Z") || stat.is_empty() {
+            let log = self.dir.join(format!("up-{}.log", self.starts - 1));
+            panic!(
+                "mco up ended on its own:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+    }
+
     /// The pid of the running `mco up`.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
@@ -192,8 +289,24 @@ impl Cluster {
         }
     }
 
+    /// The admin kubeconfig: the embedded cluster's in its data dir, or real-kube's.
     pub fn kubeconfig(&self) -> PathBuf {
-        self.data.join("kubeconfig")
+        match &self.kube {
+            Some(kube) => kube.kubeconfig.clone(),
+            None => self.data.join("kubeconfig"),
+        }
+    }
+
+    /// The kubeconfig a node's daemon runs with: its identity, bound to its node. Waits for
+    /// it: on the real server the token is bound to a DaemonSet pod, which may be scheduled
+    /// after the pools settled.
+    pub fn daemon_kubeconfig(&self, node: &str) -> PathBuf {
+        let path = self.data.join("kubeconfigs").join(format!("node-{node}"));
+        wait_for(&format!("{node}'s daemon kubeconfig"), 60, || {
+            let len = std::fs::metadata(&path).ok()?.len();
+            (len > 0).then_some(())
+        });
+        path
     }
 
     pub fn node_root(&self, node: &str) -> PathBuf {
@@ -239,8 +352,13 @@ impl Cluster {
 
     /// Runs kubectl; Err carries stderr.
     pub fn kubectl_try(&self, args: &[&str]) -> Result<String, String> {
+        self.kubectl_as(&self.kubeconfig(), args)
+    }
+
+    /// Runs kubectl with another kubeconfig (identity); Err carries stderr.
+    pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
         let out = Command::new("kubectl")
-            .env("KUBECONFIG", self.kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .args(args)
             .output()
             .expect("kubectl on PATH");
@@ -335,6 +453,7 @@ impl Cluster {
 
     pub fn wait_nodes_ready(&self, n: usize, secs: u64) {
         wait_for(&format!("{n} nodes Ready"), secs, || {
+            self.check_running();
             let nodes = self.try_get_json(&["nodes"])?;
             let items = nodes["items"].as_array()?;
             let ready = items.iter().filter(|n| node_ready(n)).count();
@@ -434,10 +553,136 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
+        // Before the dir goes: etcd and the API server write into it.
+        drop(self.kube.take());
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         } else {
             eprintln!("cluster dir kept for inspection: {}", self.dir.display());
+        }
+    }
+}
+
+/// The embedded cluster's `web` workload (mco-sim's `workload` module), for the real server:
+/// a Deployment of 3 replicas behind a PodDisruptionBudget of `minAvailable: 2`, so drains
+/// meet pods they must evict one at a time. Like the embedded one it keeps to workers
+/// (there, a master only when no worker is schedulable), spread across them.
+pub fn web_workload() -> String {
+    "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {node-role.kubernetes.io/worker: ''}
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}
+      containers: [{name: web, image: registry.example.com/sim/web:1}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  minAvailable: 2
+  selector: {matchLabels: {app: web}}
+"
+    .to_owned()
+}
+
+/// A child in its own process group, stopped as a group on drop: SIGTERM (real-kube stops its
+/// components on it), then SIGKILL after a deadline.
+pub struct Group {
+    child: Child,
+    what: &'static str,
+}
+
+impl Group {
+    pub fn spawn(mut cmd: Command, log: &Path, what: &'static str) -> Group {
+        let out = std::fs::File::create(log).unwrap();
+        cmd.stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .process_group(0);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {what}: {e}"));
+        Group { child, what }
+    }
+
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        signal("TERM", &group);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if self.exited().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if self.exited().is_none() {
+            eprintln!("{} did not stop on SIGTERM; killing its group", self.what);
+        }
+        // The group's stragglers too.
+        signal("KILL", &group);
+        let _ = self.child.wait();
+    }
+}
+
+/// `kill -SIG -- -PGID`: our child's whole group, by its id (no unsafe code in this crate).
+fn signal(sig: &str, group: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{sig}"), "--", group])
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A running `scripts/real-kube` (etcd, kube-apiserver, controller manager, scheduler) with
+/// its state in `DIR/kube`; stopped, with every component, on drop.
+pub struct RealKube {
+    pub kubeconfig: PathBuf,
+    _group: Group,
+}
+
+impl RealKube {
+    /// Starts it in `dir`, waiting until it is ready; panics with its log if it ends first
+    /// (a missing Go toolchain on a cold build, for one).
+    pub fn start(dir: &Path) -> RealKube {
+        let state = dir.join("kube");
+        std::fs::create_dir_all(&state).unwrap();
+        let log = dir.join("real-kube.log");
+        let mut cmd = Command::new(repo_root().join("scripts/real-kube"));
+        cmd.arg(&state);
+        let mut g = Group::spawn(cmd, &log, "real-kube");
+        wait_for("real-kube ready", REAL_KUBE_READY_SECS, || {
+            if let Some(status) = g.exited() {
+                panic!(
+                    "scripts/real-kube ended ({status}) before it was ready:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            let text = std::fs::read_to_string(&log).ok()?;
+            text.contains("real-kube: ready, KUBECONFIG=").then_some(())
+        });
+        RealKube {
+            kubeconfig: state.join("kubeconfig"),
+            _group: g,
         }
     }
 }

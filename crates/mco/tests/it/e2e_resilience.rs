@@ -6,6 +6,8 @@ use crate::e2e;
 
 use e2e::*;
 
+on_both_servers!(sigkilled_node_daemon_mid_update_converges,);
+
 fn worker_moved(c: &Cluster, old: &str) -> Option<String> {
     let nodes = c.try_get_json(&["nodes", "-l", "node-role.kubernetes.io/worker"])?;
     nodes["items"].as_array()?.iter().find_map(|n| {
@@ -79,9 +81,9 @@ fn daemon_pid(c: &Cluster, node: &str) -> Option<u32> {
     None
 }
 
-#[test]
-fn sigkilled_node_daemon_mid_update_converges() {
+fn sigkilled_node_daemon_mid_update_converges(server: Server) {
     let c = Cluster::up(Opts {
+        server,
         reboot_seconds: 1,
         node_processes: true,
         ..Opts::default()

@@ -7,6 +7,13 @@ use crate::e2e;
 use e2e::*;
 use std::collections::{BTreeMap, HashMap};
 
+on_both_servers!(
+    file_machineconfig_rolls_out_within_max_unavailable,
+    rebootless_ssh_key_and_registries_change,
+    bad_machineconfig_render_degrades_and_touches_no_node,
+    pdb_blocked_drain_is_visible_and_resolves,
+);
+
 /// Primary MCN phases in the order a rebooting update goes through them.
 const PHASES: [&str; 5] = [
     "UpdatePrepared",
@@ -16,9 +23,9 @@ const PHASES: [&str; 5] = [
     "Updated",
 ];
 
-#[test]
-fn file_machineconfig_rolls_out_within_max_unavailable() {
+fn file_machineconfig_rolls_out_within_max_unavailable(server: Server) {
     let c = Cluster::up(Opts {
+        server,
         workers: 3,
         ..Opts::default()
     });
@@ -115,9 +122,11 @@ fn file_machineconfig_rolls_out_within_max_unavailable() {
     }
 }
 
-#[test]
-fn rebootless_ssh_key_and_registries_change() {
-    let c = Cluster::up(Opts::default());
+fn rebootless_ssh_key_and_registries_change(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     let workers = c.workers();
     let boots: Vec<String> = workers.iter().map(|w| c.boot_id(w)).collect();
 
@@ -259,9 +268,11 @@ fn drift_recovers_by_force_file() {
     c.wait_pool_settled("worker", 30);
 }
 
-#[test]
-fn bad_machineconfig_render_degrades_and_touches_no_node() {
-    let c = Cluster::up(Opts::default());
+fn bad_machineconfig_render_degrades_and_touches_no_node(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     let old = c.pool_target("worker");
     let bad = "apiVersion: machineconfiguration.openshift.io/v1
 kind: MachineConfig
@@ -391,9 +402,11 @@ fn pause_and_unpause_mid_rollout() {
     assert_eq!(moved(&c), 3);
 }
 
-#[test]
-fn pdb_blocked_drain_is_visible_and_resolves() {
-    let c = Cluster::up(Opts::default());
+fn pdb_blocked_drain_is_visible_and_resolves(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     // Tighten the sim's `web` budget so that it allows no eviction at all:
     // any drain that meets a web pod is held by it.
     c.set_web_budget(3);

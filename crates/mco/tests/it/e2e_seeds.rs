@@ -6,6 +6,12 @@ use crate::e2e;
 
 use e2e::*;
 
+on_both_servers!(
+    seed_002_machineconfignode_views,
+    os_upgrade_every_node_reboots_into_new_image,
+    seed_000_never_adopted_os_diagnosed_forced_and_upgraded,
+);
+
 const HEADER: &str = "NAME       UPDATED   UPDATEPREPARED   UPDATEEXECUTED   UPDATEPOSTACTIONCOMPLETED   UPDATECOMPLETED   RESUMED";
 const WIDE_EXTRA: [&str; 7] = [
     "UPDATECOMPATIBLE",
@@ -30,9 +36,9 @@ fn columns(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
 
-#[test]
-fn seed_002_machineconfignode_views() {
+fn seed_002_machineconfignode_views(server: Server) {
     let c = Cluster::up(Opts {
+        server,
         reboot_seconds: 2,
         ..Opts::default()
     });
@@ -113,9 +119,11 @@ fn seed_002_machineconfignode_views() {
     );
 }
 
-#[test]
-fn os_upgrade_every_node_reboots_into_new_image() {
-    let c = Cluster::up(Opts::default());
+fn os_upgrade_every_node_reboots_into_new_image(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     let nodes = ["master-0", "worker-0", "worker-1"];
     let boots: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
     let (m0, w0) = (c.pool_target("master"), c.pool_target("worker"));
@@ -148,9 +156,9 @@ fn os_upgrade_every_node_reboots_into_new_image() {
     }
 }
 
-#[test]
-fn seed_000_never_adopted_os_diagnosed_forced_and_upgraded() {
+fn seed_000_never_adopted_os_diagnosed_forced_and_upgraded(server: Server) {
     let c = Cluster::up(Opts {
+        server,
         masters: 1,
         workers: 1,
         ..Opts::default()
