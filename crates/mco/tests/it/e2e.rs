@@ -565,8 +565,9 @@ impl Drop for Cluster {
 
 /// The embedded cluster's `web` workload (mco-sim's `workload` module), for the real server:
 /// a Deployment of 3 replicas behind a PodDisruptionBudget of `minAvailable: 2`, so drains
-/// meet pods they must evict one at a time. Like the embedded one it keeps to workers
-/// (there, a master only when no worker is schedulable), spread across them.
+/// meet pods they must evict one at a time. Like the embedded one it prefers workers, spread
+/// across them, and goes to a master when no worker is schedulable: a node forcing its own
+/// update (seed 000) may drain while another worker does.
 pub fn web_workload() -> String {
     "apiVersion: apps/v1
 kind: Deployment
@@ -577,7 +578,11 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec:
-      nodeSelector: {node-role.kubernetes.io/worker: ''}
+      affinity:
+        nodeAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 100
+            preference: {matchExpressions: [{key: node-role.kubernetes.io/worker, operator: Exists}]}
       topologySpreadConstraints:
       - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}
       containers: [{name: web, image: registry.example.com/sim/web:1}]
