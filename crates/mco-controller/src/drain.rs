@@ -512,6 +512,9 @@ async fn pods_on(ctx: &Ctx, node: &str) -> Result<Vec<Pod>, Error> {
         .collect())
 }
 
+/// The least time one eviction call (with the client's own retries of 429s) may take.
+const EVICT_CALL_BOUND: Duration = Duration::from_secs(10);
+
 /// Evict until no evictable pod is left. A 429 (a PodDisruptionBudget says no) is retried every
 /// `evict_retry`, and the MCN says which pods and budgets are in the way.
 async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(), Error> {
@@ -532,9 +535,12 @@ async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(
             let pname = pod.metadata.name.clone().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
             // kube-rs clients retry 429s by themselves unless built with `default_retry = false`;
-            // bounding the call keeps a refusal visible either way.
+            // bounding the call keeps a refusal visible either way. The bound is generous: a
+            // busy kube-apiserver may take over a second to admit an eviction, and cutting it
+            // then can leave the pod in the budget's `disruptedPods` (counted as gone, for two
+            // minutes) although it was never deleted, holding every drain on that budget.
             let call = tokio::time::timeout(
-                ctx.config.drain.evict_retry.max(Duration::from_secs(1)),
+                ctx.config.drain.evict_retry.max(EVICT_CALL_BOUND),
                 api.evict(&pname, &EvictParams::default()),
             )
             .await;
