@@ -188,6 +188,17 @@ impl Cluster {
         c.wait_nodes_ready(n, 120);
         c.wait_pool_settled("master", 120);
         c.wait_pool_settled("worker", 120);
+        // Every daemon has reported: on the real server a daemon starts once its token's pod
+        // is scheduled, which may be after the pools settled on the nodes' first boot.
+        wait_for(&format!("{n} MachineConfigNodes Updated"), 60, || {
+            let mcns = c.try_get_json(&["machineconfignodes"])?;
+            let items = mcns["items"].as_array()?;
+            let updated = items
+                .iter()
+                .filter(|m| condition_status(m, "Updated") == "True")
+                .count();
+            (items.len() == n && updated == n).then_some(())
+        });
         c
     }
 
