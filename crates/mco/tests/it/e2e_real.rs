@@ -41,12 +41,15 @@ fn daemon_may_not_write_another_nodes_machineconfignode(server: Server) {
     let denied = "updates to MCN worker-1 can only be done from the MCN's owner node";
     // The shipped policy's validations name no `reason`, so kube-apiserver answers 422 Invalid
     // with the policy's name; the embedded server checks the same rule itself and answers 403
+    // with the same words
     // (docs/apiserver.md, "Differences from kube-apiserver").
     let expected = match server {
         Server::Real => format!(
             "The machineconfignodes \"worker-1\" is invalid: : ValidatingAdmissionPolicy 'mco-mcn-guards' with binding 'mco-mcn-guards-binding' denied request: {denied}"
         ),
-        Server::Embedded => format!("Error from server (Forbidden): {denied}"),
+        Server::Embedded => format!(
+            "Error from server (Forbidden): machineconfignodes.machineconfiguration.openshift.io \"worker-1\" is forbidden: ValidatingAdmissionPolicy 'mco-mcn-guards' with binding 'mco-mcn-guards-binding' denied request: {denied}"
+        ),
     };
     assert_eq!(err.trim(), expected, "unexpected refusal");
     write("worker-0").unwrap_or_else(|e| panic!("worker-0 could not write its own MCN: {e}"));
