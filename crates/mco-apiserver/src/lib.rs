@@ -30,6 +30,7 @@ mod datadir;
 pub mod discovery;
 mod disruption;
 pub mod error;
+mod listen;
 mod machinery;
 pub mod metrics;
 pub mod objects;
@@ -44,14 +45,12 @@ mod tls;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
-use tower::ServiceExt;
 
 pub use auth::Identity;
 pub use error::{ApiError, Error};
@@ -73,6 +72,33 @@ pub struct Config {
     pub retained_events: u64,
     /// What an answered write survives.
     pub durability: Durability,
+    /// What one client may cost the server (`docs/apiserver.md`, "Limits").
+    pub limits: Limits,
+}
+
+/// Bounds on what clients may hold of the server. The defaults suit production; tests
+/// set small ones to reach them in seconds.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Open connections at most; further clients wait in the listen backlog. Default: half
+    /// the soft `RLIMIT_NOFILE` (at least 64), leaving the rest for the store and the process.
+    pub max_connections: usize,
+    /// A connection that has not finished its TLS handshake by then is closed (default
+    /// 10 s; kube-apiserver's Go server allows its `ReadHeaderTimeout`, 32 s).
+    pub tls_handshake_timeout: Duration,
+    /// A connection with no request in flight for this long is closed; a watch is in flight
+    /// while it streams (default 90 s, kube-apiserver's `IdleTimeout`).
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: listen::default_max_connections(),
+            tls_handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+        }
+    }
 }
 
 impl Config {
@@ -82,6 +108,7 @@ impl Config {
             listen,
             retained_events: store::RETAINED_EVENTS,
             durability: Durability::default(),
+            limits: Limits::default(),
         }
     }
 }
@@ -96,6 +123,9 @@ pub struct ServerHandle {
     app: Arc<rest::App>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// One permit per connection that may still open.
+    slots: Arc<Semaphore>,
+    max_connections: usize,
 }
 
 impl Server {
@@ -171,7 +201,18 @@ impl Server {
         )?;
         tokio::spawn(controllers::run(app.clone()));
         let (shutdown, rx) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, TlsAcceptor::from(tls_cfg), app.clone(), rx));
+        let slots = Arc::new(Semaphore::new(cfg.limits.max_connections));
+        let router = axum::Router::new()
+            .fallback(rest::handle)
+            .with_state(app.clone());
+        let task = tokio::spawn(listen::serve(
+            listener,
+            TlsAcceptor::from(tls_cfg),
+            router,
+            cfg.limits.clone(),
+            slots.clone(),
+            rx,
+        ));
         tracing::info!(%addr, dir = %cfg.data_dir.display(), "API server listening");
         Ok(ServerHandle {
             addr,
@@ -180,50 +221,9 @@ impl Server {
             app,
             shutdown,
             task,
+            slots,
+            max_connections: cfg.limits.max_connections,
         })
-    }
-}
-
-async fn serve(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    app: Arc<rest::App>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let router = axum::Router::new().fallback(rest::handle).with_state(app);
-    loop {
-        let (tcp, _) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-            _ = stop.changed() => return,
-        };
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let svc =
-                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    router.clone().oneshot(req.map(axum::body::Body::new))
-                });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn).await;
-                }
-            }
-        });
     }
 }
 
@@ -240,6 +240,11 @@ impl ServerHandle {
     /// instead of guessing how long that takes).
     pub fn open_watches(&self) -> usize {
         self.app.store.open_watches()
+    }
+
+    /// How many client connections are open now (at most `Limits::max_connections`).
+    pub fn open_connections(&self) -> usize {
+        self.max_connections - self.slots.available_permits()
     }
 
     /// PEM of the CA that signed the serving certificate.

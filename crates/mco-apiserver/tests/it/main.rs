@@ -9,5 +9,6 @@ mod common;
 mod crash;
 mod kubectl;
 mod kubectl_crds;
+mod limits;
 mod rbac;
 mod security;
