@@ -8,5 +8,6 @@ pub mod patch;
 pub mod schema;
 pub mod selector;
 pub mod table;
+pub mod validation;
 pub mod value;
 pub mod yaml;

@@ -44,6 +44,18 @@ fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
+/// Every kind's checks, as causes of a 422: its metadata (labels, annotations) as kube-apiserver's,
+/// and how deep it nests (so that every stored object reads back; see
+/// `mco_apimachinery::validation::MAX_OBJECT_DEPTH`).
+pub fn validate_meta(obj: &Value) -> Vec<Cause> {
+    use mco_apimachinery::validation;
+    validation::too_deep(obj, validation::MAX_OBJECT_DEPTH)
+        .into_iter()
+        .chain(validation::object_meta(obj))
+        .map(|e| Cause::new(e.reason(), &e.field, e.body()))
+        .collect()
+}
+
 /// Upstream's name validation: DNS-1123 labels for namespaces, subdomains otherwise.
 pub fn validate_name(info: &ResourceInfo, name: &str) -> Option<Cause> {
     let label = info.group.is_empty() && info.plural == "namespaces";

@@ -119,6 +119,10 @@ pub async fn create(
     if let Some(c) = objects::validate_name(info, &name) {
         return Err(ApiError::invalid(&info.rref(), &name, vec![c]));
     }
+    let causes = objects::validate_meta(&obj);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&info.rref(), &name, causes));
+    }
     // After the name is generated: a node may not create another node's object under a
     // generateName, nor one whose node reference names another node.
     if let Some(node) = &ctx.node
@@ -349,7 +353,16 @@ fn finish(
             return Err(ApiError::invalid(&info.rref(), name, causes));
         }
     }
-    match objects::finish_update(info, version, cur, new, part, ctx.strict)? {
+    let new = objects::finish_update(info, version, cur, new, part, ctx.strict)?;
+    // What would be stored is checked, so a status write is judged by the metadata it keeps.
+    if let Some(v) = &new {
+        let causes = objects::validate_meta(v);
+        if !causes.is_empty() {
+            let name = meta_str(cur, "name").unwrap_or("");
+            return Err(ApiError::invalid(&info.rref(), name, causes));
+        }
+    }
+    match new {
         None => Ok(Action::Keep),
         Some(v) if objects::should_remove(&v) => Ok(Action::Delete),
         Some(v) if record && !ctx.manager.is_empty() => Ok(Action::Put(machinery::record_update(
@@ -463,6 +476,10 @@ pub(super) async fn patch(
                 m.insert("name".into(), json!(n2));
                 if let Some(ns) = &ns {
                     m.insert("namespace".into(), json!(ns));
+                }
+                let causes = objects::validate_meta(&obj);
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(&info.rref(), n2, causes));
                 }
                 objects::prepare_create(info, version, &mut obj);
                 if info.is_custom() {

@@ -152,8 +152,14 @@ pub type Json = Arc<str>;
 type ObjMap = HashMap<String, BTreeMap<(String, String), Json>>;
 
 fn parse(json: &str) -> Arc<Value> {
-    // Only text this store serialised itself is held, so it always parses.
-    Arc::new(serde_json::from_str(json).unwrap_or(Value::Null))
+    // Only text this store serialised itself is held, and writes are refused past
+    // `MAX_OBJECT_DEPTH`, so it parses. Text stored before that limit may not: it is
+    // reported, and lists leave it out rather than serve it as `null`.
+    Arc::new(serde_json::from_str(json).unwrap_or_else(|e| {
+        let start: String = json.chars().take(160).collect();
+        tracing::error!(error = %e, object = %start, "a stored object cannot be read back");
+        Value::Null
+    }))
 }
 
 /// An object's key across resources: (resource, namespace, name).
@@ -412,6 +418,10 @@ impl Store {
                 } else {
                     st.peek(json).unwrap_or_else(|| parse(json))
                 };
+                if v.is_null() {
+                    tracing::error!(resource = gr, namespace = %ons, name = %oname, "left out of a list: its stored JSON cannot be read back");
+                    continue;
+                }
                 if !keep.matches(&v) {
                     continue;
                 }

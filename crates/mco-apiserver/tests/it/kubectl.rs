@@ -483,3 +483,76 @@ async fn versioned_kubectl_get_and_apply() {
     println!("versioned kubectl clients exercised: {ran}");
     s.handle.shutdown().await;
 }
+
+/// Labels and annotations are validated for every kind and every kind of write, with
+/// kube-apiserver's messages reaching the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_metadata_validation() {
+    let s = common::start().await;
+    let k = Kubectl::new("kubectl", &s.handle.kubeconfig_path());
+    let tmp = tempfile::tempdir().unwrap();
+    let bad_value = "metadata.labels: Invalid value: \"-bad value-\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+    let cm = |name: &str, meta: Value| {
+        let mut m = json!({"name": name});
+        m.as_object_mut()
+            .unwrap()
+            .extend(meta.as_object().unwrap().clone());
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": m}).to_string()
+    };
+    let f = write(
+        tmp.path(),
+        "bad.json",
+        &cm("bad", json!({"labels": {"x": "-bad value-"}})),
+    );
+    let err = k.fails(&["create", "-f", &f]);
+    assert!(err.contains(bad_value), "{err}");
+    let err = k.fails(&["apply", "--server-side", "-f", &f]);
+    assert!(err.contains(bad_value), "{err}");
+
+    let long = "k".repeat(64);
+    let f = write(
+        tmp.path(),
+        "long.json",
+        &cm("long", json!({"labels": {&long: "v"}})),
+    );
+    let err = k.fails(&["create", "-f", &f]);
+    assert!(
+        err.contains(&format!(
+            "metadata.labels: Invalid value: \"{long}\": name part must be no more than 63 characters"
+        )),
+        "{err}"
+    );
+
+    let f = write(
+        tmp.path(),
+        "big.json",
+        &cm("big", json!({"annotations": {"a": "x".repeat(300_000)}})),
+    );
+    let err = k.fails(&["create", "-f", &f]);
+    assert!(
+        err.contains("metadata.annotations: Too long: must have at most 262144 bytes"),
+        "{err}"
+    );
+
+    // At the limits it is accepted; a patch past them is refused as a create is.
+    let at = "v".repeat(63);
+    let f = write(
+        tmp.path(),
+        "ok.json",
+        &cm(
+            "ok",
+            json!({"labels": {"x": at}, "annotations": {"a": "x".repeat(262_143)}}),
+        ),
+    );
+    k.ok(&["create", "-f", &f]);
+    let err = k.fails(&[
+        "patch",
+        "configmap",
+        "ok",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"x":"-bad value-"}}}"#,
+    ]);
+    assert!(err.contains(bad_value), "{err}");
+    s.handle.shutdown().await;
+}

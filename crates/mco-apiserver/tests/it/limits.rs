@@ -7,6 +7,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{PostParams, WatchEvent, WatchParams};
+use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
 use crate::common::{self, eventually};
@@ -88,5 +89,125 @@ async fn idle_connections_are_capped_and_closed_but_watches_stay() {
     })
     .await;
     assert_eq!(seen, Ok(true), "the watch ended or missed the event");
+    s.handle.shutdown().await;
+}
+
+/// A ConfigMap whose `x` nests so that the whole object has `levels` levels.
+fn nested_cm(name: &str, levels: usize) -> Value {
+    let mut v = json!({});
+    for _ in 0..levels - 2 {
+        v = json!({ "a": v });
+    }
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "x": v})
+}
+
+fn post(body: &Value) -> http::Request<Vec<u8>> {
+    http::Request::post("/api/v1/namespaces/default/configmaps?fieldManager=deep")
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(body).unwrap())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn nesting_is_refused_at_write_so_every_object_reads_back() {
+    let s = common::start().await;
+    let client = s.admin().await;
+    let max = mco_apimachinery::validation::MAX_OBJECT_DEPTH;
+
+    // At the limit: stored with its managedFields, and read back whole in a list, a get and
+    // a watch.
+    client
+        .request_text(post(&nested_cm("at", max)))
+        .await
+        .unwrap();
+    let list: Value = serde_json::from_str(
+        &client
+            .request_text(
+                http::Request::get("/api/v1/namespaces/default/configmaps")
+                    .body(Vec::new())
+                    .unwrap(),
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let item = &list["items"][0];
+    assert_eq!(item["metadata"]["name"], "at", "{list}");
+    assert!(item["metadata"]["managedFields"].is_array());
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert!(cms.get("at").await.is_ok());
+    // A later write keeps its metadata.
+    cms.patch(
+        "at",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"data": {"k": "v"}})),
+    )
+    .await
+    .unwrap();
+    let got = cms.get("at").await.unwrap();
+    assert_eq!(got.metadata.name.as_deref(), Some("at"));
+
+    // One over: 422 naming the field, nothing stored.
+    let e = common::status(
+        client
+            .request_text(post(&nested_cm("over", max + 1)))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    let path = format!("x{}", ".a".repeat(max - 1));
+    assert_eq!(
+        e.message,
+        format!(
+            "ConfigMap \"over\" is invalid: {path}: Too deep: must have at most {max} levels of nesting: exceeded max depth"
+        )
+    );
+    assert!(cms.get_opt("over").await.unwrap().is_none());
+    // A patch that would nest too deep is refused the same way.
+    let mut deep = json!({});
+    for _ in 0..max {
+        deep = json!({ "a": deep });
+    }
+    let e = common::status(
+        cms.patch(
+            "at",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"y": deep})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 422, "{e:?}");
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn apply_yaml_nesting_at_the_limit_and_one_over() {
+    let s = common::start().await;
+    let client = s.admin().await;
+    let max = mco_apimachinery::yaml::MAX_DEPTH;
+    // The document's mapping is level 1, `x`'s flow sequences the rest.
+    let doc = |levels: usize| {
+        let n = levels - 1;
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\nx: {}{}\n",
+            "[".repeat(n),
+            "]".repeat(n)
+        )
+    };
+    let apply = |body: String| {
+        http::Request::patch("/api/v1/namespaces/default/configmaps/y?fieldManager=deep")
+            .header("Content-Type", "application/apply-patch+yaml")
+            .body(body.into_bytes())
+            .unwrap()
+    };
+    client.request_text(apply(doc(max))).await.unwrap();
+    let e = common::status(client.request_text(apply(doc(max + 1))).await.unwrap_err());
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message.starts_with("error decoding YAML: "),
+        "{}",
+        e.message
+    );
     s.handle.shutdown().await;
 }
