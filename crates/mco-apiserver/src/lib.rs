@@ -89,6 +89,10 @@ pub struct Limits {
     /// A connection with no request in flight for this long is closed; a watch is in flight
     /// while it streams (default 90 s, kube-apiserver's `IdleTimeout`).
     pub idle_timeout: Duration,
+    /// Bytes the in-memory event log (the watch cache) may hold besides its count limit,
+    /// `Config::retained_events`; older events expire and watches resuming from them get 410
+    /// Gone (default 256 MiB).
+    pub watch_cache_bytes: usize,
 }
 
 impl Default for Limits {
@@ -97,6 +101,7 @@ impl Default for Limits {
             max_connections: listen::default_max_connections(),
             tls_handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(90),
+            watch_cache_bytes: store::RETAINED_BYTES,
         }
     }
 }
@@ -146,6 +151,7 @@ impl Server {
             cfg.durability,
         )?;
         datadir::tighten_files(&cfg.data_dir)?;
+        store.set_retained_bytes(cfg.limits.watch_cache_bytes);
         let tokens = auth::Tokens::load(&store);
         let app = Arc::new(rest::App {
             store,
@@ -240,6 +246,11 @@ impl ServerHandle {
     /// instead of guessing how long that takes).
     pub fn open_watches(&self) -> usize {
         self.app.store.open_watches()
+    }
+
+    /// What the in-memory event log holds, in bytes (at most `Limits::watch_cache_bytes`).
+    pub fn watch_cache_bytes(&self) -> usize {
+        self.app.store.event_log_bytes()
     }
 
     /// How many client connections are open now (at most `Limits::max_connections`).

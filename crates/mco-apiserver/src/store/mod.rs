@@ -25,6 +25,7 @@ mod writer;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Deserialize;
@@ -43,6 +44,8 @@ use writer::Req;
 
 /// How many past events stay available for watch resumption by default.
 pub const RETAINED_EVENTS: u64 = 10_000;
+/// Bytes the in-memory event log may hold by default (see [`Store::set_retained_bytes`]).
+pub const RETAINED_BYTES: usize = 256 * 1024 * 1024;
 /// Events a watch may have queued before it counts as too slow and is closed
 /// (the client then relists), so a stalled client never holds up the writer.
 pub const WATCH_BUFFER: usize = 4096;
@@ -274,6 +277,8 @@ pub struct Store {
     /// This start's number: 1 on the first, one more on each after it.
     boot: u64,
     retain: u64,
+    /// The most the in-memory event log may hold, in bytes.
+    retain_bytes: AtomicUsize,
 }
 
 impl Store {
@@ -303,16 +308,14 @@ impl Store {
                 parsed: Mutex::default(),
                 changed: HashMap::new(),
             }),
-            ring: Mutex::new(Ring {
-                events,
-                window_start,
-            }),
+            ring: Mutex::new(Ring::new(events, window_start)),
             tx,
             watchers: Arc::default(),
             writer: wtx,
             tokens: Mutex::new(tokens),
             boot,
             retain,
+            retain_bytes: AtomicUsize::new(RETAINED_BYTES),
         });
         sqlite::checkpoint_elsewhere(&mut conn, path, durability)?;
         let weak = Arc::downgrade(&store);
@@ -508,6 +511,24 @@ impl Store {
     }
 
     /// Oldest resourceVersion a watch may still resume from.
+    /// Bounds the in-memory event log by bytes as well as by count (default
+    /// [`RETAINED_BYTES`]): a thousand writes of a 3 MiB object would otherwise hold 3 GiB.
+    /// Trims at once.
+    pub fn set_retained_bytes(&self, bytes: usize) {
+        self.retain_bytes.store(bytes, Ordering::Relaxed);
+        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.trim(self.retain, bytes);
+    }
+
+    pub(super) fn retained_bytes(&self) -> usize {
+        self.retain_bytes.load(Ordering::Relaxed)
+    }
+
+    /// What the in-memory event log holds now, as it is bounded.
+    pub fn event_log_bytes(&self) -> usize {
+        self.ring.lock().unwrap_or_else(|e| e.into_inner()).bytes
+    }
+
     pub fn window_start(&self) -> u64 {
         self.ring
             .lock()

@@ -41,6 +41,45 @@ pub(super) struct Ring {
     pub events: VecDeque<Logged>,
     /// Every event with rv > window_start is in `events`.
     pub window_start: u64,
+    /// What `events` hold, by [`Logged::cost`].
+    pub bytes: usize,
+}
+
+impl Logged {
+    /// The memory an event holds: its object's text (counted even while the cache shares
+    /// it, so the bound holds once it no longer does), its key and a fixed overhead.
+    pub(super) fn cost(&self) -> usize {
+        const OVERHEAD: usize = 160;
+        self.json.len() + self.gr.len() + self.ns.len() + self.name.len() + OVERHEAD
+    }
+}
+
+impl Ring {
+    pub(super) fn new(events: VecDeque<Logged>, window_start: u64) -> Ring {
+        let bytes = events.iter().map(Logged::cost).sum();
+        Ring {
+            events,
+            window_start,
+            bytes,
+        }
+    }
+
+    pub(super) fn push(&mut self, e: Logged) {
+        self.bytes += e.cost();
+        self.events.push_back(e);
+    }
+
+    /// Drops the oldest events until at most `events` of them, holding at most `bytes`,
+    /// remain; watches resuming from before them get 410 Gone and relist.
+    pub(super) fn trim(&mut self, events: u64, bytes: usize) {
+        while self.events.len() as u64 > events || self.bytes > bytes {
+            let Some(e) = self.events.pop_front() else {
+                break;
+            };
+            self.bytes -= e.cost();
+            self.window_start = e.rv;
+        }
+    }
 }
 
 /// Which events a watch can see: a resource, optionally one namespace and one name.

@@ -261,7 +261,7 @@ pub(super) fn writer_loop(
         {
             let mut ring = store.ring.lock().unwrap_or_else(|e| e.into_inner());
             for (e, json) in events.iter().zip(jsons) {
-                ring.events.push_back(Logged {
+                ring.push(Logged {
                     rv: e.rv,
                     gr: e.gr.clone(),
                     ns: e.ns.clone(),
@@ -271,11 +271,7 @@ pub(super) fn writer_loop(
                     old: e.old.as_deref().map(|o| Arc::new(metadata_only(o))),
                 });
             }
-            while ring.events.len() as u64 > store.retain {
-                if let Some(e) = ring.events.pop_front() {
-                    ring.window_start = e.rv;
-                }
-            }
+            ring.trim(store.retain, store.retained_bytes());
         }
         {
             let mut w = store.watchers.lock().unwrap_or_else(|e| e.into_inner());

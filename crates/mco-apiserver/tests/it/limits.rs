@@ -211,3 +211,69 @@ async fn apply_yaml_nesting_at_the_limit_and_one_over() {
     );
     s.handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_event_log_is_bounded_by_bytes() {
+    const CAP: usize = 1024 * 1024;
+    let s = common::start_with(|mut c| {
+        c.limits.watch_cache_bytes = CAP;
+        c
+    })
+    .await;
+    let client = s.admin().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "churn"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let rv0 = created.metadata.resource_version.unwrap();
+    // Ten writes of 300 KiB: three times the cap, far under the count limit.
+    for i in 0..10 {
+        let big = format!("{i}").repeat(300 * 1024);
+        cms.patch(
+            "churn",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"data": {"big": big}})),
+        )
+        .await
+        .unwrap();
+        assert!(
+            s.handle.watch_cache_bytes() <= CAP,
+            "{} bytes held",
+            s.handle.watch_cache_bytes()
+        );
+    }
+    let events: Vec<_> = cms
+        .watch(&WatchParams::default().timeout(2), &rv0)
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert!(
+        matches!(events.first(), Some(Ok(WatchEvent::Error(e))) if e.code == 410),
+        "a watch from before the window expires: {events:?}"
+    );
+    // The newest events are still there to resume from.
+    let latest = cms
+        .get("churn")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let prev = (latest.parse::<u64>().unwrap() - 1).to_string();
+    let events: Vec<_> = cms
+        .watch(&WatchParams::default().timeout(1), &prev)
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert!(
+        matches!(events.first(), Some(Ok(WatchEvent::Modified(_)))),
+        "{events:?}"
+    );
+    s.handle.shutdown().await;
+}
