@@ -21,6 +21,12 @@
 //! An absent config, JSON `null` or `{}` is the valid empty config (an MC with only kernel arguments).
 //!
 //! Unknown keys are ignored (Ignition itself only warns about them).
+//!
+//! Decoded sizes are bounded: one file's contents at [`MAX_FILE_BYTES`], all files of one
+//! config together at [`MAX_CONFIG_BYTES`]. gzip is inflated by a streaming decoder that
+//! stops one byte past the limit, so a small bomb costs at most the limit, never its full size.
+//! Render, validation and the daemon's writer all decode through [`decode_data_url`] or
+//! [`check_data_url`], so the three agree.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -74,6 +80,32 @@ pub enum IgnitionError {
     /// The data claims gzip but does not decompress.
     #[error("failed decompressing: {0}")]
     Gzip(String),
+    /// The decoded contents are larger than [`MAX_FILE_BYTES`].
+    #[error("decoded contents exceed the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+}
+
+/// The most one file's decoded (and decompressed) contents may hold: 100 MiB. An object is
+/// at most 3 MiB in the API server (1.5 MiB in etcd), and gzip inflates at most about
+/// 1,000-fold, so a MachineConfig could otherwise carry gigabytes.
+pub const MAX_FILE_BYTES: u64 = 100 * 1024 * 1024;
+/// The most all files of one config may hold together, decoded: 256 MiB. It bounds each
+/// MachineConfig and the rendered config that merges them.
+pub const MAX_CONFIG_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Inflates gzip `data` into `out`, refusing more than `limit` bytes as soon as the decoder
+/// produces them. Returns the inflated size.
+pub fn gunzip_bounded(
+    data: &[u8],
+    out: &mut impl std::io::Write,
+    limit: u64,
+) -> Result<u64, IgnitionError> {
+    let mut r = flate2::read::GzDecoder::new(data).take(limit.saturating_add(1));
+    let n = std::io::copy(&mut r, out).map_err(|e| IgnitionError::Gzip(e.to_string()))?;
+    if n > limit {
+        return Err(IgnitionError::TooLarge { limit });
+    }
+    Ok(n)
 }
 
 /// Parse a raw Ignition JSON object of any supported spec version into the internal version.
@@ -287,12 +319,13 @@ pub fn decode_data_url(source: &str, compression: Option<&str>) -> Result<Vec<u8
         }
     };
     match compression {
+        None | Some("") if data.len() as u64 > MAX_FILE_BYTES => Err(IgnitionError::TooLarge {
+            limit: MAX_FILE_BYTES,
+        }),
         None | Some("") => Ok(data),
         Some("gzip") => {
             let mut out = Vec::new();
-            flate2::read::GzDecoder::new(data.as_slice())
-                .read_to_end(&mut out)
-                .map_err(|e| IgnitionError::Gzip(e.to_string()))?;
+            gunzip_bounded(&data, &mut out, MAX_FILE_BYTES)?;
             Ok(out)
         }
         Some(other) => Err(IgnitionError::Compression(other.to_string())),
@@ -300,8 +333,8 @@ pub fn decode_data_url(source: &str, compression: Option<&str>) -> Result<Vec<u8
 }
 
 /// The same verdict as [`decode_data_url`] without materialising uncompressed contents, since
-/// validation runs over every file of every MachineConfig.
-pub fn check_data_url(source: &str, compression: Option<&str>) -> Result<(), IgnitionError> {
+/// validation runs over every file of every MachineConfig. Returns the decoded size.
+pub fn check_data_url(source: &str, compression: Option<&str>) -> Result<u64, IgnitionError> {
     check_data_url_into(source, compression, &mut Vec::new())
 }
 
@@ -310,31 +343,45 @@ fn check_data_url_into(
     source: &str,
     compression: Option<&str>,
     scratch: &mut Vec<u8>,
-) -> Result<(), IgnitionError> {
+) -> Result<u64, IgnitionError> {
     if source.is_empty() {
-        return decode_data_url(source, compression).map(drop);
+        return decode_data_url(source, compression).map(|d| d.len() as u64);
     }
     let (is_base64, payload) = split_data_url(source)?;
-    match compression {
-        None | Some("") => {
-            if is_base64 {
-                scratch.clear();
-                // Base64 payloads rarely carry `%`; finding none is one fast scan.
-                let bytes = if payload.contains('%') {
-                    Cow::from(percent_encoding::percent_decode_str(payload))
-                } else {
-                    Cow::Borrowed(payload.as_bytes())
-                };
-                // Whitespace is rare too: only a failed strict decode pays for the lenient one,
-                // which gives the same verdict and message as decoding up front.
-                if BASE64.decode_vec(&*bytes, scratch).is_err() {
-                    decode_base64(&bytes)?;
-                }
-            }
-            Ok(())
+    let gzip = match compression {
+        None | Some("") => false,
+        Some("gzip") => true,
+        _ => return decode_data_url(source, compression).map(|d| d.len() as u64),
+    };
+    scratch.clear();
+    let len = if is_base64 {
+        // Base64 payloads rarely carry `%`; finding none is one fast scan.
+        let bytes = if payload.contains('%') {
+            Cow::from(percent_encoding::percent_decode_str(payload))
+        } else {
+            Cow::Borrowed(payload.as_bytes())
+        };
+        // Whitespace is rare too: only a failed strict decode pays for the lenient one,
+        // which gives the same verdict and message as decoding up front.
+        if BASE64.decode_vec(&*bytes, scratch).is_err() {
+            *scratch = decode_base64(&bytes)?;
         }
-        _ => decode_data_url(source, compression).map(drop),
+        scratch.len() as u64
+    } else if gzip {
+        scratch.extend(percent_encoding::percent_decode_str(payload));
+        scratch.len() as u64
+    } else {
+        percent_encoding::percent_decode_str(payload).count() as u64
+    };
+    if gzip {
+        return gunzip_bounded(scratch, &mut std::io::sink(), MAX_FILE_BYTES);
     }
+    if len > MAX_FILE_BYTES {
+        return Err(IgnitionError::TooLarge {
+            limit: MAX_FILE_BYTES,
+        });
+    }
+    Ok(len)
 }
 
 /// `data:[<mediatype>][;base64],<data>` → (is base64, raw data part).
@@ -393,6 +440,11 @@ pub enum Violation {
     DropinName(String),
     #[error("duplicate entry {key:?}, already defined at {first}")]
     Duplicate { key: String, first: String },
+    #[error("the decoded contents of {path} exceed the limit of {limit} bytes")]
+    FileTooLarge { path: String, limit: u64 },
+    /// The files decoded so far, this one included, exceed [`MAX_CONFIG_BYTES`].
+    #[error("the decoded files of the config exceed the limit of {limit} bytes at {path}")]
+    ConfigTooLarge { path: String, limit: u64 },
 }
 
 /// `%#o` as Go prints it: a leading 0 for non-zero values.
@@ -456,6 +508,7 @@ pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
                 + storage.directories.as_ref().map_or(0, Vec::len),
         );
         let mut scratch = Vec::new();
+        let mut total = 0u64;
         const FILES: &str = "storage.files";
         for (i, f) in storage.files.iter().flatten().enumerate() {
             check_path(FILES, i, &f.path)?;
@@ -479,21 +532,44 @@ pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
                     Violation::Append(f.path.clone()),
                 );
             }
-            if let Some(c) = &f.contents
-                && let Err(e) = check_data_url_into(
+            if let Some(c) = &f.contents {
+                match check_data_url_into(
                     c.source.as_deref().unwrap_or(""),
                     c.compression.as_deref(),
                     &mut scratch,
-                )
-            {
-                let field = match e {
-                    IgnitionError::Compression(_) => "compression",
-                    _ => "source",
-                };
-                return fail(
-                    format!("{FILES}[{i}].contents.{field}"),
-                    Violation::Source(e),
-                );
+                ) {
+                    Ok(n) => {
+                        total += n;
+                        if total > MAX_CONFIG_BYTES {
+                            return fail(
+                                format!("{FILES}[{i}].contents.source"),
+                                Violation::ConfigTooLarge {
+                                    path: f.path.clone(),
+                                    limit: MAX_CONFIG_BYTES,
+                                },
+                            );
+                        }
+                    }
+                    Err(IgnitionError::TooLarge { limit }) => {
+                        return fail(
+                            format!("{FILES}[{i}].contents.source"),
+                            Violation::FileTooLarge {
+                                path: f.path.clone(),
+                                limit,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        let field = match e {
+                            IgnitionError::Compression(_) => "compression",
+                            _ => "source",
+                        };
+                        return fail(
+                            format!("{FILES}[{i}].contents.{field}"),
+                            Violation::Source(e),
+                        );
+                    }
+                }
             }
         }
         const LINKS: &str = "storage.links";
@@ -1125,6 +1201,52 @@ mod tests {
         }
     }
 
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(data).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn gunzip_stops_at_the_limit() {
+        let data = gzip(&[7u8; 4096]);
+        let mut out = Vec::new();
+        assert_eq!(gunzip_bounded(&data, &mut out, 4096).unwrap(), 4096);
+        assert_eq!(out, [7u8; 4096]);
+        let mut out = Vec::new();
+        assert_eq!(
+            gunzip_bounded(&data, &mut out, 4095).unwrap_err(),
+            IgnitionError::TooLarge { limit: 4095 }
+        );
+        // It stopped one byte past the limit instead of inflating everything.
+        assert_eq!(out.len(), 4096);
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_refused_by_every_decoder() {
+        // 100 MiB + 1 of zeros is about 100 KiB of gzip.
+        let mut zeros = vec![0u8; MAX_FILE_BYTES as usize + 1];
+        let bomb = gzip(&zeros);
+        use base64::Engine as _;
+        let src = format!(
+            "data:;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(&bomb)
+        );
+        let over = IgnitionError::TooLarge {
+            limit: MAX_FILE_BYTES,
+        };
+        assert_eq!(decode_data_url(&src, Some("gzip")).unwrap_err(), over);
+        assert_eq!(check_data_url(&src, Some("gzip")).unwrap_err(), over);
+        zeros.pop();
+        let at = gzip(&zeros);
+        let src = format!(
+            "data:;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(&at)
+        );
+        assert_eq!(check_data_url(&src, Some("gzip")).unwrap(), MAX_FILE_BYTES);
+    }
+
     #[test]
     fn checking_a_data_url_gives_decodings_verdict() {
         for source in [
@@ -1142,7 +1264,7 @@ mod tests {
             "",
             "https://example.com/x",
         ] {
-            let decoded = decode_data_url(source, None).map(drop);
+            let decoded = decode_data_url(source, None).map(|d| d.len() as u64);
             assert_eq!(check_data_url(source, None), decoded, "{source:?}");
         }
         assert!(check_data_url("data:;base64,aGVs bG8=", None).is_ok());

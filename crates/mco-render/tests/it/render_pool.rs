@@ -351,3 +351,60 @@ fn consuming_canonical_form_equals_the_generic_one() {
         "same key order too"
     );
 }
+
+fn gzip_url(data: &[u8]) -> String {
+    use base64::Engine as _;
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(data).unwrap();
+    format!(
+        "data:;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap())
+    )
+}
+
+/// A small MachineConfig whose gzip file inflates past the file limit is refused by render,
+/// naming the MachineConfig and the path (the pool then reports `RenderDegraded` with this
+/// text, and no rendered config exists to roll out).
+#[test]
+fn a_decompression_bomb_is_refused_naming_the_mc_and_path() {
+    use mco_render::ignition::{MAX_CONFIG_BYTES, MAX_FILE_BYTES};
+    let bomb = gzip_url(&vec![0u8; MAX_FILE_BYTES as usize + 1]);
+    let mcs = vec![
+        file_mc("00-worker-a", "worker", "/etc/a", "a"),
+        mc(
+            "50-worker-bomb",
+            "worker",
+            json!({"config": {"ignition": {"version": "3.2.0"}, "storage": {"files": [
+                {"path": "/etc/bomb", "mode": 420, "contents": {"source": bomb, "compression": "gzip"}}
+            ]}}}),
+        ),
+    ];
+    let e = render_pool(&role_pool("worker"), &mcs, &cc(), "v").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "MachineConfig \"50-worker-bomb\": spec.config.storage.files[0].contents.source: the decoded contents of /etc/bomb exceed the limit of {MAX_FILE_BYTES} bytes"
+        )
+    );
+
+    // Three files under the file limit that together pass the config limit.
+    let each = (MAX_CONFIG_BYTES / 3 + 1) as usize;
+    assert!(each as u64 <= MAX_FILE_BYTES);
+    let part = gzip_url(&vec![0u8; each]);
+    let files: Vec<Value> = (0..3)
+        .map(|i| json!({"path": format!("/etc/part{i}"), "mode": 420, "contents": {"source": part, "compression": "gzip"}}))
+        .collect();
+    let mcs = vec![mc(
+        "60-worker-parts",
+        "worker",
+        json!({"config": {"ignition": {"version": "3.2.0"}, "storage": {"files": files}}}),
+    )];
+    let e = render_pool(&role_pool("worker"), &mcs, &cc(), "v").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "MachineConfig \"60-worker-parts\": spec.config.storage.files[2].contents.source: the decoded files of the config exceed the limit of {MAX_CONFIG_BYTES} bytes at /etc/part2"
+        )
+    );
+}
