@@ -4,6 +4,7 @@
 //! each module is a former `tests/<name>.rs`.
 
 mod apply_kubectl_flows;
+mod decoders_fuzz;
 mod openapi_documents;
 mod schema_properties;
 mod schema_real_crds;

@@ -5,6 +5,7 @@
 
 mod actions_drain;
 mod actions_policies;
+mod decoders_fuzz;
 mod diff_configs;
 mod ignition_parse;
 mod ignition_validate;
