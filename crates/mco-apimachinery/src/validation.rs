@@ -262,7 +262,7 @@ pub fn too_deep(obj: &Value, max: usize) -> Option<FieldError> {
     fn walk(v: &Value, depth: usize, max: usize, path: &mut String, root: bool) -> bool {
         let len = path.len();
         match v {
-            Value::Object(_) | Value::Array(_) if depth > max => return true,
+            Value::Object(_) | Value::Array(_) if depth > max => true,
             Value::Object(m) => m.iter().any(|(k, c)| {
                 if root && k == "metadata" {
                     // Skip managedFields: walk metadata's other children at depth + 1.
