@@ -384,6 +384,30 @@ fn check_data_url_into(
     Ok(len)
 }
 
+/// The decoded size of all files of `cfg` (already validated), or the path of the file at
+/// which it passes [`MAX_CONFIG_BYTES`]: a rendered config merges MachineConfigs that each
+/// stay under the limit.
+pub fn check_decoded_total(cfg: &Ignition) -> Result<u64, String> {
+    let mut scratch = Vec::new();
+    let mut total = 0u64;
+    let files = cfg.storage.as_ref().and_then(|s| s.files.as_ref());
+    for f in files.into_iter().flatten() {
+        let Some(c) = &f.contents else { continue };
+        // Each file was checked when its MachineConfig was; one that fails now counts as
+        // the limit, so it cannot slip through.
+        total += check_data_url_into(
+            c.source.as_deref().unwrap_or(""),
+            c.compression.as_deref(),
+            &mut scratch,
+        )
+        .unwrap_or(MAX_FILE_BYTES);
+        if total > MAX_CONFIG_BYTES {
+            return Err(f.path.clone());
+        }
+    }
+    Ok(total)
+}
+
 /// `data:[<mediatype>][;base64],<data>` → (is base64, raw data part).
 fn split_data_url(source: &str) -> Result<(bool, &str), IgnitionError> {
     let rest = source.strip_prefix("data:").ok_or_else(|| {
@@ -445,6 +469,9 @@ pub enum Violation {
     /// The files decoded so far, this one included, exceed [`MAX_CONFIG_BYTES`].
     #[error("the decoded files of the config exceed the limit of {limit} bytes at {path}")]
     ConfigTooLarge { path: String, limit: u64 },
+    /// The same for the rendered config that merges a pool's MachineConfigs.
+    #[error("the decoded files of the rendered config exceed the limit of {limit} bytes at {path}")]
+    RenderedTooLarge { path: String, limit: u64 },
 }
 
 /// `%#o` as Go prints it: a leading 0 for non-zero values.

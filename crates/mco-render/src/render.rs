@@ -325,10 +325,30 @@ fn render_with(
     config: impl Fn(usize) -> Result<Ignition, RenderError>,
 ) -> Result<Rendered, RenderError> {
     let mut merger = merge::Merger::default();
+    // Which MC a path's file comes from (the last one wins), to name it if the total is too large.
+    let mut owner: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..ordered.len() {
-        merger.add(config(i)?);
+        let cfg = config(i)?;
+        let files = cfg.storage.as_ref().and_then(|s| s.files.as_ref());
+        for f in files.into_iter().flatten() {
+            owner.insert(f.path.clone(), i);
+        }
+        merger.add(cfg);
     }
     let merged = merger.finish();
+    if let Err(path) = ignition::check_decoded_total(&merged) {
+        let mc = owner
+            .get(&path)
+            .map_or_else(String::new, |&i| mc_name(ordered[i]));
+        return Err(RenderError::Config {
+            mc,
+            field: "spec.config.storage.files".into(),
+            violation: Violation::RenderedTooLarge {
+                path,
+                limit: ignition::MAX_CONFIG_BYTES,
+            },
+        });
+    }
     let fields = merge::merge_fields(ordered, cc);
     if fields.kernel_type != KERNEL_TYPE_DEFAULT
         && let Some(mc) = ordered.iter().find(|mc| {

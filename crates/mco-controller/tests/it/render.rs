@@ -352,3 +352,52 @@ async fn a_pool_written_without_pause_still_renders_a_new_machine_config() {
     );
     assert_ne!(r1, r0);
 }
+
+/// A MachineConfig of about 100 KiB whose gzip file inflates past 100 MiB: the pool gets
+/// `RenderDegraded` naming the MachineConfig and the path, and no node is given a new target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decompression_bomb_degrades_render_and_targets_no_node() {
+    use base64::Engine as _;
+    use std::io::Write;
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    create_node(c, &node("w0", "worker", &r0)).await;
+
+    let limit = mco_render::ignition::MAX_FILE_BYTES;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&vec![0u8; limit as usize + 1]).unwrap();
+    let source = format!(
+        "data:;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap())
+    );
+    let mut bomb = machine_config("60-worker-bomb", "worker", "/etc/bomb", "x");
+    bomb.spec.config = Some(
+        json!({"ignition": {"version": "3.4.0"}, "storage": {"files": [
+            {"path": "/etc/bomb", "mode": 420, "contents": {"source": source, "compression": "gzip"}}
+        ]}}),
+    );
+    Api::<MachineConfig>::all(c.clone())
+        .create(&PostParams::default(), &bomb)
+        .await
+        .unwrap();
+    let msg = eventually("RenderDegraded", 30, || async move {
+        let s = pool(c, "worker").await.status?;
+        let rd = s.condition(pool_conditions::RENDER_DEGRADED)?;
+        (rd.status == "True").then(|| rd.message.clone())
+    })
+    .await;
+    assert_eq!(
+        msg,
+        format!(
+            "Failed to render configuration for pool worker: MachineConfig \"60-worker-bomb\": spec.config.storage.files[0].contents.source: the decoded contents of /etc/bomb exceed the limit of {limit} bytes"
+        )
+    );
+    assert_eq!(pool(c, "worker").await.spec.configuration.unwrap().name, r0);
+    let n = Api::<k8s_openapi::api::core::v1::Node>::all(c.clone())
+        .get("w0")
+        .await
+        .unwrap();
+    assert_eq!(ann(&n, annotations::DESIRED_CONFIG), r0, "no node targeted");
+}

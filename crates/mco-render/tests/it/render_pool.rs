@@ -408,3 +408,32 @@ fn a_decompression_bomb_is_refused_naming_the_mc_and_path() {
         )
     );
 }
+
+/// MachineConfigs each under the config limit whose merge passes it: the render names the
+/// MachineConfig and path of the file where the rendered total passes the limit.
+#[test]
+fn a_rendered_config_past_the_total_limit_is_refused() {
+    use mco_render::ignition::MAX_CONFIG_BYTES;
+    let each = (MAX_CONFIG_BYTES / 3 + 1) as usize;
+    let part = gzip_url(&vec![0u8; each]);
+    let mcs: Vec<MachineConfig> = (0..3)
+        .map(|i| {
+            mc(
+                &format!("7{i}-worker-part"),
+                "worker",
+                json!({"config": {"ignition": {"version": "3.2.0"}, "storage": {"files": [
+                    {"path": format!("/etc/part{i}"), "mode": 420, "contents": {"source": part, "compression": "gzip"}}
+                ]}}}),
+            )
+        })
+        .collect();
+    // Two of them render.
+    assert!(render_pool(&role_pool("worker"), &mcs[..2], &cc(), "v").is_ok());
+    let e = render_pool(&role_pool("worker"), &mcs, &cc(), "v").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "MachineConfig \"72-worker-part\": spec.config.storage.files: the decoded files of the rendered config exceed the limit of {MAX_CONFIG_BYTES} bytes at /etc/part2"
+        )
+    );
+}
