@@ -4,7 +4,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use mco_apimachinery::yaml;
 
-use crate::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool};
+use crate::{
+    ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration,
+};
 
 /// Every CRD, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -13,6 +15,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         MachineConfigPool::crd(),
         MachineConfigNode::crd(),
         ControllerConfig::crd(),
+        MachineConfiguration::crd(),
     ]
 }
 

@@ -8,6 +8,7 @@ pub mod controllerconfig;
 pub mod crds;
 pub mod machineconfig;
 pub mod mcn;
+pub mod operator;
 pub mod paths;
 pub mod pool;
 
@@ -17,6 +18,7 @@ pub use mcn::{
     MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecConfigVersion,
     MachineConfigNodeStatus, MachineConfigNodeStatusConfigVersion, ObjectName,
 };
+pub use operator::{MachineConfiguration, MachineConfigurationSpec, MachineConfigurationStatus};
 pub use pool::{
     MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec, MachineConfigPoolStatus,
     PoolConfiguration,

@@ -411,7 +411,10 @@ pub async fn run_all(
             .for_each(|_| future::ready(()));
 
         let sweep = crate::mcn::sweep_orphans(ctx.clone());
-        future::join5(render, rollout, mcn, drain, sweep).await;
+        // Its own watch of one object: a cluster without the MachineConfiguration CRD keeps
+        // every other controller running.
+        let disruption = crate::disruption::run(ctx.client.clone());
+        future::join(future::join5(render, rollout, mcn, drain, sweep), disruption).await;
     };
 
     tokio::select! {

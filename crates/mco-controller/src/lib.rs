@@ -14,11 +14,13 @@
 //! - [`ctx`]: [`ctx::Ctx`], the state every controller shares, and the helpers on it;
 //! - [`leader`]: the Lease elector;
 //! - the controllers, which do not use each other: [`render`], [`rollout`] (the node
-//!   controller), [`mcn`] (MachineConfigNode lifecycle) and [`drain`];
+//!   controller), [`mcn`] (MachineConfigNode lifecycle), [`drain`] and [`disruption`] (the
+//!   node disruption policy of `MachineConfiguration/cluster`);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
 pub mod controllers;
 pub mod ctx;
+pub mod disruption;
 pub mod drain;
 pub mod leader;
 pub mod mcn;

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use mco_api::constants::{labels, names};
-use mco_api::{ControllerConfig, ControllerConfigSpec, MachineConfigPool, MachineConfigPoolSpec};
+use mco_api::{
+    ControllerConfig, ControllerConfigSpec, MachineConfigPool, MachineConfigPoolSpec,
+    MachineConfiguration, MachineConfigurationSpec,
+};
 
 use crate::Options;
 
@@ -58,6 +61,18 @@ pub fn controller_config(opts: &Options) -> ControllerConfig {
         ControllerConfigSpec {
             os_image_url: opts.os_image.clone(),
             base_os_container_image: opts.os_image.clone(),
+            ..Default::default()
+        },
+    )
+}
+
+/// `MachineConfiguration/cluster` with no policy of its own, as upstream's operator creates it:
+/// the node disruption policy is upstream's defaults until an administrator adds to it.
+pub fn machine_configuration() -> MachineConfiguration {
+    MachineConfiguration::new(
+        mco_api::operator::MACHINE_CONFIGURATION_NAME,
+        MachineConfigurationSpec {
+            management_state: "Managed".into(),
             ..Default::default()
         },
     )

@@ -253,6 +253,7 @@ pub fn generate(opts: &Options, parts: &[Part]) -> Result<Vec<Manifest>, Error> 
                     out.push(Manifest::new(part, &pool)?);
                 }
                 out.push(Manifest::new(part, &defaults::controller_config(opts))?);
+                out.push(Manifest::new(part, &defaults::machine_configuration())?);
             }
         }
     }

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::{CONTROLLER, DAEMON, EVENTS_ROLE, Options};
 
 const MCO_GROUP: &str = mco_api::GROUP;
+const OPERATOR_GROUP: &str = mco_api::operator::OPERATOR_GROUP;
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
@@ -91,6 +92,12 @@ pub fn daemon_rules(opts: &Options) -> Vec<PolicyRule> {
             &["machineconfigs", "machineconfigpools", "controllerconfigs"],
             &["get", "list", "watch"],
         ),
+        // The merged node disruption policy in `MachineConfiguration/cluster`'s status.
+        rule(
+            &[OPERATOR_GROUP],
+            &["machineconfigurations"],
+            &["get", "list", "watch"],
+        ),
         // Its MachineConfigNode; `mco-mcn-guards` limits writes to the one named after its node.
         rule(
             &[MCO_GROUP],
@@ -159,6 +166,17 @@ pub fn controller_rules() -> Vec<PolicyRule> {
             &[MCO_GROUP],
             &["controllerconfigs"],
             &["get", "list", "watch"],
+        ),
+        // Node disruption policy: created when missing (as upstream), merged into its status.
+        rule(
+            &[OPERATOR_GROUP],
+            &["machineconfigurations"],
+            &["get", "list", "watch", "create"],
+        ),
+        rule(
+            &[OPERATOR_GROUP],
+            &["machineconfigurations/status"],
+            &["get", "update", "patch"],
         ),
     ]
 }

@@ -6,5 +6,6 @@ pub mod actions;
 pub mod diff;
 pub mod ignition;
 pub mod merge;
+pub mod policy;
 pub mod reconcile;
 pub mod render;

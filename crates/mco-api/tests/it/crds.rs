@@ -227,3 +227,17 @@ fn machineconfig_spec_field_names_are_upstreams() {
         ]
     );
 }
+
+#[test]
+fn machine_configuration_crd_is_upstreams_group_and_keeps_unknown_fields() {
+    let crd = crd("machineconfigurations");
+    assert_eq!(crd.spec.group, "operator.openshift.io");
+    assert_eq!(crd.spec.scope, "Cluster");
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let root = &schema["openAPIV3Schema"]["properties"];
+    assert_eq!(root["spec"]["x-kubernetes-preserve-unknown-fields"], true);
+    assert_eq!(root["status"]["x-kubernetes-preserve-unknown-fields"], true);
+    let files = &root["spec"]["properties"]["nodeDisruptionPolicy"]["properties"]["files"];
+    assert_eq!(files["maxItems"], 50);
+    assert!(crd.spec.versions[0].subresources.as_ref().unwrap().status.is_some());
+}

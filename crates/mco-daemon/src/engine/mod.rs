@@ -181,7 +181,7 @@ pub enum UpdateOutcome {
 }
 
 /// Options of one update.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct UpdateOptions {
     /// Re-apply everything with a reboot, as the force file asks (also implied by the file).
     pub force: bool,
@@ -379,7 +379,7 @@ impl Engine {
         let force = opts.force || self.force_requested()?;
         let old_name = old.metadata.name.clone().unwrap_or_default();
         let new_name = new.metadata.name.clone().unwrap_or_default();
-        let plan = match UpdatePlan::new(old, new, force, opts.policy) {
+        let plan = match UpdatePlan::new(old, new, force, &opts.policy) {
             Ok(p) => p,
             Err(PlanError::Unreconcilable(source)) => {
                 let message = format!(

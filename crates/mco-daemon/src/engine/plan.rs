@@ -1,8 +1,10 @@
 //! The pure half of an update: parse both configs, check reconcilability, diff them and derive
 //! the post-config actions and the drain decision. No I/O, so every rule is unit-tested.
 
+use std::sync::Arc;
+
 use mco_api::MachineConfig;
-use mco_render::actions::{self, PostConfigAction};
+use mco_render::actions::{self, DisruptionPolicies, PostConfigAction};
 use mco_render::diff::{ConfigDiff, ConfigView};
 use mco_render::ignition::{self, Ignition, IgnitionError};
 use mco_render::reconcile::{self, ReconcileError, StorageOverrides};
@@ -49,11 +51,14 @@ impl ParsedConfig {
 }
 
 /// Which calculation of post-config actions runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ActionPolicy {
-    /// Node-disruption policies with upstream's defaults (a running cluster).
+    /// Node-disruption policies with upstream's defaults (a running cluster without a
+    /// published policy).
     #[default]
     Disruption,
+    /// The cluster's merged node-disruption policies (`MachineConfiguration/cluster` status).
+    Cluster(Arc<DisruptionPolicies>),
     /// Upstream's older calculation, used on first boot.
     Legacy,
 }
@@ -100,7 +105,7 @@ impl UpdatePlan {
         old: &MachineConfig,
         new: &MachineConfig,
         force: bool,
-        policy: ActionPolicy,
+        policy: &ActionPolicy,
     ) -> Result<UpdatePlan, PlanError> {
         reconcile::check_machine_configs(old, new, StorageOverrides::default())?;
         let parse = |mc: &MachineConfig| {
@@ -118,6 +123,11 @@ impl UpdatePlan {
             match policy {
                 ActionPolicy::Disruption => {
                     let a = actions::actions_for(&diff);
+                    let d = actions::drain_required(&a, &diff);
+                    (a, d)
+                }
+                ActionPolicy::Cluster(policies) => {
+                    let a = actions::actions_with_policies(&diff, policies);
                     let d = actions::drain_required(&a, &diff);
                     (a, d)
                 }
@@ -192,11 +202,37 @@ mod tests {
             "img",
             ign(json!([{"path": "/etc/x", "contents": {"source": "data:,x"}}])),
         );
-        let p = UpdatePlan::new(&old, &new, false, ActionPolicy::Disruption).unwrap();
+        let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Disruption).unwrap();
         assert!(p.reboots());
         assert!(p.drain);
         assert!(!p.os_update());
         assert_eq!(p.diff.files.added, vec!["/etc/x".to_string()]);
+    }
+
+    #[test]
+    fn the_cluster_policy_replaces_the_reboot_with_its_actions() {
+        let old = mc("a", "img", ign(json!([])));
+        let new = mc(
+            "b",
+            "img",
+            ign(json!([{"path": "/etc/chrony.conf", "contents": {"source": "data:,x"}}])),
+        );
+        let policies = DisruptionPolicies::default().with_user_policies(
+            vec![actions::FilePolicy {
+                path: "/etc/chrony.conf".into(),
+                actions: vec![PostConfigAction::restart("chronyd.service")],
+            }],
+            vec![],
+            vec![],
+        );
+        let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Cluster(Arc::new(policies)))
+            .unwrap();
+        assert_eq!(p.actions, vec![PostConfigAction::restart("chronyd.service")]);
+        assert!(!p.reboots());
+        assert!(!p.drain);
+        // Without the cluster's policy the same change reboots.
+        let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Disruption).unwrap();
+        assert!(p.reboots());
     }
 
     #[test]
@@ -206,7 +242,7 @@ mod tests {
         cfg["passwd"] =
             json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAA"]}]});
         let new = mc("b", "img", cfg);
-        let p = UpdatePlan::new(&old, &new, false, ActionPolicy::Disruption).unwrap();
+        let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Disruption).unwrap();
         assert!(!p.reboots());
         assert!(!p.drain);
         assert!(p.ssh_update());
@@ -216,7 +252,7 @@ mod tests {
     #[test]
     fn force_reboots_even_when_equal() {
         let old = mc("a", "img", ign(json!([])));
-        let p = UpdatePlan::new(&old, &old, true, ActionPolicy::Disruption).unwrap();
+        let p = UpdatePlan::new(&old, &old, true, &ActionPolicy::Disruption).unwrap();
         assert!(p.diff.is_empty());
         assert!(p.reboots());
         assert!(p.os_update());
@@ -228,7 +264,7 @@ mod tests {
         let mut cfg = ign(json!([]));
         cfg["storage"]["directories"] = json!([{"path": "/etc/d"}]);
         let new = mc("b", "img", cfg);
-        let err = UpdatePlan::new(&old, &new, false, ActionPolicy::Disruption).unwrap_err();
+        let err = UpdatePlan::new(&old, &new, false, &ActionPolicy::Disruption).unwrap_err();
         assert!(matches!(err, PlanError::Unreconcilable(_)), "{err}");
         assert!(
             err.to_string()

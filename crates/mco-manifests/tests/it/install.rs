@@ -126,6 +126,7 @@ fn the_stream_lists_every_kind_in_apply_order() {
             "DaemonSet",
             "MachineConfigPool",
             "ControllerConfig",
+            "MachineConfiguration",
         ]
     );
     let yaml = mco_manifests::to_yaml(&all(&Options::default())).unwrap();
@@ -170,6 +171,7 @@ fn expand(lines: &[&str]) -> BTreeSet<String> {
 }
 
 const MC: &str = "machineconfiguration.openshift.io";
+const OP: &str = "operator.openshift.io";
 
 fn cluster_role_grants(opts: &Options, name: &str) -> BTreeSet<String> {
     let role: ClusterRole = typed(find(&all(opts), "ClusterRole", name));
@@ -183,6 +185,7 @@ fn daemon_permissions_are_exactly_these() {
         format!("{MC} machineconfigs get,list,watch"),
         format!("{MC} machineconfigpools get,list,watch"),
         format!("{MC} controllerconfigs get,list,watch"),
+        format!("{OP} machineconfigurations get,list,watch"),
         format!("{MC} machineconfignodes get,list,watch,create,update,patch"),
         format!("{MC} machineconfignodes/status get,list,watch,create,update,patch"),
     ];
@@ -217,6 +220,8 @@ fn controller_permissions_are_exactly_these() {
         format!("{MC} machineconfignodes get,list,watch,create,update,patch,delete"),
         format!("{MC} machineconfignodes/status get,update,patch"),
         format!("{MC} controllerconfigs get,list,watch"),
+        format!("{OP} machineconfigurations get,list,watch,create"),
+        format!("{OP} machineconfigurations/status get,update,patch"),
     ];
     let lines: Vec<&str> = expected.iter().map(String::as_str).collect();
     for opts in [

@@ -10,6 +10,7 @@ mod diff_configs;
 mod ignition_parse;
 mod ignition_validate;
 mod merge_rules;
+mod policy_cluster;
 mod reconcile_rules;
 mod render_fixtures;
 mod render_pool;

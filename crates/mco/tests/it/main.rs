@@ -6,6 +6,7 @@
 
 mod e2e;
 mod e2e_adoption;
+mod e2e_disruption;
 mod e2e_real;
 mod e2e_resilience;
 mod e2e_rollouts;

@@ -29,6 +29,7 @@
 mod boot;
 pub mod decide;
 mod outbox;
+mod policy;
 mod update;
 
 use std::future::Future;
@@ -40,7 +41,7 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use mco_api::constants::{MAX_REASON_LEN, annotations as ann, mcn_conditions as c, states};
-use mco_api::{MachineConfig, MachineConfigNode};
+use mco_api::{MachineConfig, MachineConfigNode, MachineConfiguration};
 use tracing::Instrument;
 
 use crate::agent::mcn::{Status, Write};
@@ -138,6 +139,8 @@ struct Inner {
     nodes: Api<Node>,
     mcs: Api<MachineConfig>,
     mcns: Api<MachineConfigNode>,
+    /// `MachineConfiguration/cluster`, whose status holds the merged node disruption policy.
+    machine_configurations: Api<MachineConfiguration>,
     /// Set once [`Daemon::run`]'s shutdown fires, so that waits inside a sync give up.
     shutdown: tokio::sync::watch::Sender<bool>,
     /// This Node as last seen by [`Daemon::run`]'s watch, so that a drain wait wakes on the
@@ -293,6 +296,7 @@ impl Daemon {
                 nodes: Api::all(client.clone()),
                 mcs: Api::all(client.clone()),
                 mcns: Api::all(client.clone()),
+                machine_configurations: Api::all(client.clone()),
                 events: Api::namespaced(client, "default"),
                 engine: Arc::new(engine),
                 metrics,

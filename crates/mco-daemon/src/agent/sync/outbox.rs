@@ -102,37 +102,72 @@ fn restore<T>(m: &Mutex<Vec<T>>, mut held: Vec<T>) {
     }
 }
 
+fn is_crio_reload(a: &PostConfigAction) -> bool {
+    matches!(a, PostConfigAction::Special)
+        || matches!(a, PostConfigAction::Reload(u) if u == "crio.service")
+}
+
+/// The `UpdatePostActionComplete` write: every action taken, in order, in upstream's words
+/// (`Node has reloaded service <s>`, `Node has reloaded CRIO`); a restart, which upstream does
+/// not record in the MachineConfigNode, reads `Node has restarted service <s>`.
 fn post_action_write(actions: &[PostConfigAction]) -> Write {
-    let crio = actions.iter().any(|a| {
-        matches!(a, PostConfigAction::Special)
-            || matches!(a, PostConfigAction::Reload(u) if u == "crio.service")
-    });
-    if crio {
-        let m = "Node has reloaded CRIO";
-        return Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::True, m).child(
-            c::RELOADED_CRIO,
-            Status::True,
-            m,
-        );
+    let mut parts: Vec<String> = Vec::new();
+    for a in actions {
+        let part = match a {
+            a if is_crio_reload(a) => "Node has reloaded CRIO".to_owned(),
+            PostConfigAction::Reload(u) => format!("Node has reloaded service {u}"),
+            PostConfigAction::Restart(u) => format!("Node has restarted service {u}"),
+            PostConfigAction::DaemonReload => "Node has reloaded service daemon-reload".to_owned(),
+            _ => continue,
+        };
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
     }
-    let service = actions.iter().find_map(|a| match a {
-        PostConfigAction::Reload(u) | PostConfigAction::Restart(u) => Some(u.clone()),
-        PostConfigAction::DaemonReload => Some("daemon-reload".into()),
-        _ => None,
-    });
-    match service {
-        Some(s) => Write::parent(
-            c::UPDATE_POST_ACTION_COMPLETE,
-            Status::True,
-            format!("Node has reloaded service {s}"),
-        ),
-        None => Write::parent(
+    if parts.is_empty() {
+        return Write::parent(
             c::UPDATE_POST_ACTION_COMPLETE,
             Status::True,
             "Changes do not require a reboot",
         )
-        .reason("None"),
+        .reason("None");
     }
+    let m = parts.join(", ");
+    let w = Write::parent(c::UPDATE_POST_ACTION_COMPLETE, Status::True, m.clone());
+    if actions.iter().any(is_crio_reload) {
+        return w.child(c::RELOADED_CRIO, Status::True, m);
+    }
+    w
+}
+
+/// The events of a rebootless update, one per action taken, with upstream's reasons and
+/// messages: `SkipReboot`, `ServiceReload`, `ServiceRestart`.
+pub fn post_action_events(actions: &[PostConfigAction]) -> Vec<(&'static str, String)> {
+    const PREFIX: &str = "Config changes do not require reboot.";
+    actions
+        .iter()
+        .filter_map(|a| {
+            Some(match a {
+                PostConfigAction::None => ("SkipReboot", PREFIX.to_owned()),
+                PostConfigAction::Reload(u) => {
+                    ("ServiceReload", format!("{PREFIX} Service {u} was reloaded."))
+                }
+                PostConfigAction::Special => (
+                    "ServiceReload",
+                    format!("{PREFIX} Service crio.service was reloaded."),
+                ),
+                PostConfigAction::DaemonReload => (
+                    "ServiceReload",
+                    format!("{PREFIX} Service daemon-reload was reloaded."),
+                ),
+                PostConfigAction::Restart(u) => (
+                    "ServiceRestart",
+                    format!("{PREFIX} Service {u} was restarted."),
+                ),
+                PostConfigAction::Drain | PostConfigAction::Reboot => return None,
+            })
+        })
+        .collect()
 }
 
 impl Inner {
@@ -477,6 +512,12 @@ impl Inner {
                 node?;
                 status?;
             }
+            Phase::PostActionComplete { actions } => {
+                self.mcn(&w).await?;
+                for (reason, message) in post_action_events(actions) {
+                    self.event("Normal", reason, &message).await;
+                }
+            }
             _ => self.mcn(&w).await?,
         }
         Ok(())
@@ -500,5 +541,49 @@ impl Inner {
         if let Err(w) = self.mcn(&mcn::degraded(self.name(), Some(&reason))).await {
             tracing::error!(error = %w, "could not write NodeDegraded");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PostConfigAction as A;
+
+    #[test]
+    fn every_rebootless_action_is_recorded_in_the_mcn_and_as_an_event() {
+        let actions = [A::DaemonReload, A::restart("chronyd.service")];
+        let w = post_action_write(&actions);
+        assert_eq!(
+            w.message,
+            "Node has reloaded service daemon-reload, Node has restarted service chronyd.service"
+        );
+        assert!(w.child.is_none());
+        assert_eq!(
+            post_action_events(&actions),
+            vec![
+                (
+                    "ServiceReload",
+                    "Config changes do not require reboot. Service daemon-reload was reloaded."
+                        .to_owned()
+                ),
+                (
+                    "ServiceRestart",
+                    "Config changes do not require reboot. Service chronyd.service was restarted."
+                        .to_owned()
+                ),
+            ]
+        );
+        let crio = post_action_write(&[A::Special]);
+        assert_eq!(crio.message, "Node has reloaded CRIO");
+        assert_eq!(crio.child.unwrap().0, c::RELOADED_CRIO);
+        let none = post_action_write(&[A::None]);
+        assert_eq!(none.reason, Some("None"));
+        assert_eq!(
+            post_action_events(&[A::None]),
+            vec![(
+                "SkipReboot",
+                "Config changes do not require reboot.".to_owned()
+            )]
+        );
     }
 }

@@ -131,6 +131,7 @@ impl Inner {
         let mut reporter = KubeReporter::new(self);
         let opts = UpdateOptions {
             force,
+            policy: self.action_policy().await,
             ..UpdateOptions::default()
         };
         let (prepared, engine, mut reporter) = blocking(move || {

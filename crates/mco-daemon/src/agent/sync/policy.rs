@@ -1,0 +1,42 @@
+//! The node disruption policy an update acts on: the merged policies the controller publishes in
+//! `MachineConfiguration/cluster`'s `status.nodeDisruptionPolicyStatus.clusterPolicies`, read
+//! when an update is planned, as upstream's daemon does. Without a readable published policy
+//! (no CRD, no object, no status yet, or a status that does not parse) the update uses
+//! upstream's defaults and says so in the log.
+
+use std::sync::Arc;
+
+use mco_api::operator::MACHINE_CONFIGURATION_NAME;
+
+use super::Inner;
+use crate::engine::plan::ActionPolicy;
+
+impl Inner {
+    pub(super) async fn action_policy(&self) -> ActionPolicy {
+        let object = match self
+            .machine_configurations
+            .get_opt(MACHINE_CONFIGURATION_NAME)
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading MachineConfiguration/cluster; using the default node disruption policies");
+                return ActionPolicy::Disruption;
+            }
+        };
+        let published = object
+            .and_then(|o| o.status)
+            .and_then(|s| s.node_disruption_policy_status);
+        let Some(published) = published else {
+            tracing::info!("no node disruption policy published; using the defaults");
+            return ActionPolicy::Disruption;
+        };
+        match mco_render::policy::from_status(&published.cluster_policies) {
+            Ok(p) => ActionPolicy::Cluster(Arc::new(p)),
+            Err(e) => {
+                tracing::warn!(error = %e, "published node disruption policy unreadable; using the defaults");
+                ActionPolicy::Disruption
+            }
+        }
+    }
+}
