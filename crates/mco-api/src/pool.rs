@@ -109,8 +109,12 @@ pub struct PoolConfiguration {
     pub source: Vec<k8s_openapi::api::core::v1::ObjectReference>,
 }
 
+/// Upstream's pool status. mco writes the counts, `configuration`, `observedGeneration` and
+/// `conditions` ([`MachineConfigPoolStatus::OWNED`]) by merge patch; every other field
+/// (`certExpirys`, `poolSynchronizersStatus`, `osImageStream`, and any later one) is kept.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct MachineConfigPoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -130,6 +134,46 @@ pub struct MachineConfigPoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub conditions: Vec<MachineConfigPoolCondition>,
+    /// Certificates of the pool's bundles and when they expire (written by upstream).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub cert_expirys: Vec<CertExpiry>,
+    /// Counts of upstream's pool synchronizers (pinned image sets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["poolSynchronizerType"]))]
+    pub pool_synchronizers_status: Vec<PoolSynchronizerStatus>,
+    /// Upstream fields mco does not model, kept as they are.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One certificate of a pool's CA bundles (upstream's `CertExpiry`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct CertExpiry {
+    pub bundle: String,
+    pub subject: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<String>,
+}
+
+/// Upstream's `PoolSynchronizerStatus`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSynchronizerStatus {
+    pub pool_synchronizer_type: String,
+    #[serde(default)]
+    pub machine_count: i64,
+    #[serde(default)]
+    pub updated_machine_count: i64,
+    #[serde(default)]
+    pub ready_machine_count: i64,
+    #[serde(default)]
+    pub available_machine_count: i64,
+    #[serde(default)]
+    pub unavailable_machine_count: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
 /// Upstream's pool condition: not `metav1.Condition` (no observedGeneration, reason optional).
@@ -148,6 +192,18 @@ pub struct MachineConfigPoolCondition {
 }
 
 impl MachineConfigPoolStatus {
+    /// The status fields mco computes and writes; the rest belong to other writers.
+    pub const OWNED: [&'static str; 8] = [
+        "observedGeneration",
+        "configuration",
+        "machineCount",
+        "updatedMachineCount",
+        "readyMachineCount",
+        "unavailableMachineCount",
+        "degradedMachineCount",
+        "conditions",
+    ];
+
     /// The condition of the given type, if present.
     pub fn condition(&self, type_: &str) -> Option<&MachineConfigPoolCondition> {
         self.conditions.iter().find(|c| c.type_ == type_)

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
@@ -377,7 +377,7 @@ pub async fn update_pool_status(
     let api: Api<MachineConfigPool> = Api::all(ctx.client.clone());
     let mut held = ctx.known_pool(name);
     for _ in 0..5 {
-        let mut pool = match held.take() {
+        let pool = match held.take() {
             Some(p) => (*p).clone(),
             None => match api.get_opt(name).await? {
                 Some(p) => p,
@@ -390,9 +390,23 @@ pub async fn update_pool_status(
         if pool.status.as_ref() == Some(&status) {
             return Ok(None);
         }
-        pool.status = Some(status);
+        // Only the fields mco owns, under the resourceVersion they were computed from: other
+        // writers' fields (upstream's certExpirys, poolSynchronizersStatus) are never touched.
+        let computed = serde_json::to_value(&status)?;
+        let owned: serde_json::Map<String, serde_json::Value> =
+            mco_api::MachineConfigPoolStatus::OWNED
+                .iter()
+                .map(|k| {
+                    let v = computed.get(*k).cloned().unwrap_or(serde_json::Value::Null);
+                    ((*k).to_owned(), v)
+                })
+                .collect();
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": pool.metadata.resource_version},
+            "status": owned,
+        });
         match api
-            .replace_status(name, &PostParams::default(), &pool)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
             Ok(p) => {

@@ -229,6 +229,39 @@ fn machineconfig_spec_field_names_are_upstreams() {
 }
 
 #[test]
+fn pool_status_keeps_upstreams_fields_and_names_the_ones_mco_owns() {
+    let upstream = serde_json::json!({
+        "machineCount": 2, "updatedMachineCount": 2, "readyMachineCount": 2,
+        "unavailableMachineCount": 0, "degradedMachineCount": 0,
+        "certExpirys": [{"bundle": "KubeAPIServerServingCAData", "subject": "CN=x", "expiry": "2036-01-01T00:00:00Z"}],
+        "poolSynchronizersStatus": [{"poolSynchronizerType": "PinnedImageSets", "machineCount": 2,
+            "updatedMachineCount": 2, "readyMachineCount": 2, "availableMachineCount": 2,
+            "unavailableMachineCount": 0, "observedGeneration": 4}],
+        "osImageStream": {"name": "rhel-10"}
+    });
+    let status: mco_api::MachineConfigPoolStatus = serde_json::from_value(upstream.clone()).unwrap();
+    assert_eq!(status.cert_expirys[0].subject, "CN=x");
+    assert_eq!(serde_json::to_value(&status).unwrap(), upstream);
+
+    // The CRD carries upstream's fields, so the API server prunes none of them.
+    let crd = crd("machineconfigpools");
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let props = &schema["openAPIV3Schema"]["properties"]["status"]["properties"];
+    for field in ["certExpirys", "poolSynchronizersStatus"] {
+        assert!(props[field].is_object(), "{field} missing from the schema");
+    }
+    assert_eq!(
+        schema["openAPIV3Schema"]["properties"]["status"]["x-kubernetes-preserve-unknown-fields"],
+        true
+    );
+    // What mco writes is exactly its own fields.
+    for field in mco_api::MachineConfigPoolStatus::OWNED {
+        assert!(props[field].is_object(), "{field} is not a status field");
+    }
+    assert!(!mco_api::MachineConfigPoolStatus::OWNED.contains(&"certExpirys"));
+}
+
+#[test]
 fn machine_configuration_crd_is_upstreams_group_and_keeps_unknown_fields() {
     let crd = crd("machineconfigurations");
     assert_eq!(crd.spec.group, "operator.openshift.io");
