@@ -414,7 +414,11 @@ pub async fn run_all(
         // Its own watch of one object: a cluster without the MachineConfiguration CRD keeps
         // every other controller running.
         let disruption = crate::disruption::run(ctx.client.clone());
-        future::join(future::join5(render, rollout, mcn, drain, sweep), disruption).await;
+        future::join(
+            future::join5(render, rollout, mcn, drain, sweep),
+            disruption,
+        )
+        .await;
     };
 
     tokio::select! {

@@ -30,10 +30,7 @@ pub const FIELD_MANAGER: &str = "machine-config-controller";
 
 /// What the controller writes for one observed object: the status fields it owns, or `None`
 /// when the object is not managed.
-pub fn desired_status(
-    mc: &MachineConfiguration,
-    now: Time,
-) -> Option<MachineConfigurationStatus> {
+pub fn desired_status(mc: &MachineConfiguration, now: Time) -> Option<MachineConfigurationStatus> {
     if !mc.spec.managed() {
         return None;
     }
@@ -206,7 +203,11 @@ mod tests {
         );
         let s = desired_status(&mc, t("2026-02-01T00:00:00Z")).unwrap();
         assert_eq!(s.observed_generation, Some(3));
-        let files = &s.node_disruption_policy_status.unwrap().cluster_policies.files;
+        let files = &s
+            .node_disruption_policy_status
+            .unwrap()
+            .cluster_policies
+            .files;
         assert_eq!(files.last().unwrap().path, "/etc/chrony.conf");
         // Upstream's own conditions are kept.
         assert_eq!(s.conditions[0].type_, "BootImageUpdateDegraded");
@@ -231,7 +232,8 @@ mod tests {
         let c = &s.conditions[0];
         assert_eq!(c.status, "True");
         assert!(
-            c.message.contains("spec.nodeDisruptionPolicy.units[0].actions[0].restart"),
+            c.message
+                .contains("spec.nodeDisruptionPolicy.units[0].actions[0].restart"),
             "{}",
             c.message
         );

@@ -32,7 +32,14 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> PolicyError 
 }
 
 const SPEC: &str = "spec.nodeDisruptionPolicy";
-const USER_TYPES: &[&str] = &["Reboot", "Drain", "Reload", "Restart", "DaemonReload", "None"];
+const USER_TYPES: &[&str] = &[
+    "Reboot",
+    "Drain",
+    "Reload",
+    "Restart",
+    "DaemonReload",
+    "None",
+];
 const UNIT_SUFFIXES: &[&str] = &[
     "service",
     "socket",
@@ -53,9 +60,7 @@ fn check_service_name(field: &str, name: &str) -> Result<(), PolicyError> {
     if name.len() > MAX_SERVICE_NAME_LEN {
         return Err(invalid(
             field,
-            format!(
-                "Too long: may not be more than {MAX_SERVICE_NAME_LEN} bytes"
-            ),
+            format!("Too long: may not be more than {MAX_SERVICE_NAME_LEN} bytes"),
         ));
     }
     let Some((stem, suffix)) = name.rsplit_once('.') else {
@@ -98,7 +103,11 @@ fn service(
 }
 
 /// One action; `allowed` lists the types accepted (users may not write `Special`).
-fn action(field: &str, a: &PolicyAction, allowed: &[&str]) -> Result<PostConfigAction, PolicyError> {
+fn action(
+    field: &str,
+    a: &PolicyAction,
+    allowed: &[&str],
+) -> Result<PostConfigAction, PolicyError> {
     if !allowed.contains(&a.type_.as_str()) {
         let supported: Vec<String> = allowed.iter().map(|t| format!("{t:?}")).collect();
         return Err(invalid(
@@ -173,10 +182,11 @@ fn actions(
     Ok(out)
 }
 
-/// The administrator's policies, checked: the first invalid field is the error.
+/// The administrator's policies alone (no defaults), checked: the first invalid field is the
+/// error.
 pub fn validate_user_policies(
     config: &NodeDisruptionPolicyConfig,
-) -> Result<(Vec<FilePolicy>, Vec<UnitPolicy>, Vec<PostConfigAction>), PolicyError> {
+) -> Result<DisruptionPolicies, PolicyError> {
     for (name, len) in [("files", config.files.len()), ("units", config.units.len())] {
         if len > MAX_SPEC_POLICIES {
             return Err(invalid(
@@ -224,17 +234,23 @@ pub fn validate_user_policies(
         Some(s) => actions(&format!("{SPEC}.sshkey"), &s.actions, USER_TYPES)?,
         None => Vec::new(),
     };
-    Ok((files, units, ssh))
+    Ok(DisruptionPolicies {
+        files,
+        units,
+        ssh_key: ssh,
+    })
 }
 
 /// Upstream's `MergeClusterPolicies`: the defaults with the administrator's policies on top, or
 /// the error naming the first invalid field.
-pub fn merge(config: Option<&NodeDisruptionPolicyConfig>) -> Result<DisruptionPolicies, PolicyError> {
+pub fn merge(
+    config: Option<&NodeDisruptionPolicyConfig>,
+) -> Result<DisruptionPolicies, PolicyError> {
     let Some(config) = config else {
         return Ok(DisruptionPolicies::default());
     };
-    let (files, units, ssh) = validate_user_policies(config)?;
-    Ok(DisruptionPolicies::default().with_user_policies(files, units, ssh))
+    let user = validate_user_policies(config)?;
+    Ok(DisruptionPolicies::default().with_user_policies(user.files, user.units, user.ssh_key))
 }
 
 fn wire(a: &PostConfigAction) -> PolicyAction {
@@ -286,7 +302,9 @@ pub fn to_status(p: &DisruptionPolicies) -> NodeDisruptionPolicyClusterStatus {
 
 /// The merged policies the daemon acts on, read back from the status. `Special` is allowed
 /// here (the controller writes it for registries.conf).
-pub fn from_status(s: &NodeDisruptionPolicyClusterStatus) -> Result<DisruptionPolicies, PolicyError> {
+pub fn from_status(
+    s: &NodeDisruptionPolicyClusterStatus,
+) -> Result<DisruptionPolicies, PolicyError> {
     const STATUS: &str = "status.nodeDisruptionPolicyStatus.clusterPolicies";
     const ALL: &[&str] = &[
         "Reboot",

@@ -239,7 +239,8 @@ fn pool_status_keeps_upstreams_fields_and_names_the_ones_mco_owns() {
             "unavailableMachineCount": 0, "observedGeneration": 4}],
         "osImageStream": {"name": "rhel-10"}
     });
-    let status: mco_api::MachineConfigPoolStatus = serde_json::from_value(upstream.clone()).unwrap();
+    let status: mco_api::MachineConfigPoolStatus =
+        serde_json::from_value(upstream.clone()).unwrap();
     assert_eq!(status.cert_expirys[0].subject, "CN=x");
     assert_eq!(serde_json::to_value(&status).unwrap(), upstream);
 
@@ -272,5 +273,12 @@ fn machine_configuration_crd_is_upstreams_group_and_keeps_unknown_fields() {
     assert_eq!(root["status"]["x-kubernetes-preserve-unknown-fields"], true);
     let files = &root["spec"]["properties"]["nodeDisruptionPolicy"]["properties"]["files"];
     assert_eq!(files["maxItems"], 50);
-    assert!(crd.spec.versions[0].subresources.as_ref().unwrap().status.is_some());
+    assert!(
+        crd.spec.versions[0]
+            .subresources
+            .as_ref()
+            .unwrap()
+            .status
+            .is_some()
+    );
 }

@@ -225,9 +225,17 @@ mod tests {
             vec![],
             vec![],
         );
-        let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Cluster(Arc::new(policies)))
-            .unwrap();
-        assert_eq!(p.actions, vec![PostConfigAction::restart("chronyd.service")]);
+        let p = UpdatePlan::new(
+            &old,
+            &new,
+            false,
+            &ActionPolicy::Cluster(Arc::new(policies)),
+        )
+        .unwrap();
+        assert_eq!(
+            p.actions,
+            vec![PostConfigAction::restart("chronyd.service")]
+        );
         assert!(!p.reboots());
         assert!(!p.drain);
         // Without the cluster's policy the same change reboots.

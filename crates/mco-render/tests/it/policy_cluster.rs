@@ -91,7 +91,10 @@ fn the_most_specific_path_wins_whoever_wrote_it() {
     .unwrap();
     let run = |p: &str| actions_with_policies(&changed(&[p]), &merged);
     // The default for the file itself is more specific than the user's directory.
-    assert_eq!(run("/etc/containers/policy.json"), vec![A::reload("crio.service")]);
+    assert_eq!(
+        run("/etc/containers/policy.json"),
+        vec![A::reload("crio.service")]
+    );
     assert_eq!(run("/etc/containers/other.conf"), vec![A::Reboot]);
     assert_eq!(run("/etc/app/a.conf"), vec![A::None]);
     assert_eq!(run("/etc/app/sub/x.conf"), vec![A::restart("app.service")]);
@@ -126,7 +129,8 @@ fn invalid_policies_name_the_field() {
         "actions": [{"type": "Reboot"}, {"type": "Drain"}]}]}));
     assert_eq!(field, "spec.nodeDisruptionPolicy.files[0].actions");
     assert!(message.starts_with("Reboot action can only be specified standalone"));
-    let (field, _) = error_of(json!({"units": [{"name": "nosuffix", "actions": [{"type": "None"}]}]}));
+    let (field, _) =
+        error_of(json!({"units": [{"name": "nosuffix", "actions": [{"type": "None"}]}]}));
     assert_eq!(field, "spec.nodeDisruptionPolicy.units[0].name");
     let (field, _) = error_of(json!({"files": [
         {"path": "/etc/a", "actions": [{"type": "None"}]},
@@ -136,15 +140,11 @@ fn invalid_policies_name_the_field() {
 
 #[test]
 fn limits_are_upstreams_and_hold_at_the_boundary() {
-    let files = |n: usize| {
-        json!({"files": (0..n).map(|i| json!({"path": format!("/etc/f{i}"), "actions": [{"type": "None"}]})).collect::<Vec<_>>()})
-    };
+    let files = |n: usize| json!({"files": (0..n).map(|i| json!({"path": format!("/etc/f{i}"), "actions": [{"type": "None"}]})).collect::<Vec<_>>()});
     assert!(merge(Some(&config(files(50)))).is_ok());
     assert_eq!(error_of(files(51)).0, "spec.nodeDisruptionPolicy.files");
 
-    let actions = |n: usize| {
-        json!({"units": [{"name": "a.service", "actions": (0..n).map(|_| json!({"type": "DaemonReload"})).collect::<Vec<_>>()}]})
-    };
+    let actions = |n: usize| json!({"units": [{"name": "a.service", "actions": (0..n).map(|_| json!({"type": "DaemonReload"})).collect::<Vec<_>>()}]});
     assert!(merge(Some(&config(actions(10)))).is_ok());
     assert_eq!(
         error_of(actions(11)).0,
@@ -156,5 +156,8 @@ fn limits_are_upstreams_and_hold_at_the_boundary() {
         json!({"units": [{"name": name, "actions": [{"type": "None"}]}]})
     };
     assert!(merge(Some(&config(named(255)))).is_ok());
-    assert_eq!(error_of(named(256)).0, "spec.nodeDisruptionPolicy.units[0].name");
+    assert_eq!(
+        error_of(named(256)).0,
+        "spec.nodeDisruptionPolicy.units[0].name"
+    );
 }

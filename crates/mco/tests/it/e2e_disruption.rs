@@ -134,7 +134,10 @@ fn node_disruption_policies_replace_reboots_and_are_recorded() {
         published_paths(&o).contains(&"/etc/chrony.conf".to_owned()),
         "{o}"
     );
-    assert_eq!(condition_status(&o, "NodeDisruptionPolicyDegraded"), "False");
+    assert_eq!(
+        condition_status(&o, "NodeDisruptionPolicyDegraded"),
+        "False"
+    );
 
     // A file policy: chronyd restarted, no drain, no reboot.
     let old = c.pool_target("worker");

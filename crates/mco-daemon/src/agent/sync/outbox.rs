@@ -149,9 +149,10 @@ pub fn post_action_events(actions: &[PostConfigAction]) -> Vec<(&'static str, St
         .filter_map(|a| {
             Some(match a {
                 PostConfigAction::None => ("SkipReboot", PREFIX.to_owned()),
-                PostConfigAction::Reload(u) => {
-                    ("ServiceReload", format!("{PREFIX} Service {u} was reloaded."))
-                }
+                PostConfigAction::Reload(u) => (
+                    "ServiceReload",
+                    format!("{PREFIX} Service {u} was reloaded."),
+                ),
                 PostConfigAction::Special => (
                     "ServiceReload",
                     format!("{PREFIX} Service crio.service was reloaded."),
