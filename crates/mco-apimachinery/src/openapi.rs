@@ -162,6 +162,22 @@ pub fn builtin_resources() -> Vec<OpenApiResource> {
             false,
         ),
         b(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            false,
+            true,
+        ),
+        b(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            false,
+            false,
+        ),
+        b(
             "apiextensions.k8s.io",
             "v1",
             "CustomResourceDefinition",

@@ -103,6 +103,7 @@ fn groups(reg: &Registry) -> Vec<GroupVersions> {
         "coordination.k8s.io",
         "policy",
         "rbac.authorization.k8s.io",
+        "admissionregistration.k8s.io",
         "apiextensions.k8s.io",
     ];
     out.sort_by_key(|(g, _)| {

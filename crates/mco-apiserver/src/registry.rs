@@ -246,6 +246,28 @@ fn builtins() -> Vec<ResourceInfo> {
             false,
             false,
         ),
+        // Stored and served so the shipped install applies with plain kubectl; not
+        // evaluated (no CEL): the owner-node guards they express are built in.
+        builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            &[],
+            &["api-extensions"],
+            false,
+            true,
+        ),
+        builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            &[],
+            &["api-extensions"],
+            false,
+            false,
+        ),
         builtin(
             "apiextensions.k8s.io",
             "v1",
