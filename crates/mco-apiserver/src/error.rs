@@ -106,7 +106,13 @@ impl ApiError {
         }
     }
 
-    pub fn with_details(mut self, details: Value) -> Self {
+    pub fn with_details(mut self, mut details: Value) -> Self {
+        // StatusDetails' group is `omitempty`: the core group sends none.
+        if let Some(m) = details.as_object_mut()
+            && m.get("group").is_some_and(|g| g == "")
+        {
+            m.remove("group");
+        }
         self.details = Some(Box::new(details));
         self
     }

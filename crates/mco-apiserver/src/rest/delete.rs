@@ -10,7 +10,7 @@ use super::encode::{json_response, out};
 use super::list::Filter;
 use super::write::after_write;
 use super::{App, Target, dry_run};
-use crate::error::ApiError;
+use crate::error::{ApiError, ResRef};
 use crate::objects::{self, meta, meta_mut, meta_str};
 use crate::registry::ResourceInfo;
 use crate::store::{Action, Outcome};
@@ -93,16 +93,21 @@ pub async fn delete(
                 if let Some(uid) = &o2.uid
                     && Some(uid.as_str()) != meta_str(cur, "uid")
                 {
-                    return Err(ApiError::conflict_msg(&i2.rref(), &n2, &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    // kube-apiserver names the kind, not the resource, in this conflict.
+                    let by_kind = ResRef { plural: &i2.kind, ..i2.rref() };
+                    return Err(ApiError::conflict_msg(&by_kind, &n2, &format!(
+                        "the UID in the precondition ({uid}) does not match the UID in record ({}). \
+                         The object might have been deleted and then recreated",
                         meta_str(cur, "uid").unwrap_or("")
                     )));
                 }
                 if let Some(rv) = &o2.rv
                     && Some(rv.as_str()) != meta_str(cur, "resourceVersion")
                 {
-                    return Err(ApiError::conflict_msg(&i2.rref(), &n2, &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    let by_kind = ResRef { plural: &i2.kind, ..i2.rref() };
+                    return Err(ApiError::conflict_msg(&by_kind, &n2, &format!(
+                        "the ResourceVersion in the precondition ({rv}) does not match the \
+                         ResourceVersion in record ({}). The object might have been modified",
                         meta_str(cur, "resourceVersion").unwrap_or("")
                     )));
                 }
