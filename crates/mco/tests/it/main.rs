@@ -4,6 +4,7 @@
 //! `MCO_E2E_CLUSTERS` limit in `e2e` covers every test; each module is a former
 //! `tests/<name>.rs` (`e2e` was `tests/e2e/mod.rs`).
 
+mod differential;
 mod e2e;
 mod e2e_adoption;
 mod e2e_disruption;
