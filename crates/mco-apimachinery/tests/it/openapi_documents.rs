@@ -91,6 +91,7 @@ fn root_points_at_every_group_version_with_its_hash() {
         keys,
         vec![
             "api/v1",
+            "apis/admissionregistration.k8s.io/v1",
             "apis/apiextensions.k8s.io/v1",
             "apis/apps/v1",
             "apis/coordination.k8s.io/v1",
