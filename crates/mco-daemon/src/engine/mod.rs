@@ -290,10 +290,15 @@ impl Engine {
     /// happened: the `post-config-action=Rebooting` annotation then means "still to do", not
     /// "done".
     pub fn reboot_owed(&self) -> Result<bool, HostError> {
+        self.reboot_owed_into(self.on_disk_config()?.as_ref())
+    }
+
+    /// [`Engine::reboot_owed`] for an on-disk `currentconfig` the caller has already read.
+    pub fn reboot_owed_into(&self, on_disk: Option<&MachineConfig>) -> Result<bool, HostError> {
         let Some(pending) = PendingReboot::read(&self.host.fs)? else {
             return Ok(false);
         };
-        let Some(current) = self.on_disk_config()? else {
+        let Some(current) = on_disk else {
             return Ok(false);
         };
         Ok(pending.is_owed(

@@ -17,6 +17,7 @@ use mco_api::{MachineConfig, MachineConfigNode};
 use mco_apiserver::Identity;
 use mco_daemon::agent::sync::{Daemon, Exit, SyncOptions};
 use mco_daemon::host::ostree::OsUpdater;
+use mco_daemon::host::paths;
 use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use mco_testkit::server::{TestServer, install_crds};
 use mco_testkit::{NodeBuilder, eventually};
@@ -638,6 +639,23 @@ async fn reboot_update_to(
     let task = start_daemon(f.client.clone(), &f.sim);
     wait_done(&f.nodes, config).await;
     task
+}
+
+/// A force file touched on an idle node is seen by the force-file poll alone (nothing on the
+/// Node changes): the daemon re-applies its config, consumes the file and asks for a reboot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_file_on_an_idle_node_is_polled_and_reapplied() {
+    let (f, task) = daemon_done_on_the_first_config().await;
+    f.sim.write(paths::FORCE_FILE, "");
+    let exit = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the force file was not acted on within 30 s")
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting);
+    assert!(
+        !f.sim.fs.exists(paths::FORCE_FILE).unwrap(),
+        "force file consumed"
+    );
 }
 
 /// Files alone are written in milliseconds, so their in-progress phase rides with the write that

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use mco_api::constants::{annotations as ann, mcn_conditions as c, states};
 
+use super::update::drift_monitor;
 use super::{Daemon, Exit, SyncError, annotation, blocking};
 use crate::agent::mcn::{Status, Write};
 use crate::engine::{BootCheck, EngineError, UpdateOutcome};
@@ -20,7 +21,11 @@ impl Daemon {
         let rebooting = annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING;
         let engine = Arc::clone(&inner.engine);
         let (owed, on_disk) = blocking(move || -> Result<_, HostError> {
-            Ok((rebooting && engine.reboot_owed()?, engine.on_disk_config()?))
+            let on_disk = engine.on_disk_config()?;
+            Ok((
+                rebooting && engine.reboot_owed_into(on_disk.as_ref())?,
+                on_disk,
+            ))
         })
         .await?;
         if rebooting && !owed {
@@ -55,9 +60,18 @@ impl Daemon {
             }
         };
         let current_name = current.metadata.name.clone().unwrap_or_default();
-        let engine = Arc::clone(&inner.engine);
+        let (engine, tx) = (Arc::clone(&inner.engine), inner.drift_tx.clone());
         let check_cfg = current.clone();
-        let check = match blocking(move || engine.boot_check(&check_cfg)).await {
+        // A valid disk is watched for drift from here on: the monitor starts in the same trip
+        // to the blocking pool.
+        let checked = blocking(move || {
+            let check = engine.boot_check(&check_cfg)?;
+            let monitor = (check == BootCheck::Valid)
+                .then(|| drift_monitor(engine, &check_cfg, tx))
+                .flatten();
+            Ok::<_, EngineError>((check, monitor))
+        });
+        let (check, monitor) = match checked.await {
             Err(SyncError::Engine(e)) => {
                 inner
                     .event("Warning", "OnDiskStateValidationFailed", &e.to_string())
@@ -106,9 +120,10 @@ impl Daemon {
             Status::True,
             format!("In desired config {current_name}. Resumed normal operations."),
         ));
-        inner.start_drift(&current);
+        inner.stop_drift();
+        inner.keep_drift(monitor);
         if desired.is_empty() || desired == current_name {
-            inner.complete(&current_name).await?;
+            inner.complete(&current_name, Some(current)).await?;
         }
         Ok(None)
     }

@@ -14,7 +14,10 @@
 //! The engine is blocking and runs on a blocking thread; SIGTERM is only observed between
 //! syncs, so an update in progress always reaches a safe point (done, rolled back, or reboot
 //! requested) before the daemon exits. So is everything else that touches the host (reading
-//! `currentconfig`, the force file), through [`blocking`].
+//! `currentconfig`, the force file, starting the drift monitor), through [`blocking`], one trip
+//! per step: a sync reads what it decides on in one call, and the boot check starts the drift
+//! monitor in its own. The force file's poll is the [`force`] module's thread, shared by the
+//! daemons of a process.
 //!
 //! Each sync asks [`decide()`] what to do; [`boot`] is the start-up sync, [`update`] holds the
 //! steps that change the node, and [`outbox`] the status writes they make.
@@ -28,6 +31,7 @@
 
 mod boot;
 pub mod decide;
+mod force;
 mod outbox;
 mod policy;
 mod update;
@@ -117,6 +121,24 @@ impl From<HostError> for SyncError {
 impl SyncError {
     fn is_unreconcilable(&self) -> bool {
         matches!(self, SyncError::Engine(e) if e.is_unreconcilable())
+    }
+}
+
+/// What a sync reads from the host, in one blocking call: a sync used to pay a trip to the
+/// blocking pool for each read.
+struct OnHost {
+    /// The on-disk `currentconfig`.
+    on_disk: Option<MachineConfig>,
+    /// Whether the force file is present.
+    force: bool,
+}
+
+impl OnHost {
+    fn read(engine: &Engine) -> Result<OnHost, HostError> {
+        Ok(OnHost {
+            on_disk: engine.on_disk_config()?,
+            force: engine.force_requested()?,
+        })
     }
 }
 
@@ -353,16 +375,16 @@ impl Daemon {
             return Ok(None);
         }
         let engine = Arc::clone(&inner.engine);
-        let (on_disk, force) = blocking(move || {
-            Ok::<_, HostError>((engine.on_disk_config()?, engine.force_requested()?))
-        })
-        .await?;
-        let on_disk = on_disk.and_then(|m| m.metadata.name);
-        match decide(&node, on_disk.as_deref(), force) {
+        let host = blocking(move || OnHost::read(&engine)).await?;
+        let on_disk_name = host
+            .on_disk
+            .as_ref()
+            .and_then(|m| m.metadata.name.as_deref());
+        match decide(&node, on_disk_name, host.force) {
             Step::Nothing => Ok(None),
             Step::Force { config } => {
                 tracing::info!("{} present: re-applying {config}", paths::FORCE_FILE);
-                let cfg = inner.config(&config).await?;
+                let cfg = inner.config_known(&config, host.on_disk).await?;
                 match inner.run_update(cfg.clone(), cfg, true).await? {
                     UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
                         Ok(Some(Exit::Rebooting))
@@ -376,14 +398,15 @@ impl Daemon {
             Step::Complete { config, degraded } => {
                 // A Degraded node (e.g. after drift) is only cleared once the disk matches.
                 let engine = Arc::clone(&inner.engine);
-                let cfg = inner.config(&config).await?;
-                match blocking(move || engine.validate(&cfg)).await {
+                let cfg = inner.config_known(&config, host.on_disk).await?;
+                let checked = cfg.clone();
+                match blocking(move || engine.validate(&checked)).await {
                     Err(SyncError::Engine(e)) if degraded => {
                         return Err(SyncError::StillDegraded(e.to_string()));
                     }
                     other => other?,
                 }
-                inner.complete(&config).await?;
+                inner.complete(&config, Some(cfg)).await?;
                 Ok(None)
             }
             Step::InSync => {
@@ -402,7 +425,7 @@ impl Daemon {
                 force,
                 working,
             } => {
-                let old = inner.config(&from).await?;
+                let old = inner.config_known(&from, host.on_disk).await?;
                 let new = inner.mcs.get(&to).await?;
                 if decide::change(&old, &new, force) == Change::Adopt {
                     inner.adopt(&old, new).await?;
@@ -456,8 +479,7 @@ impl Daemon {
         let mut retry_at: Option<tokio::time::Instant> = Some(tokio::time::Instant::now());
         // Nothing watches /run, so a touched force file is noticed by a cheap poll rather than
         // after a degraded node's backoff, which may be a minute.
-        let mut force_poll = tokio::time::interval(Duration::from_secs(1));
-        force_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let force_poll = force::subscribe(Arc::clone(&inner.engine));
         loop {
             let due = async {
                 match retry_at {
@@ -479,12 +501,9 @@ impl Daemon {
                     retry_at = Some(tokio::time::Instant::now() + backoff);
                     backoff = (backoff * 2).min(inner.opts.max_backoff);
                 }
-                _ = force_poll.tick() => {
-                    let soon = tokio::time::Instant::now() + Duration::from_secs(1);
-                    let engine = Arc::clone(&inner.engine);
-                    if retry_at.is_none_or(|t| t > soon)
-                        && blocking(move || engine.force_requested()).await.unwrap_or(false)
-                    {
+                _ = force_poll.present() => {
+                    let soon = tokio::time::Instant::now() + force::PERIOD;
+                    if retry_at.is_none_or(|t| t > soon) {
                         retry_at = Some(tokio::time::Instant::now());
                         backoff = Duration::from_secs(1);
                     }

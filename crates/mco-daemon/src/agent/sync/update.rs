@@ -10,9 +10,11 @@ use tokio::runtime::Handle;
 use super::{Inner, SyncError, blocking};
 use crate::agent::mcn::{self, Status, Write};
 use crate::engine::apply::ApplyError;
-use crate::engine::drift;
+use crate::engine::drift::{self, DriftMonitor};
 use crate::engine::plan::ParsedConfig;
-use crate::engine::{EngineError, Phase, ReportError, Reporter, UpdateOptions, UpdateOutcome};
+use crate::engine::{
+    Engine, EngineError, Phase, ReportError, Reporter, UpdateOptions, UpdateOutcome,
+};
 
 impl Inner {
     pub(super) fn stop_drift(&self) {
@@ -32,40 +34,55 @@ impl Inner {
 
     /// (Re)starts the drift monitor against `mc`. A live monitor for the same config is kept:
     /// a boot into Done reaches here twice, and each start parses the config and re-registers
-    /// every managed path.
-    pub(super) fn start_drift(&self, mc: &MachineConfig) {
+    /// every managed path. Parsing and registering are host work, so they run on a blocking
+    /// thread.
+    pub(super) async fn start_drift(&self, mc: MachineConfig) {
         if self.drift_watches(mc.metadata.name.as_deref().unwrap_or_default()) {
             return;
         }
         self.stop_drift();
-        let Ok(cfg) = ParsedConfig::new(mc) else {
-            return;
-        };
-        let tx = self.drift_tx.clone();
-        match drift::start(Arc::clone(&self.engine), cfg, move |e| {
-            let _ = tx.send(e.to_string());
-        }) {
-            Ok(m) => {
-                if let Ok(mut d) = self.drift.lock() {
-                    *d = Some(m);
-                }
-            }
+        let (engine, tx) = (Arc::clone(&self.engine), self.drift_tx.clone());
+        match blocking(move || Ok::<_, SyncError>(drift_monitor(engine, &mc, tx))).await {
+            Ok(monitor) => self.keep_drift(monitor),
             Err(e) => tracing::warn!(error = %e, "config drift monitor not started"),
+        }
+    }
+
+    /// Keeps a monitor started by [`drift_monitor`], in place of any other.
+    pub(super) fn keep_drift(&self, monitor: Option<DriftMonitor>) {
+        if let Some(m) = monitor
+            && let Ok(mut d) = self.drift.lock()
+        {
+            *d = Some(m);
+        }
+    }
+
+    /// The config named `name`: `on_disk` when it is that config (as a sync has just read it),
+    /// otherwise from the API server.
+    pub(super) async fn config_known(
+        &self,
+        name: &str,
+        on_disk: Option<MachineConfig>,
+    ) -> Result<MachineConfig, SyncError> {
+        match on_disk {
+            Some(mc) if mc.metadata.name.as_deref() == Some(name) => Ok(mc),
+            _ => Ok(self.mcs.get(name).await?),
         }
     }
 
     pub(super) async fn config(&self, name: &str) -> Result<MachineConfig, SyncError> {
         let engine = Arc::clone(&self.engine);
-        if let Some(on_disk) = blocking(move || engine.on_disk_config()).await?
-            && on_disk.metadata.name.as_deref() == Some(name)
-        {
-            return Ok(on_disk);
-        }
-        Ok(self.mcs.get(name).await?)
+        let on_disk = blocking(move || engine.on_disk_config()).await?;
+        self.config_known(name, on_disk).await
     }
 
-    /// Uncordon, then Done with `currentConfig`, then `Updated=True`.
-    pub(super) async fn complete(&self, config: &str) -> Result<(), SyncError> {
+    /// Uncordon, then Done with `currentConfig`, then `Updated=True`. `known` is the config when
+    /// the caller holds it, for the drift monitor.
+    pub(super) async fn complete(
+        &self,
+        config: &str,
+        known: Option<MachineConfig>,
+    ) -> Result<(), SyncError> {
         self.request_drain(&drain::uncordon(config), "uncordon")
             .await?;
         tracing::info!(
@@ -78,10 +95,14 @@ impl Inner {
         ])
         .await?;
         self.metrics.set_state(states::DONE, "");
-        if !self.drift_watches(config)
-            && let Ok(mc) = self.config(config).await
-        {
-            self.start_drift(&mc);
+        if !self.drift_watches(config) {
+            let mc = match known.filter(|mc| mc.metadata.name.as_deref() == Some(config)) {
+                Some(mc) => Ok(mc),
+                None => self.config(config).await,
+            };
+            if let Ok(mc) = mc {
+                self.start_drift(mc).await;
+            }
         }
         self.mcn(&Write::parent(
             c::UPDATED,
@@ -159,7 +180,7 @@ impl Inner {
             ),
         ))
         .await?;
-        self.complete(config).await
+        self.complete(config, None).await
     }
 
     /// Records `new` as current without an update, because the node already runs its
@@ -208,7 +229,7 @@ impl Inner {
         self.metrics.set_state(states::DONE, "");
         self.metrics.set_update(&new_name, "");
         self.event("Normal", "ConfigAdopted", &message).await;
-        self.start_drift(&new);
+        self.start_drift(new).await;
         self.mcn(&Write::parent(
             c::UPDATED,
             Status::True,
@@ -245,5 +266,24 @@ impl Reporter for KubeReporter {
         self.rt
             .block_on(self.inner.request_drain(&drain::drain(config), "drain"))
             .map_err(ReportError::new)
+    }
+}
+
+/// A drift monitor of `mc` that reports to `tx`; `None` (and a warning) when it cannot start.
+/// Blocking: it parses the config and registers every managed path's directory.
+pub(super) fn drift_monitor(
+    engine: Arc<Engine>,
+    mc: &MachineConfig,
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+) -> Option<DriftMonitor> {
+    let cfg = ParsedConfig::new(mc).ok()?;
+    match drift::start(engine, cfg, move |e| {
+        let _ = tx.send(e.to_string());
+    }) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!(error = %e, "config drift monitor not started");
+            None
+        }
     }
 }
