@@ -14,20 +14,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::e2e::Slot;
+use crate::e2e::{Group, RealKube, Slot};
 
 const MCO: &str = env!("CARGO_BIN_EXE_mco");
-/// A cold build of Kubernetes takes 15-45 minutes on 2 busy cores.
-const REAL_KUBE_READY_SECS: u64 = 3600;
 /// The node lifecycle controller marks a node whose Lease is not renewed within 50 s
 /// `Unknown` and taints it; the corpus's nodes get their Leases renewed this often.
 const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -39,58 +36,8 @@ const MAX_ANSWER_BYTES: usize = 4 << 20;
 /// A raw request (a bounded watch included) that takes longer has hung.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
-
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential")
-}
-
-/// A child in its own process group, stopped as a group on drop (SIGTERM, then SIGKILL).
-struct Group {
-    child: Child,
-}
-
-impl Group {
-    fn spawn(mut cmd: Command, log: &Path, what: &str) -> Group {
-        let out = std::fs::File::create(log).unwrap();
-        cmd.stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .process_group(0);
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {what}: {e}"));
-        Group { child }
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let group = format!("-{}", self.child.id());
-        let kill = |sig: &str| {
-            let _ = Command::new("kill")
-                .args([sig, "--", &group])
-                .stderr(Stdio::null())
-                .status();
-        };
-        kill("-TERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline && self.exited().is_none() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        kill("-KILL");
-        let _ = self.child.wait();
-    }
 }
 
 /// Waits until `log` holds `line`, failing with the log if the process ends first.
@@ -787,10 +734,6 @@ fn embedded_server_answers_as_kube_apiserver_does() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("kube")).unwrap();
 
-    let log = dir.join("real-kube.log");
-    let mut cmd = Command::new(repo_root().join("scripts/real-kube"));
-    cmd.arg(dir.join("kube"));
-    let mut real = Group::spawn(cmd, &log, "scripts/real-kube");
     let elog = dir.join("apiserver.log");
     let mut cmd = Command::new(MCO);
     cmd.args(["apiserver", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -803,13 +746,7 @@ fn embedded_server_answers_as_kube_apiserver_does() {
         60,
         "mco apiserver serving",
     );
-    wait_for_line(
-        &mut real,
-        &log,
-        "real-kube: ready, KUBECONFIG=",
-        REAL_KUBE_READY_SECS,
-        "real-kube ready",
-    );
+    let real = RealKube::start(&dir);
 
     // A worker thread keeps the client's background tasks (its request buffer, idle
     // connections) running between requests.

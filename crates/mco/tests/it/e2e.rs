@@ -661,7 +661,8 @@ fn signal(sig: &str, group: &str) {
         .status();
 }
 
-fn repo_root() -> PathBuf {
+/// The workspace root (scripts, docs).
+pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)

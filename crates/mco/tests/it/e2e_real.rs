@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::e2e::{self, Cluster, Opts, RealKube, Server, Slot, on_both_servers};
+use crate::e2e::{self, Cluster, Opts, RealKube, Server, Slot, on_both_servers, repo_root};
 
 const MCO: &str = env!("CARGO_BIN_EXE_mco");
 
@@ -401,12 +401,4 @@ fn prose_rules(docs: &str, sa: &str) -> BTreeSet<Rule> {
         rules.insert(rule(resource, "", "patch"));
     }
     rules
-}
-
-fn repo_root() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
 }
