@@ -60,7 +60,7 @@ async fn kubectl_accepts_the_generated_crds() {
         all.push_str("---\n");
         all.push_str(&std::fs::read_to_string(f).unwrap());
     }
-    assert_eq!(files.len(), 4, "four CRDs are committed");
+    assert_eq!(files.len(), 5, "five CRDs are committed");
 
     let dry = ok(
         kubectl(
@@ -71,17 +71,18 @@ async fn kubectl_accepts_the_generated_crds() {
         ),
         "kubectl create --dry-run=client",
     );
-    for plural in [
-        "machineconfigs",
-        "machineconfigpools",
-        "machineconfignodes",
-        "controllerconfigs",
+    for name in [
+        "machineconfigs.machineconfiguration.openshift.io",
+        "machineconfigpools.machineconfiguration.openshift.io",
+        "machineconfignodes.machineconfiguration.openshift.io",
+        "controllerconfigs.machineconfiguration.openshift.io",
+        "machineconfigurations.operator.openshift.io",
     ] {
         assert!(
             dry.contains(&format!(
-                "customresourcedefinition.apiextensions.k8s.io/{plural}.machineconfiguration.openshift.io"
+                "customresourcedefinition.apiextensions.k8s.io/{name}"
             )),
-            "dry run lists {plural}: {dry}"
+            "dry run lists {name}: {dry}"
         );
     }
     let none = ok(
