@@ -384,30 +384,6 @@ fn check_data_url_into(
     Ok(len)
 }
 
-/// The decoded size of all files of `cfg` (already validated), or the path of the file at
-/// which it passes [`MAX_CONFIG_BYTES`]: a rendered config merges MachineConfigs that each
-/// stay under the limit.
-pub fn check_decoded_total(cfg: &Ignition) -> Result<u64, String> {
-    let mut scratch = Vec::new();
-    let mut total = 0u64;
-    let files = cfg.storage.as_ref().and_then(|s| s.files.as_ref());
-    for f in files.into_iter().flatten() {
-        let Some(c) = &f.contents else { continue };
-        // Each file was checked when its MachineConfig was; one that fails now counts as
-        // the limit, so it cannot slip through.
-        total += check_data_url_into(
-            c.source.as_deref().unwrap_or(""),
-            c.compression.as_deref(),
-            &mut scratch,
-        )
-        .unwrap_or(MAX_FILE_BYTES);
-        if total > MAX_CONFIG_BYTES {
-            return Err(f.path.clone());
-        }
-    }
-    Ok(total)
-}
-
 /// `data:[<mediatype>][;base64],<data>` → (is base64, raw data part).
 fn split_data_url(source: &str) -> Result<(bool, &str), IgnitionError> {
     let rest = source.strip_prefix("data:").ok_or_else(|| {
@@ -491,7 +467,7 @@ pub struct FieldError {
     pub violation: Violation,
 }
 
-fn fail(field: String, violation: Violation) -> Result<(), FieldError> {
+fn fail<T>(field: String, violation: Violation) -> Result<T, FieldError> {
     Err(FieldError { field, violation })
 }
 
@@ -512,6 +488,13 @@ pub const UNIT_SUFFIXES: &[&str] = &[
 
 /// Check the rules mco enforces on top of the schema. Returns the first violation, in document order.
 pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
+    validate_sized(cfg).map(drop)
+}
+
+/// [`validate`], returning the decoded size of each of `storage.files` (0 for a file without
+/// contents), so a render can total the merged config without decoding every file again.
+pub fn validate_sized(cfg: &Ignition) -> Result<Vec<u64>, FieldError> {
+    let mut sizes = Vec::new();
     // Field paths are only formatted on failure: validation runs over every file of every MC.
     let dup = |list: &str, i: usize, key: &str, first: (&str, usize)| FieldError {
         field: format!(
@@ -559,43 +542,46 @@ pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
                     Violation::Append(f.path.clone()),
                 );
             }
-            if let Some(c) = &f.contents {
-                match check_data_url_into(
-                    c.source.as_deref().unwrap_or(""),
-                    c.compression.as_deref(),
-                    &mut scratch,
-                ) {
-                    Ok(n) => {
-                        total += n;
-                        if total > MAX_CONFIG_BYTES {
-                            return fail(
-                                format!("{FILES}[{i}].contents.source"),
-                                Violation::ConfigTooLarge {
-                                    path: f.path.clone(),
-                                    limit: MAX_CONFIG_BYTES,
-                                },
-                            );
-                        }
-                    }
-                    Err(IgnitionError::TooLarge { limit }) => {
+            let Some(c) = &f.contents else {
+                sizes.push(0);
+                continue;
+            };
+            match check_data_url_into(
+                c.source.as_deref().unwrap_or(""),
+                c.compression.as_deref(),
+                &mut scratch,
+            ) {
+                Ok(n) => {
+                    sizes.push(n);
+                    total += n;
+                    if total > MAX_CONFIG_BYTES {
                         return fail(
                             format!("{FILES}[{i}].contents.source"),
-                            Violation::FileTooLarge {
+                            Violation::ConfigTooLarge {
                                 path: f.path.clone(),
-                                limit,
+                                limit: MAX_CONFIG_BYTES,
                             },
                         );
                     }
-                    Err(e) => {
-                        let field = match e {
-                            IgnitionError::Compression(_) => "compression",
-                            _ => "source",
-                        };
-                        return fail(
-                            format!("{FILES}[{i}].contents.{field}"),
-                            Violation::Source(e),
-                        );
-                    }
+                }
+                Err(IgnitionError::TooLarge { limit }) => {
+                    return fail(
+                        format!("{FILES}[{i}].contents.source"),
+                        Violation::FileTooLarge {
+                            path: f.path.clone(),
+                            limit,
+                        },
+                    );
+                }
+                Err(e) => {
+                    let field = match e {
+                        IgnitionError::Compression(_) => "compression",
+                        _ => "source",
+                    };
+                    return fail(
+                        format!("{FILES}[{i}].contents.{field}"),
+                        Violation::Source(e),
+                    );
                 }
             }
         }
@@ -659,7 +645,7 @@ pub fn validate(cfg: &Ignition) -> Result<(), FieldError> {
             }
         }
     }
-    Ok(())
+    Ok(sizes)
 }
 
 fn check_path(list: &str, i: usize, path: &str) -> Result<(), FieldError> {

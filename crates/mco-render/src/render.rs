@@ -9,7 +9,7 @@
 //! over a fixed salt and Go's YAML encoding of the spec; mco's names are equally opaque and
 //! deterministic but do not match upstream's byte for byte (nothing depends on that).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -109,6 +109,18 @@ fn mc_name(mc: &MachineConfig) -> String {
 
 /// Validate one MachineConfig and return its Ignition in the internal version.
 pub fn validate_machine_config(mc: &MachineConfig) -> Result<Ignition, RenderError> {
+    validate_sized(mc).map(|(cfg, _)| cfg)
+}
+
+/// [`validate_machine_config`] for a MachineConfig whose `spec.config` is still JSON text.
+pub fn validate_raw_machine_config(mc: &RawMachineConfig<'_>) -> Result<Ignition, RenderError> {
+    validate_raw_sized(mc).map(|(cfg, _)| cfg)
+}
+
+/// A validated Ignition with the decoded size of each of its `storage.files`.
+type Checked = (Ignition, Vec<u64>);
+
+fn validate_sized(mc: &MachineConfig) -> Result<Checked, RenderError> {
     let name = mc_name(mc);
     check_spec(&name, &mc.spec)?;
     let cfg = match &mc.spec.config {
@@ -118,8 +130,7 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<Ignition, RenderErr
     check_config(&name, cfg)
 }
 
-/// [`validate_machine_config`] for a MachineConfig whose `spec.config` is still JSON text.
-pub fn validate_raw_machine_config(mc: &RawMachineConfig<'_>) -> Result<Ignition, RenderError> {
+fn validate_raw_sized(mc: &RawMachineConfig<'_>) -> Result<Checked, RenderError> {
     let name = mc_name(&mc.machine_config);
     check_spec(&name, &mc.machine_config.spec)?;
     let cfg = match mc.config {
@@ -182,13 +193,13 @@ fn parse_error(name: &str, error: IgnitionError) -> RenderError {
     }
 }
 
-fn check_config(name: &str, cfg: Ignition) -> Result<Ignition, RenderError> {
-    ignition::validate(&cfg).map_err(|e| RenderError::Config {
+fn check_config(name: &str, cfg: Ignition) -> Result<Checked, RenderError> {
+    let sizes = ignition::validate_sized(&cfg).map_err(|e| RenderError::Config {
         mc: name.to_string(),
         field: format!("spec.config.{}", e.field),
         violation: e.violation,
     })?;
-    Ok(cfg)
+    Ok((cfg, sizes))
 }
 
 /// Render a pool from all MachineConfigs known (the pool's selector picks its own).
@@ -279,8 +290,29 @@ pub fn render_pool_raw(
     merge::order_by(&mut selected, |mc| &mc.machine_config);
     let ordered: Vec<&MachineConfig> = selected.iter().map(|mc| &mc.machine_config).collect();
     render_with(&pool_name, &ordered, cc, controller_version, |i| {
-        validate_raw_machine_config(selected[i])
+        validate_raw_sized(selected[i])
     })
+}
+
+/// The path (and its MC's index) of the merged file at which the decoded total passes
+/// [`ignition::MAX_CONFIG_BYTES`]: each MC stays under it, their merge may not.
+fn first_past_total(
+    merged: &Ignition,
+    owner: &HashMap<String, (usize, u64)>,
+) -> Option<(String, usize)> {
+    let mut total = 0u64;
+    let files = merged.storage.as_ref().and_then(|s| s.files.as_ref());
+    for f in files.into_iter().flatten() {
+        // Every merged file came from some MC.
+        let Some(&(i, size)) = owner.get(&f.path) else {
+            continue;
+        };
+        total += size;
+        if total > ignition::MAX_CONFIG_BYTES {
+            return Some((f.path.clone(), i));
+        }
+    }
+    None
 }
 
 /// The pool's MachineConfigs; none at all is an error.
@@ -312,36 +344,35 @@ pub fn render_ordered(
     controller_version: &str,
 ) -> Result<Rendered, RenderError> {
     render_with(pool_name, ordered, cc, controller_version, |i| {
-        validate_machine_config(ordered[i])
+        validate_sized(ordered[i])
     })
 }
 
-/// The render proper; `config(i)` validates the `i`th MC of `ordered` and returns its Ignition.
+/// The render proper; `config(i)` validates the `i`th MC of `ordered` and returns its Ignition
+/// with its files' decoded sizes.
 fn render_with(
     pool_name: &str,
     ordered: &[&MachineConfig],
     cc: &ControllerConfigSpec,
     controller_version: &str,
-    config: impl Fn(usize) -> Result<Ignition, RenderError>,
+    config: impl Fn(usize) -> Result<Checked, RenderError>,
 ) -> Result<Rendered, RenderError> {
     let mut merger = merge::Merger::default();
-    // Which MC a path's file comes from (the last one wins), to name it if the total is too large.
-    let mut owner: BTreeMap<String, usize> = BTreeMap::new();
+    // Which MC a path's file comes from and its decoded size (the last one wins, as in the
+    // merge): the merged total is summed from these, not by decoding every file again.
+    let mut owner: HashMap<String, (usize, u64)> = HashMap::new();
     for i in 0..ordered.len() {
-        let cfg = config(i)?;
+        let (cfg, sizes) = config(i)?;
         let files = cfg.storage.as_ref().and_then(|s| s.files.as_ref());
-        for f in files.into_iter().flatten() {
-            owner.insert(f.path.clone(), i);
+        for (f, size) in files.into_iter().flatten().zip(sizes) {
+            owner.insert(f.path.clone(), (i, size));
         }
         merger.add(cfg);
     }
     let merged = merger.finish();
-    if let Err(path) = ignition::check_decoded_total(&merged) {
-        let mc = owner
-            .get(&path)
-            .map_or_else(String::new, |&i| mc_name(ordered[i]));
+    if let Some((path, i)) = first_past_total(&merged, &owner) {
         return Err(RenderError::Config {
-            mc,
+            mc: mc_name(ordered[i]),
             field: "spec.config.storage.files".into(),
             violation: Violation::RenderedTooLarge {
                 path,
