@@ -5,10 +5,13 @@ use kube::CustomResourceExt;
 use mco_apimachinery::yaml;
 
 use crate::{
-    ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration,
+    ContainerRuntimeConfig, ControllerConfig, Image, ImageContentSourcePolicy,
+    ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigNode,
+    MachineConfigPool, MachineConfiguration,
 };
 
-/// Every CRD, in a stable order.
+/// Every CRD, in a stable order. The config.openshift.io and operator.openshift.io kinds are
+/// OpenShift's own; they are shipped for clusters that lack them, as MachineConfiguration is.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         MachineConfig::crd(),
@@ -16,6 +19,12 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         MachineConfigNode::crd(),
         ControllerConfig::crd(),
         MachineConfiguration::crd(),
+        KubeletConfig::crd(),
+        ContainerRuntimeConfig::crd(),
+        Image::crd(),
+        ImageDigestMirrorSet::crd(),
+        ImageTagMirrorSet::crd(),
+        ImageContentSourcePolicy::crd(),
     ]
 }
 

@@ -6,6 +6,7 @@
 pub mod constants;
 pub mod controllerconfig;
 pub mod crds;
+pub mod generators;
 pub mod machineconfig;
 pub mod mcn;
 pub mod operator;
@@ -13,6 +14,11 @@ pub mod paths;
 pub mod pool;
 
 pub use controllerconfig::{ControllerConfig, ControllerConfigSpec, ControllerConfigStatus};
+pub use generators::{
+    ContainerRuntimeConfig, ContainerRuntimeConfigSpec, GeneratorStatus, Image,
+    ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig,
+    KubeletConfigSpec,
+};
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use mcn::{
     MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecConfigVersion,

@@ -60,7 +60,7 @@ async fn kubectl_accepts_the_generated_crds() {
         all.push_str("---\n");
         all.push_str(&std::fs::read_to_string(f).unwrap());
     }
-    assert_eq!(files.len(), 5, "five CRDs are committed");
+    assert_eq!(files.len(), 11, "eleven CRDs are committed");
 
     let dry = ok(
         kubectl(
@@ -77,6 +77,12 @@ async fn kubectl_accepts_the_generated_crds() {
         "machineconfignodes.machineconfiguration.openshift.io",
         "controllerconfigs.machineconfiguration.openshift.io",
         "machineconfigurations.operator.openshift.io",
+        "kubeletconfigs.machineconfiguration.openshift.io",
+        "containerruntimeconfigs.machineconfiguration.openshift.io",
+        "images.config.openshift.io",
+        "imagedigestmirrorsets.config.openshift.io",
+        "imagetagmirrorsets.config.openshift.io",
+        "imagecontentsourcepolicies.operator.openshift.io",
     ] {
         assert!(
             dry.contains(&format!(

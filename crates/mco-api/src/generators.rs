@@ -1,0 +1,285 @@
+//! The inputs of the controllers that write MachineConfigs for users: `KubeletConfig` and
+//! `ContainerRuntimeConfig` (machineconfiguration.openshift.io/v1), the image registry policy
+//! `Image` and the mirror sets (config.openshift.io/v1), and `ImageContentSourcePolicy`
+//! (operator.openshift.io/v1alpha1).
+//!
+//! Field names follow openshift/api. The free-form parts (`kubeletConfig`) are kept verbatim so
+//! that a field mco does not model still reaches the generated file, and so that a refused field
+//! reaches the controller and is reported in a condition instead of failing to decode.
+
+// Every `printcolumn(...)` repeats the same keys; clippy reads that as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The annotation holding the numeric suffix of a KubeletConfig's or ContainerRuntimeConfig's
+/// generated MachineConfig (`""` for none, `"1"` for `-1`, ...), as upstream names it.
+pub const MC_NAME_SUFFIX: &str = "machineconfiguration.openshift.io/mc-name-suffix";
+/// Upstream's largest suffix: at most ten generators of a kind per pool.
+pub const MAX_MC_NAME_SUFFIX: u32 = 9;
+/// The name of the one `Image` object read for registry policy.
+pub const IMAGE_CONFIG_NAME: &str = "cluster";
+
+/// The status condition of a KubeletConfig or ContainerRuntimeConfig: `Success` or `Failure`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratorCondition {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// What the generating controller last did with an object.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratorStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<GeneratorCondition>,
+}
+
+/// Kubelet settings for the pools a selector picks, written as `99-<pool>-generated-kubelet`.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "machineconfiguration.openshift.io",
+    version = "v1",
+    kind = "KubeletConfig",
+    plural = "kubeletconfigs",
+    singular = "kubeletconfig",
+    status = "GeneratorStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "KubeletConfig describes a customized Kubelet configuration.",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletConfigSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_config_pool_selector: Option<LabelSelector>,
+    /// KubeletConfiguration fields merged over the pool's base kubelet config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub kubelet_config: Option<serde_json::Value>,
+    /// Let the node size its own system reservation (`/etc/node-sizing-enabled.env`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_sizing_reserved: Option<bool>,
+    /// The kubelet's verbosity, 1 to 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_security_profile: Option<TlsSecurityProfile>,
+}
+
+/// openshift/api's TLS profile: a named one (`Old`, `Intermediate`, `Modern`) or `Custom`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSecurityProfile {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<TlsProfileSpec>,
+    /// The named profiles carry no fields; kept so that `old: {}` round-trips.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub old: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub intermediate: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub modern: Option<serde_json::Value>,
+}
+
+/// The ciphers (OpenSSL or IANA names) and minimum version of a `Custom` profile.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsProfileSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ciphers: Vec<String>,
+    #[serde(
+        rename = "minTLSVersion",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub min_tls_version: String,
+}
+
+/// CRI-O settings for the pools a selector picks, written as `99-<pool>-generated-containerruntime`.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "machineconfiguration.openshift.io",
+    version = "v1",
+    kind = "ContainerRuntimeConfig",
+    plural = "containerruntimeconfigs",
+    singular = "containerruntimeconfig",
+    shortname = "ctrcfg",
+    status = "GeneratorStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ContainerRuntimeConfig describes a customized Container Runtime configuration.",
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRuntimeConfigSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_config_pool_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_runtime_config: Option<ContainerRuntimeConfiguration>,
+}
+
+/// The CRI-O fields upstream lets an administrator set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRuntimeConfiguration {
+    /// The most processes one container may run; `-1` or `0` for no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_limit: Option<i64>,
+    /// `fatal`, `panic`, `error`, `warn`, `info`, `debug` or `trace`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub log_level: String,
+    /// The largest a container log may grow; negative for no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_size_max: Option<Quantity>,
+    /// The largest a container's overlay root may grow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlay_size: Option<Quantity>,
+    /// `runc` or `crun`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub default_runtime: String,
+}
+
+/// The cluster's image policy; only `cluster` is read.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "Image",
+    plural = "images",
+    singular = "image",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "Image governs policies related to imagestream imports and runtime configuration for external registries."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ImageSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_sources: Option<RegistrySources>,
+    /// Fields mco does not read (additionalTrustedCA, allowedRegistriesForImport, ...).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Which registries pods may pull from, and which are reached without TLS.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrySources {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub insecure_registries: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_registries: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_registries: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub container_runtime_search_registries: Vec<String>,
+}
+
+/// Mirrors for pulls by digest.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "ImageDigestMirrorSet",
+    plural = "imagedigestmirrorsets",
+    singular = "imagedigestmirrorset",
+    shortname = "idms",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ImageDigestMirrorSet holds cluster-wide information about how to handle registry mirror rules on using digest pull specification."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageDigestMirrorSetSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_digest_mirrors: Vec<ImageMirrors>,
+}
+
+/// Mirrors for pulls by tag.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "ImageTagMirrorSet",
+    plural = "imagetagmirrorsets",
+    singular = "imagetagmirrorset",
+    shortname = "itms",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ImageTagMirrorSet holds cluster-wide information about how to handle registry mirror rules on using tag pull specification."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageTagMirrorSetSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_tag_mirrors: Vec<ImageMirrors>,
+}
+
+/// One source and its mirrors, tried in order.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageMirrors {
+    #[serde(default)]
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<String>,
+    /// `AllowContactingSource` (the default) or `NeverContactSource`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mirror_source_policy: String,
+}
+
+/// The deprecated digest mirror list, still honoured as upstream honours it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "operator.openshift.io",
+    version = "v1alpha1",
+    kind = "ImageContentSourcePolicy",
+    plural = "imagecontentsourcepolicies",
+    singular = "imagecontentsourcepolicy",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ImageContentSourcePolicy holds cluster-wide information about how to handle registry mirror rules."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageContentSourcePolicySpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repository_digest_mirrors: Vec<RepositoryDigestMirrors>,
+}
+
+/// One source and its digest mirrors.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryDigestMirrors {
+    #[serde(default)]
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<String>,
+}
