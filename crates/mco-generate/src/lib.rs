@@ -1,0 +1,319 @@
+//! The MachineConfigs mco writes for users, as pure functions of their inputs:
+//! - [`kubelet`]: a `KubeletConfig` over the pool's base kubelet config →
+//!   `99-<pool>-generated-kubelet[-N]`;
+//! - [`crio`]: a `ContainerRuntimeConfig` → CRI-O drop-ins in `99-<pool>-generated-containerruntime[-N]`;
+//! - [`registries`]: the mirror sets and `Image/cluster` over the pool's base `registries.conf`
+//!   and `policy.json` → `99-<pool>-generated-registries`.
+//!
+//! Nothing here reads the cluster; the controllers in `mco-controller` gather the inputs, call
+//! these and write the result. Each generator's output for a set of inputs is a golden file
+//! under `golden/`, checked by `cargo test -p mco-generate` and rewritten by
+//! `MCO_BLESS=1 cargo test -p mco-generate`.
+
+pub mod kubelet;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use mco_api::constants::annotations;
+use mco_api::{MachineConfig, MachineConfigPool, MachineConfigSpec};
+use mco_apimachinery::selector;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
+use serde_json::{Value, json};
+
+/// The role label every generated MachineConfig carries: the pool's name, as upstream sets it.
+pub const ROLE_LABEL: &str = "machineconfiguration.openshift.io/role";
+/// The Ignition version of generated configs.
+pub const IGNITION_VERSION: &str = "3.5.0";
+
+/// Why an input was refused. The message is what the source object's status says.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// A field upstream refuses, in upstream's words.
+    #[error("{0}")]
+    Refused(String),
+    /// Two inputs contradict each other; names the objects.
+    #[error("{0}")]
+    Conflict(String),
+    /// A base file of the pool could not be read.
+    #[error("{0}")]
+    Base(String),
+}
+
+/// Whether `selector` picks `pool`. An absent or empty selector picks nothing, as upstream's
+/// generators skip it (it would otherwise select every pool by accident).
+pub fn selects(selector: Option<&LabelSelector>, pool: &MachineConfigPool) -> Result<bool, Error> {
+    let Some(sel) = selector else {
+        return Ok(false);
+    };
+    let value = serde_json::to_value(sel).unwrap_or(Value::Null);
+    let parsed = selector::LabelSelector::from_k8s(&value)
+        .map_err(|e| Error::Refused(format!("invalid label selector: {e}")))?;
+    let labels = pool.metadata.labels.clone().unwrap_or_default();
+    Ok(match parsed {
+        Some(s) if !s.is_empty() => s.matches(&labels),
+        _ => false,
+    })
+}
+
+/// `99-<pool>-generated-<kind>`, with `-<suffix>` when the suffix is not empty.
+pub fn managed_name(pool: &str, kind: &str, suffix: &str) -> String {
+    if suffix.is_empty() {
+        format!("99-{pool}-generated-{kind}")
+    } else {
+        format!("99-{pool}-generated-{kind}-{suffix}")
+    }
+}
+
+/// The suffix a new generator object of a pool gets, from the suffixes its siblings (the other
+/// objects of the same kind selecting the pool) already hold: none for the first, then one more
+/// than the largest, up to upstream's nine.
+pub fn next_suffix<'a>(
+    siblings: impl IntoIterator<Item = Option<&'a str>>,
+    kind: &str,
+) -> Result<String, Error> {
+    let mut any = false;
+    let mut max = 0u32;
+    for s in siblings {
+        any = true;
+        if let Some(n) = s.and_then(|s| s.parse::<u32>().ok()) {
+            max = max.max(n);
+        }
+    }
+    if !any {
+        return Ok(String::new());
+    }
+    if max + 1 > mco_api::generators::MAX_MC_NAME_SUFFIX {
+        return Err(Error::Refused(format!(
+            "max number of supported {kind} (10) has been reached. Please delete old {kind}s before retrying"
+        )));
+    }
+    Ok((max + 1).to_string())
+}
+
+const DATA_URL_ESCAPE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+/// A `data:,` URL of `contents`, percent-encoded so golden files stay readable.
+pub fn data_url(contents: &str) -> String {
+    format!(
+        "data:,{}",
+        percent_encoding::utf8_percent_encode(contents, DATA_URL_ESCAPE)
+    )
+}
+
+/// An Ignition file entry that replaces whatever is at `path`, mode 0644.
+pub fn file(path: &str, contents: &str) -> Value {
+    json!({
+        "path": path,
+        "mode": 0o644,
+        "overwrite": true,
+        "contents": {"source": data_url(contents)},
+    })
+}
+
+/// A generated MachineConfig for `pool` holding `files`.
+pub fn machine_config(
+    name: &str,
+    pool: &str,
+    controller_version: &str,
+    files: Vec<Value>,
+) -> MachineConfig {
+    MachineConfig {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(BTreeMap::from([(ROLE_LABEL.to_owned(), pool.to_owned())])),
+            annotations: Some(BTreeMap::from([(
+                annotations::GENERATED_BY_CONTROLLER_VERSION.to_owned(),
+                controller_version.to_owned(),
+            )])),
+            ..Default::default()
+        },
+        spec: MachineConfigSpec {
+            config: Some(json!({
+                "ignition": {"version": IGNITION_VERSION},
+                "storage": {"files": files},
+            })),
+            ..Default::default()
+        },
+    }
+}
+
+/// The contents of `path` as the pool's own configs set it: the last of `mcs` (in merge order)
+/// that writes it, skipping configs generated by mco's own generators (`99-*-generated-*`), so
+/// a generator reads the base it overrides and never its own output.
+pub fn base_file(mcs: &[&MachineConfig], path: &str) -> Result<Option<String>, Error> {
+    let mut out = None;
+    for mc in mcs {
+        let name = mc.metadata.name.as_deref().unwrap_or_default();
+        if name.starts_with("99-") && name.contains("-generated-") {
+            continue;
+        }
+        let files = mc
+            .spec
+            .config
+            .as_ref()
+            .and_then(|c| c.pointer("/storage/files"))
+            .and_then(Value::as_array);
+        for f in files.into_iter().flatten() {
+            if f["path"] != path {
+                continue;
+            }
+            let Some(source) = f.pointer("/contents/source").and_then(Value::as_str) else {
+                continue;
+            };
+            out = Some(decode_data_url(source).ok_or_else(|| {
+                Error::Base(format!(
+                    "MachineConfig {name}: cannot decode the contents of {path}"
+                ))
+            })?);
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes the `data:` URLs Ignition configs carry (plain or base64); `None` for other schemes.
+fn decode_data_url(source: &str) -> Option<String> {
+    let rest = source.strip_prefix("data:")?;
+    let (meta, data) = rest.split_once(',')?;
+    let bytes: Vec<u8> = if meta.ends_with(";base64") {
+        base64_decode(data)?
+    } else {
+        percent_encoding::percent_decode_str(data).collect()
+    };
+    String::from_utf8(bytes).ok()
+}
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = ALPHABET.iter().position(|a| *a == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// A Kubernetes quantity (`512Mi`, `1G`, `8192`) in bytes; `None` when it is not one.
+pub fn quantity_bytes(q: &str) -> Option<i64> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '-' || c == '+' || c == '.'))
+        .unwrap_or(q.len());
+    let (num, unit) = q.split_at(split);
+    let mult: f64 = match unit {
+        "" => 1.0,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        _ => return None,
+    };
+    let n: f64 = num.parse().ok()?;
+    Some((n * mult) as i64)
+}
+
+#[cfg(test)]
+pub(crate) mod golden {
+    //! Golden files: `golden/<name>`, compared byte for byte; `MCO_BLESS=1` rewrites them.
+    use std::path::PathBuf;
+
+    pub fn check(name: &str, actual: &str) {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("golden")
+            .join(name);
+        if std::env::var_os("MCO_BLESS").is_some() {
+            std::fs::write(&path, actual).unwrap();
+            return;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; create it with MCO_BLESS=1 cargo test -p mco-generate",
+                path.display()
+            )
+        });
+        pretty_assertions::assert_eq!(
+            want,
+            actual,
+            "{} differs; if the change is intended, run MCO_BLESS=1 cargo test -p mco-generate",
+            path.display()
+        );
+    }
+
+    /// A MachineConfig as YAML, then each file's decoded contents, so a reviewer reads both.
+    pub fn render(mc: &mco_api::MachineConfig) -> String {
+        let mut out = mco_apimachinery::yaml::to_string(mc).unwrap();
+        let files = mc
+            .spec
+            .config
+            .as_ref()
+            .and_then(|c| c.pointer("/storage/files"))
+            .and_then(|f| f.as_array())
+            .cloned()
+            .unwrap_or_default();
+        for f in files {
+            let source = f
+                .pointer("/contents/source")
+                .and_then(|s| s.as_str())
+                .unwrap();
+            out.push_str(&format!(
+                "# ---- {} ----\n{}",
+                f["path"].as_str().unwrap(),
+                super::decode_data_url(source).unwrap()
+            ));
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes_count_up_to_nine() {
+        assert_eq!(next_suffix([], "kubelet config").unwrap(), "");
+        assert_eq!(next_suffix([Some("")], "kubelet config").unwrap(), "1");
+        assert_eq!(
+            next_suffix([Some(""), Some("3"), None], "kubelet config").unwrap(),
+            "4"
+        );
+        assert_eq!(next_suffix([Some("8")], "kubelet config").unwrap(), "9");
+        let e = next_suffix([Some("9")], "kubelet config").unwrap_err();
+        assert!(e.to_string().contains("(10) has been reached"), "{e}");
+    }
+
+    #[test]
+    fn data_urls_round_trip() {
+        let s = "a = \"b\"\n[x]\n100%";
+        assert_eq!(decode_data_url(&data_url(s)).unwrap(), s);
+        assert_eq!(decode_data_url("data:;base64,aGk=").unwrap(), "hi");
+    }
+
+    #[test]
+    fn quantities_in_bytes() {
+        assert_eq!(quantity_bytes("8192"), Some(8192));
+        assert_eq!(quantity_bytes("1Gi"), Some(1 << 30));
+        assert_eq!(quantity_bytes("10G"), Some(10_000_000_000));
+        assert_eq!(quantity_bytes("-1"), Some(-1));
+        assert_eq!(quantity_bytes("1Zi"), None);
+    }
+}
