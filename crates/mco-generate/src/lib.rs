@@ -11,6 +11,7 @@
 //! `MCO_BLESS=1 cargo test -p mco-generate`.
 
 pub mod kubelet;
+pub mod registries;
 
 use std::collections::BTreeMap;
 
