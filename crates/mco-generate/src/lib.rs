@@ -10,6 +10,7 @@
 //! under `golden/`, checked by `cargo test -p mco-generate` and rewritten by
 //! `MCO_BLESS=1 cargo test -p mco-generate`.
 
+pub mod crio;
 pub mod kubelet;
 pub mod registries;
 
