@@ -414,9 +414,12 @@ pub async fn run_all(
         // Its own watch of one object: a cluster without the MachineConfiguration CRD keeps
         // every other controller running.
         let disruption = crate::disruption::run(ctx.client.clone());
-        future::join(
+        // Their own watches too, for the same reason: the input CRDs may be missing.
+        let generators = crate::generators::run(ctx.clone());
+        future::join3(
             future::join5(render, rollout, mcn, drain, sweep),
             disruption,
+            generators,
         )
         .await;
     };

@@ -15,13 +15,15 @@
 //! - [`leader`]: the Lease elector;
 //! - the controllers, which do not use each other: [`render`], [`rollout`] (the node
 //!   controller), [`mcn`] (MachineConfigNode lifecycle), [`drain`] and [`disruption`] (the
-//!   node disruption policy of `MachineConfiguration/cluster`);
+//!   node disruption policy of `MachineConfiguration/cluster`) and [`generators`] (the
+//!   MachineConfigs written from KubeletConfigs, ContainerRuntimeConfigs and registry policy);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
 pub mod controllers;
 pub mod ctx;
 pub mod disruption;
 pub mod drain;
+pub mod generators;
 pub mod leader;
 pub mod mcn;
 pub mod metrics;

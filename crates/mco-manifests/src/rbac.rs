@@ -16,6 +16,7 @@ use crate::{CONTROLLER, DAEMON, EVENTS_ROLE, Options};
 
 const MCO_GROUP: &str = mco_api::GROUP;
 const OPERATOR_GROUP: &str = mco_api::operator::OPERATOR_GROUP;
+const CONFIG_GROUP: &str = "config.openshift.io";
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
@@ -177,6 +178,29 @@ pub fn controller_rules() -> Vec<PolicyRule> {
             &[OPERATOR_GROUP],
             &["machineconfigurations/status"],
             &["get", "update", "patch"],
+        ),
+        // Generators: the suffix annotation and the finalizers naming their MachineConfigs,
+        // and the Success/Failure condition.
+        rule(
+            &[MCO_GROUP],
+            &["kubeletconfigs", "containerruntimeconfigs"],
+            &["get", "list", "watch", "update", "patch"],
+        ),
+        rule(
+            &[MCO_GROUP],
+            &["kubeletconfigs/status", "containerruntimeconfigs/status"],
+            &["get", "update", "patch"],
+        ),
+        // Registries: read only; a refused input is reported in an event.
+        rule(
+            &[CONFIG_GROUP],
+            &["images", "imagedigestmirrorsets", "imagetagmirrorsets"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &[OPERATOR_GROUP],
+            &["imagecontentsourcepolicies"],
+            &["get", "list", "watch"],
         ),
     ]
 }

@@ -222,6 +222,14 @@ fn controller_permissions_are_exactly_these() {
         format!("{MC} controllerconfigs get,list,watch"),
         format!("{OP} machineconfigurations get,list,watch,create"),
         format!("{OP} machineconfigurations/status get,update,patch"),
+        format!("{MC} kubeletconfigs get,list,watch,update,patch"),
+        format!("{MC} containerruntimeconfigs get,list,watch,update,patch"),
+        format!("{MC} kubeletconfigs/status get,update,patch"),
+        format!("{MC} containerruntimeconfigs/status get,update,patch"),
+        "config.openshift.io images get,list,watch".to_string(),
+        "config.openshift.io imagedigestmirrorsets get,list,watch".to_string(),
+        "config.openshift.io imagetagmirrorsets get,list,watch".to_string(),
+        format!("{OP} imagecontentsourcepolicies get,list,watch"),
     ];
     let lines: Vec<&str> = expected.iter().map(String::as_str).collect();
     for opts in [

@@ -1,0 +1,583 @@
+//! The controllers that write MachineConfigs for users, each a thin loop around a pure
+//! generator in [`mco_generate`]:
+//! - `KubeletConfig` → `99-<pool>-generated-kubelet[-N]`;
+//! - `ContainerRuntimeConfig` → `99-<pool>-generated-containerruntime[-N]`;
+//! - image registry policy → `99-<pool>-generated-registries` (see [`run_registries`]).
+//!
+//! A KubeletConfig or ContainerRuntimeConfig gets, as upstream does: the numeric suffix of its
+//! MachineConfigs in the `mc-name-suffix` annotation (none for the first object of a pool, then
+//! `-1`, `-2`, … up to 9); the names of its MachineConfigs as finalizers, so deleting it deletes
+//! them first; and one status condition, `Success` (message `Success`) or `Failure` (`Error:
+//! <why>`). A refused object generates nothing; its earlier MachineConfigs stay.
+//!
+//! Each controller lists pools and MachineConfigs when it runs, and reruns on any change to a
+//! pool or to a MachineConfig that is not a rendered one, since a pool's base files (the kubelet
+//! config, registries.conf) come from its other MachineConfigs.
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use mco_api::generators::{GeneratorCondition, GeneratorStatus, MC_NAME_SUFFIX};
+use mco_api::{
+    ContainerRuntimeConfig, Image, ImageContentSourcePolicy, ImageDigestMirrorSet,
+    ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::Error;
+use crate::ctx::Ctx;
+use mco_rollout::plan::EventKind;
+
+/// The field manager of every write here.
+pub const FIELD_MANAGER: &str = "machine-config-controller";
+
+/// A kind whose objects each generate one MachineConfig per pool they select.
+pub trait Generator:
+    Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// `kubelet` or `containerruntime`: the last part of `99-<pool>-generated-<kind>`.
+    const KIND: &'static str;
+    /// The kind in upstream's messages.
+    const WORDS: &'static str;
+    fn selector(&self) -> Option<&LabelSelector>;
+    fn status(&self) -> Option<&GeneratorStatus>;
+    /// The files for a pool whose own MachineConfigs, in merge order, are `pool_mcs`.
+    fn files(&self, pool_mcs: &[&MachineConfig]) -> Result<Vec<Value>, mco_generate::Error>;
+}
+
+impl Generator for KubeletConfig {
+    const KIND: &'static str = "kubelet";
+    const WORDS: &'static str = "kubelet config";
+    fn selector(&self) -> Option<&LabelSelector> {
+        self.spec.machine_config_pool_selector.as_ref()
+    }
+    fn status(&self) -> Option<&GeneratorStatus> {
+        self.status.as_ref()
+    }
+    fn files(&self, pool_mcs: &[&MachineConfig]) -> Result<Vec<Value>, mco_generate::Error> {
+        use mco_generate::kubelet;
+        // Refused fields are reported before a missing base is.
+        kubelet::validate(&self.spec)?;
+        let base = mco_generate::base_file(pool_mcs, kubelet::KUBELET_CONF)?
+            .ok_or_else(|| mco_generate::Error::Base("could not find Kubelet Config".into()))?;
+        kubelet::files(&self.spec, &base)
+    }
+}
+
+impl Generator for ContainerRuntimeConfig {
+    const KIND: &'static str = "containerruntime";
+    const WORDS: &'static str = "container runtime config";
+    fn selector(&self) -> Option<&LabelSelector> {
+        self.spec.machine_config_pool_selector.as_ref()
+    }
+    fn status(&self) -> Option<&GeneratorStatus> {
+        self.status.as_ref()
+    }
+    fn files(&self, pool_mcs: &[&MachineConfig]) -> Result<Vec<Value>, mco_generate::Error> {
+        use mco_generate::crio;
+        crio::validate(&self.spec)?;
+        let storage = mco_generate::base_file(pool_mcs, crio::STORAGE_CONF)?;
+        crio::files(&self.spec, storage.as_deref())
+    }
+}
+
+/// Whether a finalizer names one of this kind's generated MachineConfigs.
+fn is_ours<K: Generator>(finalizer: &str) -> bool {
+    finalizer.starts_with("99-") && finalizer.contains(&format!("-generated-{}", K::KIND))
+}
+
+/// The pool's MachineConfigs in merge order, as the render controller picks them.
+fn pool_mcs<'a>(pool: &MachineConfigPool, mcs: &'a [MachineConfig]) -> Vec<&'a MachineConfig> {
+    let mut out = mco_render::merge::select(pool.spec.machine_config_selector.as_ref(), mcs)
+        .unwrap_or_default();
+    mco_render::merge::order(&mut out);
+    out
+}
+
+fn owner<K: Generator>(obj: &K) -> Option<OwnerReference> {
+    obj.controller_owner_ref(&())
+}
+
+/// Create the MachineConfig or bring it to `want`; unchanged ones are not written.
+async fn put_mc(api: &Api<MachineConfig>, mut want: MachineConfig) -> Result<bool, Error> {
+    let name = want.name_any();
+    match api.get_opt(&name).await? {
+        None => {
+            api.create(&PostParams::default(), &want).await?;
+            tracing::info!(machineconfig = %name, "generated MachineConfig created");
+            Ok(true)
+        }
+        Some(have)
+            if have.spec == want.spec
+                && have.metadata.labels == want.metadata.labels
+                && have.metadata.annotations == want.metadata.annotations
+                && have.metadata.owner_references == want.metadata.owner_references =>
+        {
+            Ok(false)
+        }
+        Some(have) => {
+            want.metadata.resource_version = have.metadata.resource_version;
+            api.replace(&name, &PostParams::default(), &want).await?;
+            tracing::info!(machineconfig = %name, "generated MachineConfig updated");
+            Ok(true)
+        }
+    }
+}
+
+async fn delete_mc(api: &Api<MachineConfig>, name: &str) -> Result<(), Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {
+            tracing::info!(machineconfig = %name, "generated MachineConfig deleted");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The condition for an outcome, keeping the transition time when nothing changed.
+pub fn condition(
+    old: Option<&GeneratorStatus>,
+    err: Option<&str>,
+    now: Time,
+) -> GeneratorCondition {
+    let (type_, message) = match err {
+        None => ("Success", "Success".to_owned()),
+        Some(e) => ("Failure", format!("Error: {e}")),
+    };
+    let prev = old.and_then(|s| s.conditions.last());
+    let last_transition_time = match prev {
+        Some(p) if p.type_ == type_ && p.message == message => p.last_transition_time.clone(),
+        _ => Some(now),
+    };
+    GeneratorCondition {
+        type_: type_.to_owned(),
+        status: "True".to_owned(),
+        last_transition_time,
+        reason: String::new(),
+        message,
+    }
+}
+
+async fn write_status<K: Generator>(api: &Api<K>, obj: &K, err: Option<&str>) -> Result<(), Error> {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let cond = condition(obj.status(), err, now);
+    let generation = obj.meta().generation;
+    let old = obj.status();
+    if old.is_some_and(|s| s.observed_generation == generation && s.conditions == [cond.clone()]) {
+        return Ok(());
+    }
+    if let Some(e) = err {
+        tracing::warn!(kind = K::KIND, object = %obj.name_any(), error = %e, "generator input refused");
+    }
+    let patch = json!({"status": {"observedGeneration": generation, "conditions": [cond]}});
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The suffix this object's MachineConfigs carry, choosing one (and recording it) on first sight.
+async fn suffix<K: Generator>(
+    api: &Api<K>,
+    obj: &K,
+    pools: &[&MachineConfigPool],
+) -> Result<Result<String, String>, Error> {
+    if let Some(s) = obj.annotations().get(MC_NAME_SUFFIX) {
+        return Ok(Ok(s.clone()));
+    }
+    let all = api.list(&ListParams::default()).await?.items;
+    let name = obj.name_any();
+    let siblings: Vec<Option<String>> = all
+        .iter()
+        .filter(|o| o.name_any() != name && o.meta().deletion_timestamp.is_none())
+        .filter(|o| {
+            pools
+                .iter()
+                .any(|p| mco_generate::selects(o.selector(), p).unwrap_or(false))
+        })
+        .map(|o| o.annotations().get(MC_NAME_SUFFIX).cloned())
+        .collect();
+    let s = match mco_generate::next_suffix(siblings.iter().map(|s| s.as_deref()), K::WORDS) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let patch = json!({"metadata": {"annotations": {MC_NAME_SUFFIX: s}}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(Ok(s))
+}
+
+async fn set_finalizers<K: Generator>(
+    api: &Api<K>,
+    obj: &K,
+    want: Vec<String>,
+) -> Result<(), Error> {
+    if obj.finalizers() == want.as_slice() {
+        return Ok(());
+    }
+    // The resourceVersion makes this a compare-and-swap: a finalizer someone else added
+    // meanwhile is not dropped.
+    let patch =
+        json!({"metadata": {"finalizers": want, "resourceVersion": obj.resource_version()}});
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// One object: generate its MachineConfigs, drop those no longer wanted, report.
+pub async fn reconcile<K: Generator>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let api: Api<K> = Api::all(ctx.client.clone());
+    let mc_api: Api<MachineConfig> = Api::all(ctx.client.clone());
+    let finalizers: Vec<String> = obj.finalizers().to_vec();
+    let (ours, others): (Vec<String>, Vec<String>) =
+        finalizers.into_iter().partition(|f| is_ours::<K>(f));
+
+    if obj.meta().deletion_timestamp.is_some() {
+        for name in &ours {
+            delete_mc(&mc_api, name).await?;
+        }
+        set_finalizers(&api, &*obj, others).await?;
+        return Ok(Action::await_change());
+    }
+
+    let pools = Api::<MachineConfigPool>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let mut selected = vec![];
+    for p in &pools {
+        match mco_generate::selects(obj.selector(), p) {
+            Ok(true) => selected.push(p),
+            Ok(false) => {}
+            Err(e) => {
+                write_status(&api, &*obj, Some(&e.to_string())).await?;
+                return Ok(Action::await_change());
+            }
+        }
+    }
+    if selected.is_empty() {
+        let why = format!(
+            "could not find any MachineConfigPool set for {} {}",
+            K::kind(&()),
+            obj.name_any()
+        );
+        write_status(&api, &*obj, Some(&why)).await?;
+        return Ok(Action::await_change());
+    }
+    // Every pool's files first: a refused object gets no suffix and writes nothing, and the
+    // last good MachineConfigs stay in force.
+    let mcs = mc_api.list(&ListParams::default()).await?.items;
+    let mut per_pool = vec![];
+    for pool in &selected {
+        match obj.files(&pool_mcs(pool, &mcs)) {
+            Ok(f) => per_pool.push((pool.name_any(), f)),
+            Err(e) => {
+                write_status(&api, &*obj, Some(&e.to_string())).await?;
+                return Ok(Action::await_change());
+            }
+        }
+    }
+    let suffix = match suffix(&api, &*obj, &selected).await? {
+        Ok(s) => s,
+        Err(why) => {
+            write_status(&api, &*obj, Some(&why)).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    // Fresh, with the annotation just written, so the finalizer write below does not conflict.
+    let obj = Arc::new(api.get(&obj.name_any()).await?);
+    let mut want = vec![];
+    for (pool_name, files) in per_pool {
+        let name = mco_generate::managed_name(&pool_name, K::KIND, &suffix);
+        let mut mc =
+            mco_generate::machine_config(&name, &pool_name, &ctx.config.controller_version, files);
+        mc.metadata.owner_references = owner(&*obj).map(|o| vec![o]);
+        want.push(mc);
+    }
+
+    // Finalizers first: a MachineConfig is never left without the finalizer that deletes it.
+    let names: BTreeSet<String> = want.iter().map(|m| m.name_any()).collect();
+    let mut fin = others.clone();
+    fin.extend(
+        ours.iter()
+            .cloned()
+            .chain(names.iter().cloned())
+            .collect::<BTreeSet<_>>(),
+    );
+    set_finalizers(&api, &*obj, fin).await?;
+    for mc in want {
+        put_mc(&mc_api, mc).await?;
+    }
+    let stale: Vec<&String> = ours.iter().filter(|f| !names.contains(*f)).collect();
+    for name in &stale {
+        delete_mc(&mc_api, name).await?;
+    }
+    if !stale.is_empty() {
+        let mut fin = others;
+        fin.extend(names);
+        let fresh = api.get(&obj.name_any()).await?;
+        set_finalizers(&api, &fresh, fin).await?;
+    }
+    let fresh = api.get(&obj.name_any()).await?;
+    write_status(&api, &fresh, None).await?;
+    Ok(Action::requeue(ctx.config.resync))
+}
+
+/// Changes that may change a generator's output: pools, and MachineConfigs other than rendered
+/// ones (the render controller writes those, and no generator reads them).
+fn inputs_changed(ctx: &Ctx) -> impl Stream<Item = ()> + Send + 'static {
+    let pools = watcher(
+        Api::<MachineConfigPool>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .filter_map(|r| future::ready(r.ok().map(|_| ())));
+    let mcs = watcher(
+        Api::<MachineConfig>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .filter_map(|r| {
+        future::ready(
+            r.ok()
+                .filter(|mc| !mco_render::merge::is_rendered(mc))
+                .map(|_| ()),
+        )
+    });
+    futures::stream::select(pools, mcs)
+}
+
+async fn run_kind<K: Generator>(ctx: Arc<Ctx>) {
+    let api: Api<K> = Api::all(ctx.client.clone());
+    let kind = K::KIND;
+    Controller::new(api, watcher::Config::default())
+        .reconcile_all_on(inputs_changed(&ctx))
+        .run(
+            reconcile::<K>,
+            move |obj, e, _| {
+                tracing::warn!(kind, object = %obj.name_any(), error = %e, "generator reconcile failed");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
+        .for_each(|_| future::ready(()))
+        .await;
+}
+
+/// The KubeletConfig, ContainerRuntimeConfig and registries controllers; runs until dropped.
+pub async fn run(ctx: Arc<Ctx>) {
+    future::join3(
+        run_kind::<KubeletConfig>(ctx.clone()),
+        run_kind::<ContainerRuntimeConfig>(ctx.clone()),
+        run_registries(ctx),
+    )
+    .await;
+}
+
+/// The registries config of one pool: written when there are inputs, deleted when there are
+/// none (the pool's base files are then in force again), left as it was when an input is
+/// refused. A refusal is a Warning event on the object it came from.
+async fn reconcile_registries(
+    pool: Arc<MachineConfigPool>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, Error> {
+    let c = &ctx.client;
+    let list = ListParams::default();
+    // A cluster without one of these kinds simply has none of it.
+    async fn items<T>(api: Api<T>, lp: &ListParams) -> Result<Vec<T>, Error>
+    where
+        T: Resource + Clone + DeserializeOwned + Debug,
+    {
+        match api.list(lp).await {
+            Ok(l) => Ok(l.items),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(vec![]),
+            Err(e) => Err(e.into()),
+        }
+    }
+    let image = match Api::<Image>::all(c.clone())
+        .get_opt(mco_api::generators::IMAGE_CONFIG_NAME)
+        .await
+    {
+        Ok(i) => i,
+        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) => return Err(e.into()),
+    };
+    let idms = items(Api::<ImageDigestMirrorSet>::all(c.clone()), &list).await?;
+    let itms = items(Api::<ImageTagMirrorSet>::all(c.clone()), &list).await?;
+    let icsp = items(Api::<ImageContentSourcePolicy>::all(c.clone()), &list).await?;
+    let inputs = mco_generate::registries::Inputs {
+        image: image.as_ref(),
+        idms: &idms,
+        itms: &itms,
+        icsp: &icsp,
+    };
+    let pool_name = pool.name_any();
+    let name = mco_generate::managed_name(&pool_name, "registries", "");
+    let mc_api: Api<MachineConfig> = Api::all(c.clone());
+    if inputs.is_empty() {
+        delete_mc(&mc_api, &name).await?;
+        return Ok(Action::requeue(ctx.config.resync));
+    }
+    let mcs = mc_api.list(&list).await?.items;
+    let ordered = pool_mcs(&pool, &mcs);
+    let base = |path| mco_generate::base_file(&ordered, path).ok().flatten();
+    use mco_generate::registries::{POLICY_JSON, REGISTRIES_CONF, files};
+    match files(
+        &inputs,
+        base(REGISTRIES_CONF).as_deref(),
+        base(POLICY_JSON).as_deref(),
+    ) {
+        Ok(files) => {
+            let mut mc = mco_generate::machine_config(
+                &name,
+                &pool_name,
+                &ctx.config.controller_version,
+                files,
+            );
+            mc.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
+            put_mc(&mc_api, mc).await?;
+        }
+        Err(refused) => {
+            // The object's full reference (with its uid), so the event is attached to it.
+            let named = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+                m.name.as_deref() == Some(refused.name.as_str())
+            };
+            let reference = match refused.kind {
+                "ImageDigestMirrorSet" => idms
+                    .iter()
+                    .find(|o| named(&o.metadata))
+                    .map(|o| o.object_ref(&())),
+                "ImageTagMirrorSet" => itms
+                    .iter()
+                    .find(|o| named(&o.metadata))
+                    .map(|o| o.object_ref(&())),
+                "ImageContentSourcePolicy" => icsp
+                    .iter()
+                    .find(|o| named(&o.metadata))
+                    .map(|o| o.object_ref(&())),
+                _ => image.as_ref().map(|o| o.object_ref(&())),
+            };
+            let Some(reference) = reference else {
+                tracing::warn!(error = %refused, "registries input refused");
+                return Ok(Action::requeue(ctx.config.resync));
+            };
+            let message = format!("{}; MachineConfig {name} is left as it was", refused);
+            ctx.publish(
+                &reference,
+                EventKind::Warning,
+                "InvalidRegistriesConfig",
+                &message,
+            )
+            .await;
+        }
+    }
+    Ok(Action::requeue(ctx.config.resync))
+}
+
+async fn run_registries(ctx: Arc<Ctx>) {
+    let c = ctx.client.clone();
+    fn changes<T>(api: Api<T>) -> impl Stream<Item = ()> + Send + 'static
+    where
+        T: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    {
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .touched_objects()
+            .filter_map(|r| future::ready(r.ok().map(|_| ())))
+    }
+    let sources = futures::stream::select_all([
+        changes(Api::<Image>::all(c.clone())).boxed(),
+        changes(Api::<ImageDigestMirrorSet>::all(c.clone())).boxed(),
+        changes(Api::<ImageTagMirrorSet>::all(c.clone())).boxed(),
+        changes(Api::<ImageContentSourcePolicy>::all(c.clone())).boxed(),
+        inputs_changed(&ctx).boxed(),
+    ]);
+    Controller::new(Api::<MachineConfigPool>::all(c), watcher::Config::default())
+        .reconcile_all_on(sources)
+        .run(
+            reconcile_registries,
+            |pool, e, _| {
+                tracing::warn!(pool = %pool.name_any(), error = %e, "registries reconcile failed");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
+        .for_each(|_| future::ready(()))
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Time {
+        Time(s.parse().unwrap())
+    }
+
+    #[test]
+    fn conditions_use_upstreams_messages_and_keep_their_time() {
+        let ok = condition(None, None, t("2026-01-01T00:00:00Z"));
+        assert_eq!(
+            (ok.type_.as_str(), ok.message.as_str()),
+            ("Success", "Success")
+        );
+        let old = GeneratorStatus {
+            observed_generation: Some(1),
+            conditions: vec![ok.clone()],
+        };
+        let again = condition(Some(&old), None, t("2026-02-01T00:00:00Z"));
+        assert_eq!(again.last_transition_time, ok.last_transition_time);
+        let bad = condition(
+            Some(&old),
+            Some("KubeletConfiguration: cgroupDriver is not allowed to be set, but contains: x"),
+            t("2026-02-01T00:00:00Z"),
+        );
+        assert_eq!(bad.type_, "Failure");
+        assert_eq!(bad.status, "True");
+        assert_eq!(
+            bad.message,
+            "Error: KubeletConfiguration: cgroupDriver is not allowed to be set, but contains: x"
+        );
+        assert_eq!(bad.last_transition_time, Some(t("2026-02-01T00:00:00Z")));
+    }
+
+    #[test]
+    fn only_this_kinds_generated_configs_are_its_finalizers() {
+        assert!(is_ours::<KubeletConfig>("99-worker-generated-kubelet"));
+        assert!(is_ours::<KubeletConfig>("99-infra-generated-kubelet-2"));
+        assert!(!is_ours::<KubeletConfig>(
+            "99-worker-generated-containerruntime"
+        ));
+        assert!(!is_ours::<KubeletConfig>("example.com/keep"));
+        assert!(is_ours::<ContainerRuntimeConfig>(
+            "99-worker-generated-containerruntime-1"
+        ));
+    }
+}

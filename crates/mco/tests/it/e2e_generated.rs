@@ -1,0 +1,225 @@
+//! End-to-end: the MachineConfigs mco writes for users, driven with `kubectl` as an
+//! administrator would. A KubeletConfig reaches every worker's kubelet config with a drain and a
+//! reboot, and deleting it rolls the setting back; an ImageDigestMirrorSet mirror reaches
+//! `registries.conf` with a CRI-O reload and no drain or reboot; refused input is reported on
+//! its object and nothing is applied, for each kind.
+
+use crate::e2e;
+
+use e2e::*;
+use serde_json::Value;
+
+const MAX_PODS: &str = "apiVersion: machineconfiguration.openshift.io/v1
+kind: KubeletConfig
+metadata:
+  name: max-pods
+spec:
+  machineConfigPoolSelector:
+    matchLabels:
+      pools.operator.machineconfiguration.openshift.io/worker: \"\"
+  kubeletConfig:
+    maxPods: 300
+";
+
+const BAD_KUBELET: &str = "apiVersion: machineconfiguration.openshift.io/v1
+kind: KubeletConfig
+metadata:
+  name: bad-cgroups
+spec:
+  machineConfigPoolSelector:
+    matchLabels:
+      pools.operator.machineconfiguration.openshift.io/worker: \"\"
+  kubeletConfig:
+    cgroupDriver: cgroupfs
+";
+
+const BAD_RUNTIME: &str = "apiVersion: machineconfiguration.openshift.io/v1
+kind: ContainerRuntimeConfig
+metadata:
+  name: bad-pids
+spec:
+  machineConfigPoolSelector:
+    matchLabels:
+      pools.operator.machineconfiguration.openshift.io/worker: \"\"
+  containerRuntimeConfig:
+    pidsLimit: 5
+";
+
+const MIRROR: &str = "apiVersion: config.openshift.io/v1
+kind: ImageDigestMirrorSet
+metadata:
+  name: release-mirror
+spec:
+  imageDigestMirrors:
+  - source: quay.io/openshift-release-dev/ocp-release
+    mirrors:
+    - mirror.example.net/ocp/release
+";
+
+const CONFLICTING_MIRROR: &str = "apiVersion: config.openshift.io/v1
+kind: ImageDigestMirrorSet
+metadata:
+  name: zz-conflicting
+spec:
+  imageDigestMirrors:
+  - source: quay.io/openshift-release-dev/ocp-release
+    mirrors:
+    - other.example.net/ocp/release
+    mirrorSourcePolicy: NeverContactSource
+";
+
+/// The KubeletConfig once the controller has observed its generation.
+fn observed(c: &Cluster, name: &str) -> Value {
+    wait_for(&format!("KubeletConfig {name} observed"), 60, || {
+        let o = c.try_get_json(&["kubeletconfig", name])?;
+        let seen = o["status"]["observedGeneration"].as_i64()?;
+        (Some(seen) == o["metadata"]["generation"].as_i64()).then_some(o)
+    })
+}
+
+fn kubelet_conf(c: &Cluster, node: &str) -> String {
+    c.read_node_file(node, "/etc/kubernetes/kubelet.conf")
+        .unwrap_or_default()
+}
+
+#[test]
+fn generated_configs_reach_the_nodes_with_the_right_disruption() {
+    let c = Cluster::up(Opts::default());
+    let workers = c.workers();
+    let r0 = c.pool_target("worker");
+
+    // Refused input: a Failure condition in upstream's words, and nothing generated.
+    c.apply(BAD_KUBELET);
+    let bad = observed(&c, "bad-cgroups");
+    assert_eq!(bad["status"]["conditions"][0]["type"], "Failure", "{bad}");
+    assert_eq!(
+        bad["status"]["conditions"][0]["message"],
+        "Error: KubeletConfiguration: cgroupDriver is not allowed to be set, but contains: cgroupfs"
+    );
+    assert!(
+        c.try_get_json(&["mc", "99-worker-generated-kubelet"])
+            .is_none(),
+        "a refused KubeletConfig generated a MachineConfig"
+    );
+    c.kubectl(&["delete", "kubeletconfig", "bad-cgroups", "--wait=true"]);
+    c.apply(BAD_RUNTIME);
+    let bad = wait_for("ContainerRuntimeConfig bad-pids observed", 60, || {
+        let o = c.try_get_json(&["containerruntimeconfig", "bad-pids"])?;
+        let seen = o["status"]["observedGeneration"].as_i64()?;
+        (Some(seen) == o["metadata"]["generation"].as_i64()).then_some(o)
+    });
+    assert_eq!(bad["status"]["conditions"][0]["type"], "Failure", "{bad}");
+    assert_eq!(
+        bad["status"]["conditions"][0]["message"],
+        "Error: invalid PidsLimit 5"
+    );
+    assert!(
+        c.try_get_json(&["mc", "99-worker-generated-containerruntime"])
+            .is_none(),
+        "a refused ContainerRuntimeConfig generated a MachineConfig"
+    );
+    c.kubectl(&[
+        "delete",
+        "containerruntimeconfig",
+        "bad-pids",
+        "--wait=true",
+    ]);
+    assert_eq!(
+        c.pool_target("worker"),
+        r0,
+        "refused input started a rollout"
+    );
+
+    // maxPods: every worker's kubelet config, with a drain and a reboot.
+    let boots: Vec<String> = workers.iter().map(|w| c.boot_id(w)).collect();
+    c.apply(MAX_PODS);
+    let kc = observed(&c, "max-pods");
+    assert_eq!(kc["status"]["conditions"][0]["type"], "Success", "{kc}");
+    assert_eq!(kc["status"]["conditions"][0]["message"], "Success");
+    assert_eq!(
+        kc["metadata"]["finalizers"],
+        serde_json::json!(["99-worker-generated-kubelet"])
+    );
+    let mc = c.get_json(&["mc", "99-worker-generated-kubelet"]);
+    assert_eq!(
+        mc["metadata"]["ownerReferences"][0]["kind"],
+        "KubeletConfig"
+    );
+    let r1 = c.wait_rollout("worker", &r0, 240);
+    for (w, b) in workers.iter().zip(&boots) {
+        let conf = kubelet_conf(&c, w);
+        assert!(conf.contains("maxPods: 300"), "{w}: {conf}");
+        // The base settings stay under the merged field.
+        assert!(conf.contains("cgroupDriver: systemd"), "{w}: {conf}");
+        assert_ne!(&c.boot_id(w), b, "{w} did not reboot");
+        let prepared = condition_message(&c.mcn(w), "UpdatePrepared");
+        assert!(prepared.contains("Drain Required: true"), "{w}: {prepared}");
+    }
+
+    // A mirror: registries.conf and a CRI-O reload, no drain, no reboot.
+    let boots: Vec<String> = workers.iter().map(|w| c.boot_id(w)).collect();
+    c.apply(MIRROR);
+    let r2 = c.wait_rollout("worker", &r1, 240);
+    for (w, b) in workers.iter().zip(&boots) {
+        let conf = c
+            .read_node_file(w, "/etc/containers/registries.conf")
+            .unwrap_or_default();
+        assert!(
+            conf.contains("location = \"mirror.example.net/ocp/release\"")
+                && conf.contains("pull-from-mirror = \"digest-only\""),
+            "{w}: {conf}"
+        );
+        // The base's search registries are kept.
+        assert!(conf.contains("registry.example.com"), "{w}: {conf}");
+        assert_eq!(&c.boot_id(w), b, "{w} rebooted for a mirror");
+        let mcn = c.mcn(w);
+        let prepared = condition_message(&mcn, "UpdatePrepared");
+        assert!(
+            prepared.contains("Drain Required: false"),
+            "{w}: {prepared}"
+        );
+        let log = c
+            .read_node_file(w, "/var/log/mco-sim/systemd.log")
+            .unwrap_or_default();
+        assert!(
+            log.lines().any(|l| l.contains("reload crio.service")),
+            "{w}: no CRI-O reload recorded:\n{log}"
+        );
+        let post = condition_message(&mcn, "UpdatePostActionComplete");
+        assert!(post.contains("Node has reloaded CRIO"), "{w}: {post}");
+    }
+
+    // A conflicting mirror set: a Warning event on it, and the last good config stays.
+    let before = c.get_json(&["mc", "99-worker-generated-registries"]);
+    c.apply(CONFLICTING_MIRROR);
+    wait_for("InvalidRegistriesConfig event", 60, || {
+        let events = c.get_json(&["events.events.k8s.io", "-n", "default"]);
+        events["items"].as_array()?.iter().find_map(|e| {
+            (e["reason"] == "InvalidRegistriesConfig"
+                && e["regarding"]["kind"] == "ImageDigestMirrorSet"
+                && e["regarding"]["name"] == "zz-conflicting")
+                .then(|| e["note"].as_str().unwrap_or_default().to_owned())
+                .filter(|m| m.contains("conflicting mirrorSourcePolicy"))
+        })
+    });
+    let after = c.get_json(&["mc", "99-worker-generated-registries"]);
+    assert_eq!(
+        before["spec"], after["spec"],
+        "a refused input changed the config"
+    );
+    assert_eq!(c.pool_target("worker"), r2);
+    c.kubectl(&["delete", "imagedigestmirrorset", "zz-conflicting"]);
+
+    // Deleting the KubeletConfig deletes its MachineConfig and rolls maxPods back.
+    c.kubectl(&["delete", "kubeletconfig", "max-pods", "--wait=true"]);
+    assert!(
+        c.try_get_json(&["mc", "99-worker-generated-kubelet"])
+            .is_none()
+    );
+    c.wait_rollout("worker", &r2, 240);
+    for w in &workers {
+        let conf = kubelet_conf(&c, w);
+        assert!(!conf.contains("maxPods"), "{w}: {conf}");
+        assert!(conf.contains("cgroupDriver: systemd"), "{w}: {conf}");
+    }
+}
