@@ -5,6 +5,7 @@
 //! each module is a former `tests/<name>.rs` (`common` was `tests/common/mod.rs`).
 
 mod common;
+mod generators;
 mod nodes;
 mod render;
 mod rollout;
