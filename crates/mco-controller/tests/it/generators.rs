@@ -1,11 +1,11 @@
 //! The KubeletConfig generator against the embedded API server: upstream's suffixes for a second
 //! object of a pool, finalizers that delete the generated MachineConfig with its object, and a
-//! Failure for an object that selects no pool.
+//! Failure for an object that selects no pool; and a ContainerRuntimeConfig's CRI-O drop-in.
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use mco_api::generators::MC_NAME_SUFFIX;
-use mco_api::{KubeletConfig, MachineConfig, MachineConfigPool};
+use mco_api::{ContainerRuntimeConfig, KubeletConfig, MachineConfig, MachineConfigPool};
 use mco_testkit::MachineConfigBuilder;
 use serde_json::json;
 
@@ -138,4 +138,46 @@ async fn suffixes_finalizers_and_failures_follow_upstream() {
         "Error: could not find any MachineConfigPool set for KubeletConfig nowhere"
     );
     assert!(kcs.get("nowhere").await.unwrap().finalizers().is_empty());
+
+    // A ContainerRuntimeConfig: its own MachineConfig, with the CRI-O drop-in and the finalizer.
+    let crcs: Api<ContainerRuntimeConfig> = Api::all(c.clone());
+    let crc: ContainerRuntimeConfig = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "ContainerRuntimeConfig",
+        "metadata": {"name": "pids"},
+        "spec": {
+            "machineConfigPoolSelector": {"matchLabels": {POOL_LABEL: ""}},
+            "containerRuntimeConfig": {"pidsLimit": 2048},
+        },
+    }))
+    .unwrap();
+    crcs.create(&PostParams::default(), &crc).await.unwrap();
+    let mc = eventually("99-worker-generated-containerruntime", 30, || {
+        let mcs = mcs.clone();
+        async move {
+            mcs.get_opt("99-worker-generated-containerruntime")
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    let text = serde_json::to_string(&mc.spec.config).unwrap();
+    assert!(
+        text.contains("/etc/crio/crio.conf.d/01-ctrcfg-pidsLimit")
+            && text.contains("pids_limit%20%3D%202048"),
+        "{text}"
+    );
+    let status = eventually("pids' Success", 30, || {
+        let crcs = crcs.clone();
+        async move { crcs.get("pids").await.ok()?.status?.conditions.pop() }
+    })
+    .await;
+    assert_eq!(
+        (status.type_.as_str(), status.message.as_str()),
+        ("Success", "Success")
+    );
+    assert_eq!(
+        crcs.get("pids").await.unwrap().finalizers(),
+        ["99-worker-generated-containerruntime"]
+    );
 }
