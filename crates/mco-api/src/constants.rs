@@ -29,6 +29,9 @@ pub mod annotations {
         "machineconfiguration.openshift.io/os-image-url-overridden";
     /// Legacy: set when an SSH login was detected on the node.
     pub const SSH: &str = "machineconfiguration.openshift.io/ssh";
+    /// The ControllerConfig resourceVersion whose certificates the daemon last wrote.
+    pub const LAST_SYNCED_CONTROLLER_CONFIG: &str =
+        "machineconfiguration.openshift.io/lastSyncedControllerConfigResourceVersion";
 }
 
 /// Values of the [`annotations::STATE`] annotation.
@@ -97,6 +100,13 @@ pub mod pool_conditions {
     pub const NODE_DEGRADED: &str = "NodeDegraded";
     pub const RENDER_DEGRADED: &str = "RenderDegraded";
     pub const DEGRADED: &str = "Degraded";
+}
+
+/// ControllerConfig condition types (upstream's template controller).
+pub mod cc_conditions {
+    pub const RUNNING: &str = "TemplateControllerRunning";
+    pub const COMPLETED: &str = "TemplateControllerCompleted";
+    pub const FAILING: &str = "TemplateControllerFailing";
 }
 
 /// MachineConfigNode condition types (v1alpha1, as in the seed documentation).

@@ -1,5 +1,6 @@
-//! `ControllerConfig` (v1): the cluster-wide inputs to rendering. mco needs only the default OS
-//! image; every other upstream field is kept verbatim so an upstream object round-trips.
+//! `ControllerConfig` (v1): the cluster-wide inputs to rendering. mco reads the default OS image
+//! and the CA bundles (written to nodes by the daemon, reported in status by the controller);
+//! every other upstream field is kept verbatim so an upstream object round-trips.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -44,10 +45,53 @@ pub struct ControllerConfigSpec {
     pub base_os_extensions_container_image: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub release_image: String,
+    /// The kube-apiserver serving CA (base64 PEM, as Go's `[]byte`): the daemon writes it to
+    /// `/etc/kubernetes/kubelet-ca.crt`.
+    #[serde(
+        rename = "kubeAPIServerServingCAData",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(extend("format" = "byte"))]
+    pub kube_api_server_serving_ca_data: Option<String>,
+    /// The cluster's root CA (base64 PEM).
+    #[serde(rename = "rootCAData", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "byte"))]
+    pub root_ca_data: Option<String>,
+    /// The cloud provider's CA (base64 PEM).
+    #[serde(
+        rename = "cloudProviderCAData",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(extend("format" = "byte"))]
+    pub cloud_provider_ca_data: Option<String>,
+    /// Extra CAs for the nodes' trust store (base64 PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "byte"))]
+    pub additional_trust_bundle: Option<String>,
+    /// Image registry CAs from the cluster's image config, one per registry host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub image_registry_bundle_data: Option<Vec<ImageRegistryBundle>>,
+    /// Image registry CAs the administrator added, one per registry host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub image_registry_bundle_user_data: Option<Vec<ImageRegistryBundle>>,
     /// Upstream fields mco does not use, kept as they are.
     #[serde(flatten)]
     #[schemars(skip)]
     pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One registry's CA bundle: written to `/etc/docker/certs.d/<file>/ca.crt`, where `..` in
+/// `file` stands for the `:` before a port (`host..5000` is `host:5000`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ImageRegistryBundle {
+    pub file: String,
+    /// Base64 PEM, as Go's `[]byte`.
+    #[schemars(extend("format" = "byte"))]
+    pub data: String,
 }
 
 impl ControllerConfigSpec {
@@ -67,7 +111,54 @@ impl ControllerConfigSpec {
 pub struct ControllerConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// `TemplateControllerRunning`, `TemplateControllerCompleted`, `TemplateControllerFailing`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub conditions: Vec<ControllerConfigStatusCondition>,
+    /// Every certificate of the spec's CA bundles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub controller_certificates: Vec<ControllerCertificate>,
     #[serde(flatten)]
     #[schemars(skip)]
     pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Upstream's `ControllerConfigStatusCondition` (not `metav1.Condition`: no observedGeneration).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerConfigStatusCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// One certificate of a CA bundle (upstream's `ControllerCertificate`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerCertificate {
+    /// The subject, as Go's `pkix.Name.String()` prints it (`CN=x,OU=y`).
+    pub subject: String,
+    /// The issuer, likewise.
+    pub signer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<String>,
+    /// The bundle it came from: a spec field's Go name (`KubeAPIServerServingCAData`) or a
+    /// registry bundle's `file`.
+    pub bundle_file: String,
+}
+
+impl ControllerConfigStatus {
+    /// The condition of the given type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&ControllerConfigStatusCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
 }

@@ -13,7 +13,10 @@ pub mod operator;
 pub mod paths;
 pub mod pool;
 
-pub use controllerconfig::{ControllerConfig, ControllerConfigSpec, ControllerConfigStatus};
+pub use controllerconfig::{
+    ControllerCertificate, ControllerConfig, ControllerConfigSpec, ControllerConfigStatus,
+    ControllerConfigStatusCondition, ImageRegistryBundle,
+};
 pub use generators::{
     ContainerRuntimeConfig, ContainerRuntimeConfigSpec, GeneratorStatus, Image,
     ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig,

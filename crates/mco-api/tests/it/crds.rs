@@ -282,3 +282,67 @@ fn machine_configuration_crd_is_upstreams_group_and_keeps_unknown_fields() {
             .is_some()
     );
 }
+
+#[test]
+fn controller_config_keeps_every_upstream_spec_field_and_reads_the_ca_bundles() {
+    // Every field of upstream's ControllerConfigSpec, as its operator writes them.
+    let spec = serde_json::json!({
+        "clusterDNSIP": "172.30.0.10",
+        "cloudProviderConfig": "",
+        "platform": "none",
+        "etcdDiscoveryDomain": "",
+        "kubeAPIServerServingCAData": "LS0tLS1CRUdJTg==",
+        "rootCAData": "Uk9PVA==",
+        "cloudProviderCAData": "Q0xPVUQ=",
+        "additionalTrustBundle": "VFJVU1Q=",
+        "imageRegistryBundleUserData": [{"file": "registry.example.com..5000", "data": "VVNFUg=="}],
+        "imageRegistryBundleData": [{"file": "image-registry.openshift-image-registry.svc..5000", "data": "SVI="}],
+        "pullSecret": {"namespace": "openshift-config", "name": "pull-secret"},
+        "internalRegistryPullSecret": "e30=",
+        "images": {"machineConfigOperator": "quay.io/mco:1"},
+        "baseOSContainerImage": "quay.io/os:1",
+        "baseOSExtensionsContainerImage": "quay.io/ext:1",
+        "osImageURL": "",
+        "releaseImage": "quay.io/release:1",
+        "proxy": {"httpProxy": "http://proxy:3128"},
+        "infra": {"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+                  "status": {"controlPlaneTopology": "HighlyAvailable"}},
+        "dns": {"apiVersion": "config.openshift.io/v1", "kind": "DNS", "spec": {"baseDomain": "x"}},
+        "ipFamilies": "IPv4",
+        "networkType": "OVNKubernetes",
+        "network": {"mtuMigration": null}
+    });
+    let parsed: mco_api::ControllerConfigSpec = serde_json::from_value(spec.clone()).unwrap();
+    assert_eq!(
+        parsed.kube_api_server_serving_ca_data.as_deref(),
+        Some("LS0tLS1CRUdJTg==")
+    );
+    let user = parsed.image_registry_bundle_user_data.as_deref().unwrap();
+    assert_eq!(user[0].file, "registry.example.com..5000");
+    let mut back = serde_json::to_value(&parsed).unwrap();
+    // mco writes the empty osImageURL as absent, which upstream reads the same.
+    back.as_object_mut()
+        .unwrap()
+        .insert("osImageURL".into(), "".into());
+    assert_eq!(back, spec);
+
+    // Upstream's Go nil slices arrive as null; they read as absent.
+    let nulls: mco_api::ControllerConfigSpec = serde_json::from_value(serde_json::json!({
+        "imageRegistryBundleData": null, "cloudProviderCAData": null
+    }))
+    .unwrap();
+    assert_eq!(nulls.image_registry_bundle_data, None);
+
+    // The API server prunes nothing from spec or status.
+    let crd = crd("controllerconfigs");
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let root = &schema["openAPIV3Schema"]["properties"];
+    assert_eq!(root["spec"]["x-kubernetes-preserve-unknown-fields"], true);
+    assert_eq!(root["status"]["x-kubernetes-preserve-unknown-fields"], true);
+    for field in ["observedGeneration", "conditions", "controllerCertificates"] {
+        assert!(
+            root["status"]["properties"][field].is_object(),
+            "{field} missing from the schema"
+        );
+    }
+}
