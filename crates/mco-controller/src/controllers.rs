@@ -199,14 +199,17 @@ fn pools_touched_by(
 /// MachineConfig created mid-rollout was rendered only once the rollout paused; each also woke
 /// the node controller for a pass with nothing new to plan. Both read only a pool's spec, and
 /// the conditions others set are each written whole by their writer.
-fn spec_changes<S>(pools: S) -> impl Stream<Item = Arc<MachineConfigPool>> + Send
+///
+/// The same holds for the ControllerConfig, whose status the ccstatus controller writes.
+fn spec_changes<K, S>(pools: S) -> impl Stream<Item = Arc<K>> + Send
 where
-    S: Stream<Item = Arc<MachineConfigPool>> + Send,
+    K: Resource + Send + Sync,
+    S: Stream<Item = Arc<K>> + Send,
 {
     type Seen = (Option<String>, Option<i64>, bool);
     let mut seen: HashMap<String, Seen> = HashMap::new();
     pools.filter(move |p| {
-        let m = &p.metadata;
+        let m = p.meta();
         let now: Seen = (m.uid.clone(), m.generation, m.deletion_timestamp.is_some());
         // Without a generation a spec change cannot be told apart: every change counts.
         let changed = m.generation.is_none()
@@ -251,6 +254,10 @@ pub async fn run_all(
     let ccs_for_render = ccs_w
         .subscribe()
         .ok_or_else(|| subscribe("ControllerConfig"))?;
+    let ccs_for_status = ccs_w
+        .subscribe()
+        .ok_or_else(|| subscribe("ControllerConfig"))?;
+    let pools_for_status = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
 
     // A deleted node changes its pool's machine counts: tell the node controller at once rather
     // than at the next resync.
@@ -338,7 +345,7 @@ pub async fn run_all(
         let p2 = pools.clone();
         let render = Controller::for_shared_stream(spec_changes(pools_for_render), pools.clone())
             .watches_shared_stream(mcs_for_render, move |_| all_pools(&p1))
-            .watches_shared_stream(ccs_for_render, move |_| all_pools(&p2))
+            .watches_shared_stream(spec_changes(ccs_for_render), move |_| all_pools(&p2))
             .reconcile_all_on(ticker(config.resync))
             .with_config(ControllerSettings::default().debounce(config.render_debounce))
             .run(
@@ -410,16 +417,36 @@ pub async fn run_all(
             )
             .for_each(|_| future::ready(()));
 
+        // The ControllerConfig's own status, and each pool's certExpirys (a new pool gets them
+        // at once).
+        let cc_status = Controller::for_shared_stream(ccs_for_status, ctx.ccs.clone())
+            .watches_shared_stream(spec_changes(pools_for_status), |_| {
+                Some(ObjectRef::<ControllerConfig>::new(
+                    mco_api::constants::names::CONTROLLER_CONFIG,
+                ))
+            })
+            .reconcile_all_on(ticker(config.resync))
+            .run(
+                |cc, ctx| async move {
+                    let (c, name) = (ctx.clone(), name_of(&*cc));
+                    timed(&c, "controllerconfig", &name, crate::ccstatus::reconcile(cc, ctx)).await
+                },
+                |cc, e, ctx| error_policy("controllerconfig", cc, e, ctx),
+                ctx.clone(),
+            )
+            .for_each(|_| future::ready(()));
+
         let sweep = crate::mcn::sweep_orphans(ctx.clone());
         // Its own watch of one object: a cluster without the MachineConfiguration CRD keeps
         // every other controller running.
         let disruption = crate::disruption::run(ctx.client.clone());
         // Their own watches too, for the same reason: the input CRDs may be missing.
         let generators = crate::generators::run(ctx.clone());
-        future::join3(
+        future::join4(
             future::join5(render, rollout, mcn, drain, sweep),
             disruption,
             generators,
+            cc_status,
         )
         .await;
     };

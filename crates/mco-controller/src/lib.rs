@@ -9,16 +9,20 @@
 //!
 //! Modules, each using only those above it (besides [`Config`] and [`Error`], defined here):
 //! - [`metrics`]: the Prometheus metrics and the probe endpoints;
+//! - [`certs`]: the certificates of the ControllerConfig's CA bundles (pure);
 //! - [`written`]: this controller's own writes laid over caches that lag them;
 //! - [`nodeview`]: what a pool pass reads of the nodes, kept from one pass to the next;
 //! - [`ctx`]: [`ctx::Ctx`], the state every controller shares, and the helpers on it;
 //! - [`leader`]: the Lease elector;
 //! - the controllers, which do not use each other: [`render`], [`rollout`] (the node
-//!   controller), [`mcn`] (MachineConfigNode lifecycle), [`drain`] and [`disruption`] (the
-//!   node disruption policy of `MachineConfiguration/cluster`) and [`generators`] (the
-//!   MachineConfigs written from KubeletConfigs, ContainerRuntimeConfigs and registry policy);
+//!   controller), [`mcn`] (MachineConfigNode lifecycle), [`drain`], [`disruption`] (the
+//!   node disruption policy of `MachineConfiguration/cluster`), [`generators`] (the
+//!   MachineConfigs written from KubeletConfigs, ContainerRuntimeConfigs and registry policy)
+//!   and [`ccstatus`] (the ControllerConfig's status and the pools' `certExpirys`);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
+pub mod ccstatus;
+pub mod certs;
 pub mod controllers;
 pub mod ctx;
 pub mod disruption;

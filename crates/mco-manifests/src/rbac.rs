@@ -168,6 +168,12 @@ pub fn controller_rules() -> Vec<PolicyRule> {
             &["controllerconfigs"],
             &["get", "list", "watch"],
         ),
+        // Conditions and controllerCertificates, as upstream's template controller writes them.
+        rule(
+            &[MCO_GROUP],
+            &["controllerconfigs/status"],
+            &["get", "update", "patch"],
+        ),
         // Node disruption policy: created when missing (as upstream), merged into its status.
         rule(
             &[OPERATOR_GROUP],
