@@ -29,9 +29,6 @@ pub mod annotations {
         "machineconfiguration.openshift.io/os-image-url-overridden";
     /// Legacy: set when an SSH login was detected on the node.
     pub const SSH: &str = "machineconfiguration.openshift.io/ssh";
-    /// The ControllerConfig resourceVersion whose certificates the daemon last wrote.
-    pub const LAST_SYNCED_CONTROLLER_CONFIG: &str =
-        "machineconfiguration.openshift.io/lastSyncedControllerConfigResourceVersion";
 }
 
 /// Values of the [`annotations::STATE`] annotation.

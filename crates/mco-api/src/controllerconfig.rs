@@ -6,6 +6,11 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// Bytes of PEM one CA bundle may hold (decoded), for the controller that reads them and the
+/// daemon that writes them. A public trust store is about 200 KiB; a ControllerConfig must fit in
+/// one etcd object (1.5 MiB) anyway.
+pub const MAX_BUNDLE_BYTES: usize = 1024 * 1024;
+
 /// The singleton `machine-config-controller`.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -55,7 +60,11 @@ pub struct ControllerConfigSpec {
     #[schemars(extend("format" = "byte"))]
     pub kube_api_server_serving_ca_data: Option<String>,
     /// The cluster's root CA (base64 PEM).
-    #[serde(rename = "rootCAData", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "rootCAData",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(extend("format" = "byte"))]
     pub root_ca_data: Option<String>,
     /// The cloud provider's CA (base64 PEM).

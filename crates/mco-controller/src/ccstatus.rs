@@ -36,8 +36,9 @@ pub fn desired_status(cc: &ControllerConfig, version: &str, now: &str) -> Contro
     let parsed = certs::controller_certificates(&cc.spec);
     let conds = &mut status.conditions;
     if parsed.errors.is_empty() {
-        let message =
-            format!("sync completed towards ({generation}) generation using controller version {version}");
+        let message = format!(
+            "sync completed towards ({generation}) generation using controller version {version}"
+        );
         set(conds, cc_conditions::COMPLETED, "True", &message, now);
         set(conds, cc_conditions::RUNNING, "False", "", now);
         set(conds, cc_conditions::FAILING, "False", "", now);

@@ -13,9 +13,7 @@ use mco_api::{ControllerCertificate, ControllerConfigSpec};
 use x509_parser::pem::Pem;
 use x509_parser::x509::X509Name;
 
-/// Bytes of PEM one bundle may hold (decoded). A public trust store is about 200 KiB; a
-/// ControllerConfig must fit in one etcd object (1.5 MiB) anyway.
-pub const MAX_BUNDLE_BYTES: usize = 1024 * 1024;
+pub use mco_api::controllerconfig::MAX_BUNDLE_BYTES;
 /// Certificates listed in status, over every bundle: each entry is a few hundred bytes of the
 /// object's status, which must fit next to the spec.
 pub const MAX_CERTIFICATES: usize = 1000;
@@ -30,7 +28,9 @@ pub enum CertError {
     NotBase64 { field: String, reason: String },
     #[error("{field}: {len} bytes of PEM, more than the limit of {MAX_BUNDLE_BYTES}")]
     TooLarge { field: String, len: usize },
-    #[error("{field}: more than {MAX_CERTIFICATES} certificates in the ControllerConfig's bundles; the rest are not listed")]
+    #[error(
+        "{field}: more than {MAX_CERTIFICATES} certificates in the ControllerConfig's bundles; the rest are not listed"
+    )]
     TooMany { field: String },
     #[error("{field}: block {block} is not PEM: {reason}")]
     NotPem {
@@ -273,7 +273,9 @@ fn escape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for (i, &c) in chars.iter().enumerate() {
         let edge_space = c == ' ' && (i == 0 || i == chars.len() - 1);
-        if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';') || edge_space || (i == 0 && c == '#')
+        if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || edge_space
+            || (i == 0 && c == '#')
         {
             out.push('\\');
         }
@@ -350,7 +352,11 @@ mod tests {
                     "CN=root-ca,OU=openshift",
                     "2035-01-01T00:00:00Z"
                 ),
-                ("RootCAData", "CN=root-ca,OU=openshift", "2035-01-01T00:00:00Z"),
+                (
+                    "RootCAData",
+                    "CN=root-ca,OU=openshift",
+                    "2035-01-01T00:00:00Z"
+                ),
                 (
                     "registry.example.com..5000",
                     "CN=registry\\, inc.",
@@ -367,7 +373,8 @@ mod tests {
     fn a_malformed_bundle_is_an_error_naming_its_field_and_keeps_what_came_before() {
         let good = ca("good", None, 2026, 2036);
         // A certificate block whose DER is garbage.
-        let bad = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n";
+        let bad =
+            "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n";
         let spec = ControllerConfigSpec {
             kube_api_server_serving_ca_data: Some(b64(&format!("{good}{bad}"))),
             additional_trust_bundle: Some("%%% not base64".into()),

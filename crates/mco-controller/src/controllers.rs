@@ -429,7 +429,13 @@ pub async fn run_all(
             .run(
                 |cc, ctx| async move {
                     let (c, name) = (ctx.clone(), name_of(&*cc));
-                    timed(&c, "controllerconfig", &name, crate::ccstatus::reconcile(cc, ctx)).await
+                    timed(
+                        &c,
+                        "controllerconfig",
+                        &name,
+                        crate::ccstatus::reconcile(cc, ctx),
+                    )
+                    .await
                 },
                 |cc, e, ctx| error_policy("controllerconfig", cc, e, ctx),
                 ctx.clone(),

@@ -8,6 +8,7 @@
 //! both, so a node that is draining holds no thread of the blocking pool.
 
 pub mod apply;
+pub mod certs;
 pub mod drift;
 pub mod firstboot;
 pub mod plan;
@@ -256,6 +257,17 @@ impl Engine {
     /// Whether the OS (image, kernel arguments, kernel type) is managed.
     pub fn managed_os(&self) -> bool {
         self.os.is_managed_ostree()
+    }
+
+    /// Writes the ControllerConfig's CA bundles (see [`certs`]): the paths changed, and each
+    /// bundle skipped with why.
+    pub fn write_certificates(
+        &self,
+        spec: &mco_api::ControllerConfigSpec,
+    ) -> Result<(Vec<String>, Vec<String>), HostError> {
+        let want = certs::plan(spec);
+        let changed = certs::apply(&self.host.fs, &want)?;
+        Ok((changed, want.problems))
     }
 
     /// Whether `/run/machine-config-daemon-force` exists.

@@ -20,7 +20,8 @@
 //! daemons of a process.
 //!
 //! Each sync asks [`decide()`] what to do; [`boot`] is the start-up sync, [`update`] holds the
-//! steps that change the node, and [`outbox`] the status writes they make.
+//! steps that change the node, and [`outbox`] the status writes they make. [`certs`] runs
+//! beside the syncs and writes the ControllerConfig's CA bundles.
 //!
 //! Only a change to the Node's annotations wakes a sync: they carry everything a sync and a
 //! drain wait read, and the other changes (the taint a rollout puts on every member, the
@@ -30,6 +31,7 @@
 //! sync with nothing to write sends nothing.
 
 mod boot;
+mod certs;
 pub mod decide;
 mod force;
 mod outbox;
@@ -45,7 +47,7 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use mco_api::constants::{MAX_REASON_LEN, annotations as ann, mcn_conditions as c, states};
-use mco_api::{MachineConfig, MachineConfigNode, MachineConfiguration};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfiguration};
 use tracing::Instrument;
 
 use crate::agent::mcn::{Status, Write};
@@ -163,6 +165,8 @@ struct Inner {
     mcns: Api<MachineConfigNode>,
     /// `MachineConfiguration/cluster`, whose status holds the merged node disruption policy.
     machine_configurations: Api<MachineConfiguration>,
+    /// The ControllerConfig, whose CA bundles [`certs`] writes.
+    controller_configs: Api<ControllerConfig>,
     /// Set once [`Daemon::run`]'s shutdown fires, so that waits inside a sync give up.
     shutdown: tokio::sync::watch::Sender<bool>,
     /// This Node as last seen by [`Daemon::run`]'s watch, so that a drain wait wakes on the
@@ -319,6 +323,7 @@ impl Daemon {
                 mcs: Api::all(client.clone()),
                 mcns: Api::all(client.clone()),
                 machine_configurations: Api::all(client.clone()),
+                controller_configs: Api::all(client.clone()),
                 events: Api::namespaced(client, "default"),
                 engine: Arc::new(engine),
                 metrics,
@@ -472,6 +477,9 @@ impl Daemon {
         };
         let _watch_task = AbortOnDrop(tokio::spawn(
             forward_node_watch(inner.nodes.clone(), cfg, watched_tx).in_current_span(),
+        ));
+        let _cert_task = AbortOnDrop(tokio::spawn(
+            certs::run(Arc::clone(&inner)).in_current_span(),
         ));
         let mut node_changes = inner.watched.clone();
         let mut shutdown = std::pin::pin!(shutdown);
