@@ -15,6 +15,8 @@ use crate::snapshot::{NodeFacts, Snapshot, mcn_condition, name_of};
 
 /// A node still in the same in-progress phase after this long is reported as stuck.
 pub const STUCK_AFTER: Duration = Duration::from_secs(15 * 60);
+/// A CA in a pool's `certExpirys` that expires within this long is reported.
+pub const CERT_WARN_WITHIN: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// One way out: what it does and the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -347,6 +349,7 @@ pub fn diagnose(
         for pool in &snap.pools {
             pool_findings(snap, pool, &mut out);
         }
+        out.extend(expiring_certificates(snap));
     }
 
     for node in &snap.nodes {
@@ -414,6 +417,71 @@ pub fn diagnose(
         }
     }
     out
+}
+
+/// The CAs of the pools' `certExpirys` that expire within [`CERT_WARN_WITHIN`] (or already
+/// have), once each, naming the pools that list them.
+pub fn expiring_certificates(snap: &Snapshot) -> Vec<Finding> {
+    // (bundle, subject, expiry) -> pools
+    let mut soon: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
+    for pool in &snap.pools {
+        for c in pool.status.iter().flat_map(|s| &s.cert_expirys) {
+            let Some(expiry) = c.expiry.as_deref() else {
+                continue;
+            };
+            let Ok(at) = expiry.parse::<jiff::Timestamp>() else {
+                continue;
+            };
+            if at.as_second() - snap.now.as_second() > CERT_WARN_WITHIN.as_secs() as i64 {
+                continue;
+            }
+            soon.entry((c.bundle.clone(), c.subject.clone(), expiry.to_owned()))
+                .or_default()
+                .push(name_of(pool).to_owned());
+        }
+    }
+    soon.into_iter()
+        .map(|((bundle, subject, expiry), pools)| {
+            let left = expiry
+                .parse::<jiff::Timestamp>()
+                .map(|at| at.as_second() - snap.now.as_second())
+                .unwrap_or_default();
+            let (title, when) = if left <= 0 {
+                (
+                    "CA certificate expired",
+                    format!(
+                        "expired at {expiry}, {} ago",
+                        human_duration(Duration::from_secs(left.unsigned_abs()))
+                    ),
+                )
+            } else {
+                (
+                    "CA certificate expires soon",
+                    format!(
+                        "expires at {expiry}, in {}",
+                        human_duration(Duration::from_secs(left as u64))
+                    ),
+                )
+            };
+            let plural = if pools.len() == 1 { "" } else { "s" };
+            Finding::new(
+                &format!("pool{plural} {}", pools.join(", ")),
+                title,
+                format!(
+                    "The CA {subject} in bundle {bundle} {when}. Nodes that trust only it \
+                     stop trusting the API server once it expires. A new CA in the \
+                     ControllerConfig reaches every node at once, paused pools included, \
+                     with no drain and no reboot."
+                ),
+                vec![Fix::new(
+                    "see every certificate of the ControllerConfig's bundles, then rotate the CA \
+                     (kubeAPIServerServingCAData is rotated by whoever runs the API server)",
+                    "kubectl get controllerconfig machine-config-controller \
+                     -o jsonpath='{range .status.controllerCertificates[*]}{.bundleFile}{\"\\t\"}{.subject}{\"\\t\"}{.notAfter}{\"\\n\"}{end}'",
+                )],
+            )
+        })
+        .collect()
 }
 
 fn pool_pending(p: &MachineConfigPool) -> bool {

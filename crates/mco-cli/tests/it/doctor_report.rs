@@ -473,3 +473,73 @@ fn disk_findings_do_not_repeat_what_the_api_explained() {
     assert_eq!(findings.len(), 2);
     assert_eq!(findings[1].title, "first boot not completed");
 }
+
+/// A pool listing the kube-apiserver CA `subject`, expiring `secs` after the snapshot (taken at
+/// 10,000 s).
+fn with_cert(
+    mut p: mco_api::MachineConfigPool,
+    subject: &str,
+    secs: i64,
+) -> mco_api::MachineConfigPool {
+    p.status
+        .as_mut()
+        .unwrap()
+        .cert_expirys
+        .push(mco_api::pool::CertExpiry {
+            bundle: "KubeAPIServerServingCAData".into(),
+            subject: subject.into(),
+            expiry: Some(ts(10_000 + secs)),
+        });
+    p
+}
+
+#[test]
+fn a_ca_expiring_within_30_days_is_named_once_with_its_bundle_subject_and_expiry() {
+    const DAY: i64 = 24 * 3600;
+    let mut s = cluster();
+    // Listed by both pools, as the controller lists it; a later CA beside it is fine.
+    s.pools[0] = with_cert(
+        s.pools[0].clone(),
+        "CN=kube-apiserver-lb-signer,OU=openshift",
+        30 * DAY,
+    );
+    s.pools[0] = with_cert(s.pools[0].clone(), "CN=next-signer", 30 * DAY + 1);
+    s.pools[1] = with_cert(
+        s.pools[1].clone(),
+        "CN=kube-apiserver-lb-signer,OU=openshift",
+        30 * DAY,
+    );
+    let findings = diagnose(&s, &no_roots(), None);
+    let f = one(&findings);
+    assert_eq!(f.subject, "pools worker, master");
+    assert_eq!(f.title, "CA certificate expires soon");
+    let expiry = ts(10_000 + 30 * DAY);
+    assert!(
+        f.cause.starts_with(&format!(
+            "The CA CN=kube-apiserver-lb-signer,OU=openshift in bundle KubeAPIServerServingCAData expires at {expiry}, in "
+        )),
+        "{}",
+        f.cause
+    );
+    assert!(commands(f)[0].starts_with("kubectl get controllerconfig machine-config-controller"));
+    // Asking about one node does not repeat cluster-wide findings.
+    assert!(diagnose(&s, &no_roots(), Some("w0")).is_empty());
+}
+
+#[test]
+fn an_expired_ca_is_reported_as_expired() {
+    let mut s = cluster();
+    s.pools[0] = with_cert(s.pools[0].clone(), "CN=old", -60);
+    let findings = diagnose(&s, &no_roots(), None);
+    let f = one(&findings);
+    assert_eq!(
+        (f.subject.as_str(), f.title.as_str()),
+        ("pool worker", "CA certificate expired")
+    );
+    assert!(
+        f.cause
+            .contains(&format!("expired at {}, 1m00s ago", ts(10_000 - 60))),
+        "{}",
+        f.cause
+    );
+}
