@@ -220,6 +220,7 @@ fn controller_permissions_are_exactly_these() {
         format!("{MC} machineconfignodes get,list,watch,create,update,patch,delete"),
         format!("{MC} machineconfignodes/status get,update,patch"),
         format!("{MC} controllerconfigs get,list,watch"),
+        format!("{MC} controllerconfigs/status get,update,patch"),
         format!("{OP} machineconfigurations get,list,watch,create"),
         format!("{OP} machineconfigurations/status get,update,patch"),
         format!("{MC} kubeletconfigs get,list,watch,update,patch"),
