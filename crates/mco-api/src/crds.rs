@@ -6,8 +6,8 @@ use mco_apimachinery::yaml;
 
 use crate::{
     ContainerRuntimeConfig, ControllerConfig, Image, ImageContentSourcePolicy,
-    ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigNode,
-    MachineConfigPool, MachineConfiguration,
+    ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool,
+    MachineConfiguration,
 };
 
 /// Every CRD, in a stable order. The config.openshift.io and operator.openshift.io kinds are
@@ -16,7 +16,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         MachineConfig::crd(),
         MachineConfigPool::crd(),
-        MachineConfigNode::crd(),
+        crate::mcn::crd(),
         ControllerConfig::crd(),
         MachineConfiguration::crd(),
         KubeletConfig::crd(),

@@ -48,4 +48,13 @@ pub(crate) mod schema {
             "x-kubernetes-preserve-unknown-fields": true
         })
     }
+
+    /// A list of upstream objects mco does not model, kept verbatim.
+    pub fn preserve_unknown_list(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "array",
+            "nullable": true,
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        })
+    }
 }

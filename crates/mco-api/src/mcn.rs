@@ -1,8 +1,19 @@
-//! `MachineConfigNode` (v1alpha1): per-node update progress, in the shape operators read with
+//! `MachineConfigNode`: per-node update progress, in the shape operators read with
 //! `kubectl get machineconfignodes`.
+//!
+//! mco's CRD serves `v1` (storage) and `v1alpha1` with one schema and no conversion, so the API
+//! server only rewrites `apiVersion`: a stored object carries the fields of both shapes. The
+//! node is named in upstream's `spec.node` and again in `spec.nodeRef`, the field the first
+//! documented `v1alpha1` showed, and status keeps `health` and `mostRecentError` next to
+//! upstream's fields. On a cluster with upstream's own CRD, [`served`] fits writes to
+//! the schema installed there.
 
 // Every `printcolumn(...)` repeats the same keys; clippy reads that as duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
+
+#[cfg(feature = "client")]
+pub mod client;
+pub mod served;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
@@ -13,7 +24,7 @@ use serde::{Deserialize, Serialize};
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "machineconfiguration.openshift.io",
-    version = "v1alpha1",
+    version = "v1",
     kind = "MachineConfigNode",
     plural = "machineconfignodes",
     singular = "machineconfignode",
@@ -24,7 +35,7 @@ use serde::{Deserialize, Serialize};
     doc = "MachineConfigNode describes the health of the Machines on the system",
     label("openshift.io/operator-managed", ""),
     selectable = ".spec.pool.name",
-    selectable = ".spec.nodeRef.name",
+    selectable = ".spec.node.name",
     printcolumn(
         name = "Updated",
         type_ = "string",
@@ -100,12 +111,31 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineConfigNodeSpec {
-    /// The Node this object reports on.
-    pub node_ref: ObjectName,
+    /// The Node this object reports on. Empty when read from a CRD that names it only in
+    /// `nodeRef`; not required by mco's CRD, so objects stored in that shape stay valid.
+    #[serde(default)]
+    pub node: ObjectName,
+    /// The same Node, under the name the first documented `v1alpha1` used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_ref: Option<ObjectName>,
     /// The pool the node belongs to.
     pub pool: ObjectName,
     /// The config the controller targets; set before the daemon validates it.
     pub config_version: MachineConfigNodeSpecConfigVersion,
+    /// Upstream's image-mode target, which mco does not fill; kept as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub config_image: Option<serde_json::Value>,
+}
+
+impl MachineConfigNodeSpec {
+    /// The node named by `spec.node`, else by `spec.nodeRef`.
+    pub fn node_name(&self) -> &str {
+        match (&self.node.name, &self.node_ref) {
+            (n, Some(r)) if n.is_empty() => &r.name,
+            (n, _) => n,
+        }
+    }
 }
 
 /// A reference by name.
@@ -135,12 +165,23 @@ pub struct MachineConfigNodeStatus {
     pub most_recent_error: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Upstream's fields mco does not fill, kept verbatim through mco's whole-status writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    pub pinned_image_sets: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub config_image: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
+    pub irreconcilable_changes: Option<serde_json::Value>,
 }
 
 /// `desired` is only set once the daemon has validated the new config (UpdatePrepared=True).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct MachineConfigNodeStatusConfigVersion {
-    #[serde(default)]
+    /// Left out while empty: upstream's schemas require a DNS-1123 name here.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub current: String,
     #[serde(default)]
     pub desired: String,
@@ -151,4 +192,18 @@ impl MachineConfigNodeStatus {
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
+}
+
+/// mco's CRD: `v1` (storage) and `v1alpha1` served from one schema with the same printer
+/// columns, so `kubectl get machineconfignodes` prints the documented view whichever version
+/// it picks.
+pub fn crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
+{
+    use kube::CustomResourceExt;
+    let mut crd = MachineConfigNode::crd();
+    let mut alpha = crd.spec.versions[0].clone();
+    alpha.name = "v1alpha1".into();
+    alpha.storage = false;
+    crd.spec.versions.push(alpha);
+    crd
 }

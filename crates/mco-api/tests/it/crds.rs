@@ -62,6 +62,63 @@ fn mcn_columns_match_the_documented_view() {
     );
 }
 
+/// Both served versions print the documented view, whichever `kubectl get` picks, and share
+/// one schema: with no conversion the server only rewrites `apiVersion`, so a stored object must
+/// mean the same under both.
+#[test]
+fn mcn_serves_v1_and_v1alpha1_from_one_schema() {
+    let crd = crd("machineconfignodes");
+    let names: Vec<(&str, bool)> = crd
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.storage))
+        .collect();
+    assert_eq!(names, [("v1", true), ("v1alpha1", false)]);
+    for wide in [false, true] {
+        assert_eq!(
+            header("machineconfignodes", "v1", wide),
+            header("machineconfignodes", "v1alpha1", wide)
+        );
+    }
+    assert_eq!(crd.spec.versions[0].schema, crd.spec.versions[1].schema);
+    assert!(crd.spec.conversion.is_none());
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["required"], serde_json::json!(["configVersion", "pool"]));
+    let status = &schema["openAPIV3Schema"]["properties"]["status"]["properties"];
+    for kept in ["pinnedImageSets", "configImage", "irreconcilableChanges"] {
+        assert!(status.get(kept).is_some(), "status.{kept} is kept");
+    }
+    assert!(spec["properties"].get("configImage").is_some());
+}
+
+/// Upstream's `v1` objects (no `nodeRef`, no `health`) read as mco's type, and what mco does
+/// not model comes back out unchanged.
+#[test]
+fn an_upstream_v1_object_round_trips() {
+    let v = serde_json::json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+        "metadata": {"name": "worker-0"},
+        "spec": {"node": {"name": "worker-0"}, "pool": {"name": "worker"},
+                 "configVersion": {"desired": "rendered-worker-1"},
+                 "configImage": {"desiredImage": "quay.io/x@sha256:00"}},
+        "status": {"observedGeneration": 2, "configVersion": {"desired": "rendered-worker-1"},
+                   "pinnedImageSets": [{"name": "set", "desiredGeneration": 1}],
+                   "irreconcilableChanges": [{"fieldPath": "spec.kernelType", "diff": "x"}]}
+    });
+    let mcn: mco_api::MachineConfigNode = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(mcn.spec.node_name(), "worker-0");
+    let back = serde_json::to_value(&mcn).unwrap();
+    assert_eq!(back["spec"], v["spec"]);
+    assert_eq!(back["status"]["pinnedImageSets"], v["status"]["pinnedImageSets"]);
+    assert_eq!(
+        back["status"]["irreconcilableChanges"],
+        v["status"]["irreconcilableChanges"]
+    );
+    assert_eq!(back["status"]["configVersion"], v["status"]["configVersion"]);
+}
+
 #[test]
 fn mcn_columns_read_the_right_condition_types() {
     let crd = crd("machineconfignodes");
@@ -202,6 +259,7 @@ status:
     assert_eq!(st.condition("Updated").unwrap().status, "True");
     assert_eq!(st.health, "Healthy");
     assert_eq!(mcn.spec.pool.name, "worker");
+    assert_eq!(mcn.spec.node_name(), "worker-0", "named in nodeRef only");
 }
 
 /// Every spec field's JSON name is upstream's, so existing YAML keeps working.
