@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt, future};
+use kube::api::DynamicObject;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::controller::{Action, Config as ControllerSettings};
 use kube::runtime::events::{Recorder, Reporter};
@@ -148,6 +149,57 @@ where
         })
 }
 
+/// [`reflect`] for MachineConfigNodes, watched at the version the cluster serves (found first,
+/// retried until the CRD is there) and cached as mco's type.
+async fn reflect_mcns(
+    api: mco_api::mcn::client::McnApi,
+    writer: reflector::store::Writer<MachineConfigNode>,
+) {
+    let dynamic = loop {
+        match api.dynamic().await {
+            Ok(d) => break d,
+            Err(e) => {
+                tracing::warn!(error = %e, "finding the served MachineConfigNode version");
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+        }
+    };
+    watcher(dynamic, watcher::Config::default())
+        .default_backoff()
+        .map(|ev| ev.map(typed_event))
+        .modify(drop_managed_fields)
+        .reflect_shared(writer)
+        .for_each(|ev| {
+            if let Err(e) = ev {
+                tracing::warn!(error = %e, "watch");
+            }
+            future::ready(())
+        })
+        .await
+}
+
+fn typed_event(ev: watcher::Event<DynamicObject>) -> watcher::Event<MachineConfigNode> {
+    let typed = |o: DynamicObject| {
+        let metadata = o.metadata.clone();
+        mco_api::mcn::client::typed(o).unwrap_or_else(|e| {
+            tracing::warn!(name = ?metadata.name, error = %e, "unreadable MachineConfigNode");
+            MachineConfigNode {
+                metadata,
+                spec: Default::default(),
+                status: None,
+            }
+        })
+    };
+    use watcher::Event::*;
+    match ev {
+        Apply(o) => Apply(typed(o)),
+        Delete(o) => Delete(typed(o)),
+        Init => Init,
+        InitApply(o) => InitApply(typed(o)),
+        InitDone => InitDone,
+    }
+}
+
 /// The pools a node counts toward, for a node that is gone: its primary pool by the same rules as
 /// the planner, or every pool when it had none (a conflict leaves no single owner).
 fn pools_of_node(
@@ -259,6 +311,7 @@ pub async fn run_all(
         .ok_or_else(|| subscribe("ControllerConfig"))?;
     let pools_for_status = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
 
+    let mcn_api = mco_api::mcn::client::McnApi::new(client.clone());
     // A deleted node changes its pool's machine counts: tell the node controller at once rather
     // than at the next resync.
     let (deleted_tx, deleted_nodes) = futures::channel::mpsc::unbounded::<Arc<Node>>();
@@ -284,12 +337,7 @@ pub async fn run_all(
             |_| {},
         ),
         // MCN status stays whole: the drain controller merges into its conditions.
-        reflect(
-            Api::<MachineConfigNode>::all(client.clone()),
-            mcns_w,
-            drop_managed_fields,
-            |_| {},
-        ),
+        reflect_mcns(mcn_api.clone(), mcns_w),
         reflect(
             Api::<ControllerConfig>::all(client.clone()),
             ccs_w,
@@ -314,6 +362,7 @@ pub async fn run_all(
         pools: pools.clone(),
         mcs: mcs.clone(),
         mcns: mcns.clone(),
+        mcn_api: mcn_api.clone(),
         ccs,
         written_nodes: Mutex::new(HashMap::new()),
         written_pools: Mutex::new(HashMap::new()),

@@ -35,6 +35,8 @@ pub struct Ctx {
     pub pools: Store<MachineConfigPool>,
     pub mcs: Store<MachineConfig>,
     pub mcns: Store<MachineConfigNode>,
+    /// MachineConfigNodes at the version and schema the cluster serves.
+    pub mcn_api: mco_api::mcn::client::McnApi,
     pub ccs: Store<ControllerConfig>,
     /// Nodes as this controller last wrote them, until the node cache catches up; see
     /// [`Ctx::fresh_nodes`].

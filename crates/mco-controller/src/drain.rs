@@ -99,7 +99,7 @@ async fn write_conditions(
     conds: &[Cond<'_>],
     beside_answer: bool,
 ) -> Result<(), Error> {
-    let api: Api<mco_api::MachineConfigNode> = Api::all(ctx.client.clone());
+    let api = &ctx.mcn_api;
     let mut held = ctx.known_mcn(node);
     for _ in 0..5 {
         let (live, from_memory) = match held.take() {
@@ -139,7 +139,8 @@ async fn write_conditions(
                 field_manager: Some(FIELD_MANAGER.into()),
                 ..Default::default()
             };
-            match api.patch_status(node, &pp, &Patch::Json::<()>(ops)).await {
+            let ops = serde_json::from_value(serde_json::to_value(ops)?)?;
+            match api.json_patch_status(node, &pp, ops).await {
                 Ok(written) => {
                     ctx.wrote_mcn(written);
                     return Ok(());

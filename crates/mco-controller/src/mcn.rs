@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource};
+use mco_api::mcn::served::Served;
 use mco_api::constants::names;
 use mco_api::{
     MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecConfigVersion,
@@ -39,9 +40,11 @@ pub fn desired_spec<P: std::borrow::Borrow<MachineConfigPool>>(
         d => d.to_string(),
     };
     MachineConfigNodeSpec {
-        node_ref: ObjectName { name },
+        node: ObjectName { name: name.clone() },
+        node_ref: Some(ObjectName { name }),
         pool: ObjectName { name: pool },
         config_version: MachineConfigNodeSpecConfigVersion { desired },
+        config_image: None,
     }
 }
 
@@ -66,11 +69,25 @@ fn owned_by(mcn: &MachineConfigNode, node: &Node) -> bool {
 }
 
 /// Whether the MCN's spec or owner differ from what the node calls for. A `not-yet-set` desired
-/// config never overrides one already set.
-fn needs_write(mcn: &MachineConfigNode, node: &Node, spec: &MachineConfigNodeSpec) -> bool {
+/// config never overrides one already set. Only the fields the served schema has count: on a
+/// CRD without `nodeRef` (or `node`), its absence is no difference.
+fn needs_write(
+    mcn: &MachineConfigNode,
+    node: &Node,
+    spec: &MachineConfigNodeSpec,
+    served: &Served,
+) -> bool {
     let mut spec = spec.clone();
     if spec.config_version.desired == names::NOT_YET_SET {
         spec.config_version.desired = mcn.spec.config_version.desired.clone();
+    }
+    // Fields mco does not fill are the object's own.
+    spec.config_image = mcn.spec.config_image.clone();
+    if !served.has(&["spec", "nodeRef"]) {
+        spec.node_ref = mcn.spec.node_ref.clone();
+    }
+    if !served.has(&["spec", "node"]) {
+        spec.node = mcn.spec.node.clone();
     }
     mcn.spec != spec || !owned_by(mcn, node)
 }
@@ -82,7 +99,8 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
     let spec = desired_spec(&node, &ctx.pools.state());
-    let api: Api<MachineConfigNode> = Api::all(ctx.client.clone());
+    let api = &ctx.mcn_api;
+    let served = api.served().await?.clone();
     let current = match ctx.known_mcn(&name) {
         Some(m) => Some(m),
         None => api.get_opt(&name).await?.map(Arc::new),
@@ -108,7 +126,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
             // The cache often lags the rollout controller's own MCN write for the same change;
             // confirm a difference against the server (a read is far cheaper than a write and
             // its watch event) before writing.
-            let mcn = if needs_write(&mcn, &node, &spec) {
+            let mcn = if needs_write(&mcn, &node, &spec, &served) {
                 match api.get_opt(&name).await? {
                     Some(live) => Arc::new(live),
                     None => return Ok(Action::requeue(ctx.config.error_requeue)),
@@ -116,19 +134,21 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
             } else {
                 mcn
             };
-            if needs_write(&mcn, &node, &spec) {
+            if needs_write(&mcn, &node, &spec, &served) {
                 let mut spec = spec;
                 // Keep a desired config the rollout controller set but the node cache has not
                 // shown yet.
                 if spec.config_version.desired == names::NOT_YET_SET {
                     spec.config_version.desired = mcn.spec.config_version.desired.clone();
                 }
+                // The spec fields mco owns: upstream's `configImage` is left as it is.
+                spec.config_image = None;
                 let mut patch = json!({"spec": spec});
                 if !owned_by(&mcn, &node) {
                     patch["metadata"] = json!({"ownerReferences": [owner(&node)]});
                 }
                 let written = api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .merge_patch(&name, &PatchParams::default(), patch)
                     .await?;
                 ctx.wrote_mcn(written);
             }
@@ -140,7 +160,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
 /// Delete MCNs whose node is gone (a real cluster's garbage collector would too, through the
 /// ownerReference; the embedded one may not).
 pub async fn sweep_orphans(ctx: Arc<Ctx>) {
-    let api: Api<MachineConfigNode> = Api::all(ctx.client.clone());
+    let api = &ctx.mcn_api;
     loop {
         tokio::time::sleep(ctx.config.resync.min(std::time::Duration::from_secs(10))).await;
         for mcn in ctx.mcns.state() {
@@ -200,7 +220,8 @@ mod tests {
     #[test]
     fn new_node_gets_not_yet_set() {
         let s = desired_spec(&node("worker", None), &[pool("worker")]);
-        assert_eq!(s.node_ref.name, "n1");
+        assert_eq!(s.node.name, "n1");
+        assert_eq!(s.node_ref.unwrap().name, "n1");
         assert_eq!(s.pool.name, "worker");
         assert_eq!(s.config_version.desired, names::NOT_YET_SET);
     }

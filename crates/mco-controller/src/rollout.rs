@@ -34,7 +34,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use mco_api::constants::annotations;
-use mco_api::{MachineConfigNode, MachineConfigPool};
+use mco_api::MachineConfigPool;
 use mco_rollout::plan::{self, Member, Membership, PlanEvent};
 use serde_json::json;
 
@@ -102,7 +102,6 @@ async fn set_desired(
     untainted: Option<Arc<Node>>,
 ) -> Result<Option<String>, Error> {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let mcns: Api<MachineConfigNode> = Api::all(ctx.client.clone());
     let node_write = async {
         // Without a version to hold it to, the taint list could overwrite a newer one.
         if let Some(seen) = untainted
@@ -133,7 +132,8 @@ async fn set_desired(
     let mcn_patch = json!({"spec": {"configVersion": {"desired": target}}});
     let (written, mcn) = futures::future::join(
         node_write,
-        mcns.patch(node, &PatchParams::default(), &Patch::Merge(&mcn_patch)),
+        ctx.mcn_api
+            .merge_patch(node, &PatchParams::default(), mcn_patch),
     )
     .await;
     let (written, tainted) = written?;

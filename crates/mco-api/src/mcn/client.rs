@@ -133,12 +133,15 @@ pub fn typed(obj: DynamicObject) -> Result<MachineConfigNode, kube::Error> {
     })
 }
 
-/// The version discovery prefers, and its schema from `/openapi/v3` (none if unpublished).
+/// The most preferred version that serves MachineConfigNodes, and its schema from `/openapi/v3` (none if unpublished).
 pub async fn detect(client: &Client) -> Result<Served, kube::Error> {
     let group = kube::discovery::group(client, GROUP).await?;
+    // The group's preferred version (v1, for pools) may not serve MCNs at all: the first
+    // version in preference order that does.
     let version = group
-        .recommended_kind(KIND)
-        .map(|(ar, _)| ar.version)
+        .versions()
+        .find(|v| group.versioned_resources(v).iter().any(|(ar, _)| ar.kind == KIND))
+        .map(str::to_string)
         .ok_or_else(|| {
             kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(format!(
                 "{GROUP} does not serve {KIND}"

@@ -206,7 +206,8 @@ async fn machine_config_node_follows_its_node() {
         async move { mcns.get_opt("lone").await.ok().flatten() }
     })
     .await;
-    assert_eq!(mcn.spec.node_ref.name, "lone");
+    assert_eq!(mcn.spec.node.name, "lone");
+    assert_eq!(mcn.spec.node_ref.as_ref().unwrap().name, "lone");
     assert_eq!(mcn.spec.pool.name, names::NOT_YET_SET);
     assert_eq!(mcn.spec.config_version.desired, names::NOT_YET_SET);
     let node_uid = Api::<Node>::all(c.clone())

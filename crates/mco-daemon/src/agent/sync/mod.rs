@@ -162,7 +162,7 @@ struct Inner {
     events: Api<Event>,
     nodes: Api<Node>,
     mcs: Api<MachineConfig>,
-    mcns: Api<MachineConfigNode>,
+    mcns: mco_api::mcn::client::McnApi,
     /// `MachineConfiguration/cluster`, whose status holds the merged node disruption policy.
     machine_configurations: Api<MachineConfiguration>,
     /// The ControllerConfig, whose CA bundles [`certs`] writes.
@@ -321,7 +321,7 @@ impl Daemon {
             inner: Arc::new(Inner {
                 nodes: Api::all(client.clone()),
                 mcs: Api::all(client.clone()),
-                mcns: Api::all(client.clone()),
+                mcns: mco_api::mcn::client::McnApi::new(client.clone()),
                 machine_configurations: Api::all(client.clone()),
                 controller_configs: Api::all(client.clone()),
                 events: Api::namespaced(client, "default"),

@@ -340,7 +340,6 @@ impl Inner {
             }
             if (from_memory || patch_fresh)
                 && let Some(ops) = mcn::status_patch(&base, &status, reset)
-                && let Ok(patch) = serde_json::from_value::<json_patch::Patch>(ops.into())
             {
                 let pp = PatchParams {
                     field_manager: Some(FIELD_MANAGER.into()),
@@ -348,7 +347,7 @@ impl Inner {
                 };
                 match self
                     .mcns
-                    .patch_status(&self.opts.node, &pp, &Patch::<()>::Json(patch))
+                    .json_patch_status(&self.opts.node, &pp, ops)
                     .await
                 {
                     Ok(written) => {
