@@ -10,6 +10,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use mco_api::mcn::client::McnApi;
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
 
 use crate::local::{self, LocalFacts};
@@ -71,6 +72,23 @@ where
     }
 }
 
+/// MachineConfigNodes at whichever version the cluster serves (mco's CRD or upstream's); none
+/// where no version serves them.
+async fn list_mcns(client: &Client) -> Result<Vec<MachineConfigNode>, Error> {
+    const WHAT: &str = "machineconfignodes";
+    let api = match McnApi::new(client.clone()).dynamic().await {
+        Ok(api) => api,
+        Err(kube::Error::Discovery(_)) => return Ok(Vec::new()),
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Vec::new()),
+        Err(source) => return Err(Error::List { what: WHAT, source }),
+    };
+    list_optional(api, WHAT)
+        .await?
+        .into_iter()
+        .map(|o| mco_api::mcn::client::typed(o).map_err(|source| Error::List { what: WHAT, source }))
+        .collect()
+}
+
 /// Reads everything the views need.
 pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
     let c = client.clone();
@@ -80,10 +98,7 @@ pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
             "machineconfigpools"
         ),
         list(Api::<Node>::all(c.clone()), "nodes"),
-        list_optional(
-            Api::<MachineConfigNode>::all(c.clone()),
-            "machineconfignodes"
-        ),
+        list_mcns(&c),
         list_optional(Api::<MachineConfig>::all(c.clone()), "machineconfigs"),
         list(Api::<Pod>::all(c.clone()), "pods"),
         list_optional(
@@ -129,7 +144,8 @@ pub async fn follow(
     mut render: impl FnMut(&Snapshot) -> bool,
 ) -> Result<(), Error> {
     let cfg = watcher::Config::default();
-    let events = futures::stream::select_all(vec![
+    let mcns = McnApi::new(client.clone()).dynamic().await.ok();
+    let mut watches = vec![
         watcher(Api::<MachineConfigPool>::all(client.clone()), cfg.clone())
             .default_backoff()
             .map_ok(|_| ())
@@ -138,15 +154,20 @@ pub async fn follow(
             .default_backoff()
             .map_ok(|_| ())
             .boxed(),
-        watcher(Api::<MachineConfigNode>::all(client.clone()), cfg.clone())
+        watcher(Api::<PodDisruptionBudget>::all(client.clone()), cfg.clone())
             .default_backoff()
             .map_ok(|_| ())
             .boxed(),
-        watcher(Api::<PodDisruptionBudget>::all(client.clone()), cfg)
-            .default_backoff()
-            .map_ok(|_| ())
-            .boxed(),
-    ]);
+    ];
+    if let Some(mcns) = mcns {
+        watches.push(
+            watcher(mcns, cfg)
+                .default_backoff()
+                .map_ok(|_| ())
+                .boxed(),
+        );
+    }
+    let events = futures::stream::select_all(watches);
     tokio::pin!(events);
     loop {
         let snap = fetch(client).await?;
