@@ -74,6 +74,9 @@ pub struct ClusterOptions {
     /// server (`listen` and `store_durability` then do not apply, nor `workloads`: the
     /// cluster's own pods are the workload). See [`crate::external`].
     pub kubeconfig: Option<PathBuf>,
+    /// CRDs installed in place of mco's own for the same resource (upstream's
+    /// MachineConfigNode CRD, say, to run against the schema a cluster already has).
+    pub crds: Vec<serde_json::Value>,
 }
 
 impl ClusterOptions {
@@ -93,6 +96,7 @@ impl ClusterOptions {
             controller: Some(controller_config()),
             workloads: Some(WorkloadTiming::default()),
             kubeconfig: None,
+            crds: Vec::new(),
         }
     }
 }
@@ -169,7 +173,7 @@ impl Cluster {
         server_cfg.durability = opts.store_durability;
         let server = Arc::new(Server::start(server_cfg).await?);
         let admin = server.local_client(Identity::Admin).await?;
-        install(&admin).await?;
+        install(&admin, &opts.crds).await?;
         init_fleet(&data_dir, &opts)?;
 
         let (stop, stop_rx) = watch::channel(false);
@@ -234,7 +238,8 @@ impl Cluster {
         }
         ext.preflight(&namespace, &fleet).await?;
         let data_dir = make_data_dir(&opts.data_dir)?;
-        ext.install(&mco_manifests::Options::default()).await?;
+        ext.install(&mco_manifests::Options::default(), &opts.crds)
+            .await?;
         let admin = ext.admin();
         install_defaults(&admin).await?;
         let marker = data_dir.join(ATTACHED);
@@ -335,8 +340,8 @@ impl Cluster {
 
 /// The shipped namespace, CRDs and RBAC (applied on every start, so a resumed cluster gets
 /// this release's roles), then the objects a fresh cluster has; those are left as they are.
-async fn install(admin: &kube::Client) -> Result<()> {
-    apply_shipped(admin).await?;
+async fn install(admin: &kube::Client, crds: &[serde_json::Value]) -> Result<()> {
+    apply_shipped(admin, crds).await?;
     install_defaults(admin).await
 }
 
@@ -373,12 +378,35 @@ async fn install_defaults(admin: &kube::Client) -> Result<()> {
     Ok(())
 }
 
+/// The install manifests with each CRD of `crds` in place of the shipped one of its name (or
+/// added, if none has it).
+pub(crate) fn with_crds(
+    mut manifests: Vec<mco_manifests::Manifest>,
+    crds: &[serde_json::Value],
+) -> Vec<mco_manifests::Manifest> {
+    for crd in crds {
+        let name = crd.pointer("/metadata/name");
+        let m = mco_manifests::Manifest {
+            part: mco_manifests::Part::Crds,
+            object: crd.clone(),
+        };
+        match manifests.iter_mut().find(|s| {
+            s.kind() == Some("CustomResourceDefinition") && s.object.pointer("/metadata/name") == name
+        }) {
+            Some(shipped) => *shipped = m,
+            None => manifests.push(m),
+        }
+    }
+    manifests
+}
+
 /// Server-side applies the install manifests' namespace, CRDs and RBAC as admin.
-async fn apply_shipped(admin: &kube::Client) -> Result<()> {
+async fn apply_shipped(admin: &kube::Client, crds: &[serde_json::Value]) -> Result<()> {
     use mco_manifests::Part;
     let opts = mco_manifests::Options::default();
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    for m in mco_manifests::generate(&opts, &[Part::Namespace, Part::Crds, Part::Rbac])? {
+    let shipped = mco_manifests::generate(&opts, &[Part::Namespace, Part::Crds, Part::Rbac])?;
+    for m in with_crds(shipped, crds) {
         let (api, _, name) = manifest_api(admin, &m)?;
         api.patch(name, &params, &Patch::Apply(&m.object)).await?;
     }

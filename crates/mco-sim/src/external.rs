@@ -258,12 +258,19 @@ impl External {
     /// Creates what `mco manifests` ships and is absent (not the controller Deployment or
     /// the daemon DaemonSet): CRDs first, waiting until they are Established, then the
     /// rest; then the DaemonSet the daemons' tokens are bound to.
-    pub async fn install(&self, opts: &mco_manifests::Options) -> Result<()> {
+    pub async fn install(
+        &self,
+        opts: &mco_manifests::Options,
+        crds: &[serde_json::Value],
+    ) -> Result<()> {
         use mco_manifests::Part;
-        let manifests = mco_manifests::generate(
-            opts,
-            &[Part::Namespace, Part::Crds, Part::Rbac, Part::Admission],
-        )?;
+        let manifests = crate::cluster::with_crds(
+            mco_manifests::generate(
+                opts,
+                &[Part::Namespace, Part::Crds, Part::Rbac, Part::Admission],
+            )?,
+            crds,
+        );
         let (crds, rest): (Vec<_>, Vec<_>) = manifests
             .into_iter()
             .partition(|m| m.kind() == Some("CustomResourceDefinition"));

@@ -53,6 +53,10 @@ pub struct Args {
     /// node it did not create.
     #[arg(long, conflicts_with_all = ["listen", "store_durability"])]
     pub kubeconfig: Option<PathBuf>,
+    /// A CRD (YAML) to install in place of mco's own for the same resource, e.g. upstream's
+    /// MachineConfigNode CRD, to run against the schema an OpenShift release has. Repeatable.
+    #[arg(long = "crd", value_name = "FILE")]
+    pub crds: Vec<PathBuf>,
 }
 
 /// Threads for the nodes' blocking host work (disk writes, the daemon's engine). Tokio's default
@@ -79,6 +83,33 @@ async fn shutdown_signal() {
     }
 }
 
+/// The largest `--crd` file read: upstream's biggest CRDs are a few hundred KiB.
+const MAX_CRD_BYTES: u64 = 4 << 20;
+
+/// One `--crd` file: a CustomResourceDefinition with a name, at most [`MAX_CRD_BYTES`].
+fn read_crd(path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CRD_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| anyhow::anyhow!("reading --crd {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_CRD_BYTES {
+        anyhow::bail!(
+            "--crd {}: larger than {MAX_CRD_BYTES} bytes",
+            path.display()
+        );
+    }
+    let crd: serde_json::Value = mco_apimachinery::yaml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("--crd {}: {e}", path.display()))?;
+    if crd["kind"] != "CustomResourceDefinition" || crd.pointer("/metadata/name").is_none() {
+        anyhow::bail!(
+            "--crd {}: not a CustomResourceDefinition with a metadata.name",
+            path.display()
+        );
+    }
+    Ok(crd)
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.reboot_seconds.is_finite() || args.reboot_seconds < 0.0 {
         anyhow::bail!("--reboot-seconds must be a non-negative number");
@@ -91,6 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.reboot = Duration::from_secs_f64(args.reboot_seconds);
     opts.listen = args.listen;
     opts.store_durability = args.store_durability;
+    for path in &args.crds {
+        opts.crds.push(read_crd(path)?);
+    }
     if let Some(kc) = args.kubeconfig {
         opts.kubeconfig = Some(kc);
         // The cluster's own pods are the workload; its scheduler and controllers run them.
@@ -135,7 +169,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::blocking_threads;
+    use super::{MAX_CRD_BYTES, blocking_threads, read_crd};
+
+    #[test]
+    fn a_crd_file_is_read_up_to_its_limit() {
+        let dir = std::env::temp_dir().join(format!("mco-up-crd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let head = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.example.com}\n";
+        // Padded with a comment to exactly the limit, then one byte over.
+        let at = dir.join("at.yaml");
+        let pad = MAX_CRD_BYTES as usize - head.len() - 2;
+        std::fs::write(&at, format!("{head}#{}\n", "x".repeat(pad))).unwrap();
+        assert_eq!(std::fs::metadata(&at).unwrap().len(), MAX_CRD_BYTES);
+        assert_eq!(read_crd(&at).unwrap()["metadata"]["name"], "x.example.com");
+        let over = dir.join("over.yaml");
+        std::fs::write(&over, format!("{head}#{}\n", "x".repeat(pad + 1))).unwrap();
+        let err = read_crd(&over).unwrap_err().to_string();
+        assert!(err.contains("larger than 4194304 bytes"), "{err}");
+        let not = dir.join("not.yaml");
+        std::fs::write(&not, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").unwrap();
+        let err = read_crd(&not).unwrap_err().to_string();
+        assert!(err.contains("not a CustomResourceDefinition"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_blocking_pool_scales_with_cores_from_a_floor() {

@@ -54,6 +54,8 @@ pub struct Opts {
     pub reboot_seconds: u32,
     pub node_processes: bool,
     pub server: Server,
+    /// `mco up --crd` files: CRDs installed in place of mco's own.
+    pub crds: Vec<PathBuf>,
 }
 
 impl Default for Opts {
@@ -64,6 +66,7 @@ impl Default for Opts {
             reboot_seconds: 0,
             node_processes: false,
             server: Server::Embedded,
+            crds: Vec::new(),
         }
     }
 }
@@ -232,6 +235,9 @@ impl Cluster {
             .stderr(log);
         if self.opts.node_processes {
             cmd.arg("--node-processes");
+        }
+        for crd in &self.opts.crds {
+            cmd.arg("--crd").arg(crd);
         }
         let kc = self.kubeconfig();
         let before = std::fs::metadata(&kc).and_then(|m| m.modified()).ok();

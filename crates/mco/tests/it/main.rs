@@ -15,3 +15,4 @@ mod e2e_resilience;
 mod e2e_rollouts;
 mod e2e_security;
 mod e2e_seeds;
+mod e2e_upstream_crds;
