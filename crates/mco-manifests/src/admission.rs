@@ -33,6 +33,22 @@ fn is_own_node() -> String {
     format!("object.metadata.name == request.userInfo.extra[\"{NODE_NAME_CLAIM}\"][0]")
 }
 
+/// The MCN's node reference, where its schema has one (`node` in upstream's, `nodeRef` in the
+/// first documented shape; mco's CRD has both), names the caller's node too: a daemon may not
+/// point its own object at another node.
+fn node_field_is_own(field: &str) -> Validation {
+    let claim = format!("request.userInfo.extra[\"{NODE_NAME_CLAIM}\"][0]");
+    Validation {
+        expression: format!(
+            "!has(object.spec) || !has(object.spec.{field}) || object.spec.{field}.name == {claim}"
+        ),
+        message_expression: Some(format!(
+            "'updates to MCN ' + string(object.metadata.name) + ' can only be done from the MCN\\'s owner node: its spec.{field}.name is ' + string(object.spec.{field}.name) + ', the request is from node ' + string({claim})"
+        )),
+        ..Default::default()
+    }
+}
+
 fn only_daemon(opts: &Options) -> MatchCondition {
     MatchCondition {
         name: "check-only-mco-daemon-requests".to_string(),
@@ -121,6 +137,8 @@ pub fn mcn_guards(opts: &Options) -> (ValidatingAdmissionPolicy, ValidatingAdmis
                 ),
                 ..Default::default()
             },
+            node_field_is_own("node"),
+            node_field_is_own("nodeRef"),
         ],
         opts,
     )

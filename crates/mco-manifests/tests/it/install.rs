@@ -380,6 +380,20 @@ fn mcn_guard_matches_upstream_and_targets_the_daemon() {
             "'updates to MCN ' + string(object.metadata.name) + ' can only be done from the MCN\\'s owner node'"
         )
     );
+    for (i, field) in [(2, "node"), (3, "nodeRef")] {
+        assert_eq!(
+            v[i].expression,
+            format!("!has(object.spec) || !has(object.spec.{field}) || object.spec.{field}.name == request.userInfo.extra[\"authentication.kubernetes.io/node-name\"][0]")
+        );
+        assert!(
+            v[i].message_expression
+                .as_deref()
+                .unwrap()
+                .contains(&format!("owner node: its spec.{field}.name is ")),
+            "{:?}",
+            v[i].message_expression
+        );
+    }
 
     let b = find(
         &ms,

@@ -53,6 +53,23 @@ fn daemon_may_not_write_another_nodes_machineconfignode(server: Server) {
     };
     assert_eq!(err.trim(), expected, "unexpected refusal");
     write("worker-0").unwrap_or_else(|e| panic!("worker-0 could not write its own MCN: {e}"));
+    // Its own object, pointed at another node, in either field that names the node.
+    for field in ["node", "nodeRef"] {
+        let retarget = format!(r#"{{"spec":{{"{field}":{{"name":"worker-1"}}}}}}"#);
+        let err = c
+            .kubectl_as(
+                &daemon,
+                &["patch", "machineconfignode", "worker-0", "--type", "merge", "-p", &retarget],
+            )
+            .expect_err("worker-0's daemon pointed its MachineConfigNode at worker-1");
+        assert!(
+            err.contains(&format!(
+                "updates to MCN worker-0 can only be done from the MCN's owner node: its spec.{field}.name is worker-1, the request is from node worker-0"
+            )),
+            "{field}: {err}"
+        );
+    }
+    assert_eq!(c.mcn("worker-0")["spec"]["node"]["name"], "worker-0");
     let own = c.mcn("worker-0");
     assert_eq!(own["metadata"]["labels"]["mco-e2e/probe"], "x");
     let other = c.mcn("worker-1");
