@@ -197,8 +197,8 @@ impl MachineConfigNodeStatus {
 /// mco's CRD: `v1` (storage) and `v1alpha1` served from one schema with the same printer
 /// columns, so `kubectl get machineconfignodes` prints the documented view whichever version
 /// it picks.
-pub fn crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
-{
+pub fn crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     use kube::CustomResourceExt;
     let mut crd = MachineConfigNode::crd();
     let mut alpha = crd.spec.versions[0].clone();

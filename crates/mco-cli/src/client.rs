@@ -85,7 +85,9 @@ async fn list_mcns(client: &Client) -> Result<Vec<MachineConfigNode>, Error> {
     list_optional(api, WHAT)
         .await?
         .into_iter()
-        .map(|o| mco_api::mcn::client::typed(o).map_err(|source| Error::List { what: WHAT, source }))
+        .map(|o| {
+            mco_api::mcn::client::typed(o).map_err(|source| Error::List { what: WHAT, source })
+        })
         .collect()
 }
 
@@ -160,12 +162,7 @@ pub async fn follow(
             .boxed(),
     ];
     if let Some(mcns) = mcns {
-        watches.push(
-            watcher(mcns, cfg)
-                .default_backoff()
-                .map_ok(|_| ())
-                .boxed(),
-        );
+        watches.push(watcher(mcns, cfg).default_backoff().map_ok(|_| ()).boxed());
     }
     let events = futures::stream::select_all(watches);
     tokio::pin!(events);

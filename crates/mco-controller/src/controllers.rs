@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt, future};
-use kube::api::DynamicObject;
 use k8s_openapi::api::core::v1::Node;
+use kube::api::DynamicObject;
 use kube::runtime::controller::{Action, Config as ControllerSettings};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};

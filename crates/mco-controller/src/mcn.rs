@@ -10,8 +10,8 @@ use kube::api::{DeleteParams, ObjectMeta, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource};
-use mco_api::mcn::served::Served;
 use mco_api::constants::names;
+use mco_api::mcn::served::Served;
 use mco_api::{
     MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecConfigVersion,
     MachineConfigPool, ObjectName,

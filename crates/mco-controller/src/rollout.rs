@@ -33,8 +33,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use mco_api::constants::annotations;
 use mco_api::MachineConfigPool;
+use mco_api::constants::annotations;
 use mco_rollout::plan::{self, Member, Membership, PlanEvent};
 use serde_json::json;
 

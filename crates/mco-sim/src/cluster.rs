@@ -391,7 +391,8 @@ pub(crate) fn with_crds(
             object: crd.clone(),
         };
         match manifests.iter_mut().find(|s| {
-            s.kind() == Some("CustomResourceDefinition") && s.object.pointer("/metadata/name") == name
+            s.kind() == Some("CustomResourceDefinition")
+                && s.object.pointer("/metadata/name") == name
         }) {
             Some(shipped) => *shipped = m,
             None => manifests.push(m),

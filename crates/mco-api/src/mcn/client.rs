@@ -105,7 +105,10 @@ impl McnApi {
         let ops = served.prune_ops(ops);
         let patch: json_patch::Patch =
             serde_json::from_value(Value::Array(ops)).map_err(kube::Error::SerdeError)?;
-        typed(api.patch_status(name, pp, &Patch::<()>::Json(patch)).await?)
+        typed(
+            api.patch_status(name, pp, &Patch::<()>::Json(patch))
+                .await?,
+        )
     }
 
     /// PUT of the status subresource (conditional on `mcn`'s resourceVersion).
@@ -140,7 +143,12 @@ pub async fn detect(client: &Client) -> Result<Served, kube::Error> {
     // version in preference order that does.
     let version = group
         .versions()
-        .find(|v| group.versioned_resources(v).iter().any(|(ar, _)| ar.kind == KIND))
+        .find(|v| {
+            group
+                .versioned_resources(v)
+                .iter()
+                .any(|(ar, _)| ar.kind == KIND)
+        })
         .map(str::to_string)
         .ok_or_else(|| {
             kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(format!(

@@ -85,7 +85,10 @@ fn mcn_serves_v1_and_v1alpha1_from_one_schema() {
     assert!(crd.spec.conversion.is_none());
     let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
     let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
-    assert_eq!(spec["required"], serde_json::json!(["configVersion", "pool"]));
+    assert_eq!(
+        spec["required"],
+        serde_json::json!(["configVersion", "pool"])
+    );
     let status = &schema["openAPIV3Schema"]["properties"]["status"]["properties"];
     for kept in ["pinnedImageSets", "configImage", "irreconcilableChanges"] {
         assert!(status.get(kept).is_some(), "status.{kept} is kept");
@@ -111,12 +114,18 @@ fn an_upstream_v1_object_round_trips() {
     assert_eq!(mcn.spec.node_name(), "worker-0");
     let back = serde_json::to_value(&mcn).unwrap();
     assert_eq!(back["spec"], v["spec"]);
-    assert_eq!(back["status"]["pinnedImageSets"], v["status"]["pinnedImageSets"]);
+    assert_eq!(
+        back["status"]["pinnedImageSets"],
+        v["status"]["pinnedImageSets"]
+    );
     assert_eq!(
         back["status"]["irreconcilableChanges"],
         v["status"]["irreconcilableChanges"]
     );
-    assert_eq!(back["status"]["configVersion"], v["status"]["configVersion"]);
+    assert_eq!(
+        back["status"]["configVersion"],
+        v["status"]["configVersion"]
+    );
 }
 
 #[test]

@@ -383,7 +383,9 @@ fn mcn_guard_matches_upstream_and_targets_the_daemon() {
     for (i, field) in [(2, "node"), (3, "nodeRef")] {
         assert_eq!(
             v[i].expression,
-            format!("!has(object.spec) || !has(object.spec.{field}) || object.spec.{field}.name == request.userInfo.extra[\"authentication.kubernetes.io/node-name\"][0]")
+            format!(
+                "!has(object.spec) || !has(object.spec.{field}) || object.spec.{field}.name == request.userInfo.extra[\"authentication.kubernetes.io/node-name\"][0]"
+            )
         );
         assert!(
             v[i].message_expression

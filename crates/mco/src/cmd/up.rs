@@ -187,7 +187,11 @@ mod tests {
         let err = read_crd(&over).unwrap_err().to_string();
         assert!(err.contains("larger than 4194304 bytes"), "{err}");
         let not = dir.join("not.yaml");
-        std::fs::write(&not, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").unwrap();
+        std::fs::write(
+            &not,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+        )
+        .unwrap();
         let err = read_crd(&not).unwrap_err().to_string();
         assert!(err.contains("not a CustomResourceDefinition"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);

@@ -59,7 +59,15 @@ fn daemon_may_not_write_another_nodes_machineconfignode(server: Server) {
         let err = c
             .kubectl_as(
                 &daemon,
-                &["patch", "machineconfignode", "worker-0", "--type", "merge", "-p", &retarget],
+                &[
+                    "patch",
+                    "machineconfignode",
+                    "worker-0",
+                    "--type",
+                    "merge",
+                    "-p",
+                    &retarget,
+                ],
             )
             .expect_err("worker-0's daemon pointed its MachineConfigNode at worker-1");
         assert!(

@@ -345,11 +345,7 @@ impl Inner {
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..Default::default()
                 };
-                match self
-                    .mcns
-                    .json_patch_status(&self.opts.node, &pp, ops)
-                    .await
-                {
+                match self.mcns.json_patch_status(&self.opts.node, &pp, ops).await {
                     Ok(written) => {
                         if let Ok(mut m) = self.mcn_written.lock() {
                             *m = Some(written);
