@@ -76,14 +76,12 @@ fn rollout_on(server: Server, shape: Shape) {
         crds: vec![fixture],
         ..Opts::default()
     });
-    let versions = c.kubectl(&[
-        "get",
-        "crd",
-        CRD,
-        "-o",
-        "jsonpath={.spec.versions[*].name}",
-    ]);
-    assert_eq!(versions.trim(), shape.version, "the fixture's CRD is installed");
+    let versions = c.kubectl(&["get", "crd", CRD, "-o", "jsonpath={.spec.versions[*].name}"]);
+    assert_eq!(
+        versions.trim(),
+        shape.version,
+        "the fixture's CRD is installed"
+    );
 
     let workers = c.workers();
     // A field mco does not fill, as upstream's daemon would write it.
@@ -136,4 +134,22 @@ fn rollout_on(server: Server, shape: Shape) {
             assert_eq!(mcn["status"]["pinnedImageSets"], pinned, "kept: {mcn}");
         }
     }
+
+    // docs/deploy.md's line for upstream v1's view, on whichever schema is installed.
+    let view = c.kubectl(&[
+        "get",
+        "machineconfignodes",
+        "--no-headers",
+        "-o",
+        UPSTREAM_V1_VIEW,
+    ]);
+    let row = view
+        .lines()
+        .find(|l| l.starts_with(&format!("{} ", workers[0])))
+        .unwrap_or_else(|| panic!("no row for {}:\n{view}", workers[0]));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells, [workers[0].as_str(), "worker", &new, &new, "True"]);
 }
+
+/// The `-o custom-columns` line docs/deploy.md gives for upstream `v1`'s view.
+const UPSTREAM_V1_VIEW: &str = r#"custom-columns=NAME:.metadata.name,POOLNAME:.spec.pool.name,DESIREDCONFIG:.spec.configVersion.desired,CURRENTCONFIG:.status.configVersion.current,UPDATED:.status.conditions[?(@.type=="Updated")].status"#;
