@@ -111,9 +111,10 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineConfigNodeSpec {
-    /// The Node this object reports on. Empty when read from a CRD that names it only in
-    /// `nodeRef`; not required by mco's CRD, so objects stored in that shape stay valid.
-    #[serde(default)]
+    /// The Node this object reports on. Empty when read from an object that names it only in
+    /// `nodeRef`, and then not written back (an empty name would name another node); not
+    /// required by mco's CRD, so objects stored in that shape stay valid.
+    #[serde(default, skip_serializing_if = "ObjectName::is_empty")]
     pub node: ObjectName,
     /// The same Node, under the name the first documented `v1alpha1` used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +143,13 @@ impl MachineConfigNodeSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct ObjectName {
     pub name: String,
+}
+
+impl ObjectName {
+    /// Whether it names nothing.
+    pub fn is_empty(&self) -> bool {
+        self.name.is_empty()
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]

@@ -264,11 +264,16 @@ status:
   observedGeneration: 3
 "#;
     let mcn: mco_api::MachineConfigNode = mco_apimachinery::yaml::from_str(yaml).unwrap();
-    let st = mcn.status.unwrap();
+    let st = mcn.status.clone().unwrap();
     assert_eq!(st.condition("Updated").unwrap().status, "True");
     assert_eq!(st.health, "Healthy");
     assert_eq!(mcn.spec.pool.name, "worker");
     assert_eq!(mcn.spec.node_name(), "worker-0", "named in nodeRef only");
+    let back = serde_json::to_value(&mcn).unwrap();
+    assert!(
+        back["spec"].get("node").is_none(),
+        "no empty spec.node written back: {back}"
+    );
 }
 
 /// Every spec field's JSON name is upstream's, so existing YAML keeps working.
