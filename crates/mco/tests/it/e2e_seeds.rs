@@ -70,11 +70,23 @@ fn seed_002_machineconfignode_views(server: Server) {
     assert_eq!(filtered.lines().next(), Some(HEADER), "{filtered}");
     assert_eq!(names, ["worker-0", "worker-1"], "{filtered}");
 
-    // 3. describe: the fields the seed shows.
+    // 3. describe: the fields the seed shows. kubectl picks v1, the preferred version; the
+    // seed's v1alpha1 is one qualified name away, and both show the seed's fields.
     let desc = c.kubectl(&["describe", "machineconfignode/worker-0"]);
+    assert!(
+        desc.contains("API Version:  machineconfiguration.openshift.io/v1\n"),
+        "{desc}"
+    );
+    let alpha = c.kubectl(&[
+        "describe",
+        "machineconfignodes.v1alpha1.machineconfiguration.openshift.io/worker-0",
+    ]);
+    assert!(
+        alpha.contains("API Version:  machineconfiguration.openshift.io/v1alpha1"),
+        "{alpha}"
+    );
     for field in [
         "Name:         worker-0",
-        "API Version:  machineconfiguration.openshift.io/v1alpha1",
         "Kind:         MachineConfigNode",
         "Node Ref:",
         "Pool:",
@@ -89,6 +101,10 @@ fn seed_002_machineconfignode_views(server: Server) {
         "Observed Generation:",
     ] {
         assert!(desc.contains(field), "describe lacks {field:?}:\n{desc}");
+        assert!(
+            alpha.contains(field),
+            "v1alpha1 describe lacks {field:?}:\n{alpha}"
+        );
     }
 
     // Mid-rollout: the same table shows phases in progress (Unknown) and done (True).
