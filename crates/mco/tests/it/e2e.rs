@@ -306,6 +306,13 @@ impl Cluster {
         }
     }
 
+    /// kubectl's discovery cache for this cluster. The default one is shared and keyed by
+    /// host and port: a later cluster on a reused port, serving other versions (an upstream
+    /// CRD's), would be read through the earlier one's resources.
+    pub fn kube_cache(&self) -> PathBuf {
+        self.dir.join("kube-cache")
+    }
+
     /// The admin kubeconfig: the embedded cluster's in its data dir, or real-kube's.
     pub fn kubeconfig(&self) -> PathBuf {
         match &self.kube {
@@ -376,6 +383,7 @@ impl Cluster {
     pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
         let out = Command::new("kubectl")
             .env("KUBECONFIG", kubeconfig)
+            .env("KUBECACHEDIR", self.kube_cache())
             .args(args)
             .output()
             .expect("kubectl on PATH");
@@ -393,6 +401,7 @@ impl Cluster {
         use std::io::Write;
         let mut child = Command::new("kubectl")
             .env("KUBECONFIG", self.kubeconfig())
+            .env("KUBECACHEDIR", self.kube_cache())
             .args(["apply", "-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -413,6 +422,7 @@ impl Cluster {
     pub fn sh(&self, line: &str) -> String {
         let out = Command::new("bash")
             .env("KUBECONFIG", self.kubeconfig())
+            .env("KUBECACHEDIR", self.kube_cache())
             .args(["-c", line])
             .output()
             .unwrap();
@@ -544,6 +554,7 @@ impl Cluster {
     pub fn watch(&self, resource: &str) -> Watch {
         let mut child = Command::new("kubectl")
             .env("KUBECONFIG", self.kubeconfig())
+            .env("KUBECACHEDIR", self.kube_cache())
             .args(["get", resource, "-w", "-o", "json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
