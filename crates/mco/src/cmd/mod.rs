@@ -4,6 +4,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod manifests;
 pub mod render;
+pub mod server;
 pub mod sim;
 pub mod status;
 pub mod up;

@@ -57,6 +57,10 @@ pub struct Args {
     /// MachineConfigNode CRD, to run against the schema an OpenShift release has. Repeatable.
     #[arg(long = "crd", value_name = "FILE")]
     pub crds: Vec<PathBuf>,
+    /// Address of the machine config server (docs/server.md); its CA is `<data-dir>/mcs/ca.crt`.
+    /// If the address is taken, the cluster runs without it and says so.
+    #[arg(long, default_value = "127.0.0.1:22623")]
+    pub mcs_listen: SocketAddr,
 }
 
 /// Threads for the nodes' blocking host work (disk writes, the daemon's engine). Tokio's default
@@ -68,7 +72,7 @@ fn blocking_threads(cores: usize) -> usize {
     (8 * cores).max(16)
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -156,8 +160,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 cluster.data_dir().display()
             );
         }
+        let cert = mco_server::tls::Certificate::CaDir {
+            dir: cluster.data_dir().join("mcs"),
+            names: Vec::new(),
+        };
+        let kubeconfig = cluster.kubeconfig();
+        let mcs = match super::server::start_cluster(
+            Some(&kubeconfig),
+            args.mcs_listen,
+            &cert,
+            None,
+            mco_server::Limits::default(),
+        )
+        .await
+        {
+            Ok(h) => {
+                eprintln!(
+                    "mco up: machine config server on https://{}/config/<pool>, CA {}",
+                    h.addr(),
+                    cluster.data_dir().join("mcs/ca.crt").display()
+                );
+                Some(h)
+            }
+            Err(e) => {
+                eprintln!("mco up: machine config server not started: {e:#}; pass --mcs-listen");
+                None
+            }
+        };
         shutdown_signal().await;
         eprintln!("mco up: stopping");
+        if let Some(h) = mcs {
+            h.shutdown().await;
+        }
         cluster.shutdown().await;
         Ok(())
     });

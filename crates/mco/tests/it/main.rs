@@ -15,4 +15,5 @@ mod e2e_resilience;
 mod e2e_rollouts;
 mod e2e_security;
 mod e2e_seeds;
+mod e2e_server;
 mod e2e_upstream_crds;

@@ -1,0 +1,246 @@
+//! Where the served configs come from: the cluster (pools and rendered configs, watched), or a
+//! bootstrap directory written by `mco bootstrap` before any API server exists.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use mco_api::{MachineConfig, MachineConfigPool};
+
+/// Why a pool's config could not be found; the status codes are upstream's.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    /// 404: the bootstrap directory has no such pool or config (upstream's bootstrap server).
+    #[error("{0}")]
+    NotFound(String),
+    /// 500: anything else, including an unknown pool on a cluster (upstream's cluster server
+    /// fails the lookup and answers 500).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl LookupError {
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            LookupError::NotFound(_) => http::StatusCode::NOT_FOUND,
+            LookupError::Failed(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// The rendered config a new machine of `pool` gets, as upstream chooses it: the pool's target
+/// (`spec.configuration`) once at least one machine has updated to it, else the config every
+/// machine is on (`status.configuration`). So a new machine neither starts on a config that
+/// may not work nor boots only to update at once.
+pub fn config_for(pool: &MachineConfigPool) -> Option<&str> {
+    let status = pool.status.as_ref();
+    let updated = status.is_some_and(|s| s.updated_machine_count > 0);
+    let name = if updated {
+        pool.spec.configuration.as_ref().map(|c| c.name.as_str())
+    } else {
+        status
+            .and_then(|s| s.configuration.as_ref())
+            .map(|c| c.name.as_str())
+    };
+    name.filter(|n| !n.is_empty())
+}
+
+/// One source of pools and rendered configs.
+pub enum Source {
+    /// Watched pools and MachineConfigs of a cluster, served from memory as upstream's informers.
+    Cluster {
+        pools: Store<MachineConfigPool>,
+        configs: Store<MachineConfig>,
+    },
+    /// `<dir>/machine-pools/<pool>.yaml` and `<dir>/machine-configs/<config>.yaml`.
+    Dir(PathBuf),
+}
+
+impl Source {
+    /// Starts watching `client`'s pools and MachineConfigs; returns once both are listed.
+    pub async fn cluster(client: Client) -> Result<Source, kube::runtime::watcher::Error> {
+        let (pools, pw) = reflector::store::<MachineConfigPool>();
+        let (configs, cw) = reflector::store::<MachineConfig>();
+        let papi: Api<MachineConfigPool> = Api::all(client.clone());
+        let capi: Api<MachineConfig> = Api::all(client);
+        tokio::spawn(
+            watcher(papi, watcher::Config::default())
+                .default_backoff()
+                .reflect(pw)
+                .for_each(|_| futures::future::ready(())),
+        );
+        tokio::spawn(
+            watcher(capi, watcher::Config::default())
+                .default_backoff()
+                .reflect(cw)
+                .for_each(|_| futures::future::ready(())),
+        );
+        let (a, b) = tokio::join!(pools.wait_until_ready(), configs.wait_until_ready());
+        if a.is_err() || b.is_err() {
+            tracing::warn!("a watch stopped before its first list");
+        }
+        Ok(Source::Cluster { pools, configs })
+    }
+
+    /// The rendered config to serve to a new machine of `pool`.
+    pub async fn lookup(&self, pool: &str) -> Result<Arc<MachineConfig>, LookupError> {
+        match self {
+            Source::Cluster { pools, configs } => {
+                let p = pools
+                    .get(&reflector::ObjectRef::new(pool))
+                    .ok_or_else(|| {
+                        LookupError::Failed(format!(
+                            "could not fetch pool {pool}: machineconfigpools.machineconfiguration.openshift.io \"{pool}\" not found"
+                        ))
+                    })?;
+                let name = config_for(&p).ok_or_else(|| {
+                    LookupError::Failed(format!(
+                        "could not fetch config for pool {pool}: it has no rendered config yet"
+                    ))
+                })?;
+                configs
+                    .get(&reflector::ObjectRef::new(name))
+                    .ok_or_else(|| {
+                        LookupError::Failed(format!(
+                            "could not fetch config {name} of pool {pool}: machineconfigs.machineconfiguration.openshift.io \"{name}\" not found"
+                        ))
+                    })
+            }
+            Source::Dir(dir) => {
+                let dir = dir.clone();
+                let pool = pool.to_string();
+                tokio::task::spawn_blocking(move || lookup_dir(&dir, &pool))
+                    .await
+                    .map_err(|e| LookupError::Failed(e.to_string()))?
+            }
+        }
+    }
+}
+
+/// Largest pool or config file read from a bootstrap directory.
+const MAX_FILE: u64 = 16 * 1024 * 1024;
+
+fn read_yaml<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    pool: &str,
+) -> Result<T, LookupError> {
+    use std::io::Read;
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(LookupError::NotFound(format!(
+                "pool {pool}: could not find file {}",
+                path.display()
+            )));
+        }
+        Err(e) => {
+            return Err(LookupError::Failed(format!(
+                "pool {pool}: could not read file {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    let mut buf = Vec::new();
+    f.take(MAX_FILE + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| LookupError::Failed(format!("could not read {}: {e}", path.display())))?;
+    if buf.len() as u64 > MAX_FILE {
+        return Err(LookupError::Failed(format!(
+            "{} is larger than {MAX_FILE} bytes",
+            path.display()
+        )));
+    }
+    mco_apimachinery::yaml::from_slice(&buf).map_err(|e| {
+        LookupError::Failed(format!(
+            "pool {pool}: could not unmarshal file {}: {e}",
+            path.display()
+        ))
+    })
+}
+
+fn lookup_dir(dir: &std::path::Path, pool: &str) -> Result<Arc<MachineConfig>, LookupError> {
+    let p: MachineConfigPool = read_yaml(
+        &dir.join("machine-pools").join(format!("{pool}.yaml")),
+        pool,
+    )?;
+    let name = config_for(&p).ok_or_else(|| {
+        LookupError::NotFound(format!(
+            "pool {pool}: status.configuration.name is empty, no rendered config"
+        ))
+    })?;
+    if !crate::valid_name(name) {
+        return Err(LookupError::Failed(format!(
+            "pool {pool}: status.configuration.name {name:?} is not a valid object name"
+        )));
+    }
+    let path = dir.join("machine-configs").join(format!("{name}.yaml"));
+    // The file's identity: the parsed config is reused (and the answer cache keyed) while it holds.
+    let stamp = std::fs::metadata(&path)
+        .ok()
+        .map(|m| (m.modified().ok(), m.len()));
+    let mut cache = DIR_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let (Some(stamp), Some((p, s, mc))) = (stamp, cache.as_ref())
+        && *p == path
+        && *s == stamp
+    {
+        return Ok(mc.clone());
+    }
+    let mut mc: MachineConfig = read_yaml(&path, pool)?;
+    if let Some(stamp) = stamp {
+        mc.metadata.resource_version = Some(format!("{stamp:?}"));
+    }
+    let mc = Arc::new(mc);
+    if let Some(stamp) = stamp {
+        *cache = Some((path, stamp, mc.clone()));
+    }
+    Ok(mc)
+}
+
+type Stamp = (Option<std::time::SystemTime>, u64);
+
+/// The last config read from a bootstrap directory (a bootstrap serves one or two pools).
+static DIR_CACHE: std::sync::Mutex<Option<(PathBuf, Stamp, Arc<MachineConfig>)>> =
+    std::sync::Mutex::new(None);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mco_api::{MachineConfigPoolStatus, PoolConfiguration};
+
+    fn pool(spec: &str, status: &str, updated: i32) -> MachineConfigPool {
+        let mut p = MachineConfigPool::new("worker", Default::default());
+        p.spec.configuration = Some(PoolConfiguration {
+            name: spec.into(),
+            ..Default::default()
+        });
+        p.status = Some(MachineConfigPoolStatus {
+            configuration: Some(PoolConfiguration {
+                name: status.into(),
+                ..Default::default()
+            }),
+            updated_machine_count: updated,
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn a_new_machine_gets_the_target_once_one_machine_has_it() {
+        assert_eq!(config_for(&pool("new", "old", 0)), Some("old"));
+        assert_eq!(config_for(&pool("new", "old", 1)), Some("new"));
+        assert_eq!(config_for(&pool("new", "", 0)), None);
+        let bare = MachineConfigPool::new("worker", Default::default());
+        assert_eq!(config_for(&bare), None);
+    }
+
+    #[test]
+    fn a_bootstrap_dir_without_the_pool_is_a_404_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = lookup_dir(dir.path(), "infra").unwrap_err();
+        assert_eq!(e.status(), http::StatusCode::NOT_FOUND);
+        assert!(e.to_string().starts_with("pool infra: could not find file"));
+    }
+}

@@ -1,0 +1,177 @@
+//! `mco server`: the Machine Config Server. Serves `GET /config/<pool>` over HTTPS (port 22623
+//! as upstream's) from a cluster's pools and rendered configs, or from a bootstrap directory
+//! written by `mco bootstrap` before any API server exists (docs/server.md).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use mco_controller::parse_duration;
+use mco_server::tls::Certificate;
+use mco_server::{App, Limits, Source};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Kubeconfig to use (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long, conflicts_with = "bootstrap_dir")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Serve the pools and rendered configs of this directory (`mco bootstrap --dest-dir`)
+    /// instead of a cluster's.
+    #[arg(long)]
+    pub bootstrap_dir: Option<PathBuf>,
+    /// Address to serve HTTPS on.
+    #[arg(long, default_value = "0.0.0.0:22623")]
+    pub listen: SocketAddr,
+    /// The serving certificate chain (PEM); with --tls-key.
+    #[arg(long, requires = "tls_key", conflicts_with = "cert_dir")]
+    pub tls_cert: Option<PathBuf>,
+    /// The serving certificate's key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A directory holding the server's CA (`ca.crt`, `ca.key`; created if missing); a serving
+    /// certificate is issued from it at each start. Machines trust `ca.crt`.
+    #[arg(long)]
+    pub cert_dir: Option<PathBuf>,
+    /// Names and addresses the issued certificate covers besides localhost (repeatable).
+    #[arg(long = "tls-name")]
+    pub tls_names: Vec<String>,
+    /// Serve only clients presenting one of the tokens of --token-file as
+    /// `Authorization: Bearer <token>`.
+    #[arg(long, requires = "token_file")]
+    pub require_token: bool,
+    /// Bootstrap tokens, one per line.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Connections open at once; further clients wait.
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    pub max_connections: usize,
+    /// Time a client has for the TLS handshake, and then for each request's headers.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub client_timeout: Duration,
+}
+
+/// Most bytes of a token file.
+const MAX_TOKEN_FILE: u64 = 64 * 1024;
+
+/// The tokens of `path`: one per line, blank lines ignored.
+pub fn read_tokens(path: &Path) -> anyhow::Result<Vec<String>> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("--token-file {}", path.display()))?;
+    if meta.len() > MAX_TOKEN_FILE {
+        anyhow::bail!(
+            "--token-file {}: larger than {MAX_TOKEN_FILE} bytes",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--token-file {}", path.display()))?;
+    let tokens: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    if tokens.is_empty() {
+        anyhow::bail!("--token-file {}: holds no token", path.display());
+    }
+    if let Some(t) = tokens
+        .iter()
+        .find(|t| t.len() < 16 || t.contains(char::is_whitespace))
+    {
+        anyhow::bail!(
+            "--token-file {}: a token must be at least 16 characters without spaces, got one of {}",
+            path.display(),
+            t.len()
+        );
+    }
+    Ok(tokens)
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let cfg = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(cfg)?)
+}
+
+/// Starts a cluster-backed server: used by `mco server` and `mco up`.
+pub async fn start_cluster(
+    kubeconfig: Option<&PathBuf>,
+    listen: SocketAddr,
+    cert: &Certificate,
+    tokens: Option<Vec<String>>,
+    limits: Limits,
+) -> anyhow::Result<mco_server::Handle> {
+    let tls = mco_server::tls::server_config(cert)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let source = Source::cluster(client(kubeconfig).await?).await?;
+    Ok(mco_server::start(
+        listener,
+        tls,
+        App::new(source, tokens),
+        limits,
+    )?)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let cert = match (&args.tls_cert, &args.tls_key, &args.cert_dir) {
+        (Some(cert), Some(key), _) => Certificate::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        (_, _, Some(dir)) => {
+            let mut names = args.tls_names.clone();
+            if !args.listen.ip().is_unspecified() {
+                names.push(args.listen.ip().to_string());
+            }
+            Certificate::CaDir {
+                dir: dir.clone(),
+                names,
+            }
+        }
+        _ => anyhow::bail!("give the serving certificate: --tls-cert and --tls-key, or --cert-dir"),
+    };
+    let tokens = match (&args.token_file, args.require_token) {
+        (Some(path), true) => Some(read_tokens(path)?),
+        _ => None,
+    };
+    let limits = Limits {
+        max_connections: args.max_connections.max(1),
+        handshake_timeout: args.client_timeout,
+        header_timeout: args.client_timeout,
+        ..Limits::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let handle = match &args.bootstrap_dir {
+            Some(dir) => {
+                if !dir.join("machine-pools").is_dir() {
+                    anyhow::bail!(
+                        "--bootstrap-dir {}: no machine-pools directory (write one with `mco bootstrap`)",
+                        dir.display()
+                    );
+                }
+                let tls = mco_server::tls::server_config(&cert)?;
+                let listener = tokio::net::TcpListener::bind(args.listen)
+                    .await
+                    .with_context(|| format!("listening on {}", args.listen))?;
+                let app = App::new(Source::Dir(dir.clone()), tokens);
+                mco_server::start(listener, tls, app, limits)?
+            }
+            None => start_cluster(args.kubeconfig.as_ref(), args.listen, &cert, tokens, limits).await?,
+        };
+        eprintln!("mco server: serving https://{}/config/<pool>", handle.addr());
+        super::up::shutdown_signal().await;
+        handle.shutdown().await;
+        Ok(())
+    })
+}
