@@ -7,6 +7,7 @@
 
 pub mod fanout;
 pub mod floor;
+pub mod mcs;
 pub mod memory;
 pub mod procfs;
 pub mod rollout;

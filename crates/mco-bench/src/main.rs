@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use mco_bench::{fanout, memory, rollout, writes};
+use mco_bench::{fanout, mcs, memory, rollout, writes};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -63,6 +63,20 @@ enum Bench {
         no_status: bool,
         #[arg(long, default_value_t = 32)]
         writers: usize,
+    },
+    /// Requests/s and RSS of a separate `mco server` serving /config/worker to many clients.
+    Mcs {
+        /// The mco binary (build it with `cargo build --release -p mco`).
+        #[arg(long, default_value = "target/release/mco")]
+        mco_bin: PathBuf,
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        /// How long the clients run, in seconds.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        /// Files (4 KiB each) in the served rendered config; a quarter as many units.
+        #[arg(long, default_value_t = 80)]
+        files: usize,
     },
     /// A file MachineConfig rolled out by a separate `mco up` to many simulated nodes.
     Rollout {
@@ -135,6 +149,22 @@ async fn main() -> anyhow::Result<()> {
                 with_status: !no_status,
                 writers,
                 max,
+                work_dir: cli.work_dir,
+            })
+            .await?;
+            println!("{r}");
+        }
+        Bench::Mcs {
+            mco_bin,
+            clients,
+            seconds,
+            files,
+        } => {
+            let r = mcs::run(mcs::McsOpts {
+                mco_bin,
+                clients,
+                duration: Duration::from_secs(seconds.min(cli.max_secs)),
+                files,
                 work_dir: cli.work_dir,
             })
             .await?;

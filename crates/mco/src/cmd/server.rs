@@ -51,6 +51,9 @@ pub struct Args {
     pub client_timeout: Duration,
 }
 
+/// Threads for blocking work.
+const BLOCKING_THREADS: usize = 4;
+
 /// Most bytes of a token file.
 const MAX_TOKEN_FILE: u64 = 64 * 1024;
 
@@ -148,8 +151,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         header_timeout: args.client_timeout,
         ..Limits::default()
     };
+    // Blocking work (reading a bootstrap directory, assembling an answer) is short and
+    // CPU-bound: a few threads do it, where tokio's default of 512 would each keep a heap
+    // under a boot storm.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()?;
     rt.block_on(async move {
         let handle = match &args.bootstrap_dir {
