@@ -28,6 +28,8 @@ enum Command {
     Controller(cmd::controller::Args),
     /// Run the node daemon, or complete first boot.
     Daemon(cmd::daemon::Args),
+    /// Render each pool's first config from manifests, with no API server, for `mco server`.
+    Bootstrap(cmd::bootstrap::Args),
     /// Serve each pool's rendered config as Ignition to joining machines (port 22623).
     Server(cmd::server::Args),
     /// Start the embedded cluster: API server, controller and simulated nodes.
@@ -53,6 +55,7 @@ fn main() -> std::process::ExitCode {
         Command::Daemon(args) => cmd::daemon::run(args),
         Command::Status(args) => cmd::status::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Bootstrap(args) => cmd::bootstrap::run(args),
         Command::Server(args) => cmd::server::run(args),
         Command::Up(args) => cmd::up::run(args),
         Command::Sim(args) => cmd::sim::run(args),

@@ -1,4 +1,5 @@
 pub mod apiserver;
+pub mod bootstrap;
 pub mod controller;
 pub mod daemon;
 pub mod doctor;

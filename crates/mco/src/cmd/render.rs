@@ -40,10 +40,10 @@ pub struct Args {
 
 /// Everything found in the input files, by kind.
 #[derive(Default)]
-struct Inputs {
-    mcs: Vec<MachineConfig>,
-    pools: Vec<MachineConfigPool>,
-    controller_configs: Vec<ControllerConfig>,
+pub(super) struct Inputs {
+    pub(super) mcs: Vec<MachineConfig>,
+    pub(super) pools: Vec<MachineConfigPool>,
+    pub(super) controller_configs: Vec<ControllerConfig>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -103,7 +103,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The named pool: from the inputs first, else upstream's built-in master/worker selectors.
-fn find_pool(name: &str, pools: &[MachineConfigPool]) -> anyhow::Result<MachineConfigPool> {
+pub(super) fn find_pool(
+    name: &str,
+    pools: &[MachineConfigPool],
+) -> anyhow::Result<MachineConfigPool> {
     if let Some(p) = pools
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(name))
@@ -127,7 +130,7 @@ fn find_pool(name: &str, pools: &[MachineConfigPool]) -> anyhow::Result<MachineC
     ))
 }
 
-fn load_path(path: &Path, inputs: &mut Inputs) -> anyhow::Result<()> {
+pub(super) fn load_path(path: &Path, inputs: &mut Inputs) -> anyhow::Result<()> {
     let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
     if !meta.is_dir() {
         return load_file(path, inputs);

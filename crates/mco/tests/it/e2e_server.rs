@@ -235,3 +235,86 @@ spec:
     assert_eq!(code, 200, "{body}");
     check_answer(&body, SpecVersion::V3(4), &rendered);
 }
+
+#[test]
+fn bootstrap_renders_what_the_cluster_renders_and_the_server_serves_it() {
+    let c = Cluster::up(Opts::default());
+    let before = c.pool_target("worker");
+    c.apply(
+        "apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 50-e2e-bootstrap
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  kernelArguments: [nosmt]
+  config:
+    ignition: {version: 3.4.0}
+    storage:
+      files:
+      - path: /etc/e2e-bootstrap.conf
+        mode: 420
+        contents: {source: \"data:,bootstrap%0A\"}
+",
+    );
+    let target = wait_for("worker renders the new MachineConfig", 60, || {
+        let t = c.pool_target("worker");
+        (t != before && !t.is_empty()).then_some(t)
+    });
+
+    // The cluster's objects, as a directory of manifests; no API server from here on.
+    let manifests = c.dir.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let objects = c.kubectl(&["get", "mc,mcp,controllerconfig", "-o", "yaml"]);
+    std::fs::write(manifests.join("objects.yaml"), objects).unwrap();
+    let out = c.dir.join("bootstrap");
+    let (ok, text) = c.mco(&[
+        "bootstrap",
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--dest-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+
+    for pool in ["master", "worker"] {
+        let in_cluster = c.pool_target(pool);
+        let p: Value = mco_apimachinery::yaml::from_str(
+            &std::fs::read_to_string(out.join(format!("machine-pools/{pool}.yaml"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(p["status"]["configuration"]["name"], in_cluster.as_str());
+        let boot: Value = mco_apimachinery::yaml::from_str(
+            &std::fs::read_to_string(out.join(format!("machine-configs/{in_cluster}.yaml")))
+                .unwrap(),
+        )
+        .unwrap();
+        let cluster = c.get_json(&["mc", &in_cluster]);
+        assert_eq!(boot["spec"], cluster["spec"], "{pool}: contents differ");
+    }
+    assert_eq!(c.pool_target("worker"), target);
+
+    // `mco server --bootstrap-dir` serves them; a pool it has no file for is upstream's 404.
+    let log = c.dir.join("boot-server.log");
+    let certs = c.dir.join("boot-certs");
+    let mut cmd = Command::new(MCO);
+    cmd.args(["server", "--listen", "127.0.0.1:0", "--bootstrap-dir"])
+        .arg(&out)
+        .arg("--cert-dir")
+        .arg(&certs);
+    let _server = Group::spawn(cmd, &log, "mco server --bootstrap-dir");
+    let addr = wait_for("mco server serving", 60, || served_addr(&log));
+    let ca = certs.join("ca.crt");
+    let (code, body) = curl(
+        &ca,
+        &format!("https://{addr}/config/worker"),
+        Some("application/vnd.coreos.ignition+json;version=3.4.0"),
+        &[],
+    );
+    assert_eq!(code, 200, "{body}");
+    check_answer(&body, SpecVersion::V3(4), &target);
+    let (code, body) = curl(&ca, &format!("https://{addr}/config/infra"), None, &[]);
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("pool infra"), "{body}");
+}
