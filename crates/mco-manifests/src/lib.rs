@@ -24,6 +24,12 @@ pub const IMAGE_REPOSITORY: &str = "ghcr.io/mco-rs/mco";
 pub const CONTROLLER: &str = "mco-controller";
 /// The daemon's ServiceAccount, ClusterRole and DaemonSet.
 pub const DAEMON: &str = "mco-daemon";
+/// The machine config server's ServiceAccount, ClusterRole and DaemonSet.
+pub const SERVER: &str = "mco-server";
+/// The machine config server's port, upstream's: machines fetch their Ignition here.
+pub const SERVER_PORT: i32 = 22623;
+/// The Secret (`kubernetes.io/tls`) holding the machine config server's certificate.
+pub const SERVER_TLS_SECRET: &str = "mco-server-tls";
 /// The ClusterRole both identities use to record events, bound only where events are written.
 pub const EVENTS_ROLE: &str = "mco-events";
 /// Serves the controller's `/metrics`, `/healthz` and `/readyz`.
@@ -81,11 +87,13 @@ pub enum Part {
     Controller,
     Daemon,
     Defaults,
+    /// The machine config server DaemonSet on the masters (last: it needs a Secret made first).
+    Server,
 }
 
 impl Part {
     /// Every part, in the order `kubectl apply` must see them.
-    pub const ALL: [Part; 7] = [
+    pub const ALL: [Part; 8] = [
         Part::Namespace,
         Part::Crds,
         Part::Rbac,
@@ -93,6 +101,7 @@ impl Part {
         Part::Controller,
         Part::Daemon,
         Part::Defaults,
+        Part::Server,
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +113,7 @@ impl Part {
             Part::Controller => "controller",
             Part::Daemon => "daemon",
             Part::Defaults => "defaults",
+            Part::Server => "server",
         }
     }
 
@@ -248,6 +258,7 @@ pub fn generate(opts: &Options, parts: &[Part]) -> Result<Vec<Manifest>, Error> 
                 )?);
             }
             Part::Daemon => out.push(Manifest::new(part, &workloads::daemon(opts))?),
+            Part::Server => out.push(Manifest::new(part, &workloads::server(opts))?),
             Part::Defaults => {
                 for pool in defaults::pools() {
                     out.push(Manifest::new(part, &pool)?);

@@ -12,7 +12,7 @@ use k8s_openapi::api::rbac::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::{CONTROLLER, DAEMON, EVENTS_ROLE, Options};
+use crate::{CONTROLLER, DAEMON, EVENTS_ROLE, Options, SERVER};
 
 const MCO_GROUP: &str = mco_api::GROUP;
 const OPERATOR_GROUP: &str = mco_api::operator::OPERATOR_GROUP;
@@ -67,13 +67,15 @@ fn namespaced_meta(name: &str, namespace: &str, component: &str) -> ObjectMeta {
 fn component_of(name: &str) -> &'static str {
     if name == DAEMON {
         "daemon"
+    } else if name == SERVER {
+        "server"
     } else {
         "controller"
     }
 }
 
 pub fn service_accounts(opts: &Options) -> Vec<ServiceAccount> {
-    [CONTROLLER, DAEMON]
+    [CONTROLLER, DAEMON, SERVER]
         .into_iter()
         .map(|name| ServiceAccount {
             metadata: namespaced_meta(name, &opts.namespace, component_of(name)),
@@ -116,6 +118,15 @@ pub fn daemon_rules(opts: &Options) -> Vec<PolicyRule> {
         ));
     }
     rules
+}
+
+/// The machine config server only reads: a pool's rendered config names, and the config.
+pub fn server_rules() -> Vec<PolicyRule> {
+    vec![rule(
+        &[MCO_GROUP],
+        &["machineconfigs", "machineconfigpools"],
+        &["get", "list", "watch"],
+    )]
 }
 
 /// Render, roll out, drain and report; leader election is in [`controller_lease_role`].
@@ -242,6 +253,11 @@ pub fn cluster_roles(opts: &Options) -> Vec<ClusterRole> {
             ..Default::default()
         },
         ClusterRole {
+            metadata: cluster_meta(SERVER, "server"),
+            rules: Some(server_rules()),
+            ..Default::default()
+        },
+        ClusterRole {
             metadata: cluster_meta(EVENTS_ROLE, "events"),
             rules: Some(events_rules()),
             ..Default::default()
@@ -267,7 +283,7 @@ fn role_ref(kind: &str, name: &str) -> RoleRef {
 }
 
 pub fn cluster_role_bindings(opts: &Options) -> Vec<ClusterRoleBinding> {
-    [CONTROLLER, DAEMON]
+    [CONTROLLER, DAEMON, SERVER]
         .into_iter()
         .map(|name| ClusterRoleBinding {
             metadata: cluster_meta(name, component_of(name)),

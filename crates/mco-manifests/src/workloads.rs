@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
     HostPathVolumeSource, ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity,
     PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecurityContext, Toleration, Volume, VolumeMount, WeightedPodAffinityTerm,
+    SecretVolumeSource, SecurityContext, Toleration, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -21,7 +21,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::rbac::labels;
-use crate::{CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, Options};
+use crate::{
+    CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, Options, SERVER, SERVER_PORT,
+    SERVER_TLS_SECRET,
+};
 
 /// The daemon's executable in the image (the Containerfile installs it beside `/usr/bin/mco`).
 pub const DAEMON_BIN: &str = "/usr/bin/mco-daemon";
@@ -334,6 +337,97 @@ pub fn daemon(opts: &Options) -> DaemonSet {
                         host_path: Some(HostPathVolumeSource {
                             path: "/".to_string(),
                             type_: Some("Directory".to_string()),
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Where the server container sees its certificate Secret.
+const SERVER_TLS_DIR: &str = "/etc/mcs/tls";
+
+/// The machine config server on every master, on the host network as upstream's, so machines
+/// reach it at `https://<api-int>:22623` before any pod network exists. Its certificate is the
+/// Secret [`SERVER_TLS_SECRET`], made by the installer (docs/server.md).
+pub fn server(opts: &Options) -> DaemonSet {
+    let container = Container {
+        name: "server".to_string(),
+        image: Some(opts.image.clone()),
+        command: Some(vec!["/usr/bin/mco".to_string()]),
+        args: Some(vec![
+            "server".to_string(),
+            format!("--listen=0.0.0.0:{SERVER_PORT}"),
+            format!("--tls-cert={SERVER_TLS_DIR}/tls.crt"),
+            format!("--tls-key={SERVER_TLS_DIR}/tls.key"),
+        ]),
+        ports: Some(vec![ContainerPort {
+            name: Some("ignition".to_string()),
+            container_port: SERVER_PORT,
+            host_port: Some(SERVER_PORT),
+            protocol: Some("TCP".to_string()),
+            ..Default::default()
+        }]),
+        resources: Some(requests("20m", "50Mi")),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            run_as_user: Some(65534),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                ..Default::default()
+            }),
+            seccomp_profile: Some(runtime_default_seccomp()),
+            ..Default::default()
+        }),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "tls".to_string(),
+            mount_path: SERVER_TLS_DIR.to_string(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Default::default()
+    };
+    DaemonSet {
+        metadata: ObjectMeta {
+            name: Some(SERVER.to_string()),
+            namespace: Some(opts.namespace.clone()),
+            labels: Some(labels("server")),
+            ..Default::default()
+        },
+        spec: Some(DaemonSetSpec {
+            selector: selector("server"),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels("server")),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(SERVER.to_string()),
+                    host_network: Some(true),
+                    dns_policy: Some("ClusterFirstWithHostNet".to_string()),
+                    priority_class_name: Some("system-cluster-critical".to_string()),
+                    node_selector: Some(BTreeMap::from([
+                        ("kubernetes.io/os".to_string(), "linux".to_string()),
+                        ("node-role.kubernetes.io/master".to_string(), String::new()),
+                    ])),
+                    tolerations: Some(vec![
+                        toleration("node-role.kubernetes.io/master", "NoSchedule", None),
+                        toleration("node-role.kubernetes.io/control-plane", "NoSchedule", None),
+                    ]),
+                    containers: vec![container],
+                    volumes: Some(vec![Volume {
+                        name: "tls".to_string(),
+                        secret: Some(SecretVolumeSource {
+                            secret_name: Some(SERVER_TLS_SECRET.to_string()),
+                            ..Default::default()
                         }),
                         ..Default::default()
                     }]),

@@ -127,6 +127,7 @@ fn the_stream_lists_every_kind_in_apply_order() {
             "MachineConfigPool",
             "ControllerConfig",
             "MachineConfiguration",
+            "DaemonSet",
         ]
     );
     let yaml = mco_manifests::to_yaml(&all(&Options::default())).unwrap();
@@ -652,4 +653,41 @@ fn default_image_is_the_documented_one() {
         "docs/deploy.md must name {}",
         mco_manifests::IMAGE_REPOSITORY
     );
+}
+
+#[test]
+fn the_server_only_reads_pools_and_configs_and_runs_on_masters_host_network() {
+    let rules = mco_manifests::rbac::server_rules();
+    let flat: Vec<(Vec<String>, Vec<String>)> = rules
+        .iter()
+        .map(|r| (r.resources.clone().unwrap_or_default(), r.verbs.clone()))
+        .collect();
+    assert_eq!(
+        flat,
+        [(
+            vec![
+                "machineconfigs".to_string(),
+                "machineconfigpools".to_string()
+            ],
+            vec!["get".to_string(), "list".to_string(), "watch".to_string()]
+        )]
+    );
+    let ds = mco_manifests::workloads::server(&Options::default());
+    let pod = ds.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.host_network, Some(true));
+    assert_eq!(
+        pod.service_account_name.as_deref(),
+        Some(mco_manifests::SERVER)
+    );
+    assert!(
+        pod.node_selector
+            .unwrap()
+            .contains_key("node-role.kubernetes.io/master")
+    );
+    let c = &pod.containers[0];
+    assert_eq!(
+        c.ports.as_ref().unwrap()[0].host_port,
+        Some(mco_manifests::SERVER_PORT)
+    );
+    assert!(c.args.as_ref().unwrap().iter().any(|a| a == "server"));
 }
