@@ -78,6 +78,8 @@ impl Source {
                 .reflect(cw)
                 .for_each(|_| futures::future::ready(())),
         );
+        // Without the CRDs the watches retry for ever: say what is being waited for.
+        tracing::info!("listing MachineConfigPools and MachineConfigs");
         let (a, b) = tokio::join!(pools.wait_until_ready(), configs.wait_until_ready());
         if a.is_err() || b.is_err() {
             tracing::warn!("a watch stopped before its first list");
