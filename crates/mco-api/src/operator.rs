@@ -47,10 +47,27 @@ pub struct MachineConfigurationSpec {
     pub management_state: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_disruption_policy: Option<NodeDisruptionPolicyConfig>,
+    /// Changes the daemon accepts on existing nodes although upstream calls them irreconcilable
+    /// (4.20+, feature gate `IrreconcilableMachineConfig`). Never applied on first boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irreconcilable_validation_overrides: Option<IrreconcilableValidationOverrides>,
     /// Upstream fields mco does not use, kept as they are.
     #[serde(flatten)]
     #[schemars(skip)]
     pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `spec.irreconcilableValidationOverrides`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct IrreconcilableValidationOverrides {
+    /// `Disks`, `FileSystems` and/or `Raid`: the `spec.config.storage` sections whose changes an
+    /// existing node accepts (and leaves as they are on its disk).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend(
+        "items" = {"type": "string", "enum": ["Disks", "FileSystems", "Raid"]},
+        "x-kubernetes-list-type" = "set"
+    ))]
+    pub storage: Vec<String>,
 }
 
 /// The administrator's policies: files by path, units by name, and one for SSH keys.

@@ -8,7 +8,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource};
 use mco_api::constants::{names, pool_conditions};
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, PoolConfiguration};
+use mco_api::operator::MACHINE_CONFIGURATION_NAME;
+use mco_api::{
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, PoolConfiguration,
+};
+use mco_render::reconcile::StorageOverrides;
 use mco_rollout::gc;
 use mco_rollout::plan::{EventKind, set_condition};
 use serde_json::json;
@@ -144,17 +148,26 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             Some(m) => Some((*m).clone()),
             None => mcs.get_opt(&current).await?,
         };
-        if let Some(old) = old
-            && let Err(e) = mco_render::reconcile::check_machine_configs(
-                &old,
-                &rendered.machine_config,
-                mco_render::reconcile::StorageOverrides::default(),
-            )
-        {
-            let message = render_failure_message(&name, &e.to_string());
-            tracing::warn!(pool = %name, %message);
-            set_render_degraded(&ctx, &name, Some(&message)).await?;
-            return Ok(requeue);
+        if let Some(old) = old {
+            let check = |overrides| {
+                mco_render::reconcile::check_machine_configs(
+                    &old,
+                    &rendered.machine_config,
+                    overrides,
+                )
+            };
+            let refused = match check(StorageOverrides::default()) {
+                Ok(()) => None,
+                // The administrator's overrides matter only for a change refused without them,
+                // so the object is read only then.
+                Err(_) => check(storage_overrides(&ctx).await).err(),
+            };
+            if let Some(e) = refused {
+                let message = render_failure_message(&name, &e.to_string());
+                tracing::warn!(pool = %name, %message);
+                set_render_degraded(&ctx, &name, Some(&message)).await?;
+                return Ok(requeue);
+            }
         }
     }
     let existing = ctx.mcs.get(&ObjectRef::new(&target));
@@ -224,6 +237,23 @@ async fn collect_garbage(ctx: &Ctx) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// `MachineConfiguration/cluster`'s `spec.irreconcilableValidationOverrides.storage`; none when
+/// the object (or its CRD) is missing or unreadable.
+async fn storage_overrides(ctx: &Ctx) -> StorageOverrides {
+    let api: Api<MachineConfiguration> = Api::all(ctx.client.clone());
+    match api.get_opt(MACHINE_CONFIGURATION_NAME).await {
+        Ok(o) => o
+            .and_then(|o| o.spec.irreconcilable_validation_overrides)
+            .map_or_else(StorageOverrides::default, |o| {
+                StorageOverrides::from_names(&o.storage)
+            }),
+        Err(e) => {
+            tracing::debug!(error = %e, "reading MachineConfiguration/cluster for its overrides");
+            StorageOverrides::default()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -120,6 +120,8 @@ pub fn complete_machineconfig(
         UpdateOptions {
             force: false,
             policy: ActionPolicy::Legacy,
+            // First boot writes the whole config; upstream never applies overrides there.
+            storage_overrides: Default::default(),
             defer_reboot: true,
         },
         &mut reporter,

@@ -16,7 +16,7 @@ pub mod validate;
 
 use mco_api::MachineConfig;
 use mco_render::actions::PostConfigAction;
-use mco_render::reconcile::ReconcileError;
+use mco_render::reconcile::{ReconcileError, StorageOverrides};
 
 use crate::error::HostError;
 use crate::host::Host;
@@ -188,6 +188,8 @@ pub struct UpdateOptions {
     pub force: bool,
     /// Which action calculation runs.
     pub policy: ActionPolicy,
+    /// The storage sections the administrator lets change on existing nodes.
+    pub storage_overrides: StorageOverrides,
     /// Do not request the reboot; return [`UpdateOutcome::RebootDeferred`].
     pub defer_reboot: bool,
 }
@@ -396,7 +398,13 @@ impl Engine {
         let force = opts.force || self.force_requested()?;
         let old_name = old.metadata.name.clone().unwrap_or_default();
         let new_name = new.metadata.name.clone().unwrap_or_default();
-        let plan = match UpdatePlan::new(old, new, force, &opts.policy) {
+        let plan = match UpdatePlan::with_overrides(
+            old,
+            new,
+            force,
+            &opts.policy,
+            opts.storage_overrides,
+        ) {
             Ok(p) => p,
             Err(PlanError::Unreconcilable(source)) => {
                 let message = format!(

@@ -107,7 +107,20 @@ impl UpdatePlan {
         force: bool,
         policy: &ActionPolicy,
     ) -> Result<UpdatePlan, PlanError> {
-        reconcile::check_machine_configs(old, new, StorageOverrides::default())?;
+        Self::with_overrides(old, new, force, policy, StorageOverrides::default())
+    }
+
+    /// [`UpdatePlan::new`], accepting changes to the storage sections `overrides` names
+    /// (`MachineConfiguration/cluster`'s `spec.irreconcilableValidationOverrides`). Nothing
+    /// writes those sections on a running node, so accepting them leaves the disk as it is.
+    pub fn with_overrides(
+        old: &MachineConfig,
+        new: &MachineConfig,
+        force: bool,
+        policy: &ActionPolicy,
+        overrides: StorageOverrides,
+    ) -> Result<UpdatePlan, PlanError> {
+        reconcile::check_machine_configs(old, new, overrides)?;
         let parse = |mc: &MachineConfig| {
             ParsedConfig::new(mc).map_err(|source| PlanError::Parse {
                 name: mc.metadata.name.clone().unwrap_or_default(),
@@ -279,6 +292,32 @@ mod tests {
                 .contains("ignition directories section contains changes"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_disks_change_is_accepted_only_where_the_overrides_name_disks() {
+        let old = mc("a", "img", ign(json!([])));
+        let mut cfg = ign(json!([]));
+        cfg["storage"]["disks"] = json!([{"device": "/dev/vdb", "wipeTable": true}]);
+        let new = mc("b", "img", cfg);
+        let plan = |names: &[&str]| {
+            UpdatePlan::with_overrides(
+                &old,
+                &new,
+                false,
+                &ActionPolicy::Disruption,
+                StorageOverrides::from_names(names),
+            )
+        };
+        let err = plan(&[]).unwrap_err();
+        assert!(
+            err.to_string().contains("disks section contains changes"),
+            "{err}"
+        );
+        assert!(plan(&["FileSystems", "Raid"]).is_err());
+        let p = plan(&["Disks"]).unwrap();
+        // Nothing on a running node writes disks: no file changes, so nothing to reboot for.
+        assert!(p.diff.files.is_empty(), "{:?}", p.diff);
     }
 
     #[test]

@@ -291,3 +291,77 @@ fn an_invalid_policy_is_reported_and_the_previous_one_stays_in_force() {
         "Post Cfg Actions: [Restart chronyd.service] Drain Required: false",
     );
 }
+
+#[test]
+fn a_storage_override_lets_a_disks_change_through() {
+    let c = Cluster::up(Opts::default());
+    wait_observed(&c);
+    let old = c.pool_target("worker");
+    c.apply(
+        "apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 99-worker-disks
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  config:
+    ignition:
+      version: 3.2.0
+    storage:
+      disks:
+      - device: /dev/vdb
+        wipeTable: true
+",
+    );
+    // Without the override the change is refused before any node sees it, in upstream's words.
+    let msg = wait_for("RenderDegraded", 60, || {
+        let p = c.try_get_json(&["mcp", "worker"])?;
+        (condition_status(&p, "RenderDegraded") == "True")
+            .then(|| condition_message(&p, "RenderDegraded"))
+    });
+    assert!(
+        msg.contains("ignition disks section contains changes"),
+        "{msg}"
+    );
+    assert_eq!(
+        c.pool_target("worker"),
+        old,
+        "a refused change was targeted"
+    );
+
+    c.kubectl(&[
+        "patch",
+        "machineconfigurations.operator.openshift.io",
+        "cluster",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"irreconcilableValidationOverrides":{"storage":["Disks"]}}}"#,
+    ]);
+    // The controller retries the render at its resync; the daemons accept the change too.
+    c.wait_rollout("worker", &old, 150);
+    assert_ne!(
+        condition_status(&c.pool("worker"), "RenderDegraded"),
+        "True"
+    );
+    for w in c.workers() {
+        let mcn = c.get_json(&["machineconfignodes", &w]);
+        assert_ne!(condition_status(&mcn, "NodeDegraded"), "True", "{w}: {mcn}");
+    }
+
+    // An override naming something else is refused by the schema, naming the field.
+    let out = c
+        .kubectl_try(&[
+            "patch",
+            "machineconfigurations.operator.openshift.io",
+            "cluster",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"irreconcilableValidationOverrides":{"storage":["Partitions"]}}}"#,
+        ])
+        .unwrap_err();
+    assert!(
+        out.contains("spec.irreconcilableValidationOverrides.storage[0]"),
+        "{out}"
+    );
+}

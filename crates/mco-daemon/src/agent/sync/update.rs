@@ -150,9 +150,11 @@ impl Inner {
     ) -> Result<UpdateOutcome, SyncError> {
         let engine = Arc::clone(&self.engine);
         let mut reporter = KubeReporter::new(self);
+        let (policy, storage_overrides) = self.cluster_settings().await;
         let opts = UpdateOptions {
             force,
-            policy: self.action_policy().await,
+            policy,
+            storage_overrides,
             ..UpdateOptions::default()
         };
         let (prepared, engine, mut reporter) = blocking(move || {
