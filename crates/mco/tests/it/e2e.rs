@@ -66,9 +66,21 @@ impl Default for Opts {
             reboot_seconds: 0,
             node_processes: false,
             server: Server::Embedded,
-            crds: Vec::new(),
+            crds: crds_from_env(),
         }
     }
+}
+
+/// `MCO_E2E_CRDS=FILE[:FILE…]` runs every cluster of the suite on these CRDs (e.g. upstream's
+/// MachineConfigNode schema of an OpenShift release) instead of mco's own.
+fn crds_from_env() -> Vec<PathBuf> {
+    std::env::var_os("MCO_E2E_CRDS")
+        .map(|v| {
+            std::env::split_paths(&v)
+                .map(|p| repo_root().join(p))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Whether `MCO_SKIP_REAL_KUBE=1` asks to skip the real-server tests; says so when it does.
