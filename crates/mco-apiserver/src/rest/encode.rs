@@ -14,13 +14,19 @@ use crate::registry::ResourceInfo;
 use crate::tables::{self, Include};
 
 pub(super) fn json_response(code: u16, v: &impl serde::Serialize) -> Response {
+    match serde_json::to_vec(v) {
+        Ok(body) => typed_json(code, body),
+        // Never a 200 with an empty body: a client would read it as an empty object.
+        Err(e) => {
+            tracing::error!(error = %e, "a response could not be encoded");
+            crate::error::ApiError::internal(format!("encoding the response: {e}")).into_response()
+        }
+    }
+}
+
+pub(super) fn typed_json(code: u16, body: Vec<u8>) -> Response {
     let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        serde_json::to_vec(v).unwrap_or_default(),
-    )
-        .into_response()
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 pub(super) fn wants_table(headers: &HeaderMap) -> bool {

@@ -155,14 +155,85 @@ pub type Json = Arc<str>;
 type ObjMap = HashMap<String, BTreeMap<(String, String), Json>>;
 
 fn parse(json: &str) -> Arc<Value> {
-    // Only text this store serialised itself is held, and writes are refused past
-    // `MAX_OBJECT_DEPTH`, so it parses. Text stored before that limit may not: it is
-    // reported, and lists leave it out rather than serve it as `null`.
-    Arc::new(serde_json::from_str(json).unwrap_or_else(|e| {
+    // Only text this store serialised itself is held, so it parses: writes are refused past
+    // `MAX_OBJECT_DEPTH`, and text stored before that limit is read past serde_json's
+    // recursion limit by `read_back`. Only damaged text is left: it is reported, lists leave
+    // it out, and reads and writes of it answer an error naming it (`Store::get_checked`).
+    Arc::new(read_back(json).unwrap_or_else(|e| {
         let start: String = json.chars().take(160).collect();
         tracing::error!(error = %e, object = %start, "a stored object cannot be read back");
         Value::Null
     }))
+}
+
+/// The error for an object whose stored text cannot be read back, naming it.
+pub fn unreadable(gr: &str, ns: &str, name: &str) -> ApiError {
+    let at = if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    };
+    ApiError::internal(format!(
+        "the stored object {} {at} cannot be read back (see the server log); delete it and create it again",
+        gr.trim_start_matches('/')
+    ))
+}
+
+/// What a deletion event carries for an object whose text could not be read back.
+fn stub(ns: &str, name: &str) -> Value {
+    let mut meta = serde_json::Map::new();
+    meta.insert("name".into(), Value::from(name));
+    if !ns.is_empty() {
+        meta.insert("namespace".into(), Value::from(ns));
+    }
+    serde_json::json!({ "metadata": meta })
+}
+
+/// The deepest nesting [`read_back`] parses: above what the write limit lets in with its
+/// managedFields, and shallow enough for a thread's stack.
+pub const MAX_READ_DEPTH: usize = 256;
+
+/// Parses stored text. serde_json stops at 128 levels; an object written before the
+/// write-time depth limit may be deeper once its managedFields mirror it, so such text is
+/// parsed again without that limit when a scan shows it within [`MAX_READ_DEPTH`].
+pub fn read_back<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, serde_json::Error> {
+    match serde_json::from_str(json) {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_syntax() && nesting(json) <= MAX_READ_DEPTH => {
+            let mut de = serde_json::Deserializer::from_str(json);
+            de.disable_recursion_limit();
+            let v = T::deserialize(&mut de)?;
+            de.end()?;
+            Ok(v)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The deepest bracket nesting of JSON text, strings skipped.
+fn nesting(json: &str) -> usize {
+    let (mut depth, mut max, mut in_str, mut escaped) = (0usize, 0usize, false, false);
+    for b in json.bytes() {
+        if in_str {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
 }
 
 /// An object's key across resources: (resource, namespace, name).
@@ -243,7 +314,7 @@ impl Head {
             #[serde(default)]
             metadata: Head,
         }
-        serde_json::from_str::<Doc>(json).ok().map(|d| d.metadata)
+        read_back::<Doc>(json).ok().map(|d| d.metadata)
     }
 
     pub fn ns(&self) -> &str {
@@ -342,6 +413,20 @@ impl Store {
     pub fn get(&self, gr: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
         let st = self.state();
         Some(st.object(st.text(gr, ns, name)?))
+    }
+
+    /// [`Store::get`], with an object whose text cannot be read back named in an error
+    /// rather than returned as `null`.
+    pub fn get_checked(
+        &self,
+        gr: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Value>>, ApiError> {
+        match self.get(gr, ns, name) {
+            Some(v) if v.is_null() => Err(unreadable(gr, ns, name)),
+            other => Ok(other),
+        }
     }
 
     /// The stored text of one object's current version.
@@ -658,5 +743,30 @@ mod testing {
         evs.iter()
             .map(|e| (e.rv, e.name.as_str(), e.typ.as_str()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `levels` nested objects, the innermost holding a string with brackets in it.
+    fn nested(levels: usize) -> String {
+        let open = "{\"a\":".repeat(levels - 1);
+        format!("{open}{{\"x\":\"[{{\\\"\"{}", "}".repeat(levels))
+    }
+
+    #[test]
+    fn stored_text_reads_back_to_the_read_depth_and_no_further() {
+        // Brackets inside strings do not count.
+        let at = nested(MAX_READ_DEPTH);
+        assert_eq!(nesting(&at), MAX_READ_DEPTH);
+        let v: Value = read_back(&at).unwrap();
+        assert!(v.is_object());
+        let over = nested(MAX_READ_DEPTH + 1);
+        assert!(read_back::<Value>(&over).is_err());
+        // Within serde_json's own limit nothing changes, and damage is still an error.
+        assert!(read_back::<Value>(&nested(10)).is_ok());
+        assert!(read_back::<Value>(&at[..at.len() - 1]).is_err());
     }
 }

@@ -266,8 +266,14 @@ pub(super) fn load(conn: &Connection) -> Result<Loaded, Error> {
         })?;
         for row in rows {
             let (gr, ns, name, orv, json) = row?;
-            serde_json::from_str::<serde::de::IgnoredAny>(&json)
-                .map_err(|e| Error::Data(e.to_string()))?;
+            super::read_back::<serde::de::IgnoredAny>(&json).map_err(|e| {
+                let at = if ns.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{ns}/{name}")
+                };
+                Error::Data(format!("{} {at}: {e}", gr.trim_start_matches('/')))
+            })?;
             objects
                 .entry(gr.clone())
                 .or_default()

@@ -106,6 +106,14 @@ pub(super) fn writer_loop(
                             .unwrap_or_else(|_| {
                                 Err(ApiError::internal("write operation panicked"))
                             });
+                    // Text that cannot be read back is never overwritten from its `null`
+                    // reading (that stored objects without metadata); it may be deleted.
+                    let res = match res {
+                        Ok(Action::Put(_)) if cur.as_ref().is_some_and(|c| c.is_null()) => {
+                            Err(super::unreadable(&key.0, &key.1, &key.2))
+                        }
+                        other => other,
+                    };
                     match res {
                         Err(e) => replies.push((reply, Err(e), false)),
                         Ok(Action::Keep) => {
@@ -163,7 +171,11 @@ pub(super) fn writer_loop(
                                 continue;
                             }
                             rv += 1;
-                            let mut v = (*cur).clone();
+                            let mut v = if cur.is_null() {
+                                super::stub(&key.1, &key.2)
+                            } else {
+                                (*cur).clone()
+                            };
                             set_rv(&mut v, rv);
                             let obj = Arc::new(v);
                             events.push(Arc::new(Event {

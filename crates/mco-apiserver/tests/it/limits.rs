@@ -277,3 +277,130 @@ async fn the_event_log_is_bounded_by_bytes() {
     );
     s.handle.shutdown().await;
 }
+
+/// Replaces the stored text of one ConfigMap in a stopped server's database, as an older
+/// server (before the depth limit) or a damaged disk may have left it.
+fn plant(dir: &std::path::Path, name: &str, edit: impl FnOnce(&str) -> String) {
+    let db = rusqlite::Connection::open(dir.join("state.db")).unwrap();
+    let (rv, json): (i64, String) = db
+        .query_row(
+            "SELECT o.rv, e.json FROM objects o JOIN events e ON e.rv = o.rv
+             WHERE o.gr = '/configmaps' AND o.name = ?1",
+            [name],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    db.execute(
+        "UPDATE events SET json = ?1 WHERE rv = ?2",
+        rusqlite::params![edit(&json), rv],
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn objects_stored_before_the_depth_limit_are_served_whole_and_damaged_ones_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let cfg = || mco_apiserver::Config::new(&dir, "127.0.0.1:0".parse().unwrap());
+    let h = mco_apiserver::Server::start(cfg()).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(
+        h.client_for(mco_apiserver::Identity::Admin).await.unwrap(),
+        "default",
+    );
+    for name in ["deep", "damaged", "fine"] {
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    h.shutdown().await;
+
+    // 140 levels: past serde_json's 128, as an object written before the limit can be.
+    let levels = 140;
+    plant(&dir, "deep", |json| {
+        let mut v: Value = serde_json::from_str(json).unwrap();
+        let mut x = json!("bottom");
+        for _ in 0..levels {
+            x = json!({ "a": x });
+        }
+        v["x"] = x;
+        serde_json::to_string(&v).unwrap()
+    });
+
+    let h = mco_apiserver::Server::start(cfg()).await.unwrap();
+    let client = h.client_for(mco_apiserver::Identity::Admin).await.unwrap();
+    let get = |name: &str, table: bool| {
+        let mut r = http::Request::get(format!("/api/v1/namespaces/default/configmaps/{name}"));
+        if table {
+            r = r.header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io");
+        }
+        r.body(Vec::new()).unwrap()
+    };
+    // The deep one is served whole, as JSON and as a Table row, and listed.
+    let text = client.request_text(get("deep", false)).await.unwrap();
+    assert!(
+        text.contains("\"bottom\"") && text.contains("\"name\":\"deep\""),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    let table = client.request_text(get("deep", true)).await.unwrap();
+    assert!(table.contains("\"deep\""), "{table}");
+    let list = client
+        .request_text(
+            http::Request::get("/api/v1/namespaces/default/configmaps")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(list.contains("\"bottom\""), "the deep object is listed");
+    assert!(
+        !list.contains("null,") && !list.contains("[null"),
+        "no item is null"
+    );
+    // It takes writes that keep it within the limit's reach: here, its removal.
+    cms_patch(&client, "deep", json!({"x": null}))
+        .await
+        .unwrap();
+    let text = client.request_text(get("deep", false)).await.unwrap();
+    assert!(
+        !text.contains("bottom") && text.contains("\"name\":\"deep\""),
+        "the write kept its metadata: {text}"
+    );
+    h.shutdown().await;
+
+    // Damaged text is refused at start, naming the object and the way out.
+    plant(&dir, "damaged", |json| json[..json.len() / 2].to_string());
+    let e = mco_apiserver::Server::start(cfg())
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("configmaps default/damaged: EOF"), "{e}");
+    assert!(e.contains("mv DIR DIR.damaged"), "{e}");
+    plant(&dir, "damaged", |_| {
+        r#"{"metadata":{"name":"damaged","namespace":"default"}}"#.into()
+    });
+    let h = mco_apiserver::Server::start(cfg()).await.unwrap();
+    let client = h.client_for(mco_apiserver::Identity::Admin).await.unwrap();
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // The others are untouched.
+    assert_eq!(
+        cms.get("fine").await.unwrap().metadata.name.as_deref(),
+        Some("fine")
+    );
+    h.shutdown().await;
+}
+
+async fn cms_patch(
+    client: &kube::Client,
+    name: &str,
+    patch: Value,
+) -> Result<ConfigMap, kube::Error> {
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+}
