@@ -53,6 +53,8 @@ pub(super) fn writer_loop(
     mut rx: mpsc::UnboundedReceiver<Req>,
     store: std::sync::Weak<Store>,
 ) {
+    // Where the log on disk was last pruned to; the memory window's start at open.
+    let mut pruned = store.upgrade().map_or(0, |s| s.window_start());
     while let Some(first) = rx.blocking_recv() {
         let Some(store) = store.upgrade() else { return };
         let mut batch = vec![first];
@@ -207,9 +209,13 @@ pub(super) fn writer_loop(
                 &events,
                 &jsons,
                 &token_writes,
-                base_rv,
-                rv,
-                store.retain,
+                Window {
+                    base_rv,
+                    rv,
+                    retain: store.retain,
+                    floor: store.window_start(),
+                    pruned: &mut pruned,
+                },
             )
         };
         if let Err(err) = commit {
@@ -303,15 +309,33 @@ pub(super) fn writer_loop(
     }
 }
 
+/// What decides how far a commit prunes the event log on disk.
+struct Window<'a> {
+    base_rv: u64,
+    rv: u64,
+    /// Events kept by count.
+    retain: u64,
+    /// The memory window's start: past its byte cap, older events can no longer be served,
+    /// so the disk need not hold them either.
+    floor: u64,
+    /// Where the last prune left the log; moved by a prune.
+    pruned: &'a mut u64,
+}
+
 fn commit_batch(
     conn: &mut Connection,
     events: &[Arc<Event>],
     jsons: &[Json],
     tokens: &[TokenWrite],
-    base_rv: u64,
-    rv: u64,
-    retain: u64,
+    w: Window<'_>,
 ) -> Result<(), rusqlite::Error> {
+    let Window {
+        base_rv,
+        rv,
+        retain,
+        floor,
+        pruned,
+    } = w;
     let tx = conn.transaction()?;
     {
         let mut put = tx.prepare_cached(
@@ -356,10 +380,24 @@ fn commit_batch(
             params![rv as i64],
         )?;
         // Prune the event log every so often rather than on every write, keeping the events
-        // that hold live objects' text.
+        // that hold live objects' text: by count, or as soon as the memory window has let go
+        // of events by bytes (large objects would otherwise fill the disk between prunes).
         let every = retain.clamp(1, 1000);
-        if rv / every != base_rv / every && rv > retain {
-            let window = (rv - retain) as i64;
+        let by_count = if rv / every != base_rv / every && rv > retain {
+            rv - retain
+        } else {
+            0
+        };
+        // The memory window trims by count too; only its byte trims run ahead of the count.
+        let by_bytes = if floor > rv.saturating_sub(retain) {
+            floor
+        } else {
+            0
+        };
+        let window = by_count.max(by_bytes);
+        if window > *pruned {
+            *pruned = window;
+            let window = window as i64;
             tx.execute(
                 "DELETE FROM events WHERE rv <= ?1 AND rv NOT IN (SELECT rv FROM objects)",
                 params![window],

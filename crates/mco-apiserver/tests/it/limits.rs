@@ -275,6 +275,16 @@ async fn the_event_log_is_bounded_by_bytes() {
         matches!(events.first(), Some(Ok(WatchEvent::Modified(_)))),
         "{events:?}"
     );
+    // The log on disk lets go of them too: it holds what the memory window holds, plus the
+    // event carrying the live object's text. Ten 300 KiB events would be 3 MiB.
+    let db = rusqlite::Connection::open(s.dir.path().join("state.db")).unwrap();
+    let on_disk: i64 = db
+        .query_row("SELECT SUM(LENGTH(json)) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        (on_disk as usize) <= CAP + 320 * 1024,
+        "{on_disk} bytes of events on disk"
+    );
     s.handle.shutdown().await;
 }
 
