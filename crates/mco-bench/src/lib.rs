@@ -11,6 +11,7 @@ pub mod mcs;
 pub mod memory;
 pub mod procfs;
 pub mod rollout;
+pub mod servers;
 pub mod stats;
 mod support;
 pub mod writes;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use mco_bench::{fanout, mcs, memory, rollout, writes};
+use mco_bench::{fanout, mcs, memory, rollout, servers, writes};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -93,6 +93,28 @@ enum Bench {
         /// The worker pool's maxUnavailable, in percent.
         #[arg(long, default_value_t = 10)]
         max_unavailable_percent: u32,
+    },
+    /// The same rollout on the embedded server and on a real kube-apiserver (scripts/real-kube),
+    /// each with the controller as its own process: wall time, efficiency, requests per update
+    /// and the controller's CPU.
+    Servers {
+        /// The mco binary (build it with `cargo build --release -p mco`).
+        #[arg(long, default_value = "target/release/mco")]
+        mco_bin: PathBuf,
+        /// Worker nodes (the pool rolled out).
+        #[arg(long, default_value_t = 100)]
+        nodes: usize,
+        #[arg(long, default_value_t = 3)]
+        masters: usize,
+        #[arg(long, default_value_t = 1.0)]
+        reboot_seconds: f64,
+        #[arg(long, default_value_t = 10)]
+        max_unavailable_percent: u32,
+        /// The idle window before each rollout whose request rate is subtracted, in seconds.
+        #[arg(long, default_value_t = 10)]
+        idle_seconds: u64,
+        #[arg(long, default_value = "scripts/real-kube")]
+        real_kube: PathBuf,
     },
 }
 
@@ -185,6 +207,34 @@ async fn main() -> anyhow::Result<()> {
                 max_unavailable_percent,
                 max: Duration::from_secs(cli.max_secs.max(900)),
                 work_dir: cli.work_dir,
+                ..Default::default()
+            })
+            .await?;
+            println!("{r}");
+        }
+        Bench::Servers {
+            mco_bin,
+            nodes,
+            masters,
+            reboot_seconds,
+            max_unavailable_percent,
+            idle_seconds,
+            real_kube,
+        } => {
+            let r = servers::run(servers::ServersOpts {
+                rollout: rollout::RolloutOpts {
+                    mco_bin,
+                    masters,
+                    workers: nodes,
+                    reboot_seconds,
+                    max_unavailable_percent,
+                    max: Duration::from_secs(cli.max_secs.max(900)),
+                    work_dir: cli.work_dir,
+                    kubeconfig: None,
+                    controller_process: true,
+                    idle: Duration::from_secs(idle_seconds),
+                },
+                real_kube,
             })
             .await?;
             println!("{r}");

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
 use serde_json::json;
@@ -42,6 +43,17 @@ pub struct RolloutOpts {
     /// Bound of each phase (join, rollout).
     pub max: Duration,
     pub work_dir: PathBuf,
+    /// Run on the existing cluster of this admin kubeconfig (`mco up --kubeconfig`) instead of
+    /// the embedded API server; the bench then creates the default workloads there, which the
+    /// cluster's own controllers and scheduler run.
+    pub kubeconfig: Option<PathBuf>,
+    /// Run the controller as its own `mco controller` process (`mco up --no-controller`), with
+    /// the embedded cluster's timings, so its CPU is measured apart.
+    pub controller_process: bool,
+    /// Before the rollout, count the requests of an idle window this long: the cluster's own
+    /// background traffic (heartbeats, leases, a real cluster's controllers), subtracted at
+    /// that rate from the rollout's count.
+    pub idle: Duration,
 }
 
 impl Default for RolloutOpts {
@@ -54,6 +66,9 @@ impl Default for RolloutOpts {
             max_unavailable_percent: 10,
             max: Duration::from_secs(900),
             work_dir: std::env::temp_dir(),
+            kubeconfig: None,
+            controller_process: false,
+            idle: Duration::ZERO,
         }
     }
 }
@@ -90,6 +105,28 @@ pub struct RolloutReport {
     /// The most frequent kinds of those requests (verb, resource, subresource, code), most
     /// first: where to look for requests to save.
     pub top_requests: Vec<(String, u64)>,
+    /// Requests per second of the idle window before the rollout (`RolloutOpts::idle`).
+    pub idle_rate: Option<f64>,
+    /// CPU time of the `mco controller` process during the rollout (`controller_process`).
+    pub controller_cpu: Option<Duration>,
+}
+
+impl RolloutReport {
+    /// Which API server it ran on.
+    pub fn server(&self) -> &'static str {
+        if self.opts.kubeconfig.is_some() {
+            "kube-apiserver"
+        } else {
+            "embedded"
+        }
+    }
+
+    /// Requests per worker update, less the idle window's rate over the rollout's time: what
+    /// the rollout itself cost.
+    pub fn net_requests_per_update(&self) -> f64 {
+        let background = self.idle_rate.unwrap_or(0.0) * self.rollout.as_secs_f64();
+        (self.requests as f64 - background).max(0.0) / self.opts.workers.max(1) as f64
+    }
 }
 
 /// Nodes `maxUnavailable: P%` lets update at once: the percentage of the pool rounded down,
@@ -198,12 +235,28 @@ impl fmt::Display for RolloutReport {
             self.cpu.as_secs_f64(),
             self.cpu.as_secs_f64() * 1000.0 / o.workers.max(1) as f64
         )?;
+        if let Some(c) = self.controller_cpu {
+            writeln!(
+                f,
+                "  mco controller CPU during the rollout: {:.1} s ({:.1} ms per worker update)",
+                c.as_secs_f64(),
+                c.as_secs_f64() * 1000.0 / o.workers.max(1) as f64
+            )?;
+        }
         writeln!(
             f,
-            "  API requests during the rollout: {} ({:.1} per worker update)",
+            "  API requests during the rollout ({}): {} ({:.1} per worker update)",
+            self.server(),
             self.requests,
             self.requests as f64 / o.workers.max(1) as f64
         )?;
+        if let Some(r) = self.idle_rate {
+            writeln!(
+                f,
+                "  idle before the rollout: {r:.1} requests/s; net of it, {:.1} per worker update",
+                self.net_requests_per_update()
+            )?;
+        }
         for (kind, n) in &self.top_requests {
             writeln!(
                 f,
@@ -249,6 +302,13 @@ fn annotation<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
         .as_ref()?
         .get(key)
         .map(String::as_str)
+}
+
+fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn ready(n: &Node) -> bool {
@@ -300,14 +360,22 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         .try_clone()
         .map_err(|e| Error::io(log_path.display(), e))?;
     let started = Instant::now();
-    let child = Command::new(&opts.mco_bin)
-        .arg("up")
+    let mut cmd = Command::new(&opts.mco_bin);
+    cmd.arg("up")
         .arg("--data-dir")
         .arg(&data)
         .args(["--masters", &opts.masters.to_string()])
         .args(["--workers", &opts.workers.to_string()])
         .args(["--reboot-seconds", &opts.reboot_seconds.to_string()])
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--mcs-listen", "127.0.0.1:0"]);
+    match &opts.kubeconfig {
+        Some(kc) => cmd.arg("--kubeconfig").arg(kc),
+        None => cmd.args(["--listen", "127.0.0.1:0"]),
+    };
+    if opts.controller_process {
+        cmd.arg("--no-controller");
+    }
+    let child = cmd
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(log)
@@ -318,7 +386,10 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     let pid = up.0.id();
     let secs = opts.max.as_secs();
 
-    let kubeconfig = data.join("kubeconfig");
+    let kubeconfig = opts
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(|| data.join("kubeconfig"));
     poll("the kubeconfig", 60, || async {
         kubeconfig.exists().then_some(())
     })
@@ -328,6 +399,41 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         c.apiserver_version().await.ok().map(|_| c)
     })
     .await?;
+    let controller = if opts.controller_process {
+        let log = dir.path().join("controller.log");
+        let out = std::fs::File::create(&log).map_err(|e| Error::io(log.display(), e))?;
+        let err = out.try_clone().map_err(|e| Error::io(log.display(), e))?;
+        // The embedded cluster's controller timings (mco_sim::cluster::controller_config).
+        let child = Command::new(&opts.mco_bin)
+            .arg("controller")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .args([
+                "--render-debounce",
+                "100ms",
+                "--resync",
+                "10s",
+                "--error-requeue",
+                "1s",
+            ])
+            .args(["--drain-evict-retry", "1s", "--drain-requeue", "5s"])
+            .args(["--drain-requeue-slow", "30s", "--identity", "mco-bench"])
+            .args(["--lease-namespace", "mco-system"])
+            .args(["--lease-name", "machine-config-controller"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| Error::io(opts.mco_bin.display(), e))?;
+        Some(UpProcess(child))
+    } else {
+        None
+    };
+    if opts.kubeconfig.is_some() {
+        create_workloads(&client).await?;
+    }
     let nodes: Api<Node> = Api::all(client.clone());
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
     let mcs: Api<MachineConfig> = Api::all(client.clone());
@@ -401,6 +507,38 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
             "contents": {"source": "data:,rolled%20out%20by%20mco-bench%0A"}
         }]}}}
     }))?;
+    // The workloads settle before anything is counted: on a real cluster its controllers
+    // and scheduler are still creating, binding and starting a pod per node.
+    poll("every workload pod Ready", secs, || async {
+        let pods: Api<Pod> = Api::all(client.clone());
+        let list = pods.list(&ListParams::default()).await.ok()?;
+        let ready = |app: &str| {
+            list.items
+                .iter()
+                .filter(|p| p.labels().get("app").is_some_and(|a| a == app))
+                .filter(|p| pod_ready(p))
+                .count()
+        };
+        (ready(mco_sim::workload::DS_NAME) >= total
+            && ready(mco_sim::workload::WEB_NAME) >= mco_sim::workload::WEB_REPLICAS)
+            .then_some(())
+    })
+    .await?;
+    let idle_rate = if opts.idle.is_zero() {
+        None
+    } else {
+        let before: u64 = requests_by_kind(&client).await?.values().sum();
+        let t = Instant::now();
+        // A measuring window, not a wait for a state: its length is the measurement.
+        tokio::time::sleep(opts.idle).await;
+        let after: u64 = requests_by_kind(&client).await?.values().sum();
+        Some(after.saturating_sub(before) as f64 / t.elapsed().as_secs_f64())
+    };
+    let controller_pid = controller.as_ref().map(|c| c.0.id());
+    let controller_before = match controller_pid {
+        Some(p) => Some(procfs::read_cpu(p)?),
+        None => None,
+    };
     let requests_before = requests_by_kind(&client).await?;
     let cpu_before = procfs::read_cpu(pid)?;
     let machine_before = procfs::read_machine_cpu()?;
@@ -444,6 +582,10 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     }
     let rollout = rollout_start.elapsed();
     let cpu = procfs::read_cpu(pid)?.saturating_sub(cpu_before);
+    let controller_cpu = match (controller_pid, controller_before) {
+        (Some(p), Some(before)) => Some(procfs::read_cpu(p)?.saturating_sub(before)),
+        _ => None,
+    };
     let machine = procfs::read_machine_cpu()?.since(machine_before);
     let mut during = requests_by_kind(&client).await?;
     for (kind, n) in during.iter_mut() {
@@ -457,6 +599,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     let load = std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default();
+    drop(controller);
     drop(up);
     Ok(RolloutReport {
         max_unavailable: max_unavailable(opts.workers, opts.max_unavailable_percent),
@@ -472,7 +615,39 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         machine,
         requests,
         top_requests,
+        idle_rate,
+        controller_cpu,
     })
+}
+
+/// The embedded cluster's default workloads (a DaemonSet, the `web` Deployment and its
+/// PodDisruptionBudget), created on a real cluster, whose own controllers and scheduler run
+/// them; the simulated kubelet runs their pods.
+async fn create_workloads(client: &kube::Client) -> Result<(), Error> {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use mco_sim::workload;
+    let pp = PostParams::default();
+    let ok = |r: Result<(), kube::Error>| match r {
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        other => other,
+    };
+    let ds: DaemonSet = typed(workload::daemonset())?;
+    ok(Api::namespaced(client.clone(), workload::DS_NAMESPACE)
+        .create(&pp, &ds)
+        .await
+        .map(drop))?;
+    let dep: Deployment = typed(workload::deployment())?;
+    ok(Api::namespaced(client.clone(), workload::WEB_NAMESPACE)
+        .create(&pp, &dep)
+        .await
+        .map(drop))?;
+    let pdb: PodDisruptionBudget = typed(workload::pdb())?;
+    ok(Api::namespaced(client.clone(), workload::WEB_NAMESPACE)
+        .create(&pp, &pdb)
+        .await
+        .map(drop))?;
+    Ok(())
 }
 
 /// Every request the API server has counted so far, by kind.
@@ -579,7 +754,25 @@ mod tests {
             machine: procfs::MachineCpu::default(),
             requests: 0,
             top_requests: vec![],
+            idle_rate: None,
+            controller_cpu: None,
         }
+    }
+
+    #[test]
+    fn the_idle_rate_is_taken_off_the_rollouts_requests() {
+        let mut r = report(20, 1);
+        r.requests = 500;
+        assert_eq!(r.net_requests_per_update(), 50.0);
+        // 5 requests/s of background over 20 s: 100 of the 500 were not the rollout's.
+        r.idle_rate = Some(5.0);
+        assert_eq!(r.net_requests_per_update(), 40.0);
+        // Never below zero, whatever the background did.
+        r.idle_rate = Some(100.0);
+        assert_eq!(r.net_requests_per_update(), 0.0);
+        assert_eq!(r.server(), "embedded");
+        r.opts.kubeconfig = Some("kc".into());
+        assert_eq!(r.server(), "kube-apiserver");
     }
 
     #[test]

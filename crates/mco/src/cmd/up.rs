@@ -42,6 +42,10 @@ pub struct Args {
     /// Run each node's daemon as its own `mco daemon` process instead of in this one.
     #[arg(long)]
     pub node_processes: bool,
+    /// Run no controller: start `mco controller --kubeconfig <kubeconfig>` yourself, for
+    /// example to profile it or measure its CPU apart from the cluster.
+    #[arg(long)]
+    pub no_controller: bool,
     /// What the API server's answered writes survive: process-crash (the default; like the
     /// simulated node disks, a power cut may lose the last moments) or power-loss (each commit
     /// fsynced, as etcd does, at a cost to every write).
@@ -133,6 +137,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         opts.kubeconfig = Some(kc);
         // The cluster's own pods are the workload; its scheduler and controllers run them.
         opts.workloads = None;
+    }
+    if args.no_controller {
+        opts.controller = None;
     }
     if args.node_processes {
         opts.daemon = DaemonMode::Process {
