@@ -3,7 +3,9 @@
 //!   `99-<pool>-generated-kubelet[-N]`;
 //! - [`crio`]: a `ContainerRuntimeConfig` → CRI-O drop-ins in `99-<pool>-generated-containerruntime[-N]`;
 //! - [`registries`]: the mirror sets and `Image/cluster` over the pool's base `registries.conf`
-//!   and `policy.json` → `99-<pool>-generated-registries`.
+//!   and `policy.json` → `99-<pool>-generated-registries`;
+//! - [`template`]: the ControllerConfig and mco's templates → each role's `00-<role>`,
+//!   `01-<role>-kubelet` and `01-<role>-container-runtime`.
 //!
 //! Nothing here reads the cluster; the controllers in `mco-controller` gather the inputs, call
 //! these and write the result. Each generator's output for a set of inputs is a golden file
@@ -13,6 +15,7 @@
 pub mod crio;
 pub mod kubelet;
 pub mod registries;
+pub mod template;
 
 use std::collections::BTreeMap;
 

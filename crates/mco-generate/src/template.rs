@@ -1,0 +1,900 @@
+//! The template controller's output: each role's base MachineConfigs, `00-<role>`,
+//! `01-<role>-kubelet` and `01-<role>-container-runtime`, from the ControllerConfig and mco's
+//! templates for platform `None`.
+//!
+//! The templates are text files under `templates/`, laid out as upstream's are
+//! (`<role>/<name>/_base/{files,units}`, with `common/` for what every role gets), and compiled
+//! into the binary, so the controller, `mco bootstrap` and the tests render the same text. They
+//! are mco's own, modelled on upstream's: the kubelet config and unit, CRI-O's defaults,
+//! `registries.conf`, `policy.json`, `storage.conf`, the proxy environment and a few sysctls.
+//!
+//! The kubelet CA (`/etc/kubernetes/kubelet-ca.crt`) is not a template file: as in current
+//! upstream, the daemon's certificate writer writes it from the ControllerConfig, so a CA
+//! rotation needs no new rendered config, drain or reboot. `kubelet.conf` only names it.
+//!
+//! The templating is a small subset of Go's `text/template`, enough for these files:
+//! `{{name}}` is replaced by an input; a line holding an input that is not set is left out; a
+//! `{{if name}}` … `{{end}}` block (each on its own line) is kept only when the input is set.
+//! A file or drop-in that renders to blank is not written.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use mco_api::constants::annotations;
+use mco_api::{ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigSpec};
+use serde_json::{Value, json};
+
+use crate::{Error, IGNITION_VERSION, ROLE_LABEL};
+
+/// The roles with templates. Upstream also has `arbiter` (generated only for the
+/// `HighlyAvailableArbiter` topology); custom pools select `worker`'s configs by label.
+pub const ROLES: [&str; 2] = ["master", "worker"];
+
+/// The longest value of one templated input, in bytes. A pull spec or a proxy URL is far
+/// shorter; `noProxy` lists are the longest real values, at a few hundred bytes.
+pub const MAX_VALUE_BYTES: usize = 4096;
+
+/// The platform mco has templates for.
+pub const PLATFORM_NONE: &str = "None";
+
+/// Which of a role's three MachineConfigs a template belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Mc {
+    Base,
+    Kubelet,
+    ContainerRuntime,
+}
+
+impl Mc {
+    fn name(self, role: &str) -> String {
+        match self {
+            Mc::Base => format!("00-{role}"),
+            Mc::Kubelet => format!("01-{role}-kubelet"),
+            Mc::ContainerRuntime => format!("01-{role}-container-runtime"),
+        }
+    }
+}
+
+/// What a template becomes in the Ignition config.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// A file at this path, mode 0644.
+    File(&'static str),
+    /// A whole unit, enabled.
+    Unit(&'static str),
+    /// A unit without contents of its own (`enabled` unset).
+    UnitContents(&'static str),
+    /// A drop-in: unit name, drop-in name.
+    Dropin(&'static str, &'static str),
+}
+
+struct Template {
+    /// `None`: every role.
+    role: Option<&'static str>,
+    mc: Mc,
+    kind: Kind,
+    /// The path under `templates/`, for error messages.
+    source: &'static str,
+    text: &'static str,
+}
+
+macro_rules! t {
+    ($role:expr, $mc:expr, $kind:expr, $src:literal) => {
+        Template {
+            role: $role,
+            mc: $mc,
+            kind: $kind,
+            source: $src,
+            text: include_str!(concat!("../templates/", $src)),
+        }
+    };
+}
+
+const KUBELET_SERVICE: &str = "kubelet.service";
+const CRIO_SERVICE: &str = "crio.service";
+const DEFAULT_ENV_DROPIN: &str = "10-mco-default-env.conf";
+
+const TEMPLATES: &[Template] = &[
+    t!(
+        None,
+        Mc::Base,
+        Kind::File("/etc/sysctl.d/inotify.conf"),
+        "common/_base/files/sysctl-inotify.conf"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::File("/etc/sysctl.d/vm-max-map.conf"),
+        "common/_base/files/sysctl-vm-max-map.conf"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::File("/etc/containers/storage.conf"),
+        "common/_base/files/container-storage.conf"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::File("/etc/mco/proxy.env"),
+        "common/_base/files/mco-proxy.env"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::File("/etc/systemd/system/kubelet.service.d/20-logging.conf"),
+        "common/_base/files/kubelet-log-level.conf"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::UnitContents("kubelet-dependencies.target"),
+        "common/_base/units/kubelet-dependencies.target"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::Dropin(CRIO_SERVICE, "05-mco-ordering.conf"),
+        "common/_base/units/crio-ordering.conf"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::Dropin(CRIO_SERVICE, DEFAULT_ENV_DROPIN),
+        "common/_base/units/default-env.conf"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::Dropin(KUBELET_SERVICE, DEFAULT_ENV_DROPIN),
+        "common/_base/units/default-env.conf"
+    ),
+    t!(
+        Some("master"),
+        Mc::Base,
+        Kind::File("/etc/systemd/system.conf.d/kubelet-cgroups.conf"),
+        "master/00-master/_base/files/kubelet-cgroups.conf"
+    ),
+    t!(
+        Some("master"),
+        Mc::Base,
+        Kind::File("/etc/node-sizing-enabled.env"),
+        "master/00-master/_base/files/node-sizing-enabled.env"
+    ),
+    t!(
+        Some("worker"),
+        Mc::Base,
+        Kind::File("/etc/systemd/system.conf.d/kubelet-cgroups.conf"),
+        "worker/00-worker/_base/files/kubelet-cgroups.conf"
+    ),
+    t!(
+        Some("master"),
+        Mc::Kubelet,
+        Kind::File(crate::kubelet::KUBELET_CONF),
+        "master/01-master-kubelet/_base/files/kubelet.conf"
+    ),
+    t!(
+        Some("master"),
+        Mc::Kubelet,
+        Kind::Unit(KUBELET_SERVICE),
+        "master/01-master-kubelet/_base/units/kubelet.service"
+    ),
+    t!(
+        Some("worker"),
+        Mc::Kubelet,
+        Kind::File(crate::kubelet::KUBELET_CONF),
+        "worker/01-worker-kubelet/_base/files/kubelet.conf"
+    ),
+    t!(
+        Some("worker"),
+        Mc::Kubelet,
+        Kind::Unit(KUBELET_SERVICE),
+        "worker/01-worker-kubelet/_base/units/kubelet.service"
+    ),
+    t!(
+        None,
+        Mc::ContainerRuntime,
+        Kind::File("/etc/crio/crio.conf.d/00-default"),
+        "common/01-container-runtime/_base/files/crio.conf"
+    ),
+    t!(
+        None,
+        Mc::ContainerRuntime,
+        Kind::File(crate::registries::REGISTRIES_CONF),
+        "common/01-container-runtime/_base/files/registries.conf"
+    ),
+    t!(
+        None,
+        Mc::ContainerRuntime,
+        Kind::File(crate::registries::POLICY_JSON),
+        "common/01-container-runtime/_base/files/policy.json"
+    ),
+];
+
+/// Every name the template controller writes, for every role.
+pub fn names() -> Vec<String> {
+    let mut out: Vec<String> = ROLES
+        .iter()
+        .flat_map(|r| [Mc::Base, Mc::Kubelet, Mc::ContainerRuntime].map(|m| m.name(r)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether `name` is one the template controller writes.
+pub fn is_template_name(name: &str) -> bool {
+    ROLES.iter().any(|r| {
+        [Mc::Base, Mc::Kubelet, Mc::ContainerRuntime]
+            .iter()
+            .any(|m| m.name(r) == name)
+    })
+}
+
+/// The templates' inputs, read and checked from the ControllerConfig's spec.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Inputs {
+    /// `spec.clusterDNSIP`: the kubelet's `clusterDNS`.
+    pub cluster_dns_ip: Option<String>,
+    /// `spec.images.infraImageKey`: CRI-O's pause image.
+    pub infra_image: Option<String>,
+    /// `spec.proxy.httpProxy`, `httpsProxy`, `noProxy`.
+    pub http_proxy: Option<String>,
+    pub https_proxy: Option<String>,
+    pub no_proxy: Option<String>,
+    /// `spec.ipFamilies`: `::` for an IPv6-first cluster, else `0.0.0.0`.
+    pub node_ip: &'static str,
+}
+
+/// A string at `path` of the spec (`None` when absent, null or empty), checked against
+/// [`MAX_VALUE_BYTES`] and for control characters, which would break the line it lands on.
+fn string_at(spec: &Value, path: &[&str]) -> Result<Option<String>, Error> {
+    let field = format!("spec.{}", path.join("."));
+    let mut v = spec;
+    for p in path {
+        match v.get(p) {
+            Some(next) => v = next,
+            None => return Ok(None),
+        }
+    }
+    let s = match v {
+        Value::Null => return Ok(None),
+        Value::String(s) => s,
+        other => {
+            return Err(Error::Refused(format!(
+                "{field}: must be a string, not {other}"
+            )));
+        }
+    };
+    if s.len() > MAX_VALUE_BYTES {
+        return Err(Error::Refused(format!(
+            "{field}: {} bytes, longer than the limit of {MAX_VALUE_BYTES}",
+            s.len()
+        )));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(Error::Refused(format!(
+            "{field}: {s:?} contains a control character"
+        )));
+    }
+    Ok((!s.is_empty()).then(|| s.clone()))
+}
+
+fn proxy_url(spec: &Value, key: &str) -> Result<Option<String>, Error> {
+    let v = string_at(spec, &["proxy", key])?;
+    if let Some(u) = &v {
+        let ok = (u.starts_with("http://") || u.starts_with("https://"))
+            && u.len() > "https://".len()
+            && !u.contains(char::is_whitespace);
+        if !ok {
+            return Err(Error::Refused(format!(
+                "spec.proxy.{key}: {u:?} is not an http:// or https:// URL"
+            )));
+        }
+    }
+    Ok(v)
+}
+
+/// Reads the inputs from `spec`; a bad value is refused naming its field.
+pub fn inputs(spec: &ControllerConfigSpec) -> Result<Inputs, Error> {
+    let spec = Value::Object(spec.other.clone());
+    // mco has templates for platform None only; an absent platform is taken as None.
+    if let Some(p) = string_at(&spec, &["infra", "status", "platformStatus", "type"])?
+        && p != PLATFORM_NONE
+    {
+        return Err(Error::Refused(format!(
+            "spec.infra.status.platformStatus.type: mco has templates for platform {PLATFORM_NONE} only, not {p:?}"
+        )));
+    }
+    let cluster_dns_ip = string_at(&spec, &["clusterDNSIP"])?;
+    if let Some(ip) = &cluster_dns_ip
+        && ip.parse::<IpAddr>().is_err()
+    {
+        return Err(Error::Refused(format!(
+            "spec.clusterDNSIP: {ip:?} is not an IP address"
+        )));
+    }
+    let infra_image = string_at(&spec, &["images", "infraImageKey"])?;
+    if let Some(img) = &infra_image
+        && img.contains(|c: char| c.is_whitespace() || c == '"' || c == '\\')
+    {
+        return Err(Error::Refused(format!(
+            "spec.images.infraImageKey: {img:?} is not an image pull spec"
+        )));
+    }
+    let node_ip = match string_at(&spec, &["ipFamilies"])?.as_deref() {
+        None | Some("IPv4") | Some("DualStack") => "0.0.0.0",
+        Some("IPv6") | Some("DualStackIPv6Primary") => "::",
+        Some(other) => {
+            return Err(Error::Refused(format!(
+                "spec.ipFamilies: {other:?} is not one of IPv4, IPv6, DualStack, DualStackIPv6Primary"
+            )));
+        }
+    };
+    Ok(Inputs {
+        cluster_dns_ip,
+        infra_image,
+        http_proxy: proxy_url(&spec, "httpProxy")?,
+        https_proxy: proxy_url(&spec, "httpsProxy")?,
+        no_proxy: string_at(&spec, &["proxy", "noProxy"])?,
+        node_ip,
+    })
+}
+
+impl Inputs {
+    fn vars(&self) -> BTreeMap<&'static str, Option<String>> {
+        let proxy = self.http_proxy.is_some() || self.https_proxy.is_some();
+        BTreeMap::from([
+            ("clusterDNSIP", self.cluster_dns_ip.clone()),
+            ("infraImage", self.infra_image.clone()),
+            ("httpProxy", self.http_proxy.clone()),
+            ("httpsProxy", self.https_proxy.clone()),
+            ("noProxy", self.no_proxy.clone()),
+            ("proxy", proxy.then(|| "true".to_owned())),
+            ("nodeIP", Some(self.node_ip.to_owned())),
+        ])
+    }
+}
+
+/// Renders one template: see the module's documentation for the syntax. An unknown input or
+/// an unbalanced block is an error in the template itself.
+fn render(text: &str, vars: &BTreeMap<&str, Option<String>>) -> Result<String, String> {
+    let set = |name: &str| -> Result<Option<&String>, String> {
+        match vars.get(name) {
+            Some(v) => Ok(v.as_ref().filter(|s| !s.is_empty())),
+            None => Err(format!("unknown input {name:?}")),
+        }
+    };
+    let mut out = String::new();
+    // Whether each open block is kept.
+    let mut blocks: Vec<bool> = Vec::new();
+    'lines: for line in text.split_inclusive('\n') {
+        let trimmed = line.trim();
+        if let Some(name) = trimmed
+            .strip_prefix("{{if ")
+            .and_then(|r| r.strip_suffix("}}"))
+        {
+            blocks.push(set(name.trim())?.is_some());
+            continue;
+        }
+        if trimmed == "{{end}}" {
+            blocks.pop().ok_or("{{end}} without {{if}}")?;
+            continue;
+        }
+        if blocks.contains(&false) {
+            continue;
+        }
+        let mut rendered = String::with_capacity(line.len());
+        let mut rest = line;
+        while let Some(start) = rest.find("{{") {
+            let end = rest[start..]
+                .find("}}")
+                .ok_or_else(|| format!("unclosed {{{{ in {line:?}"))?;
+            let name = rest[start + 2..start + end].trim();
+            rendered.push_str(&rest[..start]);
+            match set(name)? {
+                Some(v) => rendered.push_str(v),
+                None => continue 'lines,
+            }
+            rest = &rest[start + end + 2..];
+        }
+        rendered.push_str(rest);
+        out.push_str(&rendered);
+    }
+    if !blocks.is_empty() {
+        return Err("{{if}} without {{end}}".into());
+    }
+    Ok(out)
+}
+
+/// The owner reference every generated config carries: the ControllerConfig, as controller
+/// (a ControllerConfig read from a file, with no uid yet, gets an empty one, as upstream's
+/// bootstrap does).
+pub fn owner_reference(cc: &ControllerConfig) -> OwnerReference {
+    OwnerReference {
+        api_version: "machineconfiguration.openshift.io/v1".to_owned(),
+        kind: "ControllerConfig".to_owned(),
+        name: cc.metadata.name.clone().unwrap_or_default(),
+        uid: cc.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The three MachineConfigs of every role in [`ROLES`], sorted by name, for `cc`: each with
+/// the role label, `generated-by-controller-version: controller_version` and an owner
+/// reference to `cc`. A bad input refuses the whole set, naming its field.
+pub fn generate(
+    cc: &ControllerConfig,
+    controller_version: &str,
+) -> Result<Vec<MachineConfig>, Error> {
+    let vars = inputs(&cc.spec)?.vars();
+    let owner = owner_reference(cc);
+    let mut out = Vec::new();
+    for role in ROLES {
+        for mc in [Mc::Base, Mc::Kubelet, Mc::ContainerRuntime] {
+            let mut files: BTreeMap<&str, Value> = BTreeMap::new();
+            // unit name → (enabled, contents, drop-ins by name)
+            type Unit = (Option<bool>, Option<String>, BTreeMap<&'static str, String>);
+            let mut units: BTreeMap<&str, Unit> = BTreeMap::new();
+            for t in TEMPLATES
+                .iter()
+                .filter(|t| t.mc == mc && t.role.is_none_or(|r| r == role))
+            {
+                let text = render(t.text, &vars)
+                    .map_err(|e| Error::Base(format!("template {}: {e}", t.source)))?;
+                if text.trim().is_empty() {
+                    continue;
+                }
+                match t.kind {
+                    Kind::File(path) => {
+                        files.insert(path, crate::file(path, &text));
+                    }
+                    Kind::Unit(name) => {
+                        let u = units.entry(name).or_default();
+                        u.0 = Some(true);
+                        u.1 = Some(text);
+                    }
+                    Kind::UnitContents(name) => units.entry(name).or_default().1 = Some(text),
+                    Kind::Dropin(unit, name) => {
+                        units.entry(unit).or_default().2.insert(name, text);
+                    }
+                }
+            }
+            let units: Vec<Value> = units
+                .into_iter()
+                .map(|(name, (enabled, contents, dropins))| {
+                    let mut u = json!({"name": name});
+                    if let Some(e) = enabled {
+                        u["enabled"] = json!(e);
+                    }
+                    if let Some(c) = contents {
+                        u["contents"] = json!(c);
+                    }
+                    if !dropins.is_empty() {
+                        u["dropins"] = dropins
+                            .into_iter()
+                            .map(|(n, c)| json!({"name": n, "contents": c}))
+                            .collect();
+                    }
+                    u
+                })
+                .collect();
+            let mut config = json!({"ignition": {"version": IGNITION_VERSION}});
+            if !files.is_empty() {
+                config["storage"] = json!({"files": files.into_values().collect::<Vec<_>>()});
+            }
+            if !units.is_empty() {
+                config["systemd"] = json!({"units": units});
+            }
+            out.push(MachineConfig {
+                metadata: ObjectMeta {
+                    name: Some(mc.name(role)),
+                    labels: Some(BTreeMap::from([(ROLE_LABEL.to_owned(), role.to_owned())])),
+                    annotations: Some(BTreeMap::from([(
+                        annotations::GENERATED_BY_CONTROLLER_VERSION.to_owned(),
+                        controller_version.to_owned(),
+                    )])),
+                    owner_references: Some(vec![owner.clone()]),
+                    ..Default::default()
+                },
+                spec: MachineConfigSpec {
+                    config: Some(config),
+                    ..Default::default()
+                },
+            });
+        }
+    }
+    out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Ok(out)
+}
+
+/// Whether `have` (the stored object) already is `want`: the same spec, and every label,
+/// annotation and owner reference of `want` present. Others a user or tool added are kept, as
+/// upstream's apply keeps them.
+pub fn up_to_date(have: &MachineConfig, want: &MachineConfig) -> bool {
+    let contains = |have: &Option<BTreeMap<String, String>>,
+                    want: &Option<BTreeMap<String, String>>| {
+        want.iter()
+            .flatten()
+            .all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    have.spec == want.spec
+        && contains(&have.metadata.labels, &want.metadata.labels)
+        && contains(&have.metadata.annotations, &want.metadata.annotations)
+        && want.metadata.owner_references.iter().flatten().all(|o| {
+            have.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|h| h == o)
+        })
+}
+
+/// `want` as a replacement of `have`: `have`'s extra labels, annotations and owner references
+/// kept, its resourceVersion carried for the compare-and-swap.
+pub fn merged_over(have: &MachineConfig, want: &MachineConfig) -> MachineConfig {
+    let mut out = want.clone();
+    let merge = |have: &Option<BTreeMap<String, String>>,
+                 out: &mut Option<BTreeMap<String, String>>| {
+        let mut m = have.clone().unwrap_or_default();
+        m.extend(out.take().unwrap_or_default());
+        *out = (!m.is_empty()).then_some(m);
+    };
+    merge(&have.metadata.labels, &mut out.metadata.labels);
+    merge(&have.metadata.annotations, &mut out.metadata.annotations);
+    let mut owners = out.metadata.owner_references.take().unwrap_or_default();
+    for o in have.metadata.owner_references.iter().flatten() {
+        // A stale reference to a ControllerConfig of the same name is replaced, not kept.
+        if !owners
+            .iter()
+            .any(|w| w == o || (w.kind == o.kind && w.name == o.name))
+        {
+            owners.push(o.clone());
+        }
+    }
+    out.metadata.owner_references = (!owners.is_empty()).then_some(owners);
+    out.metadata.resource_version = have.metadata.resource_version.clone();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::golden;
+    use pretty_assertions::assert_eq;
+
+    fn cc(other: Value) -> ControllerConfig {
+        let mut cc = ControllerConfig::new(
+            "machine-config-controller",
+            ControllerConfigSpec {
+                other: other.as_object().cloned().unwrap_or_default(),
+                ..Default::default()
+            },
+        );
+        cc.metadata.uid = Some("cc-uid-1".into());
+        cc
+    }
+
+    /// A cluster with every input the templates read.
+    fn full() -> ControllerConfig {
+        cc(json!({
+            "clusterDNSIP": "172.30.0.10",
+            "images": {"infraImageKey": "quay.example.com/ocp/pause@sha256:0123"},
+            "proxy": {
+                "httpProxy": "http://proxy.example.com:3128",
+                "httpsProxy": "https://proxy.example.com:3129",
+                "noProxy": ".cluster.local,.svc,10.0.0.0/16",
+            },
+            "ipFamilies": "IPv4",
+            "infra": {"status": {"platformStatus": {"type": "None"}}},
+        }))
+    }
+
+    fn file_text(mc: &MachineConfig, path: &str) -> Option<String> {
+        crate::base_file(&[mc], path).unwrap()
+    }
+
+    fn by_name<'a>(mcs: &'a [MachineConfig], name: &str) -> &'a MachineConfig {
+        mcs.iter()
+            .find(|m| m.metadata.name.as_deref() == Some(name))
+            .unwrap()
+    }
+
+    #[test]
+    fn golden_configs_of_each_role() {
+        let mcs = generate(&full(), "v0.0.0-test").unwrap();
+        for mc in &mcs {
+            let name = mc.metadata.name.clone().unwrap();
+            golden::check(&format!("template-{name}.yaml"), &golden::render(mc));
+        }
+    }
+
+    #[test]
+    fn three_configs_per_role_with_the_annotation_label_and_owner() {
+        let mcs = generate(&full(), "v9").unwrap();
+        let names: Vec<&str> = mcs
+            .iter()
+            .filter_map(|m| m.metadata.name.as_deref())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "00-master",
+                "00-worker",
+                "01-master-container-runtime",
+                "01-master-kubelet",
+                "01-worker-container-runtime",
+                "01-worker-kubelet",
+            ]
+        );
+        assert_eq!(names, super::names());
+        for mc in &mcs {
+            let name = mc.metadata.name.as_deref().unwrap();
+            assert!(is_template_name(name));
+            let role = if name.contains("master") {
+                "master"
+            } else {
+                "worker"
+            };
+            assert_eq!(mc.metadata.labels.as_ref().unwrap()[ROLE_LABEL], role);
+            assert_eq!(
+                mc.metadata.annotations.as_ref().unwrap()
+                    [annotations::GENERATED_BY_CONTROLLER_VERSION],
+                "v9"
+            );
+            let owners = mc.metadata.owner_references.as_ref().unwrap();
+            assert_eq!(owners.len(), 1);
+            assert_eq!(owners[0].kind, "ControllerConfig");
+            assert_eq!(owners[0].name, "machine-config-controller");
+            assert_eq!(owners[0].uid, "cc-uid-1");
+            assert_eq!(owners[0].controller, Some(true));
+            assert_eq!(mc.ignition_version(), Some(IGNITION_VERSION));
+            // Generated configs never carry an OS image: the render's comes from the
+            // ControllerConfig.
+            assert_eq!(mc.spec.os_image_url, "");
+        }
+        assert!(!is_template_name("00-infra") && !is_template_name("99-worker-ssh"));
+    }
+
+    #[test]
+    fn inputs_land_where_the_templates_put_them() {
+        let mcs = generate(&full(), "v").unwrap();
+        let kubelet = file_text(
+            by_name(&mcs, "01-worker-kubelet"),
+            crate::kubelet::KUBELET_CONF,
+        )
+        .unwrap();
+        assert!(kubelet.contains("clusterDNS: [172.30.0.10]\n"), "{kubelet}");
+        assert!(kubelet.contains("clientCAFile: /etc/kubernetes/kubelet-ca.crt"));
+        let crio = file_text(
+            by_name(&mcs, "01-master-container-runtime"),
+            "/etc/crio/crio.conf.d/00-default",
+        )
+        .unwrap();
+        assert!(crio.contains("pause_image = \"quay.example.com/ocp/pause@sha256:0123\"\n"));
+        let proxy = file_text(by_name(&mcs, "00-worker"), "/etc/mco/proxy.env").unwrap();
+        assert!(
+            proxy.contains("HTTP_PROXY=http://proxy.example.com:3128\n"),
+            "{proxy}"
+        );
+        assert!(
+            proxy.contains("NO_PROXY=.cluster.local,.svc,10.0.0.0/16\n"),
+            "{proxy}"
+        );
+        let units = &by_name(&mcs, "00-worker").spec.config.as_ref().unwrap()["systemd"]["units"];
+        let crio_unit = units
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == "crio.service")
+            .unwrap();
+        assert_eq!(crio_unit["dropins"][1]["name"], DEFAULT_ENV_DROPIN);
+        // The kubelet CA is the certificate writer's, not a template file.
+        for mc in &mcs {
+            assert_eq!(file_text(mc, "/etc/kubernetes/kubelet-ca.crt"), None);
+        }
+
+        // IPv6 first: the kubelet binds ::.
+        let mut v6 = full();
+        v6.spec
+            .other
+            .insert("ipFamilies".into(), json!("DualStackIPv6Primary"));
+        let mcs = generate(&v6, "v").unwrap();
+        let unit = by_name(&mcs, "01-worker-kubelet")
+            .spec
+            .config
+            .as_ref()
+            .unwrap()["systemd"]["units"][0]["contents"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            unit.contains("Environment=\"KUBELET_NODE_IP=::\"\n"),
+            "{unit}"
+        );
+    }
+
+    #[test]
+    fn unset_inputs_leave_their_lines_and_blocks_out() {
+        let mcs = generate(&cc(json!({})), "v").unwrap();
+        let kubelet = file_text(
+            by_name(&mcs, "01-master-kubelet"),
+            crate::kubelet::KUBELET_CONF,
+        )
+        .unwrap();
+        assert!(!kubelet.contains("clusterDNS"), "{kubelet}");
+        let crio = file_text(
+            by_name(&mcs, "01-worker-container-runtime"),
+            "/etc/crio/crio.conf.d/00-default",
+        )
+        .unwrap();
+        assert!(!crio.contains("pause_image ="), "{crio}");
+        let proxy = file_text(by_name(&mcs, "00-worker"), "/etc/mco/proxy.env").unwrap();
+        assert!(!proxy.contains("PROXY="), "{proxy}");
+        // No proxy: no drop-in pointing at it, so kubelet.service is not in 00-worker at all.
+        let units = &by_name(&mcs, "00-worker").spec.config.as_ref().unwrap()["systemd"]["units"];
+        let names: Vec<&str> = units
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["crio.service", "kubelet-dependencies.target"]);
+        assert_eq!(units[0]["dropins"].as_array().unwrap().len(), 1);
+        // Every template rendered completely.
+        for mc in &mcs {
+            assert!(
+                !serde_json::to_string(mc).unwrap().contains("%7B%7B"),
+                "{mc:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_generators_read_their_bases_from_the_templates() {
+        let mcs = generate(&full(), "v").unwrap();
+        let worker: Vec<&MachineConfig> = mcs
+            .iter()
+            .filter(|m| m.metadata.labels.as_ref().unwrap()[ROLE_LABEL] == "worker")
+            .collect();
+        let base = crate::base_file(&worker, crate::kubelet::KUBELET_CONF)
+            .unwrap()
+            .unwrap();
+        let spec: mco_api::KubeletConfigSpec = serde_json::from_value(json!({
+            "kubeletConfig": {"maxPods": 300}
+        }))
+        .unwrap();
+        let files = crate::kubelet::files(&spec, &base).unwrap();
+        let text =
+            crate::decode_data_url(files[0]["contents"]["source"].as_str().unwrap()).unwrap();
+        assert!(
+            text.contains("maxPods: 300") && text.contains("cgroupDriver: systemd"),
+            "{text}"
+        );
+        assert!(text.contains("172.30.0.10"), "{text}");
+
+        let registries = crate::base_file(&worker, crate::registries::REGISTRIES_CONF)
+            .unwrap()
+            .unwrap();
+        let parsed: toml::Table = toml::from_str(&registries).unwrap();
+        assert!(parsed.contains_key("unqualified-search-registries"));
+        let policy = crate::base_file(&worker, crate::registries::POLICY_JSON)
+            .unwrap()
+            .unwrap();
+        serde_json::from_str::<Value>(&policy).unwrap();
+        let storage = crate::base_file(&worker, crate::crio::STORAGE_CONF)
+            .unwrap()
+            .unwrap();
+        toml::from_str::<toml::Table>(&storage).unwrap();
+    }
+
+    fn refused(other: Value) -> String {
+        match generate(&cc(other), "v") {
+            Err(Error::Refused(m)) => m,
+            r => panic!("not refused: {r:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_inputs_are_refused_naming_the_field() {
+        assert_eq!(
+            refused(json!({"clusterDNSIP": "dns.example.com"})),
+            "spec.clusterDNSIP: \"dns.example.com\" is not an IP address"
+        );
+        assert_eq!(
+            refused(json!({"clusterDNSIP": 10})),
+            "spec.clusterDNSIP: must be a string, not 10"
+        );
+        assert_eq!(
+            refused(json!({"images": {"infraImageKey": "pause\" evil = \"1"}})),
+            "spec.images.infraImageKey: \"pause\\\" evil = \\\"1\" is not an image pull spec"
+        );
+        assert_eq!(
+            refused(json!({"proxy": {"httpsProxy": "proxy.example.com:3128"}})),
+            "spec.proxy.httpsProxy: \"proxy.example.com:3128\" is not an http:// or https:// URL"
+        );
+        assert_eq!(
+            refused(json!({"proxy": {"noProxy": "a\nHTTP_PROXY=http://evil"}})),
+            "spec.proxy.noProxy: \"a\\nHTTP_PROXY=http://evil\" contains a control character"
+        );
+        assert_eq!(
+            refused(json!({"ipFamilies": "IPv5"})),
+            "spec.ipFamilies: \"IPv5\" is not one of IPv4, IPv6, DualStack, DualStackIPv6Primary"
+        );
+        assert_eq!(
+            refused(json!({"infra": {"status": {"platformStatus": {"type": "AWS"}}}})),
+            "spec.infra.status.platformStatus.type: mco has templates for platform None only, not \"AWS\""
+        );
+    }
+
+    #[test]
+    fn a_value_at_the_limit_is_taken_and_one_byte_more_is_refused() {
+        let at = "a".repeat(MAX_VALUE_BYTES);
+        let mcs = generate(&cc(json!({"proxy": {"noProxy": at}})), "v").unwrap();
+        let proxy = file_text(by_name(&mcs, "00-master"), "/etc/mco/proxy.env").unwrap();
+        assert!(proxy.contains(&format!("NO_PROXY={at}\n")));
+        let over = "a".repeat(MAX_VALUE_BYTES + 1);
+        assert_eq!(
+            refused(json!({"proxy": {"noProxy": over}})),
+            format!("spec.proxy.noProxy: 4097 bytes, longer than the limit of {MAX_VALUE_BYTES}")
+        );
+    }
+
+    #[test]
+    fn the_template_syntax() {
+        let vars = BTreeMap::from([("a", Some("A".to_owned())), ("b", None)]);
+        assert_eq!(render("x={{a}} y={{ a }}\n", &vars).unwrap(), "x=A y=A\n");
+        assert_eq!(
+            render("keep\nb={{b}}\nend\n", &vars).unwrap(),
+            "keep\nend\n"
+        );
+        assert_eq!(
+            render("{{if a}}\nin a\n{{end}}\n{{if b}}\nin b\n{{if a}}\nnested\n{{end}}\n{{end}}\nout\n", &vars)
+                .unwrap(),
+            "in a\nout\n"
+        );
+        assert_eq!(render("{{c}}", &vars).unwrap_err(), "unknown input \"c\"");
+        assert!(render("{{if a}}\n", &vars).is_err());
+        assert!(render("{{end}}\n", &vars).is_err());
+        assert!(render("x {{a\n", &vars).is_err());
+    }
+
+    #[test]
+    fn a_stored_config_is_up_to_date_with_extra_metadata_and_not_with_an_edit() {
+        let want = generate(&full(), "v").unwrap().remove(0);
+        let mut have = want.clone();
+        have.metadata.resource_version = Some("7".into());
+        have.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("team".into(), "a".into());
+        assert!(up_to_date(&have, &want));
+
+        // A hand edit of the spec, or a dropped annotation or owner: not up to date, and the
+        // replacement keeps what the user added.
+        let mut edited = have.clone();
+        edited.spec.kernel_arguments = Some(vec!["nosmt".into()]);
+        assert!(!up_to_date(&edited, &want));
+        let fixed = merged_over(&edited, &want);
+        assert_eq!(fixed.spec, want.spec);
+        assert_eq!(fixed.metadata.labels.as_ref().unwrap()["team"], "a");
+        assert_eq!(fixed.metadata.resource_version.as_deref(), Some("7"));
+        assert!(up_to_date(&fixed, &want));
+
+        let mut unowned = have.clone();
+        unowned.metadata.owner_references = None;
+        assert!(!up_to_date(&unowned, &want));
+        let mut stale = have.clone();
+        stale.metadata.owner_references.as_mut().unwrap()[0].uid = "old".into();
+        let fixed = merged_over(&stale, &want);
+        assert_eq!(
+            fixed.metadata.owner_references,
+            want.metadata.owner_references
+        );
+        let mut unannotated = have;
+        unannotated.metadata.annotations = None;
+        assert!(!up_to_date(&unannotated, &want));
+    }
+}
