@@ -2,12 +2,13 @@
 //! the `TemplateController*` conditions and `controllerCertificates` (see [`crate::certs`]);
 //! and each pool's `certExpirys`, which upstream's node controller fills from them.
 //!
-//! Upstream writes `Running=True` when a new generation arrives and `Completed` when its sync
-//! ends; a sync here is only reading the bundles, so the end state is written in one patch
-//! (`Running` is `False` after every sync, as upstream leaves it). A bundle that cannot be read
-//! sets `TemplateControllerFailing=True` with upstream's message and every error, each naming
-//! its spec field; the certificates that could be read are still listed, and nothing stops
-//! (the render does not wait on these conditions).
+//! A sync applies the template configs ([`crate::templates`]) and reads the bundles. Upstream
+//! writes `Running=True` when a new generation arrives and `Completed` when its sync ends; here
+//! the end state is written in one patch (`Running` is `False` after every sync, as upstream
+//! leaves it). A spec the templates refuse, or a bundle that cannot be read, sets
+//! `TemplateControllerFailing=True` with upstream's message and every error, each naming its
+//! spec field; the certificates that could be read are still listed, the configs generated
+//! before stay, and the render goes on with them.
 //!
 //! Only the fields named here are patched; others on the object are kept. A pool's
 //! `certExpirys` is written only once the ControllerConfig carries a kube-apiserver serving CA,
@@ -30,12 +31,18 @@ use crate::certs::{self, KUBE_APISERVER_SERVING_CA};
 use crate::ctx::Ctx;
 
 /// The status the controller wants for `cc`: its owned fields computed, others carried over.
-pub fn desired_status(cc: &ControllerConfig, version: &str, now: &str) -> ControllerConfigStatus {
+/// `template_error` is why the templates refused `cc`, if they did.
+pub fn desired_status(
+    cc: &ControllerConfig,
+    version: &str,
+    now: &str,
+    template_error: Option<&str>,
+) -> ControllerConfigStatus {
     let mut status = cc.status.clone().unwrap_or_default();
     let generation = cc.metadata.generation.unwrap_or_default();
     let parsed = certs::controller_certificates(&cc.spec);
     let conds = &mut status.conditions;
-    if parsed.errors.is_empty() {
+    if parsed.errors.is_empty() && template_error.is_none() {
         let message = format!(
             "sync completed towards ({generation}) generation using controller version {version}"
         );
@@ -43,7 +50,11 @@ pub fn desired_status(cc: &ControllerConfig, version: &str, now: &str) -> Contro
         set(conds, cc_conditions::RUNNING, "False", "", now);
         set(conds, cc_conditions::FAILING, "False", "", now);
     } else {
-        let errors: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+        let errors: Vec<String> = template_error
+            .map(str::to_owned)
+            .into_iter()
+            .chain(parsed.errors.iter().map(ToString::to_string))
+            .collect();
         let message = format!(
             "failed to syncing towards ({generation}) generation using controller version {version}: {}",
             errors.join("; ")
@@ -118,13 +129,23 @@ pub async fn reconcile(cc: Arc<ControllerConfig>, ctx: Arc<Ctx>) -> Result<Actio
         .round(k8s_openapi::jiff::Unit::Second)
         .map(|t| t.to_string())
         .unwrap_or_default();
-    let want = desired_status(&cc, &ctx.config.controller_version, &now);
+    let template_error = if ctx.config.templates {
+        crate::templates::apply(&cc, &ctx).await?
+    } else {
+        None
+    };
+    let want = desired_status(
+        &cc,
+        &ctx.config.controller_version,
+        &now,
+        template_error.as_deref(),
+    );
     if owned_differ(cc.status.as_ref(), &want) {
         if let Some(f) = want
             .condition(cc_conditions::FAILING)
             .filter(|c| c.status == "True")
         {
-            tracing::warn!(controllerconfig = %name, message = %f.message, "ControllerConfig CA bundles");
+            tracing::warn!(controllerconfig = %name, message = %f.message, "ControllerConfig refused");
         }
         let patch = json!({"status": {
             "observedGeneration": want.observed_generation,
@@ -195,7 +216,7 @@ mod tests {
 
     #[test]
     fn a_good_spec_completes_with_upstreams_conditions_and_lists_its_certificates() {
-        let s = desired_status(&cc(3, Some(pem("kube-ca"))), "v1", "T1");
+        let s = desired_status(&cc(3, Some(pem("kube-ca"))), "v1", "T1", None);
         assert_eq!(s.observed_generation, Some(3));
         assert_eq!(
             cond(&s, cc_conditions::COMPLETED),
@@ -221,10 +242,10 @@ mod tests {
     fn a_malformed_bundle_fails_naming_the_field_and_recovers() {
         let bad = cc(4, Some("bm90IFBFTQ==".into()));
         let mut obj = cc(3, Some(pem("kube-ca")));
-        obj.status = Some(desired_status(&obj, "v1", "T1"));
+        obj.status = Some(desired_status(&obj, "v1", "T1", None));
         let mut failing = bad.clone();
         failing.status = obj.status.clone();
-        let s = desired_status(&failing, "v1", "T2");
+        let s = desired_status(&failing, "v1", "T2", None);
         let (status, message) = cond(&s, cc_conditions::FAILING);
         assert_eq!(status, "True");
         assert!(
@@ -239,11 +260,36 @@ mod tests {
         // Fixed: Completed again, and only the conditions whose status moved got a new time.
         let mut fixed = cc(5, Some(pem("kube-ca")));
         fixed.status = Some(s);
-        let s = desired_status(&fixed, "v1", "T3");
+        let s = desired_status(&fixed, "v1", "T3", None);
         assert_eq!(cond(&s, cc_conditions::FAILING), ("False", ""));
         let time = |t: &str| s.condition(t).unwrap().last_transition_time.clone();
         assert_eq!(time(cc_conditions::FAILING).as_deref(), Some("T3"));
         assert_eq!(time(cc_conditions::RUNNING).as_deref(), Some("T1"));
+    }
+
+    #[test]
+    fn a_refused_template_input_fails_before_the_bundle_errors() {
+        let s = desired_status(
+            &cc(2, Some("bm90IFBFTQ==".into())),
+            "v1",
+            "T1",
+            Some("spec.clusterDNSIP: \"x\" is not an IP address"),
+        );
+        let (status, message) = cond(&s, cc_conditions::FAILING);
+        assert_eq!(status, "True");
+        assert!(
+            message.starts_with("failed to syncing towards (2) generation using controller version v1: spec.clusterDNSIP: \"x\" is not an IP address; spec.kubeAPIServerServingCAData:"),
+            "{message}"
+        );
+        let s = desired_status(&cc(2, None), "v1", "T1", Some("spec.ipFamilies: bad"));
+        assert_eq!(
+            cond(&s, cc_conditions::FAILING),
+            (
+                "True",
+                "failed to syncing towards (2) generation using controller version v1: spec.ipFamilies: bad"
+            )
+        );
+        assert_eq!(cond(&s, cc_conditions::COMPLETED), ("False", ""));
     }
 
     #[test]
@@ -252,7 +298,7 @@ mod tests {
         let mut status = ControllerConfigStatus::default();
         status.other.insert("upstreamOnly".into(), json!(1));
         obj.status = Some(status);
-        let s = desired_status(&obj, "v1", "T1");
+        let s = desired_status(&obj, "v1", "T1", None);
         assert_eq!(s.other.get("upstreamOnly"), Some(&json!(1)));
         assert!(!owned_differ(Some(&s), &s));
     }

@@ -310,11 +310,18 @@ pub async fn run_all(
         .subscribe()
         .ok_or_else(|| subscribe("ControllerConfig"))?;
     let pools_for_status = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
+    let mcs_for_templates = mcs_w
+        .subscribe()
+        .ok_or_else(|| subscribe("MachineConfig"))?;
 
     let mcn_api = mco_api::mcn::client::McnApi::new(client.clone());
     // A deleted node changes its pool's machine counts: tell the node controller at once rather
     // than at the next resync.
     let (deleted_tx, deleted_nodes) = futures::channel::mpsc::unbounded::<Arc<Node>>();
+    // A deleted template config is written again at once, not at the next resync.
+    let (deleted_mc_tx, deleted_mcs) = futures::channel::mpsc::unbounded::<Arc<MachineConfig>>();
+    // The template controller wakes every pool's render once its configs are written.
+    let (wake_render, render_wakeups) = futures::channel::mpsc::unbounded::<()>();
     let watches = future::join5(
         reflect(
             Api::<Node>::all(client.clone()),
@@ -334,7 +341,11 @@ pub async fn run_all(
             Api::<MachineConfig>::all(client.clone()),
             mcs_w,
             drop_managed_fields,
-            |_| {},
+            move |mc| {
+                if crate::templates::concerns(&mc) {
+                    let _ = deleted_mc_tx.unbounded_send(Arc::new(mc));
+                }
+            },
         ),
         // MCN status stays whole: the drain controller merges into its conditions.
         reflect_mcns(mcn_api.clone(), mcns_w),
@@ -373,6 +384,7 @@ pub async fn run_all(
         drains: Mutex::new(HashMap::new()),
         passes: PassGate::default(),
         failures: Failures::default(),
+        templates: crate::templates::Templates::new(wake_render),
     });
 
     let controllers = async {
@@ -395,7 +407,10 @@ pub async fn run_all(
         let render = Controller::for_shared_stream(spec_changes(pools_for_render), pools.clone())
             .watches_shared_stream(mcs_for_render, move |_| all_pools(&p1))
             .watches_shared_stream(spec_changes(ccs_for_render), move |_| all_pools(&p2))
-            .reconcile_all_on(ticker(config.resync))
+            .reconcile_all_on(futures::stream::select(
+                ticker(config.resync),
+                render_wakeups,
+            ))
             .with_config(ControllerSettings::default().debounce(config.render_debounce))
             .run(
                 |pool, ctx| async move {
@@ -470,6 +485,20 @@ pub async fn run_all(
         // at once).
         let cc_status = Controller::for_shared_stream(ccs_for_status, ctx.ccs.clone())
             .watches_shared_stream(spec_changes(pools_for_status), |_| {
+                Some(ObjectRef::<ControllerConfig>::new(
+                    mco_api::constants::names::CONTROLLER_CONFIG,
+                ))
+            })
+            // The template configs: an edit or a deletion is undone at once.
+            .watches_shared_stream(
+                mcs_for_templates.filter(|mc| future::ready(crate::templates::concerns(mc))),
+                |_| {
+                    Some(ObjectRef::<ControllerConfig>::new(
+                        mco_api::constants::names::CONTROLLER_CONFIG,
+                    ))
+                },
+            )
+            .watches_shared_stream(deleted_mcs, |_| {
                 Some(ObjectRef::<ControllerConfig>::new(
                     mco_api::constants::names::CONTROLLER_CONFIG,
                 ))

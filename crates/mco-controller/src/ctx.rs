@@ -60,6 +60,8 @@ pub struct Ctx {
     pub passes: PassGate,
     /// Failed reconciles in a row, per object; see [`error_backoff`].
     pub failures: Failures,
+    /// The template controller's last output; see [`crate::templates`].
+    pub templates: crate::templates::Templates,
 }
 
 /// Longest wait before a failed reconcile is retried. The resync runs every object sooner.

@@ -14,6 +14,8 @@
 //! - [`nodeview`]: what a pool pass reads of the nodes, kept from one pass to the next;
 //! - [`ctx`]: [`ctx::Ctx`], the state every controller shares, and the helpers on it;
 //! - [`leader`]: the Lease elector;
+//! - [`templates`]: the template controller's configs (`00-<role>`, `01-<role>-*`), applied
+//!   by [`ccstatus`]'s reconcile; the render waits until the cache holds them;
 //! - the controllers, which do not use each other: [`render`], [`rollout`] (the node
 //!   controller), [`mcn`] (MachineConfigNode lifecycle), [`drain`], [`disruption`] (the
 //!   node disruption policy of `MachineConfiguration/cluster`), [`generators`] (the
@@ -34,6 +36,7 @@ pub mod metrics;
 pub mod nodeview;
 pub mod render;
 pub mod rollout;
+pub mod templates;
 pub mod written;
 
 use std::future::Future;
@@ -127,6 +130,10 @@ pub struct Config {
     /// The node this controller runs on, updated last in its pool so a rollout does not drain
     /// the controller midway. `None`: taken from [`OWN_NODE_ENV`] when [`run`] starts.
     pub own_node: Option<String>,
+    /// Run the template controller (`00-<role>`, `01-<role>-kubelet`,
+    /// `01-<role>-container-runtime`); off, another writer owns those configs and the render
+    /// does not wait for them.
+    pub templates: bool,
 }
 
 /// Environment variable naming the node the controller runs on; a Deployment sets it from the
@@ -146,6 +153,7 @@ impl Default for Config {
             lease: LeaseConfig::default(),
             metrics_addr: None,
             own_node: None,
+            templates: true,
         }
     }
 }

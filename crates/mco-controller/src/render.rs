@@ -118,6 +118,11 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         tracing::info!(pool = %name, "waiting for ControllerConfig {}", names::CONTROLLER_CONFIG);
         return Ok(requeue);
     };
+    // The template controller wakes the render once its configs are written.
+    if !crate::templates::in_cache(&ctx) {
+        tracing::info!(pool = %name, "waiting for the template controller's MachineConfigs");
+        return Ok(requeue);
+    }
     let rendered = match render_off_runtime(&ctx, &pool, &cc).await? {
         Ok(r) => r,
         Err(e) => {

@@ -142,6 +142,8 @@ pub fn fast_config(identity: &str) -> Config {
         },
         metrics_addr: None,
         own_node: None,
+        // These tests write their own base configs; `templates.rs` turns it on.
+        templates: false,
     }
 }
 

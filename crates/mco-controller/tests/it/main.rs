@@ -9,3 +9,4 @@ mod generators;
 mod nodes;
 mod render;
 mod rollout;
+mod templates;

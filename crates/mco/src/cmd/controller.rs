@@ -61,6 +61,11 @@ pub struct Args {
     /// This replica's identity in the Lease (default: host name and a random suffix).
     #[arg(long)]
     identity: Option<String>,
+    /// Generate each role's base configs (`00-<role>`, `01-<role>-kubelet`,
+    /// `01-<role>-container-runtime`) from the ControllerConfig; `false` leaves them to
+    /// another writer.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    templates: bool,
 }
 
 impl Args {
@@ -94,6 +99,7 @@ impl Args {
             metrics_addr: Some(self.metrics_addr),
             // Taken from $NODE_NAME (the Deployment's downward API) when the controller starts.
             own_node: None,
+            templates: self.templates,
         }
     }
 }

@@ -1,0 +1,196 @@
+//! The template controller against the embedded API server: each role's three configs with the
+//! annotation and the owner reference, the pool's first render already built on them, a hand
+//! edit and a deletion undone, and a refused ControllerConfig reported with the configs kept.
+
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use mco_api::constants::{annotations, cc_conditions, names};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use serde_json::json;
+
+use crate::common::*;
+
+const TEMPLATE_NAMES: [&str; 6] = [
+    "00-master",
+    "00-worker",
+    "01-master-container-runtime",
+    "01-master-kubelet",
+    "01-worker-container-runtime",
+    "01-worker-kubelet",
+];
+
+fn kubelet_conf(mc: &MachineConfig) -> String {
+    mco_generate::base_file(&[mc], "/etc/kubernetes/kubelet.conf")
+        .unwrap()
+        .unwrap_or_default()
+}
+
+async fn condition(ccs: &Api<ControllerConfig>, type_: &str) -> Option<(String, String)> {
+    let cc = ccs.get(names::CONTROLLER_CONFIG).await.ok()?;
+    let c = cc.status?.condition(type_).cloned()?;
+    Some((c.status, c.message))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_configs_are_generated_kept_and_reported() {
+    let env = env().await;
+    let c = &env.client;
+    let ccs: Api<ControllerConfig> = Api::all(c.clone());
+    let mcs: Api<MachineConfig> = Api::all(c.clone());
+    let cc = ccs
+        .patch(
+            names::CONTROLLER_CONFIG,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"clusterDNSIP": "172.30.0.10"}})),
+        )
+        .await
+        .unwrap();
+    let uid = cc.uid().unwrap();
+    let config = mco_controller::Config {
+        templates: true,
+        ..fast_config("templates")
+    };
+    let _controller = start_controller(c, config);
+
+    // Every config, with the annotation and the owner; the hand-written 00-worker is taken over.
+    for name in TEMPLATE_NAMES {
+        let (mcs, uid) = (mcs.clone(), uid.clone());
+        eventually(&format!("{name} generated"), 30, || {
+            let (mcs, uid) = (mcs.clone(), uid.clone());
+            async move {
+                let mc = mcs.get_opt(name).await.ok()??;
+                let owned = mc
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.kind == "ControllerConfig" && o.uid == uid);
+                let annotated = mc
+                    .annotations()
+                    .get(annotations::GENERATED_BY_CONTROLLER_VERSION)
+                    == Some(&"test".to_string());
+                (owned && annotated).then_some(mc)
+            }
+        })
+        .await;
+    }
+    let base = mcs.get("00-worker").await.unwrap();
+    assert_eq!(
+        mco_generate::base_file(&[&base], "/etc/base").unwrap(),
+        None
+    );
+    let kubelet = mcs.get("01-worker-kubelet").await.unwrap();
+    assert!(kubelet_conf(&kubelet).contains("clusterDNS: [172.30.0.10]"));
+
+    // The worker pool's first render is built on them: no render ran before they existed.
+    let target = target_other_than(c, "worker", None).await;
+    let pool: MachineConfigPool = Api::all(c.clone()).get("worker").await.unwrap();
+    let sources: Vec<String> = pool
+        .spec
+        .configuration
+        .unwrap()
+        .source
+        .into_iter()
+        .filter_map(|s| s.name)
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            "00-worker",
+            "01-worker-container-runtime",
+            "01-worker-kubelet"
+        ]
+    );
+    let rendered: Vec<String> = mcs
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.name_any())
+        .filter(|n| n.starts_with("rendered-worker-"))
+        .collect();
+    assert_eq!(rendered, [target.clone()]);
+    eventually("TemplateControllerCompleted", 30, || {
+        let ccs = ccs.clone();
+        async move {
+            let (status, message) = condition(&ccs, cc_conditions::COMPLETED).await?;
+            (status == "True" && message.contains("using controller version test")).then_some(())
+        }
+    })
+    .await;
+
+    // A hand edit of the spec is undone; a label someone added stays.
+    mcs.patch(
+        "01-worker-kubelet",
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": {"labels": {"team": "a"}},
+            "spec": {"kernelArguments": ["nosmt"]},
+        })),
+    )
+    .await
+    .unwrap();
+    let reverted = eventually("the edit undone", 30, || {
+        let mcs = mcs.clone();
+        async move {
+            let mc = mcs.get("01-worker-kubelet").await.ok()?;
+            mc.spec.kernel_arguments.is_none().then_some(mc)
+        }
+    })
+    .await;
+    assert_eq!(reverted.labels().get("team").map(String::as_str), Some("a"));
+    assert_eq!(reverted.spec, kubelet.spec);
+
+    // A deleted config comes back.
+    mcs.delete("00-worker", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("00-worker back", 30, || {
+        let (mcs, base) = (mcs.clone(), base.clone());
+        async move {
+            let mc = mcs.get_opt("00-worker").await.ok()??;
+            (mc.uid() != base.uid() && mc.spec == base.spec).then_some(())
+        }
+    })
+    .await;
+
+    // A refused ControllerConfig: Failing names the field, and the configs stay as they were.
+    let before = mcs.get("01-worker-kubelet").await.unwrap();
+    ccs.patch(
+        names::CONTROLLER_CONFIG,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"clusterDNSIP": "dns.example.com"}})),
+    )
+    .await
+    .unwrap();
+    eventually("TemplateControllerFailing", 30, || {
+        let ccs = ccs.clone();
+        async move {
+            let (status, message) = condition(&ccs, cc_conditions::FAILING).await?;
+            (status == "True"
+                && message.ends_with("spec.clusterDNSIP: \"dns.example.com\" is not an IP address"))
+            .then_some(())
+        }
+    })
+    .await;
+    let after = mcs.get("01-worker-kubelet").await.unwrap();
+    assert_eq!(after.resource_version(), before.resource_version());
+    assert_eq!(target_other_than(c, "worker", None).await, target);
+
+    // Fixed: a new kubelet config, and a new render for it.
+    ccs.patch(
+        names::CONTROLLER_CONFIG,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"clusterDNSIP": "172.30.0.53"}})),
+    )
+    .await
+    .unwrap();
+    eventually("the new DNS IP generated", 30, || {
+        let mcs = mcs.clone();
+        async move {
+            let mc = mcs.get("01-worker-kubelet").await.ok()?;
+            kubelet_conf(&mc).contains("172.30.0.53").then_some(())
+        }
+    })
+    .await;
+    target_other_than(c, "worker", Some(&target)).await;
+}
