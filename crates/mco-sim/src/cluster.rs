@@ -345,8 +345,10 @@ async fn install(admin: &kube::Client, crds: &[serde_json::Value]) -> Result<()>
     install_defaults(admin).await
 }
 
-/// The ControllerConfig, default pools and base MachineConfigs of a fresh cluster, created
-/// where absent.
+/// The ControllerConfig, default pools and the installer's SSH MachineConfigs of a fresh
+/// cluster, created where absent. Each role's base configs (`00-<role>`, `01-<role>-kubelet`,
+/// `01-<role>-container-runtime`) are the controller's template controller's, from the
+/// ControllerConfig.
 async fn install_defaults(admin: &kube::Client) -> Result<()> {
     // A CRD serves once registered; retry the first write until it does.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -370,10 +372,8 @@ async fn install_defaults(admin: &kube::Client) -> Result<()> {
     for role in ["master", "worker"] {
         let p: MachineConfigPool = objects::typed("pool", objects::pool(role))?;
         ensure(&pools, &p).await?;
-        for v in [objects::base_config(role), objects::ssh_config(role)] {
-            let mc: MachineConfig = objects::typed("machineconfig", v)?;
-            ensure(&mcs, &mc).await?;
-        }
+        let mc: MachineConfig = objects::typed("machineconfig", objects::ssh_config(role))?;
+        ensure(&mcs, &mc).await?;
     }
     Ok(())
 }

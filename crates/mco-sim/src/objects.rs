@@ -61,13 +61,26 @@ where
     ensure(api, obj).await
 }
 
-/// The ControllerConfig `machine-config-controller` with the cluster's default OS image.
+/// The service IP of the simulated cluster's DNS, as OpenShift's default service network has it.
+pub const CLUSTER_DNS_IP: &str = "172.30.0.10";
+/// The pause image CRI-O is configured with on simulated nodes.
+pub const INFRA_IMAGE: &str = "registry.example.com/sim/pause:1";
+
+/// The ControllerConfig `machine-config-controller`: the cluster's default OS image and the
+/// inputs of the template controller, which writes each role's base configs from it
+/// (platform `None`).
 pub fn controller_config(os_image: &str) -> Value {
     json!({
         "apiVersion": "machineconfiguration.openshift.io/v1",
         "kind": "ControllerConfig",
         "metadata": {"name": names::CONTROLLER_CONFIG},
-        "spec": {"osImageURL": os_image}
+        "spec": {
+            "osImageURL": os_image,
+            "clusterDNSIP": CLUSTER_DNS_IP,
+            "images": {"infraImageKey": INFRA_IMAGE},
+            "ipFamilies": "IPv4",
+            "infra": {"status": {"platformStatus": {"type": "None"}}},
+        }
     })
 }
 
@@ -96,18 +109,6 @@ pub fn pool(name: &str) -> Value {
     })
 }
 
-fn data_url(s: &str) -> String {
-    let mut out = String::from("data:,");
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 fn mc(name: &str, role: &str, config: Value) -> Value {
     json!({
         "apiVersion": "machineconfiguration.openshift.io/v1",
@@ -115,45 +116,6 @@ fn mc(name: &str, role: &str, config: Value) -> Value {
         "metadata": {"name": name, "labels": {labels::ROLE: role}},
         "spec": {"config": config}
     })
-}
-
-/// `00-<role>`: the base every node of the role gets — a kubelet config, the container
-/// registries file, a sysctl, and the kubelet unit with a crio dropin.
-pub fn base_config(role: &str) -> Value {
-    let kubelet_conf = format!(
-        "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\ncgroupDriver: systemd\nnodeStatusUpdateFrequency: 10s\n# role: {role}\n"
-    );
-    let registries =
-        "unqualified-search-registries = [\"registry.example.com\"]\nshort-name-mode = \"\"\n";
-    let sysctl = "net.ipv4.ip_forward = 1\nfs.inotify.max_user_watches = 65536\n";
-    let kubelet_unit = "[Unit]\nDescription=Kubernetes Kubelet\nWants=rpc-statd.service crio.service\nAfter=crio.service\n\n[Service]\nExecStart=/usr/bin/kubelet --config=/etc/kubernetes/kubelet.conf\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n";
-    let crio_dropin = "[Service]\nEnvironment=\"ENABLE_PROFILE_UNIX_SOCKET=true\"\n";
-    let file = |path: &str, contents: &str| {
-        json!({
-            "path": path,
-            "mode": 420,
-            "overwrite": true,
-            "contents": {"source": data_url(contents)}
-        })
-    };
-    mc(
-        &format!("00-{role}"),
-        role,
-        json!({
-            "ignition": {"version": "3.2.0"},
-            "storage": {"files": [
-                file("/etc/kubernetes/kubelet.conf", &kubelet_conf),
-                file("/etc/containers/registries.conf", registries),
-                file("/etc/sysctl.d/99-mco-forward.conf", sysctl),
-            ]},
-            "systemd": {"units": [
-                {"name": "kubelet.service", "enabled": true, "contents": kubelet_unit},
-                {"name": "crio.service", "dropins": [
-                    {"name": "10-mco-profile-unix-socket.conf", "contents": crio_dropin}
-                ]}
-            ]}
-        }),
-    )
 }
 
 /// `99-<role>-ssh`: the `core` user's SSH key, as the installer creates it.
@@ -278,16 +240,13 @@ mod tests {
     fn builders_are_valid_typed_objects() {
         let cc: ControllerConfig = typed("cc", controller_config("img:1")).unwrap();
         assert_eq!(cc.spec.default_os_image(), "img:1");
+        // The templates take it: the simulated cluster's base configs come from it.
+        let base = mco_generate::template::generate(&cc, "v").unwrap();
+        assert_eq!(base.len(), 6);
         for role in ["master", "worker"] {
             let p: MachineConfigPool = typed("pool", pool(role)).unwrap();
             let sel = p.spec.node_selector.unwrap().match_labels.unwrap();
             assert!(sel.contains_key(&format!("node-role.kubernetes.io/{role}")));
-            let base: MachineConfig = typed("mc", base_config(role)).unwrap();
-            assert_eq!(
-                base.metadata.name.as_deref(),
-                Some(format!("00-{role}").as_str())
-            );
-            assert_eq!(base.ignition_version(), Some("3.2.0"));
             let ssh: MachineConfig = typed("mc", ssh_config(role)).unwrap();
             assert_eq!(ssh.metadata.labels.unwrap()[labels::ROLE], role);
         }
@@ -320,10 +279,5 @@ mod tests {
         let st = node_status(false, "UOS Server 20", "id-1", "2026-01-01T00:00:00Z");
         assert_eq!(st["status"]["conditions"][0]["status"], "False");
         assert_eq!(st["status"]["nodeInfo"]["osImage"], "UOS Server 20");
-    }
-
-    #[test]
-    fn data_urls_escape() {
-        assert_eq!(data_url("a b\n"), "data:,a%20b%0A");
     }
 }

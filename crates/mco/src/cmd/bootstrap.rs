@@ -1,7 +1,8 @@
 //! `mco bootstrap`: render each pool's first config from a directory of manifests with no API
 //! server, as the installer's bootstrap does, into the layout `mco server --bootstrap-dir`
 //! serves: `<dest>/machine-pools/<pool>.yaml` (with `spec` and `status.configuration` naming
-//! the rendered config) and `<dest>/machine-configs/<rendered>.yaml`. The render is the
+//! the rendered config) and `<dest>/machine-configs/<rendered>.yaml`. The template controller's
+//! configs are generated from the directory's ControllerConfig and the render is the
 //! controller's, so names and contents equal what the cluster renders from the same objects.
 
 use std::path::{Path, PathBuf};
@@ -41,6 +42,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .first()
         .map(|c| c.spec.clone())
         .unwrap_or_default();
+    // The template controller's configs, as the cluster's controller writes them from the same
+    // ControllerConfig; they replace manifests of the same name, as in the cluster.
+    if let Some(cc) = inputs.controller_configs.first() {
+        let generated = mco_generate::template::generate(cc, &args.controller_version)
+            .map_err(|e| anyhow::anyhow!("ControllerConfig {}: {e}", names::CONTROLLER_CONFIG))?;
+        inputs
+            .mcs
+            .retain(|m| !generated.iter().any(|g| g.metadata.name == m.metadata.name));
+        inputs.mcs.extend(generated);
+    }
     let mut pool_names: Vec<String> = inputs
         .pools
         .iter()

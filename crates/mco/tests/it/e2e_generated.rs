@@ -170,7 +170,7 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
             "{w}: {conf}"
         );
         // The base's search registries are kept.
-        assert!(conf.contains("registry.example.com"), "{w}: {conf}");
+        assert!(conf.contains("registry.access.redhat.com"), "{w}: {conf}");
         assert_eq!(&c.boot_id(w), b, "{w} rebooted for a mirror");
         let mcn = c.mcn(w);
         let prepared = condition_message(&mcn, "UpdatePrepared");
@@ -219,7 +219,7 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
     c.wait_rollout("worker", &r2, 240);
     for w in &workers {
         let conf = kubelet_conf(&c, w);
-        assert!(!conf.contains("maxPods"), "{w}: {conf}");
+        assert!(conf.contains("maxPods: 250"), "{w}: {conf}");
         assert!(conf.contains("cgroupDriver: systemd"), "{w}: {conf}");
     }
 }

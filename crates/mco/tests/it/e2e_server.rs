@@ -266,8 +266,14 @@ spec:
     // The cluster's objects, as a directory of manifests; no API server from here on.
     let manifests = c.dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
-    let objects = c.kubectl(&["get", "mc,mcp,controllerconfig", "-o", "yaml"]);
-    std::fs::write(manifests.join("objects.yaml"), objects).unwrap();
+    let mut objects = c.get_json(&["mc,mcp,controllerconfig"]);
+    // The template controller's configs are left out: bootstrap generates them from the
+    // ControllerConfig, as the cluster's controller did.
+    let items = objects["items"].as_array_mut().unwrap();
+    let before_filter = items.len();
+    items.retain(|o| o["metadata"]["ownerReferences"][0]["kind"] != "ControllerConfig");
+    assert_eq!(before_filter - items.len(), 6, "the template configs");
+    std::fs::write(manifests.join("objects.json"), objects.to_string()).unwrap();
     let out = c.dir.join("bootstrap");
     let (ok, text) = c.mco(&[
         "bootstrap",
