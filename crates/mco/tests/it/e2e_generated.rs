@@ -2,12 +2,26 @@
 //! administrator would. A KubeletConfig reaches every worker's kubelet config with a drain and a
 //! reboot, and deleting it rolls the setting back; an ImageDigestMirrorSet mirror reaches
 //! `registries.conf` with a CRI-O reload and no drain or reboot; refused input is reported on
-//! its object and nothing is applied, for each kind.
+//! its object and nothing is applied, for each kind. The template controller's base configs
+//! exist with upstream's annotation and owner, the pools render from them, and a hand edit, a
+//! deletion or a refused ControllerConfig leaves them as generated.
 
 use crate::e2e;
 
 use e2e::*;
 use serde_json::Value;
+
+on_both_servers!(template_configs_are_generated_and_kept);
+
+const TEMPLATE_CONFIGS: [&str; 6] = [
+    "00-master",
+    "00-worker",
+    "01-master-container-runtime",
+    "01-master-kubelet",
+    "01-worker-container-runtime",
+    "01-worker-kubelet",
+];
+const VERSION_ANN: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
 
 const MAX_PODS: &str = "apiVersion: machineconfiguration.openshift.io/v1
 kind: KubeletConfig
@@ -222,4 +236,133 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
         assert!(conf.contains("maxPods: 250"), "{w}: {conf}");
         assert!(conf.contains("cgroupDriver: systemd"), "{w}: {conf}");
     }
+}
+
+/// The ControllerConfig's condition of `type_`: status and message.
+fn cc_condition(c: &Cluster, type_: &str) -> Option<(String, String)> {
+    let cc = c.try_get_json(&["controllerconfig", "machine-config-controller"])?;
+    let cond = cc["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|x| x["type"] == type_)?;
+    Some((
+        cond["status"].as_str()?.to_owned(),
+        cond["message"].as_str().unwrap_or_default().to_owned(),
+    ))
+}
+
+fn template_configs_are_generated_and_kept(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
+    let r0 = c.pool_target("worker");
+    let cc = c.get_json(&["controllerconfig", "machine-config-controller"]);
+    let cc_uid = cc["metadata"]["uid"].as_str().unwrap().to_owned();
+
+    // Each role's three configs, with upstream's annotation and the ControllerConfig as owner.
+    for name in TEMPLATE_CONFIGS {
+        let mc = c.get_json(&["mc", name]);
+        assert!(
+            mc["metadata"]["annotations"][VERSION_ANN]
+                .as_str()
+                .is_some_and(|v| !v.is_empty()),
+            "{name}: {mc}"
+        );
+        let owner = &mc["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["kind"], "ControllerConfig", "{name}: {mc}");
+        assert_eq!(owner["name"], "machine-config-controller", "{name}");
+        assert_eq!(owner["uid"], cc_uid.as_str(), "{name}");
+        assert_eq!(owner["controller"], true, "{name}");
+    }
+    let listed = c.kubectl(&["get", "mc", "01-worker-kubelet"]);
+    assert!(listed.contains(env!("CARGO_PKG_VERSION")), "{listed}");
+
+    // The pools render from them, and the nodes have their files.
+    let sources = c.kubectl(&[
+        "get",
+        "mcp",
+        "worker",
+        "-o",
+        "jsonpath={.spec.configuration.source[*].name}",
+    ]);
+    assert_eq!(
+        sources,
+        "00-worker 01-worker-container-runtime 01-worker-kubelet 99-worker-ssh"
+    );
+    for w in c.workers() {
+        let conf = kubelet_conf(&c, &w);
+        assert!(conf.contains("clusterDNS: [172.30.0.10]"), "{w}: {conf}");
+        let crio = c
+            .read_node_file(&w, "/etc/crio/crio.conf.d/00-default")
+            .unwrap_or_default();
+        assert!(
+            crio.contains("pause_image = \"registry.example.com/sim/pause:1\""),
+            "{w}: {crio}"
+        );
+    }
+
+    // A hand edit is reverted.
+    let generated = c.get_json(&["mc", "01-worker-kubelet"]);
+    c.kubectl(&[
+        "patch",
+        "mc",
+        "01-worker-kubelet",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"kernelArguments":["nosmt"],"config":{"storage":{"files":[]}}}}"#,
+    ]);
+    wait_for("the edit of 01-worker-kubelet reverted", 60, || {
+        let mc = c.try_get_json(&["mc", "01-worker-kubelet"])?;
+        (mc["spec"] == generated["spec"]).then_some(())
+    });
+
+    // A deleted config comes back.
+    let base = c.get_json(&["mc", "00-worker"]);
+    c.kubectl(&["delete", "mc", "00-worker"]);
+    wait_for("00-worker back", 60, || {
+        let mc = c.try_get_json(&["mc", "00-worker"])?;
+        (mc["metadata"]["uid"] != base["metadata"]["uid"] && mc["spec"] == base["spec"])
+            .then_some(())
+    });
+
+    // A refused ControllerConfig: Failing names the field, and the configs stay.
+    c.kubectl(&[
+        "patch",
+        "controllerconfig",
+        "machine-config-controller",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"clusterDNSIP":"dns.example.com"}}"#,
+    ]);
+    let (_, message) = wait_for("TemplateControllerFailing", 60, || {
+        cc_condition(&c, "TemplateControllerFailing").filter(|(s, _)| s == "True")
+    });
+    assert!(
+        message.ends_with("spec.clusterDNSIP: \"dns.example.com\" is not an IP address"),
+        "{message}"
+    );
+    let kept = c.get_json(&["mc", "01-worker-kubelet"]);
+    assert_eq!(kept["spec"], generated["spec"]);
+    assert_eq!(
+        cc_condition(&c, "TemplateControllerCompleted").map(|(s, _)| s),
+        Some("False".to_owned())
+    );
+
+    // Fixed: Completed again, and nothing rolled out throughout.
+    c.kubectl(&[
+        "patch",
+        "controllerconfig",
+        "machine-config-controller",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"clusterDNSIP":"172.30.0.10"}}"#,
+    ]);
+    wait_for("TemplateControllerCompleted", 60, || {
+        cc_condition(&c, "TemplateControllerCompleted").filter(|(s, _)| s == "True")
+    });
+    assert_eq!(c.pool_target("worker"), r0);
 }
