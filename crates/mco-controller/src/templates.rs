@@ -53,7 +53,8 @@ pub fn concerns(mc: &MachineConfig) -> bool {
 }
 
 /// Whether the MachineConfig cache holds every config the template controller last generated,
-/// as generated; always true when the controller does not run the templates.
+/// as generated (a config whose role label was edited away would drop out of its pool's render
+/// as surely as a changed spec); always true when the controller does not run the templates.
 pub fn in_cache(ctx: &Ctx) -> bool {
     if !ctx.config.templates {
         return true;
@@ -70,7 +71,7 @@ pub fn in_cache(ctx: &Ctx) -> bool {
     expected.iter().all(|want| {
         ctx.mcs
             .get(&ObjectRef::new(&want.name_any()))
-            .is_some_and(|have| have.spec == want.spec)
+            .is_some_and(|have| template::up_to_date(&have, want))
     })
 }
 

@@ -25,6 +25,18 @@ fn kubelet_conf(mc: &MachineConfig) -> String {
         .unwrap_or_default()
 }
 
+/// The worker pool's rendered configs (two beyond the referenced one would be kept).
+async fn rendered_worker(mcs: &Api<MachineConfig>) -> Vec<String> {
+    mcs.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|m| m.name_any())
+        .filter(|n| n.starts_with("rendered-worker-"))
+        .collect()
+}
+
 async fn condition(ccs: &Api<ControllerConfig>, type_: &str) -> Option<(String, String)> {
     let cc = ccs.get(names::CONTROLLER_CONFIG).await.ok()?;
     let c = cc.status?.condition(type_).cloned()?;
@@ -99,16 +111,7 @@ async fn template_configs_are_generated_kept_and_reported() {
             "01-worker-kubelet"
         ]
     );
-    let rendered: Vec<String> = mcs
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|m| m.name_any())
-        .filter(|n| n.starts_with("rendered-worker-"))
-        .collect();
-    assert_eq!(rendered, [target.clone()]);
+    assert_eq!(rendered_worker(&mcs).await, vec![target.clone()]);
     eventually("TemplateControllerCompleted", 30, || {
         let ccs = ccs.clone();
         async move {
@@ -139,6 +142,27 @@ async fn template_configs_are_generated_kept_and_reported() {
     .await;
     assert_eq!(reverted.labels().get("team").map(String::as_str), Some("a"));
     assert_eq!(reverted.spec, kubelet.spec);
+
+    // A role label edited away is restored: the pool never renders without the config.
+    mcs.patch(
+        "00-worker",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"labels": {"machineconfiguration.openshift.io/role": "nobody"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    eventually("the role label restored", 30, || {
+        let mcs = mcs.clone();
+        async move {
+            let mc = mcs.get("00-worker").await.ok()?;
+            (mc.labels().get("machineconfiguration.openshift.io/role")
+                == Some(&"worker".to_string()))
+            .then_some(())
+        }
+    })
+    .await;
 
     // A deleted config comes back.
     mcs.delete("00-worker", &DeleteParams::default())
@@ -175,6 +199,8 @@ async fn template_configs_are_generated_kept_and_reported() {
     let after = mcs.get("01-worker-kubelet").await.unwrap();
     assert_eq!(after.resource_version(), before.resource_version());
     assert_eq!(target_other_than(c, "worker", None).await, target);
+    // Nor was the pool rendered while an edit or a deletion stood.
+    assert_eq!(rendered_worker(&mcs).await, vec![target.clone()]);
 
     // Fixed: a new kubelet config, and a new render for it.
     ccs.patch(
