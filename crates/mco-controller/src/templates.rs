@@ -11,7 +11,8 @@
 //!
 //! The render waits for these configs ([`in_cache`]): a pool rendered before its base configs
 //! exist would roll every node twice on a fresh cluster, as upstream's render waits for the
-//! ControllerConfig to be completed.
+//! ControllerConfig to be completed. Unlike upstream's, it goes on with the configs generated
+//! before while a later ControllerConfig is refused, also across a restart.
 
 use std::sync::{Arc, Mutex};
 
@@ -80,7 +81,28 @@ pub fn in_cache(ctx: &Ctx) -> bool {
 pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, Error> {
     let want = match template::generate(cc, &ctx.config.controller_version) {
         Ok(w) => w,
-        Err(e) => return Ok(Some(e.to_string())),
+        Err(e) => {
+            // Refused at this controller's first sync (a restart): the configs generated
+            // before are what the render goes on with. A fresh cluster has none, and its
+            // render waits for a ControllerConfig the templates take, as upstream's does.
+            let mut expected = ctx
+                .templates
+                .expected
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if expected.is_none() {
+                let held: Vec<MachineConfig> = template::names()
+                    .iter()
+                    .filter_map(|n| ctx.mcs.get(&ObjectRef::new(n)))
+                    .map(|m| (*m).clone())
+                    .collect();
+                if !held.is_empty() {
+                    *expected = Some(Arc::new(held));
+                    let _ = ctx.templates.wake_render.unbounded_send(());
+                }
+            }
+            return Ok(Some(e.to_string()));
+        }
     };
     // Recorded before writing, so the render's wake-ups by these writes find it.
     *ctx.templates

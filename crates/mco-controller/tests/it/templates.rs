@@ -220,3 +220,64 @@ async fn template_configs_are_generated_kept_and_reported() {
     .await;
     target_other_than(c, "worker", Some(&target)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_refused_controller_config_leaves_the_render_on_the_configs_before() {
+    let env = env().await;
+    let c = &env.client;
+    let ccs: Api<ControllerConfig> = Api::all(c.clone());
+    let set_dns = |ip: &'static str| {
+        let ccs = ccs.clone();
+        async move {
+            ccs.patch(
+                names::CONTROLLER_CONFIG,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"clusterDNSIP": ip}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    set_dns("172.30.0.10").await;
+    let config = || mco_controller::Config {
+        templates: true,
+        ..fast_config("templates-restart")
+    };
+    let first = start_controller(c, config());
+    let t0 = target_other_than(c, "worker", None).await;
+    first.kill();
+    drop(first);
+
+    // Refused while no controller runs; the restarted one has never taken a ControllerConfig.
+    set_dns("dns.example.com").await;
+    let _second = start_controller(c, config());
+    eventually("TemplateControllerFailing", 30, || {
+        let ccs = ccs.clone();
+        async move {
+            let (status, message) = condition(&ccs, cc_conditions::FAILING).await?;
+            (status == "True" && message.contains("spec.clusterDNSIP")).then_some(())
+        }
+    })
+    .await;
+    create_mc(c, "50-worker-a", "worker", "/etc/a", "a").await;
+    let t1 = target_other_than(c, "worker", Some(&t0)).await;
+    let pool: MachineConfigPool = Api::all(c.clone()).get("worker").await.unwrap();
+    let sources: Vec<String> = pool
+        .spec
+        .configuration
+        .unwrap()
+        .source
+        .into_iter()
+        .filter_map(|s| s.name)
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            "00-worker",
+            "01-worker-container-runtime",
+            "01-worker-kubelet",
+            "50-worker-a"
+        ],
+        "{t1}"
+    );
+}
