@@ -105,7 +105,12 @@ pub struct RolloutReport {
     /// The most frequent kinds of those requests (verb, resource, subresource, code), most
     /// first: where to look for requests to save.
     pub top_requests: Vec<(String, u64)>,
-    /// Requests per second of the idle window before the rollout (`RolloutOpts::idle`).
+    /// Of `requests`, those a real cluster's own components made (kube-controller-manager,
+    /// the scheduler, their leader election), told apart by the API Priority and Fairness
+    /// flow schema that served them: 0 on the embedded server, which has none.
+    pub component_requests: u64,
+    /// Requests per second of the idle window before the rollout (`RolloutOpts::idle`),
+    /// components' left out.
     pub idle_rate: Option<f64>,
     /// CPU time of the `mco controller` process during the rollout (`controller_process`).
     pub controller_cpu: Option<Duration>,
@@ -121,11 +126,12 @@ impl RolloutReport {
         }
     }
 
-    /// Requests per worker update, less the idle window's rate over the rollout's time: what
-    /// the rollout itself cost.
+    /// Requests per worker update, less the cluster components' and less the idle window's
+    /// rate over the rollout's time: what the rollout cost mco.
     pub fn net_requests_per_update(&self) -> f64 {
         let background = self.idle_rate.unwrap_or(0.0) * self.rollout.as_secs_f64();
-        (self.requests as f64 - background).max(0.0) / self.opts.workers.max(1) as f64
+        let own = self.requests.saturating_sub(self.component_requests) as f64;
+        (own - background).max(0.0) / self.opts.workers.max(1) as f64
     }
 }
 
@@ -250,6 +256,14 @@ impl fmt::Display for RolloutReport {
             self.requests,
             self.requests as f64 / o.workers.max(1) as f64
         )?;
+        if self.component_requests > 0 {
+            writeln!(
+                f,
+                "  of which the cluster's own components (by APF flow schema): {} ({:.1} per worker update)",
+                self.component_requests,
+                self.component_requests as f64 / o.workers.max(1) as f64
+            )?;
+        }
         if let Some(r) = self.idle_rate {
             writeln!(
                 f,
@@ -527,19 +541,19 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     let idle_rate = if opts.idle.is_zero() {
         None
     } else {
-        let before: u64 = requests_by_kind(&client).await?.values().sum();
+        let before = Requests::read(&client).await?;
         let t = Instant::now();
         // A measuring window, not a wait for a state: its length is the measurement.
         tokio::time::sleep(opts.idle).await;
-        let after: u64 = requests_by_kind(&client).await?.values().sum();
-        Some(after.saturating_sub(before) as f64 / t.elapsed().as_secs_f64())
+        let after = Requests::read(&client).await?;
+        Some(after.own().saturating_sub(before.own()) as f64 / t.elapsed().as_secs_f64())
     };
     let controller_pid = controller.as_ref().map(|c| c.0.id());
     let controller_before = match controller_pid {
         Some(p) => Some(procfs::read_cpu(p)?),
         None => None,
     };
-    let requests_before = requests_by_kind(&client).await?;
+    let requests_before = Requests::read(&client).await?;
     let cpu_before = procfs::read_cpu(pid)?;
     let machine_before = procfs::read_machine_cpu()?;
     let rollout_start = Instant::now();
@@ -587,9 +601,11 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         _ => None,
     };
     let machine = procfs::read_machine_cpu()?.since(machine_before);
-    let mut during = requests_by_kind(&client).await?;
+    let after = Requests::read(&client).await?;
+    let component_requests = after.components.saturating_sub(requests_before.components);
+    let mut during = after.by_kind;
     for (kind, n) in during.iter_mut() {
-        *n = n.saturating_sub(requests_before.get(kind).copied().unwrap_or(0));
+        *n = n.saturating_sub(requests_before.by_kind.get(kind).copied().unwrap_or(0));
     }
     let requests = during.values().sum();
     let mut top_requests: Vec<(String, u64)> = during.into_iter().filter(|(_, n)| *n > 0).collect();
@@ -615,6 +631,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         machine,
         requests,
         top_requests,
+        component_requests,
         idle_rate,
         controller_cpu,
     })
@@ -650,15 +667,65 @@ async fn create_workloads(client: &kube::Client) -> Result<(), Error> {
     Ok(())
 }
 
-/// Every request the API server has counted so far, by kind.
-async fn requests_by_kind(
-    client: &kube::Client,
-) -> Result<std::collections::BTreeMap<String, u64>, Error> {
-    let req = http::Request::get("/metrics")
-        .body(Vec::new())
-        .map_err(|e| Error::Bench(e.to_string()))?;
-    let text = client.request_text(req).await?;
-    Ok(count_requests(&text))
+/// The flow schemas of API Priority and Fairness that only a cluster's own components match
+/// (kube-apiserver's defaults): their requests are not mco's.
+pub const COMPONENT_FLOW_SCHEMAS: &[&str] = &[
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-system-service-accounts",
+    "system-leader-election",
+    "endpoint-controller",
+    "workload-leader-election",
+    "system-nodes",
+    "probes",
+];
+
+/// Every request the API server has counted so far.
+struct Requests {
+    /// `apiserver_request_total` by kind.
+    by_kind: std::collections::BTreeMap<String, u64>,
+    /// Dispatched under [`COMPONENT_FLOW_SCHEMAS`].
+    components: u64,
+}
+
+impl Requests {
+    async fn read(client: &kube::Client) -> Result<Requests, Error> {
+        let req = http::Request::get("/metrics")
+            .body(Vec::new())
+            .map_err(|e| Error::Bench(e.to_string()))?;
+        let text = client.request_text(req).await?;
+        Ok(Requests {
+            by_kind: count_requests(&text),
+            components: component_requests(&text),
+        })
+    }
+
+    /// All but the components'.
+    fn own(&self) -> u64 {
+        self.by_kind
+            .values()
+            .sum::<u64>()
+            .saturating_sub(self.components)
+    }
+}
+
+/// Requests dispatched under [`COMPONENT_FLOW_SCHEMAS`]
+/// (`apiserver_flowcontrol_dispatched_requests_total`).
+pub fn component_requests(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("apiserver_flowcontrol_dispatched_requests_total{"))
+        .filter_map(|l| {
+            let (labels, n) = l.rsplit_once("} ")?;
+            let schema = labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("flow_schema="))?
+                .trim_matches('"');
+            COMPONENT_FLOW_SCHEMAS
+                .contains(&schema)
+                .then(|| n.trim().parse::<u64>().ok())?
+        })
+        .sum()
 }
 
 /// `apiserver_request_total` by label set (the text between the braces).
@@ -754,6 +821,7 @@ mod tests {
             machine: procfs::MachineCpu::default(),
             requests: 0,
             top_requests: vec![],
+            component_requests: 0,
             idle_rate: None,
             controller_cpu: None,
         }
@@ -770,6 +838,10 @@ mod tests {
         // Never below zero, whatever the background did.
         r.idle_rate = Some(100.0);
         assert_eq!(r.net_requests_per_update(), 0.0);
+        // A real cluster's components' requests are not mco's.
+        r.idle_rate = Some(5.0);
+        r.component_requests = 200;
+        assert_eq!(r.net_requests_per_update(), 20.0);
         assert_eq!(r.server(), "embedded");
         r.opts.kubeconfig = Some("kc".into());
         assert_eq!(r.server(), "kube-apiserver");
@@ -789,6 +861,19 @@ mod tests {
         let text = broke.to_string();
         assert!(text.contains("(limit 1, BROKEN)"), "{text}");
         assert!(text.ends_with("goal: NOT met"), "{text}");
+    }
+
+    #[test]
+    fn component_requests_are_told_apart_by_flow_schema() {
+        let m = "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_level=\"exempt\"} 495\n\
+            apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"kube-controller-manager\",priority_level=\"workload-high\"} 215\n\
+            apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"service-accounts\",priority_level=\"workload-low\"} 7\n\
+            apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"kube-scheduler\",priority_level=\"workload-high\"} 25\n";
+        assert_eq!(component_requests(m), 240);
+        assert_eq!(
+            component_requests("apiserver_request_total{verb=\"GET\"} 3\n"),
+            0
+        );
     }
 
     #[test]
