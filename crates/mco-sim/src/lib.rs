@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod daemon;
 pub mod error;
 pub mod external;
+pub mod ignition;
 pub mod image;
 pub mod kubelet;
 pub mod objects;
