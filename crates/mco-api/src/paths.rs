@@ -16,6 +16,9 @@ pub const ORIG_DIR: &str = "/etc/machine-config-daemon/orig";
 pub const NOORIG_DIR: &str = "/etc/machine-config-daemon/noorig";
 /// The config to apply on first boot.
 pub const FIRSTBOOT_CONFIG: &str = "/etc/ignition-machine-config-encapsulated.json";
+/// A new machine's initial node annotations, written by the machine config server's Ignition;
+/// the daemon's first start takes it as the sign of a bootstrapping node and renames it `.bak`.
+pub const INITIAL_NODE_ANNOTATIONS: &str = "/etc/machine-config-daemon/node-annotations.json";
 /// Where the first-boot config goes once it has been applied.
 pub const FIRSTBOOT_CONFIG_DONE: &str = "/etc/ignition-machine-config-encapsulated.json.bak";
 /// Touch to force a full re-apply (with reboot) of the current config.

@@ -28,7 +28,7 @@ use crate::accept::SpecVersion;
 use crate::v2_2;
 
 /// Where the daemon finds its node's initial annotations.
-pub const NODE_ANNOTATIONS: &str = "/etc/machine-config-daemon/node-annotations.json";
+pub const NODE_ANNOTATIONS: &str = paths::INITIAL_NODE_ANNOTATIONS;
 /// The first-boot unit's name, as upstream's.
 pub const FIRSTBOOT_UNIT: &str = "machine-config-daemon-firstboot.service";
 

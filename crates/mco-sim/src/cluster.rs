@@ -77,6 +77,10 @@ pub struct ClusterOptions {
     /// CRDs installed in place of mco's own for the same resource (upstream's
     /// MachineConfigNode CRD, say, to run against the schema a cluster already has).
     pub crds: Vec<serde_json::Value>,
+    /// Where the machine config server listens (its CA is `<data_dir>/mcs/ca.crt`); new nodes
+    /// join through it. `None`, or an address that cannot be had, runs no server: new nodes
+    /// then get the same Ignition assembled in this process.
+    pub mcs_listen: Option<SocketAddr>,
 }
 
 impl ClusterOptions {
@@ -97,6 +101,7 @@ impl ClusterOptions {
             workloads: Some(WorkloadTiming::default()),
             kubeconfig: None,
             crds: Vec::new(),
+            mcs_listen: None,
         }
     }
 }
@@ -153,6 +158,8 @@ pub struct Cluster {
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     data_dir: PathBuf,
+    /// The machine config server, or why it is not running.
+    mcs: std::result::Result<mco_server::Handle, String>,
 }
 
 impl Cluster {
@@ -197,6 +204,7 @@ impl Cluster {
                 stop_rx.clone(),
             )));
         }
+        let (mcs, join) = start_mcs(&data_dir, opts.mcs_listen, admin.clone()).await;
         let env = Arc::new(NodeEnv {
             data_dir: data_dir.clone(),
             backend: Backend::Embedded(server.clone()),
@@ -205,6 +213,7 @@ impl Cluster {
             reboot: opts.reboot,
             os_update_mode: opts.os_update_mode,
             daemon: opts.daemon.clone(),
+            join,
         });
         tasks.push(tokio::spawn(run_fleet(env, stop_rx)));
         Ok(Cluster {
@@ -215,6 +224,7 @@ impl Cluster {
             stop,
             tasks,
             data_dir,
+            mcs,
         })
     }
 
@@ -267,6 +277,7 @@ impl Cluster {
             admin.clone(),
             stop_rx.clone(),
         )));
+        let (mcs, join) = start_mcs(&data_dir, opts.mcs_listen, admin.clone()).await;
         let env = Arc::new(NodeEnv {
             data_dir: data_dir.clone(),
             backend: Backend::External {
@@ -278,6 +289,7 @@ impl Cluster {
             reboot: opts.reboot,
             os_update_mode: opts.os_update_mode,
             daemon: opts.daemon.clone(),
+            join,
         });
         tasks.push(tokio::spawn(run_fleet(env, stop_rx)));
         Ok(Cluster {
@@ -288,6 +300,7 @@ impl Cluster {
             stop,
             tasks,
             data_dir,
+            mcs,
         })
     }
 
@@ -316,8 +329,16 @@ impl Cluster {
         self.admin.clone()
     }
 
+    /// The machine config server's address, or why it is not running.
+    pub fn mcs_addr(&self) -> std::result::Result<SocketAddr, &str> {
+        self.mcs.as_ref().map(|h| h.addr()).map_err(String::as_str)
+    }
+
     /// Stops nodes, workloads and the controller, then the API server.
     pub async fn shutdown(self) {
+        if let Ok(mcs) = self.mcs {
+            mcs.shutdown().await;
+        }
         let _ = self.stop.send(true);
         for t in self.tasks {
             if tokio::time::timeout(Duration::from_secs(15), t)
@@ -334,6 +355,57 @@ impl Cluster {
         match Arc::try_unwrap(server) {
             Ok(server) => server.shutdown().await,
             Err(_) => tracing::warn!("API server still referenced; not waiting for it"),
+        }
+    }
+}
+
+/// The directory of the machine config server's CA under the data dir.
+pub const MCS_DIR: &str = "mcs";
+
+/// Starts the machine config server on `listen` (its CA in `DATA_DIR/mcs`, created on first
+/// use) and says how new nodes join: through it, or, without it, from Ignition assembled here.
+async fn start_mcs(
+    data_dir: &Path,
+    listen: Option<SocketAddr>,
+    client: kube::Client,
+) -> (
+    std::result::Result<mco_server::Handle, String>,
+    crate::join::Join,
+) {
+    use crate::join::Join;
+    let Some(listen) = listen else {
+        return (Err("not asked for".into()), Join::Local);
+    };
+    let dir = data_dir.join(MCS_DIR);
+    let started = async {
+        let cert = mco_server::tls::Certificate::CaDir {
+            dir: dir.clone(),
+            names: Vec::new(),
+        };
+        let tls = mco_server::tls::server_config(&cert).map_err(|e| e.to_string())?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("listening on {listen}: {e}"))?;
+        let source = mco_server::Source::cluster(client)
+            .await
+            .map_err(|e| e.to_string())?;
+        let app = mco_server::App::new(source, None);
+        let handle = mco_server::start(listener, tls, app, mco_server::Limits::default())
+            .map_err(|e| e.to_string())?;
+        let ca = std::fs::read(dir.join("ca.crt")).map_err(|e| e.to_string())?;
+        // Nodes connect where the server listens; on a wildcard address, over loopback.
+        let mut addr = handle.addr();
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let server = crate::fetch::Server::new(addr, &ca).map_err(|e| e.to_string())?;
+        Ok::<_, String>((handle, server))
+    };
+    match started.await {
+        Ok((handle, server)) => (Ok(handle), Join::Server(server)),
+        Err(e) => {
+            tracing::warn!(error = %e, "machine config server not started; new nodes get their Ignition without it");
+            (Err(e), Join::Local)
         }
     }
 }

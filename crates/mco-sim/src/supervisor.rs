@@ -17,8 +17,6 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use mco_api::MachineConfig;
-use mco_api::MachineConfigPool;
 use mco_apiserver::ServerHandle;
 use mco_daemon::Host;
 use mco_daemon::engine::firstboot::{self, FirstbootOutcome};
@@ -39,9 +37,6 @@ use crate::spec::NodeSpec;
 /// supervisor at once. At 200 ms, a fleet of 1,000 idle nodes spent 2.4 % of a rollout's CPU
 /// reading absent files, and still 0.6–0.8 % at 2 s.
 const POLL: Duration = Duration::from_secs(10);
-/// How often a node that has not joined looks for its pool's first rendered config: every
-/// node of a new fleet waits for it at once.
-const RENDERED_POLL: Duration = Duration::from_secs(1);
 /// How long an in-process daemon gets to stop on its own before its API access is cut.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 /// How long it then gets to notice the cut (one failed call per poll) before it is aborted.
@@ -124,6 +119,8 @@ pub struct NodeEnv {
     pub os_update_mode: OsUpdateMode,
     /// How daemons run.
     pub daemon: DaemonMode,
+    /// Where new nodes get their Ignition.
+    pub join: crate::join::Join,
 }
 
 impl NodeEnv {
@@ -158,7 +155,7 @@ pub async fn run_node(env: Arc<NodeEnv>, spec: NodeSpec, mut stop: watch::Receiv
 }
 
 /// Sleeps `d`; returns true if asked to stop meanwhile.
-async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
+pub(crate) async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
     if *stop.borrow() {
         return true;
     }
@@ -191,17 +188,22 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
         )));
     }
     if existing.is_none() {
-        let Some(rendered) = wait_rendered(env, &spec.pool, stop).await? else {
+        let Some(joined) =
+            crate::join::provision(&env.join, &env.admin, &spec.pool, root.path(), stop).await?
+        else {
             return Ok(());
         };
-        first_boot(env, spec, &root, &rendered).await?;
+        let rendered = joined.config.clone();
+        first_boot(spec, &root).await?;
         let node: Node = objects::typed("node", objects::node(spec, &rendered))?;
         match nodes.create(&PostParams::default(), &node).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
-        tracing::info!(node = %spec.name, config = %rendered, "node joined");
+        let message = format!("fetched config {rendered} from {}", joined.source);
+        tracing::info!(node = %spec.name, files = joined.played.files.len(), units = joined.played.units.len(), "{message}");
+        record_join(env, &spec.name, &message).await;
     }
     set_ready(env, spec, profile, &root, true).await?;
     let Some(creds) = Credentials::mint(env, &spec.name, stop).await? else {
@@ -264,30 +266,6 @@ enum Wake {
     Stop,
     Reboot,
     Exited(String),
-}
-
-/// Waits until the pool has a rendered config; `None` if asked to stop first.
-async fn wait_rendered(
-    env: &NodeEnv,
-    pool: &str,
-    stop: &mut watch::Receiver<bool>,
-) -> Result<Option<String>> {
-    let pools: Api<MachineConfigPool> = Api::all(env.admin.clone());
-    loop {
-        if let Some(p) = pools.get_opt(pool).await?
-            && let Some(name) = p
-                .spec
-                .configuration
-                .as_ref()
-                .map(|c| c.name.clone())
-                .filter(|n| !n.is_empty())
-        {
-            return Ok(Some(name));
-        }
-        if sleep_or_stop(stop, RENDERED_POLL).await {
-            return Ok(None);
-        }
-    }
 }
 
 /// A node daemon's credentials: one token per supervisor, not per daemon start, since each
@@ -392,20 +370,9 @@ async fn fail_if_cut<T>(
     call.await
 }
 
-/// Provisioning and first boot: the machine-config server's encapsulated config, the daemon's
-/// `firstboot-complete-machineconfig`, and the reboot that follows.
-async fn first_boot(env: &NodeEnv, spec: &NodeSpec, root: &NodeRoot, rendered: &str) -> Result<()> {
-    let fs = root.fs()?;
-    let done = fs.exists(&firstboot::done_path(paths::FIRSTBOOT_CONFIG))?;
-    if !done && !fs.exists(paths::FIRSTBOOT_CONFIG)? {
-        let mcs: Api<MachineConfig> = Api::all(env.admin.clone());
-        let mc = mcs.get(rendered).await?;
-        let data = serde_json::to_vec(&mc).map_err(|e| SimError::Json {
-            what: rendered.to_string(),
-            source: e,
-        })?;
-        fs.write_atomic(paths::FIRSTBOOT_CONFIG, &data, &FileAttrs::mode(0o644))?;
-    }
+/// First boot: the daemon's `firstboot-complete-machineconfig` over the encapsulated config
+/// Ignition wrote, and the reboot that follows.
+async fn first_boot(spec: &NodeSpec, root: &NodeRoot) -> Result<()> {
     let skip_os = spec.skip_firstboot_os;
     let path = root.path().to_path_buf();
     let node = spec.name.clone();
@@ -434,6 +401,37 @@ async fn first_boot(env: &NodeEnv, spec: &NodeSpec, root: &NodeRoot, rendered: &
         boot(root)?;
     }
     Ok(())
+}
+
+/// The join as a Normal Event on the Node (`kubectl describe node` shows it). Best effort: an
+/// Event is a record, not a step of the join.
+async fn record_join(env: &NodeEnv, node: &str, message: &str) {
+    use k8s_openapi::api::core::v1::Event;
+    let now = objects::now_rfc3339();
+    let event = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": format!("{node}.")},
+        "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
+        "reason": "Provisioned",
+        "message": message,
+        "type": "Normal",
+        "source": {"component": "ignition", "host": node},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    });
+    let events: Api<Event> = Api::namespaced(env.admin.clone(), "default");
+    let r = match serde_json::from_value::<Event>(event) {
+        Ok(e) => events.create(&PostParams::default(), &e).await.map(drop),
+        Err(e) => {
+            tracing::debug!(error = %e, "join event");
+            return;
+        }
+    };
+    if let Err(e) = r {
+        tracing::debug!(node, error = %e, "could not record the join event");
+    }
 }
 
 fn pending_reboot(root: &NodeRoot) -> Result<bool> {

@@ -23,6 +23,7 @@ fn options(dir: &Path, masters: usize, workers: usize) -> ClusterOptions {
     o.workers = workers;
     o.reboot = Duration::ZERO;
     o.listen = "127.0.0.1:0".parse().unwrap();
+    o.mcs_listen = Some("127.0.0.1:0".parse().unwrap());
     o
 }
 
@@ -104,7 +105,24 @@ async fn nodes_join_through_first_boot_and_a_file_config_rolls_out() {
                 r.join("etc/ignition-machine-config-encapsulated.json.bak")
                     .exists()
             );
-            assert!(r.join("etc/machine-config-daemon/currentconfig").exists());
+            // Joined through the machine config server: Ignition's record, and the daemon's
+            // first start stored the cluster's whole config in place of the encapsulated one.
+            assert!(r.join("etc/.ignition-result.json").exists());
+            assert!(
+                r.join("etc/machine-config-daemon/node-annotations.json.bak")
+                    .exists()
+            );
+            let current: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(r.join("etc/machine-config-daemon/currentconfig")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(current["metadata"]["name"], target.as_str());
+            assert!(
+                current["spec"]["config"]["storage"]["files"]
+                    .as_array()
+                    .is_some_and(|f| !f.is_empty()),
+                "{current}"
+            );
             assert!(r.join("run/ostree-booted").exists());
             assert_eq!(
                 booted_title(dir, n),

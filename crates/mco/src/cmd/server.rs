@@ -102,7 +102,7 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(cfg)?)
 }
 
-/// Starts a cluster-backed server: used by `mco server` and `mco up`.
+/// Starts a cluster-backed server.
 pub async fn start_cluster(
     kubeconfig: Option<&PathBuf>,
     listen: SocketAddr,

@@ -130,6 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.reboot = Duration::from_secs_f64(args.reboot_seconds);
     opts.listen = args.listen;
     opts.store_durability = args.store_durability;
+    opts.mcs_listen = Some(args.mcs_listen);
     for path in &args.crds {
         opts.crds.push(read_crd(path)?);
     }
@@ -167,38 +168,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 cluster.data_dir().display()
             );
         }
-        let cert = mco_server::tls::Certificate::CaDir {
-            dir: cluster.data_dir().join("mcs"),
-            names: Vec::new(),
-        };
-        let kubeconfig = cluster.kubeconfig();
-        let mcs = match super::server::start_cluster(
-            Some(&kubeconfig),
-            args.mcs_listen,
-            &cert,
-            None,
-            mco_server::Limits::default(),
-        )
-        .await
-        {
-            Ok(h) => {
-                eprintln!(
-                    "mco up: machine config server on https://{}/config/<pool>, CA {}",
-                    h.addr(),
-                    cluster.data_dir().join("mcs/ca.crt").display()
-                );
-                Some(h)
-            }
+        match cluster.mcs_addr() {
+            Ok(addr) => eprintln!(
+                "mco up: machine config server on https://{addr}/config/<pool>, CA {}; new nodes join through it",
+                cluster.data_dir().join("mcs/ca.crt").display()
+            ),
             Err(e) => {
-                eprintln!("mco up: machine config server not started: {e:#}; pass --mcs-listen");
-                None
+                eprintln!("mco up: machine config server not started: {e}; pass --mcs-listen")
             }
-        };
+        }
         shutdown_signal().await;
         eprintln!("mco up: stopping");
-        if let Some(h) = mcs {
-            h.shutdown().await;
-        }
         cluster.shutdown().await;
         Ok(())
     });

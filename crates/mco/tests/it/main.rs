@@ -10,6 +10,7 @@ mod e2e_adoption;
 mod e2e_certs;
 mod e2e_disruption;
 mod e2e_generated;
+mod e2e_join;
 mod e2e_real;
 mod e2e_resilience;
 mod e2e_rollouts;

@@ -10,6 +10,8 @@ use super::{Daemon, Exit, SyncError, annotation, blocking};
 use crate::agent::mcn::{Status, Write};
 use crate::engine::{BootCheck, EngineError, UpdateOutcome};
 use crate::error::HostError;
+use crate::host::fs::FileAttrs;
+use crate::host::paths;
 
 impl Daemon {
     /// The start-up sync: finish a reboot, validate, resume, complete.
@@ -19,6 +21,7 @@ impl Daemon {
         // A reboot still owed (requested in this very boot) has not happened: the start-up
         // check below requests it again, and only the next boot may say "rebooted".
         let rebooting = annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING;
+        bootstrap(&inner, &node).await?;
         let engine = Arc::clone(&inner.engine);
         let (owed, on_disk) = blocking(move || -> Result<_, HostError> {
             let on_disk = engine.on_disk_config()?;
@@ -127,4 +130,58 @@ impl Daemon {
         }
         Ok(None)
     }
+}
+
+/// A machine the machine config server provisioned starts bootstrapping, as upstream's
+/// `checkStateOnFirstRun` has it: `node-annotations.json` is there, Ignition wrote the files,
+/// and first boot stored a config whose Ignition is empty (the encapsulated one). The current
+/// config is then the cluster's, by the node's `currentConfig` (or the file's), stored on disk
+/// as the truth from here on, and the file is renamed `.bak`.
+async fn bootstrap(
+    inner: &super::Inner,
+    node: &k8s_openapi::api::core::v1::Node,
+) -> Result<(), SyncError> {
+    let engine = Arc::clone(&inner.engine);
+    let initial = blocking(move || {
+        engine
+            .host
+            .fs
+            .read_optional(paths::INITIAL_NODE_ANNOTATIONS)
+    })
+    .await?;
+    let Some(data) = initial else {
+        return Ok(());
+    };
+    let mut name = annotation(node, ann::CURRENT_CONFIG).to_string();
+    if name.is_empty() {
+        let file: serde_json::Value =
+            serde_json::from_slice(&data).map_err(|source| HostError::Json {
+                what: paths::INITIAL_NODE_ANNOTATIONS.into(),
+                source,
+            })?;
+        name = file[ann::CURRENT_CONFIG]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+    }
+    if name.is_empty() {
+        return Ok(());
+    }
+    let mc = inner.mcs.get(&name).await?;
+    let engine = Arc::clone(&inner.engine);
+    blocking(move || -> Result<(), HostError> {
+        let data = serde_json::to_vec(&mc).map_err(|source| HostError::Json {
+            what: paths::CURRENT_CONFIG.into(),
+            source,
+        })?;
+        let fs = &engine.host.fs;
+        fs.write_atomic(paths::CURRENT_CONFIG, &data, &FileAttrs::default())?;
+        fs.rename(
+            paths::INITIAL_NODE_ANNOTATIONS,
+            &format!("{}.bak", paths::INITIAL_NODE_ANNOTATIONS),
+        )
+    })
+    .await?;
+    tracing::info!("Bootstrapping: {name} from the cluster is the current config on disk");
+    Ok(())
 }
