@@ -28,6 +28,11 @@ pub const DAEMON: &str = "mco-daemon";
 pub const SERVER: &str = "mco-server";
 /// The machine config server's port, upstream's: machines fetch their Ignition here.
 pub const SERVER_PORT: i32 = 22623;
+/// The ServiceAccount whose token new machines' kubelets bootstrap with (upstream's name): the
+/// machine config server puts it into `/etc/kubernetes/kubeconfig`.
+pub const NODE_BOOTSTRAPPER: &str = "node-bootstrapper";
+/// Its long-lived token Secret (`kubernetes.io/service-account-token`), mounted into the server.
+pub const NODE_BOOTSTRAPPER_TOKEN: &str = "node-bootstrapper-token";
 /// The Secret (`kubernetes.io/tls`) holding the machine config server's certificate.
 pub const SERVER_TLS_SECRET: &str = "mco-server-tls";
 /// The ClusterRole both identities use to record events, bound only where events are written.
@@ -57,6 +62,10 @@ pub struct Options {
     /// Add what OpenShift, OKD and UCCPS need on top (the `privileged` SCC for the daemon,
     /// SCC and monitoring annotations).
     pub openshift: bool,
+    /// The API server URL new machines' kubelets bootstrap against (upstream's
+    /// `https://api-int.<domain>:6443`). With it, the machine config server appends the
+    /// bootstrap kubeconfig built from the `node-bootstrapper` token; without it, none.
+    pub apiserver_url: Option<String>,
 }
 
 impl Default for Options {
@@ -66,6 +75,7 @@ impl Default for Options {
             image: default_image(),
             os_image: String::new(),
             openshift: false,
+            apiserver_url: None,
         }
     }
 }
@@ -233,6 +243,7 @@ pub fn generate(opts: &Options, parts: &[Part]) -> Result<Vec<Manifest>, Error> 
                 for sa in rbac::service_accounts(opts) {
                     out.push(Manifest::new(part, &sa)?);
                 }
+                out.push(Manifest::new(part, &rbac::node_bootstrapper_token(opts))?);
                 for role in rbac::cluster_roles(opts) {
                     out.push(Manifest::new(part, &role)?);
                 }

@@ -6,13 +6,15 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::{CONTROLLER, DAEMON, EVENTS_ROLE, Options, SERVER};
+use crate::{
+    CONTROLLER, DAEMON, EVENTS_ROLE, NODE_BOOTSTRAPPER, NODE_BOOTSTRAPPER_TOKEN, Options, SERVER,
+};
 
 const MCO_GROUP: &str = mco_api::GROUP;
 const OPERATOR_GROUP: &str = mco_api::operator::OPERATOR_GROUP;
@@ -67,21 +69,38 @@ fn namespaced_meta(name: &str, namespace: &str, component: &str) -> ObjectMeta {
 fn component_of(name: &str) -> &'static str {
     if name == DAEMON {
         "daemon"
-    } else if name == SERVER {
+    } else if name == SERVER || name == NODE_BOOTSTRAPPER {
         "server"
     } else {
         "controller"
     }
 }
 
+/// The workloads' ServiceAccounts, and `node-bootstrapper`, whose token new machines' kubelets
+/// bootstrap with (no workload runs as it).
 pub fn service_accounts(opts: &Options) -> Vec<ServiceAccount> {
-    [CONTROLLER, DAEMON, SERVER]
+    [CONTROLLER, DAEMON, SERVER, NODE_BOOTSTRAPPER]
         .into_iter()
         .map(|name| ServiceAccount {
             metadata: namespaced_meta(name, &opts.namespace, component_of(name)),
             ..Default::default()
         })
         .collect()
+}
+
+/// `node-bootstrapper`'s long-lived token, which Kubernetes fills in and the machine config
+/// server mounts (it is never read through the API).
+pub fn node_bootstrapper_token(opts: &Options) -> Secret {
+    let mut meta = namespaced_meta(NODE_BOOTSTRAPPER_TOKEN, &opts.namespace, "server");
+    meta.annotations = Some(BTreeMap::from([(
+        "kubernetes.io/service-account.name".to_string(),
+        NODE_BOOTSTRAPPER.to_string(),
+    )]));
+    Secret {
+        metadata: meta,
+        type_: Some("kubernetes.io/service-account-token".to_string()),
+        ..Default::default()
+    }
 }
 
 /// The daemon reads its inputs, reports in MachineConfigNodes and annotates its Node.
@@ -120,11 +139,12 @@ pub fn daemon_rules(opts: &Options) -> Vec<PolicyRule> {
     rules
 }
 
-/// The machine config server only reads: a pool's rendered config names, and the config.
+/// The machine config server only reads: a pool's rendered config names, the config, and the
+/// ControllerConfig's CA bundles it appends.
 pub fn server_rules() -> Vec<PolicyRule> {
     vec![rule(
         &[MCO_GROUP],
-        &["machineconfigs", "machineconfigpools"],
+        &["machineconfigs", "machineconfigpools", "controllerconfigs"],
         &["get", "list", "watch"],
     )]
 }
@@ -282,15 +302,23 @@ fn role_ref(kind: &str, name: &str) -> RoleRef {
     }
 }
 
+/// Each workload's ServiceAccount to its own ClusterRole; `node-bootstrapper` to Kubernetes'
+/// `system:node-bootstrapper` (request kubelet client certificates), as upstream binds it.
 pub fn cluster_role_bindings(opts: &Options) -> Vec<ClusterRoleBinding> {
-    [CONTROLLER, DAEMON, SERVER]
+    let mut out: Vec<ClusterRoleBinding> = [CONTROLLER, DAEMON, SERVER]
         .into_iter()
         .map(|name| ClusterRoleBinding {
             metadata: cluster_meta(name, component_of(name)),
             role_ref: role_ref("ClusterRole", name),
             subjects: Some(vec![sa_subject(opts, name)]),
         })
-        .collect()
+        .collect();
+    out.push(ClusterRoleBinding {
+        metadata: cluster_meta(NODE_BOOTSTRAPPER, "server"),
+        role_ref: role_ref("ClusterRole", "system:node-bootstrapper"),
+        subjects: Some(vec![sa_subject(opts, NODE_BOOTSTRAPPER)]),
+    });
+    out
 }
 
 /// Leader election: one Lease in the install namespace. `create` cannot be limited by name.

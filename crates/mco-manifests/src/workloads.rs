@@ -22,8 +22,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::rbac::labels;
 use crate::{
-    CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, Options, SERVER, SERVER_PORT,
-    SERVER_TLS_SECRET,
+    CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, NODE_BOOTSTRAPPER_TOKEN,
+    Options, SERVER, SERVER_PORT, SERVER_TLS_SECRET,
 };
 
 /// The daemon's executable in the image (the Containerfile installs it beside `/usr/bin/mco`).
@@ -351,21 +351,57 @@ pub fn daemon(opts: &Options) -> DaemonSet {
 
 /// Where the server container sees its certificate Secret.
 const SERVER_TLS_DIR: &str = "/etc/mcs/tls";
+/// Where the server reads `node-bootstrapper`'s token, as upstream's mounts it.
+const BOOTSTRAP_TOKEN_DIR: &str = "/etc/mcs/bootstrap-token";
 
 /// The machine config server on every master, on the host network as upstream's, so machines
 /// reach it at `https://<api-int>:22623` before any pod network exists. Its certificate is the
 /// Secret [`SERVER_TLS_SECRET`], made by the installer (docs/server.md).
 pub fn server(opts: &Options) -> DaemonSet {
+    let mut args = vec![
+        "server".to_string(),
+        format!("--listen=0.0.0.0:{SERVER_PORT}"),
+        format!("--tls-cert={SERVER_TLS_DIR}/tls.crt"),
+        format!("--tls-key={SERVER_TLS_DIR}/tls.key"),
+    ];
+    let mut mounts = vec![VolumeMount {
+        name: "tls".to_string(),
+        mount_path: SERVER_TLS_DIR.to_string(),
+        read_only: Some(true),
+        ..Default::default()
+    }];
+    let mut volumes = vec![Volume {
+        name: "tls".to_string(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(SERVER_TLS_SECRET.to_string()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    // The machines' bootstrap kubeconfig: node-bootstrapper's token, and the URL they reach.
+    if let Some(url) = &opts.apiserver_url {
+        args.push(format!("--apiserver-url={url}"));
+        args.push(format!("--bootstrap-token-dir={BOOTSTRAP_TOKEN_DIR}"));
+        mounts.push(VolumeMount {
+            name: "bootstrap-token".to_string(),
+            mount_path: BOOTSTRAP_TOKEN_DIR.to_string(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+        volumes.push(Volume {
+            name: "bootstrap-token".to_string(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(NODE_BOOTSTRAPPER_TOKEN.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     let container = Container {
         name: "server".to_string(),
         image: Some(opts.image.clone()),
         command: Some(vec!["/usr/bin/mco".to_string()]),
-        args: Some(vec![
-            "server".to_string(),
-            format!("--listen=0.0.0.0:{SERVER_PORT}"),
-            format!("--tls-cert={SERVER_TLS_DIR}/tls.crt"),
-            format!("--tls-key={SERVER_TLS_DIR}/tls.key"),
-        ]),
+        args: Some(args),
         ports: Some(vec![ContainerPort {
             name: Some("ignition".to_string()),
             container_port: SERVER_PORT,
@@ -386,12 +422,7 @@ pub fn server(opts: &Options) -> DaemonSet {
             seccomp_profile: Some(runtime_default_seccomp()),
             ..Default::default()
         }),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "tls".to_string(),
-            mount_path: SERVER_TLS_DIR.to_string(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
+        volume_mounts: Some(mounts),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ..Default::default()
     };
@@ -423,14 +454,7 @@ pub fn server(opts: &Options) -> DaemonSet {
                         toleration("node-role.kubernetes.io/control-plane", "NoSchedule", None),
                     ]),
                     containers: vec![container],
-                    volumes: Some(vec![Volume {
-                        name: "tls".to_string(),
-                        secret: Some(SecretVolumeSource {
-                            secret_name: Some(SERVER_TLS_SECRET.to_string()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }]),
+                    volumes: Some(volumes),
                     ..Default::default()
                 }),
             },

@@ -18,7 +18,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept::{SpecVersion, negotiate};
-use crate::assemble::assemble;
+use crate::assemble::{Appended, assemble};
 use crate::source::Source;
 
 /// Bounds on what clients may cost the server.
@@ -56,15 +56,31 @@ pub struct App {
     pub source: Source,
     /// Bootstrap tokens a client must present (`Authorization: Bearer <token>`); `None`: open.
     pub tokens: Option<Vec<String>>,
-    /// Answers by (config name, its resourceVersion, spec): a config is assembled once.
-    cache: Mutex<HashMap<(String, String, SpecVersion), Bytes>>,
+    /// The kubelet's bootstrap kubeconfig appended as `/etc/kubernetes/kubeconfig`; `None`:
+    /// none.
+    pub kubeconfig: Option<Vec<u8>>,
+    /// Answers by (config name, its resourceVersion, the ControllerConfig's, spec): a config
+    /// is assembled once.
+    cache: Mutex<HashMap<CacheKey, Bytes>>,
 }
+
+type CacheKey = (String, String, String, SpecVersion);
 
 impl App {
     pub fn new(source: Source, tokens: Option<Vec<String>>) -> Arc<App> {
+        App::with_kubeconfig(source, tokens, None)
+    }
+
+    /// [`App::new`], appending `kubeconfig` as the machines' bootstrap kubeconfig.
+    pub fn with_kubeconfig(
+        source: Source,
+        tokens: Option<Vec<String>>,
+        kubeconfig: Option<Vec<u8>>,
+    ) -> Arc<App> {
         Arc::new(App {
             source,
             tokens,
+            kubeconfig,
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -137,9 +153,13 @@ async fn config(
             return text(e.status(), e.to_string());
         }
     };
+    let cc = app.source.controller_config();
     let key = (
         mc.metadata.name.clone().unwrap_or_default(),
         mc.metadata.resource_version.clone().unwrap_or_default(),
+        cc.as_ref()
+            .and_then(|c| c.metadata.resource_version.clone())
+            .unwrap_or_default(),
         version,
     );
     let cached = app
@@ -151,7 +171,19 @@ async fn config(
     let body = match cached {
         Some(b) => b,
         None => {
-            let built = tokio::task::spawn_blocking(move || assemble(&mc, version)).await;
+            let appended =
+                match Appended::from_controller_config(cc.as_deref(), app.kubeconfig.clone()) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::error!(pool, error = %e, "could not assemble config");
+                        return text(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            format!("pool {pool}: {e}"),
+                        );
+                    }
+                };
+            let built =
+                tokio::task::spawn_blocking(move || assemble(&mc, version, &appended)).await;
             let b = match built {
                 Ok(Ok(b)) => Bytes::from(b),
                 Ok(Err(e)) => {
@@ -314,6 +346,7 @@ mod tests {
         let app = App {
             source: Source::Dir("/nonexistent".into()),
             tokens: Some(vec!["abc".into(), "xyz".into()]),
+            kubeconfig: None,
             cache: Mutex::new(HashMap::new()),
         };
         let mut h = HeaderMap::new();

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use mco_api::{MachineConfig, MachineConfigPool};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
 
 /// Why a pool's config could not be found; the status codes are upstream's.
 #[derive(Debug, thiserror::Error)]
@@ -50,21 +50,26 @@ pub fn config_for(pool: &MachineConfigPool) -> Option<&str> {
 
 /// One source of pools and rendered configs.
 pub enum Source {
-    /// Watched pools and MachineConfigs of a cluster, served from memory as upstream's informers.
+    /// Watched pools, MachineConfigs and ControllerConfigs of a cluster, served from memory as
+    /// upstream's informers.
     Cluster {
         pools: Store<MachineConfigPool>,
         configs: Store<MachineConfig>,
+        controller_configs: Store<ControllerConfig>,
     },
     /// `<dir>/machine-pools/<pool>.yaml` and `<dir>/machine-configs/<config>.yaml`.
     Dir(PathBuf),
 }
 
 impl Source {
-    /// Starts watching `client`'s pools and MachineConfigs; returns once both are listed.
+    /// Starts watching `client`'s pools, MachineConfigs and ControllerConfigs (for the CA
+    /// bundles appended); returns once all are listed.
     pub async fn cluster(client: Client) -> Result<Source, kube::runtime::watcher::Error> {
         let (pools, pw) = reflector::store::<MachineConfigPool>();
         let (configs, cw) = reflector::store::<MachineConfig>();
+        let (controller_configs, ccw) = reflector::store::<ControllerConfig>();
         let papi: Api<MachineConfigPool> = Api::all(client.clone());
+        let ccapi: Api<ControllerConfig> = Api::all(client.clone());
         let capi: Api<MachineConfig> = Api::all(client);
         tokio::spawn(
             watcher(papi, watcher::Config::default())
@@ -78,19 +83,46 @@ impl Source {
                 .reflect(cw)
                 .for_each(|_| futures::future::ready(())),
         );
+        tokio::spawn(
+            watcher(ccapi, watcher::Config::default())
+                .default_backoff()
+                .reflect(ccw)
+                .for_each(|_| futures::future::ready(())),
+        );
         // Without the CRDs the watches retry for ever: say what is being waited for.
-        tracing::info!("listing MachineConfigPools and MachineConfigs");
-        let (a, b) = tokio::join!(pools.wait_until_ready(), configs.wait_until_ready());
-        if a.is_err() || b.is_err() {
+        tracing::info!("listing MachineConfigPools, MachineConfigs and ControllerConfigs");
+        let (a, b, c) = tokio::join!(
+            pools.wait_until_ready(),
+            configs.wait_until_ready(),
+            controller_configs.wait_until_ready()
+        );
+        if a.is_err() || b.is_err() || c.is_err() {
             tracing::warn!("a watch stopped before its first list");
         }
-        Ok(Source::Cluster { pools, configs })
+        Ok(Source::Cluster {
+            pools,
+            configs,
+            controller_configs,
+        })
+    }
+
+    /// The cluster's ControllerConfig, whose CA bundles are appended; none for a bootstrap
+    /// directory, whose rendered configs carry their own.
+    pub fn controller_config(&self) -> Option<Arc<ControllerConfig>> {
+        match self {
+            Source::Cluster {
+                controller_configs, ..
+            } => controller_configs.get(&reflector::ObjectRef::new(
+                mco_api::constants::names::CONTROLLER_CONFIG,
+            )),
+            Source::Dir(_) => None,
+        }
     }
 
     /// The rendered config to serve to a new machine of `pool`.
     pub async fn lookup(&self, pool: &str) -> Result<Arc<MachineConfig>, LookupError> {
         match self {
-            Source::Cluster { pools, configs } => {
+            Source::Cluster { pools, configs, .. } => {
                 let p = pools
                     .get(&reflector::ObjectRef::new(pool))
                     .ok_or_else(|| {

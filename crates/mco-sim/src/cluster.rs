@@ -204,7 +204,24 @@ impl Cluster {
                 stop_rx.clone(),
             )));
         }
-        let (mcs, join) = start_mcs(&data_dir, opts.mcs_listen, admin.clone()).await;
+        // A bootstrap token for new machines' kubelets, as upstream's node-bootstrapper's.
+        let bootstrapper = Identity::service_account(
+            mco_manifests::DEFAULT_NAMESPACE,
+            mco_manifests::NODE_BOOTSTRAPPER,
+            None,
+        );
+        let node_kubeconfig = mco_server::assemble::bootstrap_kubeconfig(
+            &format!("https://{}", server.addr()),
+            server.ca_pem().as_bytes(),
+            &server.mint_token(bootstrapper).await?,
+        );
+        let (mcs, join) = start_mcs(
+            &data_dir,
+            opts.mcs_listen,
+            admin.clone(),
+            Some(node_kubeconfig.into_bytes()),
+        )
+        .await;
         let env = Arc::new(NodeEnv {
             data_dir: data_dir.clone(),
             backend: Backend::Embedded(server.clone()),
@@ -277,7 +294,19 @@ impl Cluster {
             admin.clone(),
             stop_rx.clone(),
         )));
-        let (mcs, join) = start_mcs(&data_dir, opts.mcs_listen, admin.clone()).await;
+        // A bootstrap token for new machines' kubelets, as upstream's node-bootstrapper's.
+        let node_kubeconfig = match ext
+            .token(&namespace, mco_manifests::NODE_BOOTSTRAPPER, None)
+            .await
+        {
+            Ok(token) => Some(ext.kubeconfig_for_token("kubelet", &token).into_bytes()),
+            Err(e) => {
+                tracing::warn!(error = %e, "no bootstrap kubeconfig for new nodes");
+                None
+            }
+        };
+        let (mcs, join) =
+            start_mcs(&data_dir, opts.mcs_listen, admin.clone(), node_kubeconfig).await;
         let env = Arc::new(NodeEnv {
             data_dir: data_dir.clone(),
             backend: Backend::External {
@@ -363,18 +392,20 @@ impl Cluster {
 pub const MCS_DIR: &str = "mcs";
 
 /// Starts the machine config server on `listen` (its CA in `DATA_DIR/mcs`, created on first
-/// use) and says how new nodes join: through it, or, without it, from Ignition assembled here.
+/// use), serving `node_kubeconfig` as the machines' bootstrap kubeconfig, and says how new
+/// nodes join: through it, or, without it, from Ignition assembled here.
 async fn start_mcs(
     data_dir: &Path,
     listen: Option<SocketAddr>,
     client: kube::Client,
+    node_kubeconfig: Option<Vec<u8>>,
 ) -> (
     std::result::Result<mco_server::Handle, String>,
     crate::join::Join,
 ) {
     use crate::join::Join;
     let Some(listen) = listen else {
-        return (Err("not asked for".into()), Join::Local);
+        return (Err("not asked for".into()), Join::Local(node_kubeconfig));
     };
     let dir = data_dir.join(MCS_DIR);
     let started = async {
@@ -389,7 +420,7 @@ async fn start_mcs(
         let source = mco_server::Source::cluster(client)
             .await
             .map_err(|e| e.to_string())?;
-        let app = mco_server::App::new(source, None);
+        let app = mco_server::App::with_kubeconfig(source, None, node_kubeconfig.clone());
         let handle = mco_server::start(listener, tls, app, mco_server::Limits::default())
             .map_err(|e| e.to_string())?;
         let ca = std::fs::read(dir.join("ca.crt")).map_err(|e| e.to_string())?;
@@ -405,7 +436,7 @@ async fn start_mcs(
         Ok((handle, server)) => (Ok(handle), Join::Server(server)),
         Err(e) => {
             tracing::warn!(error = %e, "machine config server not started; new nodes get their Ignition without it");
-            (Err(e), Join::Local)
+            (Err(e), Join::Local(node_kubeconfig))
         }
     }
 }

@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use kube::Api;
-use mco_api::{MachineConfig, MachineConfigPool};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use mco_daemon::Host;
+use mco_server::assemble::Appended;
 use tokio::sync::watch;
 
 use crate::error::{Result, SimError};
@@ -26,8 +27,8 @@ pub enum Join {
     /// The machine config server `mco up` runs.
     Server(fetch::Server),
     /// No server (it could not start): the same Ignition, assembled in this process from the
-    /// pool's config as the server would serve it.
-    Local,
+    /// pool's config as the server would serve it, with this bootstrap kubeconfig.
+    Local(Option<Vec<u8>>),
 }
 
 /// A node's join.
@@ -65,7 +66,7 @@ async fn attempt(
             Err(e) if e.retryable() => Err(Attempt::Retry(e.to_string())),
             Err(e) => Err(Attempt::Fail(SimError::Invalid(e.to_string()))),
         },
-        Join::Local => {
+        Join::Local(kubeconfig) => {
             let pools: Api<MachineConfigPool> = Api::all(admin.clone());
             let Some(p) = pools.get_opt(pool).await? else {
                 return Err(Attempt::Retry(format!("pool {pool} not found")));
@@ -77,8 +78,15 @@ async fn attempt(
             };
             let mcs: Api<MachineConfig> = Api::all(admin.clone());
             let mc = mcs.get(&name).await?;
-            let body = mco_server::assemble::assemble(&mc, mco_server::SpecVersion::NEWEST)
-                .map_err(|e| Attempt::Fail(SimError::Invalid(e.to_string())))?;
+            let ccs: Api<ControllerConfig> = Api::all(admin.clone());
+            let cc = ccs
+                .get_opt(mco_api::constants::names::CONTROLLER_CONFIG)
+                .await?;
+            let appended = Appended::from_controller_config(cc.as_ref(), kubeconfig.clone())
+                .map_err(|e| Attempt::Fail(SimError::Invalid(e)))?;
+            let body =
+                mco_server::assemble::assemble(&mc, mco_server::SpecVersion::NEWEST, &appended)
+                    .map_err(|e| Attempt::Fail(SimError::Invalid(e.to_string())))?;
             Ok((body, format!("pool {pool} (no machine config server)")))
         }
     }

@@ -113,6 +113,7 @@ fn the_stream_lists_every_kind_in_apply_order() {
             "Namespace",
             "CustomResourceDefinition",
             "ServiceAccount",
+            "Secret",
             "ClusterRole",
             "ClusterRoleBinding",
             "Role",
@@ -656,7 +657,7 @@ fn default_image_is_the_documented_one() {
 }
 
 #[test]
-fn the_server_only_reads_pools_and_configs_and_runs_on_masters_host_network() {
+fn the_server_only_reads_pools_configs_and_controller_configs_and_runs_on_masters_host_network() {
     let rules = mco_manifests::rbac::server_rules();
     let flat: Vec<(Vec<String>, Vec<String>)> = rules
         .iter()
@@ -667,7 +668,8 @@ fn the_server_only_reads_pools_and_configs_and_runs_on_masters_host_network() {
         [(
             vec![
                 "machineconfigs".to_string(),
-                "machineconfigpools".to_string()
+                "machineconfigpools".to_string(),
+                "controllerconfigs".to_string()
             ],
             vec!["get".to_string(), "list".to_string(), "watch".to_string()]
         )]
@@ -690,4 +692,42 @@ fn the_server_only_reads_pools_and_configs_and_runs_on_masters_host_network() {
         Some(mco_manifests::SERVER_PORT)
     );
     assert!(c.args.as_ref().unwrap().iter().any(|a| a == "server"));
+}
+
+#[test]
+fn node_bootstrapper_is_upstreams_and_its_token_reaches_the_server_only_with_a_url() {
+    let ms = all(&Options::default());
+    let b = find(&ms, "ClusterRoleBinding", mco_manifests::NODE_BOOTSTRAPPER);
+    assert_eq!(b.object["roleRef"]["name"], "system:node-bootstrapper");
+    assert_eq!(
+        b.object["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "node-bootstrapper", "namespace": "mco-system"}])
+    );
+    let secret = find(&ms, "Secret", mco_manifests::NODE_BOOTSTRAPPER_TOKEN);
+    assert_eq!(secret.object["type"], "kubernetes.io/service-account-token");
+    assert_eq!(
+        secret.object["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+        "node-bootstrapper"
+    );
+    let args = |opts: &Options| {
+        let ds = mco_manifests::workloads::server(opts);
+        let pod = ds.spec.unwrap().template.spec.unwrap();
+        let vols: Vec<String> = pod
+            .volumes
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
+            .collect();
+        (pod.containers[0].args.clone().unwrap(), vols)
+    };
+    let (plain, vols) = args(&Options::default());
+    assert!(!plain.iter().any(|a| a.starts_with("--bootstrap-token-dir")));
+    assert_eq!(vols, ["mco-server-tls"]);
+    let (with, vols) = args(&Options {
+        apiserver_url: Some("https://api-int.example:6443".into()),
+        ..Default::default()
+    });
+    assert!(with.contains(&"--apiserver-url=https://api-int.example:6443".to_string()));
+    assert!(with.contains(&"--bootstrap-token-dir=/etc/mcs/bootstrap-token".to_string()));
+    assert_eq!(vols, ["mco-server-tls", "node-bootstrapper-token"]);
 }

@@ -33,6 +33,11 @@ struct InstallArgs {
     /// Add what OpenShift, OKD and UCCPS need (the `privileged` SCC for the daemon).
     #[arg(long)]
     openshift: bool,
+    /// The API server URL new machines' kubelets bootstrap against (such as
+    /// `https://api-int.<domain>:6443`): the machine config server then appends their bootstrap
+    /// kubeconfig, with the `node-bootstrapper` token.
+    #[arg(long)]
+    apiserver_url: Option<String>,
     /// Print only these parts (comma-separated): namespace, crds, rbac, admission, controller,
     /// daemon, defaults.
     #[arg(long, value_delimiter = ',', value_parser = parse_part)]
@@ -65,11 +70,17 @@ fn write(path: &Path, content: &str) -> anyhow::Result<()> {
 }
 
 fn install(args: InstallArgs) -> anyhow::Result<()> {
+    if let Some(url) = &args.apiserver_url
+        && (!url.starts_with("https://") || url.len() <= "https://".len())
+    {
+        anyhow::bail!("--apiserver-url {url:?}: must be an https:// URL");
+    }
     let opts = Options {
         namespace: args.namespace,
         image: args.image.unwrap_or_else(mco_manifests::default_image),
         os_image: args.os_image,
         openshift: args.openshift,
+        apiserver_url: args.apiserver_url,
     };
     let parts: Vec<Part> = Part::ALL
         .into_iter()

@@ -43,6 +43,15 @@ pub struct Args {
     /// Bootstrap tokens, one per line.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// The API server URL new machines' kubelets bootstrap against (such as
+    /// `https://api-int.<domain>:6443`): with --bootstrap-token-dir, the served Ignition holds
+    /// the bootstrap kubeconfig `/etc/kubernetes/kubeconfig`.
+    #[arg(long, requires = "bootstrap_token_dir")]
+    pub apiserver_url: Option<String>,
+    /// A directory with a ServiceAccount token Secret's `token` and `ca.crt`, mounted from the
+    /// `node-bootstrapper-token` Secret (docs/server.md); read at start.
+    #[arg(long, requires = "apiserver_url")]
+    pub bootstrap_token_dir: Option<PathBuf>,
     /// Connections open at once; further clients wait.
     #[arg(long, default_value_t = Limits::default().max_connections)]
     pub max_connections: usize,
@@ -91,6 +100,49 @@ pub fn read_tokens(path: &Path) -> anyhow::Result<Vec<String>> {
     Ok(tokens)
 }
 
+/// Most bytes of the bootstrap token and of its CA bundle.
+const MAX_BOOTSTRAP_FILE: u64 = 1 << 20;
+
+fn read_bounded(path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_BOOTSTRAP_FILE + 1).read_to_end(&mut buf))
+        .with_context(|| format!("--bootstrap-token-dir: reading {}", path.display()))?;
+    if buf.len() as u64 > MAX_BOOTSTRAP_FILE {
+        anyhow::bail!(
+            "--bootstrap-token-dir: {} is larger than {MAX_BOOTSTRAP_FILE} bytes",
+            path.display()
+        );
+    }
+    Ok(buf)
+}
+
+/// The machines' bootstrap kubeconfig: `url`, and the `token` and `ca.crt` of `dir` (a
+/// ServiceAccount token Secret's keys), as upstream's server builds it.
+pub fn bootstrap_kubeconfig(url: &str, dir: &Path) -> anyhow::Result<Vec<u8>> {
+    if !url.starts_with("https://") || url.len() <= "https://".len() {
+        anyhow::bail!("--apiserver-url {url:?}: must be an https:// URL");
+    }
+    let token = String::from_utf8(read_bounded(&dir.join("token"))?)
+        .map_err(|_| anyhow::anyhow!("--bootstrap-token-dir: token is not UTF-8"))?;
+    let token = token.trim();
+    if token.is_empty() || token.contains(char::is_whitespace) {
+        anyhow::bail!(
+            "--bootstrap-token-dir {}: token must be one word",
+            dir.display()
+        );
+    }
+    let ca = read_bounded(&dir.join("ca.crt"))?;
+    if !String::from_utf8_lossy(&ca).contains("-----BEGIN CERTIFICATE-----") {
+        anyhow::bail!(
+            "--bootstrap-token-dir {}: ca.crt holds no PEM certificate",
+            dir.display()
+        );
+    }
+    Ok(mco_server::assemble::bootstrap_kubeconfig(url, &ca, token).into_bytes())
+}
+
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     let cfg = match kubeconfig {
         Some(path) => {
@@ -108,6 +160,7 @@ pub async fn start_cluster(
     listen: SocketAddr,
     cert: &Certificate,
     tokens: Option<Vec<String>>,
+    node_kubeconfig: Option<Vec<u8>>,
     limits: Limits,
 ) -> anyhow::Result<mco_server::Handle> {
     let tls = mco_server::tls::server_config(cert)?;
@@ -118,7 +171,7 @@ pub async fn start_cluster(
     Ok(mco_server::start(
         listener,
         tls,
-        App::new(source, tokens),
+        App::with_kubeconfig(source, tokens, node_kubeconfig),
         limits,
     )?)
 }
@@ -143,6 +196,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let tokens = match (&args.token_file, args.require_token) {
         (Some(path), true) => Some(read_tokens(path)?),
+        _ => None,
+    };
+    let node_kubeconfig = match (&args.apiserver_url, &args.bootstrap_token_dir) {
+        (Some(url), Some(dir)) => Some(bootstrap_kubeconfig(url, dir)?),
         _ => None,
     };
     let limits = Limits {
@@ -171,14 +228,84 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 let listener = tokio::net::TcpListener::bind(args.listen)
                     .await
                     .with_context(|| format!("listening on {}", args.listen))?;
-                let app = App::new(Source::Dir(dir.clone()), tokens);
+                let app = App::with_kubeconfig(Source::Dir(dir.clone()), tokens, node_kubeconfig);
                 mco_server::start(listener, tls, app, limits)?
             }
-            None => start_cluster(args.kubeconfig.as_ref(), args.listen, &cert, tokens, limits).await?,
+            None => {
+                start_cluster(
+                    args.kubeconfig.as_ref(),
+                    args.listen,
+                    &cert,
+                    tokens,
+                    node_kubeconfig,
+                    limits,
+                )
+                .await?
+            }
         };
         eprintln!("mco server: serving https://{}/config/<pool>", handle.addr());
         super::up::shutdown_signal().await;
         handle.shutdown().await;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_BOOTSTRAP_FILE, bootstrap_kubeconfig};
+
+    #[test]
+    fn the_bootstrap_kubeconfig_is_read_within_limits_and_checked() {
+        let path = std::env::temp_dir().join(format!("mco-server-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&path).unwrap();
+        struct Dir(std::path::PathBuf);
+        impl Dir {
+            fn path(&self) -> &std::path::Path {
+                &self.0
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let dir = Dir(path);
+        let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        std::fs::write(dir.path().join("token"), "tok-abc\n").unwrap();
+        std::fs::write(dir.path().join("ca.crt"), ca).unwrap();
+        let url = "https://api-int.example:6443";
+        let kc = String::from_utf8(bootstrap_kubeconfig(url, dir.path()).unwrap()).unwrap();
+        assert!(
+            kc.contains("server: https://api-int.example:6443\n"),
+            "{kc}"
+        );
+        assert!(kc.contains("token: tok-abc\n"), "{kc}");
+        let e = bootstrap_kubeconfig("http://x", dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be an https:// URL"), "{e}");
+        // A CA bundle of exactly the limit is read; one byte more is refused.
+        let pad = MAX_BOOTSTRAP_FILE as usize - ca.len();
+        std::fs::write(
+            dir.path().join("ca.crt"),
+            format!("{ca}{}", "#".repeat(pad)),
+        )
+        .unwrap();
+        bootstrap_kubeconfig(url, dir.path()).unwrap();
+        std::fs::write(
+            dir.path().join("ca.crt"),
+            format!("{ca}{}", "#".repeat(pad + 1)),
+        )
+        .unwrap();
+        let e = bootstrap_kubeconfig(url, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is larger than 1048576 bytes"), "{e}");
+        std::fs::write(dir.path().join("ca.crt"), ca).unwrap();
+        std::fs::write(dir.path().join("token"), "two words").unwrap();
+        let e = bootstrap_kubeconfig(url, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("token must be one word"), "{e}");
+    }
 }

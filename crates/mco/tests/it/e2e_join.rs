@@ -135,6 +135,56 @@ fn a_node_holds_what_the_server_served_and_is_updated(server: Server) {
             assert!(keys.contains(k.as_str().unwrap()), "{keys}");
         }
     }
+    // What the server appends besides the node's annotations and first boot: the served
+    // config whole, and a bootstrap kubeconfig whose token authenticates as node-bootstrapper
+    // (which may not list nodes).
+    let content: Value = serde_json::from_slice(
+        &on_disk(&root, "/etc/mcs-machine-config-content.json")
+            .unwrap()
+            .0,
+    )
+    .unwrap();
+    assert_eq!(content["metadata"]["name"], rendered.as_str());
+    assert_eq!(content["spec"]["config"], mc["spec"]["config"]);
+    let kubelet = root.join("etc/kubernetes/kubeconfig");
+    let err = c
+        .kubectl_as(&kubelet, &["get", "nodes"])
+        .expect_err("node-bootstrapper listed nodes");
+    assert!(
+        err.contains("system:serviceaccount:mco-system:node-bootstrapper"),
+        "{err}"
+    );
+
+    // The kube-apiserver CA of the ControllerConfig, as it is now: a machine joining a paused
+    // pool still trusts today's CA.
+    let ca = {
+        let mut params = rcgen::CertificateParams::default();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().pem()
+    };
+    use base64::Engine as _;
+    let patch = serde_json::json!({"spec": {"kubeAPIServerServingCAData":
+        base64::engine::general_purpose::STANDARD.encode(&ca)}})
+    .to_string();
+    c.kubectl(&[
+        "patch",
+        "controllerconfig",
+        "machine-config-controller",
+        "--type=merge",
+        "-p",
+        &patch,
+    ]);
+    wait_for("the server serves the new kubelet CA", 30, || {
+        let served = fetch(&c, "worker");
+        let f = served["storage"]["files"]
+            .as_array()?
+            .iter()
+            .find(|f| f["path"] == "/etc/kubernetes/kubelet-ca.crt")
+            .cloned()?;
+        (decoded(&f) == ca.as_bytes() && f["mode"] == 420).then_some(())
+    });
+
     // Ignition ran once, first boot consumed its config, and the daemon took over.
     assert!(root.join("etc/.ignition-result.json").exists());
     assert!(

@@ -299,6 +299,10 @@ fn shipped_service_accounts_may_do_what_the_docs_say_and_nothing_more() {
             "mco-server",
             "**Machine config server** (ClusterRole `mco-server`):",
         ),
+        (
+            "node-bootstrapper",
+            "**Node bootstrapper** (ServiceAccount `node-bootstrapper`, ClusterRole `system:node-bootstrapper`):",
+        ),
     ] {
         let mut documented = documented_rules(&docs, heading);
         documented.extend(prose_rules(&docs, sa));
@@ -425,8 +429,8 @@ fn prose_rules(docs: &str, sa: &str) -> BTreeSet<Rule> {
     }
     let events = "**Events**: ClusterRole `mco-events` grants `create` and `patch` on `events`, in both the core and `events.k8s.io` groups. It is bound by RoleBindings only in `default` and in the install namespace.";
     assert!(flat.contains(events), "docs/deploy.md lacks {events:?}");
-    // The machine config server records no events.
-    if sa != "mco-server" {
+    // The machine config server records no events, nor do joining machines' kubelets.
+    if sa != "mco-server" && sa != "node-bootstrapper" {
         for resource in ["events", "events.events.k8s.io"] {
             rules.insert(rule(resource, "", "create"));
             rules.insert(rule(resource, "", "patch"));

@@ -200,14 +200,28 @@ spec:
     let (code, _) = curl(&ca, &format!("{base}/healthz"), None, &[]);
     assert_eq!(code, 200);
 
-    // `mco server --require-token`: a separate process on the same cluster.
+    // `mco server --require-token`: a separate process on the same cluster, which also appends
+    // the machines' bootstrap kubeconfig from a ServiceAccount token Secret's files.
     let tokens = c.dir.join("tokens");
     std::fs::write(&tokens, "0123456789abcdef0123456789abcdef\n").unwrap();
     let token_file = tokens.to_string_lossy().into_owned();
+    let bootstrap = c.dir.join("bootstrap-token");
+    std::fs::create_dir_all(&bootstrap).unwrap();
+    std::fs::write(bootstrap.join("token"), "node-bootstrap-token-e2e\n").unwrap();
+    std::fs::copy(&ca, bootstrap.join("ca.crt")).unwrap();
+    let bootstrap_dir = bootstrap.to_string_lossy().into_owned();
     let (_server, tbase, tca) = spawn_server(
         &c,
         "token-server",
-        &["--require-token", "--token-file", &token_file],
+        &[
+            "--require-token",
+            "--token-file",
+            &token_file,
+            "--apiserver-url",
+            "https://api-int.example:6443",
+            "--bootstrap-token-dir",
+            &bootstrap_dir,
+        ],
     );
     let turl = format!("{tbase}/config/worker");
     let (code, body) = curl(&tca, &turl, None, &[]);
@@ -234,6 +248,19 @@ spec:
     );
     assert_eq!(code, 200, "{body}");
     check_answer(&body, SpecVersion::V3(4), &rendered);
+    let served: Value = serde_json::from_str(&body).unwrap();
+    let kc = String::from_utf8(served_file(&served, "/etc/kubernetes/kubeconfig")).unwrap();
+    assert!(
+        kc.contains("server: https://api-int.example:6443\n")
+            && kc.contains("token: node-bootstrap-token-e2e\n"),
+        "{kc}"
+    );
+    let content: Value = serde_json::from_slice(&served_file(
+        &served,
+        "/etc/mcs-machine-config-content.json",
+    ))
+    .unwrap();
+    assert_eq!(content["metadata"]["name"], rendered.as_str());
 }
 
 #[test]
