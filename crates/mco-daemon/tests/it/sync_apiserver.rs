@@ -855,3 +855,75 @@ async fn a_reboot_update_writes_its_phases_in_few_requests() {
         ],
     );
 }
+
+/// A machine the machine config server provisioned starts bootstrapping: Ignition wrote the
+/// file, first boot stored the encapsulated config (its Ignition empty) as `currentconfig`, and
+/// `node-annotations.json` is there. The daemon's first start stores the cluster's config in its
+/// place, renames the annotations file, validates what Ignition wrote, and is Done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrapping_node_takes_the_clusters_config_as_current() {
+    let (server, admin, mcs) = serve_with_crds().await;
+    create_empty_and_file_configs(&mcs).await;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let node = NodeBuilder::new(NODE)
+        .current_config("rendered-worker-1")
+        .desired_config("rendered-worker-1")
+        .state("Done")
+        .build();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
+    let mcn: MachineConfigNode = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
+        "metadata": {"name": NODE},
+        "spec": {"nodeRef": {"name": NODE}, "pool": {"name": "worker"}, "configVersion": {"desired": "rendered-worker-1"}},
+    }))
+    .unwrap();
+    mcns.create(&PostParams::default(), &mcn).await.unwrap();
+    drain_controller(nodes.clone());
+
+    let sim = SimNode::new(false);
+    sim.write("/etc/mco-test-file", "hello");
+    let mut encapsulated = mcs.get("rendered-worker-1").await.unwrap();
+    encapsulated.spec.config = Some(json!({"ignition": {"version": "3.5.0"}}));
+    sim.write(
+        paths::CURRENT_CONFIG,
+        &serde_json::to_string(&encapsulated).unwrap(),
+    );
+    sim.write(
+        paths::INITIAL_NODE_ANNOTATIONS,
+        r#"{"machineconfiguration.openshift.io/currentConfig":"rendered-worker-1"}"#,
+    );
+    let client = server
+        .handle
+        .client_for(Identity::Node(NODE.into()))
+        .await
+        .unwrap();
+    let task = start_daemon(client, &sim);
+    let bak = format!("{}.bak", paths::INITIAL_NODE_ANNOTATIONS);
+    eventually("node-annotations.json renamed", 30, || async {
+        sim.read(&bak).map(drop)
+    })
+    .await;
+    // Updated=True comes after the boot's validation: the disk matched the whole config.
+    eventually("Updated=True", 30, || async {
+        let c = mcns
+            .get(NODE)
+            .await
+            .ok()?
+            .status?
+            .condition("Updated")
+            .cloned()?;
+        (c.status == "True").then_some(())
+    })
+    .await;
+    let current: serde_json::Value =
+        serde_json::from_str(&sim.read(paths::CURRENT_CONFIG).unwrap()).unwrap();
+    assert_eq!(
+        current["spec"]["config"]["storage"]["files"][0]["path"], "/etc/mco-test-file",
+        "{current}"
+    );
+    assert!(sim.read(paths::INITIAL_NODE_ANNOTATIONS).is_none());
+    let n = nodes.get(NODE).await.unwrap();
+    assert_eq!(annotation(&n, ann::STATE), "Done");
+    task.abort();
+}
