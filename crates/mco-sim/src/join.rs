@@ -36,8 +36,9 @@ pub enum Join {
 pub struct Joined {
     /// The rendered config it was provisioned with (`node-annotations.json`).
     pub config: String,
-    /// Where the Ignition came from: the URL, or a note that no server was used.
-    pub source: String,
+    /// Where the Ignition came from: the URL, or a note that no server was used; `None` when
+    /// the node was provisioned by an earlier start.
+    pub source: Option<String>,
     /// What was played onto its root.
     pub played: Played,
 }
@@ -92,10 +93,16 @@ async fn attempt(
     }
 }
 
-/// The config named in the node's `node-annotations.json`, which the served Ignition wrote.
+/// The config named in the node's `node-annotations.json`, which the served Ignition wrote (or
+/// its `.bak`, once the daemon has started: a node whose Node object was deleted registers again
+/// with it).
 fn provisioned_config(host: &Host) -> Result<String> {
     let path = mco_server::assemble::NODE_ANNOTATIONS;
-    let data = host.fs.read(path)?;
+    let bak = format!("{path}.bak");
+    let data = match host.fs.read_optional(path)? {
+        Some(d) => d,
+        None => host.fs.read(&bak)?,
+    };
     let v: serde_json::Value = serde_json::from_slice(&data).map_err(|source| SimError::Json {
         what: path.to_string(),
         source,
@@ -134,7 +141,7 @@ pub async fn provision(
     if let Some(config) = done {
         return Ok(Some(Joined {
             config,
-            source: "an earlier start".into(),
+            source: None,
             played: Played::default(),
         }));
     }
@@ -166,7 +173,7 @@ pub async fn provision(
                 }
                 return Ok(Some(Joined {
                     config,
-                    source,
+                    source: Some(source),
                     played,
                 }));
             }

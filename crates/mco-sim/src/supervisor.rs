@@ -201,9 +201,19 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
-        let message = format!("fetched config {rendered} from {}", joined.source);
-        tracing::info!(node = %spec.name, files = joined.played.files.len(), units = joined.played.units.len(), "{message}");
-        record_join(env, &spec.name, &message).await;
+        match &joined.source {
+            Some(source) => {
+                let message = format!("fetched config {rendered} from {source}");
+                tracing::info!(
+                    node = %spec.name,
+                    files = joined.played.files.len(),
+                    units = joined.played.units.len(),
+                    "{message}"
+                );
+                record_join(env, &spec.name, &message).await;
+            }
+            None => tracing::info!(node = %spec.name, config = %rendered, "node registered again"),
+        }
     }
     set_ready(env, spec, profile, &root, true).await?;
     let Some(creds) = Credentials::mint(env, &spec.name, stop).await? else {

@@ -269,11 +269,19 @@ async fn a_node_that_skipped_the_os_at_first_boot_shows_seed_000s_degraded_messa
 async fn os_upgrade_then_restart_resumes_and_a_removed_node_goes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    // A master too: the web pods need somewhere to go while the only worker drains.
-    let cluster = Cluster::start(options(dir, 1, 1)).await.unwrap();
+    // A master too: the web pods need somewhere to go while the only worker drains. No
+    // machine config server: nodes get the same Ignition assembled in process.
+    let mut opts = options(dir, 1, 1);
+    opts.mcs_listen = None;
+    let cluster = Cluster::start(opts).await.unwrap();
+    assert!(cluster.mcs_addr().is_err());
     let kc = cluster.kubeconfig();
     let first = eventually("a rendered config", || pool_target(&kc, "worker")).await;
     eventually("worker-0 joined", || pool_nodes_at(&kc, "worker", &first)).await;
+    let root0 = root(dir, "worker-0");
+    assert!(root0.join("etc/.ignition-result.json").exists());
+    assert!(root0.join("etc/kubernetes/kubeconfig").exists());
+    assert!(root0.join("etc/mcs-machine-config-content.json").exists());
 
     // Seed 000's upgrade: the ControllerConfig moves to 1.3.0 and the node reboots into it.
     kubectl(
