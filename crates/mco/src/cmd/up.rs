@@ -62,7 +62,8 @@ pub struct Args {
     #[arg(long = "crd", value_name = "FILE")]
     pub crds: Vec<PathBuf>,
     /// Address of the machine config server (docs/server.md); its CA is `<data-dir>/mcs/ca.crt`.
-    /// If the address is taken, the cluster runs without it and says so.
+    /// New simulated nodes join through it. If the address is taken, the cluster runs without
+    /// it and says so.
     #[arg(long, default_value = "127.0.0.1:22623")]
     pub mcs_listen: SocketAddr,
 }
