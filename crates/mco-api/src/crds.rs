@@ -7,7 +7,7 @@ use mco_apimachinery::yaml;
 use crate::{
     ContainerRuntimeConfig, ControllerConfig, Image, ImageContentSourcePolicy,
     ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool,
-    MachineConfiguration,
+    MachineConfiguration, RolloutPolicy,
 };
 
 /// Every CRD, in a stable order. The config.openshift.io and operator.openshift.io kinds are
@@ -25,6 +25,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ImageDigestMirrorSet::crd(),
         ImageTagMirrorSet::crd(),
         ImageContentSourcePolicy::crd(),
+        RolloutPolicy::crd(),
     ]
 }
 

@@ -12,6 +12,7 @@ pub mod mcn;
 pub mod operator;
 pub mod paths;
 pub mod pool;
+pub mod rollouts;
 
 pub use controllerconfig::{
     ControllerCertificate, ControllerConfig, ControllerConfigSpec, ControllerConfigStatus,
@@ -32,6 +33,7 @@ pub use pool::{
     MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec, MachineConfigPoolStatus,
     PoolConfiguration,
 };
+pub use rollouts::{RolloutPolicy, RolloutPolicySpec, RolloutPolicyStatus};
 
 /// The API group of every mco object.
 pub const GROUP: &str = "machineconfiguration.openshift.io";

@@ -12,3 +12,4 @@ pub mod drain;
 pub mod gc;
 pub mod leader;
 pub mod plan;
+pub mod policy;

@@ -609,6 +609,19 @@ pub fn plan_members<N: Member>(
     own_node: Option<&str>,
     now: &str,
 ) -> Plan {
+    plan_members_capped(pool, members, own_node, now, None)
+}
+
+/// Like [`plan_members`], with at most `cap` members pointed at the target once this pass's
+/// candidates are (a rollout policy's canary, halt or closed window: see [`crate::policy`]).
+/// The cap only takes candidates away, so it never lets the pool exceed its budget.
+pub fn plan_members_capped<N: Member>(
+    pool: &MachineConfigPool,
+    members: &[&N],
+    own_node: Option<&str>,
+    now: &str,
+    cap: Option<usize>,
+) -> Plan {
     let pool_name = name_of_pool(pool).to_string();
     let previous = pool.status.clone().unwrap_or_default();
     let target = pool
@@ -657,7 +670,7 @@ pub fn plan_members<N: Member>(
                 plan.taint_remove.push(node.name.to_string());
             }
         }
-        (plan.candidates, plan.deferred) = candidates(&members, target, budget, own_node);
+        (plan.candidates, plan.deferred) = candidates(&members, target, budget, own_node, cap);
         // The nodes about to be drained first: a rollout's first pass taints every member, and
         // the controller spreads those writes over several passes (see `rollout`).
         let chosen: BTreeSet<&str> = plan.candidates.iter().map(String::as_str).collect();
@@ -705,6 +718,7 @@ fn candidates(
     target: &str,
     budget: usize,
     own_node: Option<&str>,
+    cap: Option<usize>,
 ) -> (Vec<String>, Option<String>) {
     // Unmanaged nodes are targeted regardless of the budget: see `is_unmanaged`.
     let mut out: Vec<String> = members
@@ -718,7 +732,11 @@ fn candidates(
         .iter()
         .filter(|n| n.desired == target && n.is_failing() && !n.is_unavailable())
         .count();
-    let capacity = budget.saturating_sub(unavailable).saturating_sub(failing);
+    let mut capacity = budget.saturating_sub(unavailable).saturating_sub(failing);
+    if let Some(cap) = cap {
+        let pointed = members.iter().filter(|n| n.desired == target).count() + out.len();
+        capacity = capacity.min(cap.saturating_sub(pointed));
+    }
     if capacity == 0 {
         return (out, None);
     }

@@ -838,3 +838,73 @@ fn own_node_does_not_stop_the_others_within_budget() {
     assert_eq!(p.candidates, vec!["w01"]);
     assert_eq!(p.max_unavailable, 1);
 }
+
+fn run_capped(pool: &MachineConfigPool, nodes: &[Node], cap: Option<usize>) -> Plan {
+    let members: Vec<&Node> = nodes.iter().collect();
+    plan_members_capped(pool, &members, None, NOW, cap)
+}
+
+#[test]
+fn a_cap_counts_the_nodes_already_pointed_at_the_target() {
+    let mut nodes = workers(5);
+    let pool = worker(Some(IntOrString::Int(3)));
+    assert_eq!(
+        run_capped(&pool, &nodes, Some(2)).candidates,
+        vec!["w00", "w01"]
+    );
+    nodes[0] = node("w00", "worker", NEW, 0);
+    nodes[1] = working(nodes[1].clone(), NEW);
+    assert_eq!(
+        run_capped(&pool, &nodes, Some(2)).candidates,
+        Vec::<String>::new()
+    );
+    assert_eq!(run_capped(&pool, &nodes, Some(3)).candidates, vec!["w02"]);
+    // The budget still binds under a larger cap.
+    assert_eq!(
+        run_capped(&pool, &nodes, None).candidates,
+        vec!["w02", "w03"]
+    );
+    assert_eq!(
+        run_capped(&pool, &nodes, Some(9)).candidates,
+        vec!["w02", "w03"]
+    );
+}
+
+/// A rollout stepped node by node, halted and resumed (a cap of "what is pointed already")
+/// at every other step: the unavailable nodes never exceed maxUnavailable, and it finishes.
+#[test]
+fn halting_and_resuming_never_exceeds_the_budget() {
+    for budget in 1..=3 {
+        let pool = worker(Some(IntOrString::Int(budget)));
+        let mut nodes = workers(7);
+        for step in 0..200 {
+            let halted = step % 3 == 1;
+            let pointed = nodes.iter().filter(|n| desired_config(n) == NEW).count();
+            let cap = halted.then_some(pointed);
+            let p = run_capped(&pool, &nodes, cap);
+            if halted {
+                assert!(p.candidates.is_empty(), "a halt targets no node");
+            }
+            for c in &p.candidates {
+                let n = nodes.iter_mut().find(|n| name_of(n) == c).unwrap();
+                *n = working(n.clone(), NEW);
+            }
+            let unavailable = nodes.iter().filter(|n| is_unavailable(n)).count();
+            assert!(
+                unavailable <= budget as usize,
+                "budget {budget}, step {step}: {unavailable} unavailable"
+            );
+            // The first busy node finishes each step.
+            if let Some(n) = nodes.iter_mut().find(|n| is_unavailable(n)) {
+                *n = node(name_of(n).to_string().as_str(), "worker", NEW, 0);
+            }
+            if nodes.iter().all(|n| is_updated(n, NEW)) {
+                break;
+            }
+        }
+        assert!(
+            nodes.iter().all(|n| is_updated(n, NEW)),
+            "budget {budget}: finished"
+        );
+    }
+}
