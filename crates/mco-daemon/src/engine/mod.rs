@@ -11,6 +11,7 @@ pub mod apply;
 pub mod certs;
 pub mod drift;
 pub mod firstboot;
+pub mod health;
 pub mod plan;
 pub mod validate;
 

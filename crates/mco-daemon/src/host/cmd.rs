@@ -101,6 +101,21 @@ impl CommandRunner {
         cmd
     }
 
+    /// Starts the tool with stdin closed and stdout and stderr piped, for a caller that bounds
+    /// its time and its output itself (the node health checks).
+    pub fn spawn(&self, program: &Path, args: &[String]) -> Result<std::process::Child> {
+        use std::process::Stdio;
+        self.command(program, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| HostError::Spawn {
+                command: command_line(program, args),
+                source: e,
+            })
+    }
+
     /// Runs the tool; any non-zero exit is an error carrying its stderr.
     pub fn run(&self, program: &Path, args: &[String]) -> Result<CmdOutput> {
         let (status, out) = self.run_unchecked(program, args)?;

@@ -5,12 +5,14 @@ use std::sync::Arc;
 
 use mco_api::MachineConfig;
 use mco_api::constants::{annotations as ann, drain, mcn_conditions as c, states};
+use mco_api::rollouts::{self, NodeCheckResult};
 use tokio::runtime::Handle;
 
 use super::{Inner, SyncError, blocking};
 use crate::agent::mcn::{self, Status, Write};
 use crate::engine::apply::ApplyError;
 use crate::engine::drift::{self, DriftMonitor};
+use crate::engine::health;
 use crate::engine::plan::ParsedConfig;
 use crate::engine::{
     Engine, EngineError, Phase, ReportError, Reporter, UpdateOptions, UpdateOutcome,
@@ -88,10 +90,28 @@ impl Inner {
         tracing::info!(
             "Update completed for config {config} and node has been successfully uncordoned"
         );
+        // The health checks' result goes out with Done, so a gate never sees an updated node
+        // without it.
+        let engine = Arc::clone(&self.engine);
+        let checks =
+            blocking(move || Ok::<_, SyncError>(health::run(&engine.host, health::CHECK_TIMEOUT)))
+                .await?;
+        if !checks.passed {
+            tracing::warn!(check = %checks.check, output = %checks.output, "node health check failed");
+        }
+        let result = serde_json::to_string(&NodeCheckResult {
+            config: config.to_string(),
+            passed: checks.passed,
+            check: checks.check.clone(),
+            output: checks.output.clone(),
+            time: jiff::Timestamp::now().to_string(),
+        })
+        .unwrap_or_default();
         self.annotate(&[
             (ann::CURRENT_CONFIG, Some(config)),
             (ann::STATE, Some(states::DONE)),
             (ann::REASON, Some("")),
+            (rollouts::annotations::NODE_CHECKS, Some(&result)),
         ])
         .await?;
         self.metrics.set_state(states::DONE, "");
@@ -104,12 +124,15 @@ impl Inner {
                 self.start_drift(mc).await;
             }
         }
-        self.mcn(&Write::parent(
-            c::UPDATED,
-            Status::True,
-            format!("Node {} Updated", self.name()),
-        ))
-        .await
+        let mut message = format!("Node {} Updated", self.name());
+        if !checks.passed {
+            message.push_str(&format!(
+                "; health check {} failed: {}",
+                checks.check, checks.output
+            ));
+        }
+        self.mcn(&Write::parent(c::UPDATED, Status::True, message))
+            .await
     }
 
     pub(super) async fn run_update(
