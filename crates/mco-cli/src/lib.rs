@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod drain;
 pub mod local;
 pub mod phase;
+pub mod rollout;
 pub mod snapshot;
 pub mod status;
 

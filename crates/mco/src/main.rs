@@ -40,6 +40,10 @@ enum Command {
     Status(cmd::status::Args),
     /// Explain every node or pool in trouble, with the exact command that fixes it.
     Doctor(cmd::doctor::Args),
+    /// Steer a pool's rollout under its RolloutPolicy: promote, halt, resume.
+    Rollout(cmd::rollout::Args),
+    /// Roll a pool back to its previous (or the named) rendered config, under the same gates.
+    Rollback(cmd::rollout::RollbackArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -59,6 +63,8 @@ fn main() -> std::process::ExitCode {
         Command::Server(args) => cmd::server::run(args),
         Command::Up(args) => cmd::up::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Rollout(args) => cmd::rollout::run(args),
+        Command::Rollback(args) => cmd::rollout::run_rollback(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod manifests;
 pub mod render;
+pub mod rollout;
 pub mod server;
 pub mod sim;
 pub mod status;
