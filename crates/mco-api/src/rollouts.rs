@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 /// The API group of mco's own objects.
 pub const GROUP: &str = "rollouts.mco.dev";
 
+/// The prefix of every annotation in [`annotations`].
+pub const ANNOTATION_PREFIX: &str = "rollouts.mco.dev/";
+
 /// Annotations on a `MachineConfigPool` that steer its rollout, and on a Node the daemon's
 /// node-check result.
 pub mod annotations {

@@ -25,7 +25,9 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool};
+use mco_api::{
+    ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool, RolloutPolicy,
+};
 use mco_rollout::plan;
 
 use crate::ctx::{Ctx, Failures, MembershipMemo, PassGate, error_backoff};
@@ -258,11 +260,25 @@ where
     K: Resource + Send + Sync,
     S: Stream<Item = Arc<K>> + Send,
 {
-    type Seen = (Option<String>, Option<i64>, bool);
+    // The rollout controls (`rollouts.mco.dev/` annotations: halt, resume, promote, rollback)
+    // count as spec: they steer the node controller.
+    type Seen = (Option<String>, Option<i64>, bool, Vec<(String, String)>);
     let mut seen: HashMap<String, Seen> = HashMap::new();
     pools.filter(move |p| {
         let m = p.meta();
-        let now: Seen = (m.uid.clone(), m.generation, m.deletion_timestamp.is_some());
+        let controls: Vec<(String, String)> = m
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with(mco_api::rollouts::ANNOTATION_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let now: Seen = (
+            m.uid.clone(),
+            m.generation,
+            m.deletion_timestamp.is_some(),
+            controls,
+        );
         // Without a generation a spec change cannot be told apart: every change counts.
         let changed = m.generation.is_none()
             || seen.insert(m.name.clone().unwrap_or_default(), now.clone()) != Some(now);
@@ -293,6 +309,7 @@ pub async fn run_all(
     let (mcs, mcs_w) = reflector::store_shared::<MachineConfig>(BUF);
     let (mcns, mcns_w) = reflector::store_shared::<MachineConfigNode>(BUF);
     let (ccs, ccs_w) = reflector::store_shared::<ControllerConfig>(BUF);
+    let (policies, policies_w) = reflector::store_shared::<RolloutPolicy>(BUF);
 
     let subscribe = |what: &str| Error::Stale(format!("cannot subscribe to the {what} store"));
     let nodes_for_rollout = nodes_w.subscribe().ok_or_else(|| subscribe("node"))?;
@@ -313,6 +330,13 @@ pub async fn run_all(
     let mcs_for_templates = mcs_w
         .subscribe()
         .ok_or_else(|| subscribe("MachineConfig"))?;
+    let pools_for_policies = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
+    let policies_for_rollout = policies_w
+        .subscribe()
+        .ok_or_else(|| subscribe("RolloutPolicy"))?;
+    let policies_for_status = policies_w
+        .subscribe()
+        .ok_or_else(|| subscribe("RolloutPolicy"))?;
 
     let mcn_api = mco_api::mcn::client::McnApi::new(client.clone());
     // A deleted node changes its pool's machine counts: tell the node controller at once rather
@@ -375,6 +399,8 @@ pub async fn run_all(
         mcns: mcns.clone(),
         mcn_api: mcn_api.clone(),
         ccs,
+        policies: policies.clone(),
+        policy_writes: Default::default(),
         written_nodes: Mutex::new(HashMap::new()),
         written_pools: Mutex::new(HashMap::new()),
         written_mcns: Mutex::new(HashMap::new()),
@@ -424,6 +450,7 @@ pub async fn run_all(
 
         let p3 = pools.clone();
         let p4 = pools.clone();
+        let p5 = pools.clone();
         let last_pool = Arc::new(Mutex::new(HashMap::<String, String>::new()));
         let last_pool_del = Arc::clone(&last_pool);
         let rollout = Controller::for_shared_stream(spec_changes(pools_for_rollout), pools.clone())
@@ -434,6 +461,7 @@ pub async fn run_all(
                 forget_node(&n, &last_pool_del);
                 pools_of_node(&n, &p4)
             })
+            .watches_shared_stream(spec_changes(policies_for_rollout), move |_| all_pools(&p5))
             .reconcile_all_on(ticker(config.resync))
             .run(
                 |pool, ctx| async move {
@@ -520,21 +548,57 @@ pub async fn run_all(
             )
             .for_each(|_| future::ready(()));
 
+        // Rollout policies' own status: validity and conflicts, on a policy's or a pool's change.
+        let pol = policies.clone();
+        let policy_status = Controller::for_shared_stream(policies_for_status, policies.clone())
+            .watches_shared_stream(spec_changes(pools_for_policies), move |_| {
+                pol.state()
+                    .iter()
+                    .map(|p| ObjectRef::from_obj(&**p))
+                    .collect::<Vec<_>>()
+            })
+            .reconcile_all_on(ticker(config.resync))
+            .run(
+                |p, ctx| async move {
+                    let (c, name) = (ctx.clone(), name_of(&*p));
+                    timed(
+                        &c,
+                        "rolloutpolicy",
+                        &name,
+                        crate::policies::reconcile(p, ctx),
+                    )
+                    .await
+                },
+                |p, e, ctx| error_policy("rolloutpolicy", p, e, ctx),
+                ctx.clone(),
+            )
+            .for_each(|_| future::ready(()));
+
         let sweep = crate::mcn::sweep_orphans(ctx.clone());
         // Its own watch of one object: a cluster without the MachineConfiguration CRD keeps
         // every other controller running.
         let disruption = crate::disruption::run(ctx.client.clone());
         // Their own watches too, for the same reason: the input CRDs may be missing.
         let generators = crate::generators::run(ctx.clone());
-        future::join4(
+        future::join5(
             future::join5(render, rollout, mcn, drain, sweep),
             disruption,
             generators,
             cc_status,
+            policy_status,
         )
         .await;
     };
 
+    // Its own watch: without the RolloutPolicy CRD the store stays empty and every pool is
+    // ungoverned, and no other controller waits for it.
+    let policy_watch = reflect(
+        Api::<RolloutPolicy>::all(ctx.client.clone()),
+        policies_w,
+        drop_managed_fields,
+        |_| {},
+    );
+    let watches = future::join(watches, policy_watch);
     tokio::select! {
         _ = watches => Err(Error::Stale("watches ended".into())),
         _ = controllers => Err(Error::Stale("controllers ended".into())),

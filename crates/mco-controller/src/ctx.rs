@@ -38,6 +38,10 @@ pub struct Ctx {
     /// MachineConfigNodes at the version and schema the cluster serves.
     pub mcn_api: mco_api::mcn::client::McnApi,
     pub ccs: Store<ControllerConfig>,
+    /// Rollout policies; empty where the CRD is not installed.
+    pub policies: Store<mco_api::RolloutPolicy>,
+    /// What this controller last wrote to each policy's status; see [`crate::policies`].
+    pub policy_writes: crate::policies::PolicyWrites,
     /// Nodes as this controller last wrote them, until the node cache catches up; see
     /// [`Ctx::fresh_nodes`].
     pub written_nodes: Mutex<HashMap<String, Arc<Node>>>,

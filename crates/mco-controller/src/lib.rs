@@ -34,9 +34,11 @@ pub mod leader;
 pub mod mcn;
 pub mod metrics;
 pub mod nodeview;
+pub mod policies;
 pub mod render;
 pub mod rollout;
 pub mod templates;
+pub mod windows;
 pub mod written;
 
 use std::future::Future;

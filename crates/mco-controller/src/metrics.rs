@@ -40,6 +40,13 @@ pub struct ErrorLabels {
     pub kind: String,
 }
 
+/// A rollout policy's event in a pool: `halt`, `promote`, `window_wait`, `rollback`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutEventLabels {
+    pub pool: String,
+    pub event: String,
+}
+
 type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -59,6 +66,7 @@ pub struct Metrics {
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     pub reconcile_duration: HistogramFamily,
     pub leader: Gauge,
+    pub rollout_events: Family<RolloutEventLabels, Counter>,
     ready: AtomicBool,
 }
 
@@ -82,6 +90,7 @@ impl Metrics {
         let reconcile_duration: HistogramFamily =
             Family::new_with_constructor(duration_histogram as fn() -> Histogram);
         let leader = Gauge::default();
+        let rollout_events = Family::<RolloutEventLabels, Counter>::default();
         registry.register(
             "mco_machine_count",
             "Total number of machines in the pool",
@@ -132,6 +141,11 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        registry.register(
+            "mco_rollout_events",
+            "Rollout policy events per pool: halt, promote, window_wait, rollback",
+            rollout_events.clone(),
+        );
         Self {
             registry,
             machine_count,
@@ -144,6 +158,7 @@ impl Metrics {
             reconcile_errors,
             reconcile_duration,
             leader,
+            rollout_events,
             ready: AtomicBool::new(false),
         }
     }
@@ -190,6 +205,16 @@ impl Metrics {
         self.unavailable_machine_count
             .get_or_create(&l)
             .set(status.unavailable_machine_count.into());
+    }
+
+    /// Count one rollout policy event of `pool`.
+    pub fn rollout_event(&self, pool: &str, event: &str) {
+        self.rollout_events
+            .get_or_create(&RolloutEventLabels {
+                pool: pool.into(),
+                event: event.into(),
+            })
+            .inc();
     }
 
     /// Ready once the process serves and its caches (or its standby loop) are up.

@@ -35,12 +35,15 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use mco_api::MachineConfigPool;
 use mco_api::constants::annotations;
+use mco_api::rollouts;
 use mco_rollout::plan::{self, Member, Membership, PlanEvent};
+use mco_rollout::policy;
 use serde_json::json;
 
 use crate::Error;
 use crate::ctx::{Ctx, update_pool_status};
 use crate::metrics::NodeLabels;
+use crate::policies;
 
 /// Taint writes in flight at once for one pool. (Candidates are targeted one at a time.)
 const TAINT_WRITE_CONCURRENCY: usize = 16;
@@ -212,10 +215,27 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     }
     let planning = Instant::now();
     let pools = ctx.pools.state();
-    let now = jiff::Timestamp::now().to_string();
+    let now_ts = jiff::Timestamp::now();
+    let now = now_ts.to_string();
     let (view, positions, membership) = ctx.pass_nodes(&name, &pools);
     let members = view.pick(&positions);
-    let the_plan = plan::plan_members(&pool, &members, ctx.config.own_node.as_deref(), &now);
+    // The pool as set by users; `pool` below is the one planned, its target pinned by a rollback.
+    let set_pool = Arc::clone(&pool);
+    let pin = pinned(&ctx, &pool).await;
+    let pool = match &pin {
+        Some(pin) => {
+            let mut p = (*pool).clone();
+            if let Some(c) = p.spec.configuration.as_mut() {
+                c.name.clone_from(pin);
+            }
+            Arc::new(p)
+        }
+        None => pool,
+    };
+    let decision = decide(&ctx, &name, &set_pool, &pool, &members, now_ts).await;
+    let cap = decision.as_ref().and_then(|(_, d)| d.cap);
+    let the_plan =
+        plan::plan_members_capped(&pool, &members, ctx.config.own_node.as_deref(), &now, cap);
     let planned = planning.elapsed();
     ctx.passes.planned(&name, planned);
     // After the planning is timed: reporting a new conflict waits on the API.
@@ -316,9 +336,17 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .partition(|e| e.reason == "SetDesiredConfig");
     let targeted: HashSet<&str> = the_plan.candidates.iter().map(String::as_str).collect();
     let status_events: Mutex<Vec<PlanEvent>> = Mutex::new(vec![]);
+    let entry = decision.as_ref().map(|(_, d)| &d.state);
+    let rendered = set_pool
+        .spec
+        .configuration
+        .as_ref()
+        .map(|c| c.name.as_str())
+        .unwrap_or_default();
+    let pin_condition = pin.as_deref().map(|p| (p, rendered));
     let written = update_pool_status(&ctx, &name, |live| {
-        if live.spec.configuration != pool.spec.configuration
-            || live.spec.paused != pool.spec.paused
+        if live.spec.configuration != set_pool.spec.configuration
+            || live.spec.paused != set_pool.spec.paused
         {
             // The spec moved under us; the pool watch brings a new reconcile.
             return None;
@@ -326,7 +354,9 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         let mut events = status_events.lock().unwrap_or_else(|e| e.into_inner());
         if live.status == pool.status && live.metadata.generation == pool.metadata.generation {
             events.clone_from(&planned_status_events);
-            return Some(the_plan.status.clone());
+            let mut status = the_plan.status.clone();
+            policies::pool_conditions(&mut status, entry, pin_condition, &now);
+            return Some(status);
         }
         let members: Vec<Arc<plan::Digest>> = members
             .iter()
@@ -341,7 +371,8 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         let mut p = (*pool).clone();
         p.status = live.status.clone();
         p.metadata.generation = live.metadata.generation;
-        let (status, evs) = plan::calculate_status(&p, &members, &now);
+        let (mut status, evs) = plan::calculate_status(&p, &members, &now);
+        policies::pool_conditions(&mut status, entry, pin_condition, &now);
         *events = evs;
         Some(status)
     })
@@ -362,6 +393,40 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     );
 
     events.append(&mut status_events.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut requeue = ctx.config.resync;
+    if let Some((policy, d)) = decision {
+        if let Some(r) = d.requeue {
+            // A soak's end or a window's opening is acted on to the second.
+            requeue = requeue.min(r + std::time::Duration::from_millis(200));
+        }
+        for ev in &d.events {
+            let metric = match ev.reason {
+                "RolloutHalted" => Some("halt"),
+                "Promoted" => Some("promote"),
+                "WaitingForWindow" => Some("window_wait"),
+                _ => None,
+            };
+            if let Some(m) = metric {
+                ctx.metrics.rollout_event(&name, m);
+            }
+            events.push(PlanEvent {
+                kind: if ev.warning {
+                    plan::EventKind::Warning
+                } else {
+                    plan::EventKind::Normal
+                },
+                subject: plan::EventSubject::Pool(name.clone()),
+                reason: ev.reason,
+                message: ev.message.clone(),
+            });
+        }
+        if d.rollback
+            && let Some(ev) = auto_rollback(&ctx, &set_pool, &pool).await?
+        {
+            events.push(ev);
+        }
+        policies::record(&ctx, &policy, d.state).await?;
+    }
     if !events.is_empty() {
         // Events are for people: the pass does not wait for them, so a node freed meanwhile
         // is targeted by the next pass one round trip sooner. One task keeps their order.
@@ -380,5 +445,118 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     if taints_left {
         return Ok(Action::requeue(TAINTS_LEFT_REQUEUE));
     }
-    Ok(Action::requeue(ctx.config.resync))
+    Ok(Action::requeue(requeue))
+}
+
+/// The rendered config a rollback pins the pool to, when it exists. A pin that
+/// `spec.configuration` names again has done its job and is removed, so the next change of the
+/// pool's MachineConfigs rolls out as usual.
+async fn pinned(ctx: &Ctx, pool: &MachineConfigPool) -> Option<String> {
+    let name = pool.metadata.name.as_deref().unwrap_or_default();
+    let annotated = pool
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(rollouts::annotations::ROLLBACK_TO))
+        .filter(|s| !s.is_empty());
+    let pin = policies::rollback_pin(pool);
+    if annotated.is_some() && pin.is_none() {
+        let api: Api<MachineConfigPool> = Api::all(ctx.client.clone());
+        let patch =
+            json!({"metadata": {"annotations": {rollouts::annotations::ROLLBACK_TO: null}}});
+        if let Err(e) = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(pool = %name, error = %e, "could not remove the finished rollback pin");
+        }
+        return None;
+    }
+    let pin = pin?;
+    if ctx.mcs.get(&ObjectRef::new(pin)).is_none() {
+        tracing::warn!(pool = %name, config = %pin, "rollback pin names no rendered config; ignored");
+        return None;
+    }
+    Some(pin.to_string())
+}
+
+/// The governing policy's decision for this pass, if a valid policy alone governs the pool and
+/// it has a target.
+async fn decide<N: plan::Member>(
+    ctx: &Ctx,
+    name: &str,
+    set_pool: &MachineConfigPool,
+    pool: &MachineConfigPool,
+    members: &[&N],
+    now: jiff::Timestamp,
+) -> Option<(Arc<mco_api::RolloutPolicy>, policy::Decision)> {
+    let target = pool
+        .spec
+        .configuration
+        .as_ref()
+        .map(|c| c.name.as_str())
+        .filter(|t| !t.is_empty())?;
+    let (governing, validated) = policies::governing(ctx, name)?;
+    let inputs: Vec<policy::NodeGateInput> = members
+        .iter()
+        .map(|m| policies::gate_input(*m, target))
+        .collect();
+    let previous = policies::previous(ctx, &governing, name).await;
+    let controls = policies::controls(set_pool);
+    let windows = policy::window_state(&validated.windows, now);
+    // Diffing configs costs a parse: only a policy with windows asks.
+    let disruptive =
+        !validated.windows.is_empty() && crate::windows::disruptive(ctx, target, &inputs);
+    let d = policy::decide(
+        &validated,
+        windows,
+        &policy::PoolInput {
+            pool: name,
+            target,
+            members: &inputs,
+            previous: previous.as_ref(),
+            halt_requested: controls.halt,
+            resumed_at: controls.resumed_at,
+            promote: controls.promote,
+            disruptive,
+            external: &[],
+            now,
+        },
+    );
+    Some((governing, d))
+}
+
+/// A canary failed under a policy with `autoRollback`: pin the pool to the config it was on.
+async fn auto_rollback(
+    ctx: &Ctx,
+    set_pool: &MachineConfigPool,
+    pool: &MachineConfigPool,
+) -> Result<Option<PlanEvent>, Error> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let target = pool.spec.configuration.as_ref().map(|c| c.name.as_str());
+    let Some(previous) = set_pool
+        .status
+        .as_ref()
+        .and_then(|s| s.configuration.as_ref())
+        .map(|c| c.name.clone())
+        .filter(|p| Some(p.as_str()) != target && !p.is_empty())
+    else {
+        return Ok(None);
+    };
+    let api: Api<MachineConfigPool> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"annotations": {
+        rollouts::annotations::ROLLBACK_TO: previous,
+        rollouts::annotations::RESUMED_AT: jiff::Timestamp::now().to_string(),
+    }}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    ctx.metrics.rollout_event(&name, "rollback");
+    Ok(Some(PlanEvent {
+        kind: plan::EventKind::Warning,
+        subject: plan::EventSubject::Pool(name.clone()),
+        reason: "RolledBack",
+        message: format!(
+            "Pool {name}: the canary failed a gate; rolling back to {previous} (autoRollback)"
+        ),
+    }))
 }

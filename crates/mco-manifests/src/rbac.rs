@@ -19,6 +19,7 @@ use crate::{
 const MCO_GROUP: &str = mco_api::GROUP;
 const OPERATOR_GROUP: &str = mco_api::operator::OPERATOR_GROUP;
 const CONFIG_GROUP: &str = "config.openshift.io";
+const ROLLOUTS_GROUP: &str = mco_api::rollouts::GROUP;
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
@@ -238,6 +239,17 @@ pub fn controller_rules() -> Vec<PolicyRule> {
             &[OPERATOR_GROUP],
             &["imagecontentsourcepolicies"],
             &["get", "list", "watch"],
+        ),
+        // Rollout policies: read, and their status (validity, conflicts, each pool's phase).
+        rule(
+            &[ROLLOUTS_GROUP],
+            &["rolloutpolicies"],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &[ROLLOUTS_GROUP],
+            &["rolloutpolicies/status"],
+            &["get", "update", "patch"],
         ),
     ]
 }

@@ -1,7 +1,9 @@
 //! Garbage collection of rendered configs (beyond upstream, which keeps them forever).
 //!
 //! A rendered config is deleted only when nothing can still need it: no pool targets or reports
-//! it, no node is on it or moving to it, and it is not among the newest `retain` of its pool.
+//! it, no node is on it or moving to it, no rollback pins it (`rollouts.mco.dev/rollback-to`), and
+//! it is not among the newest `retain` of its pool. The pool's `status.configuration`, the config
+//! `mco rollback` returns to by default, is referenced until the pool completes another.
 //! Deleting one that a node still needs would brick that node (upstream issues #2010, #2635).
 
 use std::borrow::Borrow;
@@ -39,6 +41,15 @@ pub fn referenced<N: Borrow<Node>>(pools: &[MachineConfigPool], nodes: &[N]) -> 
         }
         if let Some(c) = p.status.as_ref().and_then(|s| s.configuration.as_ref()) {
             out.insert(c.name.clone());
+        }
+        // A rollback's pin is the pool's target while it lasts.
+        if let Some(pin) = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(mco_api::rollouts::annotations::ROLLBACK_TO))
+        {
+            out.insert(pin.clone());
         }
     }
     for n in nodes {
@@ -171,6 +182,28 @@ mod tests {
                 "rendered-worker-04",
                 "rendered-worker-05",
                 "rendered-worker-06"
+            ]
+        );
+    }
+
+    #[test]
+    fn keeps_a_rollback_pin_and_the_last_completed_config() {
+        let mcs: Vec<MachineConfig> = (0..6).map(|i| rendered("worker", i)).collect();
+        let mut p = pool("worker", "rendered-worker-05", "rendered-worker-02");
+        p.metadata.annotations = Some(
+            [(
+                mco_api::rollouts::annotations::ROLLBACK_TO.to_string(),
+                "rendered-worker-00".to_string(),
+            )]
+            .into(),
+        );
+        let gone = to_delete(&mcs, &[p], NO_NODES, 1);
+        assert_eq!(
+            gone,
+            vec![
+                "rendered-worker-01",
+                "rendered-worker-03",
+                "rendered-worker-04"
             ]
         );
     }

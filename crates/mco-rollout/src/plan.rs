@@ -394,6 +394,11 @@ impl Member for Arc<Digest> {
 }
 
 impl<'a> Facts<'a> {
+    /// The node these facts were read from.
+    pub fn node(&self) -> &'a Node {
+        self.node
+    }
+
     fn of(node: &'a Node) -> Facts<'a> {
         Facts {
             node,

@@ -233,6 +233,8 @@ fn controller_permissions_are_exactly_these() {
         "config.openshift.io imagedigestmirrorsets get,list,watch".to_string(),
         "config.openshift.io imagetagmirrorsets get,list,watch".to_string(),
         format!("{OP} imagecontentsourcepolicies get,list,watch"),
+        "rollouts.mco.dev rolloutpolicies get,list,watch".to_string(),
+        "rollouts.mco.dev rolloutpolicies/status get,update,patch".to_string(),
     ];
     let lines: Vec<&str> = expected.iter().map(String::as_str).collect();
     for opts in [
