@@ -415,11 +415,13 @@ impl Daemon {
                 Ok(None)
             }
             Step::InSync => {
+                let checks = annotation(&node, mco_api::rollouts::annotations::NODE_CHECKS);
+                let current = annotation(&node, ann::CURRENT_CONFIG);
                 inner
                     .mcn(&Write::parent(
                         c::UPDATED,
                         Status::True,
-                        format!("Node {} Updated", inner.name()),
+                        update::updated_message(inner.name(), &current, &checks),
                     ))
                     .await?;
                 Ok(None)

@@ -124,13 +124,7 @@ impl Inner {
                 self.start_drift(mc).await;
             }
         }
-        let mut message = format!("Node {} Updated", self.name());
-        if !checks.passed {
-            message.push_str(&format!(
-                "; health check {} failed: {}",
-                checks.check, checks.output
-            ));
-        }
+        let message = updated_message(self.name(), config, &result);
         self.mcn(&Write::parent(c::UPDATED, Status::True, message))
             .await
     }
@@ -262,6 +256,19 @@ impl Inner {
         ))
         .await
     }
+}
+
+/// The `Updated` message: upstream's, and a failed health check of the current config with
+/// its output (`checks` is the node's `rollouts.mco.dev/node-checks` annotation).
+pub(super) fn updated_message(node: &str, current: &str, checks: &str) -> String {
+    let mut message = format!("Node {node} Updated");
+    if let Ok(r) = serde_json::from_str::<NodeCheckResult>(checks)
+        && r.config == current
+        && !r.passed
+    {
+        message.push_str(&format!("; health check {} failed: {}", r.check, r.output));
+    }
+    message
 }
 
 /// Bridges the blocking engine to the async API writes.
