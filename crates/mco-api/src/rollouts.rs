@@ -215,6 +215,10 @@ pub struct PoolRollout {
     pub phase: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canary_nodes: Vec<String>,
+    /// Nodes already pointed at the target when this rollout began (the nodes a rollback
+    /// leaves where they are): neither canary nor gated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline_nodes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak_start_time: Option<String>,
     /// Set once the canary is through (soaked or promoted) for `target`.

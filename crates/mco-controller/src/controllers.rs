@@ -337,6 +337,9 @@ pub async fn run_all(
     let policies_for_status = policies_w
         .subscribe()
         .ok_or_else(|| subscribe("RolloutPolicy"))?;
+    let policies_for_conflicts = policies_w
+        .subscribe()
+        .ok_or_else(|| subscribe("RolloutPolicy"))?;
 
     let mcn_api = mco_api::mcn::client::McnApi::new(client.clone());
     // A deleted node changes its pool's machine counts: tell the node controller at once rather
@@ -549,13 +552,21 @@ pub async fn run_all(
             .for_each(|_| future::ready(()));
 
         // Rollout policies' own status: validity and conflicts, on a policy's or a pool's change.
-        let pol = policies.clone();
-        let policy_status = Controller::for_shared_stream(policies_for_status, policies.clone())
-            .watches_shared_stream(spec_changes(pools_for_policies), move |_| {
+        // A pool's labels or another policy's selector can make or end a conflict.
+        let every_policy = {
+            let pol = policies.clone();
+            move || {
                 pol.state()
                     .iter()
                     .map(|p| ObjectRef::from_obj(&**p))
                     .collect::<Vec<_>>()
+            }
+        };
+        let every_policy2 = every_policy.clone();
+        let policy_status = Controller::for_shared_stream(policies_for_status, policies.clone())
+            .watches_shared_stream(spec_changes(pools_for_policies), move |_| every_policy())
+            .watches_shared_stream(spec_changes(policies_for_conflicts), move |_| {
+                every_policy2()
             })
             .reconcile_all_on(ticker(config.resync))
             .run(

@@ -232,7 +232,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         }
         None => pool,
     };
-    let decision = decide(&ctx, &name, &set_pool, &pool, &members, now_ts).await;
+    let mut decision = decide(&ctx, &name, &set_pool, &pool, &members, now_ts).await;
     let cap = decision.as_ref().and_then(|(_, d)| d.cap);
     let the_plan =
         plan::plan_members_capped(&pool, &members, ctx.config.own_node.as_deref(), &now, cap);
@@ -336,6 +336,9 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .partition(|e| e.reason == "SetDesiredConfig");
     let targeted: HashSet<&str> = the_plan.candidates.iter().map(String::as_str).collect();
     let status_events: Mutex<Vec<PlanEvent>> = Mutex::new(vec![]);
+    if let Some((_, d)) = decision.as_mut() {
+        policy::note_targeted(&mut d.state, &the_plan.candidates);
+    }
     let entry = decision.as_ref().map(|(_, d)| &d.state);
     let rendered = set_pool
         .spec

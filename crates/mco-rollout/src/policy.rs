@@ -537,6 +537,19 @@ fn parse_ts(s: Option<&str>) -> Option<Timestamp> {
     s.and_then(|s| s.parse().ok())
 }
 
+/// Record the nodes a pass pointed at the target: while the canary is not through, they are
+/// the canary.
+pub fn note_targeted(state: &mut PoolRollout, candidates: &[String]) {
+    if state.promoted {
+        return;
+    }
+    for c in candidates {
+        if !state.canary_nodes.contains(c) && !state.baseline_nodes.contains(c) {
+            state.canary_nodes.push(c.clone());
+        }
+    }
+}
+
 /// Set one condition in `list`; the transition time moves only when the status does.
 pub fn set_condition(
     list: &mut Vec<PolicyCondition>,
@@ -639,7 +652,16 @@ pub fn decide(policy: &Validated, windows_now: WindowState, input: &PoolInput<'_
         ..PoolRollout::default()
     };
     let previous = input.previous.filter(|p| p.target == input.target).cloned();
+    let is_new = previous.is_none();
     let mut state = previous.clone().unwrap_or(fresh);
+    if is_new {
+        state.baseline_nodes = input
+            .members
+            .iter()
+            .filter(|n| n.targeted)
+            .map(|n| n.name.clone())
+            .collect();
+    }
     // Conditions carry over across targets, so their transition times stay honest.
     if let Some(p) = input.previous {
         state.conditions = p.conditions.clone();
@@ -654,11 +676,14 @@ pub fn decide(policy: &Validated, windows_now: WindowState, input: &PoolInput<'_
     let total = input.members.len();
     let targeted: Vec<&NodeGateInput> = input.members.iter().filter(|n| n.targeted).collect();
     let all_updated = input.members.iter().all(|n| n.updated);
+    let baseline = |n: &str| state.baseline_nodes.iter().any(|b| b == n);
+    let baseline_targeted = targeted.iter().filter(|n| baseline(&n.name)).count();
+    let to_move = total - baseline_targeted;
 
-    // Gate failures, newest-acknowledged filtered out by a resume.
+    // Gates, on the nodes this rollout moves; failures a resume forgave are left out.
     let mut failure: Option<Halt> = None;
     let mut all_passing = true;
-    for n in &targeted {
+    for n in targeted.iter().filter(|n| !baseline(&n.name)) {
         let (fail, passing, w) = node_gates(policy, n, input.target, now);
         if let Some(t) = w {
             soon(&mut wake, t);
@@ -681,7 +706,7 @@ pub fn decide(policy: &Validated, windows_now: WindowState, input: &PoolInput<'_
         });
     }
 
-    let canary_size = policy.canary.map(|c| c.of(total)).unwrap_or(0);
+    let canary_size = policy.canary.map(|c| c.of(total)).unwrap_or(0).min(to_move);
     let promoted_by_hand = input.promote == Some(input.target);
     if !state.promoted && (canary_size == 0 || promoted_by_hand) {
         if promoted_by_hand && canary_size > 0 {
@@ -704,13 +729,14 @@ pub fn decide(policy: &Validated, windows_now: WindowState, input: &PoolInput<'_
     let mut rollback = false;
 
     if !state.promoted {
-        // The canary: the first nodes pointed at the target, kept in the order seen.
+        // The canary: the first nodes this rollout points at the target ([`note_targeted`]),
+        // and any found pointed there since (a pass whose record was lost).
         for n in &targeted {
-            if state.canary_nodes.len() < canary_size && !state.canary_nodes.contains(&n.name) {
+            if !baseline(&n.name) && !state.canary_nodes.contains(&n.name) {
                 state.canary_nodes.push(n.name.clone());
             }
         }
-        cap = Some(canary_size);
+        cap = Some(baseline_targeted + canary_size);
         phase = phases::CANARY;
         let canary_done = state.canary_nodes.len() >= canary_size
             && state.canary_nodes.iter().all(|c| {
@@ -834,7 +860,7 @@ pub fn decide(policy: &Validated, windows_now: WindowState, input: &PoolInput<'_
         }
     }
 
-    if all_updated && halt.is_none() && (state.promoted || canary_size >= total) {
+    if all_updated && halt.is_none() {
         phase = phases::COMPLETE;
         cap = None;
     }

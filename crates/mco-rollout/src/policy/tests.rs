@@ -295,6 +295,16 @@ fn input<'a>(
     }
 }
 
+/// A rollout of the target that has pointed `canary` at it.
+fn started(canary: &[&str]) -> PoolRollout {
+    PoolRollout {
+        pool: "worker".into(),
+        target: "rendered-worker-new".into(),
+        canary_nodes: canary.iter().map(|s| s.to_string()).collect(),
+        ..PoolRollout::default()
+    }
+}
+
 fn checked(mut m: NodeGateInput, passed: bool) -> NodeGateInput {
     m.checks = Some(NodeCheckResult {
         config: "rendered-worker-new".into(),
@@ -316,9 +326,10 @@ fn the_canary_goes_first_then_soaks_then_the_rest_go() {
         member("b", false, false),
         member("c", false, false),
     ];
-    let d = decide(&p, open, &input(&nodes, None, "2026-01-10T10:00:00Z"));
+    let mut d = decide(&p, open, &input(&nodes, None, "2026-01-10T10:00:00Z"));
     assert_eq!((d.cap, d.state.phase.as_str()), (Some(2), phases::CANARY));
     // Two targeted, updating: still capped at 2.
+    note_targeted(&mut d.state, &["a".into(), "b".into()]);
     nodes[0].targeted = true;
     nodes[1].targeted = true;
     let d = decide(
@@ -383,7 +394,11 @@ fn a_gate_that_stops_passing_restarts_the_soak() {
         checked(member("a", true, true), true),
         member("b", false, false),
     ];
-    let d = decide(&p, open, &input(&nodes, None, "2026-01-10T10:00:00Z"));
+    let d = decide(
+        &p,
+        open,
+        &input(&nodes, Some(&started(&["a"])), "2026-01-10T10:00:00Z"),
+    );
     assert_eq!(d.state.phase, phases::SOAKING);
     nodes[0].ready = false;
     nodes[0].ready_since = Some(t("2026-01-10T10:05:00Z"));
@@ -409,7 +424,7 @@ fn a_failing_node_check_halts_and_names_node_check_and_output() {
     let d = decide(
         &p,
         WindowState::Open(None),
-        &input(&nodes, None, "2026-01-10T10:01:00Z"),
+        &input(&nodes, Some(&started(&["a"])), "2026-01-10T10:01:00Z"),
     );
     assert_eq!((d.cap, d.state.phase.as_str()), (Some(2), phases::HALTED));
     let h = d.state.halt.as_ref().unwrap();
@@ -451,7 +466,7 @@ fn auto_rollback_is_asked_for_when_the_canary_fails() {
     let d = decide(
         &p,
         WindowState::Open(None),
-        &input(&nodes, None, "2026-01-10T10:01:00Z"),
+        &input(&nodes, Some(&started(&["a"])), "2026-01-10T10:01:00Z"),
     );
     assert!(d.rollback);
 }
@@ -466,13 +481,13 @@ fn a_node_not_ready_past_its_timeout_halts() {
     let d = decide(
         &p,
         WindowState::Open(None),
-        &input(&nodes, None, "2026-01-10T10:04:59Z"),
+        &input(&nodes, Some(&started(&["a"])), "2026-01-10T10:04:59Z"),
     );
     assert_eq!(d.state.phase, phases::CANARY);
     let d = decide(
         &p,
         WindowState::Open(None),
-        &input(&nodes, None, "2026-01-10T10:05:00Z"),
+        &input(&nodes, Some(&started(&["a"])), "2026-01-10T10:05:00Z"),
     );
     assert_eq!(d.state.phase, phases::HALTED);
     assert_eq!(d.state.halt.as_ref().unwrap().gate, gates::NODE_READY);
@@ -493,7 +508,8 @@ fn resume_forgives_failures_seen_before_it_and_promote_skips_the_soak() {
         checked(member("a", true, true), false),
         member("b", false, false),
     ];
-    let mut i = input(&nodes, None, "2026-01-10T10:05:00Z");
+    let canary = started(&["a"]);
+    let mut i = input(&nodes, Some(&canary), "2026-01-10T10:05:00Z");
     i.resumed_at = Some(t("2026-01-10T10:01:00Z"));
     i.promote = Some("rendered-worker-new");
     let d = decide(&p, WindowState::Open(None), &i);
@@ -575,7 +591,7 @@ fn a_finished_rollout_is_complete() {
     let first = decide(
         &p,
         WindowState::Open(None),
-        &input(&nodes, None, "2026-01-10T10:00:00Z"),
+        &input(&nodes, Some(&started(&["a"])), "2026-01-10T10:00:00Z"),
     );
     let d = decide(
         &p,
@@ -595,4 +611,36 @@ fn timeout_gate_defaults() {
         ..RolloutPolicySpec::default()
     };
     assert_eq!(validate(&s).unwrap().pods_ready, Some(DEFAULT_GATE_TIMEOUT));
+}
+
+#[test]
+fn a_rollback_moves_only_the_nodes_off_its_target_and_does_not_gate_the_rest() {
+    // Rolling back to "old": c, d and e never left it; a and b did.
+    let p = canary_policy(2, "0s");
+    let mut nodes = vec![
+        member("a", false, false),
+        member("b", false, false),
+        member("c", true, true),
+        member("d", true, true),
+        member("e", true, true),
+    ];
+    let mut d = decide(
+        &p,
+        WindowState::Open(None),
+        &input(&nodes, None, "2026-01-10T10:00:00Z"),
+    );
+    assert_eq!(d.state.baseline_nodes, vec!["c", "d", "e"]);
+    // The baseline's 3, and a canary of 2: the two nodes to move.
+    assert_eq!(d.cap, Some(5));
+    note_targeted(&mut d.state, &["a".into(), "b".into()]);
+    assert_eq!(d.state.canary_nodes, vec!["a", "b"]);
+    nodes[0] = checked(member("a", true, true), true);
+    nodes[1] = checked(member("b", true, true), true);
+    // c, d, e have no check result for the target, and are not asked for one.
+    let d = decide(
+        &p,
+        WindowState::Open(None),
+        &input(&nodes, Some(&d.state), "2026-01-10T10:01:00Z"),
+    );
+    assert_eq!(d.state.phase, phases::COMPLETE);
 }
