@@ -520,6 +520,44 @@ fn pool_findings(snap: &Snapshot, pool: &MachineConfigPool, out: &mut Vec<Findin
             )],
         ));
     }
+    let rollout_condition = |ty: &str| {
+        pool.status
+            .as_ref()
+            .and_then(|s| s.condition(ty))
+            .filter(|c| c.status == "True")
+            .cloned()
+    };
+    if let Some(c) = rollout_condition(mco_api::rollouts::conditions::POOL_HALTED) {
+        out.push(Finding::new(
+            &subject,
+            "rollout halted by its RolloutPolicy",
+            format!(
+                "{} No new node of pool {name} is updated until the rollout is resumed or rolled back.",
+                c.message
+            ),
+            vec![
+                Fix::new(
+                    "roll the pool back to its previous config, under the same gates",
+                    format!("mco rollback {name}"),
+                ),
+                Fix::new(
+                    "fix the cause on the node, then resume (failures seen so far are forgiven)",
+                    format!("mco rollout resume {name}"),
+                ),
+            ],
+        ));
+    }
+    if let Some(c) = rollout_condition(mco_api::rollouts::conditions::POOL_PINNED) {
+        out.push(Finding::new(
+            &subject,
+            "rolled back: its MachineConfigs differ from its target",
+            c.message,
+            vec![Fix::new(
+                "fix or remove the MachineConfig that made the bad config; the pin ends when they render the pinned config again",
+                "kubectl get machineconfigs --sort-by=.metadata.creationTimestamp",
+            )],
+        ));
+    }
     if let Some(c) = pool
         .status
         .as_ref()

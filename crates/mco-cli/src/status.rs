@@ -65,6 +65,12 @@ pub struct StatusReport {
     pub blocked: Vec<BlockedDrain>,
     /// Pools whose rendering failed, with the message.
     pub render_failures: Vec<(String, String)>,
+    /// Pools a RolloutPolicy halted (`RolloutHalted`), with the message naming node, gate and
+    /// output.
+    pub halted: Vec<(String, String)>,
+    /// Pools a rollback pins to a config their MachineConfigs no longer render
+    /// (`RollbackPinned`), with the message.
+    pub pinned: Vec<(String, String)>,
 }
 
 /// `[########------------]`: `width` cells, filled in proportion, never full before the end.
@@ -189,6 +195,20 @@ pub fn build(snap: &Snapshot) -> StatusReport {
             report
                 .render_failures
                 .push((name.clone(), c.message.clone()));
+        }
+        for (ty, list) in [
+            (
+                mco_api::rollouts::conditions::POOL_HALTED,
+                &mut report.halted,
+            ),
+            (
+                mco_api::rollouts::conditions::POOL_PINNED,
+                &mut report.pinned,
+            ),
+        ] {
+            if let Some(c) = status.condition(ty).filter(|c| c.status == "True") {
+                list.push((name.clone(), c.message.clone()));
+            }
         }
         report.pools.push(PoolProgress {
             degraded_count: status.degraded_machine_count.max(0) as usize,
@@ -344,11 +364,30 @@ pub fn render(r: &StatusReport) -> String {
         let _ = writeln!(out, "Updating:\n{}", trimmed(&t));
     }
 
-    if !r.degraded.is_empty() || !r.blocked.is_empty() || !r.render_failures.is_empty() {
+    if !r.degraded.is_empty()
+        || !r.blocked.is_empty()
+        || !r.render_failures.is_empty()
+        || !r.halted.is_empty()
+        || !r.pinned.is_empty()
+    {
         out.push('\n');
         out.push_str("Trouble:\n");
         let mut t = table();
         t.set_header(vec!["WHAT", "WHERE", "WHY"]);
+        for (pool, msg) in &r.halted {
+            t.add_row(vec![
+                "rollout halted".into(),
+                format!("pool {pool}"),
+                msg.clone(),
+            ]);
+        }
+        for (pool, msg) in &r.pinned {
+            t.add_row(vec![
+                "rolled back".into(),
+                format!("pool {pool}"),
+                msg.clone(),
+            ]);
+        }
         for (pool, msg) in &r.render_failures {
             t.add_row(vec![
                 "render failed".into(),
