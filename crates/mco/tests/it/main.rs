@@ -13,6 +13,7 @@ mod e2e_generated;
 mod e2e_join;
 mod e2e_real;
 mod e2e_resilience;
+mod e2e_rollout_policy;
 mod e2e_rollouts;
 mod e2e_security;
 mod e2e_seeds;
