@@ -94,7 +94,7 @@ async fn list_mcns(client: &Client) -> Result<Vec<MachineConfigNode>, Error> {
 /// Reads everything the views need.
 pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
     let c = client.clone();
-    let (pools, nodes, mcns, mcs, pods, pdbs) = futures::try_join!(
+    let (pools, nodes, mcns, mcs, pods, pdbs, policies) = futures::try_join!(
         list_optional(
             Api::<MachineConfigPool>::all(c.clone()),
             "machineconfigpools"
@@ -107,6 +107,10 @@ pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
             Api::<PodDisruptionBudget>::all(c.clone()),
             "poddisruptionbudgets"
         ),
+        list_optional(
+            Api::<mco_api::RolloutPolicy>::all(c.clone()),
+            "rolloutpolicies"
+        ),
     )?;
     Ok(Snapshot {
         now: jiff::Timestamp::now(),
@@ -116,6 +120,7 @@ pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
         machine_configs: mcs,
         pods,
         pdbs,
+        policies,
     })
 }
 

@@ -21,6 +21,8 @@ pub struct Snapshot {
     pub machine_configs: Vec<MachineConfig>,
     pub pods: Vec<Pod>,
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// Rollout policies; empty where the CRD is not installed.
+    pub policies: Vec<mco_api::RolloutPolicy>,
 }
 
 impl Snapshot {

@@ -34,6 +34,9 @@ pub struct PoolProgress {
     pub samples: usize,
     /// How the ETA was computed, for the reader.
     pub eta_basis: String,
+    /// The maintenance window of the pool's RolloutPolicy: `window open until …` or
+    /// `next window …`.
+    pub window: Option<String>,
 }
 
 /// A node moving to a new config.
@@ -189,6 +192,14 @@ pub fn build(snap: &Snapshot) -> StatusReport {
                 samples.len(),
             )
         };
+        let (window, wait) = window_of(snap, pool);
+        let (eta, eta_basis) = match (eta, wait) {
+            (Some(eta), Some(wait)) if remaining > 0 => (
+                Some(eta + wait),
+                format!("{eta_basis}, after the window opens"),
+            ),
+            _ => (eta, eta_basis),
+        };
         if let Some(c) = status.condition(pool_conditions::RENDER_DEGRADED)
             && c.status == "True"
         {
@@ -216,6 +227,7 @@ pub fn build(snap: &Snapshot) -> StatusReport {
             paused: pool.spec.paused,
             eta,
             eta_basis,
+            window,
             samples,
             name,
             updated,
@@ -269,6 +281,66 @@ pub fn build(snap: &Snapshot) -> StatusReport {
     report
 }
 
+/// The maintenance window of the RolloutPolicy that governs `pool`, as text, and how long the
+/// rollout waits for it (when the policy reports the pool `WaitingForWindow`).
+fn window_of(
+    snap: &Snapshot,
+    pool: &mco_api::MachineConfigPool,
+) -> (Option<String>, Option<Duration>) {
+    use mco_rollout::policy::{self, Governance, PolicyRef, WindowState};
+    let name = name_of(pool);
+    let labels = pool.metadata.labels.clone().unwrap_or_default();
+    let refs: Vec<PolicyRef<'_>> = snap
+        .policies
+        .iter()
+        .map(|p| PolicyRef {
+            name: p.metadata.name.as_deref().unwrap_or_default(),
+            selector: p.spec.pool_selector.as_ref(),
+            valid: policy::validate(&p.spec).is_ok(),
+        })
+        .collect();
+    let Some(Governance::Policy(governing)) =
+        policy::govern(&[(name, &labels)], &refs).remove(name)
+    else {
+        return (None, None);
+    };
+    let Some(p) = snap
+        .policies
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(governing.as_str()))
+    else {
+        return (None, None);
+    };
+    let Ok(v) = policy::validate(&p.spec) else {
+        return (None, None);
+    };
+    if v.windows.is_empty() {
+        return (None, None);
+    }
+    let text = match policy::window_state(&v.windows, snap.now) {
+        WindowState::Open(Some(until)) => {
+            format!("window open until {}", until.strftime("%Y-%m-%d %H:%MZ"))
+        }
+        WindowState::Open(None) => "window open".to_string(),
+        WindowState::Closed(Some(next)) => {
+            format!("next window {}", next.strftime("%Y-%m-%d %H:%MZ"))
+        }
+        WindowState::Closed(None) => "no window opens again".to_string(),
+    };
+    let waiting = p
+        .status
+        .as_ref()
+        .and_then(|s| s.pools.iter().find(|e| e.pool == name))
+        .filter(|e| e.phase == policy::phases::WAITING_FOR_WINDOW);
+    let wait = match (waiting, policy::window_state(&v.windows, snap.now)) {
+        (Some(_), WindowState::Closed(Some(next))) => {
+            Duration::try_from(snap.now.duration_until(next)).ok()
+        }
+        _ => None,
+    };
+    (Some(text), wait)
+}
+
 /// Longest message shown in the table; `mco doctor` and `kubectl describe` show the rest.
 pub const MESSAGE_WIDTH: usize = 72;
 
@@ -315,6 +387,9 @@ pub fn pool_line(p: &PoolProgress) -> Vec<String> {
             None => "ETA unknown (no node finished yet)".to_string(),
         }
     };
+    if let Some(w) = &p.window {
+        flags.push(w.clone());
+    }
     vec![
         p.name.clone(),
         progress_bar(p.updated, p.total, BAR_WIDTH),

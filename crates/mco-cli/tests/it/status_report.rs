@@ -35,6 +35,7 @@ fn pool_line_reads_well_without_a_terminal() {
         eta: Some(Duration::from_secs(270)),
         samples: 3,
         eta_basis: "3 waves of 1".into(),
+        window: None,
     };
     let line = status::pool_line(&p).join("  ");
     assert_eq!(
@@ -299,4 +300,57 @@ fn eta_from_the_pace_when_spans_were_reset() {
         Some((Duration::from_secs(120), Duration::from_secs(60)))
     );
     assert_eq!(phase::pace_eta(None, &[at(100)], 2), None);
+}
+
+#[test]
+fn a_pool_waiting_for_its_window_shows_it_and_the_eta_counts_it() {
+    use mco_api::rollouts::{
+        PoolRollout, RolloutPolicy, RolloutPolicySpec, RolloutPolicyStatus, Window,
+    };
+    let mut snap = rollout();
+    snap.pools[0].metadata.labels = Some([("tier".to_string(), "a".to_string())].into());
+    // A daily window opening at the first whole minute an hour from now.
+    let open = jiff::Timestamp::from_second((snap.now.as_second() + 3600) / 60 * 60).unwrap();
+    let z = open.to_zoned(jiff::tz::TimeZone::UTC);
+    let spec: RolloutPolicySpec = serde_json::from_value(serde_json::json!({
+        "poolSelector": {"matchLabels": {"tier": "a"}},
+    }))
+    .unwrap();
+    let mut policy = RolloutPolicy::new(
+        "maint",
+        RolloutPolicySpec {
+            windows: vec![Window {
+                schedule: format!("{} {} * * *", z.minute(), z.hour()),
+                duration: "1h".into(),
+                time_zone: Some("UTC".into()),
+            }],
+            ..spec
+        },
+    );
+    policy.status = Some(RolloutPolicyStatus {
+        pools: vec![PoolRollout {
+            pool: "worker".into(),
+            phase: "WaitingForWindow".into(),
+            ..PoolRollout::default()
+        }],
+        ..RolloutPolicyStatus::default()
+    });
+    snap.policies.push(policy);
+    let r = status::build(&snap);
+    let p = &r.pools[0];
+    let wait = Duration::try_from(snap.now.duration_until(open)).unwrap();
+    assert_eq!(p.eta, Some(Duration::from_secs(210) + wait));
+    assert_eq!(
+        p.window.as_deref(),
+        Some(format!("next window {}", open.strftime("%Y-%m-%d %H:%MZ")).as_str())
+    );
+    let line = status::pool_line(p).join("  ");
+    assert!(line.contains("after the window opens"), "{line}");
+    assert!(line.contains("next window"), "{line}");
+
+    // Not waiting: the window is shown, the ETA is the pool's own.
+    snap.policies[0].status = None;
+    let r = status::build(&snap);
+    assert_eq!(r.pools[0].eta, Some(Duration::from_secs(210)));
+    assert!(r.pools[0].window.is_some());
 }
