@@ -334,6 +334,8 @@ fn a_closed_window_holds_a_reboot_but_not_an_ssh_key() {
         pointed_at(&c, &new).is_empty(),
         "a node moved outside the window"
     );
+    let (_, status) = c.mco(&["status"]);
+    assert!(status.contains("next window 20"), "{status}");
 
     // Open a window now: the rollout goes on.
     c.apply(&window("* * * * *"));
