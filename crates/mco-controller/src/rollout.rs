@@ -510,6 +510,8 @@ async fn decide<N: plan::Member>(
     // Diffing configs costs a parse: only a policy with windows asks.
     let disruptive =
         !validated.windows.is_empty() && crate::windows::disruptive(ctx, target, &inputs);
+    let (external, external_pending) =
+        external_gates(ctx, &validated, &inputs, previous.as_ref(), now).await;
     let d = policy::decide(
         &validated,
         windows,
@@ -522,11 +524,73 @@ async fn decide<N: plan::Member>(
             resumed_at: controls.resumed_at,
             promote: controls.promote,
             disruptive,
-            external: &[],
+            external: &external,
+            external_pending,
             now,
         },
     );
     Some((governing, d))
+}
+
+/// The `podsReady` and `pdbs` gates, read from the API only when the policy has them. A read
+/// that fails counts as not passing yet, and is tried again in 10 seconds.
+async fn external_gates(
+    ctx: &Ctx,
+    validated: &policy::Validated,
+    inputs: &[policy::NodeGateInput],
+    previous: Option<&rollouts::PoolRollout>,
+    now: jiff::Timestamp,
+) -> (Vec<policy::ExternalFailure>, Option<jiff::Timestamp>) {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::ListParams;
+    if validated.pods_ready.is_none() && !validated.pdbs {
+        return (vec![], None);
+    }
+    let baseline: &[String] = previous
+        .map(|p| p.baseline_nodes.as_slice())
+        .unwrap_or_default();
+    let moved: Vec<(&str, Option<jiff::Timestamp>)> = inputs
+        .iter()
+        .filter(|n| n.targeted && n.updated && n.ready && !baseline.contains(&n.name))
+        .map(|n| (n.name.as_str(), n.ready_since))
+        .collect();
+    let retry = now.checked_add(jiff::SignedDuration::from_secs(10)).ok();
+    let mut pods = vec![];
+    if let Some(timeout) = validated.pods_ready {
+        // The gate is about a node's return from its update: a node back for more than twice
+        // the timeout was judged already, and is not listed on every pass again.
+        let recent = |since: &Option<jiff::Timestamp>| {
+            since
+                .and_then(|s| s.checked_add(timeout * 2).ok())
+                .is_none_or(|until| now < until)
+        };
+        for (node, _) in moved.iter().filter(|(_, since)| recent(since)) {
+            let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+            match Api::<Pod>::all(ctx.client.clone()).list(&lp).await {
+                Ok(l) => pods.extend(l.items),
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "podsReady gate: listing pods");
+                    return (vec![], retry);
+                }
+            }
+        }
+    }
+    let pdbs = if validated.pdbs {
+        match Api::<PodDisruptionBudget>::all(ctx.client.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(l) => l.items,
+            Err(e) => {
+                tracing::warn!(error = %e, "pdbs gate: listing PodDisruptionBudgets");
+                return (vec![], retry);
+            }
+        }
+    } else {
+        vec![]
+    };
+    policy::pod_and_pdb_gates(validated, &moved, &pods, &pdbs, now)
 }
 
 /// A canary failed under a policy with `autoRollback`: pin the pool to the config it was on.

@@ -504,6 +504,9 @@ pub struct PoolInput<'a> {
     /// Whether moving to the target drains or reboots the nodes (windows apply only then).
     pub disruptive: bool,
     pub external: &'a [ExternalFailure],
+    /// A gate the controller evaluated ([`pod_and_pdb_gates`]) is not passing yet; look again
+    /// then.
+    pub external_pending: Option<Timestamp>,
     pub now: Timestamp,
 }
 
@@ -535,6 +538,111 @@ fn ts(t: Timestamp) -> String {
 
 fn parse_ts(s: Option<&str>) -> Option<Timestamp> {
     s.and_then(|s| s.parse().ok())
+}
+
+/// The `podsReady` and `pdbs` gates over the nodes a rollout moved (`moved`: names, each with
+/// when it was last Ready-transitioned, i.e. back from its reboot).
+///
+/// - `podsReady`: every pod on a moved, updated, Ready node is Ready within the timeout of the
+///   node's return; pods that finished (Succeeded, Failed) do not count.
+/// - `pdbs`: every PodDisruptionBudget has at least its desired healthy pods; one short of it
+///   for longer than the `podsReady` timeout (10 minutes without one), measured from its
+///   `DisruptionAllowed` condition's last change, fails. A drain makes a budget briefly short,
+///   which is why a short one only holds the soak.
+///
+/// Returns the failures and, when a gate is not passing yet, when to look again.
+pub fn pod_and_pdb_gates(
+    policy: &Validated,
+    moved: &[(&str, Option<Timestamp>)],
+    pods: &[k8s_openapi::api::core::v1::Pod],
+    pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget],
+    now: Timestamp,
+) -> (Vec<ExternalFailure>, Option<Timestamp>) {
+    let mut failures = vec![];
+    let mut pending: Option<Timestamp> = None;
+    let mut soon = |t: Timestamp| pending = Some(pending.map_or(t, |p: Timestamp| p.min(t)));
+    if let Some(timeout) = policy.pods_ready {
+        for (node, since) in moved {
+            let not_ready: Vec<String> = pods
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(*node))
+                .filter(|p| {
+                    let st = p.status.as_ref();
+                    let phase = st.and_then(|s| s.phase.as_deref()).unwrap_or_default();
+                    let ready = st.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+                        c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
+                    !matches!(phase, "Succeeded" | "Failed") && !ready
+                })
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.metadata.namespace.as_deref().unwrap_or_default(),
+                        p.metadata.name.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect();
+            if not_ready.is_empty() {
+                continue;
+            }
+            let deadline = since
+                .unwrap_or(now)
+                .checked_add(timeout)
+                .unwrap_or(Timestamp::MAX);
+            if now >= deadline {
+                failures.push(ExternalFailure {
+                    node: node.to_string(),
+                    gate: gates::PODS_READY,
+                    message: truncate(
+                        &format!(
+                            "pods not Ready {timeout:#} after node {node} came back: {}",
+                            not_ready.join(", ")
+                        ),
+                        limits::MAX_OUTPUT_BYTES,
+                    )
+                    .to_string(),
+                });
+            } else {
+                soon(deadline);
+            }
+        }
+    }
+    if policy.pdbs {
+        let grace = policy.pods_ready.unwrap_or(DEFAULT_GATE_TIMEOUT);
+        for pdb in pdbs {
+            let Some(st) = pdb.status.as_ref() else {
+                continue;
+            };
+            if st.current_healthy >= st.desired_healthy {
+                continue;
+            }
+            let since = st
+                .conditions
+                .as_ref()
+                .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionAllowed"))
+                .map(|c| c.last_transition_time.0)
+                .unwrap_or(now);
+            let deadline = since.checked_add(grace).unwrap_or(Timestamp::MAX);
+            let name = format!(
+                "{}/{}",
+                pdb.metadata.namespace.as_deref().unwrap_or_default(),
+                pdb.metadata.name.as_deref().unwrap_or_default()
+            );
+            if now >= deadline {
+                failures.push(ExternalFailure {
+                    node: String::new(),
+                    gate: gates::PDBS,
+                    message: format!(
+                        "PodDisruptionBudget {name} has {} healthy pods of {} desired for longer than {grace:#}",
+                        st.current_healthy, st.desired_healthy
+                    ),
+                });
+            } else {
+                soon(deadline);
+            }
+        }
+    }
+    (failures, pending)
 }
 
 /// Record the nodes a pass pointed at the target: while the canary is not through, they are
@@ -695,6 +803,10 @@ pub fn decide(policy: &Validated, windows_now: WindowState, input: &PoolInput<'_
             }
             failure.get_or_insert(halt);
         }
+    }
+    if let Some(t) = input.external_pending {
+        all_passing = false;
+        soon(&mut wake, t);
     }
     for f in input.external {
         all_passing = false;

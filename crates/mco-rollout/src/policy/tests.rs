@@ -291,6 +291,7 @@ fn input<'a>(
         promote: None,
         disruptive: true,
         external: &[],
+        external_pending: None,
         now: t(now),
     }
 }
@@ -643,4 +644,107 @@ fn a_rollback_moves_only_the_nodes_off_its_target_and_does_not_gate_the_rest() {
         &input(&nodes, Some(&d.state), "2026-01-10T10:01:00Z"),
     );
     assert_eq!(d.state.phase, phases::COMPLETE);
+}
+
+#[test]
+fn pods_and_pdbs_gates_wait_then_fail_with_names() {
+    use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let p = validate(&spec(serde_json::json!({
+        "gates": {"podsReady": {"timeout": "5m"}, "pdbs": true},
+    })))
+    .unwrap();
+    let pod = |name: &str, node: &str, ready: bool, phase: &str| {
+        let mut p = Pod::default();
+        p.metadata.namespace = Some("default".into());
+        p.metadata.name = Some(name.into());
+        p.spec = Some(PodSpec {
+            node_name: Some(node.into()),
+            ..PodSpec::default()
+        });
+        p.status = Some(PodStatus {
+            phase: Some(phase.into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: if ready { "True" } else { "False" }.into(),
+                ..PodCondition::default()
+            }]),
+            ..PodStatus::default()
+        });
+        p
+    };
+    let pods = [
+        pod("web-1", "a", false, "Running"),
+        pod("job-1", "a", false, "Succeeded"),
+        pod("web-2", "b", true, "Running"),
+    ];
+    let back = t("2026-01-10T10:00:00Z");
+    let moved = [("a", Some(back)), ("b", Some(back))];
+    let (f, pending) = pod_and_pdb_gates(&p, &moved, &pods, &[], t("2026-01-10T10:04:00Z"));
+    assert!(f.is_empty());
+    assert_eq!(pending, Some(t("2026-01-10T10:05:00Z")));
+    let (f, _) = pod_and_pdb_gates(&p, &moved, &pods, &[], t("2026-01-10T10:05:00Z"));
+    assert_eq!(f.len(), 1);
+    assert_eq!((f[0].node.as_str(), f[0].gate), ("a", gates::PODS_READY));
+    assert_eq!(
+        f[0].message,
+        "pods not Ready 5m after node a came back: default/web-1"
+    );
+
+    let mut pdb = PodDisruptionBudget::default();
+    pdb.metadata.namespace = Some("default".into());
+    pdb.metadata.name = Some("web-pdb".into());
+    pdb.status = Some(PodDisruptionBudgetStatus {
+        current_healthy: 1,
+        desired_healthy: 2,
+        conditions: Some(vec![Condition {
+            type_: "DisruptionAllowed".into(),
+            status: "False".into(),
+            last_transition_time: Time(back),
+            message: String::new(),
+            reason: String::new(),
+            observed_generation: None,
+        }]),
+        ..PodDisruptionBudgetStatus::default()
+    });
+    let (f, pending) = pod_and_pdb_gates(
+        &p,
+        &[],
+        &[],
+        std::slice::from_ref(&pdb),
+        t("2026-01-10T10:01:00Z"),
+    );
+    assert!(f.is_empty());
+    assert_eq!(pending, Some(t("2026-01-10T10:05:00Z")));
+    let (f, _) = pod_and_pdb_gates(&p, &[], &[], &[pdb], t("2026-01-10T10:06:00Z"));
+    assert_eq!(
+        f[0].message,
+        "PodDisruptionBudget default/web-pdb has 1 healthy pods of 2 desired for longer than 5m"
+    );
+}
+
+#[test]
+fn a_pending_external_gate_holds_the_soak_and_a_failed_one_halts() {
+    let p = canary_policy(1, "0s");
+    let nodes = vec![
+        checked(member("a", true, true), true),
+        member("b", false, false),
+    ];
+    let canary = started(&["a"]);
+    let mut i = input(&nodes, Some(&canary), "2026-01-10T10:00:00Z");
+    i.external_pending = Some(t("2026-01-10T10:03:00Z"));
+    let d = decide(&p, WindowState::Open(None), &i);
+    assert_eq!((d.state.phase.as_str(), d.cap), (phases::CANARY, Some(1)));
+    assert_eq!(d.requeue, Some(std::time::Duration::from_secs(180)));
+    let failed = [ExternalFailure {
+        node: "a".into(),
+        gate: gates::PODS_READY,
+        message: "pods not Ready".into(),
+    }];
+    i.external_pending = None;
+    i.external = &failed;
+    let d = decide(&p, WindowState::Open(None), &i);
+    assert_eq!(d.state.phase, phases::HALTED);
+    assert_eq!(d.state.halt.unwrap().gate, gates::PODS_READY);
 }
