@@ -35,6 +35,7 @@ pub mod mcn;
 pub mod metrics;
 pub mod nodeview;
 pub mod policies;
+pub mod probes;
 pub mod render;
 pub mod rollout;
 pub mod templates;

@@ -198,7 +198,7 @@ pub fn pool_conditions(
                 &mut status.conditions,
                 c::POOL_HALTED,
                 true,
-                if h.node.is_empty() {
+                if h.gate == policy::gates::MANUAL {
                     "HaltedByHand"
                 } else {
                     "GateFailed"

@@ -511,7 +511,7 @@ async fn decide<N: plan::Member>(
     let disruptive =
         !validated.windows.is_empty() && crate::windows::disruptive(ctx, target, &inputs);
     let (external, external_pending) =
-        external_gates(ctx, &validated, &inputs, previous.as_ref(), now).await;
+        external_gates(ctx, &validated, target, &inputs, previous.as_ref(), now).await;
     let d = policy::decide(
         &validated,
         windows,
@@ -537,6 +537,7 @@ async fn decide<N: plan::Member>(
 async fn external_gates(
     ctx: &Ctx,
     validated: &policy::Validated,
+    target: &str,
     inputs: &[policy::NodeGateInput],
     previous: Option<&rollouts::PoolRollout>,
     now: jiff::Timestamp,
@@ -544,17 +545,44 @@ async fn external_gates(
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     use kube::api::ListParams;
-    if validated.pods_ready.is_none() && !validated.pdbs {
+    if validated.pods_ready.is_none() && !validated.pdbs && validated.http.is_empty() {
         return (vec![], None);
     }
-    let baseline: &[String] = previous
-        .map(|p| p.baseline_nodes.as_slice())
-        .unwrap_or_default();
+    // The nodes this rollout moved: as `decide` counts them, a rollout first seen now has
+    // moved none of the nodes already on its target.
+    let baseline: Vec<&str> = match previous {
+        Some(p) if p.target == target => p.baseline_nodes.iter().map(String::as_str).collect(),
+        _ => inputs
+            .iter()
+            .filter(|n| n.targeted)
+            .map(|n| n.name.as_str())
+            .collect(),
+    };
+    // A finished rollout has nothing left to halt.
+    if inputs.iter().all(|n| n.updated) {
+        return (vec![], None);
+    }
     let moved: Vec<(&str, Option<jiff::Timestamp>)> = inputs
         .iter()
-        .filter(|n| n.targeted && n.updated && n.ready && !baseline.contains(&n.name))
+        .filter(|n| n.targeted && n.updated && n.ready && !baseline.contains(&n.name.as_str()))
         .map(|n| (n.name.as_str(), n.ready_since))
         .collect();
+    // HTTP probes judge the service, once some node has been moved; a failure names no node.
+    let mut http_failures = vec![];
+    if !moved.is_empty() {
+        for p in &validated.http {
+            if let Err(message) = crate::probes::probe(p).await {
+                http_failures.push(policy::ExternalFailure {
+                    node: String::new(),
+                    gate: policy::gates::HTTP,
+                    message,
+                });
+            }
+        }
+    }
+    if validated.pods_ready.is_none() && !validated.pdbs {
+        return (http_failures, None);
+    }
     let retry = now.checked_add(jiff::SignedDuration::from_secs(10)).ok();
     let mut pods = vec![];
     if let Some(timeout) = validated.pods_ready {
@@ -590,7 +618,9 @@ async fn external_gates(
     } else {
         vec![]
     };
-    policy::pod_and_pdb_gates(validated, &moved, &pods, &pdbs, now)
+    let (mut failures, pending) = policy::pod_and_pdb_gates(validated, &moved, &pods, &pdbs, now);
+    failures.extend(http_failures);
+    (failures, pending)
 }
 
 /// A canary failed under a policy with `autoRollback`: pin the pool to the config it was on.

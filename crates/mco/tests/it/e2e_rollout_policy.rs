@@ -460,3 +460,30 @@ fn bad_policies_get_conditions_and_govern_nothing() {
         );
     }
 }
+
+#[test]
+fn a_failing_http_probe_halts_the_canary() {
+    let c = Cluster::up(Opts::default());
+    // Nothing listens on port 1: the probe is refused once the canary is updated.
+    c.apply(&policy(
+        "probe",
+        "  canary:\n    nodes: 1\n  soak: 1h\n  gates:\n    http:\n    - url: http://127.0.0.1:1/healthz\n      timeout: 2s\n",
+    ));
+    wait_valid(&c, "probe");
+    let old = c.pool_target("worker");
+    c.apply(&file_mc("99-worker-probe", "worker", "/etc/probe", "v2"));
+    let halted = wait_for("the pool halted", 120, || {
+        let p = c.try_get_json(&["mcp", "worker"])?;
+        (condition_status(&p, "RolloutHalted") == "True")
+            .then(|| condition_message(&p, "RolloutHalted"))
+    });
+    assert!(
+        halted.starts_with("GET http://127.0.0.1:1/healthz: "),
+        "{halted}"
+    );
+    let new = c.pool_target("worker");
+    assert_ne!(new, old);
+    assert_eq!(pointed_at(&c, &new).len(), 1, "only the canary moved");
+    let entry = pool_entry(&c, "probe", "worker").unwrap();
+    assert_eq!(entry["halt"]["gate"], "http", "{entry}");
+}
