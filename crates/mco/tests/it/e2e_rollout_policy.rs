@@ -9,6 +9,11 @@ use e2e::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
+on_both_servers!(
+    bad_policies_get_conditions_and_govern_nothing,
+    halt_and_resume_mid_rollout_stay_within_max_unavailable,
+);
+
 const WORKER_LABEL: &str = "pools.operator.machineconfiguration.openshift.io/worker";
 const CHECKS_ANN: &str = "rollouts.mco.dev/node-checks";
 
@@ -345,9 +350,9 @@ fn a_closed_window_holds_a_reboot_but_not_an_ssh_key() {
     }
 }
 
-#[test]
-fn halt_and_resume_mid_rollout_stay_within_max_unavailable() {
+fn halt_and_resume_mid_rollout_stay_within_max_unavailable(server: Server) {
     let c = Cluster::up(Opts {
+        server,
         workers: 4,
         reboot_seconds: 1,
         ..Opts::default()
@@ -413,9 +418,11 @@ fn halt_and_resume_mid_rollout_stay_within_max_unavailable() {
     assert_eq!(condition_status(&p, "RolloutHalted"), "False", "{p}");
 }
 
-#[test]
-fn bad_policies_get_conditions_and_govern_nothing() {
-    let c = Cluster::up(Opts::default());
+fn bad_policies_get_conditions_and_govern_nothing(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     c.apply(&policy("first", "  canary:\n    nodes: 1\n  soak: 1h\n"));
     c.apply(&policy("second", "  canary:\n    nodes: 1\n  soak: 1h\n"));
     c.apply(&policy(
