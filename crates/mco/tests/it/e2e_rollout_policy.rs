@@ -494,3 +494,67 @@ fn a_failing_http_probe_halts_the_canary() {
     let entry = pool_entry(&c, "probe", "worker").unwrap();
     assert_eq!(entry["halt"]["gate"], "http", "{entry}");
 }
+
+#[test]
+fn auto_rollback_returns_a_failed_canary_by_itself() {
+    let c = Cluster::up(Opts {
+        workers: 3,
+        ..Opts::default()
+    });
+    // Fails only on the new config, which writes /etc/autorb.
+    for w in &c.workers() {
+        put_check(
+            &c,
+            w,
+            "10-autorb",
+            "#!/bin/sh\nif test -e \"$MCO_ROOT/etc/autorb\"; then echo bad config; exit 1; fi\n",
+        );
+    }
+    c.apply(&policy(
+        "auto",
+        "  canary:\n    nodes: 1\n  soak: 1h\n  autoRollback: true\n  gates:\n    nodeChecks: {}\n",
+    ));
+    wait_valid(&c, "auto");
+    let nodes_w = c.watch("nodes");
+    nodes_w.wait_initial(4);
+    let old = c.pool_target("worker");
+    c.apply(&file_mc("99-worker-autorb", "worker", "/etc/autorb", "v2"));
+    let pinned = wait_for("the pool pinned back", 120, || {
+        let p = c.try_get_json(&["mcp", "worker"])?;
+        (annotation(&p, "rollouts.mco.dev/rollback-to") == old).then_some(p)
+    });
+    let new = pinned["spec"]["configuration"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(new, old);
+    wait_for("every worker on the old config", 120, || {
+        workers_json(&c)
+            .iter()
+            .all(|n| annotation(n, CURRENT_ANN) == old && annotation(n, DESIRED_ANN) == old)
+            .then_some(())
+    });
+    assert_eq!(
+        ever_pointed_at(&nodes_w, &new).len(),
+        1,
+        "only the canary moved"
+    );
+    let rolled_back = wait_for("a RolledBack event", 30, || {
+        let events = c.try_get_json(&["events.events.k8s.io", "-A"])?;
+        events["items"]
+            .as_array()?
+            .iter()
+            .find(|e| e["reason"] == "RolledBack")
+            .map(|e| e["note"].as_str().unwrap_or_default().to_string())
+    });
+    assert!(
+        rolled_back.contains(&format!("rolling back to {old}")),
+        "{rolled_back}"
+    );
+    wait_for("RollbackPinned, and the rollback not halted", 60, || {
+        let p = c.try_get_json(&["mcp", "worker"])?;
+        (condition_status(&p, "RollbackPinned") == "True"
+            && condition_status(&p, "RolloutHalted") != "True")
+            .then_some(())
+    });
+}
