@@ -10,9 +10,11 @@
 //! them first; and one status condition, `Success` (message `Success`) or `Failure` (`Error:
 //! <why>`). A refused object generates nothing; its earlier MachineConfigs stay.
 //!
-//! Each controller lists pools and MachineConfigs when it runs, and reruns on any change to a
-//! pool or to a MachineConfig that is not a rendered one, since a pool's base files (the kubelet
-//! config, registries.conf) come from its other MachineConfigs.
+//! Each controller lists pools and MachineConfigs when it runs, and reruns when a pool is created
+//! or its spec or labels change, or on any change to a MachineConfig that is not a rendered one,
+//! since a pool's base files (the kubelet config, registries.conf) come from its other
+//! MachineConfigs. A pool's status writes (several per node during a rollout) change no
+//! generator's output and wake none of them.
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -23,7 +25,7 @@ use futures::{Stream, StreamExt, future};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Api, Resource, ResourceExt};
 use mco_api::generators::{GeneratorCondition, GeneratorStatus, MC_NAME_SUFFIX};
 use mco_api::{
@@ -351,12 +353,18 @@ pub async fn reconcile<K: Generator>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Actio
 /// Changes that may change a generator's output: pools, and MachineConfigs other than rendered
 /// ones (the render controller writes those, and no generator reads them).
 fn inputs_changed(ctx: &Ctx) -> impl Stream<Item = ()> + Send + 'static {
+    // Spec (the MachineConfig selector) and labels (what a KubeletConfig selects by); not the
+    // status, which a rollout rewrites for every node.
     let pools = watcher(
         Api::<MachineConfigPool>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
     .touched_objects()
+    .predicate_filter(
+        predicates::generation.combine(predicates::labels),
+        Default::default(),
+    )
     .filter_map(|r| future::ready(r.ok().map(|_| ())));
     let mcs = watcher(
         Api::<MachineConfig>::all(ctx.client.clone()),
@@ -392,11 +400,16 @@ async fn run_kind<K: Generator>(ctx: Arc<Ctx>) {
 }
 
 /// The KubeletConfig, ContainerRuntimeConfig and registries controllers; runs until dropped.
-pub async fn run(ctx: Arc<Ctx>) {
+/// `pools` are the shared pool reflector's changes, already cut to spec changes: the registries
+/// controller reconciles a pool when it appears or its selector changes, never for its status.
+pub async fn run(
+    ctx: Arc<Ctx>,
+    pools: impl Stream<Item = Arc<MachineConfigPool>> + Send + 'static,
+) {
     future::join3(
         run_kind::<KubeletConfig>(ctx.clone()),
         run_kind::<ContainerRuntimeConfig>(ctx.clone()),
-        run_registries(ctx),
+        run_registries(ctx, pools),
     )
     .await;
 }
@@ -501,7 +514,10 @@ async fn reconcile_registries(
     Ok(Action::requeue(ctx.config.resync))
 }
 
-async fn run_registries(ctx: Arc<Ctx>) {
+async fn run_registries(
+    ctx: Arc<Ctx>,
+    pools: impl Stream<Item = Arc<MachineConfigPool>> + Send + 'static,
+) {
     let c = ctx.client.clone();
     fn changes<T>(api: Api<T>) -> impl Stream<Item = ()> + Send + 'static
     where
@@ -519,7 +535,9 @@ async fn run_registries(ctx: Arc<Ctx>) {
         changes(Api::<ImageContentSourcePolicy>::all(c.clone())).boxed(),
         inputs_changed(&ctx).boxed(),
     ]);
-    Controller::new(Api::<MachineConfigPool>::all(c), watcher::Config::default())
+    // The shared pool store, not a watch of its own: each pool's status writes would otherwise
+    // each cost a reconcile (a GET and four LISTs).
+    Controller::for_shared_stream(pools, ctx.pools.clone())
         .reconcile_all_on(sources)
         .run(
             reconcile_registries,

@@ -2,7 +2,7 @@
 //! object of a pool, finalizers that delete the generated MachineConfig with its object, and a
 //! Failure for an object that selects no pool; and a ContainerRuntimeConfig's CRI-O drop-in.
 
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use mco_api::generators::MC_NAME_SUFFIX;
 use mco_api::{ContainerRuntimeConfig, KubeletConfig, MachineConfig, MachineConfigPool};
@@ -180,4 +180,102 @@ async fn suffixes_finalizers_and_failures_follow_upstream() {
         crcs.get("pids").await.unwrap().finalizers(),
         ["99-worker-generated-containerruntime"]
     );
+}
+
+/// One counter of the server's `apiserver_request_total`, 0 when absent.
+async fn requests(c: &kube::Client, labels: &str) -> u64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = c.request_text(req).await.unwrap();
+    mco_apiserver::metrics::request_total(&text, labels)
+}
+
+/// A rollout writes its pool's status for every node. None of those writes can change a
+/// generated MachineConfig, so none may cost the registries controller its reads (a GET of
+/// `images` and a LIST of each mirror kind per pool). A later mirror change still reaches the
+/// pool's registries config, and is the sync point: by then the status writes before it were
+/// seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_status_writes_do_not_wake_the_registries_controller() {
+    const IDMS_LISTS: &str = r#"verb="LIST",group="config.openshift.io",resource="imagedigestmirrorsets",subresource="",code="200""#;
+    const STATUS_WRITES: u64 = 40;
+    let env = env().await;
+    let c = &env.client;
+    let _controller = start_controller(c, fast_config("registries"));
+    let idms: Api<DynamicObject> = Api::all_with(c.clone(), &idms_resource());
+    let mirror = |name: &str, to: &str| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1",
+            "kind": "ImageDigestMirrorSet",
+            "metadata": {"name": name},
+            "spec": {"imageDigestMirrors": [{"source": format!("quay.io/{name}"), "mirrors": [to]}]},
+        }))
+        .unwrap()
+    };
+    let registries_has = |text: &'static str| {
+        let mcs: Api<MachineConfig> = Api::all(c.clone());
+        move || {
+            let mcs = mcs.clone();
+            async move {
+                let mc = mcs.get_opt("99-worker-generated-registries").await.ok()??;
+                let body = serde_json::to_string(&mc.spec.config).ok()?;
+                body.contains(text).then_some(())
+            }
+        }
+    };
+    idms.create(
+        &PostParams::default(),
+        &mirror("first", "mirror.example.net/first"),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the first mirror in registries.conf",
+        30,
+        registries_has("first"),
+    )
+    .await;
+    let before = requests(c, IDMS_LISTS).await;
+
+    let pools: Api<MachineConfigPool> = Api::all(c.clone());
+    for i in 0..STATUS_WRITES {
+        // Waiting for each write spaces them out, as a rollout's are.
+        pools
+            .patch_status(
+                "worker",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"poolSynchronizersStatus": [
+                    {"poolSynchronizerType": "PinnedImageSets", "machineCount": i,
+                     "updatedMachineCount": 0, "readyMachineCount": 0,
+                     "unavailableMachineCount": 0, "availableMachineCount": 0}
+                ]}})),
+            )
+            .await
+            .unwrap();
+    }
+    idms.create(
+        &PostParams::default(),
+        &mirror("second", "mirror.example.net/second"),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the second mirror in registries.conf",
+        30,
+        registries_has("second"),
+    )
+    .await;
+    let lists = requests(c, IDMS_LISTS).await - before;
+    // The second mirror and the MachineConfig it rewrites wake each pool a few times; each of
+    // the status writes would have woken at least the worker pool.
+    assert!(
+        lists < STATUS_WRITES / 4,
+        "{lists} LISTs of ImageDigestMirrorSets after {STATUS_WRITES} pool status writes and one mirror"
+    );
+}
+
+fn idms_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("config.openshift.io", "v1", "ImageDigestMirrorSet"),
+        "imagedigestmirrorsets",
+    )
 }
