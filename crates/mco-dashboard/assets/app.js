@@ -1,0 +1,158 @@
+// mco dashboard: applies the deltas of /events to the server-rendered page in place, at most
+// once per animation frame. Text from the cluster only ever goes through textContent and
+// attributes, never innerHTML.
+"use strict";
+(function () {
+  const LABELS = { updated: "Updated", updating: "Updating", degraded: "Degraded", unknown: "Not reported" };
+  const grid = document.getElementById("grid");
+  const live = document.getElementById("live");
+  let queue = [];
+  let scheduled = false;
+  let selected = null;
+
+  function el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function setNode(b, n) {
+    b.className = "node k-" + n.kind;
+    b.dataset.node = n.name;
+    b.dataset.pool = n.pool;
+    b.dataset.phase = n.phase;
+    b.dataset.current = n.current;
+    b.dataset.desired = n.desired;
+    b.dataset.message = n.message;
+    b.setAttribute("aria-label", n.name + ": " + LABELS[n.kind] + ", " + n.phase);
+    b.children[0].textContent = n.name;
+    b.children[1].textContent = LABELS[n.kind];
+  }
+
+  function cellOf(name) {
+    return grid.querySelector('[data-node="' + CSS.escape(name) + '"]');
+  }
+
+  function upsertNode(n) {
+    let b = cellOf(n.name);
+    if (!b) {
+      b = el("button", { type: "button", class: "node" });
+      b.append(el("span", { class: "nname" }), el("span", { class: "nphase" }));
+      // Keep the grid in name order, as the server renders it.
+      const after = Array.from(grid.children).find((c) => c.dataset.node > n.name);
+      grid.insertBefore(b, after || null);
+    }
+    setNode(b, n);
+    if (selected === n.name) showDetail(b);
+  }
+
+  function showDetail(b) {
+    selected = b.dataset.node;
+    for (const c of grid.querySelectorAll('[aria-pressed="true"]')) c.removeAttribute("aria-pressed");
+    b.setAttribute("aria-pressed", "true");
+    document.getElementById("d-name").textContent = b.dataset.node;
+    for (const k of ["pool", "phase", "current", "desired", "message"]) {
+      document.getElementById("d-" + k).textContent = b.dataset[k] || "";
+    }
+  }
+
+  function setPools(pools) {
+    const box = document.getElementById("pools");
+    box.replaceChildren();
+    if (pools.length === 0) box.append(el("p", {}, "No MachineConfigPools."));
+    for (const p of pools) {
+      const id = "pool-" + p.name;
+      const s = el("section", { class: "pool", "data-pool": p.name, "aria-labelledby": id });
+      s.append(el("h3", { id: id }, p.name));
+      s.append(el("label", { for: "bar-" + p.name }, p.updated + "/" + p.total + " updated"));
+      const bar = el("progress", { id: "bar-" + p.name, max: String(p.total), value: String(p.updated) });
+      s.append(bar);
+      const dl = el("dl");
+      const flags = [p.paused ? "paused" : "", p.degraded ? "degraded" : ""].filter(Boolean).join(", ") || "none";
+      for (const [k, v, c] of [["Target", p.target, "target"], ["maxUnavailable", String(p.max_unavailable), "maxu"], ["ETA", p.eta, "eta"], ["Flags", flags, "flags"]]) {
+        dl.append(el("dt", {}, k), el("dd", { class: c }, v));
+      }
+      s.append(dl);
+      box.append(s);
+    }
+  }
+
+  function setRows(rows, reset) {
+    const body = document.querySelector("#mcn tbody");
+    const keep = new Set(rows.map((r) => r[0]));
+    if (reset) for (const tr of Array.from(body.children)) if (!keep.has(tr.dataset.row)) tr.remove();
+    for (const r of rows) {
+      let tr = body.querySelector('[data-row="' + CSS.escape(r[0]) + '"]');
+      if (!tr) {
+        tr = el("tr", { "data-row": r[0] });
+        const after = Array.from(body.children).find((c) => c.dataset.row > r[0]);
+        body.insertBefore(tr, after || null);
+      }
+      tr.replaceChildren(...r.map((c) => el("td", {}, c)));
+    }
+  }
+
+  function setEvents(events) {
+    const body = document.querySelector("#events tbody");
+    body.replaceChildren(...events.map((e) => {
+      const tr = el("tr");
+      for (const v of [e.time, e.type_, e.object, e.reason, e.message]) tr.append(el("td", {}, v));
+      return tr;
+    }));
+  }
+
+  function apply(d) {
+    if (d.reset) {
+      const keep = new Set(d.nodes.map((n) => n.name));
+      for (const b of Array.from(grid.children)) if (!keep.has(b.dataset.node)) b.remove();
+    }
+    if (d.pools) setPools(d.pools);
+    for (const n of d.nodes) upsertNode(n);
+    for (const name of d.removed) {
+      const b = cellOf(name);
+      if (b) b.remove();
+      const tr = document.querySelector('#mcn [data-row="' + CSS.escape(name) + '"]');
+      if (tr) tr.remove();
+    }
+    if (d.rows.length || d.reset) setRows(d.rows, d.reset);
+    if (d.events) setEvents(d.events);
+  }
+
+  function flush() {
+    scheduled = false;
+    const batch = queue;
+    queue = [];
+    const t0 = performance.now();
+    for (const d of batch) apply(d);
+    document.body.dataset.lastBatchMs = (performance.now() - t0).toFixed(1);
+    document.body.dataset.applied = String(Number(document.body.dataset.applied || 0) + batch.length);
+  }
+
+  const es = new EventSource("/events");
+  es.addEventListener("fleet", (m) => {
+    queue.push(JSON.parse(m.data));
+    if (!scheduled) {
+      scheduled = true;
+      requestAnimationFrame(flush);
+    }
+  });
+  es.onopen = () => { live.textContent = "live"; };
+  es.onerror = () => { live.textContent = "reconnecting…"; };
+
+  grid.addEventListener("click", (e) => {
+    const b = e.target.closest(".node");
+    if (b) showDetail(b);
+  });
+  // Arrow keys move between cells; Home/End jump to the ends. Buttons already take Enter/Space.
+  grid.addEventListener("keydown", (e) => {
+    const cells = Array.from(grid.children);
+    const i = cells.indexOf(document.activeElement);
+    if (i < 0) return;
+    const next = { ArrowRight: i + 1, ArrowDown: i + 1, ArrowLeft: i - 1, ArrowUp: i - 1, Home: 0, End: cells.length - 1 }[e.key];
+    if (next === undefined) return;
+    e.preventDefault();
+    const c = cells[Math.max(0, Math.min(cells.length - 1, next))];
+    if (c) c.focus();
+  });
+})();
