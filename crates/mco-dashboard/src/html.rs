@@ -26,11 +26,7 @@ pub fn escape(text: &str) -> String {
 }
 
 fn percent(p: &PoolView) -> usize {
-    if p.total == 0 {
-        0
-    } else {
-        (p.updated * 100 / p.total).min(100)
-    }
+    (p.updated * 100).checked_div(p.total).unwrap_or(0).min(100)
 }
 
 fn pool(out: &mut String, p: &PoolView) {

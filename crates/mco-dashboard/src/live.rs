@@ -23,13 +23,16 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// …and at least this often, so ETAs and ages advance.
 pub const REFRESH: Duration = Duration::from_secs(5);
 
+/// At most this many objects, dropping the oldest by the function's timestamp.
+type Cap<K> = Option<(usize, fn(&K) -> Option<jiff::Timestamp>)>;
+
 /// Objects of one kind by `namespace/name`, as a watch leaves them.
 struct Store<K> {
     items: BTreeMap<String, K>,
     /// The objects of a (re)list in progress; they replace `items` when it is done.
     init: Option<BTreeMap<String, K>>,
     /// Keep at most this many, dropping the oldest by `age`.
-    cap: Option<(usize, fn(&K) -> Option<jiff::Timestamp>)>,
+    cap: Cap<K>,
 }
 
 impl<K: Resource> Store<K> {
@@ -49,11 +52,7 @@ impl<K: Resource> Store<K> {
         )
     }
 
-    fn insert(
-        map: &mut BTreeMap<String, K>,
-        o: K,
-        cap: Option<(usize, fn(&K) -> Option<jiff::Timestamp>)>,
-    ) {
+    fn insert(map: &mut BTreeMap<String, K>, o: K, cap: Cap<K>) {
         map.insert(Self::key(&o), o);
         if let Some((max, age)) = cap
             && map.len() > max
@@ -98,11 +97,12 @@ impl<K: Resource> Store<K> {
     }
 }
 
+/// Boxed: the objects are large and of different sizes.
 enum Change {
-    Pool(watcher::Event<MachineConfigPool>),
-    Node(watcher::Event<Node>),
-    Mcn(watcher::Event<MachineConfigNode>),
-    Event(watcher::Event<Event>),
+    Pool(Box<watcher::Event<MachineConfigPool>>),
+    Node(Box<watcher::Event<Node>>),
+    Mcn(Box<watcher::Event<MachineConfigNode>>),
+    Event(Box<watcher::Event<Event>>),
 }
 
 struct Stores {
@@ -126,10 +126,10 @@ impl Stores {
 
     fn apply(&mut self, c: Change) -> bool {
         match c {
-            Change::Pool(e) => self.pools.apply(e),
-            Change::Node(e) => self.nodes.apply(e),
-            Change::Mcn(e) => self.mcns.apply(e),
-            Change::Event(e) => self.events.apply(e),
+            Change::Pool(e) => self.pools.apply(*e),
+            Change::Node(e) => self.nodes.apply(*e),
+            Change::Mcn(e) => self.mcns.apply(*e),
+            Change::Event(e) => self.events.apply(*e),
         }
     }
 
@@ -152,15 +152,15 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
     let mut streams = vec![
         watcher(Api::<MachineConfigPool>::all(client.clone()), cfg.clone())
             .default_backoff()
-            .filter_map(|e| async move { e.ok().map(Change::Pool) })
+            .filter_map(|e| async move { e.ok().map(|e| Change::Pool(Box::new(e))) })
             .boxed(),
         watcher(Api::<Node>::all(client.clone()), cfg.clone())
             .default_backoff()
-            .filter_map(|e| async move { e.ok().map(Change::Node) })
+            .filter_map(|e| async move { e.ok().map(|e| Change::Node(Box::new(e))) })
             .boxed(),
         watcher(Api::<Event>::all(client.clone()), cfg.clone())
             .default_backoff()
-            .filter_map(|e| async move { e.ok().map(Change::Event) })
+            .filter_map(|e| async move { e.ok().map(|e| Change::Event(Box::new(e))) })
             .boxed(),
     ];
     // MachineConfigNodes at whichever version the cluster serves (mco's CRD or upstream's).
@@ -168,7 +168,11 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
         Ok(api) => streams.push(
             watcher(api, cfg)
                 .default_backoff()
-                .filter_map(|e| async move { e.ok().and_then(typed_event).map(Change::Mcn) })
+                .filter_map(|e| async move {
+                    e.ok()
+                        .and_then(typed_event)
+                        .map(|e| Change::Mcn(Box::new(e)))
+                })
                 .boxed(),
         ),
         Err(e) => tracing::warn!("dashboard: MachineConfigNodes not watched: {e}"),

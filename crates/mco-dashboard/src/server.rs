@@ -41,7 +41,7 @@ pub const COOKIE: &str = "mco_dashboard_token";
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "the dashboard listens on {0}, which is not a loopback address: pass --token-file with a bearer token, or listen on 127.0.0.1"
+        "the dashboard listens on {0}, which is not a loopback address: give it a bearer token file (--token-file; --dashboard-token-file for `mco up`), or listen on 127.0.0.1"
     )]
     TokenRequired(SocketAddr),
     #[error("token file {path}: {message}")]

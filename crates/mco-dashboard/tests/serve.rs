@@ -1,0 +1,246 @@
+//! The dashboard served against the test API server: the page lists every pool and node, a
+//! MachineConfigNode change arrives on `/events`, and the token rule holds.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use mco_api::{MachineConfigNode, MachineConfigPool};
+use mco_dashboard::{Config, Error, serve};
+use mco_testkit::{NodeBuilder, PoolBuilder, TestServer, eventually};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Writes a GET request; `bearer` adds the Authorization header.
+async fn request(addr: SocketAddr, path: &str, bearer: Option<&str>) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", addr.port()))
+        .await
+        .unwrap();
+    let auth = bearer
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: dash\r\nConnection: close\r\n{auth}\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
+/// Status code and whole response text.
+async fn get(addr: SocketAddr, path: &str, bearer: Option<&str>) -> (u16, String) {
+    let mut s = request(addr, path, bearer).await;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .expect("response within 10s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
+
+/// Reads a stream until its text so far satisfies `done`, failing after `secs`.
+async fn read_until(
+    s: &mut TcpStream,
+    secs: u64,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut buf = [0u8; 8192];
+    while !done(&text) {
+        let n = tokio::time::timeout_at(deadline, s.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}; got:\n{text}"))
+            .unwrap();
+        assert!(n > 0, "stream ended before {what}; got:\n{text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    text
+}
+
+fn mcn(node: &str) -> MachineConfigNode {
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigNode",
+        "metadata": {"name": node},
+        "spec": {"node": {"name": node}, "pool": {"name": "worker"},
+                 "configVersion": {"desired": "rendered-worker-b"}},
+    }))
+    .unwrap()
+}
+
+fn condition(type_: &str, status: &str, message: &str) -> serde_json::Value {
+    json!({"type": type_, "status": status, "reason": "Test", "message": message,
+           "lastTransitionTime": "2026-01-01T00:00:00Z"})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_lists_the_fleet_and_events_carry_a_phase_change() {
+    let server = TestServer::start().await;
+    let client = server.admin().await;
+    mco_testkit::server::install_crds(&client).await;
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mcns: Api<MachineConfigNode> = Api::all(client.clone());
+    let pp = PostParams::default();
+    for (pool, role) in [("worker", "worker"), ("master", "master")] {
+        let p = PoolBuilder::new(pool)
+            .role(role)
+            .target(&format!("rendered-{pool}-b"));
+        pools.create(&pp, &p.build()).await.unwrap();
+    }
+    let names = ["master-0", "worker-0", "worker-1"];
+    for n in names {
+        let role = if n.starts_with("master") {
+            "master"
+        } else {
+            "worker"
+        };
+        let node = NodeBuilder::new(n)
+            .role(role)
+            .current_config("rendered-worker-a")
+            .desired_config("rendered-worker-b")
+            .state("Working");
+        nodes.create(&pp, &node.build()).await.unwrap();
+        mcns.create(&pp, &mcn(n)).await.unwrap();
+    }
+    mcns.patch_status(
+        "worker-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"observedGeneration": 1, "conditions": [
+            condition("Updated", "False", ""),
+            condition("UpdatePrepared", "True", ""),
+            condition("Drained", "Unknown", "Draining node"),
+        ]}})),
+    )
+    .await
+    .unwrap();
+
+    let dash = serve(
+        client.clone(),
+        Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: None,
+        },
+    )
+    .await
+    .unwrap();
+    let addr = dash.addr;
+    assert!(dash.url().starts_with("http://127.0.0.1:"));
+
+    // `/`: every pool and node, once the watches have synced.
+    let page = eventually("every node and pool on the page", 30, || async move {
+        let (code, page) = get(addr, "/", None).await;
+        assert_eq!(code, 200, "{page}");
+        let all = ["master-0", "worker-0", "worker-1"]
+            .iter()
+            .all(|n| page.contains(&format!("data-node=\"{n}\"")))
+            && ["master", "worker"]
+                .iter()
+                .all(|p| page.contains(&format!("data-pool=\"{p}\" aria-labelledby")));
+        all.then_some(page)
+    })
+    .await;
+    assert!(page.contains("Drained (in progress)"), "{page}");
+    assert!(
+        page.contains("<th scope=\"col\">UPDATEPREPARED</th>"),
+        "{page}"
+    );
+
+    let (code, js) = get(addr, "/assets/app.js", None).await;
+    assert_eq!(code, 200);
+    assert!(js.contains("new EventSource(\"/events\")"));
+    let (code, fleet) = get(addr, "/api/fleet", None).await;
+    assert_eq!(code, 200);
+    assert!(fleet.contains("\"worker-1\""), "{fleet}");
+    let (code, _) = get(addr, "/healthz", None).await;
+    assert_eq!(code, 200);
+
+    // `/events`: the whole view first, then worker-1's phase change.
+    let mut es = request(addr, "/events", None).await;
+    read_until(&mut es, 10, "the first fleet event", |t| {
+        t.contains("event: fleet") && t.contains("\"reset\":true")
+    })
+    .await;
+    mcns.patch_status(
+        "worker-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"observedGeneration": 1, "conditions": [
+            condition("Updated", "False", ""),
+            condition("UpdatePrepared", "True", ""),
+            condition("RebootedNode", "Unknown", "Rebooting"),
+        ]}})),
+    )
+    .await
+    .unwrap();
+    let text = read_until(&mut es, 30, "worker-1 rebooting on /events", |t| {
+        t.contains("\"reset\":false") && t.contains("RebootedNode (in progress)")
+    })
+    .await;
+    assert!(text.contains("\"name\":\"worker-1\""), "{text}");
+
+    // Only GET.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        b"POST /api/fleet HTTP/1.1\r\nHost: d\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 405"));
+    drop(dash);
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_loopback_a_token_is_required() {
+    let server = TestServer::start().await;
+    let client = server.admin().await;
+    let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let refused = serve(
+        client.clone(),
+        Config {
+            listen: any,
+            token: None,
+        },
+    )
+    .await;
+    assert!(
+        matches!(refused, Err(Error::TokenRequired(_))),
+        "started without a token"
+    );
+
+    let dash = serve(
+        client,
+        Config {
+            listen: any,
+            token: Some("s3cret-token".into()),
+        },
+    )
+    .await
+    .unwrap();
+    for path in ["/", "/api/fleet", "/events", "/healthz", "/assets/app.js"] {
+        let (code, text) = get(dash.addr, path, None).await;
+        assert_eq!(code, 401, "{path}: {text}");
+        let (code, _) = get(dash.addr, path, Some("s3cret-tokeN")).await;
+        assert_eq!(code, 401, "{path} with a wrong token");
+    }
+    let (code, text) = get(dash.addr, "/healthz", Some("s3cret-token")).await;
+    assert_eq!(code, 200, "{text}");
+    let (code, text) = get(dash.addr, "/?token=s3cret-token", None).await;
+    assert_eq!(code, 303, "{text}");
+    assert!(
+        text.contains("mco_dashboard_token=s3cret-token; HttpOnly"),
+        "{text}"
+    );
+    drop(dash);
+    server.handle.shutdown().await;
+}
