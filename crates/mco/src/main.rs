@@ -40,6 +40,8 @@ enum Command {
     Status(cmd::status::Args),
     /// Explain every node or pool in trouble, with the exact command that fixes it.
     Doctor(cmd::doctor::Args),
+    /// Serve a live, read-only web dashboard of the fleet (loopback by default).
+    Dashboard(cmd::dashboard::Args),
     /// Steer a pool's rollout under its RolloutPolicy: promote, halt, resume.
     Rollout(cmd::rollout::Args),
     /// Roll a pool back to its previous (or the named) rendered config, under the same gates.
@@ -59,6 +61,7 @@ fn main() -> std::process::ExitCode {
         Command::Daemon(args) => cmd::daemon::run(args),
         Command::Status(args) => cmd::status::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Dashboard(args) => cmd::dashboard::run(args),
         Command::Bootstrap(args) => cmd::bootstrap::run(args),
         Command::Server(args) => cmd::server::run(args),
         Command::Up(args) => cmd::up::run(args),

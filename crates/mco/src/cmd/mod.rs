@@ -2,6 +2,7 @@ pub mod apiserver;
 pub mod bootstrap;
 pub mod controller;
 pub mod daemon;
+pub mod dashboard;
 pub mod doctor;
 pub mod manifests;
 pub mod render;

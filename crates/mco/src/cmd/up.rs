@@ -66,6 +66,14 @@ pub struct Args {
     /// it and says so.
     #[arg(long, default_value = "127.0.0.1:22623")]
     pub mcs_listen: SocketAddr,
+    /// Address of the live web dashboard (docs/dashboard.md), or `off`. Any address other than
+    /// loopback needs --dashboard-token-file. If the address is taken, the cluster runs
+    /// without it and says so.
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = super::dashboard::parse_listen)]
+    pub dashboard_listen: super::dashboard::Listen,
+    /// A file holding the bearer token every dashboard request must present.
+    #[arg(long)]
+    pub dashboard_token_file: Option<PathBuf>,
 }
 
 /// Threads for the nodes' blocking host work (disk writes, the daemon's engine). Tokio's default
@@ -119,10 +127,40 @@ fn read_crd(path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
     Ok(crd)
 }
 
+/// Serves the dashboard and prints its URL; a dashboard that cannot start is reported and the
+/// cluster runs on without it.
+async fn start_dashboard(
+    kubeconfig: &std::path::Path,
+    cfg: mco_dashboard::Config,
+) -> Option<mco_dashboard::Dashboard> {
+    let started = match mco_cli::client::client(Some(kubeconfig)).await {
+        Ok(client) => mco_dashboard::serve(client, cfg)
+            .await
+            .map_err(anyhow::Error::from),
+        Err(e) => Err(e.into()),
+    };
+    match started {
+        Ok(d) => {
+            eprintln!("mco up: dashboard on {}", d.url());
+            Some(d)
+        }
+        Err(e) => {
+            eprintln!("mco up: dashboard not started: {e}; pass --dashboard-listen");
+            None
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.reboot_seconds.is_finite() || args.reboot_seconds < 0.0 {
         anyhow::bail!("--reboot-seconds must be a non-negative number");
     }
+    // Refuse a dashboard without its token before anything starts.
+    let dashboard = args
+        .dashboard_listen
+        .0
+        .map(|listen| super::dashboard::config(listen, args.dashboard_token_file.as_deref()))
+        .transpose()?;
     let mut opts = ClusterOptions::new(&args.data_dir);
     opts.masters = args.masters;
     opts.workers = args.workers;
@@ -178,6 +216,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 eprintln!("mco up: machine config server not started: {e}; pass --mcs-listen")
             }
         }
+        let _dashboard = match dashboard {
+            Some(cfg) => start_dashboard(&cluster.kubeconfig(), cfg).await,
+            None => None,
+        };
         shutdown_signal().await;
         eprintln!("mco up: stopping");
         cluster.shutdown().await;

@@ -238,7 +238,9 @@ impl Cluster {
             .args(["--workers", &self.opts.workers.to_string()])
             .args(["--reboot-seconds", &self.opts.reboot_seconds.to_string()])
             // Clusters run side by side: each machine config server on a port of its own.
-            .args(["--mcs-listen", "127.0.0.1:0"]);
+            .args(["--mcs-listen", "127.0.0.1:0"])
+            // … and each dashboard too.
+            .args(["--dashboard-listen", "127.0.0.1:0"]);
         match &self.kube {
             Some(kube) => cmd.arg("--kubeconfig").arg(&kube.kubeconfig),
             None => cmd.args(["--listen", "127.0.0.1:0"]),
