@@ -309,6 +309,45 @@ impl Cluster {
         }
     }
 
+    /// The dashboard's `http://ADDR/` as the running `mco up` printed it.
+    pub fn dashboard_url(&self) -> String {
+        let log = self.dir.join(format!("up-{}.log", self.starts - 1));
+        wait_for("mco up to print the dashboard's URL", 30, || {
+            let text = std::fs::read_to_string(&log).ok()?;
+            let line = text.lines().find(|l| l.contains("mco up: dashboard on "))?;
+            Some(line.rsplit(' ').next()?.to_string())
+        })
+    }
+
+    /// GET `path` from the dashboard: the status code and body.
+    pub fn dashboard_get(&self, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let url = self.dashboard_url();
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let code = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (code, body)
+    }
+
     /// The pid of the running `mco up`.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()

@@ -56,6 +56,32 @@ fn seed_002_machineconfignode_views(server: Server) {
         );
     }
 
+    // The dashboard `mco up` serves shows the same table, every node and both pools.
+    let names: Vec<String> = c
+        .kubectl(&["get", "nodes", "-o", "name"])
+        .lines()
+        .map(|l| l.trim_start_matches("node/").to_string())
+        .collect();
+    assert_eq!(names.len(), 3);
+    let page = wait_for("every node on the dashboard", 30, || {
+        let (code, page) = c.dashboard_get("/");
+        assert_eq!(code, 200, "{page}");
+        let cells = page.matches("class=\"node k-").count();
+        let all = names
+            .iter()
+            .all(|n| page.contains(&format!("data-node=\"{n}\"")));
+        (all && cells == names.len()).then_some(page)
+    });
+    for head in PRIMARY {
+        assert!(page.contains(&format!(">{head}</th>")), "{head}:\n{page}");
+    }
+    for pool in ["master", "worker"] {
+        assert!(
+            page.contains(&format!("data-pool=\"{pool}\" aria-labelledby")),
+            "{page}"
+        );
+    }
+
     // `-o wide`: the seed's seven secondary columns, in order, after the primary ones.
     let wide = c.kubectl(&["get", "machineconfignodes", "-o", "wide"]);
     let head = columns(wide.lines().next().unwrap());
@@ -112,6 +138,7 @@ fn seed_002_machineconfignode_views(server: Server) {
     c.apply(&example("99-worker-motd.yaml"));
     let mut seen_unknown = false;
     let mut seen_true_phase = false;
+    let mut seen_updating_on_dashboard = false;
     let mut tables = Vec::new();
     wait_for("rollout with phases visible and finished", 120, || {
         let t = c.kubectl(&["get", "machineconfignodes"]);
@@ -124,6 +151,8 @@ fn seed_002_machineconfignode_views(server: Server) {
         if tables.last() != Some(&t) {
             tables.push(t);
         }
+        let (_, fleet) = c.dashboard_get("/api/fleet");
+        seen_updating_on_dashboard |= fleet.contains("\"kind\":\"updating\"");
         let p = c.try_get_json(&["mcp", "worker"])?;
         let done = pool_settled(&p).is_some_and(|t| t != old);
         done.then_some(())
@@ -132,6 +161,10 @@ fn seed_002_machineconfignode_views(server: Server) {
         seen_unknown && seen_true_phase,
         "no table showed both Unknown and True phases:\n{}",
         tables.join("\n")
+    );
+    assert!(
+        seen_updating_on_dashboard,
+        "the dashboard never showed an updating node"
     );
 }
 
