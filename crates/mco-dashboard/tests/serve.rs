@@ -244,3 +244,37 @@ async fn off_loopback_a_token_is_required() {
     drop(dash);
     server.handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_are_capped() {
+    use mco_dashboard::server::{MAX_SSE_CLIENTS, router};
+    let (_tx, rx) =
+        tokio::sync::watch::channel(std::sync::Arc::new(mco_dashboard::view::Fleet::default()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let http = tokio::spawn(async move { axum::serve(listener, router(rx, None)).await });
+    let mut open = Vec::new();
+    for _ in 0..MAX_SSE_CLIENTS {
+        let mut s = request(addr, "/events", None).await;
+        read_until(&mut s, 10, "a stream's first event", |t| {
+            t.contains("event: fleet")
+        })
+        .await;
+        open.push(s);
+    }
+    let (code, text) = get(addr, "/events", None).await;
+    assert_eq!(code, 503, "{text}");
+    // A closed stream frees its place.
+    drop(open.pop());
+    let s = eventually("a place on /events again", 10, || async move {
+        let mut s = request(addr, "/events", None).await;
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await.ok()?;
+        String::from_utf8_lossy(&buf[..n])
+            .starts_with("HTTP/1.1 200")
+            .then_some(s)
+    })
+    .await;
+    drop(s);
+    http.abort();
+}
