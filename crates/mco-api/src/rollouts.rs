@@ -39,6 +39,10 @@ pub mod annotations {
     pub const ROLLBACK_TO: &str = "rollouts.mco.dev/rollback-to";
     /// On a Node: the daemon's last node-check result, a JSON [`super::NodeCheckResult`].
     pub const NODE_CHECKS: &str = "rollouts.mco.dev/node-checks";
+    /// On a Node: whole seconds the daemon gives each node check, from the governing policy's
+    /// `nodeChecks.timeout`. The controller writes it with `desiredConfig`; absent, the daemon
+    /// uses [`super::limits::DEFAULT_CHECK_TIMEOUT_SECS`].
+    pub const NODE_CHECK_TIMEOUT: &str = "rollouts.mco.dev/node-check-timeout";
 }
 
 /// Condition types a policy reports per pool (and `RolloutHalted` / `RollbackPinned` on the pool).
@@ -64,6 +68,23 @@ pub mod limits {
     pub const MAX_OUTPUT_BYTES: usize = 4096;
     pub const MAX_URL_BYTES: usize = 2048;
     pub const MAX_SCHEDULE_BYTES: usize = 256;
+    /// A node check's timeout when the policy names none.
+    pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 60;
+    /// The longest `nodeChecks.timeout`: the daemon reports Done only after its checks, so a
+    /// longer one would hold an update that long per check.
+    pub const MAX_CHECK_TIMEOUT_SECS: u64 = 600;
+}
+
+/// The per-check timeout a Node's [`annotations::NODE_CHECK_TIMEOUT`] asks for: whole seconds,
+/// at least 1, at most [`limits::MAX_CHECK_TIMEOUT_SECS`]; absent or unreadable, the default.
+pub fn check_timeout(annotation: Option<&str>) -> std::time::Duration {
+    let secs = annotation
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map_or(limits::DEFAULT_CHECK_TIMEOUT_SECS, |s| {
+            s.min(limits::MAX_CHECK_TIMEOUT_SECS)
+        });
+    std::time::Duration::from_secs(secs)
 }
 
 /// How a pool's rollout proceeds.
@@ -264,4 +285,26 @@ pub struct NodeCheckResult {
     /// RFC 3339.
     #[serde(default)]
     pub time: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn check_timeout_defaults_and_is_held_to_its_limit() {
+        assert_eq!(check_timeout(None), Duration::from_secs(60));
+        assert_eq!(check_timeout(Some("")), Duration::from_secs(60));
+        assert_eq!(check_timeout(Some("0")), Duration::from_secs(60));
+        assert_eq!(check_timeout(Some("-5")), Duration::from_secs(60));
+        assert_eq!(check_timeout(Some("90s")), Duration::from_secs(60));
+        assert_eq!(check_timeout(Some(" 5 ")), Duration::from_secs(5));
+        assert_eq!(check_timeout(Some("600")), Duration::from_secs(600));
+        assert_eq!(check_timeout(Some("601")), Duration::from_secs(600));
+        assert_eq!(
+            check_timeout(Some("99999999999999999999999")),
+            Duration::from_secs(60)
+        );
+    }
 }

@@ -405,6 +405,7 @@ pub async fn run_all(
         ccs,
         policies: policies.clone(),
         policy_writes: Default::default(),
+        missing_checks: Default::default(),
         written_nodes: Mutex::new(HashMap::new()),
         written_pools: Mutex::new(HashMap::new()),
         written_mcns: Mutex::new(HashMap::new()),

@@ -42,6 +42,9 @@ pub struct Ctx {
     pub policies: Store<mco_api::RolloutPolicy>,
     /// What this controller last wrote to each policy's status; see [`crate::policies`].
     pub policy_writes: crate::policies::PolicyWrites,
+    /// Per node, the target it was first seen Done on without a node-check result for it, and
+    /// when; see [`crate::policies::note_missing_checks`].
+    pub missing_checks: crate::policies::MissingChecks,
     /// Nodes as this controller last wrote them, until the node cache catches up; see
     /// [`Ctx::fresh_nodes`].
     pub written_nodes: Mutex<HashMap<String, Arc<Node>>>,

@@ -105,6 +105,37 @@ pub fn gate_input<N: Member>(member: &N, target: &str) -> NodeGateInput {
         ready: plan::is_ready(node),
         ready_since,
         checks,
+        done_since: None,
+    }
+}
+
+/// See [`Ctx::missing_checks`].
+pub type MissingChecks = std::sync::Mutex<HashMap<String, (String, jiff::Timestamp)>>;
+
+/// Fill in [`NodeGateInput::done_since`]: when this controller first saw each member Done on
+/// the target without a check result for it. The daemon writes the result with Done, so the
+/// wait starts when the controller sees the node so; after a controller restart it starts
+/// again, which only delays the halt.
+pub fn note_missing_checks(
+    ctx: &Ctx,
+    inputs: &mut [NodeGateInput],
+    target: &str,
+    now: jiff::Timestamp,
+) {
+    let mut seen = ctx.missing_checks.lock().unwrap_or_else(|e| e.into_inner());
+    for n in inputs.iter_mut() {
+        let missing = n.updated && n.checks.as_ref().is_none_or(|c| c.config != target);
+        if !missing {
+            seen.remove(&n.name);
+            continue;
+        }
+        let entry = seen
+            .entry(n.name.clone())
+            .or_insert_with(|| (target.to_string(), now));
+        if entry.0 != target {
+            *entry = (target.to_string(), now);
+        }
+        n.done_since = Some(entry.1);
     }
 }
 

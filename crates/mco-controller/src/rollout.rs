@@ -98,12 +98,20 @@ async fn report_membership(ctx: &Ctx, membership: &Membership) {
 /// rollout's first wave is not written twice at once. If the node moved meanwhile, only the
 /// annotation is written here and the pass's taint writes add the taint, as for any other node.
 /// Returns the node's name when its taint went out with the annotation.
+///
+/// `check_timeout` (whole seconds) is the governing policy's `nodeChecks.timeout`, which the
+/// daemon reads from the Node when it runs its checks; `None` removes it (the daemon's default).
 async fn set_desired(
     ctx: &Ctx,
     node: &str,
     target: &str,
+    check_timeout: Option<String>,
     untainted: Option<Arc<Node>>,
 ) -> Result<Option<String>, Error> {
+    let annotations = json!({
+        annotations::DESIRED_CONFIG: target,
+        rollouts::annotations::NODE_CHECK_TIMEOUT: check_timeout,
+    });
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let node_write = async {
         // Without a version to hold it to, the taint list could overwrite a newer one.
@@ -114,7 +122,7 @@ async fn set_desired(
             let patch = json!({
                 "metadata": {
                     "resourceVersion": seen.metadata.resource_version,
-                    "annotations": {annotations::DESIRED_CONFIG: target},
+                    "annotations": annotations,
                 },
                 "spec": {"taints": plan::with_update_taint(seen, true)},
             });
@@ -126,7 +134,7 @@ async fn set_desired(
                 done => return done.map(|n| (n, true)),
             }
         }
-        let patch = json!({"metadata": {"annotations": {annotations::DESIRED_CONFIG: target}}});
+        let patch = json!({"metadata": {"annotations": annotations}});
         nodes
             .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -279,9 +287,12 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             .iter()
             .map(|c| (c.clone(), seen.get(c.as_str()).map(|n| Arc::clone(n))))
             .collect();
+        let check_timeout = policies::governing(&ctx, &name)
+            .and_then(|(_, v)| v.node_checks)
+            .map(|t| t.as_secs().to_string());
         let writes = writes.into_iter().map(|(c, untainted)| {
-            let (ctx, target) = (Arc::clone(&ctx), target.clone());
-            async move { set_desired(&ctx, &c, &target, untainted).await }
+            let (ctx, target, timeout) = (Arc::clone(&ctx), target.clone(), check_timeout.clone());
+            async move { set_desired(&ctx, &c, &target, timeout, untainted).await }
         });
         tainted_with_target = futures::stream::iter(writes)
             .then(|write| write)
@@ -500,10 +511,13 @@ async fn decide<N: plan::Member>(
         .map(|c| c.name.as_str())
         .filter(|t| !t.is_empty())?;
     let (governing, validated) = policies::governing(ctx, name)?;
-    let inputs: Vec<policy::NodeGateInput> = members
+    let mut inputs: Vec<policy::NodeGateInput> = members
         .iter()
         .map(|m| policies::gate_input(*m, target))
         .collect();
+    if validated.node_checks.is_some() {
+        policies::note_missing_checks(ctx, &mut inputs, target, now);
+    }
     let previous = policies::previous(ctx, &governing, name).await;
     let controls = policies::controls(set_pool);
     let windows = policy::window_state(&validated.windows, now);
@@ -618,7 +632,33 @@ async fn external_gates(
     } else {
         vec![]
     };
-    let (mut failures, pending) = policy::pod_and_pdb_gates(validated, &moved, &pods, &pdbs, now);
+    // Only a short budget needs its pods, to see whether it covers the pool: those of its
+    // namespace, listed once per namespace.
+    let mut pdb_pods = vec![];
+    let short_namespaces: std::collections::BTreeSet<&str> = pdbs
+        .iter()
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.current_healthy < s.desired_healthy)
+        })
+        .filter_map(|p| p.metadata.namespace.as_deref())
+        .collect();
+    for ns in short_namespaces {
+        match Api::<Pod>::namespaced(ctx.client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(l) => pdb_pods.extend(l.items),
+            Err(e) => {
+                tracing::warn!(namespace = ns, error = %e, "pdbs gate: listing pods");
+                return (vec![], retry);
+            }
+        }
+    }
+    let pool_nodes: Vec<&str> = inputs.iter().map(|n| n.name.as_str()).collect();
+    let (mut failures, pending) =
+        policy::pod_and_pdb_gates(validated, &moved, &pods, &pdbs, &pdb_pods, &pool_nodes, now);
     failures.extend(http_failures);
     (failures, pending)
 }

@@ -22,6 +22,12 @@ use mco_apimachinery::selector::LabelSelector;
 /// Gate timeouts when the policy names none.
 pub const DEFAULT_GATE_TIMEOUT: SignedDuration = SignedDuration::from_mins(10);
 pub const DEFAULT_PROBE_TIMEOUT: SignedDuration = SignedDuration::from_secs(10);
+/// How long past the check timeout a node Done on its target may go without a check result
+/// before the `nodeChecks` gate fails.
+pub const MISSING_CHECKS_MARGIN: SignedDuration = SignedDuration::from_secs(30);
+/// Each node check's timeout when `nodeChecks` names none.
+pub const DEFAULT_CHECK_TIMEOUT: SignedDuration =
+    SignedDuration::from_secs(limits::DEFAULT_CHECK_TIMEOUT_SECS as i64);
 
 /// Phases of a governed pool's rollout, as written to `status.pools[].phase`.
 pub mod phases {
@@ -237,11 +243,24 @@ pub fn validate(spec: &RolloutPolicySpec) -> Result<Validated, Vec<FieldError>> 
         &gates.pods_ready,
         &mut errors,
     );
-    let node_checks = gate_timeout(
-        "spec.gates.nodeChecks.timeout",
-        &gates.node_checks,
-        &mut errors,
-    );
+    // The daemon runs each check with this timeout: whole seconds, held to a limit.
+    let node_checks = gates.node_checks.as_ref().map(|g| {
+        let field = "spec.gates.nodeChecks.timeout";
+        let d = duration(
+            field,
+            g.timeout.as_deref(),
+            DEFAULT_CHECK_TIMEOUT,
+            &mut errors,
+        );
+        let max = SignedDuration::from_secs(limits::MAX_CHECK_TIMEOUT_SECS as i64);
+        if d < SignedDuration::from_secs(1) || d > max || d.subsec_nanos() != 0 {
+            errors.push(FieldError {
+                field: field.into(),
+                message: format!("must be whole seconds from 1s to {max:#}, got {d:#}"),
+            });
+        }
+        d
+    });
     if gates.http.len() > limits::MAX_HTTP_PROBES {
         errors.push(FieldError {
             field: "spec.gates.http".into(),
@@ -479,6 +498,8 @@ pub struct NodeGateInput {
     pub ready_since: Option<Timestamp>,
     /// The daemon's last node-check result.
     pub checks: Option<NodeCheckResult>,
+    /// Since when the node is known Done on the target without a check result for it.
+    pub done_since: Option<Timestamp>,
 }
 
 /// A gate the controller evaluated itself (HTTP probes, PDBs, pods): failed with this message.
@@ -545,10 +566,12 @@ fn parse_ts(s: Option<&str>) -> Option<Timestamp> {
 ///
 /// - `podsReady`: every pod on a moved, updated, Ready node is Ready within the timeout of the
 ///   node's return; pods that finished (Succeeded, Failed) do not count.
-/// - `pdbs`: every PodDisruptionBudget has at least its desired healthy pods; one short of it
-///   for longer than the `podsReady` timeout (10 minutes without one), measured from its
-///   `DisruptionAllowed` condition's last change, fails. A drain makes a budget briefly short,
-///   which is why a short one only holds the soak.
+/// - `pdbs`: every PodDisruptionBudget that covers the pool (its selector matches a pod of
+///   `pdb_pods` in its namespace scheduled on one of `pool_nodes`) has at least its desired
+///   healthy pods; one short of it for longer than the `podsReady` timeout (10 minutes without
+///   one), measured from its `DisruptionAllowed` condition's last change, fails. A drain makes
+///   a budget briefly short, which is why a short one only holds the soak. Budgets elsewhere
+///   in the cluster are not the pool's business.
 ///
 /// Returns the failures and, when a gate is not passing yet, when to look again.
 pub fn pod_and_pdb_gates(
@@ -556,6 +579,8 @@ pub fn pod_and_pdb_gates(
     moved: &[(&str, Option<Timestamp>)],
     pods: &[k8s_openapi::api::core::v1::Pod],
     pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget],
+    pdb_pods: &[k8s_openapi::api::core::v1::Pod],
+    pool_nodes: &[&str],
     now: Timestamp,
 ) -> (Vec<ExternalFailure>, Option<Timestamp>) {
     let mut failures = vec![];
@@ -613,7 +638,7 @@ pub fn pod_and_pdb_gates(
             let Some(st) = pdb.status.as_ref() else {
                 continue;
             };
-            if st.current_healthy >= st.desired_healthy {
+            if st.current_healthy >= st.desired_healthy || !covers_pool(pdb, pdb_pods, pool_nodes) {
                 continue;
             }
             let since = st
@@ -643,6 +668,33 @@ pub fn pod_and_pdb_gates(
         }
     }
     (failures, pending)
+}
+
+/// Whether `pdb` selects a pod in its namespace that runs on one of `pool_nodes`. A budget
+/// without a selector selects nothing; an empty one every pod of its namespace.
+pub fn covers_pool(
+    pdb: &k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+    pool_nodes: &[&str],
+) -> bool {
+    let selector = pdb
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .and_then(|s| serde_json::to_value(s).ok())
+        .and_then(|v| LabelSelector::from_k8s(&v).ok().flatten());
+    let Some(selector) = selector else {
+        return false;
+    };
+    let empty = BTreeMap::new();
+    pods.iter().any(|p| {
+        p.metadata.namespace == pdb.metadata.namespace
+            && p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| pool_nodes.contains(&n))
+            && selector.matches(p.metadata.labels.as_ref().unwrap_or(&empty))
+    })
 }
 
 /// Record the nodes a pass pointed at the target: while the canary is not through, they are
@@ -743,8 +795,36 @@ fn node_gates(
             }
             Some(_) => {}
             // The daemon writes the result in the same write as Done; a node updated without
-            // one runs a daemon that does not check, or has not written it yet.
-            None => passing = false,
+            // one runs a daemon that does not check, or its write was lost. Past the check
+            // timeout and a margin the gate fails, so the pool halts visibly, not forever.
+            None => {
+                passing = false;
+                let timeout = policy.node_checks.unwrap_or(DEFAULT_CHECK_TIMEOUT);
+                let since = node.done_since.unwrap_or(now);
+                let deadline = since
+                    .checked_add(timeout)
+                    .and_then(|t| t.checked_add(MISSING_CHECKS_MARGIN))
+                    .unwrap_or(Timestamp::MAX);
+                if now >= deadline {
+                    let waited = since
+                        .duration_until(now)
+                        .round(jiff::Unit::Second)
+                        .map(|d| format!("{d:#}"))
+                        .unwrap_or_default();
+                    let halt = Halt {
+                        node: node.name.clone(),
+                        gate: gates::NODE_CHECKS.into(),
+                        message: format!(
+                            "node {}: no health check result for {target} after {waited} \
+                             (its daemon reports none, or its report was lost)",
+                            node.name
+                        ),
+                        time: Some(ts(deadline)),
+                    };
+                    return (Some((halt, deadline)), false, None);
+                }
+                wake = Some(wake.map_or(deadline, |w: Timestamp| w.min(deadline)));
+            }
         }
     }
     (None, passing, wake)

@@ -20,8 +20,10 @@ use crate::host::{Host, HostKind};
 
 /// Where the checks live, relative to the node's root.
 pub const HEALTH_DIR: &str = "/etc/mco/health.d";
-/// Longest a check may run before it is killed and counted as failed.
-pub const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest a check may run before it is killed and counted as failed, unless the Node names
+/// another ([`mco_api::rollouts::check_timeout`]).
+pub const CHECK_TIMEOUT: Duration =
+    Duration::from_secs(mco_api::rollouts::limits::DEFAULT_CHECK_TIMEOUT_SECS);
 /// Checks run at most; the rest are ignored, named in the output.
 pub const MAX_CHECKS: usize = 64;
 

@@ -33,7 +33,7 @@ fn a_full_policy_is_valid() {
     assert_eq!(v.canary, Some(CanarySize::Nodes(2)));
     assert_eq!(v.soak, SignedDuration::from_mins(10));
     assert_eq!(v.node_ready, Some(SignedDuration::from_mins(5)));
-    assert_eq!(v.node_checks, Some(DEFAULT_GATE_TIMEOUT));
+    assert_eq!(v.node_checks, Some(SignedDuration::from_secs(60)));
     assert_eq!(v.http[0].expect_status, 204);
     assert_eq!(v.windows.len(), 1);
     assert!(v.auto_rollback && v.pdbs);
@@ -649,8 +649,10 @@ fn a_rollback_moves_only_the_nodes_off_its_target_and_does_not_gate_the_rest() {
 #[test]
 fn pods_and_pdbs_gates_wait_then_fail_with_names() {
     use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
-    use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::api::policy::v1::{
+        PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
     let p = validate(&spec(serde_json::json!({
         "gates": {"podsReady": {"timeout": "5m"}, "pdbs": true},
     })))
@@ -681,10 +683,27 @@ fn pods_and_pdbs_gates_wait_then_fail_with_names() {
     ];
     let back = t("2026-01-10T10:00:00Z");
     let moved = [("a", Some(back)), ("b", Some(back))];
-    let (f, pending) = pod_and_pdb_gates(&p, &moved, &pods, &[], t("2026-01-10T10:04:00Z"));
+    let pool = ["a", "b", "c"];
+    let (f, pending) = pod_and_pdb_gates(
+        &p,
+        &moved,
+        &pods,
+        &[],
+        &[],
+        &pool,
+        t("2026-01-10T10:04:00Z"),
+    );
     assert!(f.is_empty());
     assert_eq!(pending, Some(t("2026-01-10T10:05:00Z")));
-    let (f, _) = pod_and_pdb_gates(&p, &moved, &pods, &[], t("2026-01-10T10:05:00Z"));
+    let (f, _) = pod_and_pdb_gates(
+        &p,
+        &moved,
+        &pods,
+        &[],
+        &[],
+        &pool,
+        t("2026-01-10T10:05:00Z"),
+    );
     assert_eq!(f.len(), 1);
     assert_eq!((f[0].node.as_str(), f[0].gate), ("a", gates::PODS_READY));
     assert_eq!(
@@ -708,20 +727,69 @@ fn pods_and_pdbs_gates_wait_then_fail_with_names() {
         }]),
         ..PodDisruptionBudgetStatus::default()
     });
+    pdb.spec = Some(PodDisruptionBudgetSpec {
+        selector: Some(LabelSelector {
+            match_labels: Some([("app".to_string(), "web".to_string())].into()),
+            ..LabelSelector::default()
+        }),
+        ..PodDisruptionBudgetSpec::default()
+    });
+    let labelled = |mut p: Pod, app: &str| {
+        p.metadata.labels = Some([("app".to_string(), app.to_string())].into());
+        p
+    };
+    // The budget's pod runs on a pool node.
+    let on_pool = [labelled(pod("web-3", "c", true, "Running"), "web")];
     let (f, pending) = pod_and_pdb_gates(
         &p,
         &[],
         &[],
         std::slice::from_ref(&pdb),
+        &on_pool,
+        &pool,
         t("2026-01-10T10:01:00Z"),
     );
     assert!(f.is_empty());
     assert_eq!(pending, Some(t("2026-01-10T10:05:00Z")));
-    let (f, _) = pod_and_pdb_gates(&p, &[], &[], &[pdb], t("2026-01-10T10:06:00Z"));
+    let late = t("2026-01-10T10:06:00Z");
+    let (f, _) = pod_and_pdb_gates(
+        &p,
+        &[],
+        &[],
+        std::slice::from_ref(&pdb),
+        &on_pool,
+        &pool,
+        late,
+    );
     assert_eq!(
         f[0].message,
         "PodDisruptionBudget default/web-pdb has 1 healthy pods of 2 desired for longer than 5m"
     );
+    // A short budget elsewhere is not the pool's: its pods run on other nodes, in another
+    // namespace, or do not match its selector.
+    let mut other_ns = labelled(pod("web-4", "a", true, "Running"), "web");
+    other_ns.metadata.namespace = Some("other".into());
+    let elsewhere = [
+        labelled(pod("web-5", "x", true, "Running"), "web"),
+        other_ns,
+        labelled(pod("db-1", "a", true, "Running"), "db"),
+    ];
+    let (f, pending) = pod_and_pdb_gates(
+        &p,
+        &[],
+        &[],
+        std::slice::from_ref(&pdb),
+        &elsewhere,
+        &pool,
+        late,
+    );
+    assert!(f.is_empty(), "{f:?}");
+    assert_eq!(pending, None);
+    // Nor is a budget without a selector.
+    let mut no_selector = pdb.clone();
+    no_selector.spec = None;
+    let (f, _) = pod_and_pdb_gates(&p, &[], &[], &[no_selector], &on_pool, &pool, late);
+    assert!(f.is_empty(), "{f:?}");
 }
 
 #[test]
@@ -747,4 +815,75 @@ fn a_pending_external_gate_holds_the_soak_and_a_failed_one_halts() {
     let d = decide(&p, WindowState::Open(None), &i);
     assert_eq!(d.state.phase, phases::HALTED);
     assert_eq!(d.state.halt.unwrap().gate, gates::PODS_READY);
+}
+
+#[test]
+fn node_checks_timeout_is_whole_seconds_up_to_its_limit() {
+    let with =
+        |timeout: &str| spec(serde_json::json!({"gates": {"nodeChecks": {"timeout": timeout}}}));
+    assert_eq!(
+        validate(&with("10m")).unwrap().node_checks,
+        Some(SignedDuration::from_mins(10))
+    );
+    assert_eq!(
+        validate(&with("1s")).unwrap().node_checks,
+        Some(SignedDuration::from_secs(1))
+    );
+    for (bad, shown) in [("601s", "10m 1s"), ("0s", "0s"), ("1500ms", "1s 500ms")] {
+        assert_eq!(
+            fields(&with(bad)),
+            [format!(
+                "spec.gates.nodeChecks.timeout: must be whole seconds from 1s to 10m, got {shown}"
+            )]
+        );
+    }
+}
+
+#[test]
+fn a_missing_check_result_halts_after_the_timeout_and_margin() {
+    let p = validate(&spec(serde_json::json!({
+        "canary": {"nodes": 1}, "soak": "10m",
+        "gates": {"nodeChecks": {"timeout": "60s"}},
+    })))
+    .unwrap();
+    let mut a = member("a", true, true);
+    a.done_since = Some(t("2026-01-10T10:00:00Z"));
+    // A result for another config does not count.
+    a.checks = checked(member("a", true, true), true).checks.map(|mut c| {
+        c.config = "rendered-worker-old".into();
+        c
+    });
+    let nodes = vec![a, member("b", false, false)];
+    let open = WindowState::Open(None);
+    // Within the timeout and margin: the soak waits, and looks again at the deadline.
+    let d = decide(
+        &p,
+        open,
+        &input(&nodes, Some(&started(&["a"])), "2026-01-10T10:01:00Z"),
+    );
+    assert_eq!((d.cap, d.state.phase.as_str()), (Some(1), phases::CANARY));
+    assert_eq!(d.state.halt, None);
+    assert_eq!(d.requeue, Some(std::time::Duration::from_secs(30)));
+    // Past it: halted, naming the node and the target.
+    let d = decide(
+        &p,
+        open,
+        &input(&nodes, Some(&d.state), "2026-01-10T10:01:30Z"),
+    );
+    assert_eq!(d.state.phase, phases::HALTED);
+    let h = d.state.halt.as_ref().unwrap();
+    assert_eq!(
+        (h.node.as_str(), h.gate.as_str()),
+        ("a", gates::NODE_CHECKS)
+    );
+    assert_eq!(
+        h.message,
+        "node a: no health check result for rendered-worker-new after 1m 30s \
+         (its daemon reports none, or its report was lost)"
+    );
+    assert_eq!(d.events[0].reason, "RolloutHalted");
+    // A resume after the deadline forgives it.
+    let mut resumed = input(&nodes, Some(&d.state), "2026-01-10T10:02:00Z");
+    resumed.resumed_at = Some(t("2026-01-10T10:01:45Z"));
+    assert_eq!(decide(&p, open, &resumed).state.halt, None);
 }

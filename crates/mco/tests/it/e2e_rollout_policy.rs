@@ -558,3 +558,170 @@ fn auto_rollback_returns_a_failed_canary_by_itself() {
             .then_some(())
     });
 }
+
+#[test]
+fn the_policy_node_check_timeout_reaches_the_daemon() {
+    let c = Cluster::up(Opts::default());
+    // Well within the default 60 s, past the policy's 1 s.
+    for w in &c.workers() {
+        put_check(&c, w, "10-slow", "#!/bin/sh\nexec sleep 5\n");
+    }
+    c.apply(&policy(
+        "timeout",
+        "  canary:\n    nodes: 1\n  soak: 1h\n  gates:\n    nodeChecks:\n      timeout: 1s\n",
+    ));
+    wait_valid(&c, "timeout");
+    let old = c.pool_target("worker");
+    c.apply(&file_mc(
+        "99-worker-timeout",
+        "worker",
+        "/etc/timeout",
+        "v2",
+    ));
+    let halted = wait_for("the pool halted", 120, || {
+        let p = c.try_get_json(&["mcp", "worker"])?;
+        (condition_status(&p, "RolloutHalted") == "True")
+            .then(|| condition_message(&p, "RolloutHalted"))
+    });
+    assert!(halted.contains("health check 10-slow failed"), "{halted}");
+    assert!(halted.contains("timed out after 1s"), "{halted}");
+    let new = c.pool_target("worker");
+    assert_ne!(new, old);
+    let canary = pointed_at(&c, &new);
+    assert_eq!(canary.len(), 1, "only the canary moved: {canary:?}");
+    let node = c.get_json(&["node", canary.first().unwrap()]);
+    assert_eq!(
+        annotation(&node, "rollouts.mco.dev/node-check-timeout"),
+        "1",
+        "{node}"
+    );
+}
+
+/// A pod on `node` that never becomes Ready: nothing in the embedded cluster runs it. It is
+/// owned by the sim's DaemonSet, so drains leave it where it is, and labelled `app=stuck`.
+fn stuck_pod(c: &Cluster, node: &str) {
+    let ds_uid = wait_for("the node-agent DaemonSet", 60, || {
+        let ds = c.try_get_json(&["daemonset", "node-agent", "-n", "kube-system"])?;
+        ds["metadata"]["uid"].as_str().map(str::to_string)
+    });
+    c.apply(&format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: stuck-{node}
+  namespace: kube-system
+  labels:
+    app: stuck
+  ownerReferences:
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    name: node-agent
+    uid: {ds_uid}
+    controller: true
+spec:
+  nodeName: {node}
+  containers:
+  - name: stuck
+    image: registry.example/stuck:1
+"
+    ));
+}
+
+fn wait_halted(c: &Cluster) -> String {
+    wait_for("the pool halted", 120, || {
+        let p = c.try_get_json(&["mcp", "worker"])?;
+        (condition_status(&p, "RolloutHalted") == "True")
+            .then(|| condition_message(&p, "RolloutHalted"))
+    })
+}
+
+#[test]
+fn a_pod_that_never_becomes_ready_on_the_canary_halts_the_pool() {
+    let c = Cluster::up(Opts::default());
+    for w in &c.workers() {
+        stuck_pod(&c, w);
+    }
+    c.apply(&policy(
+        "pods",
+        "  canary:\n    nodes: 1\n  soak: 1h\n  gates:\n    podsReady:\n      timeout: 5s\n",
+    ));
+    wait_valid(&c, "pods");
+    let old = c.pool_target("worker");
+    c.apply(&file_mc("99-worker-pods", "worker", "/etc/pods", "v2"));
+    let halted = wait_halted(&c);
+    let new = c.pool_target("worker");
+    assert_ne!(new, old);
+    let canary = pointed_at(&c, &new);
+    assert_eq!(canary.len(), 1, "only the canary moved: {canary:?}");
+    let node = canary.first().unwrap();
+    assert!(
+        halted.starts_with(&format!("gate podsReady failed on node {node}: ")),
+        "{halted}"
+    );
+    assert!(
+        halted.contains(&format!(
+            "pods not Ready 5s after node {node} came back: kube-system/stuck-{node}"
+        )),
+        "{halted}"
+    );
+    let entry = pool_entry(&c, "pods", "worker").unwrap();
+    assert_eq!(entry["halt"]["gate"], "podsReady", "{entry}");
+    assert_eq!(pointed_at(&c, &new).len(), 1, "the halt held the rest");
+}
+
+#[test]
+fn only_a_short_budget_covering_the_pool_halts_it() {
+    let c = Cluster::up(Opts::default());
+    c.apply(
+        "apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: stuck
+  namespace: kube-system
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels:
+      app: stuck
+",
+    );
+    // The budget is short, but its only pod runs on the master, outside the worker pool.
+    stuck_pod(&c, "master-0");
+    wait_for("the budget short", 60, || {
+        let pdb = c.try_get_json(&["pdb", "stuck", "-n", "kube-system"])?;
+        (pdb["status"]["desiredHealthy"] == 1 && pdb["status"]["currentHealthy"] == 0).then_some(())
+    });
+    c.apply(&policy(
+        "budgets",
+        "  canary:\n    nodes: 1\n  soak: 1h\n  gates:\n    podsReady:\n      timeout: 3s\n    pdbs: true\n",
+    ));
+    wait_valid(&c, "budgets");
+    let old = c.pool_target("worker");
+    c.apply(&file_mc("99-worker-pdbs", "worker", "/etc/pdbs", "v2"));
+    let entry = wait_for("the canary soaking", 120, || {
+        let e = pool_entry(&c, "budgets", "worker")?;
+        (e["phase"] == "Soaking").then_some(e)
+    });
+    let new = c.pool_target("worker");
+    assert_ne!(new, old);
+    assert_eq!(entry["target"], new.as_str(), "{entry}");
+    let p = c.pool("worker");
+    assert_ne!(condition_status(&p, "RolloutHalted"), "True", "{p}");
+
+    // A pod of the budget on a worker that has not moved: the budget now covers the pool.
+    let canary = pointed_at(&c, &new);
+    let other = c
+        .workers()
+        .into_iter()
+        .find(|w| !canary.contains(w))
+        .expect("a worker outside the canary");
+    stuck_pod(&c, &other);
+    let halted = wait_halted(&c);
+    assert!(
+        halted.contains("PodDisruptionBudget kube-system/stuck has 0 healthy pods of 1 desired"),
+        "{halted}"
+    );
+    let entry = pool_entry(&c, "budgets", "worker").unwrap();
+    assert_eq!(entry["halt"]["gate"], "pdbs", "{entry}");
+    assert_eq!(pointed_at(&c, &new), canary, "the halt held the rest");
+}

@@ -72,6 +72,25 @@ impl Inner {
         }
     }
 
+    /// The per-check timeout the controller set on this Node with its `desiredConfig`
+    /// (`nodeChecks.timeout` of the governing policy): from the watched Node, which carried
+    /// the target this update applied, else read.
+    async fn check_timeout(&self) -> std::time::Duration {
+        let watched = self.watched.borrow().clone();
+        let node = match watched {
+            Some(n) => Some(n),
+            None => self.node().await.ok().map(Arc::new),
+        };
+        let value = node.as_ref().and_then(|n| {
+            n.metadata
+                .annotations
+                .as_ref()?
+                .get(rollouts::annotations::NODE_CHECK_TIMEOUT)
+                .cloned()
+        });
+        rollouts::check_timeout(value.as_deref())
+    }
+
     pub(super) async fn config(&self, name: &str) -> Result<MachineConfig, SyncError> {
         let engine = Arc::clone(&self.engine);
         let on_disk = blocking(move || engine.on_disk_config()).await?;
@@ -92,10 +111,10 @@ impl Inner {
         );
         // The health checks' result goes out with Done, so a gate never sees an updated node
         // without it.
+        let timeout = self.check_timeout().await;
         let engine = Arc::clone(&self.engine);
         let checks =
-            blocking(move || Ok::<_, SyncError>(health::run(&engine.host, health::CHECK_TIMEOUT)))
-                .await?;
+            blocking(move || Ok::<_, SyncError>(health::run(&engine.host, timeout))).await?;
         if !checks.passed {
             tracing::warn!(check = %checks.check, output = %checks.output, "node health check failed");
         }
