@@ -406,6 +406,7 @@ pub async fn run_all(
         policies: policies.clone(),
         policy_writes: Default::default(),
         missing_checks: Default::default(),
+        first_done: Default::default(),
         written_nodes: Mutex::new(HashMap::new()),
         written_pools: Mutex::new(HashMap::new()),
         written_mcns: Mutex::new(HashMap::new()),

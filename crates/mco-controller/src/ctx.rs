@@ -45,6 +45,9 @@ pub struct Ctx {
     /// Per node, the target it was first seen Done on without a node-check result for it, and
     /// when; see [`crate::policies::note_missing_checks`].
     pub missing_checks: crate::policies::MissingChecks,
+    /// Per node, the target it was first seen Done on, and when; see
+    /// [`crate::policies::note_returns`].
+    pub first_done: crate::policies::MissingChecks,
     /// Nodes as this controller last wrote them, until the node cache catches up; see
     /// [`Ctx::fresh_nodes`].
     pub written_nodes: Mutex<HashMap<String, Arc<Node>>>,

@@ -139,6 +139,26 @@ pub fn note_missing_checks(
     }
 }
 
+/// Set each updated member's `ready_since` to when it came back from its update to `target`
+/// ([`policy::returned_at`]), for the `podsReady` gate. When this controller first saw it Done
+/// is kept in memory: after a restart the wait starts again, which only delays a halt.
+pub fn note_returns(ctx: &Ctx, inputs: &mut [NodeGateInput], target: &str, now: jiff::Timestamp) {
+    let mut seen = ctx.first_done.lock().unwrap_or_else(|e| e.into_inner());
+    for n in inputs.iter_mut() {
+        if !n.updated {
+            seen.remove(&n.name);
+            continue;
+        }
+        let entry = seen
+            .entry(n.name.clone())
+            .or_insert_with(|| (target.to_string(), now));
+        if entry.0 != target {
+            *entry = (target.to_string(), now);
+        }
+        n.ready_since = Some(policy::returned_at(n.ready_since, entry.1));
+    }
+}
+
 /// The pool's controls, read from its annotations.
 pub struct Controls<'a> {
     pub halt: bool,

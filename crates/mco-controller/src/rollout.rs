@@ -518,6 +518,9 @@ async fn decide<N: plan::Member>(
     if validated.node_checks.is_some() {
         policies::note_missing_checks(ctx, &mut inputs, target, now);
     }
+    if validated.pods_ready.is_some() {
+        policies::note_returns(ctx, &mut inputs, target, now);
+    }
     let previous = policies::previous(ctx, &governing, name).await;
     let controls = policies::controls(set_pool);
     let windows = policy::window_state(&validated.windows, now);

@@ -561,8 +561,16 @@ fn parse_ts(s: Option<&str>) -> Option<Timestamp> {
     s.and_then(|s| s.parse().ok())
 }
 
+/// When a moved node came back from its update, for the `podsReady` gate: the later of its
+/// Ready condition's last transition (back from a reboot) and when it was first seen Done on
+/// the target. A rebootless update leaves Ready as it was, perhaps days old, and the node's
+/// pods still get their timeout from the update.
+pub fn returned_at(ready_since: Option<Timestamp>, first_done: Timestamp) -> Timestamp {
+    ready_since.map_or(first_done, |r| r.max(first_done))
+}
+
 /// The `podsReady` and `pdbs` gates over the nodes a rollout moved (`moved`: names, each with
-/// when it was last Ready-transitioned, i.e. back from its reboot).
+/// when it came back from its update, see [`returned_at`]).
 ///
 /// - `podsReady`: every pod on a moved, updated, Ready node is Ready within the timeout of the
 ///   node's return; pods that finished (Succeeded, Failed) do not count.

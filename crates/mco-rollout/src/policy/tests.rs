@@ -1,4 +1,23 @@
 use super::*;
+
+#[test]
+fn a_node_returns_when_it_is_ready_and_done_whichever_is_later() {
+    let t = |s: &str| -> Timestamp { s.parse().unwrap() };
+    // Rebooted: Ready again after Done was first seen.
+    assert_eq!(
+        returned_at(Some(t("2026-01-01T10:05:00Z")), t("2026-01-01T10:04:00Z")),
+        t("2026-01-01T10:05:00Z")
+    );
+    // Rebootless: Ready since long before, the update is when it was seen Done.
+    assert_eq!(
+        returned_at(Some(t("2025-12-01T00:00:00Z")), t("2026-01-01T10:04:00Z")),
+        t("2026-01-01T10:04:00Z")
+    );
+    assert_eq!(
+        returned_at(None, t("2026-01-01T10:04:00Z")),
+        t("2026-01-01T10:04:00Z")
+    );
+}
 use mco_api::rollouts::{Gates, HttpProbe, TimeoutGate, Window as WindowSpec};
 
 fn t(s: &str) -> Timestamp {
