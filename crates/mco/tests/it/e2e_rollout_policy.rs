@@ -1,7 +1,8 @@
 //! End-to-end: `RolloutPolicy` on `mco up`, driven through `kubectl` and `mco`: a canary that
 //! fails its node check halts and is rolled back, a passing canary is promoted after its soak,
 //! a closed maintenance window holds a reboot but not an SSH key, halt and resume stay within
-//! maxUnavailable, and bad policies are reported and govern nothing.
+//! maxUnavailable, and bad policies are reported and govern nothing. All run on both servers
+//! but the two that plant a pod nothing runs (`stuck_pod`), which only the embedded one allows.
 
 use crate::e2e;
 
@@ -10,8 +11,14 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 on_both_servers!(
+    a_closed_window_holds_a_reboot_but_not_an_ssh_key,
+    a_failing_http_probe_halts_the_canary,
+    a_passing_canary_is_promoted_after_its_soak,
+    auto_rollback_returns_a_failed_canary_by_itself,
     bad_policies_get_conditions_and_govern_nothing,
+    canary_with_a_failing_node_check_halts_and_rollback_returns_it,
     halt_and_resume_mid_rollout_stay_within_max_unavailable,
+    the_policy_node_check_timeout_reaches_the_daemon,
 );
 
 const WORKER_LABEL: &str = "pools.operator.machineconfiguration.openshift.io/worker";
@@ -95,9 +102,9 @@ fn wait_valid(c: &Cluster, name: &str) {
     });
 }
 
-#[test]
-fn canary_with_a_failing_node_check_halts_and_rollback_returns_it() {
+fn canary_with_a_failing_node_check_halts_and_rollback_returns_it(server: Server) {
     let c = Cluster::up(Opts {
+        server,
         workers: 4,
         ..Opts::default()
     });
@@ -209,9 +216,9 @@ fn canary_with_a_failing_node_check_halts_and_rollback_returns_it() {
     });
 }
 
-#[test]
-fn a_passing_canary_is_promoted_after_its_soak() {
+fn a_passing_canary_is_promoted_after_its_soak(server: Server) {
     let c = Cluster::up(Opts {
+        server,
         workers: 3,
         ..Opts::default()
     });
@@ -285,9 +292,11 @@ fn closed_schedule() -> String {
     format!("0 {hour} * * *")
 }
 
-#[test]
-fn a_closed_window_holds_a_reboot_but_not_an_ssh_key() {
-    let c = Cluster::up(Opts::default());
+fn a_closed_window_holds_a_reboot_but_not_an_ssh_key(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     let workers = c.workers();
     let boots: Vec<String> = workers.iter().map(|w| c.boot_id(w)).collect();
     let window = |schedule: &str| {
@@ -468,9 +477,11 @@ fn bad_policies_get_conditions_and_govern_nothing(server: Server) {
     }
 }
 
-#[test]
-fn a_failing_http_probe_halts_the_canary() {
-    let c = Cluster::up(Opts::default());
+fn a_failing_http_probe_halts_the_canary(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     // Nothing listens on port 1: the probe is refused once the canary is updated.
     c.apply(&policy(
         "probe",
@@ -495,9 +506,9 @@ fn a_failing_http_probe_halts_the_canary() {
     assert_eq!(entry["halt"]["gate"], "http", "{entry}");
 }
 
-#[test]
-fn auto_rollback_returns_a_failed_canary_by_itself() {
+fn auto_rollback_returns_a_failed_canary_by_itself(server: Server) {
     let c = Cluster::up(Opts {
+        server,
         workers: 3,
         ..Opts::default()
     });
@@ -559,9 +570,11 @@ fn auto_rollback_returns_a_failed_canary_by_itself() {
     });
 }
 
-#[test]
-fn the_policy_node_check_timeout_reaches_the_daemon() {
-    let c = Cluster::up(Opts::default());
+fn the_policy_node_check_timeout_reaches_the_daemon(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     // Well within the default 60 s, past the policy's 1 s.
     for w in &c.workers() {
         put_check(&c, w, "10-slow", "#!/bin/sh\nexec sleep 5\n");
@@ -635,9 +648,11 @@ fn wait_halted(c: &Cluster) -> String {
     })
 }
 
+// Embedded only: on a real cluster the simulated kubelet runs the stuck pod and the
+// DaemonSet controller deletes a pod it did not make.
 #[test]
 fn a_pod_that_never_becomes_ready_on_the_canary_halts_the_pool() {
-    let c = Cluster::up(Opts::default());
+    let c = Cluster::up(Opts { ..Opts::default() });
     for w in &c.workers() {
         stuck_pod(&c, w);
     }
@@ -669,9 +684,10 @@ fn a_pod_that_never_becomes_ready_on_the_canary_halts_the_pool() {
     assert_eq!(pointed_at(&c, &new).len(), 1, "the halt held the rest");
 }
 
+// Embedded only, as the test above (its `stuck_pod`).
 #[test]
 fn only_a_short_budget_covering_the_pool_halts_it() {
-    let c = Cluster::up(Opts::default());
+    let c = Cluster::up(Opts { ..Opts::default() });
     c.apply(
         "apiVersion: policy/v1
 kind: PodDisruptionBudget
