@@ -125,18 +125,30 @@ pub fn note_missing_checks(
     let mut seen = ctx.missing_checks.lock().unwrap_or_else(|e| e.into_inner());
     for n in inputs.iter_mut() {
         let missing = n.updated && n.checks.as_ref().is_none_or(|c| c.config != target);
-        if !missing {
-            seen.remove(&n.name);
-            continue;
-        }
-        let entry = seen
-            .entry(n.name.clone())
-            .or_insert_with(|| (target.to_string(), now));
-        if entry.0 != target {
-            *entry = (target.to_string(), now);
-        }
-        n.done_since = Some(entry.1);
+        n.done_since = first_seen(&mut seen, &n.name, missing, target, now);
     }
+}
+
+/// When `node` was first seen with `now_so` true for `target`, remembered in `seen`; `None`
+/// (and forgotten) while it is not so.
+fn first_seen(
+    seen: &mut HashMap<String, (String, jiff::Timestamp)>,
+    node: &str,
+    now_so: bool,
+    target: &str,
+    now: jiff::Timestamp,
+) -> Option<jiff::Timestamp> {
+    if !now_so {
+        seen.remove(node);
+        return None;
+    }
+    let entry = seen
+        .entry(node.to_string())
+        .or_insert_with(|| (target.to_string(), now));
+    if entry.0 != target {
+        *entry = (target.to_string(), now);
+    }
+    Some(entry.1)
 }
 
 /// Set each updated member's `ready_since` to when it came back from its update to `target`
@@ -145,17 +157,9 @@ pub fn note_missing_checks(
 pub fn note_returns(ctx: &Ctx, inputs: &mut [NodeGateInput], target: &str, now: jiff::Timestamp) {
     let mut seen = ctx.first_done.lock().unwrap_or_else(|e| e.into_inner());
     for n in inputs.iter_mut() {
-        if !n.updated {
-            seen.remove(&n.name);
-            continue;
+        if let Some(done) = first_seen(&mut seen, &n.name, n.updated, target, now) {
+            n.ready_since = Some(policy::returned_at(n.ready_since, done));
         }
-        let entry = seen
-            .entry(n.name.clone())
-            .or_insert_with(|| (target.to_string(), now));
-        if entry.0 != target {
-            *entry = (target.to_string(), now);
-        }
-        n.ready_since = Some(policy::returned_at(n.ready_since, entry.1));
     }
 }
 

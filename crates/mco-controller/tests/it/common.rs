@@ -320,3 +320,10 @@ pub fn spawn_daemons(client: &Client, mode: Daemon) -> tokio::task::JoinHandle<(
         }
     })
 }
+
+/// One counter of the server's `apiserver_request_total`, 0 when absent.
+pub async fn requests(c: &kube::Client, labels: &str) -> u64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = c.request_text(req).await.unwrap();
+    mco_apiserver::metrics::request_total(&text, labels)
+}

@@ -182,13 +182,6 @@ async fn suffixes_finalizers_and_failures_follow_upstream() {
     );
 }
 
-/// One counter of the server's `apiserver_request_total`, 0 when absent.
-async fn requests(c: &kube::Client, labels: &str) -> u64 {
-    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = c.request_text(req).await.unwrap();
-    mco_apiserver::metrics::request_total(&text, labels)
-}
-
 /// A rollout writes its pool's status for every node. None of those writes can change a
 /// generated MachineConfig, so none may cost the registries controller its reads (a GET of
 /// `images` and a LIST of each mirror kind per pool). A later mirror change still reaches the

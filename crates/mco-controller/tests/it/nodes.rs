@@ -471,13 +471,6 @@ fn record_node(c: &kube::Client, name: &str) -> (NodeLog, tokio::task::JoinHandl
     (seen, task)
 }
 
-/// One counter of the server's `apiserver_request_total`, 0 when absent.
-async fn requests(c: &kube::Client, labels: &str) -> u64 {
-    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = c.request_text(req).await.unwrap();
-    mco_apiserver::metrics::request_total(&text, labels)
-}
-
 /// A drain with nothing to evict and its uncordon cost two MCN condition writes (cordoned and
 /// drained together, uncordoned), and the uncordon is the same Node write as its
 /// answer, so no reader sees the answer before the node is schedulable.
