@@ -100,13 +100,7 @@ pub fn read_token(path: &Path) -> Result<String, Error> {
 
 /// Equal bytes, in time that depends only on the lengths.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 #[derive(Clone)]
