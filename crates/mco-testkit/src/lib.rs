@@ -9,8 +9,12 @@
 //! - With the `server` feature, [`server`]: the embedded API server in a temp dir, and helpers
 //!   for its clients.
 //!
+//! - With the `browser` feature, [`browser`]: a headless Chromium through chromedriver.
+//!
 //! A dev-dependency only; never published.
 
+#[cfg(feature = "browser")]
+pub mod browser;
 mod build;
 mod poll;
 #[cfg(feature = "server")]

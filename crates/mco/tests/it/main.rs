@@ -8,6 +8,7 @@ mod differential;
 mod e2e;
 mod e2e_adoption;
 mod e2e_certs;
+mod e2e_dashboard;
 mod e2e_disruption;
 mod e2e_generated;
 mod e2e_join;
