@@ -5,6 +5,7 @@
 //! figures (and ratios measured in the same run) and says whether the goal is met, but
 //! never fails a build because the machine was busy.
 
+pub mod dashboard;
 pub mod fanout;
 pub mod floor;
 pub mod mcs;

@@ -1,11 +1,11 @@
 //! `mco-bench`: benchmarks of the embedded API server and of a whole `mco up` rollout. Build in
-//! release mode: `cargo run --release -p mco-bench -- <writes|fanout|memory|rollout> [flags]`.
+//! release mode: `cargo run --release -p mco-bench -- <writes|fanout|memory|mcs|rollout|servers|dashboard> [flags]`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use mco_bench::{fanout, mcs, memory, rollout, servers, writes};
+use mco_bench::{dashboard, fanout, mcs, memory, rollout, servers, writes};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -91,6 +91,22 @@ enum Bench {
         #[arg(long, default_value_t = 1.0)]
         reboot_seconds: f64,
         /// The worker pool's maxUnavailable, in percent.
+        #[arg(long, default_value_t = 10)]
+        max_unavailable_percent: u32,
+    },
+    /// The same rollout twice, without and with the dashboard open in a headless Chromium:
+    /// the page's time to apply each batch of updates, and the RSS the dashboard adds.
+    Dashboard {
+        /// The mco binary (build it with `cargo build --release -p mco`).
+        #[arg(long, default_value = "target/release/mco")]
+        mco_bin: PathBuf,
+        /// Worker nodes (the pool rolled out).
+        #[arg(long, default_value_t = 1000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 3)]
+        masters: usize,
+        #[arg(long, default_value_t = 1.0)]
+        reboot_seconds: f64,
         #[arg(long, default_value_t = 10)]
         max_unavailable_percent: u32,
     },
@@ -212,6 +228,26 @@ async fn main() -> anyhow::Result<()> {
             .await?;
             println!("{r}");
         }
+        Bench::Dashboard {
+            mco_bin,
+            nodes,
+            masters,
+            reboot_seconds,
+            max_unavailable_percent,
+        } => {
+            let r = dashboard::run(rollout::RolloutOpts {
+                mco_bin,
+                masters,
+                workers: nodes,
+                reboot_seconds,
+                max_unavailable_percent,
+                max: Duration::from_secs(cli.max_secs.max(900)),
+                work_dir: cli.work_dir,
+                ..Default::default()
+            })
+            .await?;
+            println!("{r}");
+        }
         Bench::Servers {
             mco_bin,
             nodes,
@@ -233,6 +269,7 @@ async fn main() -> anyhow::Result<()> {
                     kubeconfig: None,
                     controller_process: true,
                     idle: Duration::from_secs(idle_seconds),
+                    dashboard: false,
                 },
                 real_kube,
             })

@@ -54,6 +54,9 @@ pub struct RolloutOpts {
     /// background traffic (heartbeats, leases, a real cluster's controllers), subtracted at
     /// that rate from the rollout's count.
     pub idle: Duration,
+    /// Serve the dashboard and follow the rollout in a headless Chromium (the `dashboard`
+    /// bench); otherwise `--dashboard-listen off`.
+    pub dashboard: bool,
 }
 
 impl Default for RolloutOpts {
@@ -69,6 +72,7 @@ impl Default for RolloutOpts {
             kubeconfig: None,
             controller_process: false,
             idle: Duration::ZERO,
+            dashboard: false,
         }
     }
 }
@@ -114,6 +118,8 @@ pub struct RolloutReport {
     pub idle_rate: Option<f64>,
     /// CPU time of the `mco controller` process during the rollout (`controller_process`).
     pub controller_cpu: Option<Duration>,
+    /// What the dashboard's page measured while following the rollout (`dashboard`).
+    pub page: Option<crate::dashboard::PageStats>,
 }
 
 impl RolloutReport {
@@ -381,7 +387,11 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         .args(["--masters", &opts.masters.to_string()])
         .args(["--workers", &opts.workers.to_string()])
         .args(["--reboot-seconds", &opts.reboot_seconds.to_string()])
-        .args(["--mcs-listen", "127.0.0.1:0"]);
+        .args(["--mcs-listen", "127.0.0.1:0"])
+        .args([
+            "--dashboard-listen",
+            if opts.dashboard { "127.0.0.1:0" } else { "off" },
+        ]);
     match &opts.kubeconfig {
         Some(kc) => cmd.arg("--kubeconfig").arg(kc),
         None => cmd.args(["--listen", "127.0.0.1:0"]),
@@ -548,6 +558,17 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         let after = Requests::read(&client).await?;
         Some(after.own().saturating_sub(before.own()) as f64 / t.elapsed().as_secs_f64())
     };
+    // The page is open from before the rollout to its end, as someone watching it would be.
+    let page = if opts.dashboard {
+        let log = log_path.clone();
+        Some(
+            tokio::task::spawn_blocking(move || crate::dashboard::Page::open(&log, total))
+                .await
+                .map_err(|e| Error::Bench(format!("the dashboard's page: {e}")))??,
+        )
+    } else {
+        None
+    };
     let controller_pid = controller.as_ref().map(|c| c.0.id());
     let controller_before = match controller_pid {
         Some(p) => Some(procfs::read_cpu(p)?),
@@ -612,6 +633,15 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     top_requests.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     top_requests.truncate(12);
     let mem = procfs::read_mem(pid)?;
+    let page = match page {
+        // The browser blocks (and its drop too): off the runtime.
+        Some(p) => Some(
+            tokio::task::spawn_blocking(move || p.stats())
+                .await
+                .map_err(|e| Error::Bench(format!("the dashboard's page: {e}")))?,
+        ),
+        None => None,
+    };
     let load = std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default();
@@ -634,6 +664,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         component_requests,
         idle_rate,
         controller_cpu,
+        page,
     })
 }
 
@@ -824,6 +855,7 @@ mod tests {
             component_requests: 0,
             idle_rate: None,
             controller_cpu: None,
+            page: None,
         }
     }
 
