@@ -8,6 +8,7 @@
 //! the same rules over a snapshot. Every rule that bounds disruption is therefore tested here
 //! without an API server.
 
+pub mod condition;
 pub mod drain;
 pub mod gc;
 pub mod leader;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mco_api::constants::{annotations, drain, labels, names, pool_conditions, states, taints};
-use mco_api::{MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolStatus};
+use mco_api::{MachineConfigPool, MachineConfigPoolStatus};
 use mco_apimachinery::selector::LabelSelector;
 
 /// Nodes with this label value are never managed (upstream skips Windows nodes).
@@ -818,35 +818,7 @@ fn rollout_order(a: &Node, b: &Node) -> std::cmp::Ordering {
         .then_with(|| name_of(a).cmp(name_of(b)))
 }
 
-/// Upstream's `SetMachineConfigPoolCondition`: the transition time moves only when the status
-/// changes; an identical condition is left alone.
-pub fn set_condition(
-    conditions: &mut Vec<MachineConfigPoolCondition>,
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: &str,
-    now: &str,
-) {
-    let status = if status { "True" } else { "False" };
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = Some(now.to_string());
-            }
-            c.status = status.to_string();
-            c.reason = reason.to_string();
-            c.message = message.to_string();
-        }
-        None => conditions.push(MachineConfigPoolCondition {
-            type_: type_.to_string(),
-            status: status.to_string(),
-            last_transition_time: Some(now.to_string()),
-            reason: reason.to_string(),
-            message: message.to_string(),
-        }),
-    }
-}
+pub use crate::condition::set_condition;
 
 /// Upstream's `calculateStatus` for a pool and its member nodes. `RenderDegraded` belongs to the
 /// render controller and is carried over; `Degraded` aggregates it with `NodeDegraded`.

@@ -14,8 +14,7 @@ use std::str::FromStr;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use mco_api::rollouts::{
-    Canary, Halt, NodeCheckResult, PolicyCondition, PoolRollout, RolloutPolicySpec,
-    conditions as cond, limits,
+    Canary, Halt, NodeCheckResult, PoolRollout, RolloutPolicySpec, conditions as cond, limits,
 };
 use mco_apimachinery::selector::LabelSelector;
 
@@ -718,34 +717,7 @@ pub fn note_targeted(state: &mut PoolRollout, candidates: &[String]) {
     }
 }
 
-/// Set one condition in `list`; the transition time moves only when the status does.
-pub fn set_condition(
-    list: &mut Vec<PolicyCondition>,
-    type_: &str,
-    status: bool,
-    reason: &str,
-    message: &str,
-    now: &str,
-) {
-    let status = if status { "True" } else { "False" };
-    match list.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = Some(now.to_string());
-            }
-            c.status = status.into();
-            c.reason = reason.into();
-            c.message = message.into();
-        }
-        None => list.push(PolicyCondition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: Some(now.to_string()),
-        }),
-    }
-}
+pub use crate::condition::set_condition;
 
 /// The failure of one node's own gates, if any, and when a pending gate next needs a look.
 fn node_gates(

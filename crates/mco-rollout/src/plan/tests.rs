@@ -1,6 +1,7 @@
 use super::*;
 use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector as K8sSelector, Time};
+use mco_api::MachineConfigPoolCondition;
 use mco_api::{MachineConfigPoolSpec, PoolConfiguration};
 use pretty_assertions::assert_eq;
 
@@ -727,7 +728,7 @@ fn render_degraded_is_kept_and_aggregated() {
 
 #[test]
 fn set_condition_moves_transition_time_only_on_status_change() {
-    let mut c = vec![];
+    let mut c: Vec<MachineConfigPoolCondition> = vec![];
     set_condition(&mut c, "X", true, "", "a", "t1");
     set_condition(&mut c, "X", true, "", "b", "t2");
     assert_eq!(c[0].last_transition_time.as_deref(), Some("t1"));
