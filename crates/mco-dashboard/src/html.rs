@@ -198,6 +198,9 @@ mod tests {
             current: "rendered-worker-a".into(),
             desired: "rendered-worker-b".into(),
             message: message.into(),
+            timeline: Vec::new(),
+            drain: None,
+            findings: Vec::new(),
         }
     }
 

@@ -1,20 +1,31 @@
 //! The dashboard's view model: a pure function of a [`Snapshot`] and recent Events, and the
 //! delta between two of them that the page applies live.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use mco_api::MachineConfigNode;
 use mco_api::constants::{mcn_conditions, states};
 use mco_cli::Snapshot;
-use mco_cli::phase;
+use mco_cli::drain::{self, BlockedDrain};
+use mco_cli::phase::{self, PHASE_ORDER, human_duration};
 use mco_cli::snapshot::{NodeFacts, mcn_condition, name_of};
-use mco_cli::status;
+use mco_cli::{doctor, status};
 use serde::Serialize;
 
 /// Events kept and shown, newest first.
 pub const MAX_EVENTS: usize = 100;
 /// Longest Event or node message kept, in characters.
 pub const MAX_MESSAGE: usize = 1024;
+/// Pods of a blocked drain shown (the drain message may name any number); the rest are counted.
+pub const MAX_BLOCKED_PODS: usize = 50;
+/// `mco doctor` findings shown for one node.
+pub const MAX_FINDINGS: usize = 10;
+/// Longest text of a finding (cause, fix, command) kept, in characters.
+pub const MAX_FINDING_TEXT: usize = 4 * MAX_MESSAGE;
 
 /// One pool, as `mco status` computes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -78,6 +89,76 @@ pub struct NodeView {
     pub desired: String,
     /// Why a degraded node is degraded, or the current phase's message.
     pub message: String,
+    /// Every update phase the node has entered, in upstream order.
+    pub timeline: Vec<PhaseStep>,
+    /// Its drain, when pods that cannot be evicted hold it up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainView>,
+    /// `mco doctor`'s findings, for a degraded node or a blocked drain only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<FindingView>,
+}
+
+/// One phase of a node's update: a MachineConfigNode condition that is `Unknown` (in progress)
+/// or `True` (done).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PhaseStep {
+    /// The condition type, e.g. `Drained`.
+    pub phase: String,
+    /// The condition status: `Unknown` or `True`.
+    pub status: String,
+    /// `in progress` or `done`.
+    pub state: String,
+    /// When it started, `HH:MM:SSZ`: a phase in progress at its transition, a finished one at
+    /// the transition before its own (its own marks its end).
+    pub started: String,
+    /// How long it took (to now while in progress), `3m05s`.
+    pub duration: String,
+}
+
+/// A drain held up by pods that cannot be evicted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DrainView {
+    /// How long the drain phase has been at it, `3m05s`; empty if unknown.
+    pub blocked_for: String,
+    /// The first [`MAX_BLOCKED_PODS`] pods, as the drain names them.
+    pub pods: Vec<BlockerView>,
+    /// Pods named beyond those.
+    pub more_pods: usize,
+    /// Every budget involved, once each.
+    pub budgets: Vec<BudgetView>,
+}
+
+/// A pod that cannot be evicted (`namespace/name`) and the budgets that refuse it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockerView {
+    pub pod: String,
+    pub pdbs: Vec<String>,
+}
+
+/// A PodDisruptionBudget and what it allows right now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetView {
+    /// `namespace/name`.
+    pub pdb: String,
+    /// `disruptionsAllowed 0, healthy 1/1, minAvailable 1`.
+    pub budget: String,
+}
+
+/// One of `mco doctor`'s findings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FindingView {
+    pub title: String,
+    pub cause: String,
+    /// In order of preference.
+    pub fixes: Vec<FixView>,
+}
+
+/// One way out: what it does and the command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FixView {
+    pub how: String,
+    pub command: String,
 }
 
 /// Seed 002's `kubectl get machineconfignodes` table: the CRD's own printer columns.
@@ -144,11 +225,163 @@ fn cut(text: &str) -> String {
     status::ellipsize(text, MAX_MESSAGE)
 }
 
-/// The phase label and kind of a node, with `mco status`'s mapping from MCN conditions.
-fn node_view(snap: &Snapshot, node: &k8s_openapi::api::core::v1::Node, pool: String) -> NodeView {
+fn at(t: jiff::Timestamp) -> String {
+    t.strftime("%H:%M:%SZ").to_string()
+}
+
+fn span(from: jiff::Timestamp, to: jiff::Timestamp) -> String {
+    human_duration(Duration::from_secs(
+        (to.as_second() - from.as_second()).max(0) as u64,
+    ))
+}
+
+/// Every phase `mcn` has entered, in upstream order. A condition keeps only its last
+/// transition, so a finished phase is timed from the latest earlier transition of another
+/// phase (when the step before it ended) to its own; one in progress from its own to `now`.
+pub fn timeline(mcn: &MachineConfigNode, now: jiff::Timestamp) -> Vec<PhaseStep> {
+    let Some(status) = mcn.status.as_ref() else {
+        return Vec::new();
+    };
+    let entered: Vec<_> = PHASE_ORDER
+        .iter()
+        .filter_map(|t| status.condition(t))
+        .filter(|c| c.status == "True" || c.status == "Unknown")
+        .collect();
+    entered
+        .iter()
+        .map(|c| {
+            let own = c.last_transition_time.0;
+            let in_progress = c.status == "Unknown";
+            let (from, to) = if in_progress {
+                (own, now)
+            } else {
+                let before = entered
+                    .iter()
+                    .map(|o| o.last_transition_time.0)
+                    .filter(|t| *t < own)
+                    .max();
+                (before.unwrap_or(own), own)
+            };
+            PhaseStep {
+                phase: c.type_.clone(),
+                status: c.status.clone(),
+                state: if in_progress { "in progress" } else { "done" }.to_string(),
+                started: at(from),
+                duration: span(from, to),
+            }
+        })
+        .collect()
+}
+
+/// `minAvailable 1`, `maxUnavailable 10%`, or nothing.
+fn rule(pdb: &PodDisruptionBudget) -> Option<String> {
+    let s = pdb.spec.as_ref()?;
+    let v = |v: &IntOrString| match v {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
+    };
+    match (&s.min_available, &s.max_unavailable) {
+        (Some(m), _) => Some(format!("minAvailable {}", v(m))),
+        (_, Some(m)) => Some(format!("maxUnavailable {}", v(m))),
+        _ => None,
+    }
+}
+
+/// What `pdb_ref` (`namespace/name`) allows, from the watched budgets.
+pub fn budget(pdbs: &[PodDisruptionBudget], pdb_ref: &str) -> BudgetView {
+    let (ns, name) = pdb_ref.split_once('/').unwrap_or(("", pdb_ref));
+    let found = pdbs.iter().find(|p| {
+        p.metadata.namespace.as_deref().unwrap_or_default() == ns
+            && p.metadata.name.as_deref() == Some(name)
+    });
+    let text = match found {
+        None => "not found".to_string(),
+        Some(p) => {
+            let mut parts = Vec::new();
+            match &p.status {
+                Some(s) => {
+                    parts.push(format!("disruptionsAllowed {}", s.disruptions_allowed));
+                    parts.push(format!(
+                        "healthy {}/{}",
+                        s.current_healthy, s.desired_healthy
+                    ));
+                }
+                None => parts.push("no status yet".to_string()),
+            }
+            parts.extend(rule(p));
+            parts.join(", ")
+        }
+    };
+    BudgetView {
+        pdb: cut(pdb_ref),
+        budget: text,
+    }
+}
+
+fn drain_view(snap: &Snapshot, b: &BlockedDrain) -> DrainView {
+    DrainView {
+        blocked_for: b.since.map(|s| span(s, snap.now)).unwrap_or_default(),
+        pods: b
+            .blockers
+            .iter()
+            .take(MAX_BLOCKED_PODS)
+            .map(|x| BlockerView {
+                pod: cut(&x.pod),
+                pdbs: x.pdbs.iter().map(|p| cut(p)).collect(),
+            })
+            .collect(),
+        more_pods: b.blockers.len().saturating_sub(MAX_BLOCKED_PODS),
+        budgets: b
+            .pdbs()
+            .iter()
+            .take(MAX_BLOCKED_PODS)
+            .map(|p| budget(&snap.pdbs, p))
+            .collect(),
+    }
+}
+
+/// `mco doctor`'s findings for one node. Run on a snapshot of that node alone (with every pool
+/// and budget): what `diagnose` says of a node depends on nothing else, and a fleet-wide
+/// snapshot would make each call cost as much as the whole fleet.
+fn findings(snap: &Snapshot, node: &Node, mcn: Option<&MachineConfigNode>) -> Vec<FindingView> {
+    let one = Snapshot {
+        now: snap.now,
+        pools: snap.pools.clone(),
+        nodes: vec![node.clone()],
+        mcns: mcn.cloned().into_iter().collect(),
+        pdbs: snap.pdbs.clone(),
+        ..Snapshot::default()
+    };
+    let long = |t: &str| status::ellipsize(t, MAX_FINDING_TEXT);
+    doctor::diagnose(&one, &BTreeMap::new(), Some(name_of(node)))
+        .into_iter()
+        .take(MAX_FINDINGS)
+        .map(|f| FindingView {
+            title: long(&f.title),
+            cause: long(&f.cause),
+            fixes: f
+                .fixes
+                .iter()
+                .map(|x| FixView {
+                    how: long(&x.how),
+                    command: long(&x.command),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The phase label and kind of a node, with `mco status`'s mapping from MCN conditions, and
+/// its detail.
+fn node_view(
+    snap: &Snapshot,
+    node: &Node,
+    mcn: Option<&MachineConfigNode>,
+    blocked: Option<&BlockedDrain>,
+    pool: String,
+) -> NodeView {
     let name = name_of(node).to_string();
     let facts = NodeFacts::of(node);
-    let mcn = snap.mcn(&name);
     let current_phase = mcn.and_then(phase::current_phase);
     let phase = match &current_phase {
         Some(p) if p.in_progress() => format!("{} (in progress)", p.name),
@@ -184,6 +417,12 @@ fn node_view(snap: &Snapshot, node: &k8s_openapi::api::core::v1::Node, pool: Str
     } else {
         current_phase.map(|p| p.message).unwrap_or_default()
     };
+    // Only for nodes in trouble: diagnosing every node on every rebuild would cost too much.
+    let findings = if degraded || blocked.is_some() {
+        findings(snap, node, mcn)
+    } else {
+        Vec::new()
+    };
     NodeView {
         name,
         pool,
@@ -192,6 +431,9 @@ fn node_view(snap: &Snapshot, node: &k8s_openapi::api::core::v1::Node, pool: Str
         current: facts.current,
         desired: facts.desired,
         message: cut(&message),
+        timeline: mcn.map(|m| timeline(m, snap.now)).unwrap_or_default(),
+        drain: blocked.map(|b| drain_view(snap, b)),
+        findings,
     }
 }
 
@@ -282,16 +524,24 @@ pub fn build(snap: &Snapshot, events: &[Event]) -> Fleet {
         })
         .collect();
     let membership = snap.membership();
+    let mcns: HashMap<&str, &MachineConfigNode> =
+        snap.mcns.iter().map(|m| (name_of(m), m)).collect();
+    let blocked = drain::blocked_drains(snap);
+    let blocked: HashMap<&str, &BlockedDrain> =
+        blocked.iter().map(|b| (b.node.as_str(), b)).collect();
     let nodes = snap
         .nodes
         .iter()
         .map(|n| {
-            let pool = membership
-                .primary
-                .get(name_of(n))
-                .cloned()
-                .unwrap_or_default();
-            let v = node_view(snap, n, pool);
+            let name = name_of(n);
+            let pool = membership.primary.get(name).cloned().unwrap_or_default();
+            let v = node_view(
+                snap,
+                n,
+                mcns.get(name).copied(),
+                blocked.get(name).copied(),
+                pool,
+            );
             (v.name.clone(), v)
         })
         .collect();
@@ -533,5 +783,276 @@ mod tests {
             "seed 002's columns do not show RebootedNode"
         );
         assert!(d.events.is_none());
+    }
+
+    /// A MachineConfigNode whose conditions changed at the given `HH:MM:SS` of 2026-01-01.
+    fn mcn_at(node: &str, conds: &[(&str, &str, &str, &str)]) -> mco_api::MachineConfigNode {
+        let mut m = mcn(node, &[]);
+        let status = m.status.as_mut().unwrap();
+        status.conditions = conds
+            .iter()
+            .map(|(t, s, at, msg)| {
+                serde_json::from_value(serde_json::json!({"type": t, "status": s, "message": msg,
+                    "reason": "r", "lastTransitionTime": format!("2026-01-01T{at}Z")}))
+                .unwrap()
+            })
+            .collect();
+        m
+    }
+
+    #[test]
+    fn timeline_lists_entered_phases_in_upstream_order_with_durations() {
+        let m = mcn_at(
+            "w1",
+            &[
+                // Out of upstream order on purpose, and one not entered.
+                ("Drained", "Unknown", "00:01:00", "Draining node"),
+                ("Updated", "False", "00:00:00", ""),
+                ("UpdateExecuted", "Unknown", "00:00:10", ""),
+                ("Cordoned", "True", "00:00:20", ""),
+                ("UpdateCompatible", "True", "00:00:10", ""),
+                ("UpdatePrepared", "True", "00:00:00", ""),
+            ],
+        );
+        let now = "2026-01-01T00:05:00Z".parse().unwrap();
+        let t = timeline(&m, now);
+        let got: Vec<(&str, &str, &str, &str)> = t
+            .iter()
+            .map(|s| {
+                (
+                    s.phase.as_str(),
+                    s.state.as_str(),
+                    s.started.as_str(),
+                    s.duration.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("UpdatePrepared", "done", "00:00:00Z", "0s"),
+                ("UpdateCompatible", "done", "00:00:00Z", "10s"),
+                ("UpdateExecuted", "in progress", "00:00:10Z", "4m50s"),
+                ("Cordoned", "done", "00:00:10Z", "10s"),
+                ("Drained", "in progress", "00:01:00Z", "4m00s"),
+            ]
+        );
+        assert_eq!(t[4].status, "Unknown");
+        assert_eq!(t[0].status, "True");
+
+        // Once the drain is done it is timed from the cordon to its own end.
+        let m = mcn_at(
+            "w1",
+            &[
+                ("Cordoned", "True", "00:00:20", ""),
+                ("Drained", "True", "00:03:00", ""),
+            ],
+        );
+        let t = timeline(&m, now);
+        assert_eq!(
+            (t[1].started.as_str(), t[1].duration.as_str()),
+            ("00:00:20Z", "2m40s")
+        );
+        // A phase that started in the future (clock skew) takes no time rather than a negative.
+        let m = mcn_at("w1", &[("Drained", "Unknown", "00:09:00", "")]);
+        assert_eq!(timeline(&m, now)[0].duration, "0s");
+    }
+
+    #[test]
+    fn timeline_travels_with_the_node() {
+        let mut s = snap();
+        s.mcns[1] = mcn_at(
+            "w1",
+            &[
+                ("UpdatePrepared", "True", "00:00:00", ""),
+                ("Drained", "Unknown", "00:02:00", "Draining node"),
+            ],
+        );
+        let f = build(&s, &[]);
+        let phases: Vec<&str> = f.nodes["w1"]
+            .timeline
+            .iter()
+            .map(|p| p.phase.as_str())
+            .collect();
+        assert_eq!(phases, ["UpdatePrepared", "Drained"]);
+        assert_eq!(f.nodes["w1"].timeline[1].duration, "3m00s");
+        assert!(f.nodes["w3"].timeline.is_empty(), "w3 has no MCN");
+        // Time passing is a change the page is sent.
+        s.now = "2026-01-01T00:06:00Z".parse().unwrap();
+        let d = delta(&f, &build(&s, &[]));
+        assert!(d.nodes.iter().any(|n| n.name == "w1"), "{d:?}");
+    }
+
+    fn pdb(ns: &str, name: &str, allowed: i32, healthy: (i32, i32)) -> PodDisruptionBudget {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": healthy.0,
+                       "desiredHealthy": healthy.1, "expectedPods": healthy.0},
+        }))
+        .unwrap()
+    }
+
+    fn blocked_message(pods: &[(&str, &str)]) -> String {
+        let blockers: Vec<String> = pods
+            .iter()
+            .map(|(pod, pdb)| {
+                format!(
+                    "pod {pod} (PodDisruptionBudget {pdb}: Cannot evict pod as it would violate the pod's disruption budget.)"
+                )
+            })
+            .collect();
+        format!(
+            "Draining node. The drain will not be complete until desired drainer drain-rendered-worker-b matches current drainer uncordon-rendered-worker-a. Blocked by: {}",
+            blockers.join("; ")
+        )
+    }
+
+    #[test]
+    fn a_blocked_drain_names_pods_budgets_and_doctors_cause() {
+        let mut s = snap();
+        s.mcns[1] = mcn_at(
+            "w1",
+            &[
+                ("Cordoned", "True", "00:00:00", ""),
+                (
+                    "Drained",
+                    "Unknown",
+                    "00:01:00",
+                    &blocked_message(&[
+                        ("shop/web-1", "shop/web-pdb"),
+                        ("shop/db-0", "shop/db-pdb"),
+                    ]),
+                ),
+            ],
+        );
+        s.pdbs = vec![pdb("shop", "web-pdb", 0, (1, 1))];
+        let f = build(&s, &[]);
+        let d = f.nodes["w1"].drain.as_ref().expect("w1's drain is blocked");
+        assert_eq!(d.blocked_for, "4m00s");
+        let pods: Vec<(&str, &[String])> = d
+            .pods
+            .iter()
+            .map(|b| (b.pod.as_str(), b.pdbs.as_slice()))
+            .collect();
+        assert_eq!(
+            pods,
+            [
+                ("shop/db-0", &["shop/db-pdb".to_string()][..]),
+                ("shop/web-1", &["shop/web-pdb".to_string()][..]),
+            ]
+        );
+        assert_eq!(d.more_pods, 0);
+        let budgets: Vec<(&str, &str)> = d
+            .budgets
+            .iter()
+            .map(|b| (b.pdb.as_str(), b.budget.as_str()))
+            .collect();
+        assert_eq!(
+            budgets,
+            [
+                ("shop/db-pdb", "not found"),
+                (
+                    "shop/web-pdb",
+                    "disruptionsAllowed 0, healthy 1/1, minAvailable 1"
+                ),
+            ]
+        );
+        let finding = f.nodes["w1"]
+            .findings
+            .iter()
+            .find(|x| x.title == "drain blocked by a PodDisruptionBudget")
+            .expect("doctor's finding for the drain");
+        assert!(
+            finding
+                .cause
+                .contains("PodDisruptionBudget shop/web-pdb (minAvailable 1) allows 0"),
+            "{finding:?}"
+        );
+        assert!(
+            finding
+                .fixes
+                .iter()
+                .any(|x| x.command == "kubectl get pdb -n shop web-pdb"),
+            "{finding:?}"
+        );
+        // A node updating without trouble gets neither.
+        assert!(f.nodes["w0"].drain.is_none() && f.nodes["w0"].findings.is_empty());
+        // Not blocked, not degraded: no doctor run, even when an update is under way.
+        let plain = build(&snap(), &[]);
+        assert!(plain.nodes["w1"].findings.is_empty() && plain.nodes["w1"].drain.is_none());
+    }
+
+    #[test]
+    fn blocked_pods_are_capped_and_counted() {
+        let pods: Vec<(String, String)> = (0..MAX_BLOCKED_PODS + 3)
+            .map(|i| (format!("ns/p{i:03}"), "ns/pdb".to_string()))
+            .collect();
+        let refs = |n: usize| -> Vec<(&str, &str)> {
+            pods[..n]
+                .iter()
+                .map(|(a, b)| (a.as_str(), b.as_str()))
+                .collect()
+        };
+        for (n, shown, more) in [
+            (MAX_BLOCKED_PODS, MAX_BLOCKED_PODS, 0),
+            (MAX_BLOCKED_PODS + 3, MAX_BLOCKED_PODS, 3),
+        ] {
+            let mut s = snap();
+            s.mcns[1] = mcn_at(
+                "w1",
+                &[("Drained", "Unknown", "00:01:00", &blocked_message(&refs(n)))],
+            );
+            let d = build(&s, &[]).nodes["w1"].drain.clone().unwrap();
+            assert_eq!((d.pods.len(), d.more_pods), (shown, more));
+            assert_eq!(d.budgets.len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_degraded_node_gets_doctors_cause_and_fix() {
+        let mut s = snap();
+        s.nodes[2] = NodeBuilder::new("w2")
+            .role("worker")
+            .current_config("rendered-worker-a")
+            .desired_config("rendered-worker-a")
+            .state("Degraded")
+            .reason(r#"unexpected on-disk state validating against rendered-worker-a: content mismatch for file "/etc/motd""#)
+            .build();
+        let f = build(&s, &[]);
+        let w2 = &f.nodes["w2"];
+        assert_eq!(w2.findings.len(), 1, "{w2:?}");
+        let x = &w2.findings[0];
+        assert_eq!(x.title, "config drift: /etc/motd");
+        assert!(
+            x.cause.contains("/etc/motd was changed on the node"),
+            "{x:?}"
+        );
+        assert!(
+            x.fixes.iter().any(|fix| fix
+                .command
+                .starts_with("kubectl get machineconfig rendered-worker-a")),
+            "{x:?}"
+        );
+        assert!(w2.drain.is_none());
+    }
+
+    #[test]
+    fn finding_texts_are_cut_at_the_limit() {
+        for (len, want) in [
+            (MAX_FINDING_TEXT, MAX_FINDING_TEXT),
+            (MAX_FINDING_TEXT + 10, MAX_FINDING_TEXT),
+        ] {
+            let mut s = snap();
+            s.nodes[2] = NodeBuilder::new("w2")
+                .role("worker")
+                .state("Degraded")
+                .reason(&"z".repeat(len))
+                .build();
+            let f = build(&s, &[]);
+            let x = &f.nodes["w2"].findings[0];
+            assert_eq!(x.title, "degraded");
+            assert_eq!(x.cause.chars().count(), want);
+        }
     }
 }
