@@ -8,8 +8,11 @@
   const live = document.getElementById("live");
   let queue = [];
   let scheduled = false;
+  // The selected node's name, possibly before its cell exists (from the URL fragment).
   let selected = null;
   const stats = (window.mcoStats = { batches: 0, max: 0, times: [] });
+  // The last view of every node, by name, for the detail panel.
+  const nodes = new Map();
 
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
@@ -36,6 +39,7 @@
   }
 
   function upsertNode(n) {
+    nodes.set(n.name, n);
     let b = cellOf(n.name);
     if (!b) {
       b = el("button", { type: "button", class: "node" });
@@ -45,17 +49,82 @@
       grid.insertBefore(b, after || null);
     }
     setNode(b, n);
-    if (selected === n.name) showDetail(b);
+    if (selected === n.name) showDetail(n.name);
   }
 
-  function showDetail(b) {
-    selected = b.dataset.node;
-    for (const c of grid.querySelectorAll('[aria-pressed="true"]')) c.removeAttribute("aria-pressed");
+  function byId(id) {
+    return document.getElementById(id);
+  }
+
+  // The detail of node `name`: from the last view the server sent, else from its cell.
+  function showDetail(name) {
+    selected = name;
+    const b = cellOf(name);
+    for (const c of grid.querySelectorAll('[aria-pressed="true"]')) if (c !== b) c.removeAttribute("aria-pressed");
+    if (!b) return;
     b.setAttribute("aria-pressed", "true");
-    document.getElementById("d-name").textContent = b.dataset.node;
+    const n = nodes.get(name);
+    byId("d-name").textContent = name;
     for (const k of ["pool", "phase", "current", "desired", "message"]) {
-      document.getElementById("d-" + k).textContent = b.dataset[k] || "";
+      byId("d-" + k).textContent = (n ? n[k] : b.dataset[k]) || "";
     }
+    if (n) renderDetail(n);
+  }
+
+  function renderDetail(n) {
+    byId("d-timeline").replaceChildren(...(n.timeline || []).map((p) => {
+      const li = el("li", { "data-phase": p.phase });
+      li.append(el("span", { class: "ph" }, p.phase), " ",
+        el("span", { class: "st" }, p.state + " (" + p.status + ")"), " ",
+        el("span", { class: "du" }, p.duration), " ",
+        el("span", { class: "at" }, "since " + p.started));
+      return li;
+    }));
+
+    const d = n.drain || null;
+    const drain = byId("d-drain");
+    drain.hidden = !d;
+    drain.querySelector(".blocked-for").textContent = d && d.blocked_for ? "Blocked for " + d.blocked_for + "." : "";
+    drain.querySelector(".budgets").replaceChildren(...(d ? d.budgets : []).map((b) => {
+      const li = el("li", { "data-pdb": b.pdb });
+      li.append(el("code", {}, b.pdb), ": ", el("span", { class: "budget" }, b.budget));
+      return li;
+    }));
+    drain.querySelector(".pods").replaceChildren(...(d ? d.pods : []).map((p) => {
+      const li = el("li", { "data-pod": p.pod });
+      li.append(el("code", {}, p.pod));
+      if (p.pdbs.length) li.append(" (PDB " + p.pdbs.join(", ") + ")");
+      return li;
+    }));
+    const more = drain.querySelector(".more");
+    more.hidden = !(d && d.more_pods);
+    more.textContent = "and " + (d ? d.more_pods : 0) + " more pods";
+
+    const findings = n.findings || [];
+    const doctor = byId("d-doctor");
+    doctor.hidden = findings.length === 0;
+    for (const a of Array.from(doctor.querySelectorAll("article.finding"))) a.remove();
+    for (const f of findings) {
+      const a = el("article", { class: "finding" });
+      a.append(el("h5", {}, f.title), el("p", { class: "cause" }, f.cause));
+      const ul = el("ul", { class: "fixes" });
+      for (const x of f.fixes) {
+        const li = el("li", {}, x.how + ": ");
+        li.append(el("code", {}, x.command));
+        ul.append(li);
+      }
+      a.append(ul);
+      doctor.append(a);
+    }
+  }
+
+  // `#node=NAME` opens that node's detail, so it can be linked to.
+  function fromFragment() {
+    const m = /^#node=(.+)$/.exec(location.hash);
+    if (!m) return;
+    let name;
+    try { name = decodeURIComponent(m[1]); } catch (_) { return; }
+    showDetail(name);
   }
 
   function setPools(pools) {
@@ -150,8 +219,12 @@
 
   grid.addEventListener("click", (e) => {
     const b = e.target.closest(".node");
-    if (b) showDetail(b);
+    if (!b) return;
+    showDetail(b.dataset.node);
+    history.replaceState(null, "", "#node=" + encodeURIComponent(b.dataset.node));
   });
+  window.addEventListener("hashchange", fromFragment);
+  fromFragment();
   // Arrow keys move between cells; Home/End jump to the ends. Buttons already take Enter/Space.
   grid.addEventListener("keydown", (e) => {
     const cells = Array.from(grid.children);

@@ -66,12 +66,18 @@ fn pool(out: &mut String, p: &PoolView) {
     );
 }
 
-/// One node's cell: focusable, labelled with its name and phase (not colour alone).
-pub fn node_cell(n: &NodeView) -> String {
+/// One node's cell: focusable, labelled with its name and phase (not colour alone), pressed
+/// when its detail is shown.
+pub fn node_cell(n: &NodeView, selected: bool) -> String {
     let name = escape(&n.name);
     format!(
-        r#"<button type="button" class="node k-{kind}" id="node-{name}" data-node="{name}" data-pool="{pool}" data-phase="{phase}" data-current="{current}" data-desired="{desired}" data-message="{message}" aria-label="{name}: {label}, {phase}"><span class="nname">{name}</span><span class="nphase">{klabel}</span></button>"#,
+        r#"<button type="button" class="node k-{kind}" id="node-{name}"{pressed} data-node="{name}" data-pool="{pool}" data-phase="{phase}" data-current="{current}" data-desired="{desired}" data-message="{message}" aria-label="{name}: {label}, {phase}"><span class="nname">{name}</span><span class="nphase">{klabel}</span></button>"#,
         kind = n.kind.as_str(),
+        pressed = if selected {
+            r#" aria-pressed="true""#
+        } else {
+            ""
+        },
         label = n.kind.label(),
         klabel = n.kind.label(),
         pool = escape(&n.pool),
@@ -82,8 +88,128 @@ pub fn node_cell(n: &NodeView) -> String {
     )
 }
 
-/// The whole page.
-pub fn page(f: &Fleet) -> String {
+/// ` hidden` when `hide`.
+fn hidden(hide: bool) -> &'static str {
+    if hide { " hidden" } else { "" }
+}
+
+/// The detail panel, of `n` or of no node yet. `app.js` fills the same elements when another
+/// node is selected.
+pub fn detail(n: Option<&NodeView>) -> String {
+    let mut out = String::with_capacity(2048);
+    let field = |v: fn(&NodeView) -> &str| n.map(|n| escape(v(n))).unwrap_or_default();
+    let _ = write!(
+        out,
+        r#"<section id="detail" aria-labelledby="d-name" tabindex="-1"><h3 id="detail-h">Node detail</h3>
+<dl>
+<dt>Node</dt><dd id="d-name">{name}</dd>
+<dt>Pool</dt><dd id="d-pool">{pool}</dd>
+<dt>Phase</dt><dd id="d-phase">{phase}</dd>
+<dt>Current config</dt><dd id="d-current">{current}</dd>
+<dt>Desired config</dt><dd id="d-desired">{desired}</dd>
+<dt>Message</dt><dd id="d-message">{message}</dd>
+</dl>
+<h4 id="d-timeline-h">Phases</h4>
+<ol id="d-timeline" aria-labelledby="d-timeline-h">
+"#,
+        name = n
+            .map(|n| escape(&n.name))
+            .unwrap_or_else(|| "select a node".into()),
+        pool = field(|n| &n.pool),
+        phase = field(|n| &n.phase),
+        current = field(|n| &n.current),
+        desired = field(|n| &n.desired),
+        message = field(|n| &n.message),
+    );
+    for p in n.iter().flat_map(|n| &n.timeline) {
+        let _ = writeln!(
+            out,
+            r#"<li data-phase="{phase}"><span class="ph">{phase}</span> <span class="st">{state} ({status})</span> <span class="du">{duration}</span> <span class="at">since {started}</span></li>"#,
+            phase = escape(&p.phase),
+            state = escape(&p.state),
+            status = escape(&p.status),
+            duration = escape(&p.duration),
+            started = escape(&p.started),
+        );
+    }
+    let drain = n.and_then(|n| n.drain.as_ref());
+    let _ = write!(
+        out,
+        r#"</ol>
+<section id="d-drain" aria-labelledby="d-drain-h"{hide}><h4 id="d-drain-h">Drain blocked</h4>
+<p class="blocked-for">{since}</p>
+<h5>PodDisruptionBudgets</h5>
+<ul class="budgets">
+"#,
+        hide = hidden(drain.is_none()),
+        since = drain
+            .filter(|d| !d.blocked_for.is_empty())
+            .map(|d| format!("Blocked for {}.", escape(&d.blocked_for)))
+            .unwrap_or_default(),
+    );
+    for b in drain.iter().flat_map(|d| &d.budgets) {
+        let _ = writeln!(
+            out,
+            r#"<li data-pdb="{pdb}"><code>{pdb}</code>: <span class="budget">{budget}</span></li>"#,
+            pdb = escape(&b.pdb),
+            budget = escape(&b.budget),
+        );
+    }
+    out.push_str(
+        "</ul>
+<h5>Pods that cannot be evicted</h5>
+<ul class=\"pods\">\n",
+    );
+    for b in drain.iter().flat_map(|d| &d.pods) {
+        let pdbs = if b.pdbs.is_empty() {
+            String::new()
+        } else {
+            format!(" (PDB {})", escape(&b.pdbs.join(", ")))
+        };
+        let _ = writeln!(
+            out,
+            r#"<li data-pod="{pod}"><code>{pod}</code>{pdbs}</li>"#,
+            pod = escape(&b.pod),
+        );
+    }
+    let more = drain.map(|d| d.more_pods).unwrap_or(0);
+    let _ = write!(
+        out,
+        r#"</ul>
+<p class="more"{hide}>and {more} more pods</p>
+</section>
+"#,
+        hide = hidden(more == 0),
+    );
+    let findings = n.map(|n| n.findings.as_slice()).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        r#"<section id="d-doctor" aria-labelledby="d-doctor-h"{}><h4 id="d-doctor-h">mco doctor</h4>"#,
+        hidden(findings.is_empty())
+    );
+    for f in findings {
+        let _ = write!(
+            out,
+            r#"<article class="finding"><h5>{title}</h5><p class="cause">{cause}</p><ul class="fixes">"#,
+            title = escape(&f.title),
+            cause = escape(&f.cause),
+        );
+        for x in &f.fixes {
+            let _ = write!(
+                out,
+                "<li>{}: <code>{}</code></li>",
+                escape(&x.how),
+                escape(&x.command)
+            );
+        }
+        out.push_str("</ul></article>\n");
+    }
+    out.push_str("</section>\n</section>\n");
+    out
+}
+
+/// The whole page, with the detail of node `selected` if it exists.
+pub fn page(f: &Fleet, selected: Option<&str>) -> String {
     let mut out = String::with_capacity(4096 + f.nodes.len() * 400);
     out.push_str(
         r#"<!doctype html>
@@ -127,21 +253,13 @@ pub fn page(f: &Fleet) -> String {
 "#,
     );
     for n in f.nodes.values() {
-        out.push_str(&node_cell(n));
+        out.push_str(&node_cell(n, selected == Some(n.name.as_str())));
         out.push('\n');
     }
+    out.push_str("</div>\n");
+    out.push_str(&detail(selected.and_then(|s| f.nodes.get(s))));
     out.push_str(
-        r#"</div>
-<section id="detail" aria-labelledby="detail-h" tabindex="-1"><h3 id="detail-h">Node detail</h3>
-<dl>
-<dt>Node</dt><dd id="d-name">select a node</dd>
-<dt>Pool</dt><dd id="d-pool"></dd>
-<dt>Phase</dt><dd id="d-phase"></dd>
-<dt>Current config</dt><dd id="d-current"></dd>
-<dt>Desired config</dt><dd id="d-desired"></dd>
-<dt>Message</dt><dd id="d-message"></dd>
-</dl></section>
-</section>
+        r#"</section>
 <section aria-labelledby="table-h"><h2 id="table-h">MachineConfigNodes</h2>
 <table id="mcn"><caption>kubectl get machineconfignodes</caption><thead><tr>"#,
     );
@@ -187,7 +305,9 @@ pub fn page(f: &Fleet) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::{EventView, McnTable};
+    use crate::view::{
+        BlockerView, BudgetView, DrainView, EventView, FindingView, FixView, McnTable, PhaseStep,
+    };
 
     fn node(name: &str, message: &str) -> NodeView {
         NodeView {
@@ -241,7 +361,7 @@ mod tests {
             reason: evil.into(),
             message: evil.into(),
         });
-        let html = page(&f);
+        let html = page(&f, None);
         // The only script element is the page's own.
         assert_eq!(html.matches("<script").count(), 1, "{html}");
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -253,7 +373,7 @@ mod tests {
 
     #[test]
     fn cells_are_labelled_and_focusable() {
-        let cell = node_cell(&node("w1", "m"));
+        let cell = node_cell(&node("w1", "m"), false);
         assert!(cell.starts_with("<button"), "{cell}");
         assert!(
             cell.contains(r#"aria-label="w1: Degraded, waiting""#),
@@ -267,7 +387,7 @@ mod tests {
 
     #[test]
     fn page_has_legend_headings_and_local_assets_only() {
-        let html = page(&Fleet::default());
+        let html = page(&Fleet::default(), None);
         for k in Kind::ALL {
             assert!(html.contains(k.label()), "legend lacks {k:?}");
         }
@@ -280,5 +400,93 @@ mod tests {
             assert!(html.contains(h), "{h}");
         }
         assert!(!html.contains("http://") && !html.contains("https://"));
+    }
+
+    fn troubled(name: &str, evil: &str) -> NodeView {
+        let mut n = node(name, evil);
+        n.timeline = vec![PhaseStep {
+            phase: evil.into(),
+            status: "Unknown".into(),
+            state: "in progress".into(),
+            started: "00:01:00Z".into(),
+            duration: "4m00s".into(),
+        }];
+        n.drain = Some(DrainView {
+            blocked_for: "4m00s".into(),
+            pods: vec![BlockerView {
+                pod: format!("ns/{evil}"),
+                pdbs: vec![format!("ns/{evil}")],
+            }],
+            more_pods: 0,
+            budgets: vec![BudgetView {
+                pdb: format!("ns/{evil}"),
+                budget: "disruptionsAllowed 0, healthy 1/1, minAvailable 1".into(),
+            }],
+        });
+        n.findings = vec![FindingView {
+            title: evil.into(),
+            cause: format!("\"{evil}"),
+            fixes: vec![FixView {
+                how: evil.into(),
+                command: format!("kubectl get pdb -n ns '{evil}'"),
+            }],
+        }];
+        n
+    }
+
+    #[test]
+    fn the_detail_escapes_cluster_text_in_its_new_sections() {
+        let evil = "<script>alert(1)</script>";
+        let mut f = Fleet::default();
+        f.nodes.insert("w1".into(), troubled("w1", evil));
+        f.nodes.insert("w2".into(), node("w2", "m"));
+        let html = page(&f, Some("w1"));
+        assert_eq!(html.matches("<script").count(), 1, "{html}");
+        let d = &html[html.find(r#"<section id="detail""#).unwrap()..];
+        for needle in [
+            r#"<section id="detail" aria-labelledby="d-name""#,
+            r#"<dd id="d-name">w1</dd>"#,
+            r#"<li data-phase="&lt;script&gt;alert(1)&lt;/script&gt;">"#,
+            "in progress (Unknown)",
+            r#"<span class="du">4m00s</span>"#,
+            r#"<section id="d-drain" aria-labelledby="d-drain-h"><h4"#,
+            "<code>ns/&lt;script&gt;alert(1)&lt;/script&gt;</code>",
+            "disruptionsAllowed 0, healthy 1/1, minAvailable 1",
+            "Blocked for 4m00s.",
+            r#"<section id="d-doctor" aria-labelledby="d-doctor-h"><h4"#,
+            r#"<article class="finding"><h5>&lt;script&gt;"#,
+            r#"<p class="cause">&quot;&lt;script&gt;"#,
+            "<code>kubectl get pdb -n ns &#39;&lt;script&gt;alert(1)&lt;/script&gt;&#39;</code>",
+        ] {
+            assert!(d.contains(needle), "{needle} not in {d}");
+        }
+        assert!(
+            html.contains(r#"id="node-w1" aria-pressed="true""#),
+            "the selected cell is pressed"
+        );
+        assert_eq!(html.matches("aria-pressed").count(), 1);
+    }
+
+    #[test]
+    fn without_a_selection_the_drain_and_doctor_are_hidden() {
+        let mut f = Fleet::default();
+        f.nodes.insert("w1".into(), troubled("w1", "x"));
+        for html in [
+            page(&f, None),
+            page(&f, Some("nope")),
+            detail(Some(&node("w2", "m"))),
+        ] {
+            assert!(
+                html.contains(r#"<section id="d-drain" aria-labelledby="d-drain-h" hidden>"#),
+                "{html}"
+            );
+            assert!(
+                html.contains(r#"<section id="d-doctor" aria-labelledby="d-doctor-h" hidden>"#),
+                "{html}"
+            );
+            assert!(html.contains(r#"<ol id="d-timeline""#));
+            assert!(!html.contains("<li data-phase"));
+        }
+        assert!(page(&f, None).contains(r#"<dd id="d-name">select a node</dd>"#));
     }
 }

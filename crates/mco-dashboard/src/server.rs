@@ -166,9 +166,22 @@ async fn guard(State(s): State<AppState>, req: Request, next: Next) -> Response 
     }
 }
 
-async fn index(State(s): State<AppState>) -> Html<String> {
+/// The longest node name `/?node=` takes (a DNS subdomain's).
+pub const MAX_NODE_NAME: usize = 253;
+
+/// `/?node=NAME` renders that node's detail on the server (the page without its script).
+#[derive(serde::Deserialize)]
+struct IndexQuery {
+    node: Option<String>,
+}
+
+async fn index(
+    State(s): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<IndexQuery>,
+) -> Html<String> {
     let fleet = s.fleet.borrow().clone();
-    Html(html::page(&fleet))
+    let node = q.node.filter(|n| n.len() <= MAX_NODE_NAME);
+    Html(html::page(&fleet, node.as_deref()))
 }
 
 async fn api_fleet(State(s): State<AppState>) -> Response {
