@@ -1,12 +1,15 @@
-//! Keeps the [`Fleet`] current from watches on pools, nodes, MachineConfigNodes and Events: no
-//! listing of the fleet after the watches' first sync.
+//! Keeps the [`Fleet`] current from watches on pools, nodes, MachineConfigNodes,
+//! PodDisruptionBudgets and Events: no listing of the fleet after the watches' first sync.
+//! kube's reflector stores hold the objects; only the Event list, which is capped, has its own.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use mco_api::mcn::client::{McnApi, typed};
@@ -23,63 +26,50 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// …and at least this often, so ETAs and ages advance.
 pub const REFRESH: Duration = Duration::from_secs(5);
 
-/// At most this many objects, dropping the oldest by the function's timestamp.
-type Cap<K> = Option<(usize, fn(&K) -> Option<jiff::Timestamp>)>;
-
-/// Objects of one kind by `namespace/name`, as a watch leaves them.
-struct Store<K> {
-    items: BTreeMap<String, K>,
-    /// The objects of a (re)list in progress; they replace `items` when it is done.
-    init: Option<BTreeMap<String, K>>,
-    /// Keep at most this many, dropping the oldest by `age`.
-    cap: Cap<K>,
+/// The newest [`KEEP_EVENTS`] Events by `namespace/name`, as their watch leaves them.
+#[derive(Default)]
+struct Events {
+    items: BTreeMap<String, Event>,
+    /// The Events of a (re)list in progress; they replace `items` when it is done.
+    init: Option<BTreeMap<String, Event>>,
 }
 
-impl<K: Resource> Store<K> {
-    fn new() -> Self {
-        Store {
-            items: BTreeMap::new(),
-            init: None,
-            cap: None,
-        }
-    }
-
-    fn key(o: &K) -> String {
+impl Events {
+    fn key(e: &Event) -> String {
         format!(
             "{}/{}",
-            o.meta().namespace.as_deref().unwrap_or_default(),
-            o.meta().name.as_deref().unwrap_or_default()
+            e.metadata.namespace.as_deref().unwrap_or_default(),
+            e.metadata.name.as_deref().unwrap_or_default()
         )
     }
 
-    fn insert(map: &mut BTreeMap<String, K>, o: K, cap: Cap<K>) {
-        map.insert(Self::key(&o), o);
-        if let Some((max, age)) = cap
-            && map.len() > max
+    /// Inserts `e`, dropping the oldest beyond the cap.
+    fn insert(map: &mut BTreeMap<String, Event>, e: Event) {
+        map.insert(Self::key(&e), e);
+        if map.len() > KEEP_EVENTS
             && let Some(oldest) = map
                 .iter()
-                .min_by_key(|(_, o)| age(o))
+                .min_by_key(|(_, e)| view::event_time(e))
                 .map(|(k, _)| k.clone())
         {
             map.remove(&oldest);
         }
     }
 
-    /// Returns whether the visible objects changed.
-    fn apply(&mut self, ev: watcher::Event<K>) -> bool {
+    /// Returns whether the visible Events changed.
+    fn apply(&mut self, ev: watcher::Event<Event>) -> bool {
         match ev {
-            watcher::Event::Apply(o) => {
-                Self::insert(&mut self.items, o, self.cap);
+            watcher::Event::Apply(e) => {
+                Self::insert(&mut self.items, e);
                 true
             }
-            watcher::Event::Delete(o) => self.items.remove(&Self::key(&o)).is_some(),
+            watcher::Event::Delete(e) => self.items.remove(&Self::key(&e)).is_some(),
             watcher::Event::Init => {
                 self.init = Some(BTreeMap::new());
                 false
             }
-            watcher::Event::InitApply(o) => {
-                let cap = self.cap;
-                Self::insert(self.init.get_or_insert_default(), o, cap);
+            watcher::Event::InitApply(e) => {
+                Self::insert(self.init.get_or_insert_default(), e);
                 false
             }
             watcher::Event::InitDone => {
@@ -88,60 +78,65 @@ impl<K: Resource> Store<K> {
             }
         }
     }
-
-    fn values(&self) -> Vec<K>
-    where
-        K: Clone,
-    {
-        self.items.values().cloned().collect()
-    }
 }
 
-/// Boxed: the objects are large and of different sizes.
+/// What a watch brought.
 enum Change {
-    Pool(Box<watcher::Event<MachineConfigPool>>),
-    Node(Box<watcher::Event<Node>>),
-    Mcn(Box<watcher::Event<MachineConfigNode>>),
+    /// A reflector store took it; whether what it shows changed (a relist shows at its end).
+    Stored(bool),
+    /// Boxed: Events are large.
     Event(Box<watcher::Event<Event>>),
+}
+
+fn shows<K>(e: &watcher::Event<K>) -> bool {
+    !matches!(e, watcher::Event::Init | watcher::Event::InitApply(_))
+}
+
+/// A watch of `K` that fills a reflector store; yields whether the view may have changed.
+fn reflected<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+) -> (Store<K>, futures::stream::BoxStream<'static, Change>)
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = events
+        .default_backoff()
+        .reflect(writer)
+        .filter_map(|e| async move { e.ok().map(|e| Change::Stored(shows(&e))) })
+        .boxed();
+    (store, stream)
+}
+
+/// Every object of a store, by name: the stores keep no order, the view's pools do.
+fn sorted<K: Resource<DynamicType = ()> + Clone + 'static>(store: &Store<K>) -> Vec<K> {
+    let mut all: Vec<K> = store.state().iter().map(|o| (**o).clone()).collect();
+    all.sort_by(|a, b| {
+        (&a.meta().namespace, &a.meta().name).cmp(&(&b.meta().namespace, &b.meta().name))
+    });
+    all
 }
 
 struct Stores {
     pools: Store<MachineConfigPool>,
     nodes: Store<Node>,
     mcns: Store<MachineConfigNode>,
-    events: Store<Event>,
+    pdbs: Store<PodDisruptionBudget>,
+    events: Events,
 }
 
 impl Stores {
-    fn new() -> Self {
-        let mut events = Store::new();
-        events.cap = Some((KEEP_EVENTS, view::event_time as fn(&Event) -> _));
-        Stores {
-            pools: Store::new(),
-            nodes: Store::new(),
-            mcns: Store::new(),
-            events,
-        }
-    }
-
-    fn apply(&mut self, c: Change) -> bool {
-        match c {
-            Change::Pool(e) => self.pools.apply(*e),
-            Change::Node(e) => self.nodes.apply(*e),
-            Change::Mcn(e) => self.mcns.apply(*e),
-            Change::Event(e) => self.events.apply(*e),
-        }
-    }
-
     fn fleet(&self, now: jiff::Timestamp) -> Fleet {
         let snap = Snapshot {
             now,
-            pools: self.pools.values(),
-            nodes: self.nodes.values(),
-            mcns: self.mcns.values(),
+            pools: sorted(&self.pools),
+            nodes: sorted(&self.nodes),
+            mcns: sorted(&self.mcns),
+            pdbs: sorted(&self.pdbs),
             ..Snapshot::default()
         };
-        view::build(&snap, &self.events.values())
+        let events: Vec<Event> = self.events.items.values().cloned().collect();
+        view::build(&snap, &events)
     }
 }
 
@@ -149,41 +144,56 @@ impl Stores {
 /// receivers are gone.
 pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
     let cfg = watcher::Config::default();
+    let (pools, pool_changes) = reflected(watcher(
+        Api::<MachineConfigPool>::all(client.clone()),
+        cfg.clone(),
+    ));
+    let (nodes, node_changes) = reflected(watcher(Api::<Node>::all(client.clone()), cfg.clone()));
+    // Budgets are few; pods are many and not watched: a blocked drain's message names them.
+    let (pdbs, pdb_changes) = reflected(watcher(
+        Api::<PodDisruptionBudget>::all(client.clone()),
+        cfg.clone(),
+    ));
     let mut streams = vec![
-        watcher(Api::<MachineConfigPool>::all(client.clone()), cfg.clone())
-            .default_backoff()
-            .filter_map(|e| async move { e.ok().map(|e| Change::Pool(Box::new(e))) })
-            .boxed(),
-        watcher(Api::<Node>::all(client.clone()), cfg.clone())
-            .default_backoff()
-            .filter_map(|e| async move { e.ok().map(|e| Change::Node(Box::new(e))) })
-            .boxed(),
+        pool_changes,
+        node_changes,
+        pdb_changes,
         watcher(Api::<Event>::all(client.clone()), cfg.clone())
             .default_backoff()
             .filter_map(|e| async move { e.ok().map(|e| Change::Event(Box::new(e))) })
             .boxed(),
     ];
     // MachineConfigNodes at whichever version the cluster serves (mco's CRD or upstream's).
-    match McnApi::new(client.clone()).dynamic().await {
-        Ok(api) => streams.push(
-            watcher(api, cfg)
-                .default_backoff()
-                .filter_map(|e| async move {
-                    e.ok()
-                        .and_then(typed_event)
-                        .map(|e| Change::Mcn(Box::new(e)))
-                })
-                .boxed(),
-        ),
-        Err(e) => tracing::warn!("dashboard: MachineConfigNodes not watched: {e}"),
-    }
+    let mcns = match McnApi::new(client.clone()).dynamic().await {
+        Ok(api) => {
+            let (mcns, changes) = reflected(
+                watcher(api, cfg).filter_map(|e| async move { e.map(typed_event).transpose() }),
+            );
+            streams.push(changes);
+            mcns
+        }
+        Err(e) => {
+            tracing::warn!("dashboard: MachineConfigNodes not watched: {e}");
+            reflector::store().0
+        }
+    };
     let mut changes = futures::stream::select_all(streams);
-    let mut state = Stores::new();
+    let mut state = Stores {
+        pools,
+        nodes,
+        mcns,
+        pdbs,
+        events: Events::default(),
+    };
     let mut tick = tokio::time::interval(REFRESH);
+    let apply = |state: &mut Stores, c: Change| match c {
+        Change::Stored(shows) => shows,
+        Change::Event(e) => state.events.apply(*e),
+    };
     loop {
         let mut dirty = tokio::select! {
             c = changes.next() => match c {
-                Some(c) => state.apply(c),
+                Some(c) => apply(&mut state, c),
                 None => return,
             },
             _ = tick.tick() => true,
@@ -192,7 +202,7 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
         // Let a burst arrive, then take all of it in one rebuild.
         tokio::time::sleep(MIN_INTERVAL).await;
         while let Some(Some(c)) = changes.next().now_or_never() {
-            dirty |= state.apply(c);
+            dirty |= apply(&mut state, c);
         }
         if !dirty {
             continue;
@@ -242,24 +252,34 @@ mod tests {
     }
 
     #[test]
-    fn a_relist_replaces_the_store_and_events_stay_capped() {
-        let mut s = Store::<Event>::new();
-        s.cap = Some((3, view::event_time));
-        for i in 0..5 {
-            assert!(s.apply(watcher::Event::Apply(ev(&format!("e{i}"), 1_000 + i))));
+    fn a_relist_replaces_the_events_and_they_stay_capped() {
+        let mut s = Events::default();
+        for i in 0..KEEP_EVENTS as i64 + 2 {
+            assert!(s.apply(watcher::Event::Apply(ev(&format!("e{i:04}"), 1_000 + i))));
         }
-        let names: Vec<&String> = s.items.keys().collect();
-        assert_eq!(names, ["default/e2", "default/e3", "default/e4"]);
+        assert_eq!(s.items.len(), KEEP_EVENTS, "capped at the limit");
+        let first = s.items.keys().next().unwrap();
+        assert_eq!(first, "default/e0002", "the two oldest were dropped");
         assert!(!s.apply(watcher::Event::Init));
         assert!(!s.apply(watcher::Event::InitApply(ev("x", 5))));
         assert_eq!(
             s.items.len(),
-            3,
-            "the old objects stay until the relist is done"
+            KEEP_EVENTS,
+            "the old Events stay until the relist is done"
         );
         assert!(s.apply(watcher::Event::InitDone));
         assert_eq!(s.items.keys().collect::<Vec<_>>(), ["default/x"]);
         assert!(s.apply(watcher::Event::Delete(ev("x", 5))));
         assert!(!s.apply(watcher::Event::Delete(ev("x", 5))));
+    }
+
+    #[test]
+    fn a_relist_shows_once_it_is_done() {
+        let n = || k8s_openapi::api::core::v1::Node::default();
+        assert!(!shows(&watcher::Event::Init::<Node>));
+        assert!(!shows(&watcher::Event::InitApply(n())));
+        assert!(shows(&watcher::Event::InitDone::<Node>));
+        assert!(shows(&watcher::Event::Apply(n())));
+        assert!(shows(&watcher::Event::Delete(n())));
     }
 }
