@@ -180,8 +180,12 @@ async fn index(
     axum::extract::Query(q): axum::extract::Query<IndexQuery>,
 ) -> Html<String> {
     let fleet = s.fleet.borrow().clone();
-    let node = q.node.filter(|n| n.len() <= MAX_NODE_NAME);
-    Html(html::page(&fleet, node.as_deref()))
+    Html(html::page(&fleet, selected(q.node.as_deref())))
+}
+
+/// The node `/?node=` asks for, if its name could be one.
+fn selected(node: Option<&str>) -> Option<&str> {
+    node.filter(|n| n.len() <= MAX_NODE_NAME)
 }
 
 async fn api_fleet(State(s): State<AppState>) -> Response {
@@ -339,6 +343,14 @@ mod tests {
         let e = c("0.0.0.0:8080", None).check().unwrap_err();
         assert!(e.to_string().contains("--token-file"), "{e}");
         assert!(c("0.0.0.0:8080", Some("t")).check().is_ok());
+    }
+
+    #[test]
+    fn a_selected_node_name_is_at_most_a_dns_subdomain() {
+        let at = "a".repeat(MAX_NODE_NAME);
+        assert_eq!(selected(Some(&at)), Some(at.as_str()));
+        assert_eq!(selected(Some(&format!("{at}a"))), None);
+        assert_eq!(selected(None), None);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! The dashboard served against the test API server: the page lists every pool and node, a
-//! MachineConfigNode change arrives on `/events`, and the token rule holds.
+//! MachineConfigNode change arrives on `/events`, a blocked drain and a degraded node show their
+//! cause, and the token rule holds.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use mco_api::{MachineConfigNode, MachineConfigPool};
@@ -196,6 +198,184 @@ async fn page_lists_the_fleet_and_events_carry_a_phase_change() {
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 405"));
+    drop(dash);
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_drain_and_a_degraded_node_show_their_cause() {
+    let server = TestServer::start().await;
+    let client = server.admin().await;
+    mco_testkit::server::install_crds(&client).await;
+    let pp = PostParams::default();
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mcns: Api<MachineConfigNode> = Api::all(client.clone());
+    pools
+        .create(
+            &pp,
+            &PoolBuilder::new("worker")
+                .role("worker")
+                .target("rendered-worker-b")
+                .build(),
+        )
+        .await
+        .unwrap();
+    // worker-0 fails validation; worker-1's drain is refused by a budget.
+    let degraded = NodeBuilder::new("worker-0")
+        .role("worker")
+        .current_config("rendered-worker-a")
+        .desired_config("rendered-worker-b")
+        .state("Degraded")
+        .reason(r#"unexpected on-disk state validating against rendered-worker-a: content mismatch for file "/etc/motd""#);
+    nodes.create(&pp, &degraded.build()).await.unwrap();
+    let draining = NodeBuilder::new("worker-1")
+        .role("worker")
+        .current_config("rendered-worker-a")
+        .desired_config("rendered-worker-b")
+        .state("Working");
+    nodes.create(&pp, &draining.build()).await.unwrap();
+    mcns.create(&pp, &mcn("worker-1")).await.unwrap();
+
+    // One ready pod behind `minAvailable: 1`: the budget allows no disruption.
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    pdbs.create(
+        &pp,
+        &serde_json::from_value(json!({
+            "metadata": {"name": "web-pdb", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(
+        &pp,
+        &serde_json::from_value(json!({
+            "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"nodeName": "worker-1", "containers": [{"name": "web", "image": "web"}]},
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    pods.patch_status(
+        "web-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+    let drain_message = "Draining node. The drain will not be complete until desired drainer drain-rendered-worker-b matches current drainer uncordon-rendered-worker-a. Blocked by: pod default/web-1 (PodDisruptionBudget default/web-pdb: Cannot evict pod as it would violate the pod's disruption budget.)";
+    mcns.patch_status(
+        "worker-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"observedGeneration": 1, "conditions": [
+            condition("Updated", "False", ""),
+            condition("UpdatePrepared", "True", ""),
+            condition("Cordoned", "True", ""),
+            condition("Drained", "Unknown", drain_message),
+        ]}})),
+    )
+    .await
+    .unwrap();
+
+    let dash = serve(
+        client.clone(),
+        Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: None,
+        },
+    )
+    .await
+    .unwrap();
+    let addr = dash.addr;
+
+    // `/api/fleet`: the drain with its pod and its budget as the PDB watch reports it.
+    let fleet = eventually("worker-1's budget in /api/fleet", 30, || async move {
+        let (code, text) = get(addr, "/api/fleet", None).await;
+        assert_eq!(code, 200, "{text}");
+        let body = &text[text.find("\r\n\r\n")? + 4..];
+        let v: serde_json::Value = serde_json::from_str(body).ok()?;
+        let budget = v
+            .pointer("/nodes/worker-1/drain/budgets/0/budget")?
+            .as_str()?;
+        (budget == "disruptionsAllowed 0, healthy 1/1, minAvailable 1").then_some(v)
+    })
+    .await;
+    let w1 = &fleet["nodes"]["worker-1"];
+    assert_eq!(w1["drain"]["pods"][0]["pod"], "default/web-1", "{w1}");
+    assert_eq!(w1["drain"]["budgets"][0]["pdb"], "default/web-pdb", "{w1}");
+    let phases: Vec<&str> = w1["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["UpdatePrepared", "Cordoned", "Drained"], "{w1}");
+    let blocked = w1["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["title"] == "drain blocked by a PodDisruptionBudget")
+        .unwrap_or_else(|| panic!("no doctor finding for the drain: {w1}"));
+    assert!(
+        blocked["cause"]
+            .as_str()
+            .unwrap()
+            .contains("PodDisruptionBudget default/web-pdb (minAvailable 1) allows 0 disruptions"),
+        "{blocked}"
+    );
+    let w0 = &fleet["nodes"]["worker-0"];
+    assert_eq!(w0["kind"], "degraded", "{w0}");
+    assert_eq!(
+        w0["findings"][0]["title"], "config drift: /etc/motd",
+        "{w0}"
+    );
+    assert!(
+        w0["findings"][0]["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["command"]
+                .as_str()
+                .unwrap()
+                .starts_with("kubectl get machineconfig rendered-worker-a")),
+        "{w0}"
+    );
+    assert!(w0.get("drain").is_none(), "{w0}");
+
+    // The page renders a node's detail when asked, without the script.
+    let (code, page) = get(addr, "/?node=worker-1", None).await;
+    assert_eq!(code, 200, "{page}");
+    for needle in [
+        r#"<section id="d-drain" aria-labelledby="d-drain-h"><h4"#,
+        "<code>default/web-pdb</code>: <span class=\"budget\">disruptionsAllowed 0, healthy 1/1",
+        "<code>default/web-1</code>",
+        r#"<li data-phase="Drained">"#,
+        "drain blocked by a PodDisruptionBudget",
+    ] {
+        assert!(page.contains(needle), "{needle} not in {page}");
+    }
+    let (_, page) = get(addr, "/?node=worker-0", None).await;
+    assert!(
+        page.contains(r#"<article class="finding"><h5>config drift: /etc/motd</h5>"#),
+        "{page}"
+    );
+
+    // The budget's change travels on /events as part of the node.
+    let mut es = request(addr, "/events", None).await;
+    read_until(&mut es, 10, "the first fleet event", |t| {
+        t.contains("\"reset\":true")
+    })
+    .await;
+    pods.delete("web-1", &Default::default()).await.unwrap();
+    read_until(&mut es, 30, "worker-1's budget with no healthy pod", |t| {
+        t.contains("\"reset\":false") && t.contains("disruptionsAllowed 0, healthy 0/1")
+    })
+    .await;
     drop(dash);
     server.handle.shutdown().await;
 }
