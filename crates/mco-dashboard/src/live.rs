@@ -102,6 +102,8 @@ where
     let (store, writer) = reflector::store();
     let stream = events
         .default_backoff()
+        // Nothing reads them, and a node's are kilobytes: 1,000 nodes would keep megabytes.
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect(writer)
         .filter_map(|e| async move { e.ok().map(|e| Change::Stored(shows(&e))) })
         .boxed();
