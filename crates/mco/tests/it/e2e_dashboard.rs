@@ -1,6 +1,6 @@
 //! End-to-end: the dashboard `mco up` serves, in a real headless Chromium through WebDriver:
-//! every pool and node listed, a rollout followed live without a reload, and keyboard
-//! navigation and labels.
+//! every pool and node listed, a rollout followed live without a reload, a blocked drain and a
+//! degraded node with their cause, and keyboard navigation and labels.
 
 use crate::e2e;
 
@@ -8,10 +8,14 @@ use e2e::*;
 use mco_testkit::browser::{Browser, Key};
 use serde_json::Value;
 
-on_both_servers!(dashboard_follows_a_rollout_live_in_a_browser,);
+on_both_servers!(
+    dashboard_follows_a_rollout_live_in_a_browser,
+    dashboard_shows_why_a_drain_is_blocked_and_a_node_is_degraded,
+);
 
+/// A window tall enough for the screenshots to hold the pools, the grid and a node's detail.
 fn browser() -> Browser {
-    Browser::start(1280, 1000).unwrap_or_else(|e| panic!("{e}"))
+    Browser::start(1280, 1700).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Where the tests write screenshots: the workspace's `target/`.
@@ -35,6 +39,22 @@ fn node_names(c: &Cluster) -> Vec<String> {
 /// A JS string literal of `s`.
 fn lit(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
+}
+
+/// Opens `node`'s detail by clicking its cell, and waits until the panel shows it.
+fn open_detail(b: &Browser, node: &str) {
+    b.js(&format!(
+        "document.querySelector('#grid [data-node=\"' + CSS.escape({n}) + '\"]').click(); return true;",
+        n = lit(node)
+    ));
+    b.wait_js(
+        &format!("the detail of {node}"),
+        10,
+        &format!(
+            "return document.getElementById('d-name').textContent === {};",
+            lit(node)
+        ),
+    );
 }
 
 fn dashboard_follows_a_rollout_live_in_a_browser(server: Server) {
@@ -88,6 +108,12 @@ fn dashboard_follows_a_rollout_live_in_a_browser(server: Server) {
         120,
         "return document.querySelector('#grid .node.k-updating') !== null;",
     );
+    let moving = b
+        .js("return document.querySelector('#grid .node.k-updating').dataset.node;")
+        .as_str()
+        .unwrap()
+        .to_owned();
+    open_detail(&b, &moving);
     let shot = target_dir().join(format!("dashboard-rollout-{server:?}.png").to_lowercase());
     b.screenshot(&shot);
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000, "{shot:?}");
@@ -207,5 +233,114 @@ fn dashboard_follows_a_rollout_live_in_a_browser(server: Server) {
                 "worker"
             }
         }
+    );
+}
+
+fn dashboard_shows_why_a_drain_is_blocked_and_a_node_is_degraded(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
+    c.wait_nodes_ready(3, 120);
+    let b = browser();
+    b.goto(&c.dashboard_url());
+    b.wait_js(
+        "the grid",
+        30,
+        "return document.querySelectorAll('#grid .node').length === 3;",
+    );
+
+    // A budget that allows no eviction holds the first drain that meets a web pod.
+    c.set_web_budget(3);
+    let old = c.pool_target("worker");
+    c.apply(&file_mc("99-worker-dash", "worker", "/etc/dash", "x"));
+    let node = b
+        .wait_js(
+            "a node whose drain the web budget holds",
+            120,
+            "const n = Array.from(document.querySelectorAll('#grid .node'))
+               .find((n) => (n.dataset.message || '').includes('default/web'));
+             return n ? n.dataset.node : null;",
+        )
+        .as_str()
+        .unwrap()
+        .to_owned();
+    open_detail(&b, &node);
+    let drain = b.wait_js(
+        "the blocked drain's budget and pods in the detail",
+        30,
+        "const d = document.getElementById('d-drain');
+         return d && !d.hidden && /default\\/web-/.test(d.textContent) ? d.textContent : null;",
+    );
+    let drain = drain.as_str().unwrap();
+    assert!(drain.contains("default/web"), "no PDB named: {drain}");
+    assert!(
+        drain.contains("disruptionsAllowed 0"),
+        "no budget shown: {drain}"
+    );
+    // The same panel a user links to.
+    b.goto(&format!("{}#node={node}", c.dashboard_url()));
+    b.wait_js(
+        "the detail opened from the URL",
+        30,
+        &format!(
+            "return document.getElementById('d-name').textContent === {}
+               && !document.getElementById('d-drain').hidden;",
+            lit(&node)
+        ),
+    );
+
+    // Freeing the budget lets the drain go on; the panel says so without a reload.
+    b.js("window.__mark = 'same page'; return true;");
+    c.set_web_budget(2);
+    c.wait_rollout("worker", &old, 180);
+    b.wait_js(
+        "the blocked drain gone from the detail",
+        30,
+        "return document.getElementById('d-drain').hidden;",
+    );
+
+    // A degraded node: its cause and `mco doctor`'s fix.
+    let file = c
+        .node_root("worker-0")
+        .join("etc/containers/registries.conf");
+    let orig = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, "drifted\n").unwrap();
+    b.wait_js(
+        "worker-0 shown degraded",
+        90,
+        "return document.querySelector('#grid [data-node=\"worker-0\"]').classList.contains('k-degraded');",
+    );
+    open_detail(&b, "worker-0");
+    let message = b.text("#d-message");
+    assert!(
+        message.contains("content mismatch for file")
+            && message.contains("/etc/containers/registries.conf"),
+        "{message}"
+    );
+    let doctor = b.wait_js(
+        "mco doctor's finding in the detail",
+        30,
+        "const d = document.getElementById('d-doctor');
+         return d && !d.hidden && d.querySelector('.finding code') ? d.textContent : null;",
+    );
+    let doctor = doctor.as_str().unwrap();
+    assert!(
+        doctor.contains("/etc/containers/registries.conf"),
+        "the cause does not name the file: {doctor}"
+    );
+    assert!(
+        doctor.contains("machine-config-daemon-force"),
+        "no fix with the force file: {doctor}"
+    );
+    assert_eq!(b.js("return window.__mark || null;"), "same page");
+    b.screenshot(&target_dir().join(format!("dashboard-degraded-{server:?}.png").to_lowercase()));
+
+    std::fs::write(&file, &orig).unwrap();
+    b.wait_js(
+        "worker-0 shown updated again",
+        90,
+        "return document.querySelector('#grid [data-node=\"worker-0\"]').classList.contains('k-updated')
+           && document.getElementById('d-doctor').hidden;",
     );
 }
