@@ -281,13 +281,13 @@ pub fn build(snap: &Snapshot) -> StatusReport {
     report
 }
 
-/// The maintenance window of the RolloutPolicy that governs `pool`, as text, and how long the
-/// rollout waits for it (when the policy reports the pool `WaitingForWindow`).
-fn window_of(
-    snap: &Snapshot,
-    pool: &mco_api::MachineConfigPool,
-) -> (Option<String>, Option<Duration>) {
-    use mco_rollout::policy::{self, Governance, PolicyRef, WindowState};
+/// The RolloutPolicy that governs `pool`: the one valid policy whose selector matches it, as the
+/// controller decides (none when two conflict).
+pub fn governing_policy<'a>(
+    snap: &'a Snapshot,
+    pool: &MachineConfigPool,
+) -> Option<&'a mco_api::RolloutPolicy> {
+    use mco_rollout::policy::{self, Governance, PolicyRef};
     let name = name_of(pool);
     let labels = pool.metadata.labels.clone().unwrap_or_default();
     let refs: Vec<PolicyRef<'_>> = snap
@@ -302,13 +302,22 @@ fn window_of(
     let Some(Governance::Policy(governing)) =
         policy::govern(&[(name, &labels)], &refs).remove(name)
     else {
-        return (None, None);
+        return None;
     };
-    let Some(p) = snap
-        .policies
+    snap.policies
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(governing.as_str()))
-    else {
+}
+
+/// The maintenance window of the RolloutPolicy that governs `pool`, as text, and how long the
+/// rollout waits for it (when the policy reports the pool `WaitingForWindow`).
+fn window_of(
+    snap: &Snapshot,
+    pool: &mco_api::MachineConfigPool,
+) -> (Option<String>, Option<Duration>) {
+    use mco_rollout::policy::{self, WindowState};
+    let name = name_of(pool);
+    let Some(p) = governing_policy(snap, pool) else {
         return (None, None);
     };
     let Ok(v) = policy::validate(&p.spec) else {
