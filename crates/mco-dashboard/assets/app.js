@@ -127,6 +127,38 @@
     showDetail(name);
   }
 
+  // A governed pool's rollout, as html.rs renders it.
+  function rollout(r) {
+    const div = el("div", { class: "rollout", "data-phase": r.phase });
+    const head = el("p", { class: "policy" }, "RolloutPolicy ");
+    head.append(el("code", {}, r.policy), ": ", el("span", { class: "phase" }, r.phase));
+    div.append(head);
+    const h = r.halt;
+    if (h) {
+      let by = "";
+      if (h.gate && h.node) by = " by gate " + h.gate + " on node " + h.node;
+      else if (h.gate) by = " by gate " + h.gate;
+      const p = el("p", { class: "halt", role: "alert", "data-gate": h.gate, "data-node": h.node },
+        "Halted" + by + (h.time ? " at " + h.time : "") + ": ");
+      p.append(el("span", { class: "msg" }, h.message));
+      div.append(p);
+    }
+    if (r.pinned) div.append(el("p", { class: "pinned" }, r.pinned));
+    if (r.canary_nodes.length) {
+      div.append(el("p", { class: "canary" }, "Canary: " + r.canary_nodes.join(", ") + (r.more_canary ? " and " + r.more_canary + " more" : "")));
+    }
+    const ul = el("ul", { class: "gates", "aria-label": "Gates" });
+    for (const g of r.gates) {
+      const li = el("li", { "data-gate": g.name });
+      li.append(el("code", {}, g.name), " " + g.detail);
+      ul.append(li);
+    }
+    div.append(ul);
+    if (r.window) div.append(el("p", { class: "window" }, r.window));
+    if (r.next_window) div.append(el("p", { class: "next-window" }, "Waiting for the window at " + r.next_window));
+    return div;
+  }
+
   function setPools(pools) {
     const box = document.getElementById("pools");
     box.replaceChildren();
@@ -139,11 +171,12 @@
       const bar = el("progress", { id: "bar-" + p.name, max: String(p.total), value: String(p.updated) });
       s.append(bar);
       const dl = el("dl");
-      const flags = [p.paused ? "paused" : "", p.degraded ? "degraded" : ""].filter(Boolean).join(", ") || "none";
+      const flags = [p.paused ? "paused" : "", p.degraded ? "degraded" : "", p.halted ? "halted" : ""].filter(Boolean).join(", ") || "none";
       for (const [k, v, c] of [["Target", p.target, "target"], ["maxUnavailable", String(p.max_unavailable), "maxu"], ["ETA", p.eta, "eta"], ["Flags", flags, "flags"]]) {
         dl.append(el("dt", {}, k), el("dd", { class: c }, v));
       }
       s.append(dl);
+      if (p.rollout) s.append(rollout(p.rollout));
       box.append(s);
     }
   }

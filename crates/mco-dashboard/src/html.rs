@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::view::{Fleet, Kind, NodeView, PoolView};
+use crate::view::{Fleet, Kind, NodeView, PoolView, RolloutView};
 
 /// The page's script and style, embedded so the page needs nothing from the internet.
 pub const APP_JS: &str = include_str!("../assets/app.js");
@@ -38,6 +38,9 @@ fn pool(out: &mut String, p: &PoolView) {
     if p.degraded {
         flags.push("degraded");
     }
+    if p.halted {
+        flags.push("halted");
+    }
     let _ = write!(
         out,
         r#"<section class="pool" data-pool="{name}" aria-labelledby="pool-{name}">
@@ -50,7 +53,6 @@ fn pool(out: &mut String, p: &PoolView) {
 <dt>ETA</dt><dd class="eta">{eta}</dd>
 <dt>Flags</dt><dd class="flags">{flags}</dd>
 </dl>
-</section>
 "#,
         updated = p.updated,
         total = p.total,
@@ -64,6 +66,79 @@ fn pool(out: &mut String, p: &PoolView) {
             flags.join(", ")
         },
     );
+    if let Some(r) = &p.rollout {
+        rollout(out, r);
+    }
+    out.push_str("</section>\n");
+}
+
+/// A governed pool's rollout: policy, phase, halt, gates, window. `app.js` builds the same.
+fn rollout(out: &mut String, r: &RolloutView) {
+    let _ = write!(
+        out,
+        r#"<div class="rollout" data-phase="{phase}">
+<p class="policy">RolloutPolicy <code>{policy}</code>: <span class="phase">{phase}</span></p>
+"#,
+        phase = escape(&r.phase),
+        policy = escape(&r.policy),
+    );
+    if let Some(h) = &r.halt {
+        let by = if h.gate.is_empty() {
+            String::new()
+        } else if h.node.is_empty() {
+            format!(" by gate {}", escape(&h.gate))
+        } else {
+            format!(" by gate {} on node {}", escape(&h.gate), escape(&h.node))
+        };
+        let at = if h.time.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", escape(&h.time))
+        };
+        let _ = writeln!(
+            out,
+            r#"<p class="halt" role="alert" data-gate="{gate}" data-node="{node}">Halted{by}{at}: <span class="msg">{message}</span></p>"#,
+            gate = escape(&h.gate),
+            node = escape(&h.node),
+            message = escape(&h.message),
+        );
+    }
+    if let Some(m) = &r.pinned {
+        let _ = writeln!(out, r#"<p class="pinned">{}</p>"#, escape(m));
+    }
+    if !r.canary_nodes.is_empty() {
+        let more = if r.more_canary > 0 {
+            format!(" and {} more", r.more_canary)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            r#"<p class="canary">Canary: {}{more}</p>"#,
+            escape(&r.canary_nodes.join(", "))
+        );
+    }
+    out.push_str("<ul class=\"gates\" aria-label=\"Gates\">\n");
+    for g in &r.gates {
+        let _ = writeln!(
+            out,
+            r#"<li data-gate="{name}"><code>{name}</code> {detail}</li>"#,
+            name = escape(&g.name),
+            detail = escape(&g.detail),
+        );
+    }
+    out.push_str("</ul>\n");
+    if let Some(w) = &r.window {
+        let _ = writeln!(out, r#"<p class="window">{}</p>"#, escape(w));
+    }
+    if let Some(n) = &r.next_window {
+        let _ = writeln!(
+            out,
+            r#"<p class="next-window">Waiting for the window at {}</p>"#,
+            escape(n)
+        );
+    }
+    out.push_str("</div>\n");
 }
 
 /// One node's cell: focusable, labelled with its name and phase (not colour alone), pressed
@@ -306,7 +381,8 @@ pub fn page(f: &Fleet, selected: Option<&str>) -> String {
 mod tests {
     use super::*;
     use crate::view::{
-        BlockerView, BudgetView, DrainView, EventView, FindingView, FixView, McnTable, PhaseStep,
+        BlockerView, BudgetView, DrainView, EventView, FindingView, FixView, GateView, HaltView,
+        McnTable, PhaseStep,
     };
 
     fn node(name: &str, message: &str) -> NodeView {
@@ -348,6 +424,8 @@ mod tests {
             degraded: false,
             max_unavailable: 1,
             eta: evil.into(),
+            halted: false,
+            rollout: None,
         });
         f.table = McnTable {
             header: vec!["NAME".into()],
@@ -369,6 +447,118 @@ mod tests {
             !html.contains("=\"\"&lt;"),
             "a quote in a message closed an attribute"
         );
+    }
+
+    fn governed(name: &str, evil: &str) -> PoolView {
+        PoolView {
+            name: name.into(),
+            updated: 1,
+            total: 3,
+            target: "rendered-worker-b".into(),
+            paused: false,
+            degraded: false,
+            max_unavailable: 1,
+            eta: "ETA unknown".into(),
+            halted: true,
+            rollout: Some(RolloutView {
+                policy: evil.into(),
+                phase: "Halted".into(),
+                target: "rendered-worker-b".into(),
+                canary_nodes: vec![evil.into()],
+                more_canary: 2,
+                halt: Some(HaltView {
+                    gate: "nodeChecks".into(),
+                    node: evil.into(),
+                    message: format!("check 10-fail failed: \"{evil}"),
+                    time: "2026-01-01T00:00:00Z".into(),
+                }),
+                gates: vec![
+                    GateView {
+                        name: "nodeReady".into(),
+                        detail: "within 10m00s".into(),
+                    },
+                    GateView {
+                        name: "http".into(),
+                        detail: format!("GET http://x/{evil} expects 200 within 10s"),
+                    },
+                ],
+                window: Some("next window 2026-01-02 02:00Z".into()),
+                next_window: Some(evil.into()),
+                pinned: Some(evil.into()),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_governed_pool_shows_its_rollout_and_escapes_it() {
+        let evil = "<script>alert(1)</script>";
+        let f = Fleet {
+            pools: vec![governed("worker", evil)],
+            ..Fleet::default()
+        };
+        let html = page(&f, None);
+        assert_eq!(html.matches("<script").count(), 1, "{html}");
+        let sec = &html[html
+            .find(r#"<section class="pool" data-pool="worker""#)
+            .unwrap()..];
+        let sec = &sec[..sec.find("</section>").unwrap()];
+        let e = "&lt;script&gt;alert(1)&lt;/script&gt;";
+        for needle in [
+            r#"<dd class="flags">halted</dd>"#,
+            r#"<div class="rollout" data-phase="Halted">"#,
+            &format!(r#"RolloutPolicy <code>{e}</code>: <span class="phase">Halted</span>"#),
+            &format!(
+                r#"<p class="halt" role="alert" data-gate="nodeChecks" data-node="{e}">Halted by gate nodeChecks on node {e} at 2026-01-01T00:00:00Z: <span class="msg">check 10-fail failed: &quot;{e}</span></p>"#
+            ),
+            &format!(r#"<p class="pinned">{e}</p>"#),
+            &format!(r#"<p class="canary">Canary: {e} and 2 more</p>"#),
+            r#"<ul class="gates" aria-label="Gates">"#,
+            r#"<li data-gate="nodeReady"><code>nodeReady</code> within 10m00s</li>"#,
+            &format!(
+                r#"<li data-gate="http"><code>http</code> GET http://x/{e} expects 200 within 10s</li>"#
+            ),
+            r#"<p class="window">next window 2026-01-02 02:00Z</p>"#,
+            &format!(r#"<p class="next-window">Waiting for the window at {e}</p>"#),
+        ] {
+            assert!(sec.contains(needle), "{needle} not in {sec}");
+        }
+    }
+
+    #[test]
+    fn an_ungoverned_pool_has_no_rollout_and_a_manual_halt_names_no_node() {
+        let mut p = governed("worker", "x");
+        let r = p.rollout.as_mut().unwrap();
+        r.halt = Some(HaltView {
+            gate: "manual".into(),
+            node: String::new(),
+            message: "halted by mco rollout halt".into(),
+            time: String::new(),
+        });
+        r.window = None;
+        let html = page(
+            &Fleet {
+                pools: vec![p],
+                ..Fleet::default()
+            },
+            None,
+        );
+        assert!(
+            html.contains(r#"data-node="">Halted by gate manual: <span class="msg">halted by"#),
+            "{html}"
+        );
+        assert!(!html.contains(r#"class="window""#));
+        let mut plain = governed("worker", "x");
+        plain.rollout = None;
+        plain.halted = false;
+        let html = page(
+            &Fleet {
+                pools: vec![plain],
+                ..Fleet::default()
+            },
+            None,
+        );
+        assert!(!html.contains("class=\"rollout\""), "{html}");
+        assert!(html.contains(r#"<dd class="flags">none</dd>"#));
     }
 
     #[test]

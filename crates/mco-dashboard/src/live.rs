@@ -1,5 +1,5 @@
 //! Keeps the [`Fleet`] current from watches on pools, nodes, MachineConfigNodes,
-//! PodDisruptionBudgets and Events: no listing of the fleet after the watches' first sync.
+//! PodDisruptionBudgets, RolloutPolicies and Events: no listing of the fleet after the watches' first sync.
 //! kube's reflector stores hold the objects; only the Event list, which is capped, has its own.
 
 use std::collections::BTreeMap;
@@ -9,11 +9,12 @@ use std::time::Duration;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::ListParams;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use mco_api::mcn::client::{McnApi, typed};
-use mco_api::{MachineConfigNode, MachineConfigPool};
+use mco_api::{MachineConfigNode, MachineConfigPool, RolloutPolicy};
 use mco_cli::Snapshot;
 use tokio::sync::watch;
 
@@ -124,6 +125,7 @@ struct Stores {
     nodes: Store<Node>,
     mcns: Store<MachineConfigNode>,
     pdbs: Store<PodDisruptionBudget>,
+    policies: Store<RolloutPolicy>,
     events: Events,
 }
 
@@ -135,6 +137,7 @@ impl Stores {
             nodes: sorted(&self.nodes),
             mcns: sorted(&self.mcns),
             pdbs: sorted(&self.pdbs),
+            policies: sorted(&self.policies),
             ..Snapshot::default()
         };
         let events: Vec<Event> = self.events.items.values().cloned().collect();
@@ -169,7 +172,8 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
     let mcns = match McnApi::new(client.clone()).dynamic().await {
         Ok(api) => {
             let (mcns, changes) = reflected(
-                watcher(api, cfg).filter_map(|e| async move { e.map(typed_event).transpose() }),
+                watcher(api, cfg.clone())
+                    .filter_map(|e| async move { e.map(typed_event).transpose() }),
             );
             streams.push(changes);
             mcns
@@ -179,12 +183,27 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
             reflector::store().0
         }
     };
+    // RolloutPolicies are mco's own CRD: a cluster without it has none to show.
+    let policy_api = Api::<RolloutPolicy>::all(client.clone());
+    let policies = match policy_api.list(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            tracing::warn!("dashboard: RolloutPolicies not watched: the CRD is not served");
+            reflector::store().0
+        }
+        // Served, or a passing error the watch's backoff rides out.
+        _ => {
+            let (policies, changes) = reflected(watcher(policy_api, cfg.clone()));
+            streams.push(changes);
+            policies
+        }
+    };
     let mut changes = futures::stream::select_all(streams);
     let mut state = Stores {
         pools,
         nodes,
         mcns,
         pdbs,
+        policies,
         events: Events::default(),
     };
     let mut tick = tokio::time::interval(REFRESH);

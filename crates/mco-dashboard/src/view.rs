@@ -26,6 +26,13 @@ pub const MAX_BLOCKED_PODS: usize = 50;
 pub const MAX_FINDINGS: usize = 10;
 /// Longest text of a finding (cause, fix, command) kept, in characters.
 pub const MAX_FINDING_TEXT: usize = 4 * MAX_MESSAGE;
+/// Canary nodes named in a pool's rollout; the rest are counted.
+pub const MAX_CANARY_NODES: usize = 50;
+/// Longest halt message kept, in characters: it carries a failed check's output (up to
+/// 4096 bytes).
+pub const MAX_HALT_TEXT: usize = 4 * MAX_MESSAGE;
+/// A governed pool's rollout phase before the controller reports it.
+pub const PENDING: &str = "Pending";
 
 /// One pool, as `mco status` computes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -39,6 +46,62 @@ pub struct PoolView {
     pub max_unavailable: usize,
     /// `done`, `ETA 3m05s (2 waves of 1)` or `ETA unknown …`: `mco status`'s words.
     pub eta: String,
+    /// A RolloutPolicy halted the pool's rollout (its `RolloutHalted` condition, or the
+    /// governing policy's halt).
+    pub halted: bool,
+    /// The governing RolloutPolicy's view of the rollout; `None` for a pool no policy governs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutView>,
+}
+
+/// A pool's rollout under the RolloutPolicy that governs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RolloutView {
+    /// The policy's name.
+    pub policy: String,
+    /// `Canary`, `Soaking`, `RollingOut`, `Halted`, `WaitingForWindow`, `Complete`, or
+    /// [`PENDING`] until the controller reports the pool.
+    pub phase: String,
+    /// The rendered config the rollout moves to; empty until reported.
+    pub target: String,
+    /// The first [`MAX_CANARY_NODES`] canary nodes.
+    pub canary_nodes: Vec<String>,
+    /// Canary nodes beyond those.
+    pub more_canary: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub halt: Option<HaltView>,
+    /// The gates the policy configures, in the order of its spec.
+    pub gates: Vec<GateView>,
+    /// `window open until …`, `next window …`: `mco status`'s words; `None` without windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// When the next window opens, while the rollout waits for one (the controller's word).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<String>,
+    /// The pool's `RollbackPinned` message, when a rollback pins it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
+}
+
+/// Why a rollout is halted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HaltView {
+    /// `manual`, `nodeReady`, `podsReady`, `pdbs`, `http`, `nodeChecks`.
+    pub gate: String,
+    /// The node whose gate failed; empty for a manual halt.
+    pub node: String,
+    pub message: String,
+    /// When, as the controller wrote it (RFC 3339); empty if unknown.
+    pub time: String,
+}
+
+/// One gate of a policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GateView {
+    /// `nodeReady`, `podsReady`, `pdbs`, `http`, `nodeChecks`.
+    pub name: String,
+    /// `within 10m00s`, `GET https://… expects 200 within 10s`.
+    pub detail: String,
 }
 
 /// Where a node stands, for its colour and legend.
@@ -506,21 +569,129 @@ pub fn event_time(e: &Event) -> Option<jiff::Timestamp> {
         .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
+fn span_text(d: jiff::SignedDuration) -> String {
+    human_duration(Duration::try_from(d).unwrap_or_default())
+}
+
+/// The gates `spec` configures, with the timeouts the controller applies (defaults included).
+fn gates(spec: &mco_api::rollouts::RolloutPolicySpec) -> Vec<GateView> {
+    use mco_rollout::policy::{self, gates as g};
+    let Ok(v) = policy::validate(spec) else {
+        return Vec::new();
+    };
+    let gate = |name: &str, detail: String| GateView {
+        name: name.to_string(),
+        detail: cut(&detail),
+    };
+    let mut out = Vec::new();
+    if let Some(t) = v.node_ready {
+        out.push(gate(g::NODE_READY, format!("within {}", span_text(t))));
+    }
+    if let Some(t) = v.pods_ready {
+        out.push(gate(g::PODS_READY, format!("within {}", span_text(t))));
+    }
+    if v.pdbs {
+        out.push(gate(g::PDBS, "budgets allow disruptions".to_string()));
+    }
+    for p in &v.http {
+        out.push(gate(
+            g::HTTP,
+            format!(
+                "GET {} expects {} within {}",
+                p.url,
+                p.expect_status,
+                span_text(p.timeout)
+            ),
+        ));
+    }
+    if let Some(t) = v.node_checks {
+        out.push(gate(
+            g::NODE_CHECKS,
+            format!("each check within {}", span_text(t)),
+        ));
+    }
+    out
+}
+
+/// The rollout of `pool` under its governing policy, if one governs it.
+fn rollout_view(
+    snap: &Snapshot,
+    report: &status::StatusReport,
+    p: &status::PoolProgress,
+) -> Option<RolloutView> {
+    let pool = snap.pool(&p.name)?;
+    let policy = status::governing_policy(snap, pool)?;
+    let entry = policy
+        .status
+        .as_ref()
+        .and_then(|s| s.pools.iter().find(|e| e.pool == p.name));
+    let of = |list: &[(String, String)]| {
+        list.iter()
+            .find(|(pool, _)| *pool == p.name)
+            .map(|(_, m)| status::ellipsize(m, MAX_HALT_TEXT))
+    };
+    let halt = entry
+        .and_then(|e| e.halt.as_ref())
+        .map(|h| HaltView {
+            gate: cut(&h.gate),
+            node: cut(&h.node),
+            message: status::ellipsize(&h.message, MAX_HALT_TEXT),
+            time: cut(h.time.as_deref().unwrap_or_default()),
+        })
+        // Halted on the pool before the policy's status says by what.
+        .or_else(|| {
+            of(&report.halted).map(|message| HaltView {
+                gate: String::new(),
+                node: String::new(),
+                message,
+                time: String::new(),
+            })
+        });
+    let canary = entry.map(|e| e.canary_nodes.as_slice()).unwrap_or_default();
+    Some(RolloutView {
+        policy: cut(name_of(policy)),
+        phase: entry
+            .map(|e| cut(&e.phase))
+            .filter(|ph| !ph.is_empty())
+            .unwrap_or_else(|| PENDING.to_string()),
+        target: entry.map(|e| cut(&e.target)).unwrap_or_default(),
+        canary_nodes: canary
+            .iter()
+            .take(MAX_CANARY_NODES)
+            .map(|n| cut(n))
+            .collect(),
+        more_canary: canary.len().saturating_sub(MAX_CANARY_NODES),
+        halt,
+        gates: gates(&policy.spec),
+        window: p.window.clone(),
+        next_window: entry.and_then(|e| e.next_window.as_deref()).map(cut),
+        pinned: of(&report.pinned),
+    })
+}
+
 /// The view of `snap` and `events` (any order; the newest [`MAX_EVENTS`] are kept).
 pub fn build(snap: &Snapshot, events: &[Event]) -> Fleet {
     let report = status::build(snap);
     let pools = report
         .pools
         .iter()
-        .map(|p| PoolView {
-            name: p.name.clone(),
-            updated: p.updated,
-            total: p.total,
-            target: p.target.clone(),
-            paused: p.paused,
-            degraded: p.degraded,
-            max_unavailable: p.max_unavailable,
-            eta: status::pool_line(p)[4].clone(),
+        .map(|p| {
+            let rollout = rollout_view(snap, &report, p);
+            PoolView {
+                name: p.name.clone(),
+                updated: p.updated,
+                total: p.total,
+                target: p.target.clone(),
+                paused: p.paused,
+                degraded: p.degraded,
+                max_unavailable: p.max_unavailable,
+                eta: status::pool_line(p)[4].clone(),
+                halted: report.halted.iter().any(|(pool, _)| *pool == p.name)
+                    || rollout.as_ref().is_some_and(|r| {
+                        r.halt.is_some() || r.phase == mco_rollout::policy::phases::HALTED
+                    }),
+                rollout,
+            }
         })
         .collect();
     let membership = snap.membership();
@@ -1054,5 +1225,189 @@ mod tests {
             assert_eq!(x.title, "degraded");
             assert_eq!(x.cause.chars().count(), want);
         }
+    }
+
+    /// `snap()` with its pool labelled `tier: a` and a policy `canary-first` selecting it.
+    fn governed(spec: serde_json::Value, status: serde_json::Value) -> Snapshot {
+        let mut s = snap();
+        s.pools[0].metadata.labels = Some([("tier".to_string(), "a".to_string())].into());
+        let mut spec = spec;
+        spec["poolSelector"] = serde_json::json!({"matchLabels": {"tier": "a"}});
+        s.policies.push(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "rollouts.mco.dev/v1alpha1", "kind": "RolloutPolicy",
+                "metadata": {"name": "canary-first"},
+                "spec": spec, "status": status,
+            }))
+            .unwrap(),
+        );
+        s
+    }
+
+    #[test]
+    fn a_governed_pool_shows_its_policy_phase_canary_and_gates() {
+        let s = governed(
+            serde_json::json!({
+                "canary": {"nodes": 1},
+                "gates": {"nodeReady": {}, "podsReady": {"timeout": "5m"}, "pdbs": true,
+                          "http": [{"url": "https://svc.example/healthz"}],
+                          "nodeChecks": {"timeout": "90s"}},
+            }),
+            serde_json::json!({"pools": [{"pool": "worker", "target": "rendered-worker-b",
+                "phase": "Canary", "canaryNodes": ["w1"]}]}),
+        );
+        let p = &build(&s, &[]).pools[0];
+        let r = p.rollout.as_ref().expect("the policy governs worker");
+        assert_eq!(
+            (r.policy.as_str(), r.phase.as_str(), r.target.as_str()),
+            ("canary-first", "Canary", "rendered-worker-b")
+        );
+        assert_eq!(r.canary_nodes, ["w1"]);
+        assert_eq!(r.more_canary, 0);
+        assert!(r.halt.is_none() && !p.halted);
+        let gates: Vec<(&str, &str)> = r
+            .gates
+            .iter()
+            .map(|g| (g.name.as_str(), g.detail.as_str()))
+            .collect();
+        assert_eq!(
+            gates,
+            [
+                ("nodeReady", "within 10m00s"),
+                ("podsReady", "within 5m00s"),
+                ("pdbs", "budgets allow disruptions"),
+                (
+                    "http",
+                    "GET https://svc.example/healthz expects 200 within 10s"
+                ),
+                ("nodeChecks", "each check within 1m30s"),
+            ]
+        );
+        assert!(r.window.is_none() && r.next_window.is_none() && r.pinned.is_none());
+    }
+
+    #[test]
+    fn a_halted_pool_names_the_gate_node_and_message() {
+        let mut s = governed(
+            serde_json::json!({"gates": {"nodeChecks": {}}}),
+            serde_json::json!({"pools": [{"pool": "worker", "phase": "Halted",
+                "halt": {"node": "w1", "gate": "nodeChecks",
+                         "message": "check 10-fail failed: disk <full>",
+                         "time": "2026-01-01T00:04:00Z"}}]}),
+        );
+        let p = &build(&s, &[]).pools[0];
+        assert!(p.halted, "halted is a pool flag");
+        let r = p.rollout.as_ref().unwrap();
+        assert_eq!(r.phase, "Halted");
+        let h = r.halt.as_ref().unwrap();
+        assert_eq!(
+            (
+                h.gate.as_str(),
+                h.node.as_str(),
+                h.message.as_str(),
+                h.time.as_str()
+            ),
+            (
+                "nodeChecks",
+                "w1",
+                "check 10-fail failed: disk <full>",
+                "2026-01-01T00:04:00Z"
+            )
+        );
+        // A halt message is cut at its limit; one at the limit is kept whole.
+        for (len, want) in [
+            (MAX_HALT_TEXT, MAX_HALT_TEXT),
+            (MAX_HALT_TEXT + 1, MAX_HALT_TEXT),
+        ] {
+            s.policies[0].status.as_mut().unwrap().pools[0]
+                .halt
+                .as_mut()
+                .unwrap()
+                .message = "o".repeat(len);
+            let f = build(&s, &[]);
+            let m = &f.pools[0]
+                .rollout
+                .as_ref()
+                .unwrap()
+                .halt
+                .as_ref()
+                .unwrap()
+                .message;
+            assert_eq!(m.chars().count(), want);
+        }
+    }
+
+    #[test]
+    fn the_pools_halted_and_pinned_conditions_come_from_mco_status() {
+        let mut s = governed(serde_json::json!({}), serde_json::json!({}));
+        let cond = |t: &str, m: &str| {
+            serde_json::from_value(serde_json::json!({"type": t, "status": "True", "message": m}))
+                .unwrap()
+        };
+        s.pools[0].status.get_or_insert_default().conditions = vec![
+            cond("RolloutHalted", "halted by mco rollout halt"),
+            cond("RollbackPinned", "pinned to rendered-worker-a"),
+        ];
+        let p = &build(&s, &[]).pools[0];
+        let r = p.rollout.as_ref().unwrap();
+        assert_eq!(r.phase, PENDING, "no status for the pool yet");
+        assert!(p.halted);
+        assert_eq!(
+            r.halt
+                .as_ref()
+                .map(|h| (h.gate.as_str(), h.message.as_str())),
+            Some(("", "halted by mco rollout halt"))
+        );
+        assert_eq!(r.pinned.as_deref(), Some("pinned to rendered-worker-a"));
+        assert!(r.gates.is_empty());
+    }
+
+    #[test]
+    fn a_window_is_mco_status_words_and_the_next_one_the_controllers() {
+        let s = governed(
+            serde_json::json!({"windows": [{"schedule": "0 2 * * *", "duration": "1h"}]}),
+            serde_json::json!({"pools": [{"pool": "worker", "phase": "WaitingForWindow",
+                "nextWindow": "2026-01-01T02:00:00Z"}]}),
+        );
+        let p = &build(&s, &[]).pools[0];
+        let r = p.rollout.as_ref().unwrap();
+        let words = status::build(&s).pools[0].window.clone();
+        assert_eq!(words.as_deref(), Some("next window 2026-01-01 02:00Z"));
+        assert_eq!(r.window, words);
+        assert_eq!(r.next_window.as_deref(), Some("2026-01-01T02:00:00Z"));
+        assert_eq!(r.phase, "WaitingForWindow");
+        assert!(!p.halted);
+    }
+
+    #[test]
+    fn canary_nodes_are_capped_and_counted() {
+        for (n, shown, more) in [
+            (MAX_CANARY_NODES, MAX_CANARY_NODES, 0),
+            (MAX_CANARY_NODES + 2, MAX_CANARY_NODES, 2),
+        ] {
+            let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
+            let s = governed(
+                serde_json::json!({"canary": {"nodes": 1}}),
+                serde_json::json!({"pools": [{"pool": "worker", "phase": "Canary",
+                    "canaryNodes": names}]}),
+            );
+            let r = build(&s, &[]).pools[0].rollout.clone().unwrap();
+            assert_eq!((r.canary_nodes.len(), r.more_canary), (shown, more));
+        }
+    }
+
+    #[test]
+    fn a_pool_no_policy_governs_has_no_rollout() {
+        assert!(build(&snap(), &[]).pools[0].rollout.is_none());
+        // A policy selecting other pools governs nothing here.
+        let mut s = governed(serde_json::json!({}), serde_json::json!({}));
+        s.pools[0].metadata.labels = None;
+        assert!(build(&s, &[]).pools[0].rollout.is_none());
+        // Two policies selecting the pool conflict: neither governs it.
+        let mut s = governed(serde_json::json!({}), serde_json::json!({}));
+        let mut other = s.policies[0].clone();
+        other.metadata.name = Some("other".into());
+        s.policies.push(other);
+        assert!(build(&s, &[]).pools[0].rollout.is_none());
     }
 }
