@@ -1,6 +1,6 @@
 //! The dashboard served against the test API server: the page lists every pool and node, a
 //! MachineConfigNode change arrives on `/events`, a blocked drain and a degraded node show their
-//! cause, and the token rule holds.
+//! cause, a RolloutPolicy's halt shows its gate and message, and the token rule holds.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use mco_api::{MachineConfigNode, MachineConfigPool};
+use mco_api::{MachineConfigNode, MachineConfigPool, RolloutPolicy};
 use mco_dashboard::{Config, Error, serve};
 use mco_testkit::{NodeBuilder, PoolBuilder, TestServer, eventually};
 use serde_json::json;
@@ -377,6 +377,173 @@ async fn a_blocked_drain_and_a_degraded_node_show_their_cause() {
         t.contains("\"reset\":false") && t.contains("disruptionsAllowed 0, healthy 0/1")
     })
     .await;
+    drop(dash);
+    server.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_halted_rollout_shows_its_gate_and_message() {
+    let server = TestServer::start().await;
+    let client = server.admin().await;
+    mco_testkit::server::install_crds(&client).await;
+    let pp = PostParams::default();
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let policies: Api<RolloutPolicy> = Api::all(client.clone());
+    for (pool, tier) in [("worker", Some("a")), ("infra", None)] {
+        let mut p = PoolBuilder::new(pool)
+            .role(pool)
+            .target(&format!("rendered-{pool}-b"))
+            .build();
+        p.metadata.labels =
+            tier.map(|t| [("tier".to_string(), t.to_string())].into_iter().collect());
+        pools.create(&pp, &p).await.unwrap();
+    }
+    let policy: RolloutPolicy = serde_json::from_value(json!({
+        "apiVersion": "rollouts.mco.dev/v1alpha1", "kind": "RolloutPolicy",
+        "metadata": {"name": "canary-first"},
+        "spec": {"poolSelector": {"matchLabels": {"tier": "a"}}, "canary": {"nodes": 1},
+                 "gates": {"nodeReady": {"timeout": "5m"}, "nodeChecks": {}}},
+    }))
+    .unwrap();
+    policies.create(&pp, &policy).await.unwrap();
+    let set_status = |pool_status: serde_json::Value| {
+        let policies = policies.clone();
+        async move {
+            policies
+                .patch_status(
+                    "canary-first",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"pools": [pool_status]}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set_status(
+        json!({"pool": "worker", "target": "rendered-worker-b", "phase": "Canary",
+                      "canaryNodes": ["worker-0"]}),
+    )
+    .await;
+
+    let dash = serve(
+        client.clone(),
+        Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: None,
+        },
+    )
+    .await
+    .unwrap();
+    let addr = dash.addr;
+    let page = eventually("worker's canary rollout on the page", 30, || async move {
+        let (code, page) = get(addr, "/", None).await;
+        assert_eq!(code, 200, "{page}");
+        page.contains(r#"<div class="rollout" data-phase="Canary">"#)
+            .then_some(page)
+    })
+    .await;
+    for needle in [
+        r#"RolloutPolicy <code>canary-first</code>: <span class="phase">Canary</span>"#,
+        r#"<li data-gate="nodeReady"><code>nodeReady</code> within 5m00s</li>"#,
+        r#"<li data-gate="nodeChecks">"#,
+        r#"<p class="canary">Canary: worker-0</p>"#,
+    ] {
+        assert!(page.contains(needle), "{needle} not in {page}");
+    }
+    let infra = &page[page.find(r#"data-pool="infra" aria-labelledby"#).unwrap()..];
+    let infra = &infra[..infra.find("</section>").unwrap()];
+    assert!(
+        !infra.contains("rollout"),
+        "no policy governs infra: {infra}"
+    );
+
+    // The halt arrives live, with the pool, on /events.
+    let mut es = request(addr, "/events", None).await;
+    read_until(&mut es, 10, "the first fleet event", |t| {
+        t.contains("\"reset\":true")
+    })
+    .await;
+    set_status(
+        json!({"pool": "worker", "target": "rendered-worker-b", "phase": "Halted",
+        "canaryNodes": ["worker-0"],
+        "halt": {"node": "worker-0", "gate": "nodeChecks",
+                 "message": "check 10-disk failed: <disk full>", "time": "2026-01-01T00:04:00Z"}}),
+    )
+    .await;
+    let text = read_until(&mut es, 30, "the halt on /events", |t| {
+        t.contains("\"reset\":false") && t.contains("check 10-disk failed")
+    })
+    .await;
+    assert!(text.contains("\"gate\":\"nodeChecks\""), "{text}");
+
+    let (code, text) = get(addr, "/api/fleet", None).await;
+    assert_eq!(code, 200, "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&text[text.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let worker = v["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "worker")
+        .unwrap();
+    assert_eq!(worker["halted"], true, "{worker}");
+    let halt = &worker["rollout"]["halt"];
+    assert_eq!(halt["gate"], "nodeChecks", "{worker}");
+    assert_eq!(halt["node"], "worker-0", "{worker}");
+    assert_eq!(
+        halt["message"], "check 10-disk failed: <disk full>",
+        "{worker}"
+    );
+    assert_eq!(worker["rollout"]["phase"], "Halted", "{worker}");
+
+    let (_, page) = get(addr, "/", None).await;
+    for needle in [
+        r#"<div class="rollout" data-phase="Halted">"#,
+        r#"<p class="halt" role="alert" data-gate="nodeChecks" data-node="worker-0">Halted by gate nodeChecks on node worker-0 at 2026-01-01T00:04:00Z: <span class="msg">check 10-disk failed: &lt;disk full&gt;</span></p>"#,
+        r#"<dd class="flags">halted</dd>"#,
+    ] {
+        assert!(page.contains(needle), "{needle} not in {page}");
+    }
+    drop(dash);
+    server.handle.shutdown().await;
+}
+
+/// A cluster that does not serve mco's RolloutPolicy CRD (upstream's) still gets its pools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_rollout_policy_crd_the_pools_still_show() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server = TestServer::start().await;
+    let client = server.admin().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in mco_api::crds::all() {
+        if crd.spec.names.plural != "rolloutpolicies" {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+    }
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let p = PoolBuilder::new("worker").role("worker").build();
+    eventually("the pool CRD served", 20, || {
+        let (pools, p) = (pools.clone(), p.clone());
+        async move { pools.create(&PostParams::default(), &p).await.ok() }
+    })
+    .await;
+    let dash = serve(
+        client.clone(),
+        Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: None,
+        },
+    )
+    .await
+    .unwrap();
+    let addr = dash.addr;
+    let page = eventually("the worker pool on the page", 30, || async move {
+        let (_, page) = get(addr, "/", None).await;
+        page.contains(r#"data-pool="worker" aria-labelledby"#)
+            .then_some(page)
+    })
+    .await;
+    assert!(!page.contains(r#"class="rollout""#), "{page}");
     drop(dash);
     server.handle.shutdown().await;
 }
