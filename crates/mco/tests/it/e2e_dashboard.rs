@@ -1,6 +1,7 @@
 //! End-to-end: the dashboard `mco up` serves, in a real headless Chromium through WebDriver:
 //! every pool and node listed, a rollout followed live without a reload, a blocked drain and a
-//! degraded node with their cause, and keyboard navigation and labels.
+//! degraded node with their cause, a rollout a policy's gate halted, and keyboard navigation and
+//! labels.
 
 use crate::e2e;
 
@@ -10,6 +11,7 @@ use serde_json::Value;
 
 on_both_servers!(
     dashboard_follows_a_rollout_live_in_a_browser,
+    dashboard_shows_a_rollout_halted_by_a_gate,
     dashboard_shows_why_a_drain_is_blocked_and_a_node_is_degraded,
 );
 
@@ -343,4 +345,71 @@ fn dashboard_shows_why_a_drain_is_blocked_and_a_node_is_degraded(server: Server)
         "return document.querySelector('#grid [data-node=\"worker-0\"]').classList.contains('k-updated')
            && document.getElementById('d-doctor').hidden;",
     );
+}
+
+fn dashboard_shows_a_rollout_halted_by_a_gate(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
+    // Nothing listens on port 1: the canary's probe is refused once it is updated.
+    c.apply(
+        "apiVersion: rollouts.mco.dev/v1alpha1
+kind: RolloutPolicy
+metadata:
+  name: probe
+spec:
+  poolSelector:
+    matchLabels:
+      pools.operator.machineconfiguration.openshift.io/worker: \"\"
+  canary:
+    nodes: 1
+  soak: 1h
+  gates:
+    http:
+    - url: http://127.0.0.1:1/healthz
+      timeout: 2s
+",
+    );
+    wait_for("policy probe Valid", 60, || {
+        let p = c.try_get_json(&["rolloutpolicy", "probe"])?;
+        (condition(&p, "Valid")?["status"] == "True").then_some(())
+    });
+    let b = browser();
+    b.goto(&c.dashboard_url());
+    let worker = "document.querySelector('section.pool[data-pool=\"worker\"]')";
+    b.wait_js(
+        "the worker pool's policy and its gate",
+        30,
+        &format!(
+            "const r = {worker}.querySelector('div.rollout');
+             return r !== null && r.textContent.includes('probe')
+               && r.querySelector('ul.gates > li[data-gate=\"http\"]') !== null;"
+        ),
+    );
+    assert_eq!(
+        b.js("return document.querySelector('section.pool[data-pool=\"master\"] div.rollout');"),
+        Value::Null,
+        "no policy governs master"
+    );
+    b.js("window.__mark = 'same page'; return true;");
+
+    c.apply(&file_mc("99-worker-probe", "worker", "/etc/probe", "v2"));
+    let halt = b.wait_js(
+        "the halt naming the gate",
+        180,
+        &format!(
+            "const h = {worker}.querySelector('div.rollout[data-phase=\"Halted\"] p.halt');
+             return h ? h.textContent : null;"
+        ),
+    );
+    let halt = halt.as_str().unwrap();
+    assert!(halt.contains("gate http"), "{halt}");
+    assert!(halt.contains("GET http://127.0.0.1:1/healthz"), "{halt}");
+    assert!(
+        b.text("section.pool[data-pool=\"worker\"] dd.flags")
+            .contains("halted")
+    );
+    assert_eq!(b.js("return window.__mark || null;"), "same page");
+    b.screenshot(&target_dir().join(format!("dashboard-halted-{server:?}.png").to_lowercase()));
 }
