@@ -182,9 +182,18 @@ async fn serve_with_crds() -> (TestServer, Client, Api<MachineConfig>) {
 }
 
 fn start_daemon(client: Client, node: &SimNode) -> tokio::task::JoinHandle<Exit> {
+    start_daemon_polling(client, node, Duration::from_millis(50))
+}
+
+/// [`start_daemon`] with the drain wait's safety-net poll at `poll`.
+fn start_daemon_polling(
+    client: Client,
+    node: &SimNode,
+    poll: Duration,
+) -> tokio::task::JoinHandle<Exit> {
     let engine = node.engine();
     let mut opts = SyncOptions::new(NODE);
-    opts.poll_interval = Duration::from_millis(50);
+    opts.poll_interval = poll;
     opts.drain_timeout = Duration::from_secs(30);
     opts.max_backoff = Duration::from_secs(1);
     let daemon = Daemon::new(client, engine, opts);
@@ -568,21 +577,51 @@ struct Fixture {
     nodes: Api<Node>,
     mcns: Api<MachineConfigNode>,
     sim: SimNode,
+    /// The daemon's client: every request it sends is logged in `sent`.
     client: Client,
+    sent: Sent,
+    /// The daemon's drain-wait poll.
+    poll: Duration,
+}
+
+/// The requests a client sent, as "METHOD path?query", in order.
+type Sent = Arc<Mutex<Vec<String>>>;
+
+/// `client`, logging each request it sends.
+fn logging(client: Client) -> (Client, Sent) {
+    let sent = Sent::default();
+    let log = Arc::clone(&sent);
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        log.lock()
+            .unwrap()
+            .push(format!("{} {}", req.method(), req.uri()));
+        let client = client.clone();
+        async move { client.send(req).await.map_err(tower::BoxError::from) }
+    });
+    (Client::new(svc, "default"), sent)
 }
 
 async fn daemon_done_on_the_first_config() -> (Fixture, tokio::task::JoinHandle<Exit>) {
+    daemon_polling_done_on_the_first_config(Duration::from_millis(50)).await
+}
+
+/// [`daemon_done_on_the_first_config`] with the drain wait's poll at `poll`.
+async fn daemon_polling_done_on_the_first_config(
+    poll: Duration,
+) -> (Fixture, tokio::task::JoinHandle<Exit>) {
     let (server, admin, mcs) = serve_with_crds().await;
     create_empty_and_file_configs(&mcs).await;
     let (nodes, mcns) = settled_node(&admin).await;
     drain_controller_writing_mcn(nodes.clone(), mcns.clone());
     let sim = SimNode::new(true);
-    let client = server
-        .handle
-        .client_for(Identity::Node(NODE.into()))
-        .await
-        .unwrap();
-    let task = start_daemon(client.clone(), &sim);
+    let (client, sent) = logging(
+        server
+            .handle
+            .client_for(Identity::Node(NODE.into()))
+            .await
+            .unwrap(),
+    );
+    let task = start_daemon_polling(client.clone(), &sim, poll);
     wait_done(&nodes, "rendered-worker-0").await;
     // The daemon's last write, Updated=True, follows Done: a test that moves the MCN before it
     // lands would make that write meet a conflict.
@@ -604,6 +643,8 @@ async fn daemon_done_on_the_first_config() -> (Fixture, tokio::task::JoinHandle<
         mcns,
         sim,
         client,
+        sent,
+        poll,
     };
     (f, task)
 }
@@ -636,7 +677,7 @@ async fn reboot_update_to(
         .unwrap();
     assert_eq!(exit, Exit::Rebooting);
     complete_sim_reboot(&f.sim.fs).unwrap();
-    let task = start_daemon(f.client.clone(), &f.sim);
+    let task = start_daemon_polling(f.client.clone(), &f.sim, f.poll);
     wait_done(&f.nodes, config).await;
     task
 }
@@ -853,6 +894,55 @@ async fn a_reboot_update_writes_its_phases_in_few_requests() {
             ("RebootedNode", "True"),
             ("Updated", "True"),
         ],
+    );
+}
+
+/// Everything the daemon asks of the API server for one reboot update, its restart included:
+/// its watches start with a streaming list (one WATCH each, where a LIST and a WATCH were), the
+/// MachineConfigNode version comes from aggregated discovery (one request, where the group's
+/// documents were three), and the rest is the update's own reads and writes. A regression adds requests to every node of
+/// every rollout, so the total is pinned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reboot_update_costs_the_daemon_few_requests() {
+    // A poll slower than the test, so that only the watch ends the drain waits.
+    let (f, task) = daemon_polling_done_on_the_first_config(Duration::from_secs(30)).await;
+    let log = record(f.mcns.clone());
+    f.sent.lock().unwrap().clear();
+    let task = reboot_update(&f, task).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while transitions(&log, "Updated", "True") < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no Updated=True after the update"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    task.abort();
+    let sent = f.sent.lock().unwrap().clone();
+    let lists: Vec<&String> = sent
+        .iter()
+        .filter(|r| {
+            let (path, query) = r.split_once('?').unwrap_or((r.as_str(), ""));
+            r.starts_with("GET ")
+                && !query.split('&').any(|kv| kv == "watch=true")
+                && (path.ends_with("/nodes") || path.ends_with("/controllerconfigs"))
+        })
+        .collect();
+    assert!(lists.is_empty(), "lists besides the watches: {lists:#?}");
+    let watches = sent.iter().filter(|r| r.contains("watch=true")).count();
+    assert_eq!(
+        watches, 2,
+        "the restart's watches (Node, ControllerConfig): {sent:#?}"
+    );
+    // Before the reboot: the old config (this node keeps none on disk) and the new one,
+    // MachineConfiguration/cluster, the drain request, the Prepared phase, Rebooting on the Node
+    // and the MCN. After it: two watches, one aggregated discovery and the MCN schema, the MCN,
+    // the uncordon request and Resumed, Done and Updated. 20 with list-then-watch and the
+    // group's discovery documents read one by one.
+    assert!(
+        sent.len() <= 16,
+        "the daemon sent {} requests for one reboot update: {sent:#?}",
+        sent.len()
     );
 }
 

@@ -21,8 +21,9 @@ use super::{Inner, blocking};
 pub(super) async fn run(inner: Arc<Inner>) {
     let cfg =
         watcher::Config::default().fields(&format!("metadata.name={}", names::CONTROLLER_CONFIG));
-    let mut events =
-        std::pin::pin!(watcher::watcher(inner.controller_configs.clone(), cfg).default_backoff());
+    let mut events = std::pin::pin!(
+        super::stream::watch(inner.controller_configs.clone(), cfg).default_backoff()
+    );
     let mut latest: Option<(ControllerConfigSpec, String)> = None;
     let mut written: Option<ControllerConfigSpec> = None;
     let mut backoff = Duration::from_secs(1);
