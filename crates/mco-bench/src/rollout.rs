@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
 use serde_json::json;
 
@@ -370,6 +371,63 @@ fn pool_updated_on(p: &MachineConfigPool, target: &str, machines: usize) -> bool
         && st.updated_machine_count == machines as i32
 }
 
+/// A watch of the worker pool, resumed where it ended when the server closes it.
+struct PoolWatch<'a> {
+    api: &'a Api<MachineConfigPool>,
+    version: String,
+    events: futures::stream::BoxStream<'a, kube::Result<WatchEvent<MachineConfigPool>>>,
+}
+
+impl<'a> PoolWatch<'a> {
+    fn params() -> WatchParams {
+        WatchParams::default().fields("metadata.name=worker")
+    }
+
+    /// From the pool as it is now.
+    async fn start(api: &'a Api<MachineConfigPool>) -> Result<PoolWatch<'a>, Error> {
+        let pool = api.get("worker").await?;
+        let version = pool.resource_version().unwrap_or_default();
+        let events = api.watch(&Self::params(), &version).await?.boxed();
+        Ok(PoolWatch {
+            api,
+            version,
+            events,
+        })
+    }
+
+    /// The pool's next version; `None` once `deadline` has passed.
+    async fn next(&mut self, deadline: Instant) -> Result<Option<MachineConfigPool>, Error> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(ev) = tokio::time::timeout(left, self.events.next()).await else {
+                return Ok(None);
+            };
+            match ev {
+                Some(Ok(WatchEvent::Added(p) | WatchEvent::Modified(p))) => {
+                    self.version = p.resource_version().unwrap_or_default();
+                    return Ok(Some(p));
+                }
+                Some(Ok(WatchEvent::Bookmark(b))) => self.version = b.metadata.resource_version,
+                Some(Ok(WatchEvent::Deleted(_))) => {
+                    return Err(Error::Bench("the worker pool was deleted".into()));
+                }
+                Some(Ok(WatchEvent::Error(e))) => {
+                    return Err(Error::Bench(format!("watching the worker pool: {e}")));
+                }
+                Some(Err(e)) => return Err(e.into()),
+                // The server ended the watch (its timeout): resume.
+                None => {
+                    self.events = self
+                        .api
+                        .watch(&Self::params(), &self.version)
+                        .await?
+                        .boxed();
+                }
+            }
+        }
+    }
+}
+
 /// Runs the benchmark once.
 pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     let dir = scratch_dir(&opts.work_dir, "rollout")?;
@@ -574,25 +632,39 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         Some(p) => Some(procfs::read_cpu(p)?),
         None => None,
     };
+    // The pool is followed by a watch started before anything is counted: polling it was the
+    // bench's own requests, two per worker update, counted as the rollout's.
+    let mut pool_watch = PoolWatch::start(&pools).await?;
     let requests_before = Requests::read(&client).await?;
     let cpu_before = procfs::read_cpu(pid)?;
     let machine_before = procfs::read_machine_cpu()?;
     let rollout_start = Instant::now();
     mcs.create(&PostParams::default(), &mc).await?;
-    let new_target = poll("a new worker config", 60, || async {
-        let p = pools.get("worker").await.ok()?;
-        let t = p.spec.configuration.as_ref()?.name.clone();
-        (t != old_target).then_some(t)
-    })
-    .await?;
-    let rendered = rollout_start.elapsed();
-    // The pool's status is one small object: poll it often, and take the most unavailable
-    // machines it reported as the check on `maxUnavailable`.
+    // Every status the pool goes through is seen: the most unavailable machines it reported
+    // is the check on `maxUnavailable`.
+    let mut new_target: Option<(String, Duration)> = None;
     let mut peak_unavailable = 0;
     let mut tenths = Vec::with_capacity(10);
     let deadline = Instant::now() + opts.max;
     loop {
-        let p = pools.get("worker").await?;
+        let Some(p) = pool_watch.next(deadline).await? else {
+            return Err(Error::Timeout {
+                what: match &new_target {
+                    Some((t, _)) => format!("the worker pool Updated on {t}"),
+                    None => "a new worker config".into(),
+                },
+                secs,
+            });
+        };
+        if new_target.is_none() {
+            match p.spec.configuration.as_ref().map(|c| c.name.clone()) {
+                Some(t) if t != old_target => new_target = Some((t, rollout_start.elapsed())),
+                _ => continue,
+            }
+        }
+        let Some((target, _)) = &new_target else {
+            continue;
+        };
         // Counts from before the status caught up with the new target are the old config's.
         let current = p.status.as_ref().filter(|s| {
             s.observed_generation.is_some() && s.observed_generation == p.metadata.generation
@@ -602,19 +674,13 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         while tenths.len() < 10 && updated * 10 >= opts.workers * (tenths.len() + 1) {
             tenths.push(rollout_start.elapsed());
         }
-        if pool_updated_on(&p, &new_target, opts.workers) {
+        if pool_updated_on(&p, target, opts.workers) {
             break;
         }
         let unavailable = p.status.as_ref().map_or(0, |s| s.unavailable_machine_count);
         peak_unavailable = peak_unavailable.max(usize::try_from(unavailable).unwrap_or(0));
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                what: format!("the worker pool Updated on {new_target}"),
-                secs,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let rendered = new_target.map(|(_, at)| at).unwrap_or_default();
     let rollout = rollout_start.elapsed();
     let cpu = procfs::read_cpu(pid)?.saturating_sub(cpu_before);
     let controller_cpu = match (controller_pid, controller_before) {
