@@ -5,13 +5,22 @@
 //! so drains finish as they do with a real kubelet. The Nodes' status itself is the
 //! supervisor's (`set_ready`), as on the embedded cluster.
 
+//!
+//! Nodes and pods are followed by watches (a reflector each) rather than listed at every pass:
+//! two LISTs a second, of every simulated Node and of every pod, were a steady load on the
+//! control plane the rollout shares two cores with. A pod acted on is not acted on again until
+//! the watch delivers a newer version of it.
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -28,11 +37,56 @@ const LEASE_SECONDS: i32 = 40;
 /// Where node Leases live.
 const LEASE_NAMESPACE: &str = "kube-node-lease";
 
+/// Aborts a reflector's task when the kubelet returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A store of `api`'s objects (those `cfg` selects), kept by a watch in its own task.
+fn reflect<K>(api: Api<K>, cfg: watcher::Config) -> (Store<K>, AbortOnDrop)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher::watcher(api, cfg).default_backoff());
+    let task = tokio::spawn(stream.for_each(|ev| {
+        if let Err(e) = ev {
+            tracing::warn!(error = %e, "simulated kubelet: watch");
+        }
+        futures::future::ready(())
+    }));
+    (store, AbortOnDrop(task))
+}
+
 /// Runs until `stop` becomes true.
 pub async fn run(admin: kube::Client, mut stop: watch::Receiver<bool>) {
+    let (nodes, _nodes_task) = reflect(
+        Api::<Node>::all(admin.clone()),
+        watcher::Config::default().labels(&format!("{SIMULATED_LABEL}=true")),
+    );
+    let (pods, _pods_task) = reflect(Api::<Pod>::all(admin.clone()), watcher::Config::default());
     let mut renewed: BTreeMap<String, tokio::time::Instant> = BTreeMap::new();
+    let mut acted: Acted = BTreeMap::new();
+    let ready = async {
+        let _ = nodes.wait_until_ready().await;
+        let _ = pods.wait_until_ready().await;
+    };
+    tokio::select! {
+        _ = ready => {}
+        _ = stop.wait_for(|s| *s) => return,
+    }
     loop {
-        if let Err(e) = pass(&admin, &mut renewed).await {
+        if let Err(e) = pass(&admin, &nodes, &pods, &mut renewed, &mut acted).await {
             tracing::warn!(error = %e, "simulated kubelet");
         }
         tokio::select! {
@@ -45,16 +99,26 @@ pub async fn run(admin: kube::Client, mut stop: watch::Receiver<bool>) {
     }
 }
 
+/// The version of each pod (by uid) the kubelet last acted on: the watch may not have
+/// delivered that write yet, and the same version is not acted on twice.
+type Acted = BTreeMap<String, String>;
+
+/// Whether `pod` is one to act on: a version not acted on yet.
+fn due(pod: &Pod, acted: &Acted) -> bool {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    acted.get(uid).map(String::as_str) != pod.metadata.resource_version.as_deref()
+}
+
 async fn pass(
     admin: &kube::Client,
+    nodes: &Store<Node>,
+    pods: &Store<Pod>,
     renewed: &mut BTreeMap<String, tokio::time::Instant>,
+    acted: &mut Acted,
 ) -> Result<()> {
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let sim = nodes
-        .list(&ListParams::default().labels(&format!("{SIMULATED_LABEL}=true")))
-        .await?;
-    renewed.retain(|name, _| sim.items.iter().any(|n| n.name_any() == *name));
-    for node in &sim.items {
+    let sim = nodes.state();
+    renewed.retain(|name, _| sim.iter().any(|n| n.name_any() == *name));
+    for node in &sim {
         let name = node.name_any();
         if renewed
             .get(&name)
@@ -65,12 +129,13 @@ async fn pass(
         renew_lease(admin, node).await?;
         renewed.insert(name, tokio::time::Instant::now());
     }
-    let pods: Api<Pod> = Api::all(admin.clone());
-    for pod in pods.list(&ListParams::default()).await?.items {
+    let all = pods.state();
+    acted.retain(|uid, _| all.iter().any(|p| p.metadata.uid.as_deref() == Some(uid)));
+    for pod in all {
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
             continue;
         };
-        if !sim.items.iter().any(|n| n.name_any() == node) {
+        if !sim.iter().any(|n| n.name_any() == node) || !due(&pod, acted) {
             continue;
         }
         let ns = pod.namespace().unwrap_or_default();
@@ -102,6 +167,11 @@ async fn pass(
                 Ok(_) | Err(kube::Error::Api(_)) => {}
                 Err(e) => return Err(e.into()),
             }
+        } else {
+            continue;
+        }
+        if let (Some(uid), Some(rv)) = (&pod.metadata.uid, &pod.metadata.resource_version) {
+            acted.insert(uid.clone(), rv.clone());
         }
     }
     Ok(())
@@ -183,6 +253,25 @@ pub fn running_status(pod: &Pod, now: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_version_acted_on_is_not_due_again() {
+        let at = |rv: &str| -> Pod {
+            objects::typed(
+                "pod",
+                json!({"metadata": {"name": "p", "uid": "u", "resourceVersion": rv}}),
+            )
+            .unwrap()
+        };
+        let mut acted = Acted::new();
+        assert!(due(&at("1"), &acted));
+        acted.insert("u".into(), "1".into());
+        assert!(
+            !due(&at("1"), &acted),
+            "the watch has not delivered the write yet"
+        );
+        assert!(due(&at("2"), &acted), "a newer version");
+    }
 
     #[test]
     fn a_running_status_is_ready() {

@@ -25,8 +25,9 @@
 //!
 //! Only a change to the Node's annotations wakes a sync: they carry everything a sync and a
 //! drain wait read, and the other changes (the taint a rollout puts on every member, the
-//! node's conditions) would wake every daemon for nothing. At start the daemon takes its Node
-//! from the node watch's first list instead of reading it, and it reads its MachineConfigNode
+//! node's conditions) would wake every daemon for nothing. The watches start with a streaming
+//! list ([`stream`]), one request each at every start. At start the daemon takes its Node
+//! from the node watch's initial state instead of reading it, and it reads its MachineConfigNode
 //! only where no copy it holds can serve (at start, such as a new process after a reboot). A
 //! sync with nothing to write sends nothing.
 
