@@ -160,8 +160,34 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
             Err(ApiError::method_not_allowed())
         }
     };
+    // Discovery, OpenAPI and /version reads count in `apiserver_request_total` as kube-apiserver
+    // counts a non-resource request: the verb, no group or resource, the path as subresource.
+    let non_resource = matches!(
+        segs_ref.as_slice(),
+        ["version"]
+            | ["api"]
+            | ["apis"]
+            | ["api", _]
+            | ["apis", _]
+            | ["apis", _, _]
+            | ["openapi", ..]
+    );
+    if non_resource {
+        let r = non_resource_route(app, &method, &segs_ref, &accept, &query);
+        let labels = crate::metrics::RequestLabels {
+            verb: method.as_str().to_string(),
+            group: String::new(),
+            resource: String::new(),
+            subresource: uri.path().to_string(),
+            code: match &r {
+                Ok(resp) => resp.status().as_u16().to_string(),
+                Err(e) => e.code.to_string(),
+            },
+        };
+        app.metrics.requests.get_or_create(&labels).inc();
+        return r;
+    }
     match segs_ref.as_slice() {
-        ["version"] => get_only(json_response(200, &discovery::version_info())),
         ["healthz" | "livez" | "readyz", ..] => get_only((StatusCode::OK, "ok").into_response()),
         ["metrics"] => get_only(
             (
@@ -173,8 +199,39 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
             )
                 .into_response(),
         ),
+        ["api", v, rest @ ..] => {
+            let mut t = resolve(app, "", v, rest)?;
+            t.slim = in_process;
+            counted(app, &method, t, &identity, &query, &headers, body).await
+        }
+        ["apis", g, v, rest @ ..] => {
+            let mut t = resolve(app, g, v, rest)?;
+            t.slim = in_process;
+            counted(app, &method, t, &identity, &query, &headers, body).await
+        }
+        _ => Err(ApiError::not_found_path()),
+    }
+}
+
+/// `/version`, discovery (`/api`, `/apis`, their groups and versions) and OpenAPI: GET only.
+fn non_resource_route(
+    app: &Arc<App>,
+    method: &Method,
+    segs: &[&str],
+    accept: &str,
+    query: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let get_only = |r: Response| {
+        if *method == Method::GET {
+            Ok(r)
+        } else {
+            Err(ApiError::method_not_allowed())
+        }
+    };
+    match segs {
+        ["version"] => get_only(json_response(200, &discovery::version_info())),
         ["api"] => {
-            let f = discovery::negotiate(&accept);
+            let f = discovery::negotiate(accept);
             let body = match f {
                 DiscoveryFormat::Legacy => discovery::legacy_api(&app.addr.to_string()),
                 _ => discovery::aggregated(&app.registry, true, f),
@@ -182,7 +239,7 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
             get_only(typed_response(&body, discovery::content_type(f)))
         }
         ["apis"] => {
-            let f = discovery::negotiate(&accept);
+            let f = discovery::negotiate(accept);
             let body = match f {
                 DiscoveryFormat::Legacy => discovery::legacy_apis(&app.registry),
                 _ => discovery::aggregated(&app.registry, false, f),
@@ -202,17 +259,7 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
             200,
             &discovery::openapi(&app.registry).root(),
         )),
-        ["openapi", "v3", rest @ ..] => openapi_doc(app, &rest.join("/"), &query),
-        ["api", v, rest @ ..] => {
-            let mut t = resolve(app, "", v, rest)?;
-            t.slim = in_process;
-            counted(app, &method, t, &identity, &query, &headers, body).await
-        }
-        ["apis", g, v, rest @ ..] => {
-            let mut t = resolve(app, g, v, rest)?;
-            t.slim = in_process;
-            counted(app, &method, t, &identity, &query, &headers, body).await
-        }
+        ["openapi", "v3", rest @ ..] => openapi_doc(app, &rest.join("/"), query),
         _ => Err(ApiError::not_found_path()),
     }
 }
