@@ -119,7 +119,7 @@ impl fmt::Display for DashboardReport {
         for (name, r) in [("without", &self.without), ("with", &self.with)] {
             writeln!(
                 f,
-                "  {name:>7}: rollout {:.1} s, mco up peak RSS {:.1} MiB, RSS at the end {:.1} MiB, CPU {:.1} s",
+                "  {name:>7}: rollout {:.1} s, mco up peak RSS {}, RSS at the end {}, CPU {:.1} s",
                 r.rollout.as_secs_f64(),
                 mib(r.mem.hwm_kib),
                 mib(r.mem.rss_kib),
@@ -128,7 +128,7 @@ impl fmt::Display for DashboardReport {
         }
         writeln!(
             f,
-            "  the dashboard added {:.1} MiB to the peak RSS (goal <= {:.0} MiB) and {:.1} MiB at the end",
+            "  the dashboard added {:.1} MiB to the peak RSS (goal <= {}) and {:.1} MiB at the end",
             self.added_hwm_kib() as f64 / 1024.0,
             mib(GOAL_RSS_KIB),
             (self.with.mem.rss_kib as f64 - self.without.mem.rss_kib as f64) / 1024.0
