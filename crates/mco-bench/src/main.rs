@@ -79,37 +79,10 @@ enum Bench {
         files: usize,
     },
     /// A file MachineConfig rolled out by a separate `mco up` to many simulated nodes.
-    Rollout {
-        /// The mco binary (build it with `cargo build --release -p mco`).
-        #[arg(long, default_value = "target/release/mco")]
-        mco_bin: PathBuf,
-        /// Worker nodes (the pool rolled out).
-        #[arg(long, default_value_t = 1000)]
-        nodes: usize,
-        #[arg(long, default_value_t = 3)]
-        masters: usize,
-        #[arg(long, default_value_t = 1.0)]
-        reboot_seconds: f64,
-        /// The worker pool's maxUnavailable, in percent.
-        #[arg(long, default_value_t = 10)]
-        max_unavailable_percent: u32,
-    },
+    Rollout(RolloutArgs),
     /// The same rollout twice, without and with the dashboard open in a headless Chromium:
     /// the page's time to apply each batch of updates, and the RSS the dashboard adds.
-    Dashboard {
-        /// The mco binary (build it with `cargo build --release -p mco`).
-        #[arg(long, default_value = "target/release/mco")]
-        mco_bin: PathBuf,
-        /// Worker nodes (the pool rolled out).
-        #[arg(long, default_value_t = 1000)]
-        nodes: usize,
-        #[arg(long, default_value_t = 3)]
-        masters: usize,
-        #[arg(long, default_value_t = 1.0)]
-        reboot_seconds: f64,
-        #[arg(long, default_value_t = 10)]
-        max_unavailable_percent: u32,
-    },
+    Dashboard(RolloutArgs),
     /// The same rollout on the embedded server and on a real kube-apiserver (scripts/real-kube),
     /// each with the controller as its own process: wall time, efficiency, requests per update
     /// and the controller's CPU.
@@ -132,6 +105,39 @@ enum Bench {
         #[arg(long, default_value = "scripts/real-kube")]
         real_kube: PathBuf,
     },
+}
+
+/// The `rollout` bench's flags, shared by the benches that run it.
+#[derive(Debug, clap::Args)]
+struct RolloutArgs {
+    /// The mco binary (build it with `cargo build --release -p mco`).
+    #[arg(long, default_value = "target/release/mco")]
+    mco_bin: PathBuf,
+    /// Worker nodes (the pool rolled out).
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    #[arg(long, default_value_t = 3)]
+    masters: usize,
+    #[arg(long, default_value_t = 1.0)]
+    reboot_seconds: f64,
+    /// The worker pool's maxUnavailable, in percent.
+    #[arg(long, default_value_t = 10)]
+    max_unavailable_percent: u32,
+}
+
+impl RolloutArgs {
+    fn opts(self, max_secs: u64, work_dir: PathBuf) -> rollout::RolloutOpts {
+        rollout::RolloutOpts {
+            mco_bin: self.mco_bin,
+            masters: self.masters,
+            workers: self.nodes,
+            reboot_seconds: self.reboot_seconds,
+            max_unavailable_percent: self.max_unavailable_percent,
+            max: Duration::from_secs(max_secs.max(900)),
+            work_dir,
+            ..Default::default()
+        }
+    }
 }
 
 #[tokio::main]
@@ -208,44 +214,12 @@ async fn main() -> anyhow::Result<()> {
             .await?;
             println!("{r}");
         }
-        Bench::Rollout {
-            mco_bin,
-            nodes,
-            masters,
-            reboot_seconds,
-            max_unavailable_percent,
-        } => {
-            let r = rollout::run(rollout::RolloutOpts {
-                mco_bin,
-                masters,
-                workers: nodes,
-                reboot_seconds,
-                max_unavailable_percent,
-                max: Duration::from_secs(cli.max_secs.max(900)),
-                work_dir: cli.work_dir,
-                ..Default::default()
-            })
-            .await?;
+        Bench::Rollout(args) => {
+            let r = rollout::run(args.opts(cli.max_secs, cli.work_dir)).await?;
             println!("{r}");
         }
-        Bench::Dashboard {
-            mco_bin,
-            nodes,
-            masters,
-            reboot_seconds,
-            max_unavailable_percent,
-        } => {
-            let r = dashboard::run(rollout::RolloutOpts {
-                mco_bin,
-                masters,
-                workers: nodes,
-                reboot_seconds,
-                max_unavailable_percent,
-                max: Duration::from_secs(cli.max_secs.max(900)),
-                work_dir: cli.work_dir,
-                ..Default::default()
-            })
-            .await?;
+        Bench::Dashboard(args) => {
+            let r = dashboard::run(args.opts(cli.max_secs, cli.work_dir)).await?;
             println!("{r}");
         }
         Bench::Servers {

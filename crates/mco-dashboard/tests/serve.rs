@@ -67,6 +67,19 @@ async fn read_until(
     text
 }
 
+/// The dashboard of `client` on a free loopback port, with no token.
+async fn serve_loopback(client: &kube::Client) -> mco_dashboard::Dashboard {
+    serve(
+        client.clone(),
+        Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: None,
+        },
+    )
+    .await
+    .unwrap()
+}
+
 fn mcn(node: &str) -> MachineConfigNode {
     serde_json::from_value(json!({
         "apiVersion": "machineconfiguration.openshift.io/v1",
@@ -125,15 +138,7 @@ async fn page_lists_the_fleet_and_events_carry_a_phase_change() {
     .await
     .unwrap();
 
-    let dash = serve(
-        client.clone(),
-        Config {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            token: None,
-        },
-    )
-    .await
-    .unwrap();
+    let dash = serve_loopback(&client).await;
     let addr = dash.addr;
     assert!(dash.url().starts_with("http://127.0.0.1:"));
 
@@ -283,15 +288,7 @@ async fn a_blocked_drain_and_a_degraded_node_show_their_cause() {
     .await
     .unwrap();
 
-    let dash = serve(
-        client.clone(),
-        Config {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            token: None,
-        },
-    )
-    .await
-    .unwrap();
+    let dash = serve_loopback(&client).await;
     let addr = dash.addr;
 
     // `/api/fleet`: the drain with its pod and its budget as the PDB watch reports it.
@@ -425,15 +422,7 @@ async fn a_halted_rollout_shows_its_gate_and_message() {
     )
     .await;
 
-    let dash = serve(
-        client.clone(),
-        Config {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            token: None,
-        },
-    )
-    .await
-    .unwrap();
+    let dash = serve_loopback(&client).await;
     let addr = dash.addr;
     let page = eventually("worker's canary rollout on the page", 30, || async move {
         let (code, page) = get(addr, "/", None).await;
@@ -527,15 +516,7 @@ async fn without_the_rollout_policy_crd_the_pools_still_show() {
         async move { pools.create(&PostParams::default(), &p).await.ok() }
     })
     .await;
-    let dash = serve(
-        client.clone(),
-        Config {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            token: None,
-        },
-    )
-    .await
-    .unwrap();
+    let dash = serve_loopback(&client).await;
     let addr = dash.addr;
     let page = eventually("the worker pool on the page", 30, || async move {
         let (_, page) = get(addr, "/", None).await;
