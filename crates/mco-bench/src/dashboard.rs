@@ -73,12 +73,8 @@ fn dashboard_url(log: &Path) -> Result<String, Error> {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(url) = text
-            .lines()
-            .find(|l| l.contains("mco up: dashboard on "))
-            .and_then(|l| l.rsplit(' ').next())
-        {
-            return Ok(url.to_string());
+        if let Some(url) = mco_testkit::browser::dashboard_url(&text) {
+            return Ok(url);
         }
         if std::time::Instant::now() > deadline {
             return Err(Error::Timeout {

@@ -66,6 +66,12 @@ fn free_port() -> u16 {
         .unwrap_or(9515)
 }
 
+/// The URL in `mco up`'s log line `mco up: dashboard on URL`, once `log` has it.
+pub fn dashboard_url(log: &str) -> Option<String> {
+    let line = log.lines().find(|l| l.contains("mco up: dashboard on "))?;
+    Some(line.rsplit(' ').next()?.to_string())
+}
+
 /// One headless browser window.
 pub struct Browser {
     rt: tokio::runtime::Runtime,

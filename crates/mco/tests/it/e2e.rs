@@ -313,9 +313,7 @@ impl Cluster {
     pub fn dashboard_url(&self) -> String {
         let log = self.dir.join(format!("up-{}.log", self.starts - 1));
         wait_for("mco up to print the dashboard's URL", 30, || {
-            let text = std::fs::read_to_string(&log).ok()?;
-            let line = text.lines().find(|l| l.contains("mco up: dashboard on "))?;
-            Some(line.rsplit(' ').next()?.to_string())
+            mco_testkit::browser::dashboard_url(&std::fs::read_to_string(&log).ok()?)
         })
     }
 
