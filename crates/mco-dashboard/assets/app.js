@@ -13,6 +13,12 @@
   const stats = (window.mcoStats = { batches: 0, max: 0, times: [] });
   // The last view of every node, by name, for the detail panel.
   const nodes = new Map();
+  // Grid cells and table rows by node name: a thousand nodes make a selector per update too slow.
+  const cells = new Map();
+  for (const b of grid.children) cells.set(b.dataset.node, b);
+  const rowBody = document.querySelector("#mcn tbody");
+  const rowsByName = new Map();
+  for (const tr of rowBody.children) rowsByName.set(tr.dataset.row, tr);
 
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
@@ -21,21 +27,35 @@
     return e;
   }
 
+  // Sets what differs only: an unchanged write still costs the browser a style check.
+  function attr(e, k, v) {
+    if (e.getAttribute(k) !== v) e.setAttribute(k, v);
+  }
+
+  function text(e, v) {
+    if (e.textContent !== v) e.textContent = v;
+  }
+
   function setNode(b, n) {
-    b.className = "node k-" + n.kind;
-    b.dataset.node = n.name;
-    b.dataset.pool = n.pool;
-    b.dataset.phase = n.phase;
-    b.dataset.current = n.current;
-    b.dataset.desired = n.desired;
-    b.dataset.message = n.message;
-    b.setAttribute("aria-label", n.name + ": " + LABELS[n.kind] + ", " + n.phase);
-    b.children[0].textContent = n.name;
-    b.children[1].textContent = LABELS[n.kind];
+    attr(b, "class", "node k-" + n.kind);
+    attr(b, "data-node", n.name);
+    attr(b, "data-pool", n.pool);
+    attr(b, "data-phase", n.phase);
+    attr(b, "data-current", n.current);
+    attr(b, "data-desired", n.desired);
+    attr(b, "data-message", n.message);
+    attr(b, "aria-label", n.name + ": " + LABELS[n.kind] + ", " + n.phase);
+    text(b.children[0], n.name);
+    text(b.children[1], LABELS[n.kind]);
   }
 
   function cellOf(name) {
-    return grid.querySelector('[data-node="' + CSS.escape(name) + '"]');
+    return cells.get(name) || null;
+  }
+
+  // The first of `children` whose `key` sorts after `name`, to keep server order.
+  function after(children, key, name) {
+    return Array.from(children).find((c) => c.dataset[key] > name) || null;
   }
 
   function upsertNode(n) {
@@ -45,8 +65,8 @@
       b = el("button", { type: "button", class: "node" });
       b.append(el("span", { class: "nname" }), el("span", { class: "nphase" }));
       // Keep the grid in name order, as the server renders it.
-      const after = Array.from(grid.children).find((c) => c.dataset.node > n.name);
-      grid.insertBefore(b, after || null);
+      grid.insertBefore(b, after(grid.children, "node", n.name));
+      cells.set(n.name, b);
     }
     setNode(b, n);
     if (selected === n.name) showDetail(n.name);
@@ -181,18 +201,28 @@
     }
   }
 
+  function removeRow(name) {
+    const tr = rowsByName.get(name);
+    if (tr) tr.remove();
+    rowsByName.delete(name);
+  }
+
   function setRows(rows, reset) {
-    const body = document.querySelector("#mcn tbody");
     const keep = new Set(rows.map((r) => r[0]));
-    if (reset) for (const tr of Array.from(body.children)) if (!keep.has(tr.dataset.row)) tr.remove();
+    if (reset) for (const name of Array.from(rowsByName.keys())) if (!keep.has(name)) removeRow(name);
     for (const r of rows) {
-      let tr = body.querySelector('[data-row="' + CSS.escape(r[0]) + '"]');
+      let tr = rowsByName.get(r[0]);
       if (!tr) {
         tr = el("tr", { "data-row": r[0] });
-        const after = Array.from(body.children).find((c) => c.dataset.row > r[0]);
-        body.insertBefore(tr, after || null);
+        rowBody.insertBefore(tr, after(rowBody.children, "row", r[0]));
+        rowsByName.set(r[0], tr);
       }
-      tr.replaceChildren(...r.map((c) => el("td", {}, c)));
+      // Cells are kept and only their changed text is set.
+      while (tr.children.length > r.length) tr.lastChild.remove();
+      r.forEach((c, i) => {
+        if (i < tr.children.length) text(tr.children[i], c);
+        else tr.append(el("td", {}, c));
+      });
     }
   }
 
@@ -208,15 +238,20 @@
   function apply(d) {
     if (d.reset) {
       const keep = new Set(d.nodes.map((n) => n.name));
-      for (const b of Array.from(grid.children)) if (!keep.has(b.dataset.node)) b.remove();
+      for (const [name, b] of Array.from(cells)) {
+        if (!keep.has(name)) {
+          b.remove();
+          cells.delete(name);
+        }
+      }
     }
     if (d.pools) setPools(d.pools);
     for (const n of d.nodes) upsertNode(n);
     for (const name of d.removed) {
       const b = cellOf(name);
       if (b) b.remove();
-      const tr = document.querySelector('#mcn [data-row="' + CSS.escape(name) + '"]');
-      if (tr) tr.remove();
+      cells.delete(name);
+      removeRow(name);
     }
     if (d.rows.length || d.reset) setRows(d.rows, d.reset);
     if (d.events) setEvents(d.events);

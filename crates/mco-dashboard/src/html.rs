@@ -335,7 +335,7 @@ pub fn page(f: &Fleet, selected: Option<&str>) -> String {
     out.push_str(&detail(selected.and_then(|s| f.nodes.get(s))));
     out.push_str(
         r#"</section>
-<section aria-labelledby="table-h"><h2 id="table-h">MachineConfigNodes</h2>
+<section class="below" aria-labelledby="table-h"><h2 id="table-h">MachineConfigNodes</h2>
 <table id="mcn"><caption>kubectl get machineconfignodes</caption><thead><tr>"#,
     );
     for h in &f.table.header {
@@ -351,7 +351,7 @@ pub fn page(f: &Fleet, selected: Option<&str>) -> String {
     }
     out.push_str(
         r#"</tbody></table></section>
-<section aria-labelledby="events-h"><h2 id="events-h">Recent Events</h2>
+<section class="below" aria-labelledby="events-h"><h2 id="events-h">Recent Events</h2>
 <table id="events"><thead><tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Object</th><th scope="col">Reason</th><th scope="col">Message</th></tr></thead><tbody>
 "#,
     );
