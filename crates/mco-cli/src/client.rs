@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -114,14 +115,18 @@ pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
     )?;
     Ok(Snapshot {
         now: jiff::Timestamp::now(),
-        pools,
-        nodes,
-        mcns,
+        pools: shared(pools),
+        nodes: shared(nodes),
+        mcns: shared(mcns),
         machine_configs: mcs,
         pods,
-        pdbs,
-        policies,
+        pdbs: shared(pdbs),
+        policies: shared(policies),
     })
+}
+
+fn shared<K>(items: Vec<K>) -> Vec<Arc<K>> {
+    items.into_iter().map(Arc::new).collect()
 }
 
 /// Reads the disks of the given nodes that live under `data_dir/nodes/<name>` (simulated nodes

@@ -291,7 +291,7 @@ pub fn nodes_in_trouble(snap: &Snapshot) -> Vec<String> {
             let f = NodeFacts::of(n);
             f.state == states::DEGRADED || f.state == states::UNRECONCILABLE
         })
-        .map(|n| name_of(n).to_string())
+        .map(|n| name_of(n.as_ref()).to_string())
         .collect()
 }
 
@@ -353,7 +353,7 @@ pub fn diagnose(
     }
 
     for node in &snap.nodes {
-        let name = name_of(node);
+        let name = name_of(node.as_ref());
         if only.is_some_and(|o| o != name) {
             continue;
         }
@@ -437,7 +437,7 @@ pub fn expiring_certificates(snap: &Snapshot) -> Vec<Finding> {
             }
             soon.entry((c.bundle.clone(), c.subject.clone(), expiry.to_owned()))
                 .or_default()
-                .push(name_of(pool).to_owned());
+                .push(name_of(pool.as_ref()).to_owned());
         }
     }
     soon.into_iter()

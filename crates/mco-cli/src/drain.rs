@@ -111,7 +111,7 @@ pub fn pdb_blockers(snap: &Snapshot, node: &str) -> Vec<Blocker> {
                     .as_ref()
                     .is_some_and(|s| s.disruptions_allowed == 0)
             })
-            .cloned()
+            .map(|p| p.as_ref().clone())
             .collect();
         let names = mco_rollout::drain::budgets_for(pod, &exhausted);
         if !names.is_empty() {
@@ -129,7 +129,7 @@ pub fn pdb_blockers(snap: &Snapshot, node: &str) -> Vec<Blocker> {
 pub fn blocked_drains(snap: &Snapshot) -> Vec<BlockedDrain> {
     let mut out = Vec::new();
     for node in &snap.nodes {
-        let name = name_of(node);
+        let name = name_of(node.as_ref());
         let cond = snap
             .mcn(name)
             .and_then(|m| mcn_condition(m, mcn_conditions::DRAINED))

@@ -2,6 +2,7 @@
 //! functions of it and tests can build one by hand.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -15,14 +16,14 @@ use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
 pub struct Snapshot {
     /// When the objects were read; every "time spent" is measured against it.
     pub now: Timestamp,
-    pub pools: Vec<MachineConfigPool>,
-    pub nodes: Vec<Node>,
-    pub mcns: Vec<MachineConfigNode>,
+    pub pools: Vec<Arc<MachineConfigPool>>,
+    pub nodes: Vec<Arc<Node>>,
+    pub mcns: Vec<Arc<MachineConfigNode>>,
     pub machine_configs: Vec<MachineConfig>,
     pub pods: Vec<Pod>,
-    pub pdbs: Vec<PodDisruptionBudget>,
+    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     /// Rollout policies; empty where the CRD is not installed.
-    pub policies: Vec<mco_api::RolloutPolicy>,
+    pub policies: Vec<Arc<mco_api::RolloutPolicy>>,
 }
 
 impl Snapshot {
@@ -30,18 +31,21 @@ impl Snapshot {
         self.nodes
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(name))
+            .map(Arc::as_ref)
     }
 
     pub fn mcn(&self, name: &str) -> Option<&MachineConfigNode> {
         self.mcns
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(name))
+            .map(Arc::as_ref)
     }
 
     pub fn pool(&self, name: &str) -> Option<&MachineConfigPool> {
         self.pools
             .iter()
             .find(|p| p.metadata.name.as_deref() == Some(name))
+            .map(Arc::as_ref)
     }
 
     pub fn machine_config(&self, name: &str) -> Option<&MachineConfig> {

@@ -3,11 +3,12 @@
 //! any cluster.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use comfy_table::{ContentArrangement, Table, presets};
-use mco_api::MachineConfigPool;
 use mco_api::constants::{mcn_conditions, pool_conditions, states};
+use mco_api::{MachineConfigNode, MachineConfigPool};
 
 use crate::drain::{BlockedDrain, blocked_drains};
 use crate::phase::{self, Phase};
@@ -112,7 +113,7 @@ pub fn build(snap: &Snapshot) -> StatusReport {
     let mut report = StatusReport::default();
 
     for pool in &snap.pools {
-        let name = name_of(pool).to_string();
+        let name = name_of(pool.as_ref()).to_string();
         let status = pool.status.clone().unwrap_or_default();
         let members: Vec<&str> = membership
             .primary
@@ -239,33 +240,19 @@ pub fn build(snap: &Snapshot) -> StatusReport {
     report.pools.sort_by(|a, b| a.name.cmp(&b.name));
 
     for node in &snap.nodes {
-        let name = name_of(node);
+        let name = name_of(node.as_ref());
         let facts = NodeFacts::of(node);
         let pool = pool_of(name);
-        if facts.state == states::DEGRADED || facts.state == states::UNRECONCILABLE {
-            let reason = if facts.reason.is_empty() {
-                snap.mcn(name)
-                    .and_then(|m| mcn_condition(m, mcn_conditions::NODE_DEGRADED))
-                    .filter(|c| c.status == "True")
-                    .map(|c| c.message.clone())
-                    .unwrap_or_default()
-            } else {
-                facts.reason.clone()
-            };
+        let mcn = snap.mcn(name);
+        if is_degraded(&facts) {
             report.degraded.push(DegradedNode {
                 node: name.to_string(),
                 pool: pool.clone(),
                 state: facts.state.clone(),
-                reason,
+                reason: degraded_reason(&facts, mcn),
             });
         }
-        let mcn = snap.mcn(name);
-        let mcn_updated = mcn
-            .and_then(|m| mcn_condition(m, mcn_conditions::UPDATED))
-            .is_some_and(|c| c.status == "True");
-        let moving = (!facts.desired.is_empty() && facts.desired != facts.current)
-            || facts.state == states::WORKING
-            || (mcn.is_some() && !mcn_updated && mcn.and_then(phase::current_phase).is_some());
+        let moving = is_moving(&facts, mcn);
         if moving {
             let phase = mcn.and_then(phase::current_phase);
             report.updating.push(UpdatingNode {
@@ -279,6 +266,37 @@ pub fn build(snap: &Snapshot) -> StatusReport {
     }
     report.blocked = blocked_drains(snap);
     report
+}
+
+/// Whether a node is degraded or unreconcilable.
+pub fn is_degraded(facts: &NodeFacts) -> bool {
+    facts.state == states::DEGRADED || facts.state == states::UNRECONCILABLE
+}
+
+/// Why a degraded node is degraded: the daemon's reason annotation, else its MachineConfigNode's
+/// `NodeDegraded` message.
+pub fn degraded_reason(facts: &NodeFacts, mcn: Option<&MachineConfigNode>) -> String {
+    if !facts.reason.is_empty() {
+        return facts.reason.clone();
+    }
+    mcn.and_then(|m| mcn_condition(m, mcn_conditions::NODE_DEGRADED))
+        .filter(|c| c.status == "True")
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// Whether a node is moving to a new config (`mco status` lists it as updating): its desired
+/// config differs, its daemon is working, or its MachineConfigNode is in a phase short of
+/// `Updated`.
+pub fn is_moving(facts: &NodeFacts, mcn: Option<&MachineConfigNode>) -> bool {
+    (!facts.desired.is_empty() && facts.desired != facts.current)
+        || facts.state == states::WORKING
+        || mcn.is_some_and(|m| !mcn_updated(m) && phase::current_phase(m).is_some())
+}
+
+/// Whether a MachineConfigNode's `Updated` condition is true.
+pub fn mcn_updated(mcn: &MachineConfigNode) -> bool {
+    mcn_condition(mcn, mcn_conditions::UPDATED).is_some_and(|c| c.status == "True")
 }
 
 /// The RolloutPolicy that governs `pool`: the one valid policy whose selector matches it, as the
@@ -307,6 +325,7 @@ pub fn governing_policy<'a>(
     snap.policies
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(governing.as_str()))
+        .map(Arc::as_ref)
 }
 
 /// The maintenance window of the RolloutPolicy that governs `pool`, as text, and how long the

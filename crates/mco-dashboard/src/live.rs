@@ -3,10 +3,10 @@
 //! kube's reflector stores hold the objects; only the Event list, which is capped, has its own.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
@@ -16,7 +16,7 @@ use kube::{Api, Client, Resource};
 use mco_api::mcn::client::{McnApi, typed};
 use mco_api::{MachineConfigNode, MachineConfigPool, RolloutPolicy};
 use mco_cli::Snapshot;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::view::{self, Fleet};
 
@@ -111,22 +111,26 @@ where
     (store, stream)
 }
 
-/// Every object of a store, by name: the stores keep no order, the view's pools do.
-fn sorted<K: Resource<DynamicType = ()> + Clone + 'static>(store: &Store<K>) -> Vec<K> {
-    let mut all: Vec<K> = store.state().iter().map(|o| (**o).clone()).collect();
+/// Every object of a store, by name: the stores keep no order, the view's pools do. The
+/// objects are shared with the store, not copied: a rebuild at a thousand nodes would otherwise
+/// copy every Node and MachineConfigNode.
+fn sorted<K: Resource<DynamicType = ()> + Clone + 'static>(store: &Store<K>) -> Vec<Arc<K>> {
+    let mut all = store.state();
     all.sort_by(|a, b| {
         (&a.meta().namespace, &a.meta().name).cmp(&(&b.meta().namespace, &b.meta().name))
     });
     all
 }
 
+/// The watched objects; cheap to clone (the stores and the Event list are shared).
+#[derive(Clone)]
 struct Stores {
     pools: Store<MachineConfigPool>,
     nodes: Store<Node>,
     mcns: Store<MachineConfigNode>,
     pdbs: Store<PodDisruptionBudget>,
     policies: Store<RolloutPolicy>,
-    events: Events,
+    events: Arc<Mutex<Events>>,
 }
 
 impl Stores {
@@ -140,7 +144,7 @@ impl Stores {
             policies: sorted(&self.policies),
             ..Snapshot::default()
         };
-        let events: Vec<Event> = self.events.items.values().cloned().collect();
+        let events: Vec<Event> = lock(&self.events).items.values().cloned().collect();
         view::build(&snap, &events)
     }
 }
@@ -198,46 +202,66 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
         }
     };
     let mut changes = futures::stream::select_all(streams);
-    let mut state = Stores {
+    let events = Arc::new(Mutex::new(Events::default()));
+    let state = Stores {
         pools,
         nodes,
         mcns,
         pdbs,
         policies,
-        events: Events::default(),
+        events: events.clone(),
     };
-    let mut tick = tokio::time::interval(REFRESH);
-    let apply = |state: &mut Stores, c: Change| match c {
-        Change::Stored(shows) => shows,
-        Change::Event(e) => state.events.apply(*e),
-    };
-    loop {
-        let mut dirty = tokio::select! {
-            c = changes.next() => match c {
-                Some(c) => apply(&mut state, c),
-                None => return,
-            },
-            _ = tick.tick() => true,
-            _ = tx.closed() => return,
-        };
-        // Let a burst arrive, then take all of it in one rebuild.
-        tokio::time::sleep(MIN_INTERVAL).await;
-        while let Some(Some(c)) = changes.next().now_or_never() {
-            dirty |= apply(&mut state, c);
-        }
-        if !dirty {
-            continue;
-        }
-        let fleet = state.fleet(jiff::Timestamp::now());
-        tx.send_if_modified(|old| {
-            if **old == fleet {
-                false
-            } else {
-                *old = Arc::new(fleet);
-                true
+    // The watches are read as fast as they come, beside the rebuild: an unread watch makes
+    // the API server hold its events, and in `mco up` that server is this process.
+    let dirty = Notify::new();
+    let drain = async {
+        while let Some(c) = changes.next().await {
+            let shows = match c {
+                Change::Stored(shows) => shows,
+                Change::Event(e) => lock(&events).apply(*e),
+            };
+            if shows {
+                dirty.notify_one();
             }
-        });
+        }
+    };
+    let rebuild = async {
+        let mut tick = tokio::time::interval(REFRESH);
+        loop {
+            tokio::select! {
+                _ = dirty.notified() => {},
+                _ = tick.tick() => {},
+            };
+            // Let a burst arrive, then take all of it in one rebuild; changes during the
+            // rebuild leave a permit in `dirty` for the next.
+            tokio::time::sleep(MIN_INTERVAL).await;
+            let stores = state.clone();
+            // At a thousand nodes a rebuild takes a while; it must not hold up the runtime's
+            // workers, which in `mco up` also serve the API.
+            let Ok(fleet) =
+                tokio::task::spawn_blocking(move || stores.fleet(jiff::Timestamp::now())).await
+            else {
+                return;
+            };
+            tx.send_if_modified(|old| {
+                if **old == fleet {
+                    false
+                } else {
+                    *old = Arc::new(fleet);
+                    true
+                }
+            });
+        }
+    };
+    tokio::select! {
+        _ = drain => {},
+        _ = rebuild => {},
+        _ = tx.closed() => {},
     }
+}
+
+fn lock(events: &Mutex<Events>) -> std::sync::MutexGuard<'_, Events> {
+    events.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A watch event of a MachineConfigNode at the served version, typed; `None` for one that does

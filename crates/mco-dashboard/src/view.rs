@@ -2,17 +2,18 @@
 //! delta between two of them that the page applies live.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mco_api::MachineConfigNode;
-use mco_api::constants::{mcn_conditions, states};
+use mco_api::constants::states;
 use mco_cli::Snapshot;
 use mco_cli::drain::{self, BlockedDrain};
 use mco_cli::phase::{self, PHASE_ORDER, human_duration};
-use mco_cli::snapshot::{NodeFacts, mcn_condition, name_of};
+use mco_cli::snapshot::{NodeFacts, name_of};
 use mco_cli::{doctor, status};
 use serde::Serialize;
 
@@ -351,7 +352,7 @@ fn rule(pdb: &PodDisruptionBudget) -> Option<String> {
 }
 
 /// What `pdb_ref` (`namespace/name`) allows, from the watched budgets.
-pub fn budget(pdbs: &[PodDisruptionBudget], pdb_ref: &str) -> BudgetView {
+pub fn budget(pdbs: &[Arc<PodDisruptionBudget>], pdb_ref: &str) -> BudgetView {
     let (ns, name) = pdb_ref.split_once('/').unwrap_or(("", pdb_ref));
     let found = pdbs.iter().find(|p| {
         p.metadata.namespace.as_deref().unwrap_or_default() == ns
@@ -406,17 +407,21 @@ fn drain_view(snap: &Snapshot, b: &BlockedDrain) -> DrainView {
 /// `mco doctor`'s findings for one node. Run on a snapshot of that node alone (with every pool
 /// and budget): what `diagnose` says of a node depends on nothing else, and a fleet-wide
 /// snapshot would make each call cost as much as the whole fleet.
-fn findings(snap: &Snapshot, node: &Node, mcn: Option<&MachineConfigNode>) -> Vec<FindingView> {
+fn findings(
+    snap: &Snapshot,
+    node: &Arc<Node>,
+    mcn: Option<&Arc<MachineConfigNode>>,
+) -> Vec<FindingView> {
     let one = Snapshot {
         now: snap.now,
         pools: snap.pools.clone(),
-        nodes: vec![node.clone()],
+        nodes: vec![Arc::clone(node)],
         mcns: mcn.cloned().into_iter().collect(),
         pdbs: snap.pdbs.clone(),
         ..Snapshot::default()
     };
     let long = |t: &str| status::ellipsize(t, MAX_FINDING_TEXT);
-    doctor::diagnose(&one, &BTreeMap::new(), Some(name_of(node)))
+    doctor::diagnose(&one, &BTreeMap::new(), Some(name_of(node.as_ref())))
         .into_iter()
         .take(MAX_FINDINGS)
         .map(|f| FindingView {
@@ -438,11 +443,12 @@ fn findings(snap: &Snapshot, node: &Node, mcn: Option<&MachineConfigNode>) -> Ve
 /// its detail.
 fn node_view(
     snap: &Snapshot,
-    node: &Node,
-    mcn: Option<&MachineConfigNode>,
+    shared: &Arc<Node>,
+    shared_mcn: Option<&Arc<MachineConfigNode>>,
     blocked: Option<&BlockedDrain>,
     pool: String,
 ) -> NodeView {
+    let (node, mcn) = (shared.as_ref(), shared_mcn.map(Arc::as_ref));
     let name = name_of(node).to_string();
     let facts = NodeFacts::of(node);
     let current_phase = mcn.and_then(phase::current_phase);
@@ -451,17 +457,11 @@ fn node_view(
         Some(p) => format!("{} (done)", p.name),
         None => "waiting".to_string(),
     };
-    let degraded = facts.state == states::DEGRADED || facts.state == states::UNRECONCILABLE;
-    let mcn_updated = mcn
-        .and_then(|m| mcn_condition(m, mcn_conditions::UPDATED))
-        .is_some_and(|c| c.status == "True");
-    // The same test `mco status` uses for "updating".
-    let moving = (!facts.desired.is_empty() && facts.desired != facts.current)
-        || facts.state == states::WORKING
-        || (mcn.is_some() && !mcn_updated && current_phase.is_some());
+    let degraded = status::is_degraded(&facts);
+    let mcn_updated = mcn.is_some_and(status::mcn_updated);
     let kind = if degraded {
         Kind::Degraded
-    } else if moving {
+    } else if status::is_moving(&facts, mcn) {
         Kind::Updating
     } else if mcn_updated || (!facts.current.is_empty() && facts.state == states::DONE) {
         Kind::Updated
@@ -469,20 +469,13 @@ fn node_view(
         Kind::Unknown
     };
     let message = if degraded {
-        if facts.reason.is_empty() {
-            mcn.and_then(|m| mcn_condition(m, mcn_conditions::NODE_DEGRADED))
-                .filter(|c| c.status == "True")
-                .map(|c| c.message.clone())
-                .unwrap_or_default()
-        } else {
-            facts.reason.clone()
-        }
+        status::degraded_reason(&facts, mcn)
     } else {
         current_phase.map(|p| p.message).unwrap_or_default()
     };
     // Only for nodes in trouble: diagnosing every node on every rebuild would cost too much.
     let findings = if degraded || blocked.is_some() {
-        findings(snap, node, mcn)
+        findings(snap, shared, shared_mcn)
     } else {
         Vec::new()
     };
@@ -521,7 +514,7 @@ fn mcn_table(snap: &Snapshot) -> McnTable {
         .mcns
         .iter()
         .filter_map(|m| {
-            let obj = serde_json::to_value(m).ok()?;
+            let obj = serde_json::to_value(m.as_ref()).ok()?;
             let cells = conv
                 .cells(&obj, snap.now)
                 .into_iter()
@@ -531,7 +524,7 @@ fn mcn_table(snap: &Snapshot) -> McnTable {
                     other => other.to_string(),
                 })
                 .collect();
-            Some((name_of(m).to_string(), cells))
+            Some((name_of(m.as_ref()).to_string(), cells))
         })
         .collect();
     McnTable { header, rows }
@@ -695,8 +688,8 @@ pub fn build(snap: &Snapshot, events: &[Event]) -> Fleet {
         })
         .collect();
     let membership = snap.membership();
-    let mcns: HashMap<&str, &MachineConfigNode> =
-        snap.mcns.iter().map(|m| (name_of(m), m)).collect();
+    let mcns: HashMap<&str, &Arc<MachineConfigNode>> =
+        snap.mcns.iter().map(|m| (name_of(m.as_ref()), m)).collect();
     let blocked = drain::blocked_drains(snap);
     let blocked: HashMap<&str, &BlockedDrain> =
         blocked.iter().map(|b| (b.node.as_str(), b)).collect();
@@ -704,7 +697,7 @@ pub fn build(snap: &Snapshot, events: &[Event]) -> Fleet {
         .nodes
         .iter()
         .map(|n| {
-            let name = name_of(n);
+            let name = name_of(n.as_ref());
             let pool = membership.primary.get(name).cloned().unwrap_or_default();
             let v = node_view(
                 snap,
@@ -763,6 +756,10 @@ mod tests {
     use super::*;
     use mco_testkit::{NodeBuilder, PoolBuilder};
 
+    fn arcs<T>(v: Vec<T>) -> Vec<Arc<T>> {
+        v.into_iter().map(Arc::new).collect()
+    }
+
     fn mcn(node: &str, conds: &[(&str, &str, &str)]) -> mco_api::MachineConfigNode {
         let conditions: Vec<serde_json::Value> = conds
             .iter()
@@ -799,8 +796,8 @@ mod tests {
         };
         Snapshot {
             now: "2026-01-01T00:05:00Z".parse().unwrap(),
-            pools: vec![pool],
-            nodes: vec![
+            pools: vec![pool.into()],
+            nodes: arcs(vec![
                 n("w0", "rendered-worker-b", "rendered-worker-b", "Done"),
                 n("w1", "rendered-worker-a", "rendered-worker-b", "Working"),
                 NodeBuilder::new("w2")
@@ -811,8 +808,8 @@ mod tests {
                     .reason("<script>alert(1)</script> content mismatch")
                     .build(),
                 NodeBuilder::new("w3").role("worker").build(),
-            ],
-            mcns: vec![
+            ]),
+            mcns: arcs(vec![
                 mcn("w0", &[("Updated", "True", "")]),
                 mcn(
                     "w1",
@@ -822,7 +819,7 @@ mod tests {
                         ("Drained", "Unknown", "Draining node"),
                     ],
                 ),
-            ],
+            ]),
             ..Snapshot::default()
         }
     }
@@ -891,7 +888,8 @@ mod tests {
             .role("worker")
             .state("Degraded")
             .reason(&long)
-            .build();
+            .build()
+            .into();
         let m = &build(&s, &[]).nodes["w2"].message;
         assert_eq!(m.chars().count(), MAX_MESSAGE);
         let exact = "y".repeat(MAX_MESSAGE);
@@ -899,7 +897,8 @@ mod tests {
             .role("worker")
             .state("Degraded")
             .reason(&exact)
-            .build();
+            .build()
+            .into();
         assert_eq!(build(&s, &[]).nodes["w2"].message, exact);
     }
 
@@ -940,7 +939,8 @@ mod tests {
                 ("UpdatePrepared", "True", ""),
                 ("RebootedNode", "Unknown", "rebooting"),
             ],
-        );
+        )
+        .into();
         s2.nodes.remove(3);
         let b = build(&s2, &[]);
         let d = delta(&a, &b);
@@ -1038,7 +1038,8 @@ mod tests {
                 ("UpdatePrepared", "True", "00:00:00", ""),
                 ("Drained", "Unknown", "00:02:00", "Draining node"),
             ],
-        );
+        )
+        .into();
         let f = build(&s, &[]);
         let phases: Vec<&str> = f.nodes["w1"]
             .timeline
@@ -1096,8 +1097,9 @@ mod tests {
                     ]),
                 ),
             ],
-        );
-        s.pdbs = vec![pdb("shop", "web-pdb", 0, (1, 1))];
+        )
+        .into();
+        s.pdbs = vec![pdb("shop", "web-pdb", 0, (1, 1)).into()];
         let f = build(&s, &[]);
         let d = f.nodes["w1"].drain.as_ref().expect("w1's drain is blocked");
         assert_eq!(d.blocked_for, "4m00s");
@@ -1173,7 +1175,8 @@ mod tests {
             s.mcns[1] = mcn_at(
                 "w1",
                 &[("Drained", "Unknown", "00:01:00", &blocked_message(&refs(n)))],
-            );
+            )
+            .into();
             let d = build(&s, &[]).nodes["w1"].drain.clone().unwrap();
             assert_eq!((d.pods.len(), d.more_pods), (shown, more));
             assert_eq!(d.budgets.len(), 1);
@@ -1189,7 +1192,7 @@ mod tests {
             .desired_config("rendered-worker-a")
             .state("Degraded")
             .reason(r#"unexpected on-disk state validating against rendered-worker-a: content mismatch for file "/etc/motd""#)
-            .build();
+            .build().into();
         let f = build(&s, &[]);
         let w2 = &f.nodes["w2"];
         assert_eq!(w2.findings.len(), 1, "{w2:?}");
@@ -1219,7 +1222,8 @@ mod tests {
                 .role("worker")
                 .state("Degraded")
                 .reason(&"z".repeat(len))
-                .build();
+                .build()
+                .into();
             let f = build(&s, &[]);
             let x = &f.nodes["w2"].findings[0];
             assert_eq!(x.title, "degraded");
@@ -1230,17 +1234,18 @@ mod tests {
     /// `snap()` with its pool labelled `tier: a` and a policy `canary-first` selecting it.
     fn governed(spec: serde_json::Value, status: serde_json::Value) -> Snapshot {
         let mut s = snap();
-        s.pools[0].metadata.labels = Some([("tier".to_string(), "a".to_string())].into());
+        Arc::make_mut(&mut s.pools[0]).metadata.labels =
+            Some([("tier".to_string(), "a".to_string())].into());
         let mut spec = spec;
         spec["poolSelector"] = serde_json::json!({"matchLabels": {"tier": "a"}});
-        s.policies.push(
+        s.policies.push(Arc::new(
             serde_json::from_value(serde_json::json!({
                 "apiVersion": "rollouts.mco.dev/v1alpha1", "kind": "RolloutPolicy",
                 "metadata": {"name": "canary-first"},
                 "spec": spec, "status": status,
             }))
             .unwrap(),
-        );
+        ));
         s
     }
 
@@ -1319,7 +1324,11 @@ mod tests {
             (MAX_HALT_TEXT, MAX_HALT_TEXT),
             (MAX_HALT_TEXT + 1, MAX_HALT_TEXT),
         ] {
-            s.policies[0].status.as_mut().unwrap().pools[0]
+            Arc::make_mut(&mut s.policies[0])
+                .status
+                .as_mut()
+                .unwrap()
+                .pools[0]
                 .halt
                 .as_mut()
                 .unwrap()
@@ -1344,7 +1353,10 @@ mod tests {
             serde_json::from_value(serde_json::json!({"type": t, "status": "True", "message": m}))
                 .unwrap()
         };
-        s.pools[0].status.get_or_insert_default().conditions = vec![
+        Arc::make_mut(&mut s.pools[0])
+            .status
+            .get_or_insert_default()
+            .conditions = vec![
             cond("RolloutHalted", "halted by mco rollout halt"),
             cond("RollbackPinned", "pinned to rendered-worker-a"),
         ];
@@ -1401,13 +1413,13 @@ mod tests {
         assert!(build(&snap(), &[]).pools[0].rollout.is_none());
         // A policy selecting other pools governs nothing here.
         let mut s = governed(serde_json::json!({}), serde_json::json!({}));
-        s.pools[0].metadata.labels = None;
+        Arc::make_mut(&mut s.pools[0]).metadata.labels = None;
         assert!(build(&s, &[]).pools[0].rollout.is_none());
         // Two policies selecting the pool conflict: neither governs it.
         let mut s = governed(serde_json::json!({}), serde_json::json!({}));
-        let mut other = s.policies[0].clone();
+        let mut other = (*s.policies[0]).clone();
         other.metadata.name = Some("other".into());
-        s.policies.push(other);
+        s.policies.push(other.into());
         assert!(build(&s, &[]).pools[0].rollout.is_none());
     }
 }

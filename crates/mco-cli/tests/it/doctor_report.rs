@@ -1,6 +1,7 @@
 //! `mco doctor` against hand-built snapshots: every case names the cause and the exact fix.
 
 use crate::common;
+use std::sync::Arc;
 
 use std::collections::BTreeMap;
 
@@ -32,8 +33,8 @@ fn commands(f: &Finding) -> Vec<&str> {
 
 fn cluster() -> Snapshot {
     let mut s = snapshot(10_000);
-    s.pools.push(pool("worker", NEW, 2, 1));
-    s.pools.push(pool("master", MASTER, 1, 1));
+    s.pools.push(pool("worker", NEW, 2, 1).into());
+    s.pools.push(pool("master", MASTER, 1, 1).into());
     s.machine_configs.push(mc(
         OLD,
         json!({"config": {"ignition": {"version": "3.4.0"}, "storage": {"files": [
@@ -43,9 +44,10 @@ fn cluster() -> Snapshot {
     s.machine_configs.push(mc(NEW, json!({})));
     s.machine_configs
         .push(mc(MASTER, json!({"osImageURL": IMAGE_122})));
-    s.nodes.push(node("w0", "worker", NEW, NEW, "Done", ""));
     s.nodes
-        .push(node("m0", "master", MASTER, MASTER, "Done", ""));
+        .push(node("w0", "worker", NEW, NEW, "Done", "").into());
+    s.nodes
+        .push(node("m0", "master", MASTER, MASTER, "Done", "").into());
     s
 }
 
@@ -69,7 +71,7 @@ fn seed000_never_adopted_os() {
         }
     );
     let mut s = cluster();
-    s.nodes[1] = node("m0", "master", MASTER, MASTER, "Degraded", SEED000_REASON);
+    s.nodes[1] = node("m0", "master", MASTER, MASTER, "Degraded", SEED000_REASON).into();
     let findings = diagnose(&s, &no_roots(), Some("m0"));
     let f = one(&findings);
     assert_eq!(f.subject, "node m0");
@@ -129,7 +131,7 @@ fn drift_names_file_sizes_and_the_sim_force_file() {
     );
     let mut s = cluster();
     s.nodes
-        .push(node("w1", "worker", OLD, NEW, "Degraded", &reason));
+        .push(node("w1", "worker", OLD, NEW, "Degraded", &reason).into());
 
     // From the API alone: expected size from the rendered config, host force file.
     let f = one(&diagnose(&s, &no_roots(), Some("w1"))).clone();
@@ -168,18 +170,21 @@ fn drift_names_file_sizes_and_the_sim_force_file() {
 #[test]
 fn drain_blocked_by_pdb() {
     let mut s = cluster();
-    s.nodes.push(cordon(
-        node("w1", "worker", OLD, NEW, "Working", ""),
-        &format!("drain-{NEW}"),
-        &format!("uncordon-{OLD}"),
-    ));
+    s.nodes.push(
+        cordon(
+            node("w1", "worker", OLD, NEW, "Working", ""),
+            &format!("drain-{NEW}"),
+            &format!("uncordon-{OLD}"),
+        )
+        .into(),
+    );
     s.mcns.push(mcn("w1", "worker", OLD, NEW, &[
         ("UpdatePrepared", "True", "", 9000),
         ("Drained", "Unknown", &format!("Draining node. The drain will not be complete until desired drainer drain-{NEW} matches current drainer uncordon-{OLD}. Blocked by: pod default/web-1 (PodDisruptionBudget default/web-pdb: Cannot evict pod as it would violate the pod's disruption budget.); pod default/web-2 (PodDisruptionBudget default/web-pdb: Cannot evict pod as it would violate the pod's disruption budget.)"), 9400),
-    ]));
+    ]).into());
     s.pods.push(pod("default", "web-1", "w1", "web"));
     s.pods.push(pod("default", "web-2", "w1", "web"));
-    s.pdbs.push(pdb("default", "web-pdb", "web", 0));
+    s.pdbs.push(pdb("default", "web-pdb", "web", 0).into());
     let findings = diagnose(&s, &no_roots(), None);
     let f = one(&findings);
     assert_eq!(f.subject, "node w1");
@@ -213,7 +218,8 @@ fn unreconcilable_names_the_machine_config_and_field() {
         pool("worker", NEW, 2, 1),
         &["00-worker", "50-worker-disks", "99-worker-ssh"],
         &["00-worker", "99-worker-ssh"],
-    );
+    )
+    .into();
     s.machine_configs.push(mc(
         "00-worker",
         json!({"config": {"ignition": {"version": "3.4.0"}}}),
@@ -225,7 +231,7 @@ fn unreconcilable_names_the_machine_config_and_field() {
     ));
     s.machine_configs.push(mc("99-worker-ssh", json!({})));
     s.nodes
-        .push(node("w1", "worker", OLD, NEW, "Unreconcilable", &reason));
+        .push(node("w1", "worker", OLD, NEW, "Unreconcilable", &reason).into());
     let f = one(&diagnose(&s, &no_roots(), Some("w1"))).clone();
     assert_eq!(f.title, "unreconcilable change");
     assert!(
@@ -257,12 +263,15 @@ fn unreconcilable_names_the_machine_config_and_field() {
 #[test]
 fn node_in_two_custom_pools() {
     let mut s = cluster();
-    s.pools.push(pool("infra", "rendered-infra-1", 0, 0));
-    s.pools.push(pool("gpu", "rendered-gpu-1", 0, 0));
-    s.nodes.push(label(
-        node("w2", "infra", OLD, OLD, "Done", ""),
-        "node-role.kubernetes.io/gpu",
-    ));
+    s.pools.push(pool("infra", "rendered-infra-1", 0, 0).into());
+    s.pools.push(pool("gpu", "rendered-gpu-1", 0, 0).into());
+    s.nodes.push(
+        label(
+            node("w2", "infra", OLD, OLD, "Done", ""),
+            "node-role.kubernetes.io/gpu",
+        )
+        .into(),
+    );
     let f = one(&diagnose(&s, &no_roots(), Some("w2"))).clone();
     assert_eq!(f.title, "in more than one custom pool");
     assert!(
@@ -284,7 +293,7 @@ fn node_in_two_custom_pools() {
 #[test]
 fn paused_pool_with_pending_update() {
     let mut s = cluster();
-    s.pools[0].spec.paused = true;
+    Arc::make_mut(&mut s.pools[0]).spec.paused = true;
     let f = one(&diagnose(&s, &no_roots(), None)).clone();
     assert_eq!(f.subject, "pool worker");
     assert_eq!(f.title, "paused with a pending update");
@@ -294,8 +303,8 @@ fn paused_pool_with_pending_update() {
         vec![r#"kubectl patch mcp worker --type merge -p '{"spec":{"paused":false}}'"#]
     );
     // A paused pool with nothing pending is fine.
-    s.pools[0] = pool("worker", NEW, 2, 2);
-    s.pools[0]
+    s.pools[0] = pool("worker", NEW, 2, 2).into();
+    Arc::make_mut(&mut s.pools[0])
         .status
         .as_mut()
         .unwrap()
@@ -303,7 +312,7 @@ fn paused_pool_with_pending_update() {
         .as_mut()
         .unwrap()
         .name = NEW.into();
-    s.pools[0].spec.paused = true;
+    Arc::make_mut(&mut s.pools[0]).spec.paused = true;
     assert!(diagnose(&s, &no_roots(), None).is_empty());
 }
 
@@ -317,7 +326,7 @@ fn missing_rendered_config() {
     );
     let mut s = cluster();
     s.nodes
-        .push(node("w1", "worker", gone, gone, "Degraded", &reason));
+        .push(node("w1", "worker", gone, gone, "Degraded", &reason).into());
     let f = one(&diagnose(&s, &no_roots(), Some("w1"))).clone();
     assert_eq!(f.title, "missing rendered config");
     assert!(f.cause.contains(gone), "{}", f.cause);
@@ -329,9 +338,7 @@ fn missing_rendered_config() {
         ]
     );
     // Also found when the node is not (yet) degraded.
-    s.nodes
-        .last_mut()
-        .unwrap()
+    Arc::make_mut(s.nodes.last_mut().unwrap())
         .metadata
         .annotations
         .as_mut()
@@ -340,9 +347,7 @@ fn missing_rendered_config() {
             "machineconfiguration.openshift.io/state".into(),
             "Done".into(),
         );
-    s.nodes
-        .last_mut()
-        .unwrap()
+    Arc::make_mut(s.nodes.last_mut().unwrap())
         .metadata
         .annotations
         .as_mut()
@@ -360,28 +365,32 @@ fn missing_rendered_config() {
 #[test]
 fn stuck_in_a_phase_and_render_failure() {
     let mut s = cluster();
-    s.nodes.push(node("w1", "worker", OLD, NEW, "Working", ""));
-    s.mcns.push(mcn(
-        "w1",
-        "worker",
-        OLD,
-        NEW,
-        &[
-            ("UpdatePrepared", "True", "", 1000),
-            (
-                "AppliedFilesAndOS",
-                "Unknown",
-                "Applying files and new OS config to node.",
-                1000,
-            ),
-        ],
-    ));
+    s.nodes
+        .push(node("w1", "worker", OLD, NEW, "Working", "").into());
+    s.mcns.push(
+        mcn(
+            "w1",
+            "worker",
+            OLD,
+            NEW,
+            &[
+                ("UpdatePrepared", "True", "", 1000),
+                (
+                    "AppliedFilesAndOS",
+                    "Unknown",
+                    "Applying files and new OS config to node.",
+                    1000,
+                ),
+            ],
+        )
+        .into(),
+    );
     s.pools[0] = pool_condition(
-        s.pools[0].clone(),
+        (*s.pools[0]).clone(),
         "RenderDegraded",
         "True",
         "Failed to render configuration for pool worker: parsing Ignition config failed: unknown version",
-    );
+    ).into();
     let findings = diagnose(&s, &no_roots(), None);
     assert_eq!(findings.len(), 2, "{findings:#?}");
     assert_eq!(findings[0].title, "cannot render its configuration");
@@ -411,7 +420,7 @@ fn seed000_on_a_simulated_node_gives_commands_for_its_root() {
     let roots = mco_cli::client::gather_sim_roots(data.path(), &["m0".into(), "absent".into()]);
     assert_eq!(roots.keys().collect::<Vec<_>>(), vec!["m0"]);
     let mut s = cluster();
-    s.nodes[1] = node("m0", "master", MASTER, MASTER, "Degraded", SEED000_REASON);
+    s.nodes[1] = node("m0", "master", MASTER, MASTER, "Degraded", SEED000_REASON).into();
     let f = one(&diagnose(&s, &roots, Some("m0"))).clone();
     let r = std::fs::canonicalize(data.path().join("nodes/m0")).unwrap();
     let r = r.display();
@@ -440,7 +449,7 @@ fn disk_findings_do_not_repeat_what_the_api_explained() {
     );
     let mut s = cluster();
     s.nodes
-        .push(node("w1", "worker", OLD, NEW, "Degraded", &reason));
+        .push(node("w1", "worker", OLD, NEW, "Degraded", &reason).into());
     let mut roots = BTreeMap::new();
     roots.insert("w1".to_string(), facts.clone());
     let mut findings = diagnose(&s, &roots, Some("w1"));
@@ -499,16 +508,18 @@ fn a_ca_expiring_within_30_days_is_named_once_with_its_bundle_subject_and_expiry
     let mut s = cluster();
     // Listed by both pools, as the controller lists it; a later CA beside it is fine.
     s.pools[0] = with_cert(
-        s.pools[0].clone(),
+        (*s.pools[0]).clone(),
         "CN=kube-apiserver-lb-signer,OU=openshift",
         30 * DAY,
-    );
-    s.pools[0] = with_cert(s.pools[0].clone(), "CN=next-signer", 30 * DAY + 1);
+    )
+    .into();
+    s.pools[0] = with_cert((*s.pools[0]).clone(), "CN=next-signer", 30 * DAY + 1).into();
     s.pools[1] = with_cert(
-        s.pools[1].clone(),
+        (*s.pools[1]).clone(),
         "CN=kube-apiserver-lb-signer,OU=openshift",
         30 * DAY,
-    );
+    )
+    .into();
     let findings = diagnose(&s, &no_roots(), None);
     let f = one(&findings);
     assert_eq!(f.subject, "pools worker, master");
@@ -529,7 +540,7 @@ fn a_ca_expiring_within_30_days_is_named_once_with_its_bundle_subject_and_expiry
 #[test]
 fn an_expired_ca_is_reported_as_expired() {
     let mut s = cluster();
-    s.pools[0] = with_cert(s.pools[0].clone(), "CN=old", -60);
+    s.pools[0] = with_cert((*s.pools[0]).clone(), "CN=old", -60).into();
     let findings = diagnose(&s, &no_roots(), None);
     let f = one(&findings);
     assert_eq!(

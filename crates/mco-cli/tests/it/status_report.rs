@@ -1,6 +1,7 @@
 //! `mco status` report builders on hand-built snapshots.
 
 use crate::common;
+use std::sync::Arc;
 
 use std::time::Duration;
 
@@ -131,18 +132,23 @@ fn rollout() -> mco_cli::Snapshot {
     let mut p = pool("worker", NEW, 6, 3);
     p.spec.max_unavailable =
         Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1));
-    s.pools.push(p);
+    s.pools.push(p.into());
     for (i, (start, end)) in [(100, 160), (200, 290), (300, 370)].iter().enumerate() {
         let n = format!("w{i}");
-        s.nodes.push(node(&n, "worker", NEW, NEW, "Done", ""));
-        s.mcns.push(completed(&n, "worker", NEW, *start, *end));
+        s.nodes
+            .push(node(&n, "worker", NEW, NEW, "Done", "").into());
+        s.mcns
+            .push(completed(&n, "worker", NEW, *start, *end).into());
     }
     // w3: draining, blocked by the web PDB.
-    s.nodes.push(cordon(
-        node("w3", "worker", OLD, NEW, "Working", ""),
-        &format!("drain-{NEW}"),
-        &format!("uncordon-{OLD}"),
-    ));
+    s.nodes.push(
+        cordon(
+            node("w3", "worker", OLD, NEW, "Working", ""),
+            &format!("drain-{NEW}"),
+            &format!("uncordon-{OLD}"),
+        )
+        .into(),
+    );
     s.mcns.push(mcn(
         "w3",
         "worker",
@@ -155,10 +161,10 @@ fn rollout() -> mco_cli::Snapshot {
             ("Cordoned", "True", "", 410),
             ("Drained", "Unknown", &format!("Draining node. The drain will not be complete until desired drainer drain-{NEW} matches current drainer uncordon-{OLD}. Blocked by: pod default/web-1 (PodDisruptionBudget default/web-pdb: Cannot evict pod as it would violate the pod's disruption budget.)"), 420),
         ],
-    ));
+    ).into());
     s.pods.push(pod("default", "web-1", "w3", "web"));
     s.pods.push(pod("default", "web-2", "w0", "web"));
-    s.pdbs.push(pdb("default", "web-pdb", "web", 0));
+    s.pdbs.push(pdb("default", "web-pdb", "web", 0).into());
     // w4: degraded on drift; w5 waiting.
     s.nodes.push(node(
         "w4",
@@ -167,8 +173,9 @@ fn rollout() -> mco_cli::Snapshot {
         OLD,
         "Degraded",
         &format!("unexpected on-disk state validating against {OLD}: content mismatch for file \"/etc/mco-test\""),
-    ));
-    s.nodes.push(node("w5", "worker", OLD, OLD, "Done", ""));
+    ).into());
+    s.nodes
+        .push(node("w5", "worker", OLD, OLD, "Done", "").into());
     s
 }
 
@@ -239,16 +246,22 @@ fn pdb_with_no_disruptions_left_blocks_even_before_the_mcn_says_so() {
         vec!["default/web-pdb".to_string()]
     );
     // A budget that still allows a disruption blocks nothing.
-    snap.pdbs[0].status.as_mut().unwrap().disruptions_allowed = 1;
+    Arc::make_mut(&mut snap.pdbs[0])
+        .status
+        .as_mut()
+        .unwrap()
+        .disruptions_allowed = 1;
     assert!(status::build(&snap).blocked.is_empty());
 }
 
 #[test]
 fn eta_unknown_before_any_node_finished() {
     let mut s = snapshot(10);
-    s.pools.push(pool("worker", NEW, 2, 0));
-    s.nodes.push(node("w0", "worker", OLD, NEW, "Working", ""));
-    s.nodes.push(node("w1", "worker", OLD, OLD, "Done", ""));
+    s.pools.push(pool("worker", NEW, 2, 0).into());
+    s.nodes
+        .push(node("w0", "worker", OLD, NEW, "Working", "").into());
+    s.nodes
+        .push(node("w1", "worker", OLD, OLD, "Done", "").into());
     let r = status::build(&s);
     assert_eq!(r.pools[0].eta, None);
     let text = status::render(&r);
@@ -285,10 +298,10 @@ fn eta_from_the_pace_when_spans_were_reset() {
     let mut s = snapshot(500);
     let mut p = pool_condition(pool("worker", NEW, 6, 2), "Updating", "True", "");
     p.status.as_mut().unwrap().conditions[0].last_transition_time = Some(ts(0));
-    s.pools.push(p);
+    s.pools.push(p.into());
     for (n, end) in [("w0", 100), ("w1", 200)] {
-        s.nodes.push(node(n, "worker", NEW, NEW, "Done", ""));
-        s.mcns.push(reset(n, end));
+        s.nodes.push(node(n, "worker", NEW, NEW, "Done", "").into());
+        s.mcns.push(reset(n, end).into());
     }
     let r = status::build(&s);
     assert_eq!(r.pools[0].samples, 2);
@@ -308,7 +321,8 @@ fn a_pool_waiting_for_its_window_shows_it_and_the_eta_counts_it() {
         PoolRollout, RolloutPolicy, RolloutPolicySpec, RolloutPolicyStatus, Window,
     };
     let mut snap = rollout();
-    snap.pools[0].metadata.labels = Some([("tier".to_string(), "a".to_string())].into());
+    Arc::make_mut(&mut snap.pools[0]).metadata.labels =
+        Some([("tier".to_string(), "a".to_string())].into());
     // A daily window opening at the first whole minute an hour from now.
     let open = jiff::Timestamp::from_second((snap.now.as_second() + 3600) / 60 * 60).unwrap();
     let z = open.to_zoned(jiff::tz::TimeZone::UTC);
@@ -335,7 +349,7 @@ fn a_pool_waiting_for_its_window_shows_it_and_the_eta_counts_it() {
         }],
         ..RolloutPolicyStatus::default()
     });
-    snap.policies.push(policy);
+    snap.policies.push(policy.into());
     let r = status::build(&snap);
     let p = &r.pools[0];
     let wait = Duration::try_from(snap.now.duration_until(open)).unwrap();
@@ -349,7 +363,7 @@ fn a_pool_waiting_for_its_window_shows_it_and_the_eta_counts_it() {
     assert!(line.contains("next window"), "{line}");
 
     // Not waiting: the window is shown, the ETA is the pool's own.
-    snap.policies[0].status = None;
+    Arc::make_mut(&mut snap.policies[0]).status = None;
     let r = status::build(&snap);
     assert_eq!(r.pools[0].eta, Some(Duration::from_secs(210)));
     assert!(r.pools[0].window.is_some());
