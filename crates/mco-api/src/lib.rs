@@ -13,6 +13,8 @@ pub mod operator;
 pub mod paths;
 pub mod pool;
 pub mod rollouts;
+#[cfg(feature = "client")]
+pub mod watch;
 
 pub use controllerconfig::{
     ControllerCertificate, ControllerConfig, ControllerConfigSpec, ControllerConfigStatus,

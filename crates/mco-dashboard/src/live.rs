@@ -1,5 +1,6 @@
 //! Keeps the [`Fleet`] current from watches on pools, nodes, MachineConfigNodes,
-//! PodDisruptionBudgets, RolloutPolicies and Events: no listing of the fleet after the watches' first sync.
+//! PodDisruptionBudgets, RolloutPolicies and Events: each starts with a streaming list where the
+//! server allows one, and nothing is listed again after the watches' first sync.
 //! kube's reflector stores hold the objects; only the Event list, which is capped, has its own.
 
 use std::collections::BTreeMap;
@@ -14,9 +15,10 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use mco_api::mcn::client::{McnApi, typed};
+use mco_api::watch::watch;
 use mco_api::{MachineConfigNode, MachineConfigPool, RolloutPolicy};
 use mco_cli::Snapshot;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 use crate::view::{self, Fleet};
 
@@ -111,6 +113,17 @@ where
     (store, stream)
 }
 
+/// Drops what no view reads of a Node's status: its image list alone is tens of kilobytes on
+/// a real node, and a thousand nodes would keep it all. Conditions stay.
+fn slim_node(n: &mut Node) {
+    if let Some(s) = n.status.as_mut() {
+        *s = k8s_openapi::api::core::v1::NodeStatus {
+            conditions: s.conditions.take(),
+            ..Default::default()
+        };
+    }
+}
+
 /// Every object of a store, by name: the stores keep no order, the view's pools do. The
 /// objects are shared with the store, not copied: a rebuild at a thousand nodes would otherwise
 /// copy every Node and MachineConfigNode.
@@ -153,13 +166,14 @@ impl Stores {
 /// receivers are gone.
 pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
     let cfg = watcher::Config::default();
-    let (pools, pool_changes) = reflected(watcher(
+    let (pools, pool_changes) = reflected(watch(
         Api::<MachineConfigPool>::all(client.clone()),
         cfg.clone(),
     ));
-    let (nodes, node_changes) = reflected(watcher(Api::<Node>::all(client.clone()), cfg.clone()));
+    let (nodes, node_changes) =
+        reflected(watch(Api::<Node>::all(client.clone()), cfg.clone()).modify(slim_node));
     // Budgets are few; pods are many and not watched: a blocked drain's message names them.
-    let (pdbs, pdb_changes) = reflected(watcher(
+    let (pdbs, pdb_changes) = reflected(watch(
         Api::<PodDisruptionBudget>::all(client.clone()),
         cfg.clone(),
     ));
@@ -167,7 +181,7 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
         pool_changes,
         node_changes,
         pdb_changes,
-        watcher(Api::<Event>::all(client.clone()), cfg.clone())
+        watch(Api::<Event>::all(client.clone()), cfg.clone())
             .default_backoff()
             .filter_map(|e| async move { e.ok().map(|e| Change::Event(Box::new(e))) })
             .boxed(),
@@ -176,7 +190,7 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
     let mcns = match McnApi::new(client.clone()).dynamic().await {
         Ok(api) => {
             let (mcns, changes) = reflected(
-                watcher(api, cfg.clone())
+                watch(api, cfg.clone())
                     .filter_map(|e| async move { e.map(typed_event).transpose() }),
             );
             streams.push(changes);
@@ -196,7 +210,7 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
         }
         // Served, or a passing error the watch's backoff rides out.
         _ => {
-            let (policies, changes) = reflected(watcher(policy_api, cfg.clone()));
+            let (policies, changes) = reflected(watch(policy_api, cfg.clone()));
             streams.push(changes);
             policies
         }
@@ -225,6 +239,10 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
             }
         }
     };
+    let Ok(rebuilder) = Rebuilder::start() else {
+        tracing::error!("dashboard: cannot start the thread that builds the view");
+        return;
+    };
     let rebuild = async {
         let mut tick = tokio::time::interval(REFRESH);
         loop {
@@ -236,11 +254,7 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
             // rebuild leave a permit in `dirty` for the next.
             tokio::time::sleep(MIN_INTERVAL).await;
             let stores = state.clone();
-            // At a thousand nodes a rebuild takes a while; it must not hold up the runtime's
-            // workers, which in `mco up` also serve the API.
-            let Ok(fleet) =
-                tokio::task::spawn_blocking(move || stores.fleet(jiff::Timestamp::now())).await
-            else {
+            let Some(fleet) = rebuilder.build(stores).await else {
                 return;
             };
             tx.send_if_modified(|old| {
@@ -257,6 +271,37 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
         _ = drain => {},
         _ = rebuild => {},
         _ = tx.closed() => {},
+    }
+}
+
+/// Builds each new [`Fleet`] on a thread of its own. At a thousand nodes a rebuild takes a
+/// while and must not hold up the runtime's workers, which in `mco up` also serve the API. One
+/// thread rather than the blocking pool: an allocator keeps what a thread freed for that
+/// thread's next allocations, so rebuilds spread over many pool threads would leave each one
+/// holding a rebuild's worth of memory.
+struct Rebuilder {
+    tx: std::sync::mpsc::Sender<(Stores, oneshot::Sender<Fleet>)>,
+}
+
+impl Rebuilder {
+    fn start() -> std::io::Result<Rebuilder> {
+        let (tx, rx) = std::sync::mpsc::channel::<(Stores, oneshot::Sender<Fleet>)>();
+        // Ends when the sender, owned by `run`, is dropped.
+        std::thread::Builder::new()
+            .name("dashboard-view".into())
+            .spawn(move || {
+                for (stores, reply) in rx {
+                    let _ = reply.send(stores.fleet(jiff::Timestamp::now()));
+                }
+            })?;
+        Ok(Rebuilder { tx })
+    }
+
+    /// The view of `stores` now; `None` if the thread is gone.
+    async fn build(&self, stores: Stores) -> Option<Fleet> {
+        let (reply, fleet) = oneshot::channel();
+        self.tx.send((stores, reply)).ok()?;
+        fleet.await.ok()
     }
 }
 
@@ -316,6 +361,28 @@ mod tests {
         assert_eq!(s.items.keys().collect::<Vec<_>>(), ["default/x"]);
         assert!(s.apply(watcher::Event::Delete(ev("x", 5))));
         assert!(!s.apply(watcher::Event::Delete(ev("x", 5))));
+    }
+
+    #[test]
+    fn a_node_keeps_its_conditions_and_metadata_only() {
+        let mut n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w0", "annotations": {"machineconfiguration.openshift.io/state": "Done"}},
+            "spec": {"unschedulable": true},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "images": [{"names": ["quay.io/a@sha256:0"], "sizeBytes": 1}],
+                "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "",
+                    "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "",
+                    "machineID": "", "operatingSystem": "linux", "osImage": "", "systemUUID": ""},
+            },
+        }))
+        .unwrap();
+        slim_node(&mut n);
+        let status = n.status.as_ref().unwrap();
+        assert_eq!(status.conditions.as_ref().unwrap()[0].type_, "Ready");
+        assert!(status.images.is_none() && status.node_info.is_none());
+        assert_eq!(n.spec.unwrap().unschedulable, Some(true));
+        assert_eq!(n.metadata.annotations.unwrap().len(), 1);
     }
 
     #[test]

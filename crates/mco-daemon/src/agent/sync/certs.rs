@@ -22,7 +22,7 @@ pub(super) async fn run(inner: Arc<Inner>) {
     let cfg =
         watcher::Config::default().fields(&format!("metadata.name={}", names::CONTROLLER_CONFIG));
     let mut events = std::pin::pin!(
-        super::stream::watch(inner.controller_configs.clone(), cfg).default_backoff()
+        mco_api::watch::watch(inner.controller_configs.clone(), cfg).default_backoff()
     );
     let mut latest: Option<(ControllerConfigSpec, String)> = None;
     let mut written: Option<ControllerConfigSpec> = None;

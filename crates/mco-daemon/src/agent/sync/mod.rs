@@ -37,7 +37,6 @@ pub mod decide;
 mod force;
 mod outbox;
 mod policy;
-mod stream;
 mod update;
 
 use std::future::Future;
@@ -212,7 +211,7 @@ async fn forward_node_watch(
     cfg: watcher::Config,
     tx: tokio::sync::watch::Sender<Option<Arc<Node>>>,
 ) {
-    let mut events = std::pin::pin!(stream::watch(nodes, cfg));
+    let mut events = std::pin::pin!(mco_api::watch::watch(nodes, cfg));
     let mut listed: Option<Arc<Node>> = None;
     while let Some(ev) = events.next().await {
         match ev {

@@ -1,7 +1,11 @@
-//! The daemon's watches start with a streaming list (`sendInitialEvents=true`): one WATCH
-//! request carries the initial state where a list-then-watch costs a LIST and a WATCH. A daemon
-//! starts its watches at every boot, so on a rollout that reboots each node this is a request
-//! saved per watch and per node update.
+//! Watches that start with a streaming list (`sendInitialEvents=true`): one WATCH request
+//! carries the initial state where a list-then-watch costs a LIST and a WATCH, and the objects
+//! arrive one at a time instead of in list pages held whole.
+//!
+//! - The daemon starts its watches at every boot, so on a rollout that reboots each node this
+//!   is a request saved per watch and per node update.
+//! - The dashboard follows a thousand Nodes and MachineConfigNodes: a page of 500 of them,
+//!   managedFields included, was most of its peak memory.
 //!
 //! A server that refuses streaming lists (Kubernetes 1.33 shipped with the `WatchList` gate off,
 //! and older servers reject `sendInitialEvents`) answers the first watch with 400 or 422: the
@@ -14,7 +18,7 @@ use serde::de::DeserializeOwned;
 
 /// [`watcher::watcher`] over a streaming list, falling back to list-then-watch where the server
 /// refuses streaming lists.
-pub(crate) fn watch<K>(
+pub fn watch<K>(
     api: Api<K>,
     cfg: watcher::Config,
 ) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send
