@@ -332,7 +332,7 @@ pub fn page(f: &Fleet, selected: Option<&str>) -> String {
         out.push('\n');
     }
     out.push_str("</div>\n");
-    out.push_str(&detail(selected.and_then(|s| f.nodes.get(s))));
+    out.push_str(&detail(selected.and_then(|s| f.nodes.get(s)).map(|n| &**n)));
     out.push_str(
         r#"</section>
 <section class="below" aria-labelledby="table-h"><h2 id="table-h">MachineConfigNodes</h2>
@@ -414,7 +414,7 @@ mod tests {
         let evil = "<script>alert(1)</script>";
         let mut f = Fleet::default();
         f.nodes
-            .insert(evil.into(), node(evil, &format!("\"{evil}")));
+            .insert(evil.into(), node(evil, &format!("\"{evil}")).into());
         f.pools.push(PoolView {
             name: evil.into(),
             updated: 1,
@@ -628,8 +628,8 @@ mod tests {
     fn the_detail_escapes_cluster_text_in_its_new_sections() {
         let evil = "<script>alert(1)</script>";
         let mut f = Fleet::default();
-        f.nodes.insert("w1".into(), troubled("w1", evil));
-        f.nodes.insert("w2".into(), node("w2", "m"));
+        f.nodes.insert("w1".into(), troubled("w1", evil).into());
+        f.nodes.insert("w2".into(), node("w2", "m").into());
         let html = page(&f, Some("w1"));
         assert_eq!(html.matches("<script").count(), 1, "{html}");
         let d = &html[html.find(r#"<section id="detail""#).unwrap()..];
@@ -660,7 +660,7 @@ mod tests {
     #[test]
     fn without_a_selection_the_drain_and_doctor_are_hidden() {
         let mut f = Fleet::default();
-        f.nodes.insert("w1".into(), troubled("w1", "x"));
+        f.nodes.insert("w1".into(), troubled("w1", "x").into());
         for html in [
             page(&f, None),
             page(&f, Some("nope")),

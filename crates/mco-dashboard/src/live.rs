@@ -147,7 +147,8 @@ struct Stores {
 }
 
 impl Stores {
-    fn fleet(&self, now: jiff::Timestamp) -> Fleet {
+    /// The view now, sharing `prev`'s view of each node that did not change.
+    fn fleet(&self, prev: Option<&Fleet>, now: jiff::Timestamp) -> Fleet {
         let snap = Snapshot {
             now,
             pools: sorted(&self.pools),
@@ -158,7 +159,7 @@ impl Stores {
             ..Snapshot::default()
         };
         let events: Vec<Event> = lock(&self.events).items.values().cloned().collect();
-        view::build(&snap, &events)
+        view::build_after(prev, &snap, &events)
     }
 }
 
@@ -258,10 +259,10 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
                 return;
             };
             tx.send_if_modified(|old| {
-                if **old == fleet {
+                if **old == *fleet {
                     false
                 } else {
-                    *old = Arc::new(fleet);
+                    *old = fleet;
                     true
                 }
             });
@@ -280,25 +281,29 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
 /// thread's next allocations, so rebuilds spread over many pool threads would leave each one
 /// holding a rebuild's worth of memory.
 struct Rebuilder {
-    tx: std::sync::mpsc::Sender<(Stores, oneshot::Sender<Fleet>)>,
+    tx: std::sync::mpsc::Sender<(Stores, oneshot::Sender<Arc<Fleet>>)>,
 }
 
 impl Rebuilder {
     fn start() -> std::io::Result<Rebuilder> {
-        let (tx, rx) = std::sync::mpsc::channel::<(Stores, oneshot::Sender<Fleet>)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(Stores, oneshot::Sender<Arc<Fleet>>)>();
         // Ends when the sender, owned by `run`, is dropped.
         std::thread::Builder::new()
             .name("dashboard-view".into())
             .spawn(move || {
+                // The last view built: the next shares its unchanged node views.
+                let mut last: Option<Arc<Fleet>> = None;
                 for (stores, reply) in rx {
-                    let _ = reply.send(stores.fleet(jiff::Timestamp::now()));
+                    let fleet = Arc::new(stores.fleet(last.as_deref(), jiff::Timestamp::now()));
+                    last = Some(Arc::clone(&fleet));
+                    let _ = reply.send(fleet);
                 }
             })?;
         Ok(Rebuilder { tx })
     }
 
     /// The view of `stores` now; `None` if the thread is gone.
-    async fn build(&self, stores: Stores) -> Option<Fleet> {
+    async fn build(&self, stores: Stores) -> Option<Arc<Fleet>> {
         let (reply, fleet) = oneshot::channel();
         self.tx.send((stores, reply)).ok()?;
         fleet.await.ok()

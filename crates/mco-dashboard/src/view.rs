@@ -248,8 +248,9 @@ pub struct EventView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct Fleet {
     pub pools: Vec<PoolView>,
-    /// By name.
-    pub nodes: BTreeMap<String, NodeView>,
+    /// By name. Shared: a rebuild keeps the previous view of each node that did not change,
+    /// so the view being sent and the one being built hold one copy of it.
+    pub nodes: BTreeMap<String, Arc<NodeView>>,
     pub table: McnTable,
     pub events: Vec<EventView>,
 }
@@ -664,6 +665,11 @@ fn rollout_view(
 
 /// The view of `snap` and `events` (any order; the newest [`MAX_EVENTS`] are kept).
 pub fn build(snap: &Snapshot, events: &[Event]) -> Fleet {
+    build_after(None, snap, events)
+}
+
+/// As [`build`], sharing `prev`'s view of each node whose view did not change.
+pub fn build_after(prev: Option<&Fleet>, snap: &Snapshot, events: &[Event]) -> Fleet {
     let report = status::build(snap);
     let pools = report
         .pools
@@ -706,6 +712,10 @@ pub fn build(snap: &Snapshot, events: &[Event]) -> Fleet {
                 blocked.get(name).copied(),
                 pool,
             );
+            let v = match prev.and_then(|p| p.nodes.get(&v.name)) {
+                Some(old) if **old == v => Arc::clone(old),
+                _ => Arc::new(v),
+            };
             (v.name.clone(), v)
         })
         .collect();
@@ -731,8 +741,12 @@ pub fn delta(old: &Fleet, new: &Fleet) -> Delta {
         nodes: new
             .nodes
             .values()
-            .filter(|n| old.nodes.get(&n.name) != Some(n))
-            .cloned()
+            .filter(|n| {
+                !old.nodes
+                    .get(&n.name)
+                    .is_some_and(|o| Arc::ptr_eq(o, n) || o == *n)
+            })
+            .map(|n| (**n).clone())
             .collect(),
         removed: old
             .nodes
@@ -954,6 +968,14 @@ mod tests {
             "seed 002's columns do not show RebootedNode"
         );
         assert!(d.events.is_none());
+        // Built after `a`, the unchanged nodes' views are `a`'s own; the changed one is new.
+        let c = build_after(Some(&a), &s2, &[]);
+        assert_eq!(c, b);
+        assert!(Arc::ptr_eq(&c.nodes["w0"], &a.nodes["w0"]));
+        assert!(Arc::ptr_eq(&c.nodes["w2"], &a.nodes["w2"]));
+        assert!(!Arc::ptr_eq(&c.nodes["w1"], &a.nodes["w1"]));
+        let d2 = delta(&a, &c);
+        assert_eq!((d2.nodes.len(), d2.removed), (1, vec!["w3".to_string()]));
     }
 
     /// A MachineConfigNode whose conditions changed at the given `HH:MM:SS` of 2026-01-01.
