@@ -80,9 +80,15 @@ enum Bench {
     },
     /// A file MachineConfig rolled out by a separate `mco up` to many simulated nodes.
     Rollout(RolloutArgs),
-    /// The same rollout twice, without and with the dashboard open in a headless Chromium:
+    /// The same rollout in pairs, without and with the dashboard open in a headless Chromium:
     /// the page's time to apply each batch of updates, and the RSS the dashboard adds.
-    Dashboard(RolloutArgs),
+    Dashboard {
+        #[command(flatten)]
+        rollout: RolloutArgs,
+        /// Pairs of rollouts (without, with); the RSS added is their median.
+        #[arg(long, default_value_t = 3)]
+        pairs: usize,
+    },
     /// The same rollout on the embedded server and on a real kube-apiserver (scripts/real-kube),
     /// each with the controller as its own process: wall time, efficiency, requests per update
     /// and the controller's CPU.
@@ -218,8 +224,8 @@ async fn main() -> anyhow::Result<()> {
             let r = rollout::run(args.opts(cli.max_secs, cli.work_dir)).await?;
             println!("{r}");
         }
-        Bench::Dashboard(args) => {
-            let r = dashboard::run(args.opts(cli.max_secs, cli.work_dir)).await?;
+        Bench::Dashboard { rollout, pairs } => {
+            let r = dashboard::run(rollout.opts(cli.max_secs, cli.work_dir), pairs).await?;
             println!("{r}");
         }
         Bench::Servers {

@@ -102,6 +102,44 @@ pub fn parse_open_files(text: &str) -> Option<(String, String)> {
     Some((it.next()?.to_string(), it.next()?.to_string()))
 }
 
+/// Samples a process's `VmRSS` on a thread of its own until stopped: a peak is one instant of
+/// one run, while samples through a whole phase show where its RSS sat.
+pub struct RssSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<u64>>,
+}
+
+impl RssSampler {
+    pub fn start(pid: u32, every: std::time::Duration) -> Result<RssSampler, Error> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("rss-sampler".into())
+            .spawn(move || {
+                let mut samples = Vec::new();
+                while !flag.load(Ordering::Relaxed) {
+                    match read_mem(pid) {
+                        Ok(m) => samples.push(m.rss_kib),
+                        // The process is gone: nothing more to sample.
+                        Err(_) => break,
+                    }
+                    // A sampling interval, not a wait for a state.
+                    std::thread::sleep(every);
+                }
+                samples
+            })
+            .map_err(|e| Error::io("the RSS sampler's thread", e))?;
+        Ok(RssSampler { stop, thread })
+    }
+
+    /// The samples taken, in KiB, oldest first.
+    pub fn stop(self) -> Vec<u64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
 pub fn read_mem(pid: u32) -> Result<Mem, Error> {
     let path = format!("/proc/{pid}/status");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;

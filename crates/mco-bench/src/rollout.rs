@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::procfs::{self, Mem};
-use crate::stats::mib;
+use crate::stats::{RssTrace, mib};
 use crate::support::{client_from_kubeconfig, poll, scratch_dir, typed};
 
 /// Goal: efficiency (ideal / actual) with reboots that take a while.
@@ -29,6 +29,9 @@ pub const GOAL_EFFICIENCY: f64 = 0.8;
 pub const GOAL_INSTANT_SECS: f64 = 120.0;
 /// Goal: peak RSS of the whole `mco up` process.
 pub const GOAL_RSS_KIB: u64 = 1536 * 1024;
+
+/// How often `mco up`'s RSS is sampled through the rollout.
+pub const RSS_EVERY: Duration = Duration::from_millis(100);
 
 const BENCH_MC: &str = "99-worker-bench-file";
 
@@ -96,6 +99,8 @@ pub struct RolloutReport {
     pub tenths: Vec<Duration>,
     /// The `mco up` process after the rollout.
     pub mem: Mem,
+    /// `mco up`'s RSS through the rollout, sampled every [`RSS_EVERY`].
+    pub rss_during: Option<RssTrace>,
     /// CPU time `mco up` spent during the rollout: on a saturated machine the wall time follows
     /// it, and it moves far less from run to run, so it settles A/B comparisons the wall time
     /// cannot.
@@ -242,6 +247,9 @@ impl fmt::Display for RolloutReport {
             mib(self.mem.hwm_kib),
             mib(GOAL_RSS_KIB)
         )?;
+        if let Some(t) = &self.rss_during {
+            writeln!(f, "  mco up RSS through the rollout: {t}")?;
+        }
         writeln!(
             f,
             "  mco up CPU during the rollout: {:.1} s ({:.1} ms per worker update)",
@@ -638,6 +646,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     let requests_before = Requests::read(&client).await?;
     let cpu_before = procfs::read_cpu(pid)?;
     let machine_before = procfs::read_machine_cpu()?;
+    let sampler = procfs::RssSampler::start(pid, RSS_EVERY)?;
     let rollout_start = Instant::now();
     mcs.create(&PostParams::default(), &mc).await?;
     // Every status the pool goes through is seen: the most unavailable machines it reported
@@ -682,6 +691,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     }
     let rendered = new_target.map(|(_, at)| at).unwrap_or_default();
     let rollout = rollout_start.elapsed();
+    let rss_during = RssTrace::of(&sampler.stop());
     let cpu = procfs::read_cpu(pid)?.saturating_sub(cpu_before);
     let controller_cpu = match (controller_pid, controller_before) {
         (Some(p), Some(before)) => Some(procfs::read_cpu(p)?.saturating_sub(before)),
@@ -722,6 +732,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         tenths,
         peak_unavailable,
         mem,
+        rss_during,
         cpu,
         load,
         machine,
@@ -858,7 +869,7 @@ pub fn machine_line(m: &procfs::MachineCpu, mco: Duration) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -895,7 +906,7 @@ mod tests {
         assert_eq!(ideal(1000, 100, Duration::ZERO), Duration::ZERO);
     }
 
-    fn report(rollout_secs: u64, peak_unavailable: usize) -> RolloutReport {
+    pub(crate) fn report(rollout_secs: u64, peak_unavailable: usize) -> RolloutReport {
         let opts = RolloutOpts {
             workers: 10,
             reboot_seconds: 1.0,
@@ -913,6 +924,7 @@ mod tests {
                 rss_kib: 1024,
                 hwm_kib: 1024,
             },
+            rss_during: None,
             cpu: Duration::from_secs(1),
             load: String::new(),
             machine: procfs::MachineCpu::default(),

@@ -45,6 +45,59 @@ pub fn summarize(samples: &mut [Duration]) -> Option<Summary> {
     })
 }
 
+/// Where a process's RSS sat through a phase, from samples taken at a fixed interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RssTrace {
+    pub samples: usize,
+    pub p50_kib: u64,
+    pub p90_kib: u64,
+    pub max_kib: u64,
+}
+
+impl RssTrace {
+    /// Summarises samples in KiB; `None` when there are none.
+    pub fn of(samples: &[u64]) -> Option<RssTrace> {
+        let mut v = samples.to_vec();
+        v.sort_unstable();
+        let at = |p: f64| {
+            let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+            v[rank.clamp(1, v.len()) - 1]
+        };
+        Some(RssTrace {
+            samples: v.len(),
+            max_kib: *v.last()?,
+            p50_kib: at(50.0),
+            p90_kib: at(90.0),
+        })
+    }
+}
+
+impl fmt::Display for RssTrace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "p50 {}, p90 {}, max {} ({} samples)",
+            mib(self.p50_kib),
+            mib(self.p90_kib),
+            mib(self.max_kib),
+            self.samples
+        )
+    }
+}
+
+/// The median of a few figures (the mean of the middle two when they are even); `None` when
+/// there are none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 /// Operations per second.
 pub fn rate(ops: usize, elapsed: Duration) -> f64 {
     let s = elapsed.as_secs_f64();
@@ -90,6 +143,23 @@ mod tests {
         assert_eq!(rate(5, Duration::ZERO), 0.0);
         assert_eq!(ratio(1.0, 4.0), 0.25);
         assert_eq!(ratio(1.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn an_rss_trace_and_medians() {
+        let t = RssTrace::of(&[300, 100, 200, 1000, 400, 500, 600, 700, 800, 900]).unwrap();
+        assert_eq!(
+            (t.samples, t.p50_kib, t.p90_kib, t.max_kib),
+            (10, 500, 900, 1000)
+        );
+        assert_eq!(RssTrace::of(&[]), None);
+        assert_eq!(
+            RssTrace::of(&[2048]).unwrap().to_string(),
+            "p50 2.0 MiB, p90 2.0 MiB, max 2.0 MiB (1 samples)"
+        );
+        assert_eq!(median(&[3.0, -1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
     }
 
     #[test]
