@@ -122,6 +122,7 @@ pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
         pods,
         pdbs: shared(pdbs),
         policies: shared(policies),
+        index: Default::default(),
     })
 }
 

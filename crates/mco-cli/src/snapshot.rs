@@ -1,8 +1,8 @@
 //! One consistent-enough read of every object the views need, so that report builders are pure
 //! functions of it and tests can build one by hand.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -24,21 +24,60 @@ pub struct Snapshot {
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     /// Rollout policies; empty where the CRD is not installed.
     pub policies: Vec<Arc<mco_api::RolloutPolicy>>,
+    /// Where each node and MachineConfigNode is, built at the first lookup: reports look every
+    /// node up by name, and scans would make a fleet's report cost its size squared.
+    pub index: NameIndex,
+}
+
+/// Positions in [`Snapshot::nodes`] and [`Snapshot::mcns`] by name. A lookup checks the name
+/// at the position it gets and scans when that fails, so a snapshot changed after its first
+/// lookup is still read right. A clone starts empty: the clone may be changed.
+#[derive(Default)]
+pub struct NameIndex {
+    nodes: OnceLock<HashMap<String, usize>>,
+    mcns: OnceLock<HashMap<String, usize>>,
+}
+
+impl Clone for NameIndex {
+    fn clone(&self) -> Self {
+        NameIndex::default()
+    }
+}
+
+impl std::fmt::Debug for NameIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NameIndex")
+    }
+}
+
+/// `items`' element named `name`, through `index`.
+fn find<'a, K: kube::Resource>(
+    items: &'a [Arc<K>],
+    index: &OnceLock<HashMap<String, usize>>,
+    name: &str,
+) -> Option<&'a K> {
+    let at = index.get_or_init(|| {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (name_of(o.as_ref()).to_string(), i))
+            .collect()
+    });
+    let named = |o: &&Arc<K>| o.meta().name.as_deref() == Some(name);
+    at.get(name)
+        .and_then(|i| items.get(*i))
+        .filter(named)
+        .or_else(|| items.iter().find(named))
+        .map(Arc::as_ref)
 }
 
 impl Snapshot {
     pub fn node(&self, name: &str) -> Option<&Node> {
-        self.nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))
-            .map(Arc::as_ref)
+        find(&self.nodes, &self.index.nodes, name)
     }
 
     pub fn mcn(&self, name: &str) -> Option<&MachineConfigNode> {
-        self.mcns
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))
-            .map(Arc::as_ref)
+        find(&self.mcns, &self.index.mcns, name)
     }
 
     pub fn pool(&self, name: &str) -> Option<&MachineConfigPool> {
@@ -123,4 +162,49 @@ pub fn mcn_condition<'a>(mcn: &'a MachineConfigNode, type_: &str) -> Option<&'a 
 /// Labels of a node, empty when it has none.
 pub fn labels_of(node: &Node) -> BTreeMap<String, String> {
     node.metadata.labels.clone().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, state: &str) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "annotations": {annotations::STATE: state}},
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn lookups_by_name_stay_right_when_the_snapshot_changes_after_them() {
+        let mut snap = Snapshot {
+            nodes: vec![node("a", "Done"), node("b", "Done")],
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            annotation(snap.node("b").unwrap(), annotations::STATE),
+            "Done"
+        );
+        assert!(snap.node("c").is_none());
+        assert!(snap.mcn("a").is_none());
+        // Changed after the index was built: moved, replaced and added.
+        snap.nodes.insert(0, node("c", "Working"));
+        snap.nodes[2] = node("b", "Degraded");
+        assert_eq!(
+            annotation(snap.node("b").unwrap(), annotations::STATE),
+            "Degraded"
+        );
+        assert_eq!(
+            annotation(snap.node("c").unwrap(), annotations::STATE),
+            "Working"
+        );
+        assert_eq!(name_of(snap.node("a").unwrap()), "a");
+        // A clone indexes afresh.
+        let mut copy = snap.clone();
+        copy.nodes.retain(|n| name_of(n.as_ref()) != "c");
+        assert!(copy.node("c").is_none());
+        assert_eq!(name_of(copy.node("b").unwrap()), "b");
+    }
 }
