@@ -344,7 +344,7 @@ pub fn page(f: &Fleet, selected: Option<&str>) -> String {
     out.push_str("</tr></thead><tbody>\n");
     for (name, cells) in &f.table.rows {
         let _ = write!(out, r#"<tr data-row="{}">"#, escape(name));
-        for c in cells {
+        for c in cells.iter() {
             let _ = write!(out, "<td>{}</td>", escape(c));
         }
         out.push_str("</tr>\n");
@@ -429,7 +429,11 @@ mod tests {
         });
         f.table = McnTable {
             header: vec!["NAME".into()],
-            rows: [(evil.to_string(), vec![evil.to_string()])].into(),
+            rows: [(
+                evil.to_string(),
+                std::sync::Arc::new(vec![evil.to_string()]),
+            )]
+            .into(),
         };
         f.events.push(EventView {
             key: "k".into(),

@@ -147,8 +147,8 @@ struct Stores {
 }
 
 impl Stores {
-    /// The view now, sharing `prev`'s view of each node that did not change.
-    fn fleet(&self, prev: Option<&Fleet>, now: jiff::Timestamp) -> Fleet {
+    /// The view now, built after the builder's last.
+    fn fleet(&self, builder: &mut view::Builder, now: jiff::Timestamp) -> Arc<Fleet> {
         let snap = Snapshot {
             now,
             pools: sorted(&self.pools),
@@ -159,7 +159,7 @@ impl Stores {
             ..Snapshot::default()
         };
         let events: Vec<Event> = lock(&self.events).items.values().cloned().collect();
-        view::build_after(prev, &snap, &events)
+        builder.build(&snap, &events)
     }
 }
 
@@ -291,12 +291,10 @@ impl Rebuilder {
         std::thread::Builder::new()
             .name("dashboard-view".into())
             .spawn(move || {
-                // The last view built: the next shares its unchanged node views.
-                let mut last: Option<Arc<Fleet>> = None;
+                // Each view is built after the last: unchanged nodes keep their views.
+                let mut builder = view::Builder::default();
                 for (stores, reply) in rx {
-                    let fleet = Arc::new(stores.fleet(last.as_deref(), jiff::Timestamp::now()));
-                    last = Some(Arc::clone(&fleet));
-                    let _ = reply.send(fleet);
+                    let _ = reply.send(stores.fleet(&mut builder, jiff::Timestamp::now()));
                 }
             })?;
         Ok(Rebuilder { tx })

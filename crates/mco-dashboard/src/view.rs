@@ -229,8 +229,8 @@ pub struct FixView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct McnTable {
     pub header: Vec<String>,
-    /// node name → cells (the first is the name).
-    pub rows: BTreeMap<String, Vec<String>>,
+    /// node name → cells (the first is the name); shared from one view to the next.
+    pub rows: BTreeMap<String, Arc<Vec<String>>>,
 }
 
 /// One Event.
@@ -494,43 +494,6 @@ fn node_view(
     }
 }
 
-/// Seed 002's table from the MachineConfigNode CRD's printer columns (those `kubectl get`
-/// shows without `-o wide`), through the API server's own table code.
-fn mcn_table(snap: &Snapshot) -> McnTable {
-    use mco_apimachinery::table::{PrinterColumn, TableConvertor};
-    let crd = serde_json::to_value(mco_api::mcn::crd()).unwrap_or_default();
-    let columns: Vec<PrinterColumn> = PrinterColumn::from_crd(&crd, "v1")
-        .into_iter()
-        .filter(|c| c.priority == 0)
-        .collect();
-    let Ok(conv) = TableConvertor::for_crd(&columns) else {
-        return McnTable::default();
-    };
-    let header = conv
-        .column_definitions()
-        .iter()
-        .map(|c| c.name.to_uppercase())
-        .collect();
-    let rows = snap
-        .mcns
-        .iter()
-        .filter_map(|m| {
-            let obj = serde_json::to_value(m.as_ref()).ok()?;
-            let cells = conv
-                .cells(&obj, snap.now)
-                .into_iter()
-                .map(|v| match v {
-                    serde_json::Value::String(s) => s,
-                    serde_json::Value::Null => String::new(),
-                    other => other.to_string(),
-                })
-                .collect();
-            Some((name_of(m.as_ref()).to_string(), cells))
-        })
-        .collect();
-    McnTable { header, rows }
-}
-
 fn event_view(e: &Event) -> EventView {
     let time = event_time(e)
         .map(|t| t.strftime("%H:%M:%SZ").to_string())
@@ -665,71 +628,168 @@ fn rollout_view(
 
 /// The view of `snap` and `events` (any order; the newest [`MAX_EVENTS`] are kept).
 pub fn build(snap: &Snapshot, events: &[Event]) -> Fleet {
-    build_after(None, snap, events)
+    Builder::default().build(snap, events).as_ref().clone()
 }
 
-/// As [`build`], sharing `prev`'s view of each node whose view did not change.
-pub fn build_after(prev: Option<&Fleet>, snap: &Snapshot, events: &[Event]) -> Fleet {
-    let report = status::build(snap);
-    let pools = report
-        .pools
-        .iter()
-        .map(|p| {
-            let rollout = rollout_view(snap, &report, p);
-            PoolView {
-                name: p.name.clone(),
-                updated: p.updated,
-                total: p.total,
-                target: p.target.clone(),
-                paused: p.paused,
-                degraded: p.degraded,
-                max_unavailable: p.max_unavailable,
-                eta: status::pool_line(p)[4].clone(),
-                halted: report.halted.iter().any(|(pool, _)| *pool == p.name)
-                    || rollout.as_ref().is_some_and(|r| {
-                        r.halt.is_some() || r.phase == mco_rollout::policy::phases::HALTED
-                    }),
-                rollout,
-            }
-        })
-        .collect();
-    let membership = snap.membership();
-    let mcns: HashMap<&str, &Arc<MachineConfigNode>> =
-        snap.mcns.iter().map(|m| (name_of(m.as_ref()), m)).collect();
-    let blocked = drain::blocked_drains(snap);
-    let blocked: HashMap<&str, &BlockedDrain> =
-        blocked.iter().map(|b| (b.node.as_str(), b)).collect();
-    let nodes = snap
-        .nodes
-        .iter()
-        .map(|n| {
+/// What a node's view was built from.
+struct Source {
+    node: Arc<Node>,
+    mcn: Option<Arc<MachineConfigNode>>,
+    /// The view runs with the clock or reads more than its own objects: a phase in
+    /// progress, a blocked drain, a degraded node's findings.
+    live: bool,
+}
+
+/// Builds successive views of a cluster, each after the last. A node's view is built again
+/// only when its Node or MachineConfigNode is a different object than last time (a watch
+/// replaces an object when it changes), its pool changed, or its view runs with the clock;
+/// otherwise the last view stands, shared. A table row follows its MachineConfigNode the same
+/// way. In a rollout of a thousand nodes most are waiting or done at any moment, so a rebuild
+/// costs the nodes that move, not the fleet.
+#[derive(Default)]
+pub struct Builder {
+    last: Option<Arc<Fleet>>,
+    sources: HashMap<String, Source>,
+    rows: HashMap<String, (Arc<MachineConfigNode>, Arc<Vec<String>>)>,
+}
+
+impl Builder {
+    /// The view of `snap` and `events` now.
+    pub fn build(&mut self, snap: &Snapshot, events: &[Event]) -> Arc<Fleet> {
+        let report = status::build(snap);
+        let pools = report
+            .pools
+            .iter()
+            .map(|p| {
+                let rollout = rollout_view(snap, &report, p);
+                PoolView {
+                    name: p.name.clone(),
+                    updated: p.updated,
+                    total: p.total,
+                    target: p.target.clone(),
+                    paused: p.paused,
+                    degraded: p.degraded,
+                    max_unavailable: p.max_unavailable,
+                    eta: status::pool_line(p)[4].clone(),
+                    halted: report.halted.iter().any(|(pool, _)| *pool == p.name)
+                        || rollout.as_ref().is_some_and(|r| {
+                            r.halt.is_some() || r.phase == mco_rollout::policy::phases::HALTED
+                        }),
+                    rollout,
+                }
+            })
+            .collect();
+        let membership = snap.membership();
+        let mcns: HashMap<&str, &Arc<MachineConfigNode>> =
+            snap.mcns.iter().map(|m| (name_of(m.as_ref()), m)).collect();
+        let blocked = drain::blocked_drains(snap);
+        let blocked: HashMap<&str, &BlockedDrain> =
+            blocked.iter().map(|b| (b.node.as_str(), b)).collect();
+        let last = self.last.take();
+        let mut sources = HashMap::with_capacity(snap.nodes.len());
+        let mut nodes = BTreeMap::new();
+        for n in &snap.nodes {
             let name = name_of(n.as_ref());
             let pool = membership.primary.get(name).cloned().unwrap_or_default();
-            let v = node_view(
-                snap,
-                n,
-                mcns.get(name).copied(),
-                blocked.get(name).copied(),
-                pool,
-            );
-            let v = match prev.and_then(|p| p.nodes.get(&v.name)) {
-                Some(old) if **old == v => Arc::clone(old),
-                _ => Arc::new(v),
+            let mcn = mcns.get(name).copied();
+            let block = blocked.get(name).copied();
+            let old = last.as_ref().and_then(|f| f.nodes.get(name));
+            let standing = self.sources.remove(name).filter(|src| {
+                !src.live
+                    && block.is_none()
+                    && Arc::ptr_eq(&src.node, n)
+                    && match (&src.mcn, mcn) {
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                        (None, None) => true,
+                        _ => false,
+                    }
+            });
+            let view = match old {
+                Some(v) if standing.is_some() && v.pool == pool => Arc::clone(v),
+                _ => {
+                    let v = node_view(snap, n, mcn, block, pool);
+                    match old {
+                        Some(o) if **o == v => Arc::clone(o),
+                        _ => Arc::new(v),
+                    }
+                }
             };
-            (v.name.clone(), v)
-        })
-        .collect();
-    let mut events: Vec<&Event> = events.iter().collect();
-    events.sort_by_key(|e| std::cmp::Reverse(event_time(e)));
-    Fleet {
-        pools,
-        nodes,
-        table: mcn_table(snap),
-        events: events
+            let live = view.drain.is_some()
+                || !view.findings.is_empty()
+                || view.kind == Kind::Degraded
+                || view.timeline.iter().any(|t| t.status == "Unknown");
+            sources.insert(
+                name.to_string(),
+                Source {
+                    node: Arc::clone(n),
+                    mcn: mcn.cloned(),
+                    live,
+                },
+            );
+            nodes.insert(name.to_string(), view);
+        }
+        self.sources = sources;
+        let mut events: Vec<&Event> = events.iter().collect();
+        events.sort_by_key(|e| std::cmp::Reverse(event_time(e)));
+        let fleet = Arc::new(Fleet {
+            pools,
+            nodes,
+            table: self.table(snap),
+            events: events
+                .into_iter()
+                .take(MAX_EVENTS)
+                .map(event_view)
+                .collect(),
+        });
+        self.last = Some(Arc::clone(&fleet));
+        fleet
+    }
+
+    /// Seed 002's table from the MachineConfigNode CRD's printer columns (those `kubectl get`
+    /// shows without `-o wide`), through the API server's own table code. Its columns read
+    /// the object alone, so a row stands while its MachineConfigNode does.
+    fn table(&mut self, snap: &Snapshot) -> McnTable {
+        use mco_apimachinery::table::{PrinterColumn, TableConvertor};
+        let crd = serde_json::to_value(mco_api::mcn::crd()).unwrap_or_default();
+        let columns: Vec<PrinterColumn> = PrinterColumn::from_crd(&crd, "v1")
             .into_iter()
-            .take(MAX_EVENTS)
-            .map(event_view)
-            .collect(),
+            .filter(|c| c.priority == 0)
+            .collect();
+        let Ok(conv) = TableConvertor::for_crd(&columns) else {
+            return McnTable::default();
+        };
+        let header = conv
+            .column_definitions()
+            .iter()
+            .map(|c| c.name.to_uppercase())
+            .collect();
+        let mut kept = HashMap::with_capacity(snap.mcns.len());
+        let mut rows = BTreeMap::new();
+        for m in &snap.mcns {
+            let name = name_of(m.as_ref());
+            let cells = match self.rows.remove(name) {
+                Some((src, cells)) if Arc::ptr_eq(&src, m) => cells,
+                _ => {
+                    let Ok(obj) = serde_json::to_value(m.as_ref()) else {
+                        continue;
+                    };
+                    Arc::new(
+                        conv.cells(&obj, snap.now)
+                            .into_iter()
+                            .map(|v| match v {
+                                serde_json::Value::String(s) => s,
+                                serde_json::Value::Null => String::new(),
+                                other => other.to_string(),
+                            })
+                            .collect(),
+                    )
+                }
+            };
+            rows.insert(name.to_string(), Arc::clone(&cells));
+            kept.insert(name.to_string(), (Arc::clone(m), cells));
+        }
+        self.rows = kept;
+        McnTable { header, rows }
     }
 }
 
@@ -758,8 +818,13 @@ pub fn delta(old: &Fleet, new: &Fleet) -> Delta {
             .table
             .rows
             .iter()
-            .filter(|(k, v)| old.table.rows.get(*k) != Some(v))
-            .map(|(_, v)| v.clone())
+            .filter(|(k, v)| {
+                !old.table
+                    .rows
+                    .get(*k)
+                    .is_some_and(|o| Arc::ptr_eq(o, v) || o == *v)
+            })
+            .map(|(_, v)| (**v).clone())
             .collect(),
         events: (old.events != new.events).then(|| new.events.clone()),
     }
@@ -969,13 +1034,53 @@ mod tests {
         );
         assert!(d.events.is_none());
         // Built after `a`, the unchanged nodes' views are `a`'s own; the changed one is new.
-        let c = build_after(Some(&a), &s2, &[]);
-        assert_eq!(c, b);
+        let mut builder = Builder::default();
+        let a = builder.build(&s, &[]);
+        let c = builder.build(&s2, &[]);
+        assert_eq!(*c, b);
         assert!(Arc::ptr_eq(&c.nodes["w0"], &a.nodes["w0"]));
         assert!(Arc::ptr_eq(&c.nodes["w2"], &a.nodes["w2"]));
         assert!(!Arc::ptr_eq(&c.nodes["w1"], &a.nodes["w1"]));
         let d2 = delta(&a, &c);
         assert_eq!((d2.nodes.len(), d2.removed), (1, vec!["w3".to_string()]));
+    }
+
+    #[test]
+    fn a_builder_builds_again_only_the_nodes_that_changed_or_run_with_the_clock() {
+        let s = snap();
+        let mut b = Builder::default();
+        let f1 = b.build(&s, &[]);
+        let mut s2 = s.clone();
+        s2.now = "2026-01-01T00:06:00Z".parse().unwrap();
+        let f2 = b.build(&s2, &[]);
+        // w0 is done and w3 waits: their objects are the same, so their views stand.
+        assert!(Arc::ptr_eq(&f1.nodes["w0"], &f2.nodes["w0"]));
+        assert!(Arc::ptr_eq(&f1.nodes["w3"], &f2.nodes["w3"]));
+        assert!(Arc::ptr_eq(&f1.table.rows["w0"], &f2.table.rows["w0"]));
+        // w1 drains: its phase runs with the clock, a minute more than before.
+        let drained = |f: &Fleet| f.nodes["w1"].timeline.last().unwrap().duration.clone();
+        assert_eq!(
+            (drained(&f1), drained(&f2)),
+            ("5m00s".to_string(), "6m00s".to_string())
+        );
+        // A changed Node is built again, whatever the clock.
+        let mut s3 = s2.clone();
+        s3.nodes[0] = NodeBuilder::new("w0")
+            .role("worker")
+            .current_config("rendered-worker-b")
+            .desired_config("rendered-worker-b")
+            .state("Working")
+            .build()
+            .into();
+        let f3 = b.build(&s3, &[]);
+        assert_eq!(f3.nodes["w0"].kind, Kind::Updating);
+        assert!(Arc::ptr_eq(&f2.nodes["w3"], &f3.nodes["w3"]));
+        // Each view equals one built from nothing.
+        assert_eq!(*f3, build(&s3, &[]));
+        // A node gone is gone from the view and from what the builder keeps.
+        s3.nodes.remove(3);
+        assert!(!b.build(&s3, &[]).nodes.contains_key("w3"));
+        assert!(!b.sources.contains_key("w3"));
     }
 
     /// A MachineConfigNode whose conditions changed at the given `HH:MM:SS` of 2026-01-01.
