@@ -26,7 +26,7 @@ impl fmt::Display for Summary {
 }
 
 /// Nearest-rank percentile (`p` in 0..=100) of sorted samples; `None` when empty.
-pub fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
     if sorted.is_empty() {
         return None;
     }
@@ -59,15 +59,11 @@ impl RssTrace {
     pub fn of(samples: &[u64]) -> Option<RssTrace> {
         let mut v = samples.to_vec();
         v.sort_unstable();
-        let at = |p: f64| {
-            let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-            v[rank.clamp(1, v.len()) - 1]
-        };
         Some(RssTrace {
             samples: v.len(),
             max_kib: *v.last()?,
-            p50_kib: at(50.0),
-            p90_kib: at(90.0),
+            p50_kib: percentile(&v, 50.0)?,
+            p90_kib: percentile(&v, 90.0)?,
         })
     }
 }
