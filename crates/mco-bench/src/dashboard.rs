@@ -168,11 +168,16 @@ impl fmt::Display for DashboardReport {
         let o = &first.with.opts;
         writeln!(
             f,
-            "dashboard: {} workers + {} masters, {} s reboots; {} pairs of rollouts, each without then with the dashboard open",
+            "dashboard: {} workers + {} masters, {} s reboots; {} pairs of rollouts, each without then with the dashboard{}",
             o.workers,
             o.masters,
             o.reboot_seconds,
-            self.pairs.len()
+            self.pairs.len(),
+            if o.page {
+                " open"
+            } else {
+                " served to no page"
+            }
         )?;
         let rss = |r: &RolloutReport| {
             r.rss_during
@@ -242,7 +247,7 @@ pub async fn run(opts: RolloutOpts, pairs: usize) -> Result<DashboardReport, Err
             ..opts.clone()
         })
         .await?;
-        if with.page.is_none() {
+        if opts.page && with.page.is_none() {
             return Err(Error::Bench("the page measured nothing".into()));
         }
         out.push(Pair { without, with });

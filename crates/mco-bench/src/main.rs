@@ -88,6 +88,10 @@ enum Bench {
         /// Pairs of rollouts (without, with); the RSS added is their median.
         #[arg(long, default_value_t = 3)]
         pairs: usize,
+        /// Open no page: what the dashboard's watches and view add alone, without the page's
+        /// event stream (the page goal is then not judged).
+        #[arg(long)]
+        no_page: bool,
     },
     /// The same rollout on the embedded server and on a real kube-apiserver (scripts/real-kube),
     /// each with the controller as its own process: wall time, efficiency, requests per update
@@ -224,8 +228,16 @@ async fn main() -> anyhow::Result<()> {
             let r = rollout::run(args.opts(cli.max_secs, cli.work_dir)).await?;
             println!("{r}");
         }
-        Bench::Dashboard { rollout, pairs } => {
-            let r = dashboard::run(rollout.opts(cli.max_secs, cli.work_dir), pairs).await?;
+        Bench::Dashboard {
+            rollout,
+            pairs,
+            no_page,
+        } => {
+            let opts = rollout::RolloutOpts {
+                page: !no_page,
+                ..rollout.opts(cli.max_secs, cli.work_dir)
+            };
+            let r = dashboard::run(opts, pairs).await?;
             println!("{r}");
         }
         Bench::Servers {
@@ -250,6 +262,7 @@ async fn main() -> anyhow::Result<()> {
                     controller_process: true,
                     idle: Duration::from_secs(idle_seconds),
                     dashboard: false,
+                    page: false,
                 },
                 real_kube,
             })

@@ -61,6 +61,9 @@ pub struct RolloutOpts {
     /// Serve the dashboard and follow the rollout in a headless Chromium (the `dashboard`
     /// bench); otherwise `--dashboard-listen off`.
     pub dashboard: bool,
+    /// With `dashboard`, whether the headless Chromium follows it; without, the dashboard
+    /// serves no one, and the run measures its watches and view alone.
+    pub page: bool,
 }
 
 impl Default for RolloutOpts {
@@ -77,6 +80,7 @@ impl Default for RolloutOpts {
             controller_process: false,
             idle: Duration::ZERO,
             dashboard: false,
+            page: true,
         }
     }
 }
@@ -625,7 +629,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         Some(after.own().saturating_sub(before.own()) as f64 / t.elapsed().as_secs_f64())
     };
     // The page is open from before the rollout to its end, as someone watching it would be.
-    let page = if opts.dashboard {
+    let page = if opts.dashboard && opts.page {
         let log = log_path.clone();
         Some(
             tokio::task::spawn_blocking(move || crate::dashboard::Page::open(&log, total))
