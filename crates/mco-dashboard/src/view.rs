@@ -651,6 +651,8 @@ pub struct Builder {
     last: Option<Arc<Fleet>>,
     sources: HashMap<String, Source>,
     rows: HashMap<String, (Arc<MachineConfigNode>, Arc<Vec<String>>)>,
+    /// Seed 002's columns and their header, from the CRD once rather than on every rebuild.
+    columns: Option<(mco_apimachinery::table::TableConvertor, Vec<String>)>,
 }
 
 impl Builder {
@@ -750,19 +752,26 @@ impl Builder {
     /// the object alone, so a row stands while its MachineConfigNode does.
     fn table(&mut self, snap: &Snapshot) -> McnTable {
         use mco_apimachinery::table::{PrinterColumn, TableConvertor};
-        let crd = serde_json::to_value(mco_api::mcn::crd()).unwrap_or_default();
-        let columns: Vec<PrinterColumn> = PrinterColumn::from_crd(&crd, "v1")
-            .into_iter()
-            .filter(|c| c.priority == 0)
-            .collect();
-        let Ok(conv) = TableConvertor::for_crd(&columns) else {
+        if self.columns.is_none() {
+            let crd = serde_json::to_value(mco_api::mcn::crd()).unwrap_or_default();
+            let columns: Vec<PrinterColumn> = PrinterColumn::from_crd(&crd, "v1")
+                .into_iter()
+                .filter(|c| c.priority == 0)
+                .collect();
+            let Ok(conv) = TableConvertor::for_crd(&columns) else {
+                return McnTable::default();
+            };
+            let header = conv
+                .column_definitions()
+                .iter()
+                .map(|c| c.name.to_uppercase())
+                .collect();
+            self.columns = Some((conv, header));
+        }
+        let Some((conv, header)) = &self.columns else {
             return McnTable::default();
         };
-        let header = conv
-            .column_definitions()
-            .iter()
-            .map(|c| c.name.to_uppercase())
-            .collect();
+        let header = header.clone();
         let mut kept = HashMap::with_capacity(snap.mcns.len());
         let mut rows = BTreeMap::new();
         for m in &snap.mcns {
