@@ -208,8 +208,14 @@ async fn suffix<K: Generator>(
     if let Some(s) = obj.annotations().get(MC_NAME_SUFFIX) {
         return Ok(Ok(s.clone()));
     }
-    let all = api.list(&ListParams::default()).await?.items;
+    // The cache may not have our own earlier patch yet: read the object itself, and patch it
+    // only at the version read, so a suffix once given is never replaced by another.
     let name = obj.name_any();
+    let fresh = api.get(&name).await?;
+    if let Some(s) = fresh.annotations().get(MC_NAME_SUFFIX) {
+        return Ok(Ok(s.clone()));
+    }
+    let all = api.list(&ListParams::default()).await?.items;
     let siblings: Vec<Option<String>> = all
         .iter()
         .filter(|o| o.name_any() != name && o.meta().deletion_timestamp.is_none())
@@ -224,7 +230,10 @@ async fn suffix<K: Generator>(
         Ok(s) => s,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let patch = json!({"metadata": {"annotations": {MC_NAME_SUFFIX: s}}});
+    let patch = json!({"metadata": {
+        "annotations": {MC_NAME_SUFFIX: s},
+        "resourceVersion": fresh.resource_version(),
+    }});
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(Ok(s))
