@@ -9,6 +9,9 @@
 //! rollout peaked at 2.3 GiB RSS instead of 0.7 GiB. So the process opts out of huge pages before
 //! it allocates in earnest; this also covers hosts whose THP setting is `always`.
 
+/// `--features system-alloc` keeps glibc's allocator, which heap profilers such as heaptrack
+/// follow; mimalloc's allocations are invisible to them.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
