@@ -113,12 +113,31 @@ where
     (store, stream)
 }
 
-/// Drops what no view reads of a Node's status: its image list alone is tens of kilobytes on
-/// a real node, and a thousand nodes would keep it all. Conditions stay.
+/// Keeps only what a view reads of a Node: its labels (pool selectors may name any), mco's
+/// annotations, `spec.unschedulable` and the Ready condition. A real node's status carries
+/// tens of kilobytes of images, and its annotations kilobytes of network plugin state; a
+/// thousand nodes would keep it all.
 fn slim_node(n: &mut Node) {
+    if let Some(a) = n.metadata.annotations.as_mut() {
+        a.retain(|k, _| {
+            k.strip_prefix(mco_api::constants::PREFIX)
+                .is_some_and(|r| r.starts_with('/'))
+                || k.starts_with(mco_api::rollouts::ANNOTATION_PREFIX)
+        });
+    }
+    if let Some(s) = n.spec.as_mut() {
+        *s = k8s_openapi::api::core::v1::NodeSpec {
+            unschedulable: s.unschedulable,
+            ..Default::default()
+        };
+    }
     if let Some(s) = n.status.as_mut() {
+        let mut conditions = s.conditions.take();
+        if let Some(c) = conditions.as_mut() {
+            c.retain(|c| c.type_ == "Ready");
+        }
         *s = k8s_openapi::api::core::v1::NodeStatus {
-            conditions: s.conditions.take(),
+            conditions,
             ..Default::default()
         };
     }
@@ -367,12 +386,19 @@ mod tests {
     }
 
     #[test]
-    fn a_node_keeps_its_conditions_and_metadata_only() {
+    fn a_node_keeps_only_what_a_view_reads() {
         let mut n: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "w0", "annotations": {"machineconfiguration.openshift.io/state": "Done"}},
-            "spec": {"unschedulable": true},
+            "metadata": {"name": "w0", "labels": {"node-role.kubernetes.io/worker": ""}, "annotations": {
+                "machineconfiguration.openshift.io/state": "Done",
+                "rollouts.mco.dev/node-checks": "{}",
+                "k8s.ovn.org/node-subnets": "{\"default\":[\"10.128.2.0/23\"]}",
+                "machineconfiguration.openshift.io.evil/x": "",
+            }},
+            "spec": {"unschedulable": true, "podCIDR": "10.128.2.0/23",
+                "taints": [{"key": "k", "effect": "NoSchedule"}]},
             "status": {
-                "conditions": [{"type": "Ready", "status": "True"}],
+                "conditions": [{"type": "MemoryPressure", "status": "False"},
+                    {"type": "Ready", "status": "True"}],
                 "images": [{"names": ["quay.io/a@sha256:0"], "sizeBytes": 1}],
                 "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "",
                     "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "",
@@ -380,12 +406,34 @@ mod tests {
             },
         }))
         .unwrap();
+        let facts = mco_cli::snapshot::NodeFacts::of(&n);
         slim_node(&mut n);
+        assert_eq!(
+            mco_cli::snapshot::NodeFacts::of(&n),
+            facts,
+            "what the views read is unchanged"
+        );
         let status = n.status.as_ref().unwrap();
-        assert_eq!(status.conditions.as_ref().unwrap()[0].type_, "Ready");
+        let types: Vec<_> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| &c.type_)
+            .collect();
+        assert_eq!(types, ["Ready"]);
         assert!(status.images.is_none() && status.node_info.is_none());
-        assert_eq!(n.spec.unwrap().unschedulable, Some(true));
-        assert_eq!(n.metadata.annotations.unwrap().len(), 1);
+        let spec = n.spec.unwrap();
+        assert_eq!(spec.unschedulable, Some(true));
+        assert!(spec.taints.is_none() && spec.pod_cidr.is_none());
+        let kept: Vec<_> = n.metadata.annotations.unwrap().into_keys().collect();
+        assert_eq!(
+            kept,
+            [
+                "machineconfiguration.openshift.io/state",
+                "rollouts.mco.dev/node-checks"
+            ]
+        );
+        assert_eq!(n.metadata.labels.unwrap().len(), 1);
     }
 
     #[test]
