@@ -14,7 +14,7 @@ use std::time::Duration;
 use mco_testkit::browser::Browser;
 
 use crate::Error;
-use crate::rollout::{self, RolloutOpts, RolloutReport};
+use crate::rollout::{self, Dashboard, RolloutOpts, RolloutReport};
 use crate::stats::mib;
 
 /// Goal: the page applies any batch of updates (script, style and layout) within this.
@@ -173,7 +173,7 @@ impl fmt::Display for DashboardReport {
             o.masters,
             o.reboot_seconds,
             self.pairs.len(),
-            if o.page {
+            if o.dashboard == Dashboard::Watched {
                 " open"
             } else {
                 " served to no page"
@@ -232,22 +232,19 @@ impl fmt::Display for DashboardReport {
     }
 }
 
-/// `pairs` times: the rollout without the dashboard, then with it. Interleaved, so a machine
+/// `pairs` times: the rollout without the dashboard, then with it as `opts.dashboard` says
+/// (served, or watched by a page). Interleaved, so a machine
 /// that slows or speeds up over the bench weighs on both sides alike.
 pub async fn run(opts: RolloutOpts, pairs: usize) -> Result<DashboardReport, Error> {
     let mut out = Vec::with_capacity(pairs);
     for _ in 0..pairs.max(1) {
         let without = rollout::run(RolloutOpts {
-            dashboard: false,
+            dashboard: Dashboard::Off,
             ..opts.clone()
         })
         .await?;
-        let with = rollout::run(RolloutOpts {
-            dashboard: true,
-            ..opts.clone()
-        })
-        .await?;
-        if opts.page && with.page.is_none() {
+        let with = rollout::run(opts.clone()).await?;
+        if opts.dashboard == Dashboard::Watched && with.page.is_none() {
             return Err(Error::Bench("the page measured nothing".into()));
         }
         out.push(Pair { without, with });

@@ -97,18 +97,8 @@ enum Bench {
     /// each with the controller as its own process: wall time, efficiency, requests per update
     /// and the controller's CPU.
     Servers {
-        /// The mco binary (build it with `cargo build --release -p mco`).
-        #[arg(long, default_value = "target/release/mco")]
-        mco_bin: PathBuf,
-        /// Worker nodes (the pool rolled out).
-        #[arg(long, default_value_t = 100)]
-        nodes: usize,
-        #[arg(long, default_value_t = 3)]
-        masters: usize,
-        #[arg(long, default_value_t = 1.0)]
-        reboot_seconds: f64,
-        #[arg(long, default_value_t = 10)]
-        max_unavailable_percent: u32,
+        #[command(flatten)]
+        rollout: RolloutArgs,
         /// The idle window before each rollout whose request rate is subtracted, in seconds.
         #[arg(long, default_value_t = 10)]
         idle_seconds: u64,
@@ -123,9 +113,10 @@ struct RolloutArgs {
     /// The mco binary (build it with `cargo build --release -p mco`).
     #[arg(long, default_value = "target/release/mco")]
     mco_bin: PathBuf,
-    /// Worker nodes (the pool rolled out).
-    #[arg(long, default_value_t = 1000)]
-    nodes: usize,
+    /// Worker nodes (the pool rolled out) [default: 1000; 100 for `servers`, which starts a
+    /// real control plane beside them].
+    #[arg(long)]
+    nodes: Option<usize>,
     #[arg(long, default_value_t = 3)]
     masters: usize,
     #[arg(long, default_value_t = 1.0)]
@@ -136,11 +127,11 @@ struct RolloutArgs {
 }
 
 impl RolloutArgs {
-    fn opts(self, max_secs: u64, work_dir: PathBuf) -> rollout::RolloutOpts {
+    fn opts(self, nodes: usize, max_secs: u64, work_dir: PathBuf) -> rollout::RolloutOpts {
         rollout::RolloutOpts {
             mco_bin: self.mco_bin,
             masters: self.masters,
-            workers: self.nodes,
+            workers: self.nodes.unwrap_or(nodes),
             reboot_seconds: self.reboot_seconds,
             max_unavailable_percent: self.max_unavailable_percent,
             max: Duration::from_secs(max_secs.max(900)),
@@ -225,7 +216,7 @@ async fn main() -> anyhow::Result<()> {
             println!("{r}");
         }
         Bench::Rollout(args) => {
-            let r = rollout::run(args.opts(cli.max_secs, cli.work_dir)).await?;
+            let r = rollout::run(args.opts(1000, cli.max_secs, cli.work_dir)).await?;
             println!("{r}");
         }
         Bench::Dashboard {
@@ -234,35 +225,26 @@ async fn main() -> anyhow::Result<()> {
             no_page,
         } => {
             let opts = rollout::RolloutOpts {
-                page: !no_page,
-                ..rollout.opts(cli.max_secs, cli.work_dir)
+                dashboard: if no_page {
+                    rollout::Dashboard::Served
+                } else {
+                    rollout::Dashboard::Watched
+                },
+                ..rollout.opts(1000, cli.max_secs, cli.work_dir)
             };
             let r = dashboard::run(opts, pairs).await?;
             println!("{r}");
         }
         Bench::Servers {
-            mco_bin,
-            nodes,
-            masters,
-            reboot_seconds,
-            max_unavailable_percent,
+            rollout,
             idle_seconds,
             real_kube,
         } => {
             let r = servers::run(servers::ServersOpts {
                 rollout: rollout::RolloutOpts {
-                    mco_bin,
-                    masters,
-                    workers: nodes,
-                    reboot_seconds,
-                    max_unavailable_percent,
-                    max: Duration::from_secs(cli.max_secs.max(900)),
-                    work_dir: cli.work_dir,
-                    kubeconfig: None,
                     controller_process: true,
                     idle: Duration::from_secs(idle_seconds),
-                    dashboard: false,
-                    page: false,
+                    ..rollout.opts(100, cli.max_secs, cli.work_dir)
                 },
                 real_kube,
             })

@@ -58,12 +58,20 @@ pub struct RolloutOpts {
     /// background traffic (heartbeats, leases, a real cluster's controllers), subtracted at
     /// that rate from the rollout's count.
     pub idle: Duration,
-    /// Serve the dashboard and follow the rollout in a headless Chromium (the `dashboard`
-    /// bench); otherwise `--dashboard-listen off`.
-    pub dashboard: bool,
-    /// With `dashboard`, whether the headless Chromium follows it; without, the dashboard
-    /// serves no one, and the run measures its watches and view alone.
-    pub page: bool,
+    /// Whether `mco up` serves the dashboard, and whether a page follows it.
+    pub dashboard: Dashboard,
+}
+
+/// What a run does with the dashboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dashboard {
+    /// `--dashboard-listen off`.
+    #[default]
+    Off,
+    /// Served to no page: the run measures its watches and view alone.
+    Served,
+    /// Served and followed by a headless Chromium, which times each batch of updates.
+    Watched,
 }
 
 impl Default for RolloutOpts {
@@ -79,8 +87,7 @@ impl Default for RolloutOpts {
             kubeconfig: None,
             controller_process: false,
             idle: Duration::ZERO,
-            dashboard: false,
-            page: true,
+            dashboard: Dashboard::Off,
         }
     }
 }
@@ -460,7 +467,11 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         .args(["--mcs-listen", "127.0.0.1:0"])
         .args([
             "--dashboard-listen",
-            if opts.dashboard { "127.0.0.1:0" } else { "off" },
+            if opts.dashboard == Dashboard::Off {
+                "off"
+            } else {
+                "127.0.0.1:0"
+            },
         ]);
     match &opts.kubeconfig {
         Some(kc) => cmd.arg("--kubeconfig").arg(kc),
@@ -629,7 +640,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         Some(after.own().saturating_sub(before.own()) as f64 / t.elapsed().as_secs_f64())
     };
     // The page is open from before the rollout to its end, as someone watching it would be.
-    let page = if opts.dashboard && opts.page {
+    let page = if opts.dashboard == Dashboard::Watched {
         let log = log_path.clone();
         Some(
             tokio::task::spawn_blocking(move || crate::dashboard::Page::open(&log, total))
