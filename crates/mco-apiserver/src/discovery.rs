@@ -1,6 +1,7 @@
 //! Discovery documents (legacy and aggregated) and OpenAPI v3, generated from the registry.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use mco_apimachinery::openapi::{OpenApiResource, OpenApiV3, builtin_resources};
 use serde_json::{Value, json};
@@ -237,16 +238,18 @@ pub fn version_info() -> Value {
         "platform": "linux/amd64"})
 }
 
-/// Every OpenAPI v3 document for what is served right now. Built per request: the
-/// documents are small and kubectl fetches them once per `apply`.
-pub fn openapi(reg: &Registry) -> OpenApiV3 {
-    let mut resources = builtin_resources();
-    for r in reg.all() {
-        if let Some(crd) = &r.crd_object {
-            resources.extend(OpenApiResource::from_crd(crd));
+/// Every OpenAPI v3 document for what is served right now, built again only when the set
+/// of resources changed.
+pub fn openapi(reg: &Registry) -> Arc<OpenApiV3> {
+    reg.openapi(|all| {
+        let mut resources = builtin_resources();
+        for r in all {
+            if let Some(crd) = &r.crd_object {
+                resources.extend(OpenApiResource::from_crd(crd));
+            }
         }
-    }
-    OpenApiV3::build(&resources)
+        OpenApiV3::build(&resources)
+    })
 }
 
 #[cfg(test)]
@@ -309,5 +312,35 @@ mod tests {
                 .contains("?hash=")
         );
         assert!(o.document("api/v1").is_some());
+    }
+
+    #[test]
+    fn openapi_documents_are_built_again_only_when_the_resources_change() {
+        let r = Registry::new();
+        let first = openapi(&r);
+        assert!(
+            Arc::ptr_eq(&first, &openapi(&r)),
+            "unchanged: the same build"
+        );
+        let crd = |plural: &str| {
+            json!({"metadata": {"name": format!("{plural}.x.io")}, "spec": {"group": "x.io", "scope": "Cluster",
+                "names": {"plural": plural, "kind": "W"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}})
+        };
+        r.upsert_crd(&crd("ws")).unwrap();
+        let added = openapi(&r);
+        assert!(!Arc::ptr_eq(&first, &added));
+        assert!(first.document("apis/x.io/v1").is_none());
+        assert!(
+            added.document("apis/x.io/v1").is_some(),
+            "a new CRD shows at once"
+        );
+        assert!(Arc::ptr_eq(&added, &openapi(&r)));
+        r.remove_crd(&crd("ws")).unwrap();
+        assert!(
+            openapi(&r).document("apis/x.io/v1").is_none(),
+            "a removed CRD is gone at once"
+        );
+        assert!(r.remove_crd(&crd("ws")).is_none());
     }
 }
