@@ -63,10 +63,9 @@ pub struct RolloutOpts {
 }
 
 /// What a run does with the dashboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dashboard {
     /// `--dashboard-listen off`.
-    #[default]
     Off,
     /// Served to no page: the run measures its watches and view alone.
     Served,
@@ -828,7 +827,10 @@ async fn until_quiet(client: &kube::Client, max: Duration) -> Result<(), Error> 
         }
         if Instant::now() >= deadline {
             return Err(Error::Timeout {
-                what: "no Node or MachineConfigNode written for 3 s before the idle window".into(),
+                what: format!(
+                    "no Node or MachineConfigNode written for {} s before the idle window",
+                    QUIET.as_secs()
+                ),
                 secs: max.as_secs(),
             });
         }
@@ -927,11 +929,7 @@ impl Requests {
 
     /// Dispatched under [`COMPONENT_FLOW_SCHEMAS`].
     fn components(&self) -> u64 {
-        self.by_schema
-            .iter()
-            .filter(|(s, _)| COMPONENT_FLOW_SCHEMAS.contains(&s.as_str()))
-            .map(|(_, n)| n)
-            .sum()
+        components_of(&self.by_schema)
     }
 
     /// All but the components'.
@@ -964,8 +962,13 @@ fn top_of(
 /// Requests dispatched under [`COMPONENT_FLOW_SCHEMAS`]
 /// (`apiserver_flowcontrol_dispatched_requests_total`).
 pub fn component_requests(metrics: &str) -> u64 {
-    schema_requests(metrics)
-        .into_iter()
+    components_of(&schema_requests(metrics))
+}
+
+/// Of requests by flow schema, those under [`COMPONENT_FLOW_SCHEMAS`].
+fn components_of(by_schema: &std::collections::BTreeMap<String, u64>) -> u64 {
+    by_schema
+        .iter()
         .filter(|(s, _)| COMPONENT_FLOW_SCHEMAS.contains(&s.as_str()))
         .map(|(_, n)| n)
         .sum()
