@@ -143,6 +143,27 @@ fn slim_node(n: &mut Node) {
     }
 }
 
+/// Keeps only what a view reads of a MachineConfigNode: its name, creation time, spec and
+/// conditions. A `False` condition is read by its status alone (seed 002's cells, a phase not
+/// entered), so its message goes: most of a node's conditions are `False` at any time, each with
+/// a sentence such as "This node has not yet entered the Drained phase". Its reason stays (the
+/// ETA tells a phase not entered by `NotYetOccurred`).
+fn slim_mcn(m: &mut MachineConfigNode) {
+    let meta = &mut m.metadata;
+    meta.labels = None;
+    meta.annotations = None;
+    meta.owner_references = None;
+    if let Some(s) = m.status.as_mut() {
+        for c in s.conditions.iter_mut().filter(|c| c.status == "False") {
+            c.message = String::new();
+        }
+        s.pinned_image_sets = None;
+        s.config_image = None;
+        s.irreconcilable_changes = None;
+        s.most_recent_error = String::new();
+    }
+}
+
 /// Every object of a store, by name: the stores keep no order, the view's pools do. The
 /// objects are shared with the store, not copied: a rebuild at a thousand nodes would otherwise
 /// copy every Node and MachineConfigNode.
@@ -211,7 +232,8 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
         Ok(api) => {
             let (mcns, changes) = reflected(
                 watch(api, cfg.clone())
-                    .filter_map(|e| async move { e.map(typed_event).transpose() }),
+                    .filter_map(|e| async move { e.map(typed_event).transpose() })
+                    .modify(slim_mcn),
             );
             streams.push(changes);
             mcns
@@ -434,6 +456,80 @@ mod tests {
             ]
         );
         assert_eq!(n.metadata.labels.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_machine_config_node_keeps_only_what_a_view_reads() {
+        let cond = |t: &str, s: &str, r: &str, at: i64| {
+            serde_json::json!({"type": t, "status": s, "reason": r,
+                "message": format!("{t} is {s}: a sentence of its own"),
+                "lastTransitionTime": jiff::Timestamp::from_second(1_000 + at).unwrap().to_string()})
+        };
+        let mut m: MachineConfigNode = serde_json::from_value(serde_json::json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+            "metadata": {"name": "w0", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"a": "b"}, "annotations": {"c": "d"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "w0", "uid": "u"}]},
+            "spec": {"node": {"name": "w0"}, "pool": {"name": "worker"},
+                "configVersion": {"desired": "rendered-worker-2"}},
+            "status": {
+                "conditions": [
+                    cond("Updated", "False", "Updated", 0),
+                    cond("UpdatePrepared", "True", "UpdatePrepared", 10),
+                    cond("UpdateExecuted", "Unknown", "UpdateExecuted", 20),
+                    cond("Cordoned", "True", "Cordoned", 30),
+                    cond("Drained", "Unknown", "Drained", 40),
+                    cond("RebootedNode", "False", "NotYetOccurred", 0),
+                    cond("NodeDegraded", "True", "NodeDegraded", 50),
+                ],
+                "configVersion": {"current": "rendered-worker-1", "desired": "rendered-worker-2"},
+                "health": "Healthy", "mostRecentError": "x", "observedGeneration": 3,
+                "pinnedImageSets": [{"name": "p"}], "irreconcilableChanges": [{"x": 1}],
+            },
+        }))
+        .unwrap();
+        let now = jiff::Timestamp::from_second(2_000).unwrap();
+        let facts = mco_cli::snapshot::NodeFacts::of(&Node::default());
+        let columns = {
+            use mco_apimachinery::table::{PrinterColumn, TableConvertor};
+            let crd = serde_json::to_value(mco_api::mcn::crd()).unwrap();
+            TableConvertor::for_crd(&PrinterColumn::from_crd(&crd, "v1")).unwrap()
+        };
+        let read = |m: &MachineConfigNode| {
+            (
+                mco_cli::phase::current_phase(m),
+                view::timeline(m, now),
+                mco_cli::phase::completed_update_duration(m),
+                mco_cli::status::degraded_reason(&facts, Some(m)),
+                columns.cells(&serde_json::to_value(m).unwrap(), now),
+                m.spec.clone(),
+            )
+        };
+        let before = read(&m);
+        slim_mcn(&mut m);
+        assert_eq!(read(&m), before, "what the views read is unchanged");
+        let status = m.status.as_ref().unwrap();
+        let kept: Vec<_> = status
+            .conditions
+            .iter()
+            .filter(|c| !c.message.is_empty())
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "UpdatePrepared",
+                "UpdateExecuted",
+                "Cordoned",
+                "Drained",
+                "NodeDegraded"
+            ],
+            "only a False condition loses its message"
+        );
+        assert_eq!(status.conditions.len(), 7, "every condition stays");
+        assert!(status.pinned_image_sets.is_none() && status.irreconcilable_changes.is_none());
+        assert!(m.metadata.labels.is_none() && m.metadata.owner_references.is_none());
+        assert_eq!(m.metadata.name.as_deref(), Some("w0"));
     }
 
     #[test]
