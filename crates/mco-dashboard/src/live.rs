@@ -47,7 +47,9 @@ impl Events {
     }
 
     /// Inserts `e`, dropping the oldest beyond the cap.
-    fn insert(map: &mut BTreeMap<String, Event>, e: Event) {
+    fn insert(map: &mut BTreeMap<String, Event>, mut e: Event) {
+        // Nothing reads them, and they are most of an Event's size.
+        e.metadata.managed_fields = None;
         map.insert(Self::key(&e), e);
         if map.len() > KEEP_EVENTS
             && let Some(oldest) = map
@@ -198,7 +200,12 @@ impl Stores {
             policies: sorted(&self.policies),
             ..Snapshot::default()
         };
-        let events: Vec<Event> = lock(&self.events).items.values().cloned().collect();
+        // Only those the view shows are copied: a rebuild copying every kept Event, each with
+        // its managed fields, held megabytes at once.
+        let events: Vec<Event> = view::newest(lock(&self.events).items.values())
+            .into_iter()
+            .cloned()
+            .collect();
         builder.build(&snap, &events)
     }
 }
@@ -378,7 +385,9 @@ mod tests {
 
     fn ev(name: &str, secs: i64) -> Event {
         serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "namespace": "default"},
+            "metadata": {"name": name, "namespace": "default", "managedFields": [
+                {"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:message": {}}}]},
             "involvedObject": {},
             "lastTimestamp": jiff::Timestamp::from_second(secs).unwrap().to_string(),
         }))
@@ -392,6 +401,12 @@ mod tests {
             assert!(s.apply(watcher::Event::Apply(ev(&format!("e{i:04}"), 1_000 + i))));
         }
         assert_eq!(s.items.len(), KEEP_EVENTS, "capped at the limit");
+        assert!(
+            s.items
+                .values()
+                .all(|e| e.metadata.managed_fields.is_none()),
+            "kept without their managed fields"
+        );
         let first = s.items.keys().next().unwrap();
         assert_eq!(first, "default/e0002", "the two oldest were dropped");
         assert!(!s.apply(watcher::Event::Init));

@@ -517,6 +517,14 @@ fn event_view(e: &Event) -> EventView {
     }
 }
 
+/// The newest [`MAX_EVENTS`] of `events`, newest first; of two as new, the earlier in `events`.
+pub fn newest<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<&'a Event> {
+    let mut events: Vec<&Event> = events.into_iter().collect();
+    events.sort_by_key(|e| std::cmp::Reverse(event_time(e)));
+    events.truncate(MAX_EVENTS);
+    events
+}
+
 /// When an Event last happened.
 pub fn event_time(e: &Event) -> Option<jiff::Timestamp> {
     e.last_timestamp
@@ -731,17 +739,11 @@ impl Builder {
             nodes.insert(name.to_string(), view);
         }
         self.sources = sources;
-        let mut events: Vec<&Event> = events.iter().collect();
-        events.sort_by_key(|e| std::cmp::Reverse(event_time(e)));
         let fleet = Arc::new(Fleet {
             pools,
             nodes,
             table: self.table(snap),
-            events: events
-                .into_iter()
-                .take(MAX_EVENTS)
-                .map(event_view)
-                .collect(),
+            events: newest(events).into_iter().map(event_view).collect(),
         });
         self.last = Some(Arc::clone(&fleet));
         fleet
