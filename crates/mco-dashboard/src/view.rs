@@ -646,6 +646,16 @@ struct Source {
     /// The view runs with the clock or reads more than its own objects: a phase in
     /// progress, a blocked drain, a degraded node's findings.
     live: bool,
+    /// The rebuild that last saw the node.
+    seen: u64,
+}
+
+/// A MachineConfigNode's table row and what it was built from.
+struct Row {
+    mcn: Arc<MachineConfigNode>,
+    cells: Arc<Vec<String>>,
+    /// The rebuild that last saw the MachineConfigNode.
+    seen: u64,
 }
 
 /// Builds successive views of a cluster, each after the last. A node's view is built again
@@ -657,8 +667,11 @@ struct Source {
 #[derive(Default)]
 pub struct Builder {
     last: Option<Arc<Fleet>>,
+    /// Counts the rebuilds. The caches below are updated in place and an entry not seen by the
+    /// current rebuild is dropped, so a rebuild allocates a key only for a new node.
+    epoch: u64,
     sources: HashMap<String, Source>,
-    rows: HashMap<String, (Arc<MachineConfigNode>, Arc<Vec<String>>)>,
+    rows: HashMap<String, Row>,
     /// Seed 002's columns and their header, from the CRD once rather than on every rebuild.
     columns: Option<(mco_apimachinery::table::TableConvertor, Vec<String>)>,
 }
@@ -666,6 +679,8 @@ pub struct Builder {
 impl Builder {
     /// The view of `snap` and `events` now.
     pub fn build(&mut self, snap: &Snapshot, events: &[Event]) -> Arc<Fleet> {
+        self.epoch += 1;
+        let epoch = self.epoch;
         let report = status::build(snap);
         let pools = report
             .pools
@@ -696,7 +711,6 @@ impl Builder {
         let blocked: HashMap<&str, &BlockedDrain> =
             blocked.iter().map(|b| (b.node.as_str(), b)).collect();
         let last = self.last.take();
-        let mut sources = HashMap::with_capacity(snap.nodes.len());
         let mut nodes = BTreeMap::new();
         for n in &snap.nodes {
             let name = name_of(n.as_ref());
@@ -704,7 +718,7 @@ impl Builder {
             let mcn = mcns.get(name).copied();
             let block = blocked.get(name).copied();
             let old = last.as_ref().and_then(|f| f.nodes.get(name));
-            let standing = self.sources.remove(name).filter(|src| {
+            let standing = self.sources.get(name).filter(|src| {
                 !src.live
                     && block.is_none()
                     && Arc::ptr_eq(&src.node, n)
@@ -728,17 +742,21 @@ impl Builder {
                 || !view.findings.is_empty()
                 || view.kind == Kind::Degraded
                 || view.timeline.iter().any(|t| t.status == "Unknown");
-            sources.insert(
-                name.to_string(),
-                Source {
-                    node: Arc::clone(n),
-                    mcn: mcn.cloned(),
-                    live,
-                },
-            );
+            let source = Source {
+                node: Arc::clone(n),
+                mcn: mcn.cloned(),
+                live,
+                seen: epoch,
+            };
+            match self.sources.get_mut(name) {
+                Some(s) => *s = source,
+                None => {
+                    self.sources.insert(name.to_string(), source);
+                }
+            }
             nodes.insert(name.to_string(), view);
         }
-        self.sources = sources;
+        self.sources.retain(|_, s| s.seen == epoch);
         let fleet = Arc::new(Fleet {
             pools,
             nodes,
@@ -774,12 +792,12 @@ impl Builder {
             return McnTable::default();
         };
         let header = header.clone();
-        let mut kept = HashMap::with_capacity(snap.mcns.len());
+        let epoch = self.epoch;
         let mut rows = BTreeMap::new();
         for m in &snap.mcns {
             let name = name_of(m.as_ref());
-            let cells = match self.rows.remove(name) {
-                Some((src, cells)) if Arc::ptr_eq(&src, m) => cells,
+            let cells = match self.rows.get(name) {
+                Some(r) if Arc::ptr_eq(&r.mcn, m) => Arc::clone(&r.cells),
                 _ => {
                     let Ok(obj) = serde_json::to_value(m.as_ref()) else {
                         continue;
@@ -797,9 +815,19 @@ impl Builder {
                 }
             };
             rows.insert(name.to_string(), Arc::clone(&cells));
-            kept.insert(name.to_string(), (Arc::clone(m), cells));
+            let row = Row {
+                mcn: Arc::clone(m),
+                cells,
+                seen: epoch,
+            };
+            match self.rows.get_mut(name) {
+                Some(r) => *r = row,
+                None => {
+                    self.rows.insert(name.to_string(), row);
+                }
+            }
         }
-        self.rows = kept;
+        self.rows.retain(|_, r| r.seen == epoch);
         McnTable { header, rows }
     }
 }
@@ -1047,13 +1075,32 @@ mod tests {
         // Built after `a`, the unchanged nodes' views are `a`'s own; the changed one is new.
         let mut builder = Builder::default();
         let a = builder.build(&s, &[]);
+        assert_eq!(
+            (builder.sources.len(), builder.rows.len()),
+            (s.nodes.len(), s.mcns.len())
+        );
         let c = builder.build(&s2, &[]);
         assert_eq!(*c, b);
+        assert!(
+            !builder.sources.contains_key("w3") && !builder.rows.contains_key("w3"),
+            "a node gone leaves the builder's caches"
+        );
+        assert_eq!(
+            (builder.sources.len(), builder.rows.len()),
+            (s2.nodes.len(), s2.mcns.len())
+        );
         assert!(Arc::ptr_eq(&c.nodes["w0"], &a.nodes["w0"]));
         assert!(Arc::ptr_eq(&c.nodes["w2"], &a.nodes["w2"]));
         assert!(!Arc::ptr_eq(&c.nodes["w1"], &a.nodes["w1"]));
         let d2 = delta(&a, &c);
         assert_eq!((d2.nodes.len(), d2.removed), (1, vec!["w3".to_string()]));
+        let mut s3 = s2.clone();
+        s3.mcns.clear();
+        builder.build(&s3, &[]);
+        assert!(
+            builder.rows.is_empty(),
+            "a MachineConfigNode gone leaves its row"
+        );
     }
 
     #[test]
