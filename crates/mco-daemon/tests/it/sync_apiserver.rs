@@ -153,6 +153,13 @@ fn assert_in_order(log: &[(String, String, String)], expected: &[(&str, &str)]) 
 
 /// The Node, settled on `rendered-worker-0`, and its MachineConfigNode, as the controller leaves them.
 async fn settled_node(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
+    let (nodes, mcns) = settled_node_alone(admin).await;
+    create_mcn(&mcns).await;
+    (nodes, mcns)
+}
+
+/// The Node of [`settled_node`] without its MachineConfigNode.
+async fn settled_node_alone(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
     let nodes: Api<Node> = Api::all(admin.clone());
     let node = NodeBuilder::new(NODE)
         .current_config("rendered-worker-0")
@@ -160,7 +167,11 @@ async fn settled_node(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
         .state("Done")
         .build();
     nodes.create(&PostParams::default(), &node).await.unwrap();
-    let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
+    (nodes, Api::all(admin.clone()))
+}
+
+/// The node's MachineConfigNode, as the controller creates it.
+async fn create_mcn(mcns: &Api<MachineConfigNode>) {
     let mcn: MachineConfigNode = serde_json::from_value(json!({
         "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineConfigNode",
         "metadata": {"name": NODE},
@@ -168,7 +179,6 @@ async fn settled_node(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
     }))
     .unwrap();
     mcns.create(&PostParams::default(), &mcn).await.unwrap();
-    (nodes, mcns)
 }
 
 /// An API server in a temp dir with mco's CRDs served, its admin client and the MachineConfig
@@ -684,6 +694,40 @@ async fn reboot_update_to(
 
 /// A force file touched on an idle node is seen by the force-file poll alone (nothing on the
 /// Node changes): the daemon re-applies its config, consumes the file and asks for a reboot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_written_before_the_mcn_exists_lands_once_it_does() {
+    let (server, admin, mcs) = serve_with_crds().await;
+    create_empty_and_file_configs(&mcs).await;
+    // The daemon boots first, as a node can when the controller is slow to make its MCN.
+    let (nodes, mcns) = settled_node_alone(&admin).await;
+    drain_controller(nodes.clone());
+    let sim = SimNode::new(true);
+    let client = server
+        .handle
+        .client_for(Identity::Node(NODE.into()))
+        .await
+        .unwrap();
+    let _task = start_daemon(client, &sim);
+    wait_done(&nodes, "rendered-worker-0").await;
+    eventually("the daemon's first status write to find no MCN", 30, || async {
+        let missed = r#"verb="GET",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="",code="404""#;
+        (requests(&admin, missed).await > 0).then_some(())
+    })
+    .await;
+    create_mcn(&mcns).await;
+    eventually("Updated=True once the MCN exists", 30, || async {
+        let c = mcns
+            .get(NODE)
+            .await
+            .ok()?
+            .status?
+            .condition("Updated")
+            .cloned()?;
+        (c.status == "True").then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_file_on_an_idle_node_is_polled_and_reapplied() {
     let (f, task) = daemon_done_on_the_first_config().await;

@@ -550,6 +550,12 @@ impl Daemon {
                             return Ok(Exit::Shutdown);
                         }
                         Err(SyncError::Shutdown) => return Ok(Exit::Shutdown),
+                        // A status write found no MachineConfigNode yet, or the last one
+                        // failed: a later sync carries what is held.
+                        Ok(None) if inner.mcn_held() => {
+                            retry_at = Some(tokio::time::Instant::now() + backoff);
+                            backoff = (backoff * 2).min(inner.opts.max_backoff);
+                        }
                         Ok(None) => backoff = Duration::from_secs(1),
                         Err(SyncError::StillDegraded(e)) => {
                             tracing::info!("node still degraded: {e}");

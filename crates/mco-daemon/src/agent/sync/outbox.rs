@@ -84,6 +84,17 @@ pub fn phase_write(phase: &Phase) -> Option<Write> {
     })
 }
 
+/// The most phases held for a MachineConfigNode that does not exist yet; the oldest go first.
+pub(super) const MAX_HELD: usize = 64;
+
+/// What became of a MachineConfigNode status write.
+#[derive(Debug, PartialEq, Eq)]
+enum Written {
+    Yes,
+    /// The node has no MachineConfigNode yet.
+    NoMachineConfigNode,
+}
+
 /// Empties a held list, keeping its allocation out of the way.
 fn take<T>(m: &Mutex<Vec<T>>) -> Vec<T> {
     m.lock()
@@ -275,17 +286,37 @@ impl Inner {
         self.flush_mcn().await
     }
 
-    /// Writes the held phases and then `ws`, in order, as one MCN status write.
+    /// Writes the held phases and then `ws`, in order, as one MCN status write. Without a
+    /// MachineConfigNode to write to (the controller makes it, and a booting node can be
+    /// first), all of them stay held for the next write: the sync loop retries while any is.
     pub(super) async fn mcn_all(&self, ws: &[Write]) -> Result<(), SyncError> {
         let held = take(&self.mcn_pending);
-        let res = self.write_mcn(&held, ws).await;
-        if res.is_err() {
-            restore(&self.mcn_pending, held);
+        match self.write_mcn(&held, ws).await {
+            Ok(Written::Yes) => Ok(()),
+            Ok(Written::NoMachineConfigNode) => {
+                let mut all = held;
+                all.extend_from_slice(ws);
+                // Each retry of an idle node repeats its `Updated` write: held once, and never
+                // more than a few updates' phases.
+                all.dedup();
+                let excess = all.len().saturating_sub(MAX_HELD);
+                all.drain(..excess);
+                restore(&self.mcn_pending, all);
+                Ok(())
+            }
+            Err(e) => {
+                restore(&self.mcn_pending, held);
+                Err(e)
+            }
         }
-        res
     }
 
-    pub(super) async fn write_mcn(&self, held: &[Write], ws: &[Write]) -> Result<(), SyncError> {
+    /// Whether phases are held that a write has yet to carry.
+    pub(super) fn mcn_held(&self) -> bool {
+        self.mcn_pending.lock().is_ok_and(|p| !p.is_empty())
+    }
+
+    async fn write_mcn(&self, held: &[Write], ws: &[Write]) -> Result<Written, SyncError> {
         let mut remembered = self.mcn_written.lock().ok().and_then(|mut m| m.take());
         // A patch tests all it relies on, so it suits a copy just read as well as a remembered
         // one, at a fraction of a whole-status write's cost to the server. Should one be
@@ -297,8 +328,8 @@ impl Inner {
                 None => match self.mcns.get_opt(&self.opts.node).await? {
                     Some(obj) => (obj, false),
                     None => {
-                        tracing::warn!(node = %self.opts.node, "no MachineConfigNode yet; status not written");
-                        return Ok(());
+                        tracing::info!(node = %self.opts.node, "no MachineConfigNode yet; status held");
+                        return Ok(Written::NoMachineConfigNode);
                     }
                 },
             };
@@ -336,7 +367,7 @@ impl Inner {
                 if let Ok(mut m) = self.mcn_written.lock() {
                     *m = Some(obj);
                 }
-                return Ok(());
+                return Ok(Written::Yes);
             }
             if (from_memory || patch_fresh)
                 && let Some(ops) = mcn::status_patch(&base, &status, reset)
@@ -350,7 +381,7 @@ impl Inner {
                         if let Ok(mut m) = self.mcn_written.lock() {
                             *m = Some(written);
                         }
-                        return Ok(());
+                        return Ok(Written::Yes);
                     }
                     // A failed test: the copy was behind on something the write relies on.
                     Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => {
@@ -379,7 +410,7 @@ impl Inner {
                     if let Ok(mut m) = self.mcn_written.lock() {
                         *m = Some(written);
                     }
-                    return Ok(());
+                    return Ok(Written::Yes);
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => continue,
                 Err(e) => return Err(e.into()),
