@@ -415,16 +415,40 @@ impl Cluster {
         if min_available < 3 {
             return;
         }
-        wait_for("the three web pods Ready", 60, || {
+        // Ready pods, by the node each runs on.
+        let ready_on = || -> Option<Vec<String>> {
             let pods = self.try_get_json(&["pods", "-n", "default", "-l", "app=web"])?;
-            let ready = pods["items"]
-                .as_array()?
-                .iter()
-                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-                .filter(|p| condition_status(p, "Ready") == "True")
-                .count();
-            (ready == 3).then_some(())
+            Some(
+                pods["items"]
+                    .as_array()?
+                    .iter()
+                    .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                    .filter(|p| condition_status(p, "Ready") == "True")
+                    .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_owned))
+                    .collect(),
+            )
+        };
+        let nodes = wait_for("the three web pods Ready", 60, || {
+            ready_on().filter(|n| n.len() == 3)
         });
+        // A drain can only be held where a web pod runs. Pods scheduled while the workers were
+        // cordoned for their first boot all run on masters; moved, they prefer the workers.
+        if !nodes.iter().any(|n| n.starts_with("worker")) {
+            self.kubectl(&[
+                "delete",
+                "pods",
+                "-n",
+                "default",
+                "-l",
+                "app=web",
+                "--wait=false",
+            ]);
+            wait_for("three web pods Ready, one on a worker", 60, || {
+                ready_on()
+                    .filter(|n| n.len() == 3 && n.iter().any(|n| n.starts_with("worker")))
+                    .map(drop)
+            });
+        }
     }
 
     /// Runs kubectl; Err carries stderr.
