@@ -650,6 +650,16 @@ struct Source {
     seen: u64,
 }
 
+/// Sets `name`'s entry, allocating its key only when it is new.
+fn put<V>(map: &mut HashMap<String, V>, name: &str, v: V) {
+    match map.get_mut(name) {
+        Some(e) => *e = v,
+        None => {
+            map.insert(name.to_string(), v);
+        }
+    }
+}
+
 /// A MachineConfigNode's table row and what it was built from.
 struct Row {
     mcn: Arc<MachineConfigNode>,
@@ -748,12 +758,7 @@ impl Builder {
                 live,
                 seen: epoch,
             };
-            match self.sources.get_mut(name) {
-                Some(s) => *s = source,
-                None => {
-                    self.sources.insert(name.to_string(), source);
-                }
-            }
+            put(&mut self.sources, name, source);
             nodes.insert(name.to_string(), view);
         }
         self.sources.retain(|_, s| s.seen == epoch);
@@ -820,12 +825,7 @@ impl Builder {
                 cells,
                 seen: epoch,
             };
-            match self.rows.get_mut(name) {
-                Some(r) => *r = row,
-                None => {
-                    self.rows.insert(name.to_string(), row);
-                }
-            }
+            put(&mut self.rows, name, row);
         }
         self.rows.retain(|_, r| r.seen == epoch);
         McnTable { header, rows }

@@ -191,6 +191,27 @@ async fn serve_with_crds() -> (TestServer, Client, Api<MachineConfig>) {
     (server, admin, mcs)
 }
 
+/// A client with the node's own identity, as its daemon has.
+async fn node_client(server: &TestServer) -> Client {
+    server
+        .handle
+        .client_for(Identity::Node(NODE.into()))
+        .await
+        .unwrap()
+}
+
+/// `Some` once the node's MachineConfigNode says `Updated=True`.
+async fn updated(mcns: &Api<MachineConfigNode>) -> Option<()> {
+    let c = mcns
+        .get(NODE)
+        .await
+        .ok()?
+        .status?
+        .condition("Updated")
+        .cloned()?;
+    (c.status == "True").then_some(())
+}
+
 fn start_daemon(client: Client, node: &SimNode) -> tokio::task::JoinHandle<Exit> {
     start_daemon_polling(client, node, Duration::from_millis(50))
 }
@@ -230,11 +251,7 @@ async fn rebootless_then_reboot_update_condition_sequence() {
     drain_controller(nodes.clone());
 
     let sim = SimNode::new(true);
-    let daemon_client = server
-        .handle
-        .client_for(Identity::Node(NODE.into()))
-        .await
-        .unwrap();
+    let daemon_client = node_client(&server).await;
     let task = start_daemon(daemon_client.clone(), &sim);
     wait_done(&nodes, "rendered-worker-0").await;
 
@@ -397,11 +414,7 @@ async fn shutdown_during_a_drain_wait_is_not_degraded() {
     let (nodes, _) = settled_node(&admin).await;
 
     let sim = SimNode::new(true);
-    let client = server
-        .handle
-        .client_for(Identity::Node(NODE.into()))
-        .await
-        .unwrap();
+    let client = node_client(&server).await;
     let mut opts = SyncOptions::new(NODE);
     opts.poll_interval = Duration::from_millis(50);
     let daemon = Daemon::new(client, sim.engine(), opts);
@@ -438,11 +451,7 @@ async fn drain_waits_end_on_the_watch_not_the_poll() {
     drain_controller(nodes.clone());
 
     let sim = SimNode::new(true);
-    let client = server
-        .handle
-        .client_for(Identity::Node(NODE.into()))
-        .await
-        .unwrap();
+    let client = node_client(&server).await;
     let start = |client: Client| {
         let mut opts = SyncOptions::new(NODE);
         opts.poll_interval = Duration::from_secs(300);
@@ -624,28 +633,12 @@ async fn daemon_polling_done_on_the_first_config(
     let (nodes, mcns) = settled_node(&admin).await;
     drain_controller_writing_mcn(nodes.clone(), mcns.clone());
     let sim = SimNode::new(true);
-    let (client, sent) = logging(
-        server
-            .handle
-            .client_for(Identity::Node(NODE.into()))
-            .await
-            .unwrap(),
-    );
+    let (client, sent) = logging(node_client(&server).await);
     let task = start_daemon_polling(client.clone(), &sim, poll);
     wait_done(&nodes, "rendered-worker-0").await;
     // The daemon's last write, Updated=True, follows Done: a test that moves the MCN before it
     // lands would make that write meet a conflict.
-    eventually("Updated=True on the first config", 30, || async {
-        let c = mcns
-            .get(NODE)
-            .await
-            .ok()?
-            .status?
-            .condition("Updated")
-            .cloned()?;
-        (c.status == "True").then_some(())
-    })
-    .await;
+    eventually("Updated=True on the first config", 30, || updated(&mcns)).await;
     let f = Fixture {
         _server: server,
         admin,
@@ -692,8 +685,8 @@ async fn reboot_update_to(
     task
 }
 
-/// A force file touched on an idle node is seen by the force-file poll alone (nothing on the
-/// Node changes): the daemon re-applies its config, consumes the file and asks for a reboot.
+/// A daemon that boots before the controller has made its MachineConfigNode holds its status,
+/// and writes it once the MachineConfigNode exists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_written_before_the_mcn_exists_lands_once_it_does() {
     let (server, admin, mcs) = serve_with_crds().await;
@@ -702,12 +695,7 @@ async fn a_status_written_before_the_mcn_exists_lands_once_it_does() {
     let (nodes, mcns) = settled_node_alone(&admin).await;
     drain_controller(nodes.clone());
     let sim = SimNode::new(true);
-    let client = server
-        .handle
-        .client_for(Identity::Node(NODE.into()))
-        .await
-        .unwrap();
-    let _task = start_daemon(client, &sim);
+    let _task = start_daemon(node_client(&server).await, &sim);
     wait_done(&nodes, "rendered-worker-0").await;
     eventually("the daemon's first status write to find no MCN", 30, || async {
         let missed = r#"verb="GET",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="",code="404""#;
@@ -715,17 +703,7 @@ async fn a_status_written_before_the_mcn_exists_lands_once_it_does() {
     })
     .await;
     create_mcn(&mcns).await;
-    eventually("Updated=True once the MCN exists", 30, || async {
-        let c = mcns
-            .get(NODE)
-            .await
-            .ok()?
-            .status?
-            .condition("Updated")
-            .cloned()?;
-        (c.status == "True").then_some(())
-    })
-    .await;
+    eventually("Updated=True once the MCN exists", 30, || updated(&mcns)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1027,11 +1005,7 @@ async fn a_bootstrapping_node_takes_the_clusters_config_as_current() {
         paths::INITIAL_NODE_ANNOTATIONS,
         r#"{"machineconfiguration.openshift.io/currentConfig":"rendered-worker-1"}"#,
     );
-    let client = server
-        .handle
-        .client_for(Identity::Node(NODE.into()))
-        .await
-        .unwrap();
+    let client = node_client(&server).await;
     let task = start_daemon(client, &sim);
     let bak = format!("{}.bak", paths::INITIAL_NODE_ANNOTATIONS);
     eventually("node-annotations.json renamed", 30, || async {
@@ -1039,17 +1013,7 @@ async fn a_bootstrapping_node_takes_the_clusters_config_as_current() {
     })
     .await;
     // Updated=True comes after the boot's validation: the disk matched the whole config.
-    eventually("Updated=True", 30, || async {
-        let c = mcns
-            .get(NODE)
-            .await
-            .ok()?
-            .status?
-            .condition("Updated")
-            .cloned()?;
-        (c.status == "True").then_some(())
-    })
-    .await;
+    eventually("Updated=True", 30, || updated(&mcns)).await;
     let current: serde_json::Value =
         serde_json::from_str(&sim.read(paths::CURRENT_CONFIG).unwrap()).unwrap();
     assert_eq!(
