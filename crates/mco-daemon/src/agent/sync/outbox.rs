@@ -95,6 +95,17 @@ enum Written {
     NoMachineConfigNode,
 }
 
+/// What stays held when a write finds no MachineConfigNode: `held`, then `ws`, with repeats
+/// merged (each retry of an idle node repeats its `Updated` write) and at most the newest
+/// [`MAX_HELD`].
+fn still_held(mut held: Vec<Write>, ws: &[Write]) -> Vec<Write> {
+    held.extend_from_slice(ws);
+    held.dedup();
+    let excess = held.len().saturating_sub(MAX_HELD);
+    held.drain(..excess);
+    held
+}
+
 /// Empties a held list, keeping its allocation out of the way.
 fn take<T>(m: &Mutex<Vec<T>>) -> Vec<T> {
     m.lock()
@@ -294,14 +305,7 @@ impl Inner {
         match self.write_mcn(&held, ws).await {
             Ok(Written::Yes) => Ok(()),
             Ok(Written::NoMachineConfigNode) => {
-                let mut all = held;
-                all.extend_from_slice(ws);
-                // Each retry of an idle node repeats its `Updated` write: held once, and never
-                // more than a few updates' phases.
-                all.dedup();
-                let excess = all.len().saturating_sub(MAX_HELD);
-                all.drain(..excess);
-                restore(&self.mcn_pending, all);
+                restore(&self.mcn_pending, still_held(held, ws));
                 Ok(())
             }
             Err(e) => {
@@ -575,6 +579,18 @@ impl Inner {
 mod tests {
     use super::*;
     use PostConfigAction as A;
+
+    #[test]
+    fn writes_held_for_a_missing_mcn_merge_repeats_and_keep_the_newest() {
+        let w = |m: &str| Write::parent(c::UPDATED, crate::agent::mcn::Status::True, m);
+        let held = still_held(vec![w("a"), w("b")], &[w("b"), w("b")]);
+        assert_eq!(held, [w("a"), w("b")], "repeats merged, order kept");
+        let many: Vec<Write> = (0..MAX_HELD + 3).map(|i| w(&i.to_string())).collect();
+        let held = still_held(many, &[w("last")]);
+        assert_eq!(held.len(), MAX_HELD, "held up to the limit");
+        assert_eq!(held[0], w("4"), "the oldest went first");
+        assert_eq!(held[MAX_HELD - 1], w("last"));
+    }
 
     #[test]
     fn every_rebootless_action_is_recorded_in_the_mcn_and_as_an_event() {
