@@ -3,6 +3,8 @@
 //!
 //! Field JSON names follow upstream exactly so that existing YAML works unchanged.
 
+#[cfg(feature = "client")]
+pub mod caches;
 pub mod constants;
 pub mod controllerconfig;
 pub mod crds;

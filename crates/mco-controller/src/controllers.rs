@@ -17,6 +17,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::DynamicObject;
@@ -127,11 +129,14 @@ pub fn slim_node(node: &mut Node) {
 ///
 /// `trim` runs on every object before it is cached; every kind drops managedFields, which no
 /// reconciler reads and which on Nodes were the bulk of the cache's memory.
+///
+/// `changed` is notified after each change the store took (see [`mco_api::caches`]).
 fn reflect<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     trim: impl FnMut(&mut K) + Send,
     on_delete: impl Fn(K) + Send,
+    changed: Option<Arc<Notify>>,
 ) -> impl std::future::Future<Output = ()> + Send
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
@@ -142,6 +147,7 @@ where
         .modify(trim)
         .reflect_shared(writer)
         .for_each(move |ev| {
+            notify_change(changed.as_deref(), &ev);
             match ev {
                 Ok(watcher::Event::Delete(obj)) => on_delete(obj),
                 Ok(_) => {}
@@ -151,11 +157,24 @@ where
         })
 }
 
+/// Tells the borrower of the caches that a store changed; a relist tells it once, at its end.
+fn notify_change<K>(changed: Option<&Notify>, ev: &watcher::Result<watcher::Event<K>>) {
+    if let Some(changed) = changed
+        && matches!(
+            ev,
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+        )
+    {
+        changed.notify_one();
+    }
+}
+
 /// [`reflect`] for MachineConfigNodes, watched at the version the cluster serves (found first,
 /// retried until the CRD is there) and cached as mco's type.
 async fn reflect_mcns(
     api: mco_api::mcn::client::McnApi,
     writer: reflector::store::Writer<MachineConfigNode>,
+    changed: Arc<Notify>,
 ) {
     let dynamic = loop {
         match api.dynamic().await {
@@ -172,6 +191,7 @@ async fn reflect_mcns(
         .modify(drop_managed_fields)
         .reflect_shared(writer)
         .for_each(|ev| {
+            notify_change(Some(&changed), &ev);
             if let Err(e) = ev {
                 tracing::warn!(error = %e, "watch");
             }
@@ -350,6 +370,20 @@ pub async fn run_all(
     let (deleted_mc_tx, deleted_mcs) = futures::channel::mpsc::unbounded::<Arc<MachineConfig>>();
     // The template controller wakes every pool's render once its configs are written.
     let (wake_render, render_wakeups) = futures::channel::mpsc::unbounded::<()>();
+    // The caches a reader in this process may borrow, lent while this term lasts.
+    let changed = Arc::new(Notify::new());
+    let _lent = config.lend_caches.as_ref().map(|lender| {
+        mco_api::caches::Lent::new(
+            lender,
+            mco_api::caches::Caches {
+                nodes: nodes.clone(),
+                pools: pools.clone(),
+                mcns: mcns.clone(),
+                policies: policies.clone(),
+                changed: changed.clone(),
+            },
+        )
+    });
     let watches = future::join5(
         reflect(
             Api::<Node>::all(client.clone()),
@@ -358,12 +392,14 @@ pub async fn run_all(
             move |n| {
                 let _ = deleted_tx.unbounded_send(Arc::new(n));
             },
+            Some(changed.clone()),
         ),
         reflect(
             Api::<MachineConfigPool>::all(client.clone()),
             pools_w,
             drop_managed_fields,
             |_| {},
+            Some(changed.clone()),
         ),
         reflect(
             Api::<MachineConfig>::all(client.clone()),
@@ -374,14 +410,16 @@ pub async fn run_all(
                     let _ = deleted_mc_tx.unbounded_send(Arc::new(mc));
                 }
             },
+            None,
         ),
         // MCN status stays whole: the drain controller merges into its conditions.
-        reflect_mcns(mcn_api.clone(), mcns_w),
+        reflect_mcns(mcn_api.clone(), mcns_w, changed.clone()),
         reflect(
             Api::<ControllerConfig>::all(client.clone()),
             ccs_w,
             drop_managed_fields,
             |_| {},
+            None,
         ),
     );
 
@@ -611,6 +649,7 @@ pub async fn run_all(
         policies_w,
         drop_managed_fields,
         |_| {},
+        Some(changed),
     );
     let watches = future::join(watches, policy_watch);
     tokio::select! {

@@ -137,6 +137,9 @@ pub struct Config {
     /// `01-<role>-container-runtime`); off, another writer owns those configs and the render
     /// does not wait for them.
     pub templates: bool,
+    /// Where the caches are lent, while this controller leads, to a reader in the same process
+    /// (the dashboard of `mco up`); `None` lends them to nobody.
+    pub lend_caches: Option<mco_api::caches::Lender>,
 }
 
 /// Environment variable naming the node the controller runs on; a Deployment sets it from the
@@ -157,6 +160,7 @@ impl Default for Config {
             metrics_addr: None,
             own_node: None,
             templates: true,
+            lend_caches: None,
         }
     }
 }

@@ -2,6 +2,8 @@
 //! PodDisruptionBudgets, RolloutPolicies and Events: each starts with a streaming list where the
 //! server allows one, and nothing is listed again after the watches' first sync.
 //! kube's reflector stores hold the objects; only the Event list, which is capped, has its own.
+//! In `mco up` the controller lends its stores of pools, nodes, MachineConfigNodes and
+//! RolloutPolicies, and only budgets and Events are watched here.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +16,7 @@ use kube::api::ListParams;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use mco_api::caches::{Borrower, Caches};
 use mco_api::mcn::client::{McnApi, typed};
 use mco_api::watch::watch;
 use mco_api::{MachineConfigNode, MachineConfigPool, RolloutPolicy};
@@ -212,28 +215,47 @@ impl Stores {
 
 /// Follows the cluster of `client` and publishes every new [`Fleet`] on `tx`. Runs until the
 /// receivers are gone.
-pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
-    let cfg = watcher::Config::default();
+///
+/// Nodes, pools, MachineConfigNodes and RolloutPolicies are read from the caches `lent` holds
+/// while it holds them (the controller's, in `mco up`; see [`mco_api::caches`]), and from
+/// watches of the dashboard's own otherwise.
+pub async fn run(client: Client, lent: Option<Borrower>, tx: watch::Sender<Arc<Fleet>>) {
+    let Some(mut lent) = lent else {
+        return follow(client, None, &tx).await;
+    };
+    loop {
+        let caches = lent.borrow_and_update().clone();
+        tokio::select! {
+            _ = follow(client.clone(), caches, &tx) => return,
+            gone = lent.changed() => if gone.is_err() {
+                // The lender is gone, and its caches with it.
+                return follow(client, None, &tx).await;
+            },
+        }
+    }
+}
+
+/// The stores a view reads besides budgets and Events.
+struct Fleetwide {
+    pools: Store<MachineConfigPool>,
+    nodes: Store<Node>,
+    mcns: Store<MachineConfigNode>,
+    policies: Store<RolloutPolicy>,
+}
+
+/// Stores of the dashboard's own, filled by watches it adds to `streams`.
+async fn own_watches(
+    client: &Client,
+    cfg: &watcher::Config,
+    streams: &mut Vec<futures::stream::BoxStream<'static, Change>>,
+) -> Fleetwide {
     let (pools, pool_changes) = reflected(watch(
         Api::<MachineConfigPool>::all(client.clone()),
         cfg.clone(),
     ));
     let (nodes, node_changes) =
         reflected(watch(Api::<Node>::all(client.clone()), cfg.clone()).modify(slim_node));
-    // Budgets are few; pods are many and not watched: a blocked drain's message names them.
-    let (pdbs, pdb_changes) = reflected(watch(
-        Api::<PodDisruptionBudget>::all(client.clone()),
-        cfg.clone(),
-    ));
-    let mut streams = vec![
-        pool_changes,
-        node_changes,
-        pdb_changes,
-        watch(Api::<Event>::all(client.clone()), cfg.clone())
-            .default_backoff()
-            .filter_map(|e| async move { e.ok().map(|e| Change::Event(Box::new(e))) })
-            .boxed(),
-    ];
+    streams.extend([pool_changes, node_changes]);
     // MachineConfigNodes at whichever version the cluster serves (mco's CRD or upstream's).
     let mcns = match McnApi::new(client.clone()).dynamic().await {
         Ok(api) => {
@@ -263,6 +285,58 @@ pub async fn run(client: Client, tx: watch::Sender<Arc<Fleet>>) {
             streams.push(changes);
             policies
         }
+    };
+    Fleetwide {
+        pools,
+        nodes,
+        mcns,
+        policies,
+    }
+}
+
+/// Borrowed stores, and their change signal as a stream.
+fn borrowed(
+    caches: Caches,
+    streams: &mut Vec<futures::stream::BoxStream<'static, Change>>,
+) -> Fleetwide {
+    streams.push(
+        futures::stream::unfold(caches.changed, |changed| async move {
+            changed.notified().await;
+            Some((Change::Stored(true), changed))
+        })
+        .boxed(),
+    );
+    Fleetwide {
+        pools: caches.pools,
+        nodes: caches.nodes,
+        mcns: caches.mcns,
+        policies: caches.policies,
+    }
+}
+
+/// [`run`] with the stores of `lent`, or of watches of its own without it.
+async fn follow(client: Client, lent: Option<Caches>, tx: &watch::Sender<Arc<Fleet>>) {
+    let cfg = watcher::Config::default();
+    // Budgets are few; pods are many and not watched: a blocked drain's message names them.
+    let (pdbs, pdb_changes) = reflected(watch(
+        Api::<PodDisruptionBudget>::all(client.clone()),
+        cfg.clone(),
+    ));
+    let mut streams = vec![
+        pdb_changes,
+        watch(Api::<Event>::all(client.clone()), cfg.clone())
+            .default_backoff()
+            .filter_map(|e| async move { e.ok().map(|e| Change::Event(Box::new(e))) })
+            .boxed(),
+    ];
+    let Fleetwide {
+        pools,
+        nodes,
+        mcns,
+        policies,
+    } = match lent {
+        Some(caches) => borrowed(caches, &mut streams),
+        None => own_watches(&client, &cfg, &mut streams).await,
     };
     let mut changes = futures::stream::select_all(streams);
     let events = Arc::new(Mutex::new(Events::default()));

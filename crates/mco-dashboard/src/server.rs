@@ -54,11 +54,14 @@ pub enum Error {
     },
 }
 
-/// Where to listen, and the token required of every request.
+/// Where to listen, the token required of every request, and the caches to read.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
     pub token: Option<String>,
+    /// The caches of a controller in the same process, read instead of watching what they hold;
+    /// see [`mco_api::caches`].
+    pub caches: Option<mco_api::caches::Borrower>,
 }
 
 impl Config {
@@ -315,7 +318,7 @@ pub async fn serve(client: Client, cfg: Config) -> Result<Dashboard, Error> {
         source,
     })?;
     let (tx, rx) = watch::channel(Arc::new(Fleet::default()));
-    let live = tokio::spawn(crate::live::run(client, tx));
+    let live = tokio::spawn(crate::live::run(client, cfg.caches, tx));
     let app = router(rx, cfg.token);
     let http = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
@@ -337,6 +340,7 @@ mod tests {
         let c = |listen: &str, token: Option<&str>| Config {
             listen: listen.parse().unwrap(),
             token: token.map(str::to_string),
+            caches: None,
         };
         assert!(c("127.0.0.1:8080", None).check().is_ok());
         assert!(c("[::1]:8080", None).check().is_ok());

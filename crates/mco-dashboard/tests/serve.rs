@@ -74,6 +74,7 @@ async fn serve_loopback(client: &kube::Client) -> mco_dashboard::Dashboard {
         Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             token: None,
+            caches: None,
         },
     )
     .await
@@ -497,6 +498,125 @@ async fn a_halted_rollout_shows_its_gate_and_message() {
     server.handle.shutdown().await;
 }
 
+/// Lent caches (the controller's, in `mco up`) are read instead of the API: the page shows a
+/// node only they hold, a change signalled in them reaches `/events`, and once they are
+/// withdrawn the dashboard watches the server itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lent_caches_are_read_until_they_are_withdrawn() {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event as Ev;
+    use mco_api::caches::{Caches, Lent, channel};
+    use std::sync::Arc;
+
+    let server = TestServer::start().await;
+    let client = server.admin().await;
+    mco_testkit::server::install_crds(&client).await;
+    let pp = PostParams::default();
+    let worker = PoolBuilder::new("worker")
+        .role("worker")
+        .target("rendered-worker-b")
+        .build();
+    Api::<MachineConfigPool>::all(client.clone())
+        .create(&pp, &worker)
+        .await
+        .unwrap();
+    let on_server = NodeBuilder::new("worker-0").role("worker").build();
+    Api::<Node>::all(client.clone())
+        .create(&pp, &on_server)
+        .await
+        .unwrap();
+
+    // The lender's stores, written here: their node is not on the server.
+    let (pools, mut pools_w) = reflector::store::<MachineConfigPool>();
+    let (nodes, mut nodes_w) = reflector::store::<Node>();
+    let (mcns, mut mcns_w) = reflector::store::<MachineConfigNode>();
+    let (policies, mut policies_w) = reflector::store::<RolloutPolicy>();
+    let mut lent_mcn = mcn("lent-0");
+    let with = |m: &mut MachineConfigNode, phase: &str, message: &str| {
+        m.status = Some(
+            serde_json::from_value(json!({"observedGeneration": 1, "conditions": [
+                condition("Updated", "False", ""),
+                condition("UpdatePrepared", "True", ""),
+                condition(phase, "Unknown", message),
+            ]}))
+            .unwrap(),
+        );
+    };
+    with(&mut lent_mcn, "Drained", "Draining node");
+    let lent_node = NodeBuilder::new("lent-0")
+        .role("worker")
+        .current_config("rendered-worker-a")
+        .desired_config("rendered-worker-b")
+        .state("Working")
+        .build();
+    pools_w.apply_watcher_event(&Ev::Apply(worker));
+    nodes_w.apply_watcher_event(&Ev::Apply(lent_node));
+    mcns_w.apply_watcher_event(&Ev::Apply(lent_mcn.clone()));
+    policies_w.apply_watcher_event(&Ev::InitDone);
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let (lender, borrower) = channel();
+    let lent = Lent::new(
+        &lender,
+        Caches {
+            nodes,
+            pools,
+            mcns,
+            policies,
+            changed: changed.clone(),
+        },
+    );
+
+    let dash = serve(
+        client.clone(),
+        Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: None,
+            caches: Some(borrower),
+        },
+    )
+    .await
+    .unwrap();
+    let addr = dash.addr;
+    let page = eventually("the lent node on the page", 30, || async move {
+        let (_, page) = get(addr, "/", None).await;
+        page.contains("Drained (in progress)").then_some(page)
+    })
+    .await;
+    assert!(page.contains(r#"data-node="lent-0""#), "{page}");
+    assert!(
+        !page.contains(r#"data-node="worker-0""#),
+        "the server's own node is not read: {page}"
+    );
+
+    let mut es = request(addr, "/events", None).await;
+    read_until(&mut es, 10, "the first fleet event", |t| {
+        t.contains("\"reset\":true")
+    })
+    .await;
+    with(&mut lent_mcn, "RebootedNode", "Rebooting");
+    mcns_w.apply_watcher_event(&Ev::Apply(lent_mcn));
+    changed.notify_one();
+    read_until(&mut es, 10, "lent-0 rebooting on /events", |t| {
+        t.contains("RebootedNode (in progress)")
+    })
+    .await;
+
+    drop(lent);
+    eventually(
+        "the server's node once the caches are withdrawn",
+        30,
+        || async move {
+            let (_, page) = get(addr, "/", None).await;
+            (page.contains(r#"data-node="worker-0""#) && !page.contains(r#"data-node="lent-0""#))
+                .then_some(())
+        },
+    )
+    .await;
+    drop(lender);
+    drop(dash);
+    server.handle.shutdown().await;
+}
+
 /// A cluster that does not serve mco's RolloutPolicy CRD (upstream's) still gets its pools.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_rollout_policy_crd_the_pools_still_show() {
@@ -539,6 +659,7 @@ async fn off_loopback_a_token_is_required() {
         Config {
             listen: any,
             token: None,
+            caches: None,
         },
     )
     .await;
@@ -552,6 +673,7 @@ async fn off_loopback_a_token_is_required() {
         Config {
             listen: any,
             token: Some("s3cret-token".into()),
+            caches: None,
         },
     )
     .await

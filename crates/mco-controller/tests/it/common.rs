@@ -144,6 +144,7 @@ pub fn fast_config(identity: &str) -> Config {
         own_node: None,
         // These tests write their own base configs; `templates.rs` turns it on.
         templates: false,
+        lend_caches: None,
     }
 }
 

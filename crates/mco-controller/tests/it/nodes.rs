@@ -1,6 +1,8 @@
 //! The node side against the embedded API server: pause, a degraded node halting the pool,
 //! MachineConfigNode lifecycle, a drain blocked by a PodDisruptionBudget, and leader failover.
 
+use std::time::Duration;
+
 use crate::common::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -189,6 +191,61 @@ async fn deleting_a_node_updates_the_pool_counts_without_waiting_for_a_resync() 
             .then_some(())
     })
     .await;
+}
+
+/// The caches are lent while the controller leads: they hold the cluster's nodes, each change
+/// is signalled, and they are withdrawn when the controller stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caches_are_lent_while_the_controller_runs() {
+    let env = env().await;
+    let c = &env.client;
+    let (lender, mut borrower) = mco_api::caches::channel();
+    let config = mco_controller::Config {
+        lend_caches: Some(lender),
+        ..fast_config("a")
+    };
+    let ctl = start_controller(c, config);
+    let r0 = target_other_than(c, "worker", None).await;
+    for i in 0..2 {
+        create_node(c, &node(&format!("w{i}"), "worker", &r0)).await;
+    }
+    let b = &borrower;
+    let caches = eventually("both nodes in the lent caches", 30, || async move {
+        let caches = b.borrow().clone()?;
+        (caches.nodes.len() == 2 && !caches.pools.is_empty()).then_some(caches)
+    })
+    .await;
+    Api::<Node>::all(c.clone())
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"lent": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    // Signals come after the store took the change: one comes with the label stored.
+    let labelled = || {
+        caches
+            .nodes
+            .get(&kube::runtime::reflector::ObjectRef::new("w1"))
+            .and_then(|n| n.metadata.labels.as_ref()?.get("lent").cloned())
+            .is_some_and(|v| v == "yes")
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            caches.changed.notified().await;
+            if labelled() {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("the node change signalled within 10 s");
+    drop(ctl);
+    tokio::time::timeout(Duration::from_secs(10), borrower.wait_for(Option::is_none))
+        .await
+        .expect("withdrawn within 10 s of the controller's stop")
+        .expect("the lender is still there");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -100,6 +100,7 @@ impl Args {
             // Taken from $NODE_NAME (the Deployment's downward API) when the controller starts.
             own_node: None,
             templates: self.templates,
+            lend_caches: None,
         }
     }
 }

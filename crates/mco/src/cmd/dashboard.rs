@@ -25,7 +25,11 @@ pub fn config(
     let token = token_file
         .map(mco_dashboard::server::read_token)
         .transpose()?;
-    let cfg = mco_dashboard::Config { listen, token };
+    let cfg = mco_dashboard::Config {
+        listen,
+        token,
+        caches: None,
+    };
     cfg.check()?;
     Ok(cfg)
 }

@@ -181,6 +181,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.no_controller {
         opts.controller = None;
     }
+    // The dashboard reads the controller's caches rather than watching the fleet again.
+    let dashboard = match (dashboard, opts.controller.as_mut()) {
+        (Some(mut cfg), Some(controller)) => {
+            let (lender, borrower) = mco_api::caches::channel();
+            controller.lend_caches = Some(lender);
+            cfg.caches = Some(borrower);
+            Some(cfg)
+        }
+        (dashboard, _) => dashboard,
+    };
     if args.node_processes {
         opts.daemon = DaemonMode::Process {
             program: std::env::current_exe()?,
