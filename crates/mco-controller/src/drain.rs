@@ -40,7 +40,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
-use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{EvictParams, ListParams, Patch, PatchParams, PostParams, VersionMatch};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use mco_api::constants::{annotations, drain as drain_values, mcn_conditions};
@@ -173,14 +173,16 @@ async fn write_conditions(
     )))
 }
 
-async fn set_unschedulable(ctx: &Ctx, node: &str, value: bool) -> Result<(), Error> {
+/// Returns the resourceVersion the write left the node at.
+async fn set_unschedulable(ctx: &Ctx, node: &str, value: bool) -> Result<Option<String>, Error> {
     let api: Api<Node> = Api::all(ctx.client.clone());
     let patch = json!({"spec": {"unschedulable": value}});
     let n = api
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
+    let rv = n.metadata.resource_version.clone();
     ctx.wrote_node(n);
-    Ok(())
+    Ok(rv)
 }
 
 /// Sets `lastAppliedDrain` to `value`, the answer the daemon waits for, and `unschedulable`
@@ -347,28 +349,33 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
     let t = ctx.config.drain.clone();
     let state = progress(ctx, &name, desired);
     let mut conds = vec![];
+    // The node as cordoned: as it is seen when it already was, else as the cordon left it.
+    let mut cordoned_at = node.metadata.resource_version.clone();
     if !unschedulable(node) {
-        if let Err(e) = set_unschedulable(ctx, &name, true).await {
-            set_conditions(
-                ctx,
-                &name,
-                &[
-                    (
-                        mcn_conditions::UPDATE_EXECUTED,
-                        "Unknown",
-                        "Cordoned",
-                        format!("Error: Failed to Cordon node. Error is: {e}"),
-                    ),
-                    (
-                        mcn_conditions::CORDONED,
-                        "Unknown",
-                        "UpdateExecutedCordoned",
-                        format!("Error: Failed to Cordon node. Error is: {e}"),
-                    ),
-                ],
-            )
-            .await?;
-            return Err(e);
+        match set_unschedulable(ctx, &name, true).await {
+            Ok(rv) => cordoned_at = rv,
+            Err(e) => {
+                set_conditions(
+                    ctx,
+                    &name,
+                    &[
+                        (
+                            mcn_conditions::UPDATE_EXECUTED,
+                            "Unknown",
+                            "Cordoned",
+                            format!("Error: Failed to Cordon node. Error is: {e}"),
+                        ),
+                        (
+                            mcn_conditions::CORDONED,
+                            "Unknown",
+                            "UpdateExecutedCordoned",
+                            format!("Error: Failed to Cordon node. Error is: {e}"),
+                        ),
+                    ],
+                )
+                .await?;
+                return Err(e);
+            }
         }
         // The drain starts at once: its conditions go in the same write, and UpdateExecuted
         // moves on from "Cordoned" to "Drained" there.
@@ -388,7 +395,7 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
     // Listed after the cordon, so no pod can be placed on the node after it. A node with
     // nothing to evict is drained the moment it is cordoned: its conditions then go out in
     // the one write that says so, rather than an "in progress" write a moment before.
-    let idle = pods_to_evict(&pods_on(ctx, &name).await?).is_empty();
+    let idle = pods_to_evict(&pods_on(ctx, &name, cordoned_at.as_deref()).await?).is_empty();
     let error = if idle {
         None
     } else {
@@ -499,10 +506,17 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
 }
 
 /// Pods on the node, by field selector where the server supports it.
-async fn pods_on(ctx: &Ctx, node: &str) -> Result<Vec<Pod>, Error> {
+/// The pods bound to `node`: as of a resourceVersion not older than `cordoned_at` when given,
+/// else as of now.
+///
+/// Every pod bound before the cordon is in a list not older than it, and kube-apiserver serves
+/// such a list from its watch cache once the cache holds the cordon. A list as of now makes it
+/// first ask etcd for its newest revision and wait for the cache to reach it: in a 100-worker
+/// rollout that was the slowest request of a node's update (36 ms at p50, 106 ms at p90, from
+/// the server's audit log), and it stands between the cordon and the drain's answer.
+async fn pods_on(ctx: &Ctx, node: &str, cordoned_at: Option<&str>) -> Result<Vec<Pod>, Error> {
     let api: Api<Pod> = Api::all(ctx.client.clone());
-    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    let items = match api.list(&lp).await {
+    let items = match api.list(&pods_on_params(node, cordoned_at)).await {
         Ok(l) => l.items,
         Err(kube::Error::Api(s)) if s.code == 400 => api.list(&ListParams::default()).await?.items,
         Err(e) => return Err(e.into()),
@@ -511,6 +525,14 @@ async fn pods_on(ctx: &Ctx, node: &str) -> Result<Vec<Pod>, Error> {
         .into_iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
         .collect())
+}
+
+fn pods_on_params(node: &str, cordoned_at: Option<&str>) -> ListParams {
+    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    match cordoned_at.filter(|rv| !rv.is_empty()) {
+        Some(rv) => lp.at(rv).matching(VersionMatch::NotOlderThan),
+        None => lp,
+    }
 }
 
 /// The least time one eviction call (with the client's own retries of 429s) may take.
@@ -522,7 +544,8 @@ async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(
     let poll = ctx.config.drain.evict_retry.min(Duration::from_secs(1));
     let mut gone_wait = GoneWait::new(poll);
     loop {
-        let pods = pods_on(ctx, node).await?;
+        // As of now: a pod evicted a moment ago must not look present in an older list.
+        let pods = pods_on(ctx, node, None).await?;
         let targets = pods_to_evict(&pods);
         if targets.is_empty() {
             return Ok(());
@@ -593,5 +616,25 @@ async fn evict_all(ctx: &Ctx, node: &str, desired: &str, last: &str) -> Result<(
             .await?;
         }
         tokio::time::sleep(ctx.config.drain.evict_retry).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_list_after_a_cordon_is_not_older_than_it() {
+        let after = pods_on_params("w1", Some("812"));
+        assert_eq!(after.field_selector.as_deref(), Some("spec.nodeName=w1"));
+        assert_eq!(after.resource_version.as_deref(), Some("812"));
+        assert_eq!(after.version_match, Some(VersionMatch::NotOlderThan));
+        // Without a version (or an empty one), as of now: a consistent list.
+        for none in [None, Some("")] {
+            let now = pods_on_params("w1", none);
+            assert_eq!(now.field_selector.as_deref(), Some("spec.nodeName=w1"));
+            assert_eq!(now.resource_version, None);
+            assert_eq!(now.version_match, None);
+        }
     }
 }
