@@ -505,9 +505,8 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
     }))
 }
 
-/// Pods on the node, by field selector where the server supports it.
-/// The pods bound to `node`: as of a resourceVersion not older than `cordoned_at` when given,
-/// else as of now.
+/// The pods bound to `node` (by field selector where the server supports it): as of a
+/// resourceVersion not older than `cordoned_at` when given, else as of now.
 ///
 /// Every pod bound before the cordon is in a list not older than it, and kube-apiserver serves
 /// such a list from its watch cache once the cache holds the cordon. A list as of now makes it
