@@ -101,12 +101,19 @@ impl Daemon {
             return Ok(Some(Exit::Rebooting));
         }
         if check == BootCheck::Forced {
-            let target = if desired.is_empty() {
-                current.clone()
-            } else {
-                inner.config(&desired).await?
+            let target = async {
+                if desired.is_empty() {
+                    Ok(current.clone())
+                } else {
+                    inner.config(&desired).await
+                }
             };
-            return match inner.run_update(current, target.clone(), true).await? {
+            let (target, settings) = futures::future::join(target, inner.cluster_settings()).await;
+            let target = target?;
+            return match inner
+                .run_update(current, target.clone(), true, settings)
+                .await?
+            {
                 UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
                     Ok(Some(Exit::Rebooting))
                 }

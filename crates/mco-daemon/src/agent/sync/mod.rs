@@ -390,8 +390,13 @@ impl Daemon {
             Step::Nothing => Ok(None),
             Step::Force { config } => {
                 tracing::info!("{} present: re-applying {config}", paths::FORCE_FILE);
-                let cfg = inner.config_known(&config, host.on_disk).await?;
-                match inner.run_update(cfg.clone(), cfg, true).await? {
+                let (cfg, settings) = futures::future::join(
+                    inner.config_known(&config, host.on_disk),
+                    inner.cluster_settings(),
+                )
+                .await;
+                let cfg = cfg?;
+                match inner.run_update(cfg.clone(), cfg, true, settings).await? {
                     UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
                         Ok(Some(Exit::Rebooting))
                     }
@@ -433,8 +438,15 @@ impl Daemon {
                 force,
                 working,
             } => {
-                let old = inner.config_known(&from, host.on_disk).await?;
-                let new = inner.mcs.get(&to).await?;
+                // Three reads between the new `desiredConfig` and the drain request, so they
+                // go together; the settings are unused only when the config is adopted.
+                let (old, new, settings) = futures::future::join3(
+                    inner.config_known(&from, host.on_disk),
+                    inner.mcs.get(&to),
+                    inner.cluster_settings(),
+                )
+                .await;
+                let (old, new) = (old?, new?);
                 if decide::change(&old, &new, force) == Change::Adopt {
                     inner.adopt(&old, new).await?;
                     return Ok(None);
@@ -455,7 +467,7 @@ impl Daemon {
                     let pre = old.clone();
                     blocking(move || engine.validate(&pre)).await?;
                 }
-                match inner.run_update(old, new, false).await? {
+                match inner.run_update(old, new, false, settings).await? {
                     UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
                         Ok(Some(Exit::Rebooting))
                     }

@@ -16,9 +16,18 @@ use mco_render::reconcile::StorageOverrides;
 use super::Inner;
 use crate::engine::plan::ActionPolicy;
 
+/// What an update is planned with from `MachineConfiguration/cluster`.
+#[derive(Debug)]
+pub(super) struct ClusterSettings {
+    pub policy: ActionPolicy,
+    pub storage_overrides: StorageOverrides,
+}
+
 impl Inner {
-    /// The action policy and the storage overrides an update is planned with.
-    pub(super) async fn cluster_settings(&self) -> (ActionPolicy, StorageOverrides) {
+    /// The action policy and the storage overrides an update is planned with. Callers read it
+    /// alongside the target config: each is a round trip between the new `desiredConfig` and
+    /// the drain request.
+    pub(super) async fn cluster_settings(&self) -> ClusterSettings {
         let object = match self
             .machine_configurations
             .get_opt(MACHINE_CONFIGURATION_NAME)
@@ -27,7 +36,10 @@ impl Inner {
             Ok(o) => o,
             Err(e) => {
                 tracing::warn!(error = %e, "reading MachineConfiguration/cluster; using the default node disruption policies");
-                return (ActionPolicy::Disruption, StorageOverrides::default());
+                return ClusterSettings {
+                    policy: ActionPolicy::Disruption,
+                    storage_overrides: StorageOverrides::default(),
+                };
             }
         };
         let overrides = object
@@ -36,7 +48,10 @@ impl Inner {
             .map_or_else(StorageOverrides::default, |o| {
                 StorageOverrides::from_names(&o.storage)
             });
-        (action_policy(object), overrides)
+        ClusterSettings {
+            policy: action_policy(object),
+            storage_overrides: overrides,
+        }
     }
 }
 

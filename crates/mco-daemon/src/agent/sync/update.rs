@@ -8,6 +8,7 @@ use mco_api::constants::{annotations as ann, drain, mcn_conditions as c, states}
 use mco_api::rollouts::{self, NodeCheckResult};
 use tokio::runtime::Handle;
 
+use super::policy::ClusterSettings;
 use super::{Inner, SyncError, blocking};
 use crate::agent::mcn::{self, Status, Write};
 use crate::engine::apply::ApplyError;
@@ -153,10 +154,11 @@ impl Inner {
         old: MachineConfig,
         new: MachineConfig,
         force: bool,
+        settings: ClusterSettings,
     ) -> Result<UpdateOutcome, SyncError> {
         self.stop_drift();
         let target = new.metadata.name.clone().unwrap_or_default();
-        let res = match self.update_in_steps(old, new, force).await {
+        let res = match self.update_in_steps(old, new, force, settings).await {
             Ok(outcome) => Ok(outcome),
             Err(SyncError::Engine(e)) => Err(e),
             // Not the update's failure (its task died): nothing to record.
@@ -183,14 +185,14 @@ impl Inner {
         old: MachineConfig,
         new: MachineConfig,
         force: bool,
+        settings: ClusterSettings,
     ) -> Result<UpdateOutcome, SyncError> {
         let engine = Arc::clone(&self.engine);
         let mut reporter = KubeReporter::new(self);
-        let (policy, storage_overrides) = self.cluster_settings().await;
         let opts = UpdateOptions {
             force,
-            policy,
-            storage_overrides,
+            policy: settings.policy,
+            storage_overrides: settings.storage_overrides,
             ..UpdateOptions::default()
         };
         let (prepared, engine, mut reporter) = blocking(move || {
