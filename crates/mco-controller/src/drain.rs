@@ -31,7 +31,9 @@
 //! (`UpdateExecuted=True`) is left as it is, and only the children are written ([`still_due`]).
 //! Nothing later can be overtaken: the daemon's update ends only after its uncordon is answered,
 //! and this controller never runs two reconciles of one node at once. An uncordon's conditions
-//! still go before its answer, since the daemon's very next write (`Updated=True`) resets them.
+//! go beside its answer too. The daemon's next write (`Updated=True`) resets them, so they must
+//! not land after it: they are written only while the MCN's `Updated` is not True, and the
+//! patch tests that it still is not ([`uncordon_due`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +48,7 @@ use kube::runtime::reflector::ObjectRef;
 use mco_api::constants::{annotations, drain as drain_values, mcn_conditions};
 use mco_rollout::drain::{
     Cond, GoneWait, condition_patch, describe_blocker, draining_message, go_duration,
-    pods_to_evict, still_due, with_conditions,
+    pods_to_evict, still_due, uncordon_due, with_conditions,
 };
 use mco_rollout::plan::EventKind;
 use serde_json::json;
@@ -74,6 +76,15 @@ fn unschedulable(node: &Node) -> bool {
         .unwrap_or(false)
 }
 
+/// Which answer a condition write goes out beside: the write may then land after the daemon's
+/// next one, and leaves alone what that one completed ([`still_due`], [`uncordon_due`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Beside {
+    Nothing,
+    DrainAnswer,
+    UncordonAnswer,
+}
+
 /// Apply drain conditions to the node's MCN (see the module docs for how the write is made).
 ///
 /// The write starts from the MCN already held ([`Ctx::known_mcn`]) rather than a fresh read: a
@@ -81,26 +92,23 @@ fn unschedulable(node: &Node) -> bool {
 /// resourceVersion, so a copy the daemon has moved past is refused and the next attempt reads
 /// the MCN. A held copy that shows nothing to change is confirmed by a read too.
 async fn set_conditions(ctx: &Ctx, node: &str, conds: &[Cond<'_>]) -> Result<(), Error> {
-    write_conditions(ctx, node, conds, false).await
-}
-
-/// [`set_conditions`] for a write sent beside the answer: see [`still_due`].
-async fn set_conditions_beside_answer(
-    ctx: &Ctx,
-    node: &str,
-    conds: &[Cond<'_>],
-) -> Result<(), Error> {
-    write_conditions(ctx, node, conds, true).await
+    write_conditions(ctx, node, conds, Beside::Nothing).await
 }
 
 async fn write_conditions(
     ctx: &Ctx,
     node: &str,
     conds: &[Cond<'_>],
-    beside_answer: bool,
+    beside: Beside,
 ) -> Result<(), Error> {
     let api = &ctx.mcn_api;
     let mut held = ctx.known_mcn(node);
+    // Held while the write lands: an uncordon's conditions never go in after the `Updated`
+    // reset that closes the update.
+    let unchanged: &[&str] = match beside {
+        Beside::UncordonAnswer => &[mcn_conditions::UPDATED],
+        _ => &[],
+    };
     for _ in 0..5 {
         let (live, from_memory) = match held.take() {
             Some(m) => (m, true),
@@ -116,25 +124,30 @@ async fn write_conditions(
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
         let due;
-        let conds = if beside_answer {
-            due = still_due(&existing, conds);
-            &due[..]
-        } else {
-            conds
+        let conds = match beside {
+            Beside::Nothing => conds,
+            Beside::DrainAnswer => {
+                due = still_due(&existing, conds);
+                &due[..]
+            }
+            Beside::UncordonAnswer => {
+                due = uncordon_due(&existing, conds);
+                &due[..]
+            }
         };
-        let unchanged = conds.iter().all(|(t, st, r, m)| {
+        let unchanged_conds = conds.iter().all(|(t, st, r, m)| {
             existing
                 .iter()
                 .any(|c| c.type_ == *t && c.status == *st && c.reason == *r && c.message == *m)
         });
-        if unchanged {
+        if unchanged_conds {
             if from_memory {
                 continue;
             }
             return Ok(());
         }
         let new = with_conditions(&existing, conds, &Time(jiff::Timestamp::now()));
-        if let Some(ops) = condition_patch(&existing, &new) {
+        if let Some(ops) = condition_patch(&existing, &new, unchanged) {
             let pp = PatchParams {
                 field_manager: Some(FIELD_MANAGER.into()),
                 ..Default::default()
@@ -309,16 +322,26 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> 
     }
 }
 
-/// Uncordons and answers in one Node write, after the MCN says so: the daemon acts on the
-/// answer at once, and a condition written after it would race the daemon's next status write.
+/// Uncordons and answers in one Node write, with the MCN's conditions saying so beside it
+/// rather than before it: one round trip less between the daemon's request and its `Done`.
+/// The daemon's next status write (`Updated=True`) resets them; it tests them as written, so it
+/// is refused until they have landed, and they are never written after it ([`uncordon_due`]).
 async fn uncordon(ctx: &Ctx, known: &Node, desired: &str) -> Result<Action, Error> {
     let node = known.metadata.name.as_deref().unwrap_or_default();
     let uncordoned: Vec<Cond<'_>> = mco_api::constants::mcn_reasons::UNCORDONED
         .iter()
         .map(|(t, reason, message)| (*t, "True", *reason, message.to_string()))
         .collect();
-    set_conditions(ctx, node, &uncordoned).await?;
-    if let Err(e) = answer_uncordon(ctx, known, desired).await {
+    let (written, answered) = futures::future::join(
+        write_conditions(ctx, node, &uncordoned, Beside::UncordonAnswer),
+        answer_uncordon(ctx, known, desired),
+    )
+    .await;
+    if let Err(e) = written {
+        // The answer stands: the conditions are the record, not the signal.
+        tracing::warn!(node, error = %e, "uncordon conditions not written");
+    }
+    if let Err(e) = answered {
         set_conditions(
             ctx,
             node,
@@ -438,7 +461,7 @@ async fn drain(ctx: &Ctx, node: &Node, desired: &str, last: &str) -> Result<Acti
             ),
         ));
         let (written, answered) = futures::future::join(
-            set_conditions_beside_answer(ctx, &name, &conds),
+            write_conditions(ctx, &name, &conds, Beside::DrainAnswer),
             answer(ctx, &name, desired, None),
         )
         .await;

@@ -193,18 +193,40 @@ pub fn still_due<'a>(existing: &[Condition], conds: &[Cond<'a>]) -> Vec<Cond<'a>
         .collect()
 }
 
+/// The conditions of an uncordon's write sent beside its answer: none once the daemon has
+/// reported the node `Updated`, since that write reset them to False and they belong to the
+/// update it closed. Otherwise all of `conds`, and the write tests that `Updated` is still not
+/// True ([`condition_patch`]'s `unchanged`), so it cannot land after the reset either.
+pub fn uncordon_due<'a>(existing: &[Condition], conds: &[Cond<'a>]) -> Vec<Cond<'a>> {
+    let updated = existing
+        .iter()
+        .any(|c| c.type_ == mcn_conditions::UPDATED && c.status == "True");
+    if updated { vec![] } else { conds.to_vec() }
+}
+
 /// A JSON patch taking the MCN's conditions from `old` to `new`, when `new` only changes
 /// conditions in place: each changed one is replaced at its index, after testing that the index
-/// still holds that type with the status `old` gives it. The daemon's writes in between then
-/// cost nothing, where a whole-status write conditional on the copy's resourceVersion met a
-/// conflict and a read; a test that fails (a condition changed under us) is refused with 422
-/// and leaves everything as it was. `None` when a condition is added: a JSON patch cannot test
-/// that it is still absent.
-pub fn condition_patch(old: &[Condition], new: &[Condition]) -> Option<json_patch::Patch> {
+/// still holds that type with the status `old` gives it, and so is each condition named in
+/// `unchanged`. The daemon's writes in between then cost nothing, where a whole-status write
+/// conditional on the copy's resourceVersion met a conflict and a read; a test that fails (a
+/// condition changed under us) is refused with 422 and leaves everything as it was. `None` when
+/// a condition is added, or one in `unchanged` is missing: a JSON patch cannot test that a
+/// condition is still absent.
+pub fn condition_patch(
+    old: &[Condition],
+    new: &[Condition],
+    unchanged: &[&str],
+) -> Option<json_patch::Patch> {
     if old.len() != new.len() {
         return None;
     }
     let mut ops = vec![];
+    for t in unchanged {
+        let i = old.iter().position(|c| c.type_ == *t)?;
+        let at = format!("/status/conditions/{i}");
+        ops.push(json!({"op": "test", "path": format!("{at}/type"), "value": t}));
+        ops.push(json!({"op": "test", "path": format!("{at}/status"), "value": old[i].status}));
+    }
     for (i, (o, n)) in old.iter().zip(new).enumerate() {
         if o == n {
             continue;
@@ -512,7 +534,7 @@ mod tests {
         ];
         let drained = [(mcn_conditions::DRAINED, "True", "x", "drained".into())];
         let new = with_conditions(&old, &drained, &t1);
-        let patch = condition_patch(&old, &new).expect("an in-place change");
+        let patch = condition_patch(&old, &new, &[]).expect("an in-place change");
         let doc = |conds: &[Condition]| json!({"status": {"conditions": conds}});
 
         // On the copy it was made from, and on one the daemon has written to since.
@@ -544,7 +566,51 @@ mod tests {
             &[(mcn_conditions::UNCORDONED, "True", "y", "uncordoned".into())],
             &t1,
         );
-        assert!(condition_patch(&old, &added).is_none());
+        assert!(condition_patch(&old, &added, &[]).is_none());
+    }
+
+    #[test]
+    fn a_late_uncordon_write_never_lands_after_the_updated_reset() {
+        let t0 = Time(jiff::Timestamp::from_second(1_700_000_000).unwrap());
+        let t1 = Time(jiff::Timestamp::from_second(1_700_000_100).unwrap());
+        let cond = |t: &str, s: &str| condition(t, s, &t0);
+        let uncordon: Vec<Cond<'static>> = vec![
+            (
+                mcn_conditions::UPDATE_COMPLETE,
+                "True",
+                "Uncordoned",
+                "u".into(),
+            ),
+            (
+                mcn_conditions::UNCORDONED,
+                "True",
+                "UpdateCompleteUncordoned",
+                "u".into(),
+            ),
+        ];
+        let during = vec![
+            cond(mcn_conditions::UPDATED, "False"),
+            cond(mcn_conditions::UPDATE_COMPLETE, "False"),
+            cond(mcn_conditions::UNCORDONED, "False"),
+        ];
+        assert_eq!(uncordon_due(&during, &uncordon).len(), 2);
+        let mut reset = during.clone();
+        reset[0] = cond(mcn_conditions::UPDATED, "True");
+        assert!(
+            uncordon_due(&reset, &uncordon).is_empty(),
+            "the update is closed"
+        );
+
+        // Made while the update was open, the patch is refused once the daemon has reset.
+        let new = with_conditions(&during, &uncordon, &t1);
+        let patch = condition_patch(&during, &new, &[mcn_conditions::UPDATED]).unwrap();
+        let doc = |conds: &[Condition]| json!({"status": {"conditions": conds}});
+        let mut open = doc(&during);
+        json_patch::patch(&mut open, &patch).unwrap();
+        assert_eq!(open, doc(&new));
+        assert!(json_patch::patch(&mut doc(&reset), &patch).is_err());
+        // A guard the copy lacks cannot be tested: no patch.
+        assert!(condition_patch(&during[1..], &new[1..], &[mcn_conditions::UPDATED]).is_none());
     }
 
     #[test]

@@ -643,3 +643,77 @@ async fn a_rollouts_taint_writes_meet_no_conflict() {
     .await;
     assert_eq!(requests(c, CONFLICTS).await, 0);
 }
+
+/// An uncordon's conditions go beside its answer, so they must never land after the daemon's
+/// `Updated=True`, which closes the update and resets them: asked to uncordon a node whose MCN
+/// already says Updated, the controller answers and leaves the conditions as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncordon_never_writes_its_conditions_over_a_closed_update() {
+    let status_writes = |c: kube::Client| async move {
+        let mut n = 0;
+        for verb in ["PUT", "PATCH"] {
+            let labels = format!(
+                r#"verb="{verb}",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="200""#
+            );
+            n += requests(&c, &labels).await;
+        }
+        n
+    };
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    create_node(c, &node("w0", "worker", &r0)).await;
+    wait_updated(c, "worker", &r0, 30).await;
+    let mcns: Api<MachineConfigNode> = Api::all(c.clone());
+    eventually("the MCN exists", 30, || async {
+        mcns.get_opt("w0").await.ok()?.map(|_| ())
+    })
+    .await;
+    // The daemon's reset: Updated True, every phase False.
+    let conditions: Vec<serde_json::Value> = mcn_conditions::ALL
+        .iter()
+        .map(|t| {
+            let status = if *t == mcn_conditions::UPDATED {
+                "True"
+            } else {
+                "False"
+            };
+            json!({"type": t, "status": status, "reason": t, "message": format!("{t} reset"),
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        })
+        .collect();
+    mcns.patch_status(
+        "w0",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"conditions": conditions}})),
+    )
+    .await
+    .unwrap();
+    let before = status_writes(c.clone()).await;
+
+    let uncordon = format!("uncordon-{r0}");
+    let nodes: Api<Node> = Api::all(c.clone());
+    nodes
+        .patch(
+            "w0",
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({"metadata": {"annotations": {annotations::DESIRED_DRAIN: uncordon}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually("the uncordon answered", 30, || async {
+        let n = nodes.get("w0").await.ok()?;
+        (ann(&n, annotations::LAST_APPLIED_DRAIN) == uncordon).then_some(())
+    })
+    .await;
+    let m = mcns.get("w0").await.unwrap();
+    assert_eq!(
+        mcn_condition(&m, mcn_conditions::UNCORDONED),
+        Some(("False".into(), "Uncordoned reset".into())),
+        "the closed update's conditions stand"
+    );
+    assert_eq!(status_writes(c.clone()).await, before, "no status write");
+}

@@ -426,11 +426,12 @@ impl Inner {
         )))
     }
 
-    /// The drain controller writes its uncordon conditions before its answer, and the
+    /// The drain controller writes its uncordon conditions beside its answer, and the
     /// `Updated` reset that follows tests every condition it changes or leaves False: the copy
     /// our last status write returned takes those conditions as the drain controller writes
     /// them, so that the reset is not refused and read again. Should they differ on the server
-    /// (the drain controller failed to write them), the test fails and the daemon reads. A
+    /// (not landed yet, or not written at all), the test fails and the daemon reads; the drain
+    /// controller writes them only while `Updated` is not True, so they never follow. A
     /// drain answer changes nothing in the copy: the phases after it replace only the daemon's
     /// own conditions.
     pub(super) fn answered(&self, value: &str) {
