@@ -528,15 +528,9 @@ fn record_node(c: &kube::Client, name: &str) -> (NodeLog, tokio::task::JoinHandl
     (seen, task)
 }
 
-/// A drain with nothing to evict and its uncordon cost two MCN condition writes (cordoned and
-/// drained together, uncordoned), and the uncordon is the same Node write as its
-/// answer, so no reader sees the answer before the node is schedulable.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_drain_and_its_uncordon_write_few_times() {
-    const WRITES: &str = r#"verb="PUT",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="200""#;
-    let env = env().await;
-    let c = &env.client;
-    let _ctl = start_controller(c, fast_config("a"));
+/// A running controller, and one worker `w0` updated to the returned config with its MCN made.
+async fn one_node_with_its_mcn(c: &kube::Client) -> (Running, String) {
+    let ctl = start_controller(c, fast_config("a"));
     let r0 = target_other_than(c, "worker", None).await;
     create_node(c, &node("w0", "worker", &r0)).await;
     wait_updated(c, "worker", &r0, 30).await;
@@ -548,6 +542,18 @@ async fn a_drain_and_its_uncordon_write_few_times() {
             .map(|_| ())
     })
     .await;
+    (ctl, r0)
+}
+
+/// A drain with nothing to evict and its uncordon cost two MCN condition writes (cordoned and
+/// drained together, uncordoned), and the uncordon is the same Node write as its
+/// answer, so no reader sees the answer before the node is schedulable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_and_its_uncordon_write_few_times() {
+    const WRITES: &str = r#"verb="PUT",group="machineconfiguration.openshift.io",resource="machineconfignodes",subresource="status",code="200""#;
+    let env = env().await;
+    let c = &env.client;
+    let (_ctl, r0) = one_node_with_its_mcn(c).await;
     let before = requests(c, WRITES).await;
     let (seen, record) = record_node(c, "w0");
 
@@ -661,15 +667,8 @@ async fn an_uncordon_never_writes_its_conditions_over_a_closed_update() {
     };
     let env = env().await;
     let c = &env.client;
-    let _ctl = start_controller(c, fast_config("a"));
-    let r0 = target_other_than(c, "worker", None).await;
-    create_node(c, &node("w0", "worker", &r0)).await;
-    wait_updated(c, "worker", &r0, 30).await;
+    let (_ctl, r0) = one_node_with_its_mcn(c).await;
     let mcns: Api<MachineConfigNode> = Api::all(c.clone());
-    eventually("the MCN exists", 30, || async {
-        mcns.get_opt("w0").await.ok()?.map(|_| ())
-    })
-    .await;
     // The daemon's reset: Updated True, every phase False.
     let conditions: Vec<serde_json::Value> = mcn_conditions::ALL
         .iter()
