@@ -4,7 +4,9 @@
 //! `rendered-<pool>-<md5>` names with upstream's annotations and Ignition 3.4.0, pools and node
 //! annotations naming them, mco's own renders deleted). When mco starts again it renders each
 //! pool to its own name; every node must move there with no update: no reboot, no drain or
-//! cordon, no `Working` state and no file rewritten.
+//! cordon, no `Working` state and no file rewritten. The base configs are upstream's too
+//! (stamped with its commit, and holding the pull secret, which mco's templates do not write):
+//! mco keeps them as they are.
 
 use crate::e2e;
 
@@ -19,7 +21,18 @@ const STATE_ANN: &str = "machineconfiguration.openshift.io/state";
 const DESIRED_DRAIN_ANN: &str = "machineconfiguration.openshift.io/desiredDrain";
 const LAST_DRAIN_ANN: &str = "machineconfiguration.openshift.io/lastAppliedDrain";
 const VERSION_ANN: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
-const UPSTREAM_VERSION: &str = "4.16.0-202407111006.p0.g1d7c5a1.assembly.stream.el9";
+/// Upstream's controller stamps its git commit.
+const UPSTREAM_VERSION: &str = "1d7c5a1e9f2b3c4d5e6f708192a3b4c5d6e7f809";
+const TEMPLATE_NAMES: [&str; 6] = [
+    "00-master",
+    "00-worker",
+    "01-master-container-runtime",
+    "01-master-kubelet",
+    "01-worker-container-runtime",
+    "01-worker-kubelet",
+];
+/// A file upstream's base configs have and mco's templates do not.
+const PULL_SECRET: &str = "/var/lib/kubelet/config.json";
 const CURRENT_CONFIG_FILE: &str = "etc/machine-config-daemon/currentconfig";
 
 /// `mco apiserver` alone on the cluster's data dir, so the state can be edited with no
@@ -154,7 +167,41 @@ fn node_history(c: &Cluster, rv: &str) -> Vec<Value> {
 fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
     let mut c = Cluster::up(Opts::default());
     let pools = ["master", "worker"];
-    let ours: BTreeMap<&str, String> = pools.iter().map(|p| (*p, c.pool_target(p))).collect();
+    let first: BTreeMap<&str, String> = pools.iter().map(|p| (*p, c.pool_target(p))).collect();
+
+    // The base configs as upstream's template controller leaves them: its stamp, and the pull
+    // secret in `00-<role>`. mco keeps them and rolls the pull secret out (rebootless).
+    for name in TEMPLATE_NAMES {
+        c.kubectl(&[
+            "annotate",
+            "mc",
+            name,
+            &format!("{VERSION_ANN}={UPSTREAM_VERSION}"),
+            "--overwrite",
+        ]);
+    }
+    let file = json!({"path": PULL_SECRET, "mode": 384, "contents": {"source": "data:,%7B%7D"}});
+    for pool in pools {
+        let add = json!([{"op": "add", "path": "/spec/config/storage/files/-", "value": file}]);
+        c.kubectl(&[
+            "patch",
+            "mc",
+            &format!("00-{pool}"),
+            "--type=json",
+            "-p",
+            &add.to_string(),
+        ]);
+    }
+    let ours: BTreeMap<&str, String> = pools
+        .iter()
+        .map(|p| {
+            let t = wait_for(&format!("pool {p} on upstream's base"), 120, || {
+                let pool = c.try_get_json(&["mcp", p])?;
+                pool_settled(&pool).filter(|t| *t != first[p])
+            });
+            (*p, t)
+        })
+        .collect();
     let all = nodes(&c);
     let boot_ids: BTreeMap<String, String> =
         all.iter().map(|n| (n.clone(), c.boot_id(n))).collect();
@@ -283,6 +330,16 @@ fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
             "worker"
         };
         assert_eq!(drain, format!("uncordon-{}", upstream[pool]), "{name}");
+    }
+
+    // Upstream's base configs are as they were.
+    for name in TEMPLATE_NAMES {
+        let mc = c.get_json(&["mc", name]);
+        assert_eq!(annotation(&mc, VERSION_ANN), UPSTREAM_VERSION, "{name}");
+    }
+    for node in &all {
+        let on_disk = c.node_root(node).join(PULL_SECRET.trim_start_matches('/'));
+        assert_eq!(std::fs::read_to_string(&on_disk).unwrap(), "{}", "{node}");
     }
 
     // Nothing on any disk changed but the record of the current config.
