@@ -117,10 +117,50 @@ fn owner<K: Generator>(obj: &K) -> Option<OwnerReference> {
     obj.controller_owner_ref(&())
 }
 
-/// Create the MachineConfig or bring it to `want`; unchanged ones are not written.
-async fn put_mc(api: &Api<MachineConfig>, mut want: MachineConfig) -> Result<bool, Error> {
+/// Whether the stored config is kept in place of `want` (`None`: no config), as
+/// [`mco_generate::kept`] decides; on first sight it is marked so. `ours` is this controller's
+/// version stamp.
+async fn kept_stored(
+    api: &Api<MachineConfig>,
+    stored: Option<&MachineConfig>,
+    want: Option<&MachineConfig>,
+    ours: &str,
+) -> Result<bool, Error> {
+    use mco_generate::Kept;
+    let Some(have) = stored else {
+        return Ok(false);
+    };
+    match mco_generate::kept(have, want, ours) {
+        Kept::No => Ok(false),
+        Kept::Yes => Ok(true),
+        Kept::Mark(hash) => {
+            // Conditional on the version read: a config replaced meanwhile is not marked.
+            let patch = json!({"metadata": {
+                "annotations": {mco_generate::KEPT_FOR: hash},
+                "resourceVersion": have.resource_version(),
+            }});
+            let name = have.name_any();
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            tracing::info!(machineconfig = %name, "generated MachineConfig kept as another controller generated it");
+            Ok(true)
+        }
+    }
+}
+
+/// Create the MachineConfig or bring it to `want`; unchanged ones are not written, nor is one
+/// kept ([`kept_stored`]).
+async fn put_mc(
+    api: &Api<MachineConfig>,
+    mut want: MachineConfig,
+    ours: &str,
+) -> Result<bool, Error> {
     let name = want.name_any();
-    match api.get_opt(&name).await? {
+    let stored = api.get_opt(&name).await?;
+    if kept_stored(api, stored.as_ref(), Some(&want), ours).await? {
+        return Ok(false);
+    }
+    match stored {
         None => {
             api.create(&PostParams::default(), &want).await?;
             tracing::info!(machineconfig = %name, "generated MachineConfig created");
@@ -342,7 +382,7 @@ pub async fn reconcile<K: Generator>(obj: Arc<K>, ctx: Arc<Ctx>) -> Result<Actio
     );
     set_finalizers(&api, &*obj, fin).await?;
     for mc in want {
-        put_mc(&mc_api, mc).await?;
+        put_mc(&mc_api, mc, &ctx.config.controller_version).await?;
     }
     let stale: Vec<&String> = ours.iter().filter(|f| !names.contains(*f)).collect();
     for name in &stale {
@@ -464,7 +504,13 @@ async fn reconcile_registries(
     let name = mco_generate::managed_name(&pool_name, "registries", "");
     let mc_api: Api<MachineConfig> = Api::all(c.clone());
     if inputs.is_empty() {
-        delete_mc(&mc_api, &name).await?;
+        // Upstream's generates this config without inputs too: kept, not deleted, after a
+        // takeover.
+        let stored = mc_api.get_opt(&name).await?;
+        let ours = &ctx.config.controller_version;
+        if !kept_stored(&mc_api, stored.as_ref(), None, ours).await? && stored.is_some() {
+            delete_mc(&mc_api, &name).await?;
+        }
         return Ok(Action::requeue(ctx.config.resync));
     }
     let mcs = mc_api.list(&list).await?.items;
@@ -484,7 +530,7 @@ async fn reconcile_registries(
                 files,
             );
             mc.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
-            put_mc(&mc_api, mc).await?;
+            put_mc(&mc_api, mc, &ctx.config.controller_version).await?;
         }
         Err(refused) => {
             // The object's full reference (with its uid), so the event is attached to it.

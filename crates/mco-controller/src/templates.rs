@@ -9,7 +9,7 @@
 //! and annotations others add are kept. A ControllerConfig the templates refuse leaves the
 //! configs generated before as they are.
 //!
-//! A config another controller generated ([`template::generated_elsewhere`]: upstream's, on a
+//! A config another controller generated ([`mco_generate::generated_elsewhere`]: upstream's, on a
 //! cluster mco took over) is never written: it is expected as stored, and the render uses it.
 //! The `TemplateConfigsKept` event names such configs whenever their set changes.
 //!
@@ -92,7 +92,7 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
     let elsewhere: Vec<MachineConfig> = template::names()
         .iter()
         .filter_map(|n| ctx.mcs.get(&ObjectRef::new(n)))
-        .filter(|mc| template::generated_elsewhere(mc, ours).is_some())
+        .filter(|mc| mco_generate::generated_elsewhere(mc, ours).is_some())
         .map(|mc| (*mc).clone())
         .collect();
     if elsewhere.len() == template::names().len() {
@@ -134,7 +134,7 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
     let mut want = want;
     for mc in want.iter_mut() {
         if let Some(have) = ctx.mcs.get(&ObjectRef::new(&mc.name_any()))
-            && template::generated_elsewhere(&have, ours).is_some()
+            && mco_generate::generated_elsewhere(&have, ours).is_some()
         {
             *mc = (*have).clone();
         }
@@ -161,7 +161,7 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
         // The cache may lag this controller's own last write: ask the server before writing.
         match api.get_opt(&name).await? {
             // Stored by another controller since the cache's copy: kept, as above.
-            Some(have) if template::generated_elsewhere(&have, ours).is_some() => {
+            Some(have) if mco_generate::generated_elsewhere(&have, ours).is_some() => {
                 want[i] = have;
                 record(&want);
             }
@@ -200,7 +200,7 @@ async fn report_kept(ctx: &Ctx, cc: &ControllerConfig, want: &[MachineConfig]) {
     let kept: Vec<String> = want
         .iter()
         .filter_map(|mc| {
-            template::generated_elsewhere(mc, ours).map(|v| format!("{} ({v})", mc.name_any()))
+            mco_generate::generated_elsewhere(mc, ours).map(|v| format!("{} ({v})", mc.name_any()))
         })
         .collect();
     {

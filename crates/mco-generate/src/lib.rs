@@ -45,6 +45,64 @@ pub enum Error {
     Base(String),
 }
 
+/// The version stamp of another controller that generated `have`, when one did: its
+/// `generated-by-controller-version` annotation, unless that is `ours` or any mco release's
+/// (a semantic version, which is what mco stamps). Upstream's controller stamps its git commit,
+/// so on a cluster mco took over, upstream's base configs carry one; they hold far more than
+/// mco's platform-`None` templates (the pull secret, networking units, ...), and replacing them
+/// would roll a different OS configuration to every node. The template controller keeps them;
+/// the generators keep theirs while [`kept`] says so.
+pub fn generated_elsewhere<'a>(have: &'a MachineConfig, ours: &str) -> Option<&'a str> {
+    let stamp = have
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(annotations::GENERATED_BY_CONTROLLER_VERSION)?;
+    (stamp != ours && semver::Version::parse(stamp).is_err()).then_some(stamp.as_str())
+}
+
+/// Annotation on a MachineConfig another controller generated and a generator of mco keeps:
+/// the hash of the spec mco would have written in its place when it first kept it.
+pub const KEPT_FOR: &str = "mco.dev/kept-for";
+
+/// What a generator does with a stored config in place of the one it generated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kept {
+    /// Write `want` over it (mco's own, a hand-made one, or one kept until the inputs changed).
+    No,
+    /// Leave it: another controller generated it from the inputs mco still sees.
+    Yes,
+    /// Leave it, and record on it [`KEPT_FOR`] with this value: first seen.
+    Mark(String),
+}
+
+/// Whether `have`, stored where a generator wants `want` (`None`: where it wants no config,
+/// as the registries generator without inputs), is kept. A config another
+/// controller generated ([`generated_elsewhere`]: upstream's, after a takeover) stays until
+/// what mco would generate changes, that is until an input does (the object's spec, the
+/// pool's base file, a mirror set): upstream's generators and mco's implement the same
+/// settings, but their files may differ in bytes, and writing mco's over upstream's output
+/// for the same settings would roll an update (a drain and a reboot for the kubelet) to every
+/// node of the pool.
+pub fn kept(have: &MachineConfig, want: Option<&MachineConfig>, ours: &str) -> Kept {
+    use sha2::{Digest, Sha256};
+    if generated_elsewhere(have, ours).is_none() {
+        return Kept::No;
+    }
+    let spec = serde_json::to_vec(&want.map(|w| &w.spec)).unwrap_or_default();
+    let hash = format!("{:x}", Sha256::digest(&spec));
+    match have
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(KEPT_FOR))
+    {
+        None => Kept::Mark(hash),
+        Some(h) if *h == hash => Kept::Yes,
+        Some(_) => Kept::No,
+    }
+}
+
 /// Whether `selector` picks `pool`. An absent or empty selector picks nothing, as upstream's
 /// generators skip it (it would otherwise select every pool by accident).
 pub fn selects(selector: Option<&LabelSelector>, pool: &MachineConfigPool) -> Result<bool, Error> {
@@ -320,5 +378,95 @@ mod tests {
         assert_eq!(quantity_bytes("10G"), Some(10_000_000_000));
         assert_eq!(quantity_bytes("-1"), Some(-1));
         assert_eq!(quantity_bytes("1Zi"), None);
+    }
+
+    #[test]
+    fn a_config_stamped_by_upstreams_controller_is_generated_elsewhere_and_mcos_never() {
+        let mine = machine_config("00-worker", "worker", "0.4.1", vec![file("/etc/a", "a")]);
+        let stamped = |stamp: Option<&str>| {
+            let mut mc = mine.clone();
+            let ann = mc.metadata.annotations.get_or_insert_default();
+            match stamp {
+                Some(s) => ann.insert(
+                    annotations::GENERATED_BY_CONTROLLER_VERSION.into(),
+                    s.into(),
+                ),
+                None => ann.remove(annotations::GENERATED_BY_CONTROLLER_VERSION),
+            };
+            mc
+        };
+        // Upstream's controller stamps its git commit; a dev build of it, a fixed word.
+        let commit = "1d7c5a1e9f2b3c4d5e6f708192a3b4c5d6e7f809";
+        assert_eq!(
+            generated_elsewhere(&stamped(Some(commit)), "0.4.1"),
+            Some(commit)
+        );
+        assert_eq!(
+            generated_elsewhere(&stamped(Some("was-not-built-properly")), "0.4.1"),
+            Some("was-not-built-properly")
+        );
+        // mco's own stamp, an older or newer mco's, and a config with no stamp (hand-written:
+        // the template controller takes it over, as before) are not.
+        assert_eq!(generated_elsewhere(&mine, "0.4.1"), None);
+        for release in ["0.3.0", "1.0.0-rc.1", "0.5.0+build.7"] {
+            assert_eq!(generated_elsewhere(&stamped(Some(release)), "0.4.1"), None);
+        }
+        assert_eq!(generated_elsewhere(&stamped(None), "0.4.1"), None);
+        // A controller running under a non-release version (tests) owns what it stamped.
+        assert_eq!(generated_elsewhere(&stamped(Some("test")), "test"), None);
+    }
+
+    #[test]
+    fn an_upstream_generated_config_is_kept_until_what_mco_would_write_changes() {
+        let want = machine_config(
+            "99-worker-generated-kubelet",
+            "worker",
+            "0.4.1",
+            vec![file("/etc/kubernetes/kubelet.conf", "maxPods: 300")],
+        );
+        let mut upstreams = machine_config(
+            "99-worker-generated-kubelet",
+            "worker",
+            "1d7c5a1e9f2b3c4d5e6f708192a3b4c5d6e7f809",
+            vec![file("/etc/kubernetes/kubelet.conf", "{\"maxPods\":300}")],
+        );
+        // mco's own and a hand-made config are written over as before.
+        assert_eq!(kept(&want, Some(&want), "0.4.1"), Kept::No);
+        let mut hand = upstreams.clone();
+        hand.metadata.annotations = None;
+        assert_eq!(kept(&hand, Some(&want), "0.4.1"), Kept::No);
+
+        // Upstream's: marked on first sight, kept while mco would write the same.
+        let unmarked = upstreams.clone();
+        let Kept::Mark(hash) = kept(&upstreams, Some(&want), "0.4.1") else {
+            panic!("not marked");
+        };
+        upstreams
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(KEPT_FOR.into(), hash);
+        assert_eq!(kept(&upstreams, Some(&want), "0.4.1"), Kept::Yes);
+        // Kept for no config (inputs absent), it goes once they are there, and the other way.
+        let Kept::Mark(none) = kept(&unmarked, None, "0.4.1") else {
+            panic!("not marked");
+        };
+        let mut for_none = unmarked;
+        for_none
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(KEPT_FOR.into(), none);
+        assert_eq!(kept(&for_none, None, "0.4.1"), Kept::Yes);
+        assert_eq!(kept(&for_none, Some(&want), "0.4.1"), Kept::No);
+        assert_eq!(kept(&upstreams, None, "0.4.1"), Kept::No);
+        // An input changed (here the object's spec): mco's config replaces it.
+        let changed = machine_config(
+            "99-worker-generated-kubelet",
+            "worker",
+            "0.4.1",
+            vec![file("/etc/kubernetes/kubelet.conf", "maxPods: 250")],
+        );
+        assert_eq!(kept(&upstreams, Some(&changed), "0.4.1"), Kept::No);
     }
 }

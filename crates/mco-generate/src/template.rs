@@ -531,21 +531,6 @@ pub fn up_to_date(have: &MachineConfig, want: &MachineConfig) -> bool {
         })
 }
 
-/// The version stamp of another controller that generated `have`, when one did: its
-/// `generated-by-controller-version` annotation, unless that is `ours` or any mco release's
-/// (a semantic version, which is what mco stamps). Upstream's controller stamps its git commit,
-/// so on a cluster mco took over, upstream's base configs carry one; they hold far more than
-/// mco's platform-`None` templates (the pull secret, networking units, ...), and replacing them
-/// would roll a different OS configuration to every node. The template controller keeps them.
-pub fn generated_elsewhere<'a>(have: &'a MachineConfig, ours: &str) -> Option<&'a str> {
-    let stamp = have
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(annotations::GENERATED_BY_CONTROLLER_VERSION)?;
-    (stamp != ours && semver::Version::parse(stamp).is_err()).then_some(stamp.as_str())
-}
-
 /// `want` as a replacement of `have`: `have`'s extra labels, annotations and owner references
 /// kept, its resourceVersion carried for the compare-and-swap.
 pub fn merged_over(have: &MachineConfig, want: &MachineConfig) -> MachineConfig {
@@ -911,41 +896,5 @@ mod tests {
         let mut unannotated = have;
         unannotated.metadata.annotations = None;
         assert!(!up_to_date(&unannotated, &want));
-    }
-
-    #[test]
-    fn a_config_stamped_by_upstreams_controller_is_generated_elsewhere_and_mcos_never() {
-        let mine = generate(&full(), "0.4.1").unwrap().remove(0);
-        let stamped = |stamp: Option<&str>| {
-            let mut mc = mine.clone();
-            let ann = mc.metadata.annotations.get_or_insert_default();
-            match stamp {
-                Some(s) => ann.insert(
-                    annotations::GENERATED_BY_CONTROLLER_VERSION.into(),
-                    s.into(),
-                ),
-                None => ann.remove(annotations::GENERATED_BY_CONTROLLER_VERSION),
-            };
-            mc
-        };
-        // Upstream's controller stamps its git commit; a dev build of it, a fixed word.
-        let commit = "1d7c5a1e9f2b3c4d5e6f708192a3b4c5d6e7f809";
-        assert_eq!(
-            generated_elsewhere(&stamped(Some(commit)), "0.4.1"),
-            Some(commit)
-        );
-        assert_eq!(
-            generated_elsewhere(&stamped(Some("was-not-built-properly")), "0.4.1"),
-            Some("was-not-built-properly")
-        );
-        // mco's own stamp, an older or newer mco's, and a config with no stamp (hand-written:
-        // the template controller takes it over, as before) are not.
-        assert_eq!(generated_elsewhere(&mine, "0.4.1"), None);
-        for release in ["0.3.0", "1.0.0-rc.1", "0.5.0+build.7"] {
-            assert_eq!(generated_elsewhere(&stamped(Some(release)), "0.4.1"), None);
-        }
-        assert_eq!(generated_elsewhere(&stamped(None), "0.4.1"), None);
-        // A controller running under a non-release version (tests) owns what it stamped.
-        assert_eq!(generated_elsewhere(&stamped(Some("test")), "test"), None);
     }
 }

@@ -1,6 +1,7 @@
 //! The KubeletConfig generator against the embedded API server: upstream's suffixes for a second
 //! object of a pool, finalizers that delete the generated MachineConfig with its object, and a
-//! Failure for an object that selects no pool; and a ContainerRuntimeConfig's CRI-O drop-in.
+//! Failure for an object that selects no pool; a ContainerRuntimeConfig's CRI-O drop-in; and
+//! upstream's generated config kept after a takeover until its input changes.
 
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -271,4 +272,113 @@ fn idms_resource() -> kube::api::ApiResource {
         &kube::api::GroupVersionKind::gvk("config.openshift.io", "v1", "ImageDigestMirrorSet"),
         "imagedigestmirrorsets",
     )
+}
+
+/// After a takeover: upstream's generated kubelet config, stamped with its commit and with its
+/// own bytes for the same setting, stays (marked) until the KubeletConfig changes; then mco's
+/// replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_generated_config_stays_until_its_input_changes() {
+    const COMMIT: &str = "1d7c5a1e9f2b3c4d5e6f708192a3b4c5d6e7f809";
+    let env = env().await;
+    let c = &env.client;
+    let mcs: Api<MachineConfig> = Api::all(c.clone());
+    let base = MachineConfigBuilder::new("01-worker-kubelet")
+        .role("worker")
+        .config(json!({
+            "ignition": {"version": "3.4.0"},
+            "storage": {"files": [mco_generate::file(
+                "/etc/kubernetes/kubelet.conf",
+                "kind: KubeletConfiguration\ncgroupDriver: systemd\n",
+            )]},
+        }))
+        .build();
+    mcs.create(&PostParams::default(), &base).await.unwrap();
+    Api::<MachineConfigPool>::all(c.clone())
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {POOL_LABEL: ""}}})),
+        )
+        .await
+        .unwrap();
+    // As upstream left them: the object with its suffix and finalizer, and its output.
+    let upstream_bytes =
+        "{\"kind\":\"KubeletConfiguration\",\"cgroupDriver\":\"systemd\",\"maxPods\":300}";
+    let mut kc = kubelet_config("max-pods", POOL_LABEL, 300);
+    kc.metadata.annotations = Some([(MC_NAME_SUFFIX.to_string(), String::new())].into());
+    kc.metadata.finalizers = Some(vec!["99-worker-generated-kubelet".into()]);
+    let kcs: Api<KubeletConfig> = Api::all(c.clone());
+    kcs.create(&PostParams::default(), &kc).await.unwrap();
+    let upstreams = mco_generate::machine_config(
+        "99-worker-generated-kubelet",
+        "worker",
+        COMMIT,
+        vec![mco_generate::file(
+            "/etc/kubernetes/kubelet.conf",
+            upstream_bytes,
+        )],
+    );
+    let upstreams = mcs
+        .create(&PostParams::default(), &upstreams)
+        .await
+        .unwrap();
+
+    let _controller = start_controller(c, fast_config("generators-kept"));
+    let marked = eventually("upstream's config marked kept", 30, || {
+        let mcs = mcs.clone();
+        async move {
+            let mc = mcs.get("99-worker-generated-kubelet").await.ok()?;
+            mc.annotations()
+                .contains_key(mco_generate::KEPT_FOR)
+                .then_some(mc)
+        }
+    })
+    .await;
+    assert_eq!(marked.spec, upstreams.spec);
+    let target = target_other_than(c, "worker", None).await;
+    let rendered = mcs.get(&target).await.unwrap();
+    assert_eq!(
+        mco_generate::base_file(&[&rendered], "/etc/kubernetes/kubelet.conf")
+            .unwrap()
+            .as_deref(),
+        Some(upstream_bytes)
+    );
+    eventually("the KubeletConfig reported Success", 30, || {
+        let kcs = kcs.clone();
+        async move {
+            let kc = kcs.get("max-pods").await.ok()?;
+            (kc.status?.conditions.last()?.type_ == "Success").then_some(())
+        }
+    })
+    .await;
+    let still = mcs.get("99-worker-generated-kubelet").await.unwrap();
+    assert_eq!(still.resource_version(), marked.resource_version());
+
+    // A changed setting: mco's own config replaces upstream's.
+    kcs.patch(
+        "max-pods",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"kubeletConfig": {"maxPods": 250}}})),
+    )
+    .await
+    .unwrap();
+    let replaced = eventually("mco's config in its place", 30, || {
+        let mcs = mcs.clone();
+        async move {
+            let mc = mcs.get("99-worker-generated-kubelet").await.ok()?;
+            (mc.annotations()
+                .get(mco_api::constants::annotations::GENERATED_BY_CONTROLLER_VERSION)
+                == Some(&"test".to_string()))
+            .then_some(mc)
+        }
+    })
+    .await;
+    assert!(!replaced.annotations().contains_key(mco_generate::KEPT_FOR));
+    let next = target_other_than(c, "worker", Some(&target)).await;
+    let rendered = mcs.get(&next).await.unwrap();
+    let conf = mco_generate::base_file(&[&rendered], "/etc/kubernetes/kubelet.conf")
+        .unwrap()
+        .unwrap();
+    assert!(conf.contains("maxPods: 250"), "{conf}");
 }
