@@ -5,8 +5,9 @@
 //! annotations naming them, mco's own renders deleted). When mco starts again it renders each
 //! pool to its own name; every node must move there with no update: no reboot, no drain or
 //! cordon, no `Working` state and no file rewritten. The base configs are upstream's too
-//! (stamped with its commit, and holding the pull secret, which mco's templates do not write):
-//! mco keeps them as they are.
+//! (stamped with its commit, and holding the pull secret, which mco's templates do not write),
+//! and so is a KubeletConfig's generated config (upstream's JSON bytes for the setting mco
+//! writes as YAML): mco keeps them as they are.
 
 use crate::e2e;
 
@@ -33,6 +34,37 @@ const TEMPLATE_NAMES: [&str; 6] = [
 ];
 /// A file upstream's base configs have and mco's templates do not.
 const PULL_SECRET: &str = "/var/lib/kubelet/config.json";
+const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
+const GENERATED_KUBELET: &str = "99-worker-generated-kubelet";
+const MAX_PODS: &str = "apiVersion: machineconfiguration.openshift.io/v1
+kind: KubeletConfig
+metadata:
+  name: max-pods
+spec:
+  machineConfigPoolSelector:
+    matchLabels:
+      pools.operator.machineconfiguration.openshift.io/worker: \"\"
+  kubeletConfig:
+    maxPods: 300
+";
+
+/// Sets the contents of `path` in a MachineConfig's (or rendered config's) files.
+fn set_file(mc: &mut Value, path: &str, contents: &str) {
+    let files = mc["spec"]["config"]["storage"]["files"]
+        .as_array_mut()
+        .unwrap();
+    let f = files.iter_mut().find(|f| f["path"] == path).unwrap();
+    f["contents"] = json!({"source": mco_generate::data_url(contents)});
+}
+
+/// A MachineConfig as JSON for `kubectl create`/`replace`, without the server's fields.
+fn bare(mut mc: Value) -> Value {
+    let meta = mc["metadata"].as_object_mut().unwrap();
+    for k in ["uid", "creationTimestamp", "managedFields", "generation"] {
+        meta.remove(k);
+    }
+    mc
+}
 const CURRENT_CONFIG_FILE: &str = "etc/machine-config-daemon/currentconfig";
 
 /// `mco apiserver` alone on the cluster's data dir, so the state can be edited with no
@@ -123,10 +155,14 @@ fn create(c: &Cluster, obj: &Value, file: &str) {
     c.kubectl(&["create", "-f", path.to_str().unwrap()]);
 }
 
-/// Copies `mco_name` under an upstream name, as upstream's controller would have written it.
-fn upstream_copy(c: &Cluster, pool: &str, mco_name: &str) -> String {
+/// Copies `mco_name` under an upstream name, as upstream's controller would have written it,
+/// with `files` (path, contents) as upstream wrote them.
+fn upstream_copy(c: &Cluster, pool: &str, mco_name: &str, files: &[(&str, &str)]) -> String {
     let name = format!("rendered-{pool}-{}", md5_like(mco_name));
     let mut mc = c.get_json(&["mc", mco_name]);
+    for (path, contents) in files {
+        set_file(&mut mc, path, contents);
+    }
     let meta = mc["metadata"].as_object_mut().unwrap();
     for k in [
         "resourceVersion",
@@ -192,20 +228,42 @@ fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
             &add.to_string(),
         ]);
     }
+    c.apply(MAX_PODS);
     let ours: BTreeMap<&str, String> = pools
         .iter()
         .map(|p| {
             let t = wait_for(&format!("pool {p} on upstream's base"), 120, || {
                 let pool = c.try_get_json(&["mcp", p])?;
-                pool_settled(&pool).filter(|t| *t != first[p])
+                let t = pool_settled(&pool).filter(|t| *t != first[p])?;
+                let mc = c.try_get_json(&["mc", &t])?;
+                // The worker pool's render with the KubeletConfig's output in it.
+                let done = *p == "master" || mc.to_string().contains("maxPods");
+                done.then_some(t)
             });
             (*p, t)
         })
         .collect();
+    // Upstream's generator writes kubelet.conf as JSON: other bytes for the same setting.
+    let generated = c.get_json(&["mc", GENERATED_KUBELET]);
+    let upstream_kubelet = {
+        let ours = mco_generate::base_file(
+            &[&serde_json::from_value(c.get_json(&["mc", &ours["worker"]])).unwrap()],
+            KUBELET_CONF,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(ours.contains("maxPods: 300"), "{ours}");
+        let v: Value = mco_apimachinery::yaml::from_str(&ours).unwrap();
+        serde_json::to_string(&v).unwrap()
+    };
     let all = nodes(&c);
     let boot_ids: BTreeMap<String, String> =
         all.iter().map(|n| (n.clone(), c.boot_id(n))).collect();
     c.stop();
+    for node in all.iter().filter(|n| n.starts_with("worker")) {
+        let path = c.node_root(node).join(KUBELET_CONF.trim_start_matches('/'));
+        std::fs::write(path, &upstream_kubelet).unwrap();
+    }
     let disks: BTreeMap<String, _> = all
         .iter()
         .map(|n| (n.clone(), snapshot(&c.node_root(n))))
@@ -213,9 +271,20 @@ fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
 
     // Make the stored state look upstream-made.
     let api = ApiServerOnly::start(&c);
+    let mut kubelet = bare(generated);
+    kubelet["metadata"]["annotations"][VERSION_ANN] = json!(UPSTREAM_VERSION);
+    set_file(&mut kubelet, KUBELET_CONF, &upstream_kubelet);
+    let path = c.dir.join("generated-kubelet.json");
+    std::fs::write(&path, kubelet.to_string()).unwrap();
+    c.kubectl(&["replace", "-f", path.to_str().unwrap()]);
     let mut upstream = BTreeMap::new();
     for pool in pools {
-        let name = upstream_copy(&c, pool, &ours[pool]);
+        let files: &[(&str, &str)] = if pool == "worker" {
+            &[(KUBELET_CONF, &upstream_kubelet)]
+        } else {
+            &[]
+        };
+        let name = upstream_copy(&c, pool, &ours[pool], files);
         let cfg = json!({"configuration": {"name": name}});
         c.kubectl(&[
             "patch",
@@ -279,12 +348,29 @@ fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
     api.stop();
 
     c.start();
-    for pool in pools {
-        wait_for(&format!("pool {pool} settled on mco's render"), 120, || {
-            let p = c.try_get_json(&["mcp", pool])?;
-            pool_settled(&p).filter(|t| *t == ours[pool])
-        });
-    }
+    // The master pool's render is mco's as before; the worker pool's holds upstream's
+    // kubelet.conf, kept, so its name is new.
+    let ours: BTreeMap<&str, String> = pools
+        .iter()
+        .map(|pool| {
+            let t = wait_for(&format!("pool {pool} settled on mco's render"), 120, || {
+                let p = c.try_get_json(&["mcp", pool])?;
+                pool_settled(&p).filter(|t| *t != upstream[pool])
+            });
+            if *pool == "master" {
+                assert_eq!(t, ours[pool]);
+            }
+            let rendered = serde_json::from_value(c.get_json(&["mc", &t])).unwrap();
+            let kubelet = mco_generate::base_file(&[&rendered], KUBELET_CONF).unwrap();
+            if *pool == "worker" {
+                assert_eq!(kubelet.as_deref(), Some(upstream_kubelet.as_str()), "{t}");
+            }
+            (*pool, t)
+        })
+        .collect();
+    let kept = c.get_json(&["mc", GENERATED_KUBELET]);
+    assert_eq!(annotation(&kept, VERSION_ANN), UPSTREAM_VERSION);
+    assert!(!annotation(&kept, "mco.dev/kept-for").is_empty());
     for node in &all {
         let n = c.node(node);
         let pool = if node.starts_with("master") {
