@@ -27,14 +27,8 @@ fn kubelet_config(name: &str, label: &str, max_pods: u32) -> KubeletConfig {
     .unwrap()
 }
 
-async fn mc_exists(mcs: &Api<MachineConfig>, name: &str) -> bool {
-    mcs.get_opt(name).await.unwrap().is_some()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn suffixes_finalizers_and_failures_follow_upstream() {
-    let env = env().await;
-    let c = &env.client;
+/// The worker pool labelled as upstream's, with a base kubelet config to merge over.
+async fn worker_pool_with_a_kubelet_base(c: &kube::Client) {
     let base = MachineConfigBuilder::new("01-worker-kubelet")
         .role("worker")
         .config(json!({
@@ -45,8 +39,10 @@ async fn suffixes_finalizers_and_failures_follow_upstream() {
             )]},
         }))
         .build();
-    let mcs: Api<MachineConfig> = Api::all(c.clone());
-    mcs.create(&PostParams::default(), &base).await.unwrap();
+    Api::<MachineConfig>::all(c.clone())
+        .create(&PostParams::default(), &base)
+        .await
+        .unwrap();
     Api::<MachineConfigPool>::all(c.clone())
         .patch(
             "worker",
@@ -55,6 +51,18 @@ async fn suffixes_finalizers_and_failures_follow_upstream() {
         )
         .await
         .unwrap();
+}
+
+async fn mc_exists(mcs: &Api<MachineConfig>, name: &str) -> bool {
+    mcs.get_opt(name).await.unwrap().is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suffixes_finalizers_and_failures_follow_upstream() {
+    let env = env().await;
+    let c = &env.client;
+    worker_pool_with_a_kubelet_base(c).await;
+    let mcs: Api<MachineConfig> = Api::all(c.clone());
     let _controller = start_controller(c, fast_config("generators"));
     let kcs: Api<KubeletConfig> = Api::all(c.clone());
 
@@ -282,26 +290,8 @@ async fn an_upstream_generated_config_stays_until_its_input_changes() {
     const COMMIT: &str = "1d7c5a1e9f2b3c4d5e6f708192a3b4c5d6e7f809";
     let env = env().await;
     let c = &env.client;
+    worker_pool_with_a_kubelet_base(c).await;
     let mcs: Api<MachineConfig> = Api::all(c.clone());
-    let base = MachineConfigBuilder::new("01-worker-kubelet")
-        .role("worker")
-        .config(json!({
-            "ignition": {"version": "3.4.0"},
-            "storage": {"files": [mco_generate::file(
-                "/etc/kubernetes/kubelet.conf",
-                "kind: KubeletConfiguration\ncgroupDriver: systemd\n",
-            )]},
-        }))
-        .build();
-    mcs.create(&PostParams::default(), &base).await.unwrap();
-    Api::<MachineConfigPool>::all(c.clone())
-        .patch(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {POOL_LABEL: ""}}})),
-        )
-        .await
-        .unwrap();
     // As upstream left them: the object with its suffix and finalizer, and its output.
     let upstream_bytes =
         "{\"kind\":\"KubeletConfiguration\",\"cgroupDriver\":\"systemd\",\"maxPods\":300}";

@@ -10,6 +10,7 @@
 //! writes as YAML): mco keeps them as they are.
 
 use crate::e2e;
+use crate::e2e_generated::MAX_PODS;
 
 use e2e::*;
 use serde_json::{Value, json};
@@ -24,29 +25,10 @@ const LAST_DRAIN_ANN: &str = "machineconfiguration.openshift.io/lastAppliedDrain
 const VERSION_ANN: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
 /// Upstream's controller stamps its git commit.
 const UPSTREAM_VERSION: &str = "1d7c5a1e9f2b3c4d5e6f708192a3b4c5d6e7f809";
-const TEMPLATE_NAMES: [&str; 6] = [
-    "00-master",
-    "00-worker",
-    "01-master-container-runtime",
-    "01-master-kubelet",
-    "01-worker-container-runtime",
-    "01-worker-kubelet",
-];
 /// A file upstream's base configs have and mco's templates do not.
 const PULL_SECRET: &str = "/var/lib/kubelet/config.json";
 const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
 const GENERATED_KUBELET: &str = "99-worker-generated-kubelet";
-const MAX_PODS: &str = "apiVersion: machineconfiguration.openshift.io/v1
-kind: KubeletConfig
-metadata:
-  name: max-pods
-spec:
-  machineConfigPoolSelector:
-    matchLabels:
-      pools.operator.machineconfiguration.openshift.io/worker: \"\"
-  kubeletConfig:
-    maxPods: 300
-";
 
 /// Sets the contents of `path` in a MachineConfig's (or rendered config's) files.
 fn set_file(mc: &mut Value, path: &str, contents: &str) {
@@ -60,7 +42,13 @@ fn set_file(mc: &mut Value, path: &str, contents: &str) {
 /// A MachineConfig as JSON for `kubectl create`/`replace`, without the server's fields.
 fn bare(mut mc: Value) -> Value {
     let meta = mc["metadata"].as_object_mut().unwrap();
-    for k in ["uid", "creationTimestamp", "managedFields", "generation"] {
+    for k in [
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "managedFields",
+        "generation",
+    ] {
         meta.remove(k);
     }
     mc
@@ -159,20 +147,11 @@ fn create(c: &Cluster, obj: &Value, file: &str) {
 /// with `files` (path, contents) as upstream wrote them.
 fn upstream_copy(c: &Cluster, pool: &str, mco_name: &str, files: &[(&str, &str)]) -> String {
     let name = format!("rendered-{pool}-{}", md5_like(mco_name));
-    let mut mc = c.get_json(&["mc", mco_name]);
+    let mut mc = bare(c.get_json(&["mc", mco_name]));
     for (path, contents) in files {
         set_file(&mut mc, path, contents);
     }
     let meta = mc["metadata"].as_object_mut().unwrap();
-    for k in [
-        "resourceVersion",
-        "uid",
-        "creationTimestamp",
-        "managedFields",
-        "generation",
-    ] {
-        meta.remove(k);
-    }
     meta.insert("name".into(), json!(name));
     meta.insert("annotations".into(), json!({VERSION_ANN: UPSTREAM_VERSION}));
     mc["spec"]["config"]["ignition"]["version"] = json!("3.4.0");
@@ -207,11 +186,11 @@ fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
 
     // The base configs as upstream's template controller leaves them: its stamp, and the pull
     // secret in `00-<role>`. mco keeps them and rolls the pull secret out (rebootless).
-    for name in TEMPLATE_NAMES {
+    for name in mco_generate::template::names() {
         c.kubectl(&[
             "annotate",
             "mc",
-            name,
+            &name,
             &format!("{VERSION_ANN}={UPSTREAM_VERSION}"),
             "--overwrite",
         ]);
@@ -419,8 +398,8 @@ fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
     }
 
     // Upstream's base configs are as they were.
-    for name in TEMPLATE_NAMES {
-        let mc = c.get_json(&["mc", name]);
+    for name in mco_generate::template::names() {
+        let mc = c.get_json(&["mc", &name]);
         assert_eq!(annotation(&mc, VERSION_ANN), UPSTREAM_VERSION, "{name}");
     }
     for node in &all {

@@ -23,7 +23,8 @@ const TEMPLATE_CONFIGS: [&str; 6] = [
 ];
 const VERSION_ANN: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
 
-const MAX_PODS: &str = "apiVersion: machineconfiguration.openshift.io/v1
+/// Also the adoption test's KubeletConfig.
+pub(crate) const MAX_PODS: &str = "apiVersion: machineconfiguration.openshift.io/v1
 kind: KubeletConfig
 metadata:
   name: max-pods
