@@ -6,7 +6,9 @@
 //! digest mirror sets, as upstream converts them) and `Image/cluster`'s allowed, blocked and
 //! insecure registries. Mirrors by digest are written `pull-from-mirror = "digest-only"` and by
 //! tag `"tag-only"`, so adding one is a change the daemon applies with a CRI-O reload and no
-//! drain. A refused input is reported against the object it came from.
+//! drain. `Image/cluster`'s `containerRuntimeSearchRegistries` go into a drop-in,
+//! `/etc/containers/registries.conf.d/01-image-searchRegistries.conf`, as upstream writes them.
+//! A refused input is reported against the object it came from.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +20,11 @@ use crate::file;
 
 pub const REGISTRIES_CONF: &str = "/etc/containers/registries.conf";
 pub const POLICY_JSON: &str = "/etc/containers/policy.json";
+/// Where `containerRuntimeSearchRegistries` go: a drop-in, read after registries.conf.
+pub const SEARCH_REGISTRIES_DROPIN: &str =
+    "/etc/containers/registries.conf.d/01-image-searchRegistries.conf";
+/// The most search registries taken: each is tried in turn for every short-name pull.
+pub const MAX_SEARCH_REGISTRIES: usize = 64;
 
 /// Upstream's limit on how much the mirror sets may hold in total: registries.conf is read by
 /// CRI-O on every pull, and the whole MachineConfig must stay under the render size limit.
@@ -52,7 +59,8 @@ impl Inputs<'_> {
             .is_some_and(|s| {
                 !(s.allowed_registries.is_empty()
                     && s.blocked_registries.is_empty()
-                    && s.insecure_registries.is_empty())
+                    && s.insecure_registries.is_empty()
+                    && s.container_runtime_search_registries.is_empty())
             });
         !sources && self.idms.is_empty() && self.itms.is_empty() && self.icsp.is_empty()
     }
@@ -235,6 +243,22 @@ pub fn validate(inputs: &Inputs<'_>) -> Result<(), Refused> {
                 )));
             }
         }
+        let search = &s.container_runtime_search_registries;
+        if search.len() > MAX_SEARCH_REGISTRIES {
+            return Err(refuse(format!(
+                "spec.registrySources.containerRuntimeSearchRegistries: too many search registries: {} (at most {MAX_SEARCH_REGISTRIES})",
+                search.len()
+            )));
+        }
+        // A registry host (with an optional port): no path, no wildcard.
+        if let Some(bad) = search
+            .iter()
+            .find(|r| !valid_scope(r) || r.contains('/') || r.starts_with("*."))
+        {
+            return Err(refuse(format!(
+                "spec.registrySources.containerRuntimeSearchRegistries: invalid entry for search registries {bad:?}"
+            )));
+        }
         if !s.allowed_registries.is_empty() && !s.blocked_registries.is_empty() {
             return Err(refuse(
                 "invalid images config: only one of AllowedRegistries or BlockedRegistries may be specified"
@@ -395,10 +419,31 @@ pub fn files(
     };
     let conf = registries_conf(inputs, base_registries.unwrap_or_default()).map_err(base_err)?;
     let policy = policy_json(inputs, base_policy).map_err(base_err)?;
-    Ok(vec![
-        file(REGISTRIES_CONF, &conf),
-        file(POLICY_JSON, &policy),
-    ])
+    let mut out = vec![file(REGISTRIES_CONF, &conf), file(POLICY_JSON, &policy)];
+    if let Some(search) = search_registries(inputs) {
+        out.push(file(SEARCH_REGISTRIES_DROPIN, &search));
+    }
+    Ok(out)
+}
+
+/// The search registries drop-in, when `Image/cluster` names any: tried in order for an image
+/// named without a registry.
+fn search_registries(inputs: &Inputs<'_>) -> Option<String> {
+    let search = &inputs
+        .image?
+        .spec
+        .registry_sources
+        .as_ref()?
+        .container_runtime_search_registries;
+    if search.is_empty() {
+        return None;
+    }
+    let mut t = Table::new();
+    t.insert(
+        "unqualified-search-registries".into(),
+        toml::Value::Array(search.iter().map(|r| r.as_str().into()).collect()),
+    );
+    toml::to_string(&t).ok()
 }
 
 #[cfg(test)]
@@ -629,6 +674,90 @@ mod tests {
                 ..Default::default()
             }
             .is_empty()
+        );
+    }
+
+    fn image(sources: Value) -> Image {
+        obj(
+            "Image",
+            "config.openshift.io/v1",
+            "cluster",
+            json!({ "registrySources": sources }),
+        )
+    }
+
+    #[test]
+    fn search_registries_go_into_their_drop_in_alone() {
+        let image = image(
+            json!({"containerRuntimeSearchRegistries": ["quay.io", "registry.example.com:5000"]}),
+        );
+        let inputs = Inputs {
+            image: Some(&image),
+            ..Default::default()
+        };
+        assert!(!inputs.is_empty());
+        let out = files(&inputs, Some(BASE), None).unwrap();
+        let paths: Vec<&str> = out.iter().map(|f| f["path"].as_str().unwrap()).collect();
+        assert_eq!(
+            paths,
+            [REGISTRIES_CONF, POLICY_JSON, SEARCH_REGISTRIES_DROPIN]
+        );
+        let mc = machine_config("x", "worker", "v", out);
+        assert_eq!(
+            crate::base_file(&[&mc], SEARCH_REGISTRIES_DROPIN)
+                .unwrap()
+                .as_deref(),
+            Some("unqualified-search-registries = [\"quay.io\", \"registry.example.com:5000\"]\n")
+        );
+        // registries.conf keeps the base's own search list; the drop-in is read after it.
+        let conf = crate::base_file(&[&mc], REGISTRIES_CONF).unwrap().unwrap();
+        assert_eq!(
+            toml::from_str::<Table>(&conf).unwrap(),
+            toml::from_str::<Table>(BASE).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_search_registry_with_a_path_a_wildcard_or_past_the_limit_is_refused() {
+        for bad in ["quay.io/team", "*.example.com", "https://quay.io", ""] {
+            let image = image(json!({"containerRuntimeSearchRegistries": ["quay.io", bad]}));
+            let inputs = Inputs {
+                image: Some(&image),
+                ..Default::default()
+            };
+            let e = files(&inputs, Some(BASE), None).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "Image cluster: spec.registrySources.containerRuntimeSearchRegistries: invalid entry for search registries {bad:?}"
+                )
+            );
+        }
+        let at_limit: Vec<String> = (0..MAX_SEARCH_REGISTRIES)
+            .map(|i| format!("r{i}.example.com"))
+            .collect();
+        let image_ok = image(json!({ "containerRuntimeSearchRegistries": at_limit }));
+        let ok = Inputs {
+            image: Some(&image_ok),
+            ..Default::default()
+        };
+        assert!(files(&ok, Some(BASE), None).is_ok());
+        let mut over = at_limit.clone();
+        over.push("one-more.example.com".into());
+        let image_over = image(json!({ "containerRuntimeSearchRegistries": over }));
+        let e = files(
+            &Inputs {
+                image: Some(&image_over),
+                ..Default::default()
+            },
+            Some(BASE),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("too many search registries: 65 (at most 64)"),
+            "{e}"
         );
     }
 }

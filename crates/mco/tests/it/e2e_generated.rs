@@ -1,7 +1,8 @@
 //! End-to-end: the MachineConfigs mco writes for users, driven with `kubectl` as an
 //! administrator would. A KubeletConfig reaches every worker's kubelet config with a drain and a
 //! reboot, and deleting it rolls the setting back; an ImageDigestMirrorSet mirror reaches
-//! `registries.conf` with a CRI-O reload and no drain or reboot; refused input is reported on
+//! `registries.conf` with a CRI-O reload and no drain or reboot; `Image/cluster`'s search
+//! registries reach their drop-in; refused input is reported on
 //! its object and nothing is applied, for each kind. The template controller's base configs
 //! exist with upstream's annotation and owner, the pools render from them, and a hand edit, a
 //! deletion or a refused ControllerConfig leaves them as generated.
@@ -81,6 +82,17 @@ spec:
     mirrors:
     - other.example.net/ocp/release
     mirrorSourcePolicy: NeverContactSource
+";
+
+const SEARCH_REGISTRIES: &str = "apiVersion: config.openshift.io/v1
+kind: Image
+metadata:
+  name: cluster
+spec:
+  registrySources:
+    containerRuntimeSearchRegistries:
+    - quay.io
+    - registry.example.com
 ";
 
 /// The KubeletConfig once the controller has observed its generation.
@@ -225,13 +237,29 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
     assert_eq!(c.pool_target("worker"), r2);
     c.kubectl(&["delete", "imagedigestmirrorset", "zz-conflicting"]);
 
+    // Search registries for short names: their own drop-in, read after registries.conf.
+    c.apply(SEARCH_REGISTRIES);
+    let r3 = c.wait_rollout("worker", &r2, 240);
+    for w in &workers {
+        let dropin = c
+            .read_node_file(
+                w,
+                "/etc/containers/registries.conf.d/01-image-searchRegistries.conf",
+            )
+            .unwrap_or_default();
+        assert_eq!(
+            dropin, "unqualified-search-registries = [\"quay.io\", \"registry.example.com\"]\n",
+            "{w}"
+        );
+    }
+
     // Deleting the KubeletConfig deletes its MachineConfig and rolls maxPods back.
     c.kubectl(&["delete", "kubeletconfig", "max-pods", "--wait=true"]);
     assert!(
         c.try_get_json(&["mc", "99-worker-generated-kubelet"])
             .is_none()
     );
-    c.wait_rollout("worker", &r2, 240);
+    c.wait_rollout("worker", &r3, 240);
     for w in &workers {
         let conf = kubelet_conf(&c, w);
         assert!(conf.contains("maxPods: 250"), "{w}: {conf}");
