@@ -104,7 +104,7 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
         let _ = ctx.templates.wake_render.unbounded_send(());
         return Ok(None);
     }
-    let want = match template::generate(cc, ours) {
+    let mut want = match template::generate(cc, ours) {
         Ok(w) => w,
         Err(e) => {
             // Refused at this controller's first sync (a restart): the configs generated
@@ -131,7 +131,6 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
     };
     // A config another controller generated (upstream's, on a cluster mco took over) is
     // expected as it is stored, and never written.
-    let mut want = want;
     for mc in want.iter_mut() {
         if let Some(have) = ctx.mcs.get(&ObjectRef::new(&mc.name_any()))
             && mco_generate::generated_elsewhere(&have, ours).is_some()
