@@ -92,6 +92,39 @@ async fn list_mcns(client: &Client) -> Result<Vec<MachineConfigNode>, Error> {
         .collect()
 }
 
+/// The inputs `mco doctor` checks for refusals: the ControllerConfig, the KubeletConfigs and
+/// the ContainerRuntimeConfigs (none where their CRDs are not installed).
+pub async fn fetch_inputs(
+    client: &Client,
+) -> Result<
+    (
+        Option<mco_api::ControllerConfig>,
+        Vec<mco_api::KubeletConfig>,
+        Vec<mco_api::ContainerRuntimeConfig>,
+    ),
+    Error,
+> {
+    let c = client.clone();
+    let (ccs, kcs, crcs) = futures::try_join!(
+        list_optional(
+            Api::<mco_api::ControllerConfig>::all(c.clone()),
+            "controllerconfigs"
+        ),
+        list_optional(
+            Api::<mco_api::KubeletConfig>::all(c.clone()),
+            "kubeletconfigs"
+        ),
+        list_optional(
+            Api::<mco_api::ContainerRuntimeConfig>::all(c.clone()),
+            "containerruntimeconfigs"
+        ),
+    )?;
+    let cc = ccs.into_iter().find(|cc| {
+        cc.metadata.name.as_deref() == Some(mco_api::constants::names::CONTROLLER_CONFIG)
+    });
+    Ok((cc, kcs, crcs))
+}
+
 /// Reads everything the views need.
 pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
     let c = client.clone();

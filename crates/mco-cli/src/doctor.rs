@@ -5,8 +5,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use mco_api::constants::{annotations, mcn_conditions, pool_conditions, states};
-use mco_api::{MachineConfig, MachineConfigPool};
+use mco_api::constants::{annotations, cc_conditions, mcn_conditions, pool_conditions, states};
+use mco_api::generators::GeneratorStatus;
+use mco_api::{
+    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool,
+};
 
 use crate::drain::{BlockedDrain, blocked_drains};
 use crate::local::{self, DriftKind, LocalFacts};
@@ -415,6 +418,88 @@ pub fn diagnose(
         {
             out.push(f);
         }
+    }
+    out
+}
+
+/// The inputs the controller refused, so that nothing of them reaches a node: a ControllerConfig
+/// its template controller fails on, and each KubeletConfig or ContainerRuntimeConfig whose
+/// status for its current spec is `Failure`. Their messages name the field.
+pub fn refused_inputs(
+    controller_config: Option<&ControllerConfig>,
+    kubelet_configs: &[KubeletConfig],
+    runtime_configs: &[ContainerRuntimeConfig],
+) -> Vec<Finding> {
+    let mut out = vec![];
+    if let Some(cc) = controller_config
+        && let Some(failing) = cc
+            .status
+            .as_ref()
+            .and_then(|s| s.condition(cc_conditions::FAILING))
+            .filter(|c| c.status == "True")
+    {
+        let name = cc.metadata.name.as_deref().unwrap_or_default();
+        out.push(Finding::new(
+            &format!("controllerconfig {name}"),
+            "ControllerConfig refused",
+            format!(
+                "{}. The base configs generated before stay in force; nothing of this spec \
+                 reaches a node until it is fixed.",
+                failing.message.trim_end_matches('.')
+            ),
+            vec![Fix::new(
+                "correct the field the message names",
+                format!("kubectl edit controllerconfig {name}"),
+            )],
+        ));
+    }
+    let mut generator = |kind: &str,
+                         resource: &str,
+                         name: &str,
+                         generation: Option<i64>,
+                         status: Option<&GeneratorStatus>| {
+        let Some(status) = status.filter(|s| s.observed_generation == generation) else {
+            return;
+        };
+        let Some(failure) = status.conditions.last().filter(|c| c.type_ == "Failure") else {
+            return;
+        };
+        out.push(Finding::new(
+            &format!("{resource} {name}"),
+            &format!("{kind} refused"),
+            format!(
+                "{}. Nothing was generated from it; the MachineConfigs it generated before stay in force.",
+                failure.message.trim_end_matches('.')
+            ),
+            vec![
+                Fix::new(
+                    "correct the field the message names",
+                    format!("kubectl edit {resource} {name}"),
+                ),
+                Fix::new(
+                    "or delete it, which also rolls back what it generated before",
+                    format!("kubectl delete {resource} {name}"),
+                ),
+            ],
+        ));
+    };
+    for k in kubelet_configs {
+        generator(
+            "KubeletConfig",
+            "kubeletconfig",
+            k.metadata.name.as_deref().unwrap_or_default(),
+            k.metadata.generation,
+            k.status.as_ref(),
+        );
+    }
+    for c in runtime_configs {
+        generator(
+            "ContainerRuntimeConfig",
+            "containerruntimeconfig",
+            c.metadata.name.as_deref().unwrap_or_default(),
+            c.metadata.generation,
+            c.status.as_ref(),
+        );
     }
     out
 }

@@ -554,3 +554,94 @@ fn an_expired_ca_is_reported_as_expired() {
         f.cause
     );
 }
+
+#[test]
+fn refused_inputs_name_the_object_the_message_and_the_edit() {
+    let cc: mco_api::ControllerConfig = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "ControllerConfig",
+        "metadata": {"name": "machine-config-controller", "generation": 3},
+        "spec": {},
+        "status": {"observedGeneration": 3, "conditions": [
+            {"type": "TemplateControllerFailing", "status": "True",
+             "message": "failed to syncing towards (3) generation using controller version 0.1.0: spec.clusterDNSIP: \"dns.example.com\" is not an IP address"},
+        ]},
+    }))
+    .unwrap();
+    let generator = |kind: &str, name: &str, generation: i64, observed: i64, type_: &str| {
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": kind,
+            "metadata": {"name": name, "generation": generation},
+            "spec": {},
+            "status": {"observedGeneration": observed, "conditions": [
+                {"type": type_, "status": "True", "message": format!("Error: {name} is wrong")},
+            ]},
+        })
+    };
+    let kcs: Vec<mco_api::KubeletConfig> = [
+        generator("KubeletConfig", "bad-cgroups", 1, 1, "Failure"),
+        // A newer spec the controller has not looked at yet: not reported.
+        generator("KubeletConfig", "being-fixed", 2, 1, "Failure"),
+        generator("KubeletConfig", "fine", 1, 1, "Success"),
+    ]
+    .into_iter()
+    .map(|v| serde_json::from_value(v).unwrap())
+    .collect();
+    let crcs: Vec<mco_api::ContainerRuntimeConfig> = vec![
+        serde_json::from_value(generator(
+            "ContainerRuntimeConfig",
+            "bad-pids",
+            4,
+            4,
+            "Failure",
+        ))
+        .unwrap(),
+    ];
+
+    let found = doctor::refused_inputs(Some(&cc), &kcs, &crcs);
+    let subjects: Vec<&str> = found.iter().map(|f| f.subject.as_str()).collect();
+    assert_eq!(
+        subjects,
+        [
+            "controllerconfig machine-config-controller",
+            "kubeletconfig bad-cgroups",
+            "containerruntimeconfig bad-pids"
+        ]
+    );
+    assert_eq!(found[0].title, "ControllerConfig refused");
+    assert!(
+        found[0]
+            .cause
+            .contains("spec.clusterDNSIP: \"dns.example.com\" is not an IP address"),
+        "{}",
+        found[0].cause
+    );
+    assert_eq!(
+        commands(&found[0]),
+        ["kubectl edit controllerconfig machine-config-controller"]
+    );
+    assert_eq!(found[1].title, "KubeletConfig refused");
+    assert!(
+        found[1].cause.starts_with("Error: bad-cgroups is wrong."),
+        "{}",
+        found[1].cause
+    );
+    assert_eq!(
+        commands(&found[1]),
+        [
+            "kubectl edit kubeletconfig bad-cgroups",
+            "kubectl delete kubeletconfig bad-cgroups"
+        ]
+    );
+    assert_eq!(
+        commands(&found[2]),
+        [
+            "kubectl edit containerruntimeconfig bad-pids",
+            "kubectl delete containerruntimeconfig bad-pids"
+        ]
+    );
+
+    // Nothing refused, nothing reported.
+    assert!(doctor::refused_inputs(None, &kcs[2..], &[]).is_empty());
+}

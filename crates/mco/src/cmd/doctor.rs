@@ -37,9 +37,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (snap, mut roots) = rt.block_on(async {
+    let (snap, inputs, mut roots) = rt.block_on(async {
         let client = mco_cli::client::client(args.kubeconfig.as_deref()).await?;
         let snap = mco_cli::fetch(&client).await?;
+        let inputs = match &args.node {
+            None => Some(mco_cli::client::fetch_inputs(&client).await?),
+            Some(_) => None,
+        };
         let mut wanted = mco_cli::doctor::nodes_in_trouble(&snap);
         wanted.extend(args.node.iter().cloned());
         let roots = if args.root.is_none() {
@@ -47,12 +51,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } else {
             BTreeMap::new()
         };
-        anyhow::Ok((snap, roots))
+        anyhow::Ok((snap, inputs, roots))
     })?;
     if let (Some(facts), Some(node)) = (&local, &args.node) {
         roots.insert(node.clone(), facts.clone());
     }
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
+    if let Some((cc, kcs, crcs)) = &inputs {
+        findings.extend(mco_cli::doctor::refused_inputs(cc.as_ref(), kcs, crcs));
+    }
     if let (Some(facts), Some(_)) = (&local, &args.node) {
         // The disk may know more than the API (e.g. a never-adopted OS before any update).
         mco_cli::doctor::merge_local(&mut findings, mco_cli::local::diagnose(facts));

@@ -128,6 +128,14 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
             .is_none(),
         "a refused KubeletConfig generated a MachineConfig"
     );
+    // `mco doctor` names it, with the message and the edit.
+    let (_, doc) = c.mco(&["doctor"]);
+    assert!(
+        doc.contains("kubeletconfig bad-cgroups: KubeletConfig refused")
+            && doc.contains("cgroupDriver is not allowed to be set, but contains: cgroupfs")
+            && doc.contains("$ kubectl edit kubeletconfig bad-cgroups"),
+        "{doc}"
+    );
     c.kubectl(&["delete", "kubeletconfig", "bad-cgroups", "--wait=true"]);
     c.apply(BAD_RUNTIME);
     let bad = wait_for("ContainerRuntimeConfig bad-pids observed", 60, || {
