@@ -483,23 +483,25 @@ pub fn refused_inputs(
             ],
         ));
     };
-    for k in kubelet_configs {
-        generator(
+    let kubelet = kubelet_configs.iter().map(|k| {
+        (
             "KubeletConfig",
             "kubeletconfig",
-            k.metadata.name.as_deref().unwrap_or_default(),
-            k.metadata.generation,
+            &k.metadata,
             k.status.as_ref(),
-        );
-    }
-    for c in runtime_configs {
-        generator(
+        )
+    });
+    let runtime = runtime_configs.iter().map(|c| {
+        (
             "ContainerRuntimeConfig",
             "containerruntimeconfig",
-            c.metadata.name.as_deref().unwrap_or_default(),
-            c.metadata.generation,
+            &c.metadata,
             c.status.as_ref(),
-        );
+        )
+    });
+    for (kind, resource, meta, status) in kubelet.chain(runtime) {
+        let name = meta.name.as_deref().unwrap_or_default();
+        generator(kind, resource, name, meta.generation, status);
     }
     out
 }
