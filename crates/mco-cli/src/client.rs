@@ -92,8 +92,24 @@ async fn list_mcns(client: &Client) -> Result<Vec<MachineConfigNode>, Error> {
         .collect()
 }
 
+/// Lists a type whose check is optional: empty where it is not served or the caller may not
+/// list it, so a user with narrower rights still gets the rest of a report.
+async fn list_if_readable<K>(api: Api<K>, what: &'static str) -> Result<Vec<K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match list_optional(api, what).await {
+        Err(Error::List {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 403 => Ok(Vec::new()),
+        other => other,
+    }
+}
+
 /// The inputs `mco doctor` checks for refusals: the ControllerConfig, the KubeletConfigs and
-/// the ContainerRuntimeConfigs (none where their CRDs are not installed).
+/// the ContainerRuntimeConfigs (none where their CRDs are not installed or the caller may not
+/// list them).
 pub async fn fetch_inputs(
     client: &Client,
 ) -> Result<
@@ -106,15 +122,15 @@ pub async fn fetch_inputs(
 > {
     let c = client.clone();
     let (ccs, kcs, crcs) = futures::try_join!(
-        list_optional(
+        list_if_readable(
             Api::<mco_api::ControllerConfig>::all(c.clone()),
             "controllerconfigs"
         ),
-        list_optional(
+        list_if_readable(
             Api::<mco_api::KubeletConfig>::all(c.clone()),
             "kubeletconfigs"
         ),
-        list_optional(
+        list_if_readable(
             Api::<mco_api::ContainerRuntimeConfig>::all(c.clone()),
             "containerruntimeconfigs"
         ),

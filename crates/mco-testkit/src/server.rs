@@ -35,6 +35,20 @@ impl TestServer {
             .expect("admin client")
     }
 
+    /// A client as the ServiceAccount `namespace/name`: what its role bindings grant, and no
+    /// more (nothing, without any).
+    pub async fn service_account(&self, namespace: &str, name: &str) -> Client {
+        let id = Identity::ServiceAccount {
+            namespace: namespace.into(),
+            name: name.into(),
+            node: None,
+        };
+        self.handle
+            .client_for(id)
+            .await
+            .expect("service account client")
+    }
+
     /// The admin kubeconfig the server wrote, as `kubectl` and the binaries read it.
     pub fn kubeconfig(&self) -> PathBuf {
         self.handle.kubeconfig_path()

@@ -250,3 +250,55 @@ async fn status_and_doctor_against_the_embedded_api_server() {
 
     server.handle.shutdown().await;
 }
+
+/// `mco doctor`'s refused inputs come from the API; a caller who may not list them gets the rest
+/// of the report, not an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_inputs_are_read_and_a_narrower_caller_skips_them() {
+    let server = TestServer::start().await;
+    let admin = mco_cli::client::client(Some(&server.kubeconfig()))
+        .await
+        .unwrap();
+    populate(&admin).await;
+    let kcs: Api<mco_api::KubeletConfig> = Api::all(admin.clone());
+    let kc = create(
+        &kcs,
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "KubeletConfig",
+            "metadata": {"name": "bad-cgroups"},
+            "spec": {"kubeletConfig": {"cgroupDriver": "cgroupfs"}},
+        }),
+    )
+    .await;
+    set_status(
+        &kcs,
+        "bad-cgroups",
+        json!({"observedGeneration": kc.metadata.generation, "conditions": [{
+            "type": "Failure", "status": "True",
+            "message": "Error: KubeletConfiguration: cgroupDriver is not allowed to be set, but contains: cgroupfs",
+        }]}),
+    )
+    .await;
+
+    let (_, kcs, crcs) = mco_cli::client::fetch_inputs(&admin).await.unwrap();
+    let found = mco_cli::doctor::refused_inputs(None, &kcs, &crcs);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].subject, "kubeletconfig bad-cgroups");
+
+    // A ServiceAccount without roles may not list KubeletConfigs: nothing to report, and no
+    // error.
+    let nobody = server.service_account("default", "nobody").await;
+    let forbidden = Api::<mco_api::KubeletConfig>::all(nobody.clone())
+        .list(&Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(forbidden, kube::Error::Api(ref s) if s.code == 403),
+        "{forbidden}"
+    );
+    let (_, kcs, crcs) = mco_cli::client::fetch_inputs(&nobody).await.unwrap();
+    assert!(kcs.is_empty() && crcs.is_empty());
+
+    server.handle.shutdown().await;
+}
