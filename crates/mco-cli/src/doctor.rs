@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mco_api::constants::{annotations, cc_conditions, mcn_conditions, pool_conditions, states};
 use mco_api::generators::GeneratorStatus;
 use mco_api::{
@@ -453,57 +454,52 @@ pub fn refused_inputs(
             )],
         ));
     }
-    let mut generator = |kind: &str,
-                         resource: &str,
-                         name: &str,
-                         generation: Option<i64>,
-                         status: Option<&GeneratorStatus>| {
-        let Some(status) = status.filter(|s| s.observed_generation == generation) else {
-            return;
-        };
-        let Some(failure) = status.conditions.last().filter(|c| c.type_ == "Failure") else {
-            return;
-        };
-        out.push(Finding::new(
-            &format!("{resource} {name}"),
-            &format!("{kind} refused"),
-            format!(
-                "{}. Nothing was generated from it; the MachineConfigs it generated before stay in force.",
-                failure.message.trim_end_matches('.')
-            ),
-            vec![
-                Fix::new(
-                    "correct the field the message names",
-                    format!("kubectl edit {resource} {name}"),
-                ),
-                Fix::new(
-                    "or delete it, which also rolls back what it generated before",
-                    format!("kubectl delete {resource} {name}"),
-                ),
-            ],
-        ));
-    };
     let kubelet = kubelet_configs.iter().map(|k| {
-        (
-            "KubeletConfig",
-            "kubeletconfig",
-            &k.metadata,
-            k.status.as_ref(),
-        )
+        let status = k.status.as_ref();
+        generator_refused("KubeletConfig", "kubeletconfig", &k.metadata, status)
     });
     let runtime = runtime_configs.iter().map(|c| {
-        (
+        let status = c.status.as_ref();
+        generator_refused(
             "ContainerRuntimeConfig",
             "containerruntimeconfig",
             &c.metadata,
-            c.status.as_ref(),
+            status,
         )
     });
-    for (kind, resource, meta, status) in kubelet.chain(runtime) {
-        let name = meta.name.as_deref().unwrap_or_default();
-        generator(kind, resource, name, meta.generation, status);
-    }
+    out.extend(kubelet.chain(runtime).flatten());
     out
+}
+
+/// A KubeletConfig's or ContainerRuntimeConfig's refusal: its status for its current spec is
+/// `Failure`.
+fn generator_refused(
+    kind: &str,
+    resource: &str,
+    meta: &ObjectMeta,
+    status: Option<&GeneratorStatus>,
+) -> Option<Finding> {
+    let status = status.filter(|s| s.observed_generation == meta.generation)?;
+    let failure = status.conditions.last().filter(|c| c.type_ == "Failure")?;
+    let name = meta.name.as_deref().unwrap_or_default();
+    Some(Finding::new(
+        &format!("{resource} {name}"),
+        &format!("{kind} refused"),
+        format!(
+            "{}. Nothing was generated from it; the MachineConfigs it generated before stay in force.",
+            failure.message.trim_end_matches('.')
+        ),
+        vec![
+            Fix::new(
+                "correct the field the message names",
+                format!("kubectl edit {resource} {name}"),
+            ),
+            Fix::new(
+                "or delete it, which also rolls back what it generated before",
+                format!("kubectl delete {resource} {name}"),
+            ),
+        ],
+    ))
 }
 
 /// The CAs of the pools' `certExpirys` that expire within [`CERT_WARN_WITHIN`] (or already

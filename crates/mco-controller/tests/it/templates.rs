@@ -407,7 +407,18 @@ async fn configs_another_controller_generated_are_kept_and_reported() {
             .then_some(())
     })
     .await;
-    let (failing, message) = condition(&ccs, cc_conditions::FAILING).await.unwrap();
+    // Read once the status is the one written for the AWS spec, not the one before it.
+    let (failing, message) = eventually("the status of the AWS spec", 30, || {
+        let ccs = ccs.clone();
+        async move {
+            let cc = ccs.get(names::CONTROLLER_CONFIG).await.ok()?;
+            let status = cc.status?;
+            let c = status.condition(cc_conditions::FAILING)?;
+            (status.observed_generation == cc.metadata.generation)
+                .then(|| (c.status.clone(), c.message.clone()))
+        }
+    })
+    .await;
     assert_eq!(failing, "False", "{message}");
     for mc in before
         .iter()

@@ -39,11 +39,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .build()?;
     let (snap, inputs, mut roots) = rt.block_on(async {
         let client = mco_cli::client::client(args.kubeconfig.as_deref()).await?;
-        let snap = mco_cli::fetch(&client).await?;
-        let inputs = match &args.node {
-            None => Some(mco_cli::client::fetch_inputs(&client).await?),
-            Some(_) => None,
+        // The refused inputs are cluster-wide: read beside the snapshot, only without NODE.
+        let inputs = async {
+            match &args.node {
+                None => mco_cli::client::fetch_inputs(&client).await.map(Some),
+                Some(_) => Ok(None),
+            }
         };
+        let (snap, inputs) = tokio::try_join!(mco_cli::fetch(&client), inputs)?;
         let mut wanted = mco_cli::doctor::nodes_in_trouble(&snap);
         wanted.extend(args.node.iter().cloned());
         let roots = if args.root.is_none() {
