@@ -60,6 +60,16 @@ pub enum HostError {
     /// Host state the operation cannot work with (e.g. no booted deployment).
     #[error("{0}")]
     State(String),
+    /// The pull secret could not be linked where rpm-ostree reads it; pulling without it
+    /// would only fail later at the registry, with a less telling error.
+    #[error("linking the pull secret at {path}: {source}")]
+    PullSecret {
+        /// The link, e.g. `/run/ostree/auth.json`.
+        path: String,
+        /// Why.
+        #[source]
+        source: Box<HostError>,
+    },
 }
 
 impl HostError {

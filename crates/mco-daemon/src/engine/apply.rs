@@ -19,7 +19,7 @@ use crate::error::HostError;
 use crate::host::Host;
 use crate::host::backup;
 use crate::host::fs::{DEFAULT_FILE_MODE, EntryKind, FileAttrs, HostFs};
-use crate::host::ostree::{KernelType, Origin, RebaseMode};
+use crate::host::ostree::{self, KernelType, Origin, RebaseMode};
 use crate::host::passwd;
 use crate::host::paths;
 use crate::host::units::{self, DropinSpec, UnitSpec};
@@ -665,6 +665,10 @@ fn update_os(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<bo
     if !url.is_empty() && (plan.force || booted_url.as_deref() != Some(url.as_str())) {
         let mode = rebase_mode(&status.booted.origin, &url);
         tracing::info!(from = ?booted_url, to = %url, ?mode, "rebasing OS");
+        // Before every pull: the pull secret may have changed since the last one, and a reboot
+        // empties /run. Not journalled: it holds a path, not contents, and the next pull
+        // relinks it anyway.
+        ostree::link_pull_secret(&host.fs).map_err(os_err)?;
         host.os.rebase(&url, &mode).map_err(os_err)?;
         changed = true;
     } else if url == booted_url.clone().unwrap_or_default() {

@@ -18,7 +18,7 @@ use crate::host::units;
 const SKIPPED_FILES: &[&str] = &[
     "/etc/kubernetes/kubelet-ca.crt",
     "/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem",
-    "/etc/mco/internal-registry-pull-secret.json",
+    paths::INTERNAL_REGISTRY_AUTH_FILE,
 ];
 
 /// One way the disk differs from the config.

@@ -43,3 +43,11 @@ pub const SIM_OSTREE_STATE: &str = "/var/lib/mco-sim/ostree.json";
 pub const SIM_SYSTEMD_LOG: &str = "/var/log/mco-sim/systemd.log";
 /// Written by the simulated rebooter; the node's supervisor restarts the node when it appears.
 pub const SIM_REBOOT_REQUEST: &str = "/run/mco-sim/reboot-requested";
+/// Where rpm-ostree looks for registry credentials when it pulls an OS image (after
+/// `/etc/ostree/auth.json`, which is the admin's); the daemon links the cluster's pull secret
+/// here.
+pub const OSTREE_AUTH_FILE: &str = "/run/ostree/auth.json";
+/// The cluster pull secret, written by the MachineConfigs (mode 0600).
+pub const KUBELET_AUTH_FILE: &str = "/var/lib/kubelet/config.json";
+/// The global pull secret merged with the internal registry's, written by the operator.
+pub const INTERNAL_REGISTRY_AUTH_FILE: &str = "/etc/mco/internal-registry-pull-secret.json";

@@ -296,6 +296,49 @@ fn os_rebase_pivot_and_container() {
     );
 }
 
+/// The pull secret the config writes is linked where rpm-ostree reads credentials before the
+/// OS is pulled; without the link the rebase does not go ahead.
+#[test]
+fn os_rebase_links_the_pull_secret_first() {
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let secret = file(paths::KUBELET_AUTH_FILE, r#"{"auths":{}}"#, 0o600);
+    let new = mc(
+        "rendered-worker-1",
+        URL_122,
+        ign(json!([secret]), json!([])),
+    );
+
+    let node = Node::new(true);
+    update(&node, &old, &new);
+    assert_eq!(
+        node.fs.read_link(paths::OSTREE_AUTH_FILE).unwrap(),
+        Some(paths::KUBELET_AUTH_FILE.into())
+    );
+    assert!(node.engine().host.os.status().unwrap().staged.is_some());
+
+    let node = Node::new(true);
+    node.write("/run/ostree", "not a directory");
+    let err = node
+        .engine()
+        .update(
+            &old,
+            &new,
+            UpdateOptions::default(),
+            &mut RecordingReporter::default(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!(
+            "failed to update OS to {URL_122}: linking the pull secret at {}: ",
+            paths::OSTREE_AUTH_FILE
+        )),
+        "{err}"
+    );
+    assert!(node.engine().host.os.status().unwrap().staged.is_none());
+    assert!(!node.fs.exists(paths::KUBELET_AUTH_FILE).unwrap());
+}
+
 /// A host without /run/ostree-booted: OS skipped with an explicit message, files still apply.
 #[test]
 fn non_ostree_host_skips_os_explicitly() {

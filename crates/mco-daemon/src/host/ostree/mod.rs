@@ -4,6 +4,7 @@
 //! keeps deployments in a JSON file inside a simulated node's root with the same field names.
 
 mod imgref;
+mod pull_secret;
 mod rpm_ostree;
 mod sim;
 
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use imgref::{ImageReference, SignatureSource, Transport};
+pub use pull_secret::{choose_pull_secret, link_pull_secret};
 pub use rpm_ostree::{RetryPolicy, RpmOstree};
 pub use sim::SimOstree;
 
@@ -465,7 +467,8 @@ pub trait OsUpdater: Send + Sync {
         Ok(self.status()?.booted.os_image_url())
     }
 
-    /// Stages a deployment of the image at `url`.
+    /// Stages a deployment of the image at `url`. Pulling it needs the registry credentials
+    /// that [`link_pull_secret`] provides; the caller links them first.
     fn rebase(&self, url: &str, mode: &RebaseMode) -> Result<()>;
 
     /// Kernel arguments of the default (next-boot) deployment, split like the kernel does.
