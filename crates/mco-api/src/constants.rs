@@ -88,6 +88,10 @@ pub mod names {
     pub const NOT_YET_SET: &str = "not-yet-set";
     /// The field manager mco uses for server-side apply of MCN status.
     pub const FIELD_MANAGER: &str = "machine-config-operator";
+    /// Where upstream's operator points the ControllerConfig's `spec.pullSecret`: the one
+    /// Secret the controller may read.
+    pub const PULL_SECRET_NAMESPACE: &str = "openshift-config";
+    pub const PULL_SECRET: &str = "pull-secret";
 }
 
 /// MachineConfigPool condition types.

@@ -5,7 +5,7 @@ use kube::CustomResourceExt;
 use mco_apimachinery::yaml;
 
 use crate::{
-    ContainerRuntimeConfig, ControllerConfig, Image, ImageContentSourcePolicy,
+    APIServer, ContainerRuntimeConfig, ControllerConfig, Image, ImageContentSourcePolicy,
     ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool,
     MachineConfiguration, RolloutPolicy,
 };
@@ -25,6 +25,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ImageDigestMirrorSet::crd(),
         ImageTagMirrorSet::crd(),
         ImageContentSourcePolicy::crd(),
+        APIServer::crd(),
         RolloutPolicy::crd(),
     ]
 }

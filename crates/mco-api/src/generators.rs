@@ -191,6 +191,34 @@ pub struct ImageSpec {
     pub other: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The cluster's API server configuration; only `cluster` is read, for its TLS profile, which
+/// the kubelet's serving endpoint follows (upstream's template and kubelet config controllers).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "APIServer",
+    plural = "apiservers",
+    singular = "apiserver",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "The cluster-wide settings of the API servers: serving certificates, client CA, encryption, audit and the TLS profile."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct APIServerSpec {
+    /// The TLS profile of the cluster's serving endpoints; absent is `Intermediate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_security_profile: Option<TlsSecurityProfile>,
+    /// Fields mco does not read (servingCerts, clientCA, encryption, audit, ...).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The name of the one `APIServer` object read.
+pub const API_SERVER_CONFIG_NAME: &str = "cluster";
+
 /// Which registries pods may pull from, and which are reached without TLS.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

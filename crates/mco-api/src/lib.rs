@@ -23,8 +23,8 @@ pub use controllerconfig::{
     ControllerConfigStatusCondition, ImageRegistryBundle,
 };
 pub use generators::{
-    ContainerRuntimeConfig, ContainerRuntimeConfigSpec, GeneratorStatus, Image,
-    ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig,
+    APIServer, APIServerSpec, ContainerRuntimeConfig, ContainerRuntimeConfigSpec, GeneratorStatus,
+    Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig,
     KubeletConfigSpec,
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
