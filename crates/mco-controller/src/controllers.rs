@@ -370,6 +370,8 @@ pub async fn run_all(
     let (deleted_mc_tx, deleted_mcs) = futures::channel::mpsc::unbounded::<Arc<MachineConfig>>();
     // The template controller wakes every pool's render once its configs are written.
     let (wake_render, render_wakeups) = futures::channel::mpsc::unbounded::<()>();
+    // The template controller's watch of the pull secret wakes the ControllerConfig's reconcile.
+    let (wake_cc, cc_wakeups) = futures::channel::mpsc::unbounded::<()>();
     // The caches a reader in this process may borrow, lent while this term lasts.
     let changed = Arc::new(Notify::new());
     let _lent = config.lend_caches.as_ref().map(|lender| {
@@ -454,7 +456,7 @@ pub async fn run_all(
         drains: Mutex::new(HashMap::new()),
         passes: PassGate::default(),
         failures: Failures::default(),
-        templates: crate::templates::Templates::new(wake_render),
+        templates: crate::templates::Templates::new(wake_render, wake_cc),
     });
 
     let controllers = async {
@@ -576,6 +578,15 @@ pub async fn run_all(
                 ))
             })
             .reconcile_all_on(ticker(config.resync))
+            // The pull secret and the APIServer's TLS profile: a change is taken at once.
+            .reconcile_all_on(futures::stream::select(
+                cc_wakeups,
+                if config.templates {
+                    crate::templates::inputs_changed(ctx.client.clone()).boxed()
+                } else {
+                    futures::stream::pending().boxed()
+                },
+            ))
             .run(
                 |cc, ctx| async move {
                     let (c, name) = (ctx.clone(), name_of(&*cc));

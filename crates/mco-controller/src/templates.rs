@@ -20,12 +20,21 @@
 
 use std::sync::{Arc, Mutex};
 
+use std::fmt::Debug;
+
 use futures::channel::mpsc::UnboundedSender;
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::PostParams;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
-use mco_api::{ControllerConfig, MachineConfig};
+use mco_api::generators::{API_SERVER_CONFIG_NAME, TlsSecurityProfile};
+use mco_api::{APIServer, ControllerConfig, MachineConfig};
 use mco_generate::template;
+use serde::de::DeserializeOwned;
+use tokio::task::AbortHandle;
 
 use crate::Error;
 use crate::ctx::Ctx;
@@ -38,14 +47,37 @@ pub struct Templates {
     wake_render: UnboundedSender<()>,
     /// The configs last reported as kept from another controller (`None` before any report).
     kept: Mutex<Option<Vec<String>>>,
+    /// Wakes the ControllerConfig's reconcile: the pull secret changed.
+    wake_controller_config: UnboundedSender<()>,
+    /// The watch of the pull secret the ControllerConfig names: (namespace, name), and its task.
+    pull_secret_watch: Mutex<Option<((String, String), AbortHandle)>>,
 }
 
 impl Templates {
-    pub fn new(wake_render: UnboundedSender<()>) -> Templates {
+    pub fn new(
+        wake_render: UnboundedSender<()>,
+        wake_controller_config: UnboundedSender<()>,
+    ) -> Templates {
         Templates {
             expected: Mutex::new(None),
             wake_render,
             kept: Mutex::new(None),
+            wake_controller_config,
+            pull_secret_watch: Mutex::new(None),
+        }
+    }
+}
+
+impl Drop for Templates {
+    /// A lost leadership ends the controllers: the pull secret's watch ends with them.
+    fn drop(&mut self) {
+        if let Some((_, task)) = self
+            .pull_secret_watch
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
         }
     }
 }
@@ -104,28 +136,21 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
         let _ = ctx.templates.wake_render.unbounded_send(());
         return Ok(None);
     }
-    let mut want = match template::generate(cc, ours) {
+    let read = match read_cluster(cc, ctx).await? {
+        Ok(read) => read,
+        Err(why) => {
+            keep_held(ctx);
+            return Ok(Some(why));
+        }
+    };
+    let cluster = template::Cluster {
+        pull_secret: read.pull_secret.as_deref(),
+        tls_profile: read.tls_profile.as_ref(),
+    };
+    let mut want = match template::generate(cc, &cluster, ours) {
         Ok(w) => w,
         Err(e) => {
-            // Refused at this controller's first sync (a restart): the configs generated
-            // before are what the render goes on with. A fresh cluster has none, and its
-            // render waits for a ControllerConfig the templates take, as upstream's does.
-            let mut expected = ctx
-                .templates
-                .expected
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if expected.is_none() {
-                let held: Vec<MachineConfig> = template::names()
-                    .iter()
-                    .filter_map(|n| ctx.mcs.get(&ObjectRef::new(n)))
-                    .map(|m| (*m).clone())
-                    .collect();
-                if !held.is_empty() {
-                    *expected = Some(Arc::new(held));
-                    let _ = ctx.templates.wake_render.unbounded_send(());
-                }
-            }
+            keep_held(ctx);
             return Ok(Some(e.to_string()));
         }
     };
@@ -189,6 +214,133 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
     report_kept(ctx, cc, &want).await;
     let _ = ctx.templates.wake_render.unbounded_send(());
     Ok(None)
+}
+
+/// Refused at this controller's first sync (a restart): the configs generated before are what
+/// the render goes on with. A fresh cluster has none, and its render waits for a
+/// ControllerConfig the templates take, as upstream's does.
+fn keep_held(ctx: &Ctx) {
+    let mut expected = ctx
+        .templates
+        .expected
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if expected.is_none() {
+        let held: Vec<MachineConfig> = template::names()
+            .iter()
+            .filter_map(|n| ctx.mcs.get(&ObjectRef::new(n)))
+            .map(|m| (*m).clone())
+            .collect();
+        if !held.is_empty() {
+            *expected = Some(Arc::new(held));
+            let _ = ctx.templates.wake_render.unbounded_send(());
+        }
+    }
+}
+
+/// Every change of one object, by name: a watch with a `metadata.name` field selector, which
+/// RBAC allows with a rule for that name alone.
+fn changes_of<T>(api: Api<T>, name: &str) -> impl Stream<Item = ()> + Send + 'static
+where
+    T: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(
+        api,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .touched_objects()
+    .filter_map(|r| future::ready(r.ok().map(|_| ())))
+}
+
+/// Fires on every change of `APIServer/cluster`, whose TLS profile the templates read. The
+/// pull secret has its own watch, of the Secret the ControllerConfig names
+/// ([`watch_pull_secret`]).
+pub fn inputs_changed(client: Client) -> impl Stream<Item = ()> + Send + 'static {
+    changes_of(Api::<APIServer>::all(client), API_SERVER_CONFIG_NAME)
+}
+
+/// Watches the Secret the ControllerConfig names, and only it, waking the ControllerConfig's
+/// reconcile on each change, so a rotated pull secret reaches the nodes at once (upstream's
+/// informer does the same). A new reference replaces the watch; none stops it.
+fn watch_pull_secret(ctx: &Ctx, target: Option<&(String, String)>) {
+    let mut slot = ctx
+        .templates
+        .pull_secret_watch
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if slot.as_ref().map(|(t, _)| t) == target {
+        return;
+    }
+    if let Some((_, task)) = slot.take() {
+        task.abort();
+    }
+    let Some((namespace, name)) = target.cloned() else {
+        return;
+    };
+    let api = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
+    let wake = ctx.templates.wake_controller_config.clone();
+    let task = tokio::spawn(changes_of(api, &name).for_each(move |()| {
+        let _ = wake.unbounded_send(());
+        future::ready(())
+    }));
+    *slot = Some(((namespace, name), task.abort_handle()));
+}
+
+/// What the templates read from the cluster besides the ControllerConfig.
+struct ClusterRead {
+    pull_secret: Option<Vec<u8>>,
+    tls_profile: Option<TlsSecurityProfile>,
+}
+
+/// Reads the pull secret the ControllerConfig names and `APIServer/cluster`, as upstream's
+/// template controller does on every sync. `Ok(Err(why))`: refused, naming the object (a
+/// missing or unreadable Secret, a bad reference); the configs generated before stay.
+async fn read_cluster(
+    cc: &ControllerConfig,
+    ctx: &Ctx,
+) -> Result<Result<ClusterRead, String>, Error> {
+    let api_server = match Api::<APIServer>::all(ctx.client.clone())
+        .get_opt(API_SERVER_CONFIG_NAME)
+        .await
+    {
+        Ok(a) => a,
+        // No APIServer kind (a cluster without OpenShift's config CRDs): the default profile.
+        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) => return Err(e.into()),
+    };
+    let tls_profile = api_server.and_then(|a| a.spec.tls_security_profile);
+    let reference = match template::pull_secret_ref(&cc.spec) {
+        Err(e) => return Ok(Err(e.to_string())),
+        Ok(r) => r,
+    };
+    watch_pull_secret(ctx, reference.as_ref());
+    let pull_secret = match reference {
+        None => None,
+        Some((namespace, name)) => {
+            match Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
+                .get(&name)
+                .await
+            {
+                Ok(secret) => match template::pull_secret_data(&secret) {
+                    Ok(data) => Some(data.to_vec()),
+                    Err(e) => return Ok(Err(e.to_string())),
+                },
+                // Not there, or not readable by this controller: the server's own words.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {
+                    return Ok(Err(format!(
+                        "spec.pullSecret: Secret {namespace}/{name}: {}",
+                        s.message
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    Ok(Ok(ClusterRead {
+        pull_secret,
+        tls_profile,
+    }))
 }
 
 /// A Normal event on the ControllerConfig whenever the configs kept as another controller

@@ -189,7 +189,7 @@ fn iana(cipher: &str) -> Option<&'static str> {
 }
 
 /// The kubelet's `tlsMinVersion` and `tlsCipherSuites` for a profile.
-fn tls_profile(p: &TlsSecurityProfile) -> Result<(String, Vec<String>), Error> {
+pub(crate) fn tls_profile(p: &TlsSecurityProfile) -> Result<(String, Vec<String>), Error> {
     let (min, ciphers): (&str, Vec<&str>) = match p.type_.as_str() {
         "Old" => ("VersionTLS10", OLD.to_vec()),
         "" | "Intermediate" => ("VersionTLS12", INTERMEDIATE.to_vec()),

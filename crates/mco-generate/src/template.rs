@@ -20,8 +20,10 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use mco_api::constants::annotations;
+use mco_api::generators::TlsSecurityProfile;
 use mco_api::{ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigSpec};
 use serde_json::{Value, json};
 
@@ -61,6 +63,8 @@ impl Mc {
 enum Kind {
     /// A file at this path, mode 0644.
     File(&'static str),
+    /// A file at this path only root may read (mode 0600): credentials.
+    SecretFile(&'static str),
     /// A whole unit, enabled.
     Unit(&'static str),
     /// A unit without contents of its own (`enabled` unset).
@@ -92,6 +96,9 @@ macro_rules! t {
 }
 
 const KUBELET_SERVICE: &str = "kubelet.service";
+/// Where the pull secret lands: the kubelet's and CRI-O's credentials, and what the daemon
+/// hands rpm-ostree for an OS image.
+pub const PULL_SECRET_FILE: &str = "/var/lib/kubelet/config.json";
 const CRIO_SERVICE: &str = "crio.service";
 const DEFAULT_ENV_DROPIN: &str = "10-mco-default-env.conf";
 
@@ -113,6 +120,12 @@ const TEMPLATES: &[Template] = &[
         Mc::Base,
         Kind::File("/etc/containers/storage.conf"),
         "common/_base/files/container-storage.conf"
+    ),
+    t!(
+        None,
+        Mc::Base,
+        Kind::SecretFile(PULL_SECRET_FILE),
+        "common/_base/files/pull-secret.json"
     ),
     t!(
         None,
@@ -244,6 +257,114 @@ pub struct Inputs {
     pub no_proxy: Option<String>,
     /// `spec.ipFamilies`: `::` for an IPv6-first cluster, else `0.0.0.0`.
     pub node_ip: &'static str,
+    /// The pull secret, compacted to one line.
+    pub pull_secret: Option<String>,
+    /// The kubelet's `tlsMinVersion` and `tlsCipherSuites`, from the APIServer's profile.
+    pub tls_min_version: String,
+    pub tls_cipher_suites: Vec<String>,
+}
+
+/// The most bytes of a pull secret's `.dockerconfigjson`. Real ones hold a few registries in a
+/// few KiB; the file lands in both roles' `00-<role>` and in every rendered config, percent
+/// encoded, and a MachineConfig must stay well inside etcd's object limit.
+pub const MAX_PULL_SECRET_BYTES: usize = 64 * 1024;
+
+/// The Secret type upstream requires of a pull secret, and its key.
+pub const DOCKER_CONFIG_JSON_TYPE: &str = "kubernetes.io/dockerconfigjson";
+pub const DOCKER_CONFIG_JSON_KEY: &str = ".dockerconfigjson";
+
+/// What the templates read from the cluster besides the ControllerConfig, as upstream's
+/// template controller does.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cluster<'a> {
+    /// The `.dockerconfigjson` of the Secret `spec.pullSecret` names; `None` when it names
+    /// none, and then no pull secret file is written.
+    pub pull_secret: Option<&'a [u8]>,
+    /// `APIServer/cluster`'s `spec.tlsSecurityProfile`; `None` is upstream's default,
+    /// `Intermediate`.
+    pub tls_profile: Option<&'a TlsSecurityProfile>,
+}
+
+/// The Secret `spec.pullSecret` names, as (namespace, name); `None` when it names none. A
+/// reference without a namespace or name is refused, naming the field.
+pub fn pull_secret_ref(spec: &ControllerConfigSpec) -> Result<Option<(String, String)>, Error> {
+    let spec = Value::Object(spec.other.clone());
+    match spec.get("pullSecret") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(_)) => {}
+        Some(other) => {
+            return Err(Error::Refused(format!(
+                "spec.pullSecret: must be an object reference, not {other}"
+            )));
+        }
+    }
+    let mut out = Vec::with_capacity(2);
+    for key in ["namespace", "name"] {
+        match string_at(&spec, &["pullSecret", key])? {
+            Some(v) => out.push(v),
+            None => {
+                return Err(Error::Refused(format!(
+                    "spec.pullSecret.{key}: required to name the pull secret"
+                )));
+            }
+        }
+    }
+    let name = out.pop().unwrap_or_default();
+    let namespace = out.pop().unwrap_or_default();
+    Ok(Some((namespace, name)))
+}
+
+/// The pull secret's `.dockerconfigjson`, checked as upstream checks it (the type; its
+/// message) and for presence.
+pub fn pull_secret_data(secret: &Secret) -> Result<&[u8], Error> {
+    let what = format!(
+        "spec.pullSecret: Secret {}/{}",
+        secret.metadata.namespace.as_deref().unwrap_or_default(),
+        secret.metadata.name.as_deref().unwrap_or_default()
+    );
+    let type_ = secret.type_.as_deref().unwrap_or("Opaque");
+    if type_ != DOCKER_CONFIG_JSON_TYPE {
+        return Err(Error::Refused(format!(
+            "{what}: expected secret type {DOCKER_CONFIG_JSON_TYPE} found {type_}"
+        )));
+    }
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DOCKER_CONFIG_JSON_KEY))
+        .map(|b| b.0.as_slice())
+        .ok_or_else(|| Error::Refused(format!("{what}: data.{DOCKER_CONFIG_JSON_KEY} is missing")))
+}
+
+/// The pull secret as one line of JSON, as upstream compacts it. Never quotes the secret in
+/// an error: the message lands in the ControllerConfig's status.
+fn compact_pull_secret(raw: &[u8]) -> Result<String, Error> {
+    let field = format!("spec.pullSecret: data.{DOCKER_CONFIG_JSON_KEY}");
+    if raw.len() > MAX_PULL_SECRET_BYTES {
+        return Err(Error::Refused(format!(
+            "{field}: {} bytes, longer than the limit of {MAX_PULL_SECRET_BYTES}",
+            raw.len()
+        )));
+    }
+    // serde_json's own nesting limit (128) bounds the depth.
+    let v: Value = serde_json::from_slice(raw).map_err(|e| {
+        Error::Refused(format!(
+            "{field}: not JSON: {} at line {} column {}",
+            match e.classify() {
+                serde_json::error::Category::Eof => "unexpected end of input",
+                serde_json::error::Category::Io => "unreadable",
+                _ => "invalid or too deeply nested JSON",
+            },
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if !v.is_object() {
+        return Err(Error::Refused(format!(
+            "{field}: must be a JSON object, as in {{\"auths\": {{...}}}}"
+        )));
+    }
+    Ok(v.to_string())
 }
 
 /// A string at `path` of the spec (`None` when absent, null or empty), checked against
@@ -295,8 +416,14 @@ fn proxy_url(spec: &Value, key: &str) -> Result<Option<String>, Error> {
     Ok(v)
 }
 
-/// Reads the inputs from `spec`; a bad value is refused naming its field.
-pub fn inputs(spec: &ControllerConfigSpec) -> Result<Inputs, Error> {
+/// Reads the inputs from `spec` and `cluster`; a bad value is refused naming its field.
+pub fn inputs(spec: &ControllerConfigSpec, cluster: &Cluster) -> Result<Inputs, Error> {
+    let pull_secret = cluster.pull_secret.map(compact_pull_secret).transpose()?;
+    let (tls_min_version, tls_cipher_suites) = match cluster.tls_profile {
+        None => crate::kubelet::tls_profile(&TlsSecurityProfile::default())?,
+        Some(p) => crate::kubelet::tls_profile(p)
+            .map_err(|e| Error::Refused(format!("APIServer cluster: {e}")))?,
+    };
     let spec = Value::Object(spec.other.clone());
     // mco has templates for platform None only; an absent platform is taken as None.
     if let Some(p) = string_at(&spec, &["infra", "status", "platformStatus", "type"])?
@@ -338,6 +465,9 @@ pub fn inputs(spec: &ControllerConfigSpec) -> Result<Inputs, Error> {
         https_proxy: proxy_url(&spec, "httpsProxy")?,
         no_proxy: string_at(&spec, &["proxy", "noProxy"])?,
         node_ip,
+        pull_secret,
+        tls_min_version,
+        tls_cipher_suites,
     })
 }
 
@@ -352,6 +482,12 @@ impl Inputs {
             ("noProxy", self.no_proxy.clone()),
             ("proxy", proxy.then(|| "true".to_owned())),
             ("nodeIP", Some(self.node_ip.to_owned())),
+            ("pullSecret", self.pull_secret.clone()),
+            ("tlsMinVersion", Some(self.tls_min_version.clone())),
+            (
+                "tlsCipherSuites",
+                Some(self.tls_cipher_suites.join(", ")).filter(|s| !s.is_empty()),
+            ),
         ])
     }
 }
@@ -426,9 +562,10 @@ pub fn owner_reference(cc: &ControllerConfig) -> OwnerReference {
 /// reference to `cc`. A bad input refuses the whole set, naming its field.
 pub fn generate(
     cc: &ControllerConfig,
+    cluster: &Cluster,
     controller_version: &str,
 ) -> Result<Vec<MachineConfig>, Error> {
-    let vars = inputs(&cc.spec)?.vars();
+    let vars = inputs(&cc.spec, cluster)?.vars();
     let owner = owner_reference(cc);
     let mut out = Vec::new();
     for role in ROLES {
@@ -449,6 +586,11 @@ pub fn generate(
                 match t.kind {
                     Kind::File(path) => {
                         files.insert(path, crate::file(path, &text));
+                    }
+                    Kind::SecretFile(path) => {
+                        let mut f = crate::file(path, &text);
+                        f["mode"] = json!(0o600);
+                        files.insert(path, f);
                     }
                     Kind::Unit(name) => {
                         let u = units.entry(name).or_default();
@@ -591,6 +733,20 @@ mod tests {
         }))
     }
 
+    const PULL_SECRET: &[u8] = br#"{
+  "auths": {
+    "quay.example.com": {"auth": "dXNlcjpwYXNz", "email": "ops@example.com"}
+  }
+}"#;
+
+    /// The cluster inputs: a pull secret, and the APIServer's default profile.
+    fn full_cluster() -> Cluster<'static> {
+        Cluster {
+            pull_secret: Some(PULL_SECRET),
+            tls_profile: None,
+        }
+    }
+
     fn file_text(mc: &MachineConfig, path: &str) -> Option<String> {
         crate::base_file(&[mc], path).unwrap()
     }
@@ -603,7 +759,7 @@ mod tests {
 
     #[test]
     fn golden_configs_of_each_role() {
-        let mcs = generate(&full(), "v0.0.0-test").unwrap();
+        let mcs = generate(&full(), &full_cluster(), "v0.0.0-test").unwrap();
         for mc in &mcs {
             let name = mc.metadata.name.clone().unwrap();
             golden::check(&format!("template-{name}.yaml"), &golden::render(mc));
@@ -612,7 +768,7 @@ mod tests {
 
     #[test]
     fn three_configs_per_role_with_the_annotation_label_and_owner() {
-        let mcs = generate(&full(), "v9").unwrap();
+        let mcs = generate(&full(), &Cluster::default(), "v9").unwrap();
         let names: Vec<&str> = mcs
             .iter()
             .filter_map(|m| m.metadata.name.as_deref())
@@ -659,7 +815,7 @@ mod tests {
 
     #[test]
     fn inputs_land_where_the_templates_put_them() {
-        let mcs = generate(&full(), "v").unwrap();
+        let mcs = generate(&full(), &Cluster::default(), "v").unwrap();
         let kubelet = file_text(
             by_name(&mcs, "01-worker-kubelet"),
             crate::kubelet::KUBELET_CONF,
@@ -700,7 +856,7 @@ mod tests {
         v6.spec
             .other
             .insert("ipFamilies".into(), json!("DualStackIPv6Primary"));
-        let mcs = generate(&v6, "v").unwrap();
+        let mcs = generate(&v6, &Cluster::default(), "v").unwrap();
         let unit = by_name(&mcs, "01-worker-kubelet")
             .spec
             .config
@@ -717,7 +873,7 @@ mod tests {
 
     #[test]
     fn unset_inputs_leave_their_lines_and_blocks_out() {
-        let mcs = generate(&cc(json!({})), "v").unwrap();
+        let mcs = generate(&cc(json!({})), &Cluster::default(), "v").unwrap();
         let kubelet = file_text(
             by_name(&mcs, "01-master-kubelet"),
             crate::kubelet::KUBELET_CONF,
@@ -742,6 +898,10 @@ mod tests {
             .collect();
         assert_eq!(names, ["crio.service", "kubelet-dependencies.target"]);
         assert_eq!(units[0]["dropins"].as_array().unwrap().len(), 1);
+        // No pull secret named: no credentials file.
+        for mc in &mcs {
+            assert_eq!(file_text(mc, PULL_SECRET_FILE), None);
+        }
         // Every template rendered completely.
         for mc in &mcs {
             assert!(
@@ -753,7 +913,7 @@ mod tests {
 
     #[test]
     fn the_generators_read_their_bases_from_the_templates() {
-        let mcs = generate(&full(), "v").unwrap();
+        let mcs = generate(&full(), &Cluster::default(), "v").unwrap();
         let worker: Vec<&MachineConfig> = mcs
             .iter()
             .filter(|m| m.metadata.labels.as_ref().unwrap()[ROLE_LABEL] == "worker")
@@ -790,7 +950,7 @@ mod tests {
     }
 
     fn refused(other: Value) -> String {
-        match generate(&cc(other), "v") {
+        match generate(&cc(other), &Cluster::default(), "v") {
             Err(Error::Refused(m)) => m,
             r => panic!("not refused: {r:?}"),
         }
@@ -831,7 +991,12 @@ mod tests {
     #[test]
     fn a_value_at_the_limit_is_taken_and_one_byte_more_is_refused() {
         let at = "a".repeat(MAX_VALUE_BYTES);
-        let mcs = generate(&cc(json!({"proxy": {"noProxy": at}})), "v").unwrap();
+        let mcs = generate(
+            &cc(json!({"proxy": {"noProxy": at}})),
+            &Cluster::default(),
+            "v",
+        )
+        .unwrap();
         let proxy = file_text(by_name(&mcs, "00-master"), "/etc/mco/proxy.env").unwrap();
         assert!(proxy.contains(&format!("NO_PROXY={at}\n")));
         let over = "a".repeat(MAX_VALUE_BYTES + 1);
@@ -862,7 +1027,9 @@ mod tests {
 
     #[test]
     fn a_stored_config_is_up_to_date_with_extra_metadata_and_not_with_an_edit() {
-        let want = generate(&full(), "v").unwrap().remove(0);
+        let want = generate(&full(), &Cluster::default(), "v")
+            .unwrap()
+            .remove(0);
         let mut have = want.clone();
         have.metadata.resource_version = Some("7".into());
         have.metadata
@@ -896,5 +1063,213 @@ mod tests {
         let mut unannotated = have;
         unannotated.metadata.annotations = None;
         assert!(!up_to_date(&unannotated, &want));
+    }
+
+    fn file_entry<'a>(mc: &'a MachineConfig, path: &str) -> Option<&'a Value> {
+        mc.spec.config.as_ref()?["storage"]["files"]
+            .as_array()?
+            .iter()
+            .find(|f| f["path"] == path)
+    }
+
+    #[test]
+    fn the_pull_secret_lands_compacted_and_private_in_each_roles_base() {
+        let mcs = generate(&full(), &full_cluster(), "v").unwrap();
+        for mc in &mcs {
+            let name = mc.metadata.name.as_deref().unwrap();
+            let entry = file_entry(mc, PULL_SECRET_FILE);
+            if !name.starts_with("00-") {
+                assert!(entry.is_none(), "{name}");
+                continue;
+            }
+            assert_eq!(entry.unwrap()["mode"], 0o600, "{name}");
+            // One line, keys in the Secret's order, as upstream's json.Compact leaves them.
+            assert_eq!(
+                file_text(mc, PULL_SECRET_FILE).unwrap(),
+                "{\"auths\":{\"quay.example.com\":{\"auth\":\"dXNlcjpwYXNz\",\"email\":\"ops@example.com\"}}}\n"
+            );
+        }
+    }
+
+    fn refused_secret(raw: &[u8]) -> String {
+        let cluster = Cluster {
+            pull_secret: Some(raw),
+            tls_profile: None,
+        };
+        match generate(&full(), &cluster, "v") {
+            Err(Error::Refused(m)) => m,
+            r => panic!("not refused: {r:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bad_pull_secret_is_refused_without_quoting_it() {
+        let field = "spec.pullSecret: data..dockerconfigjson";
+        let m = refused_secret(b"{\"auths\": {\"r\": {\"auth\": \"c2VjcmV0\"}");
+        assert!(m.starts_with(&format!("{field}: not JSON: ")), "{m}");
+        assert!(!m.contains("c2VjcmV0"), "the secret is quoted: {m}");
+        assert_eq!(
+            refused_secret(b"[\"c2VjcmV0\"]"),
+            format!("{field}: must be a JSON object, as in {{\"auths\": {{...}}}}")
+        );
+        // Deeper than serde_json's limit of 128: refused, not a stack overflow.
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(10_000), "]".repeat(10_000));
+        let m = refused_secret(deep.as_bytes());
+        assert!(m.contains("too deeply nested"), "{m}");
+    }
+
+    #[test]
+    fn a_pull_secret_at_the_limit_is_taken_and_one_byte_more_is_refused() {
+        let padded = |len: usize| {
+            let frame = "{\"auths\":{},\"pad\":\"\"}".len();
+            format!("{{\"auths\":{{}},\"pad\":\"{}\"}}", "a".repeat(len - frame)).into_bytes()
+        };
+        let at = padded(MAX_PULL_SECRET_BYTES);
+        assert_eq!(at.len(), MAX_PULL_SECRET_BYTES);
+        let cluster = Cluster {
+            pull_secret: Some(&at),
+            tls_profile: None,
+        };
+        let mcs = generate(&full(), &cluster, "v").unwrap();
+        assert_eq!(
+            file_text(by_name(&mcs, "00-worker"), PULL_SECRET_FILE)
+                .unwrap()
+                .len(),
+            MAX_PULL_SECRET_BYTES + 1
+        );
+        assert_eq!(
+            refused_secret(&padded(MAX_PULL_SECRET_BYTES + 1)),
+            format!(
+                "spec.pullSecret: data..dockerconfigjson: 65537 bytes, longer than the limit of {MAX_PULL_SECRET_BYTES}"
+            )
+        );
+    }
+
+    #[test]
+    fn the_pull_secret_reference_and_secret_are_read_as_upstream_reads_them() {
+        let spec = |v: Value| ControllerConfigSpec {
+            other: v.as_object().cloned().unwrap(),
+            ..Default::default()
+        };
+        assert_eq!(pull_secret_ref(&spec(json!({}))).unwrap(), None);
+        assert_eq!(
+            pull_secret_ref(&spec(
+                json!({"pullSecret": {"namespace": "openshift-config", "name": "pull-secret"}})
+            ))
+            .unwrap(),
+            Some(("openshift-config".to_owned(), "pull-secret".to_owned()))
+        );
+        let e = pull_secret_ref(&spec(
+            json!({"pullSecret": {"namespace": "openshift-config"}}),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec.pullSecret.name: required to name the pull secret"
+        );
+        let e = pull_secret_ref(&spec(json!({"pullSecret": "pull-secret"}))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec.pullSecret: must be an object reference, not \"pull-secret\""
+        );
+
+        let secret = |type_: Option<&str>, data: Option<&[u8]>| Secret {
+            metadata: ObjectMeta {
+                namespace: Some("openshift-config".into()),
+                name: Some("pull-secret".into()),
+                ..Default::default()
+            },
+            type_: type_.map(str::to_owned),
+            data: data.map(|d| {
+                BTreeMap::from([(
+                    DOCKER_CONFIG_JSON_KEY.to_owned(),
+                    k8s_openapi::ByteString(d.to_vec()),
+                )])
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            pull_secret_data(&secret(Some(DOCKER_CONFIG_JSON_TYPE), Some(PULL_SECRET))).unwrap(),
+            PULL_SECRET
+        );
+        // Upstream's message, after the field and the object.
+        assert_eq!(
+            pull_secret_data(&secret(None, Some(PULL_SECRET)))
+                .unwrap_err()
+                .to_string(),
+            "spec.pullSecret: Secret openshift-config/pull-secret: expected secret type kubernetes.io/dockerconfigjson found Opaque"
+        );
+        assert_eq!(
+            pull_secret_data(&secret(Some(DOCKER_CONFIG_JSON_TYPE), None))
+                .unwrap_err()
+                .to_string(),
+            "spec.pullSecret: Secret openshift-config/pull-secret: data..dockerconfigjson is missing"
+        );
+    }
+
+    #[test]
+    fn the_apiserver_tls_profile_reaches_both_kubelet_configs() {
+        let kubelet_confs = |cluster: &Cluster| -> Vec<String> {
+            let mcs = generate(&full(), cluster, "v").unwrap();
+            ["01-master-kubelet", "01-worker-kubelet"]
+                .map(|n| file_text(by_name(&mcs, n), crate::kubelet::KUBELET_CONF).unwrap())
+                .to_vec()
+        };
+        // No profile: upstream's default, Intermediate.
+        for conf in kubelet_confs(&Cluster::default()) {
+            assert!(conf.contains("tlsMinVersion: VersionTLS12\n"), "{conf}");
+            assert!(
+                conf.contains(
+                    "tlsCipherSuites: [TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,"
+                ),
+                "{conf}"
+            );
+            let parsed: Value = mco_apimachinery::yaml::from_str(&conf).unwrap();
+            assert!(parsed["tlsCipherSuites"].as_array().unwrap().len() > 3);
+        }
+        let modern: TlsSecurityProfile =
+            serde_json::from_value(json!({"type": "Modern", "modern": {}})).unwrap();
+        let cluster = Cluster {
+            pull_secret: None,
+            tls_profile: Some(&modern),
+        };
+        for conf in kubelet_confs(&cluster) {
+            assert!(conf.contains("tlsMinVersion: VersionTLS13\n"), "{conf}");
+            assert!(
+                conf.contains("tlsCipherSuites: [TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256]\n"),
+                "{conf}"
+            );
+        }
+        // A KubeletConfig without a profile of its own keeps the APIServer's, as upstream's.
+        let mcs = generate(&full(), &cluster, "v").unwrap();
+        let worker: Vec<&MachineConfig> = mcs
+            .iter()
+            .filter(|m| m.metadata.labels.as_ref().unwrap()[ROLE_LABEL] == "worker")
+            .collect();
+        let base = crate::base_file(&worker, crate::kubelet::KUBELET_CONF)
+            .unwrap()
+            .unwrap();
+        let spec: mco_api::KubeletConfigSpec =
+            serde_json::from_value(json!({"kubeletConfig": {"maxPods": 300}})).unwrap();
+        let files = crate::kubelet::files(&spec, &base).unwrap();
+        let text =
+            crate::decode_data_url(files[0]["contents"]["source"].as_str().unwrap()).unwrap();
+        assert!(text.contains("VersionTLS13"), "{text}");
+
+        let custom: TlsSecurityProfile = serde_json::from_value(
+            json!({"type": "Custom", "custom": {"minTLSVersion": "VersionTLS14", "ciphers": []}}),
+        )
+        .unwrap();
+        let bad = Cluster {
+            pull_secret: None,
+            tls_profile: Some(&custom),
+        };
+        match generate(&full(), &bad, "v") {
+            Err(Error::Refused(m)) => assert_eq!(
+                m,
+                "APIServer cluster: spec.tlsSecurityProfile.custom.minTLSVersion: unsupported value \"VersionTLS14\""
+            ),
+            r => panic!("not refused: {r:?}"),
+        }
     }
 }

@@ -251,6 +251,9 @@ pub fn generate(opts: &Options, parts: &[Part]) -> Result<Vec<Manifest>, Error> 
                     out.push(Manifest::new(part, &binding)?);
                 }
                 out.push(Manifest::new(part, &rbac::controller_lease_role(opts))?);
+                for role in rbac::controller_pull_secret_roles(opts) {
+                    out.push(Manifest::new(part, &role)?);
+                }
                 for binding in rbac::role_bindings(opts) {
                     out.push(Manifest::new(part, &binding)?);
                 }

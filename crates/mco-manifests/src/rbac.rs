@@ -1,7 +1,9 @@
 //! Least-privilege identities. Each rule names what a code path of the controller or daemon
 //! does; tests pin the exact sets so that widening one is a deliberate, reviewed change.
 //!
-//! No rule grants Secrets. What RBAC cannot express (a daemon may write only its own Node and
+//! The only Secret any rule grants is the cluster's pull secret, `pull-secret`, to the
+//! controller, by name, in the install namespace and (with `--openshift`) in upstream's
+//! `openshift-config`. What RBAC cannot express (a daemon may write only its own Node and
 //! MachineConfigNode) is enforced by the admission policies in [`crate::admission`].
 
 use std::collections::BTreeMap;
@@ -11,6 +13,8 @@ use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use mco_api::constants::names;
 
 use crate::{
     CONTROLLER, DAEMON, EVENTS_ROLE, NODE_BOOTSTRAPPER, NODE_BOOTSTRAPPER_TOKEN, Options, SERVER,
@@ -235,6 +239,8 @@ pub fn controller_rules() -> Vec<PolicyRule> {
             &["images", "imagedigestmirrorsets", "imagetagmirrorsets"],
             &["get", "list", "watch"],
         ),
+        // Templates: the TLS profile of the kubelet's serving endpoint.
+        rule(&[CONFIG_GROUP], &["apiservers"], &["get", "list", "watch"]),
         rule(
             &[OPERATOR_GROUP],
             &["imagecontentsourcepolicies"],
@@ -346,6 +352,40 @@ pub fn controller_lease_rules() -> Vec<PolicyRule> {
     ]
 }
 
+/// The pull secret the templates write to every node: one Secret, by name. `list` and `watch`
+/// are allowed only with a `metadata.name` field selector for it.
+pub fn controller_pull_secret_rules() -> Vec<PolicyRule> {
+    vec![named_rule(
+        &[""],
+        &["secrets"],
+        &[names::PULL_SECRET],
+        &["get", "list", "watch"],
+    )]
+}
+
+/// The name of the Role and RoleBinding that grant [`controller_pull_secret_rules`].
+pub const PULL_SECRET_ROLE: &str = "mco-controller-pull-secret";
+
+/// Where the controller may read the pull secret: the install namespace, and upstream's
+/// `openshift-config` on OpenShift, OKD and UCCPS, where that namespace exists.
+pub fn pull_secret_namespaces(opts: &Options) -> Vec<String> {
+    let mut out = vec![opts.namespace.clone()];
+    if opts.openshift && opts.namespace != names::PULL_SECRET_NAMESPACE {
+        out.push(names::PULL_SECRET_NAMESPACE.to_string());
+    }
+    out
+}
+
+pub fn controller_pull_secret_roles(opts: &Options) -> Vec<Role> {
+    pull_secret_namespaces(opts)
+        .iter()
+        .map(|ns| Role {
+            metadata: namespaced_meta(PULL_SECRET_ROLE, ns, "controller"),
+            rules: Some(controller_pull_secret_rules()),
+        })
+        .collect()
+}
+
 pub fn controller_lease_role(opts: &Options) -> Role {
     Role {
         metadata: namespaced_meta(
@@ -367,6 +407,13 @@ pub fn role_bindings(opts: &Options) -> Vec<RoleBinding> {
         role_ref: role_ref("Role", &format!("{CONTROLLER}-leader-election")),
         subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
     }];
+    for ns in pull_secret_namespaces(opts) {
+        out.push(RoleBinding {
+            metadata: namespaced_meta(PULL_SECRET_ROLE, &ns, "controller"),
+            role_ref: role_ref("Role", PULL_SECRET_ROLE),
+            subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
+        });
+    }
     for ns in event_namespaces(opts) {
         out.push(RoleBinding {
             metadata: namespaced_meta(EVENTS_ROLE, &ns, "events"),

@@ -241,7 +241,7 @@ mod tests {
         let cc: ControllerConfig = typed("cc", controller_config("img:1")).unwrap();
         assert_eq!(cc.spec.default_os_image(), "img:1");
         // The templates take it: the simulated cluster's base configs come from it.
-        let base = mco_generate::template::generate(&cc, "v").unwrap();
+        let base = mco_generate::template::generate(&cc, &Default::default(), "v").unwrap();
         assert_eq!(base.len(), 6);
         for role in ["master", "worker"] {
             let p: MachineConfigPool = typed("pool", pool(role)).unwrap();

@@ -275,8 +275,15 @@ async fn controller_token_is_least_privilege() {
         .await
         .unwrap();
 
-    // Not granted: Secrets, other Leases, deleting Nodes.
-    forbidden(api(&ctrl, &secrets(), Some(&ns)).get("pull-secret").await);
+    // The pull secret, by name: read, and listed or watched only with a field selector for it.
+    let secret_api = api(&ctrl, &secrets(), Some(&ns));
+    secret_api.get("pull-secret").await.unwrap();
+    let by_name = kube::api::ListParams::default().fields("metadata.name=pull-secret");
+    assert_eq!(secret_api.list(&by_name).await.unwrap().items.len(), 1);
+
+    // Not granted: other Secrets, other Leases, deleting Nodes.
+    forbidden(secret_api.get("other-secret").await);
+    forbidden(secret_api.list(&Default::default()).await);
     forbidden(api(&ctrl, &secrets(), None).list(&Default::default()).await);
     forbidden(lease_api.get("someone-else").await);
     forbidden(

@@ -456,3 +456,184 @@ async fn configs_another_controller_generated_are_kept_and_reported() {
     })
     .await;
 }
+
+fn pull_secret(type_: &str, json: &str) -> k8s_openapi::api::core::v1::Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": "pull-secret", "namespace": "mco-system"},
+        "type": type_,
+        "data": {".dockerconfigjson": base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            json,
+        )},
+    }))
+    .unwrap()
+}
+
+/// What `00-worker` holds at the pull secret's path.
+async fn pull_secret_file(mcs: &Api<MachineConfig>) -> Option<String> {
+    let mc = mcs.get_opt("00-worker").await.ok()??;
+    mco_generate::base_file(&[&mc], "/var/lib/kubelet/config.json")
+        .ok()
+        .flatten()
+}
+
+/// The pull secret the ControllerConfig names and the APIServer's TLS profile reach the
+/// templates at once (the resync here is ten minutes: only the watches can bring them), and a
+/// missing or mistyped Secret is refused in upstream's words with the configs before kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pull_secret_and_the_tls_profile_reach_the_templates_at_once() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    let env = env().await;
+    let c = &env.client;
+    let ccs: Api<ControllerConfig> = Api::all(c.clone());
+    let mcs: Api<MachineConfig> = Api::all(c.clone());
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    let _ = namespaces
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "mco-system"}})).unwrap(),
+        )
+        .await;
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), "mco-system");
+    secrets
+        .create(
+            &Default::default(),
+            &pull_secret(
+                "kubernetes.io/dockerconfigjson",
+                r#"{"auths": {"quay.example.com": {"auth": "b25lOm9uZQ=="}}}"#,
+            ),
+        )
+        .await
+        .unwrap();
+    ccs.patch(
+        names::CONTROLLER_CONFIG,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"spec": {"pullSecret": {"namespace": "mco-system", "name": "pull-secret"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let config = mco_controller::Config {
+        templates: true,
+        resync: std::time::Duration::from_secs(600),
+        ..fast_config("templates")
+    };
+    let _controller = start_controller(c, config);
+
+    let want = |s: &'static str| {
+        let mcs = mcs.clone();
+        move || {
+            let mcs = mcs.clone();
+            async move { (pull_secret_file(&mcs).await? == s).then_some(()) }
+        }
+    };
+    eventually(
+        "the pull secret in 00-worker",
+        30,
+        want("{\"auths\":{\"quay.example.com\":{\"auth\":\"b25lOm9uZQ==\"}}}\n"),
+    )
+    .await;
+    let kubelet = mcs.get("01-worker-kubelet").await.unwrap();
+    assert!(
+        kubelet_conf(&kubelet).contains("tlsMinVersion: VersionTLS12\n"),
+        "{}",
+        kubelet_conf(&kubelet)
+    );
+
+    // Rotated: the new credentials, long before any resync.
+    secrets
+        .replace(
+            "pull-secret",
+            &Default::default(),
+            &pull_secret(
+                "kubernetes.io/dockerconfigjson",
+                r#"{"auths": {"quay.example.com": {"auth": "dHdvOnR3bw=="}}}"#,
+            ),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the rotated pull secret in 00-worker",
+        30,
+        want("{\"auths\":{\"quay.example.com\":{\"auth\":\"dHdvOnR3bw==\"}}}\n"),
+    )
+    .await;
+
+    // The APIServer's profile: Modern, in both kubelet configs.
+    Api::<mco_api::APIServer>::all(c.clone())
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "config.openshift.io/v1",
+                "kind": "APIServer",
+                "metadata": {"name": "cluster"},
+                "spec": {"tlsSecurityProfile": {"type": "Modern", "modern": {}}},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    for name in ["01-master-kubelet", "01-worker-kubelet"] {
+        let mcs = mcs.clone();
+        eventually(&format!("Modern in {name}"), 30, move || {
+            let mcs = mcs.clone();
+            async move {
+                let mc = mcs.get(name).await.ok()?;
+                kubelet_conf(&mc)
+                    .contains("tlsMinVersion: VersionTLS13\n")
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+
+    // Deleted: refused with the server's words, the configs before kept.
+    secrets
+        .delete("pull-secret", &DeleteParams::default())
+        .await
+        .unwrap();
+    let failing = |needle: &'static str| {
+        let ccs = ccs.clone();
+        move || {
+            let ccs = ccs.clone();
+            async move {
+                let (status, message) = condition(&ccs, cc_conditions::FAILING).await?;
+                (status == "True" && message.contains(needle)).then_some(message)
+            }
+        }
+    };
+    let message = eventually(
+        "Failing for the missing Secret",
+        30,
+        failing(
+            "spec.pullSecret: Secret mco-system/pull-secret: secrets \"pull-secret\" not found",
+        ),
+    )
+    .await;
+    assert!(!message.contains("dHdvOnR3bw"), "{message}");
+    assert!(
+        pull_secret_file(&mcs)
+            .await
+            .unwrap()
+            .contains("dHdvOnR3bw==")
+    );
+
+    // Back, but of the wrong type: upstream's message.
+    secrets
+        .create(&Default::default(), &pull_secret("Opaque", "{}"))
+        .await
+        .unwrap();
+    eventually(
+        "Failing for the type",
+        30,
+        failing("expected secret type kubernetes.io/dockerconfigjson found Opaque"),
+    )
+    .await;
+    assert!(
+        pull_secret_file(&mcs)
+            .await
+            .unwrap()
+            .contains("dHdvOnR3bw==")
+    );
+}

@@ -82,11 +82,17 @@ fn every_object_has_api_version_kind_and_name_and_is_unique() {
             );
             assert!(seen.insert(id.clone()), "duplicate {id:?}");
         }
-        // Namespaced objects live in the install namespace, except the events binding in `default`.
+        // Namespaced objects live in the install namespace, except the events binding in
+        // `default` and, on OpenShift, the pull secret's Role and binding in `openshift-config`.
         for m in ms.iter().filter(|m| m.namespace().is_some()) {
             let ns = m.namespace().unwrap();
+            let pull_secret = opts.openshift
+                && ns == "openshift-config"
+                && m.name() == Some("mco-controller-pull-secret");
             assert!(
-                ns == opts.namespace || (ns == "default" && m.kind() == Some("RoleBinding")),
+                ns == opts.namespace
+                    || (ns == "default" && m.kind() == Some("RoleBinding"))
+                    || pull_secret,
                 "{:?} {:?} in {ns}",
                 m.kind(),
                 m.name()
@@ -232,6 +238,7 @@ fn controller_permissions_are_exactly_these() {
         "config.openshift.io images get,list,watch".to_string(),
         "config.openshift.io imagedigestmirrorsets get,list,watch".to_string(),
         "config.openshift.io imagetagmirrorsets get,list,watch".to_string(),
+        "config.openshift.io apiservers get,list,watch".to_string(),
         format!("{OP} imagecontentsourcepolicies get,list,watch"),
         "rollouts.mco.dev rolloutpolicies get,list,watch".to_string(),
         "rollouts.mco.dev rolloutpolicies/status get,update,patch".to_string(),
@@ -295,8 +302,76 @@ fn events_are_granted_only_in_default_and_the_install_namespace() {
     }
 }
 
+/// The one Secret any role grants: the pull secret, to the controller, by name, in the install
+/// namespace and, on OpenShift, in `openshift-config`.
 #[test]
-fn no_role_mentions_secrets_or_wildcards() {
+fn only_the_controller_may_read_a_secret_and_only_the_pull_secret() {
+    for (opts, namespaces) in [
+        (Options::default(), vec!["mco-system"]),
+        (
+            Options {
+                openshift: true,
+                ..Default::default()
+            },
+            vec!["mco-system", "openshift-config"],
+        ),
+    ] {
+        let ms = all(&opts);
+        let roles: Vec<Role> = ms
+            .iter()
+            .filter(|m| m.kind() == Some("Role") && m.name() == Some("mco-controller-pull-secret"))
+            .map(typed)
+            .collect();
+        let bindings: Vec<RoleBinding> = ms
+            .iter()
+            .filter(|m| {
+                m.kind() == Some("RoleBinding") && m.name() == Some("mco-controller-pull-secret")
+            })
+            .map(typed)
+            .collect();
+        for (objs, kind) in [
+            (
+                roles
+                    .iter()
+                    .map(|r| r.metadata.namespace.as_deref().unwrap())
+                    .collect::<Vec<_>>(),
+                "Role",
+            ),
+            (
+                bindings
+                    .iter()
+                    .map(|b| b.metadata.namespace.as_deref().unwrap())
+                    .collect(),
+                "RoleBinding",
+            ),
+        ] {
+            assert_eq!(objs, namespaces, "{kind}");
+        }
+        for r in &roles {
+            assert_eq!(
+                grants(r.rules.as_deref().unwrap()),
+                expand(&["core secrets get,list,watch pull-secret"])
+            );
+        }
+        for b in &bindings {
+            assert_eq!(b.role_ref.name, "mco-controller-pull-secret");
+            let subjects = b.subjects.as_deref().unwrap();
+            assert_eq!(subjects.len(), 1);
+            assert_eq!(subjects[0].name, "mco-controller");
+        }
+        // Nothing else mentions Secrets.
+        let others: Vec<Manifest> = mco_manifests::generate(&opts, &[Part::Rbac])
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.name() != Some("mco-controller-pull-secret"))
+            .collect();
+        let yaml = mco_manifests::to_yaml(&others).unwrap();
+        assert!(!yaml.contains("secrets"), "{yaml}");
+    }
+}
+
+#[test]
+fn no_role_uses_wildcards_or_escalates() {
     let yaml = mco_manifests::to_yaml(
         &mco_manifests::generate(
             &Options {
@@ -308,7 +383,6 @@ fn no_role_mentions_secrets_or_wildcards() {
         .unwrap(),
     )
     .unwrap();
-    assert!(!yaml.contains("secrets"), "{yaml}");
     assert!(!yaml.contains("'*'"), "{yaml}");
     assert!(!yaml.contains("escalate") && !yaml.contains("bind") && !yaml.contains("impersonate"));
 }

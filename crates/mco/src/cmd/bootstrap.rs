@@ -45,8 +45,47 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The template controller's configs, as the cluster's controller writes them from the same
     // ControllerConfig; they replace manifests of the same name, as in the cluster.
     if let Some(cc) = inputs.controller_configs.first() {
-        let generated = mco_generate::template::generate(cc, &args.controller_version)
-            .map_err(|e| anyhow::anyhow!("ControllerConfig {}: {e}", names::CONTROLLER_CONFIG))?;
+        let refused = |e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("ControllerConfig {}: {e}", names::CONTROLLER_CONFIG)
+        };
+        // The pull secret it names and the APIServer's TLS profile, from the same manifests,
+        // as the cluster's template controller reads them from the API.
+        let pull_secret =
+            match mco_generate::template::pull_secret_ref(&cc.spec).map_err(|e| refused(&e))? {
+                None => None,
+                Some((namespace, name)) => {
+                    let secret = inputs
+                    .secrets
+                    .iter()
+                    .find(|s| {
+                        s.metadata.namespace.as_deref() == Some(namespace.as_str())
+                            && s.metadata.name.as_deref() == Some(name.as_str())
+                    })
+                    .ok_or_else(|| {
+                        refused(&format!(
+                            "spec.pullSecret: Secret {namespace}/{name} is not among the manifests"
+                        ))
+                    })?;
+                    Some(
+                        mco_generate::template::pull_secret_data(secret)
+                            .map_err(|e| refused(&e))?
+                            .to_vec(),
+                    )
+                }
+            };
+        let tls_profile = inputs
+            .api_servers
+            .iter()
+            .find(|a| {
+                a.metadata.name.as_deref() == Some(mco_api::generators::API_SERVER_CONFIG_NAME)
+            })
+            .and_then(|a| a.spec.tls_security_profile.as_ref());
+        let cluster = mco_generate::template::Cluster {
+            pull_secret: pull_secret.as_deref(),
+            tls_profile,
+        };
+        let generated = mco_generate::template::generate(cc, &cluster, &args.controller_version)
+            .map_err(|e| refused(&e))?;
         inputs
             .mcs
             .retain(|m| !generated.iter().any(|g| g.metadata.name == m.metadata.name));

@@ -3,9 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Secret;
 use mco_api::constants::{labels, names};
 use mco_api::{
-    ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool, MachineConfigPoolSpec,
+    APIServer, ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool,
+    MachineConfigPoolSpec,
 };
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -44,6 +46,10 @@ pub(super) struct Inputs {
     pub(super) mcs: Vec<MachineConfig>,
     pub(super) pools: Vec<MachineConfigPool>,
     pub(super) controller_configs: Vec<ControllerConfig>,
+    /// Read by `mco bootstrap` only: the pull secret the ControllerConfig names.
+    pub(super) secrets: Vec<Secret>,
+    /// Read by `mco bootstrap` only: `APIServer/cluster`'s TLS profile.
+    pub(super) api_servers: Vec<APIServer>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -207,6 +213,12 @@ fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<(
         "ControllerConfig" => inputs
             .controller_configs
             .push(serde_json::from_value(value).context("invalid ControllerConfig")?),
+        "Secret" => inputs
+            .secrets
+            .push(serde_json::from_value(value).context("invalid Secret")?),
+        "APIServer" => inputs
+            .api_servers
+            .push(serde_json::from_value(value).context("invalid APIServer")?),
         "List" | "MachineConfigList" => {
             if let Some(serde_json::Value::Array(items)) = value.get("items").cloned() {
                 for item in items {
@@ -216,7 +228,7 @@ fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<(
         }
         "" => bail!("object has no kind"),
         other => tracing::warn!(
-            "skipping a {other}: render reads only MachineConfig, MachineConfigPool and ControllerConfig"
+            "skipping a {other}: render reads only MachineConfig, MachineConfigPool, ControllerConfig, and for bootstrap Secret and APIServer"
         ),
     }
     Ok(())

@@ -5,7 +5,8 @@
 //! registries reach their drop-in; refused input is reported on
 //! its object and nothing is applied, for each kind. The template controller's base configs
 //! exist with upstream's annotation and owner, the pools render from them, and a hand edit, a
-//! deletion or a refused ControllerConfig leaves them as generated.
+//! deletion or a refused ControllerConfig leaves them as generated; the pull secret the
+//! ControllerConfig names reaches every node without a drain or a reboot.
 
 use crate::e2e;
 
@@ -402,4 +403,53 @@ fn template_configs_are_generated_and_kept(server: Server) {
         cc_condition(&c, "TemplateControllerCompleted").filter(|(s, _)| s == "True")
     });
     assert_eq!(c.pool_target("worker"), r0);
+
+    // A pull secret, created and named as an administrator would: on every worker, readable by
+    // root only, with no drain and no reboot (upstream's policy for the file). On the real
+    // server the controller reads it as `mco-controller`, through its Role for that one Secret.
+    let workers = c.workers();
+    let boots: Vec<String> = workers.iter().map(|w| c.boot_id(w)).collect();
+    c.kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "pull-secret",
+        "-n",
+        "mco-system",
+        "--docker-server=quay.example.com",
+        "--docker-username=ops",
+        "--docker-password=s3cret",
+    ]);
+    c.kubectl(&[
+        "patch",
+        "controllerconfig",
+        "machine-config-controller",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"pullSecret":{"namespace":"mco-system","name":"pull-secret"}}}"#,
+    ]);
+    c.wait_rollout("worker", &r0, 240);
+    for (w, b) in workers.iter().zip(&boots) {
+        let auth = c
+            .read_node_file(w, "/var/lib/kubelet/config.json")
+            .unwrap_or_default();
+        // base64("ops:s3cret"), as kubectl writes it.
+        assert!(
+            auth.contains("\"quay.example.com\"") && auth.contains("b3BzOnMzY3JldA=="),
+            "{w}: {auth}"
+        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(c.node_root(w).join("var/lib/kubelet/config.json"))
+                .unwrap()
+                .permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{w}");
+        assert_eq!(&c.boot_id(w), b, "{w} rebooted for a pull secret");
+        let prepared = condition_message(&c.mcn(w), "UpdatePrepared");
+        assert!(
+            prepared.contains("Drain Required: false"),
+            "{w}: {prepared}"
+        );
+    }
 }

@@ -355,8 +355,8 @@ fn parse_can_i_list(out: &str) -> BTreeSet<Rule> {
 }
 
 /// The rules of the `| resource | verbs | ...` table after `heading` in the docs. A resource
-/// cell lists resources separated by commas, each `[group ]plural[/sub]`; mco's own kinds are
-/// in `machineconfiguration.openshift.io`. Rows for OpenShift only (`--openshift`) are skipped:
+/// cell lists resources separated by commas, each ``[group ]plural[/sub][ `name`]``; mco's own
+/// kinds are in `machineconfiguration.openshift.io`. Rows for OpenShift only (`--openshift`) are skipped:
 /// the default install has no such rules.
 fn documented_rules(docs: &str, heading: &str) -> BTreeSet<Rule> {
     const MCO_KINDS: [&str; 4] = [
@@ -381,6 +381,10 @@ fn documented_rules(docs: &str, heading: &str) -> BTreeSet<Rule> {
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
         let (resources, verbs) = (cells[1], cells[2]);
         for item in resources.split(',').map(str::trim) {
+            let (item, name) = match item.split_once(" `") {
+                Some((i, n)) => (i, n.trim_end_matches('`')),
+                None => (item, ""),
+            };
             let (group, plural) = match item.split_once(' ') {
                 Some((g, p)) => (g, p),
                 None => {
@@ -403,7 +407,7 @@ fn documented_rules(docs: &str, heading: &str) -> BTreeSet<Rule> {
                 format!("{base}.{group}{sub}")
             };
             for verb in verbs.split(',').map(str::trim) {
-                rules.insert(rule(&resource, "", verb));
+                rules.insert(rule(&resource, name, verb));
             }
         }
     }

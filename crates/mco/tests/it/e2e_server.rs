@@ -285,14 +285,70 @@ spec:
         contents: {source: \"data:,bootstrap%0A\"}
 ",
     );
-    let target = wait_for("worker renders the new MachineConfig", 60, || {
+    // The template controller's inputs outside the ControllerConfig: a pull secret and the
+    // APIServer's TLS profile, which bootstrap reads from the manifests too.
+    c.kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "pull-secret",
+        "-n",
+        "mco-system",
+        "--docker-server=quay.example.com",
+        "--docker-username=ops",
+        "--docker-password=s3cret",
+    ]);
+    c.kubectl(&[
+        "patch",
+        "controllerconfig",
+        "machine-config-controller",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"pullSecret":{"namespace":"mco-system","name":"pull-secret"}}}"#,
+    ]);
+    c.apply(
+        "apiVersion: config.openshift.io/v1
+kind: APIServer
+metadata: {name: cluster}
+spec:
+  tlsSecurityProfile: {type: Modern, modern: {}}
+",
+    );
+    // Both pools on a render holding all three changes.
+    let holds_all = |rendered: &str, file: bool| {
+        let mc = c.try_get_json(&["mc", rendered])?;
+        let text = mc.to_string();
+        let all = text.contains("/var/lib/kubelet/config.json")
+            && text.contains("VersionTLS13")
+            && (!file || text.contains("/etc/e2e-bootstrap.conf"));
+        all.then_some(())
+    };
+    let target = wait_for("worker renders all three changes", 120, || {
         let t = c.pool_target("worker");
-        (t != before && !t.is_empty()).then_some(t)
+        (t != before && !t.is_empty() && holds_all(&t, true).is_some()).then_some(t)
     });
+    wait_for(
+        "master renders the pull secret and the profile",
+        120,
+        || holds_all(&c.pool_target("master"), false),
+    );
 
     // The cluster's objects, as a directory of manifests; no API server from here on.
     let manifests = c.dir.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
+    for (name, args) in [
+        (
+            "pull-secret.json",
+            &["secret", "pull-secret", "-n", "mco-system"][..],
+        ),
+        (
+            "apiserver.json",
+            &["apiserver.config.openshift.io", "cluster"][..],
+        ),
+    ] {
+        std::fs::write(manifests.join(name), c.get_json(args).to_string()).unwrap();
+    }
     let mut objects = c.get_json(&["mc,mcp,controllerconfig"]);
     // The template controller's configs are left out: bootstrap generates them from the
     // ControllerConfig, as the cluster's controller did.
