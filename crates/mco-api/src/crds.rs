@@ -5,9 +5,9 @@ use kube::CustomResourceExt;
 use mco_apimachinery::yaml;
 
 use crate::{
-    APIServer, ContainerRuntimeConfig, ControllerConfig, Image, ImageContentSourcePolicy,
-    ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool,
-    MachineConfiguration, RolloutPolicy,
+    APIServer, ClusterImagePolicy, ContainerRuntimeConfig, ControllerConfig, Image,
+    ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig,
+    MachineConfig, MachineConfigPool, MachineConfiguration, RolloutPolicy,
 };
 
 /// Every CRD, in a stable order. The config.openshift.io and operator.openshift.io kinds are
@@ -26,6 +26,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ImageTagMirrorSet::crd(),
         ImageContentSourcePolicy::crd(),
         APIServer::crd(),
+        ClusterImagePolicy::crd(),
         RolloutPolicy::crd(),
     ]
 }

@@ -233,6 +233,136 @@ pub struct RegistrySources {
     pub container_runtime_search_registries: Vec<String>,
 }
 
+/// Signature verification for images in the given scopes, cluster-wide: each scope's images
+/// must carry a sigstore signature that the root of trust verifies.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "ClusterImagePolicy",
+    plural = "clusterimagepolicies",
+    singular = "clusterimagepolicy",
+    derive = "PartialEq",
+    derive = "Default",
+    status = "serde_json::Value",
+    doc = "Sigstore signature verification that CRI-O enforces on every node for images in the listed scopes."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterImagePolicySpec {
+    /// Registries, repositories or images (`host[:port][/path]`, or `*.domain`) the policy covers.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    #[serde(default)]
+    pub policy: ImageSigstoreVerificationPolicy,
+}
+
+/// How a scope's signatures are verified.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSigstoreVerificationPolicy {
+    #[serde(default)]
+    pub root_of_trust: PolicyRootOfTrust,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_identity: Option<PolicyIdentity>,
+}
+
+/// `PublicKey`, `FulcioCAWithRekor` or `PKI`, with the matching member set. The `*Data` fields
+/// are base64, as the API serves `[]byte`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRootOfTrust {
+    #[serde(default)]
+    pub policy_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<PublicKeyRootOfTrust>,
+    #[serde(
+        rename = "fulcioCAWithRekor",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fulcio_ca_with_rekor: Option<FulcioCAWithRekorRootOfTrust>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pki: Option<PkiRootOfTrust>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicKeyRootOfTrust {
+    #[serde(default)]
+    pub key_data: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rekor_key_data: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FulcioCAWithRekorRootOfTrust {
+    #[serde(rename = "fulcioCAData", default)]
+    pub fulcio_ca_data: String,
+    #[serde(default)]
+    pub rekor_key_data: String,
+    #[serde(default)]
+    pub fulcio_subject: FulcioSubject,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FulcioSubject {
+    #[serde(rename = "oidcIssuer", default)]
+    pub oidc_issuer: String,
+    #[serde(default)]
+    pub signed_email: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PkiRootOfTrust {
+    #[serde(default)]
+    pub ca_roots_data: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ca_intermediates_data: String,
+    #[serde(default)]
+    pub pki_certificate_subject: PkiCertificateSubject,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PkiCertificateSubject {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub email: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+}
+
+/// Which identity a signature must claim: `MatchRepoDigestOrExact` (the default),
+/// `MatchRepository`, `ExactRepository` or `RemapIdentity`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyIdentity {
+    #[serde(default)]
+    pub match_policy: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_repository: Option<ExactRepository>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remap_identity: Option<RemapIdentity>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExactRepository {
+    #[serde(default)]
+    pub repository: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RemapIdentity {
+    #[serde(default)]
+    pub prefix: String,
+    #[serde(default)]
+    pub signed_prefix: String,
+}
+
 /// Mirrors for pulls by digest.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

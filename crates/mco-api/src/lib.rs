@@ -23,9 +23,9 @@ pub use controllerconfig::{
     ControllerConfigStatusCondition, ImageRegistryBundle,
 };
 pub use generators::{
-    APIServer, APIServerSpec, ContainerRuntimeConfig, ContainerRuntimeConfigSpec, GeneratorStatus,
-    Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig,
-    KubeletConfigSpec,
+    APIServer, APIServerSpec, ClusterImagePolicy, ClusterImagePolicySpec, ContainerRuntimeConfig,
+    ContainerRuntimeConfigSpec, GeneratorStatus, Image, ImageContentSourcePolicy,
+    ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, KubeletConfigSpec,
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use mcn::{

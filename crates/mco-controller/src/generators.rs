@@ -29,8 +29,8 @@ use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Api, Resource, ResourceExt};
 use mco_api::generators::{GeneratorCondition, GeneratorStatus, MC_NAME_SUFFIX};
 use mco_api::{
-    ContainerRuntimeConfig, Image, ImageContentSourcePolicy, ImageDigestMirrorSet,
-    ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool,
+    ClusterImagePolicy, ContainerRuntimeConfig, Image, ImageContentSourcePolicy,
+    ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -494,11 +494,13 @@ async fn reconcile_registries(
     let idms = items(Api::<ImageDigestMirrorSet>::all(c.clone()), &list).await?;
     let itms = items(Api::<ImageTagMirrorSet>::all(c.clone()), &list).await?;
     let icsp = items(Api::<ImageContentSourcePolicy>::all(c.clone()), &list).await?;
+    let cips = items(Api::<ClusterImagePolicy>::all(c.clone()), &list).await?;
     let inputs = mco_generate::registries::Inputs {
         image: image.as_ref(),
         idms: &idms,
         itms: &itms,
         icsp: &icsp,
+        cips: &cips,
     };
     let pool_name = pool.name_any();
     let name = mco_generate::managed_name(&pool_name, "registries", "");
@@ -550,6 +552,10 @@ async fn reconcile_registries(
                     .iter()
                     .find(|o| named(&o.metadata))
                     .map(|o| o.object_ref(&())),
+                "ClusterImagePolicy" => cips
+                    .iter()
+                    .find(|o| named(&o.metadata))
+                    .map(|o| o.object_ref(&())),
                 _ => image.as_ref().map(|o| o.object_ref(&())),
             };
             let Some(reference) = reference else {
@@ -588,6 +594,7 @@ async fn run_registries(
         changes(Api::<ImageDigestMirrorSet>::all(c.clone())).boxed(),
         changes(Api::<ImageTagMirrorSet>::all(c.clone())).boxed(),
         changes(Api::<ImageContentSourcePolicy>::all(c.clone())).boxed(),
+        changes(Api::<ClusterImagePolicy>::all(c.clone())).boxed(),
         inputs_changed(&ctx).boxed(),
     ]);
     // The shared pool store, not a watch of its own: each pool's status writes would otherwise

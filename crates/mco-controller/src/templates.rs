@@ -250,7 +250,16 @@ where
     )
     .default_backoff()
     .touched_objects()
-    .filter_map(|r| future::ready(r.ok().map(|_| ())))
+    .filter_map(|r| {
+        future::ready(match r {
+            Ok(_) => Some(()),
+            // Retried with backoff; said, so that a missing right is not a silent stall.
+            Err(e) => {
+                tracing::warn!(error = %e, "template controller input watch failed; retrying");
+                None
+            }
+        })
+    })
 }
 
 /// Fires on every change of `APIServer/cluster`, whose TLS profile the templates read. The

@@ -15,6 +15,7 @@
 pub mod crio;
 pub mod kubelet;
 pub mod registries;
+pub mod sigstore;
 pub mod template;
 
 use std::collections::BTreeMap;

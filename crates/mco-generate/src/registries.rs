@@ -8,11 +8,14 @@
 //! tag `"tag-only"`, so adding one is a change the daemon applies with a CRI-O reload and no
 //! drain. `Image/cluster`'s `containerRuntimeSearchRegistries` go into a drop-in,
 //! `/etc/containers/registries.conf.d/01-image-searchRegistries.conf`, as upstream writes them.
-//! A refused input is reported against the object it came from.
+//! `ClusterImagePolicy`s add sigstore verification (see [`crate::sigstore`]). A refused input
+//! is reported against the object it came from.
 
 use std::collections::BTreeMap;
 
-use mco_api::{Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet};
+use mco_api::{
+    ClusterImagePolicy, Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet,
+};
 use serde_json::{Value, json};
 use toml::Table;
 
@@ -34,7 +37,8 @@ pub const MAX_MIRROR_RULES: usize = 1000;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{kind} {name}: {message}")]
 pub struct Refused {
-    /// `ImageDigestMirrorSet`, `ImageTagMirrorSet`, `ImageContentSourcePolicy` or `Image`.
+    /// `ImageDigestMirrorSet`, `ImageTagMirrorSet`, `ImageContentSourcePolicy`,
+    /// `ClusterImagePolicy` or `Image`.
     pub kind: &'static str,
     pub name: String,
     pub message: String,
@@ -47,6 +51,7 @@ pub struct Inputs<'a> {
     pub idms: &'a [ImageDigestMirrorSet],
     pub itms: &'a [ImageTagMirrorSet],
     pub icsp: &'a [ImageContentSourcePolicy],
+    pub cips: &'a [ClusterImagePolicy],
 }
 
 impl Inputs<'_> {
@@ -62,7 +67,11 @@ impl Inputs<'_> {
                     && s.insecure_registries.is_empty()
                     && s.container_runtime_search_registries.is_empty())
             });
-        !sources && self.idms.is_empty() && self.itms.is_empty() && self.icsp.is_empty()
+        !sources
+            && self.idms.is_empty()
+            && self.itms.is_empty()
+            && self.icsp.is_empty()
+            && self.cips.is_empty()
     }
 }
 
@@ -371,9 +380,14 @@ fn registries_conf(inputs: &Inputs<'_>, base: &str) -> Result<String, String> {
 /// What upstream's template ships when a pool has no policy.json of its own.
 const DEFAULT_POLICY: &str = r#"{"default":[{"type":"insecureAcceptAnything"}],"transports":{"docker-daemon":{"":[{"type":"insecureAcceptAnything"}]}}}"#;
 
-fn policy_json(inputs: &Inputs<'_>, base: Option<&str>) -> Result<String, String> {
+fn policy_json(
+    inputs: &Inputs<'_>,
+    base: Option<&str>,
+    signed: &crate::sigstore::ScopePolicies,
+) -> Result<String, String> {
     let mut policy: Value = serde_json::from_str(base.unwrap_or(DEFAULT_POLICY))
         .map_err(|e| format!("could not decode the pool's {POLICY_JSON}: {e}"))?;
+    let mut scopes: serde_json::Map<String, Value> = serde_json::Map::new();
     if let Some(s) = inputs.image.and_then(|i| i.spec.registry_sources.as_ref()) {
         let (default, scoped, list) = if !s.allowed_registries.is_empty() {
             ("reject", "insecureAcceptAnything", &s.allowed_registries)
@@ -382,22 +396,31 @@ fn policy_json(inputs: &Inputs<'_>, base: Option<&str>) -> Result<String, String
         };
         if !list.is_empty() {
             policy["default"] = json!([{"type": default}]);
-            let scopes: serde_json::Map<String, Value> = list
-                .iter()
-                .map(|r| (r.clone(), json!([{"type": scoped}])))
-                .collect();
-            // atomic takes at most two path components below the host.
-            let atomic: serde_json::Map<String, Value> = scopes
-                .iter()
-                .filter(|(r, _)| r.matches('/').count() < 3)
-                .map(|(r, v)| (r.clone(), v.clone()))
-                .collect();
-            if !policy["transports"].is_object() {
-                policy["transports"] = json!({});
+            // An allowed registry a ClusterImagePolicy covers takes the signature
+            // requirement alone, as upstream's does.
+            for r in list.iter().filter(|r| !signed.contains_key(*r)) {
+                scopes.insert(r.clone(), json!([{"type": scoped}]));
             }
-            policy["transports"]["docker"] = Value::Object(scopes);
-            policy["transports"]["atomic"] = Value::Object(atomic);
         }
+    }
+    for (scope, requirements) in signed {
+        let slot = scopes.entry(scope.clone()).or_insert_with(|| json!([]));
+        if let Value::Array(a) = slot {
+            a.extend(requirements.iter().cloned());
+        }
+    }
+    if !scopes.is_empty() {
+        // atomic takes at most two path components below the host.
+        let atomic: serde_json::Map<String, Value> = scopes
+            .iter()
+            .filter(|(r, _)| r.matches('/').count() < 3)
+            .map(|(r, v)| (r.clone(), v.clone()))
+            .collect();
+        if !policy["transports"].is_object() {
+            policy["transports"] = json!({});
+        }
+        policy["transports"]["docker"] = Value::Object(scopes);
+        policy["transports"]["atomic"] = Value::Object(atomic);
     }
     let mut out = serde_json::to_string_pretty(&policy).map_err(|e| e.to_string())?;
     out.push('\n');
@@ -412,16 +435,25 @@ pub fn files(
     base_policy: Option<&str>,
 ) -> Result<Vec<Value>, Refused> {
     validate(inputs)?;
+    let sources = inputs.image.and_then(|i| i.spec.registry_sources.as_ref());
+    let signed = crate::sigstore::scope_policies(
+        inputs.cips,
+        sources.map_or(&[][..], |s| &s.allowed_registries),
+        sources.map_or(&[][..], |s| &s.blocked_registries),
+    )?;
     let base_err = |message: String| Refused {
         kind: "Image",
         name: mco_api::generators::IMAGE_CONFIG_NAME.to_owned(),
         message,
     };
     let conf = registries_conf(inputs, base_registries.unwrap_or_default()).map_err(base_err)?;
-    let policy = policy_json(inputs, base_policy).map_err(base_err)?;
+    let policy = policy_json(inputs, base_policy, &signed).map_err(base_err)?;
     let mut out = vec![file(REGISTRIES_CONF, &conf), file(POLICY_JSON, &policy)];
     if let Some(search) = search_registries(inputs) {
         out.push(file(SEARCH_REGISTRIES_DROPIN, &search));
+    }
+    if let Some(attachments) = crate::sigstore::registries_d(&signed, &conf) {
+        out.push(file(crate::sigstore::SIGSTORE_REGISTRIES, &attachments));
     }
     Ok(out)
 }
@@ -505,6 +537,7 @@ mod tests {
             idms: &idms,
             itms: &itms,
             icsp: &icsp,
+            cips: &[],
         };
         let mc = machine_config(
             &managed_name("worker", "registries", ""),

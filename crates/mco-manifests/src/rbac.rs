@@ -241,6 +241,12 @@ pub fn controller_rules() -> Vec<PolicyRule> {
         ),
         // Templates: the TLS profile of the kubelet's serving endpoint.
         rule(&[CONFIG_GROUP], &["apiservers"], &["get", "list", "watch"]),
+        // Registries: signature verification policies, read only.
+        rule(
+            &[CONFIG_GROUP],
+            &["clusterimagepolicies"],
+            &["get", "list", "watch"],
+        ),
         rule(
             &[OPERATOR_GROUP],
             &["imagecontentsourcepolicies"],

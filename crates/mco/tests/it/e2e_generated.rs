@@ -1,7 +1,8 @@
 //! End-to-end: the MachineConfigs mco writes for users, driven with `kubectl` as an
 //! administrator would. A KubeletConfig reaches every worker's kubelet config with a drain and a
 //! reboot, and deleting it rolls the setting back; an ImageDigestMirrorSet mirror reaches
-//! `registries.conf` with a CRI-O reload and no drain or reboot; `Image/cluster`'s search
+//! `registries.conf` with a CRI-O reload and no drain or reboot, and so does a ClusterImagePolicy
+//! into `policy.json` and `registries.d`; `Image/cluster`'s search
 //! registries reach their drop-in; refused input is reported on
 //! its object and nothing is applied, for each kind. The template controller's base configs
 //! exist with upstream's annotation and owner, the pools render from them, and a hand edit, a
@@ -71,6 +72,21 @@ spec:
   - source: quay.io/openshift-release-dev/ocp-release
     mirrors:
     - mirror.example.net/ocp/release
+";
+
+/// Signatures required for the release images, with their mirror.
+const RELEASE_SIGNATURES: &str = "apiVersion: config.openshift.io/v1
+kind: ClusterImagePolicy
+metadata:
+  name: release-signatures
+spec:
+  scopes:
+  - quay.io/openshift-release-dev/ocp-release
+  policy:
+    rootOfTrust:
+      policyType: PublicKey
+      publicKey:
+        keyData: LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K
 ";
 
 const CONFLICTING_MIRROR: &str = "apiVersion: config.openshift.io/v1
@@ -222,6 +238,37 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
             "{w}: no CRI-O reload recorded:\n{log}"
         );
         let post = condition_message(&mcn, "UpdatePostActionComplete");
+        assert!(post.contains("Node has reloaded CRIO"), "{w}: {post}");
+    }
+
+    // Signature verification for the release images: policy.json and the attachments for the
+    // scope and its mirror, with a CRI-O reload and no drain or reboot.
+    let boots: Vec<String> = workers.iter().map(|w| c.boot_id(w)).collect();
+    c.apply(RELEASE_SIGNATURES);
+    let r2 = c.wait_rollout("worker", &r2, 240);
+    for (w, b) in workers.iter().zip(&boots) {
+        let policy: Value = serde_json::from_str(
+            &c.read_node_file(w, "/etc/containers/policy.json")
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        let req = &policy["transports"]["docker"]["quay.io/openshift-release-dev/ocp-release"][0];
+        assert_eq!(req["type"], "sigstoreSigned", "{w}: {policy}");
+        assert_eq!(
+            req["keyData"], "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K",
+            "{w}"
+        );
+        let attachments = c
+            .read_node_file(w, "/etc/containers/registries.d/sigstore-registries.yaml")
+            .unwrap_or_default();
+        for endpoint in [
+            "quay.io/openshift-release-dev/ocp-release:",
+            "mirror.example.net/ocp/release:",
+        ] {
+            assert!(attachments.contains(endpoint), "{w}: {attachments}");
+        }
+        assert_eq!(&c.boot_id(w), b, "{w} rebooted for a signature policy");
+        let post = condition_message(&c.mcn(w), "UpdatePostActionComplete");
         assert!(post.contains("Node has reloaded CRIO"), "{w}: {post}");
     }
 
