@@ -6,7 +6,7 @@ use mco_apimachinery::yaml;
 
 use crate::{
     APIServer, ClusterImagePolicy, ContainerRuntimeConfig, ControllerConfig, Image,
-    ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig,
+    ImageContentSourcePolicy, ImageDigestMirrorSet, ImagePolicy, ImageTagMirrorSet, KubeletConfig,
     MachineConfig, MachineConfigPool, MachineConfiguration, RolloutPolicy,
 };
 
@@ -27,6 +27,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ImageContentSourcePolicy::crd(),
         APIServer::crd(),
         ClusterImagePolicy::crd(),
+        ImagePolicy::crd(),
         RolloutPolicy::crd(),
     ]
 }

@@ -256,6 +256,38 @@ pub struct ClusterImagePolicySpec {
     pub policy: ImageSigstoreVerificationPolicy,
 }
 
+/// A namespace's own signature verification: CRI-O applies it to that namespace's pods, over
+/// the cluster's policy. A scope a ClusterImagePolicy also covers is left to that one.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "ImagePolicy",
+    plural = "imagepolicies",
+    singular = "imagepolicy",
+    namespaced,
+    derive = "PartialEq",
+    derive = "Default",
+    status = "ImagePolicyStatus",
+    doc = "Sigstore signature verification that CRI-O enforces for the pods of one namespace, for images in the listed scopes."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ImagePolicySpec {
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    #[serde(default)]
+    pub policy: ImageSigstoreVerificationPolicy,
+}
+
+/// Upstream's one condition: `Pending` with reason `ConflictScopes` when some scopes are left
+/// to ClusterImagePolicies.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImagePolicyStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+}
+
 /// How a scope's signatures are verified.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -25,7 +25,8 @@ pub use controllerconfig::{
 pub use generators::{
     APIServer, APIServerSpec, ClusterImagePolicy, ClusterImagePolicySpec, ContainerRuntimeConfig,
     ContainerRuntimeConfigSpec, GeneratorStatus, Image, ImageContentSourcePolicy,
-    ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, KubeletConfigSpec,
+    ImageDigestMirrorSet, ImagePolicy, ImagePolicySpec, ImageTagMirrorSet, KubeletConfig,
+    KubeletConfigSpec,
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use mcn::{

@@ -30,7 +30,8 @@ use kube::{Api, Resource, ResourceExt};
 use mco_api::generators::{GeneratorCondition, GeneratorStatus, MC_NAME_SUFFIX};
 use mco_api::{
     ClusterImagePolicy, ContainerRuntimeConfig, Image, ImageContentSourcePolicy,
-    ImageDigestMirrorSet, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool,
+    ImageDigestMirrorSet, ImagePolicy, ImageTagMirrorSet, KubeletConfig, MachineConfig,
+    MachineConfigPool,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -495,13 +496,16 @@ async fn reconcile_registries(
     let itms = items(Api::<ImageTagMirrorSet>::all(c.clone()), &list).await?;
     let icsp = items(Api::<ImageContentSourcePolicy>::all(c.clone()), &list).await?;
     let cips = items(Api::<ClusterImagePolicy>::all(c.clone()), &list).await?;
+    let ips = items(Api::<ImagePolicy>::all(c.clone()), &list).await?;
     let inputs = mco_generate::registries::Inputs {
         image: image.as_ref(),
         idms: &idms,
         itms: &itms,
         icsp: &icsp,
         cips: &cips,
+        ips: &ips,
     };
+    report_conflicts(c, &inputs).await?;
     let pool_name = pool.name_any();
     let name = mco_generate::managed_name(&pool_name, "registries", "");
     let mc_api: Api<MachineConfig> = Api::all(c.clone());
@@ -556,6 +560,18 @@ async fn reconcile_registries(
                     .iter()
                     .find(|o| named(&o.metadata))
                     .map(|o| o.object_ref(&())),
+                // Named `<namespace>/<name>`.
+                "ImagePolicy" => ips
+                    .iter()
+                    .find(|o| {
+                        let m = &o.metadata;
+                        format!(
+                            "{}/{}",
+                            m.namespace.as_deref().unwrap_or_default(),
+                            m.name.as_deref().unwrap_or_default()
+                        ) == refused.name
+                    })
+                    .map(|o| o.object_ref(&())),
                 _ => image.as_ref().map(|o| o.object_ref(&())),
             };
             let Some(reference) = reference else {
@@ -573,6 +589,71 @@ async fn reconcile_registries(
         }
     }
     Ok(Action::requeue(ctx.config.resync))
+}
+
+/// Upstream's status for an ImagePolicy whose scopes a ClusterImagePolicy also covers: one
+/// condition, `Pending` `False`, reason `ConflictScopes`; cleared once the conflict is gone.
+/// Written only when it changes. Inputs that are refused report nothing here.
+async fn report_conflicts(
+    c: &kube::Client,
+    inputs: &mco_generate::registries::Inputs<'_>,
+) -> Result<(), Error> {
+    let Ok(signed) = mco_generate::sigstore::scope_policies(inputs.cips, &[], &[]) else {
+        return Ok(());
+    };
+    let Ok((_, conflicts)) = mco_generate::registries::namespace_policies(inputs, &signed) else {
+        return Ok(());
+    };
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    for ip in inputs.ips {
+        let (Some(ns), Some(name)) = (
+            ip.metadata.namespace.as_deref(),
+            ip.metadata.name.as_deref(),
+        ) else {
+            continue;
+        };
+        let conflict = conflicts
+            .iter()
+            .find(|x| x.namespace == ns && x.name == name);
+        let have = ip
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        let want: Vec<Value> = match conflict {
+            Some(x) => {
+                let message = x.message();
+                if have.len() == 1
+                    && have[0].message == message
+                    && have[0].reason == "ConflictScopes"
+                {
+                    continue;
+                }
+                vec![json!({
+                    "type": "Pending",
+                    "status": "False",
+                    "reason": "ConflictScopes",
+                    "message": message,
+                    "lastTransitionTime": now,
+                    "observedGeneration": ip.metadata.generation,
+                })]
+            }
+            None if have.iter().any(|c| c.reason == "ConflictScopes") => vec![],
+            None => continue,
+        };
+        let api: Api<ImagePolicy> = Api::namespaced(c.clone(), ns);
+        let patch = json!({"status": {"conditions": want}});
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 async fn run_registries(
@@ -595,6 +676,7 @@ async fn run_registries(
         changes(Api::<ImageTagMirrorSet>::all(c.clone())).boxed(),
         changes(Api::<ImageContentSourcePolicy>::all(c.clone())).boxed(),
         changes(Api::<ClusterImagePolicy>::all(c.clone())).boxed(),
+        changes(Api::<ImagePolicy>::all(c.clone())).boxed(),
         inputs_changed(&ctx).boxed(),
     ]);
     // The shared pool store, not a watch of its own: each pool's status writes would otherwise

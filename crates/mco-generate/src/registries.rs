@@ -14,7 +14,8 @@
 use std::collections::BTreeMap;
 
 use mco_api::{
-    ClusterImagePolicy, Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet,
+    ClusterImagePolicy, Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImagePolicy,
+    ImageTagMirrorSet,
 };
 use serde_json::{Value, json};
 use toml::Table;
@@ -52,6 +53,7 @@ pub struct Inputs<'a> {
     pub itms: &'a [ImageTagMirrorSet],
     pub icsp: &'a [ImageContentSourcePolicy],
     pub cips: &'a [ClusterImagePolicy],
+    pub ips: &'a [ImagePolicy],
 }
 
 impl Inputs<'_> {
@@ -72,6 +74,7 @@ impl Inputs<'_> {
             && self.itms.is_empty()
             && self.icsp.is_empty()
             && self.cips.is_empty()
+            && self.ips.is_empty()
     }
 }
 
@@ -452,10 +455,42 @@ pub fn files(
     if let Some(search) = search_registries(inputs) {
         out.push(file(SEARCH_REGISTRIES_DROPIN, &search));
     }
-    if let Some(attachments) = crate::sigstore::registries_d(&signed, &conf) {
+    let (by_namespace, _) = namespace_policies(inputs, &signed)?;
+    for (namespace, scopes) in &by_namespace {
+        let text = crate::sigstore::namespace_policy_json(&policy, scopes).map_err(base_err)?;
+        let path = format!("{}/{namespace}.json", crate::sigstore::CRIO_POLICIES_DIR);
+        out.push(file(&path, &text));
+    }
+    let all_scopes = signed
+        .keys()
+        .chain(by_namespace.values().flat_map(|s| s.keys()));
+    if let Some(attachments) = crate::sigstore::registries_d(all_scopes, &conf) {
         out.push(file(crate::sigstore::SIGSTORE_REGISTRIES, &attachments));
     }
     Ok(out)
+}
+
+/// The ImagePolicies' requirements by namespace, and those whose scopes a ClusterImagePolicy
+/// covers (for their status).
+pub fn namespace_policies(
+    inputs: &Inputs<'_>,
+    signed: &crate::sigstore::ScopePolicies,
+) -> Result<
+    (
+        crate::sigstore::NamespacePolicies,
+        Vec<crate::sigstore::Conflict>,
+    ),
+    Refused,
+> {
+    let sources = inputs.image.and_then(|i| i.spec.registry_sources.as_ref());
+    let taken = inputs.cips.iter().map(|c| c.spec.scopes.len()).sum();
+    crate::sigstore::namespace_policies(
+        inputs.ips,
+        signed,
+        sources.map_or(&[][..], |s| &s.allowed_registries),
+        sources.map_or(&[][..], |s| &s.blocked_registries),
+        taken,
+    )
 }
 
 /// The search registries drop-in, when `Image/cluster` names any: tried in order for an image
@@ -538,6 +573,7 @@ mod tests {
             itms: &itms,
             icsp: &icsp,
             cips: &[],
+            ips: &[],
         };
         let mc = machine_config(
             &managed_name("worker", "registries", ""),

@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use mco_api::ClusterImagePolicy;
 use mco_api::generators::ImageSigstoreVerificationPolicy;
+use mco_api::{ClusterImagePolicy, ImagePolicy};
 use serde_json::{Value, json};
 
 use crate::registries::Refused;
@@ -217,6 +217,46 @@ fn scope_problem(s: &str) -> Option<&'static str> {
     None
 }
 
+/// A policy's requirement and checked scopes. `word` is upstream's name for the kind in its
+/// messages; `count` is the scopes taken so far, across all policies of both kinds.
+fn checked<'p>(
+    scopes: &'p [String],
+    policy: &ImageSigstoreVerificationPolicy,
+    word: &str,
+    bounds: (&[String], &[String]),
+    count: &mut usize,
+) -> Result<(Value, &'p [String]), String> {
+    let req = requirement(policy)?;
+    if scopes.is_empty() {
+        return Err("spec.scopes: at least one scope is required".into());
+    }
+    let (allowed, blocked) = bounds;
+    for (i, scope) in scopes.iter().enumerate() {
+        *count += 1;
+        if *count > MAX_POLICY_SCOPES {
+            return Err(format!(
+                "spec.scopes[{i}]: too many scopes across all ClusterImagePolicies and ImagePolicies (at most {MAX_POLICY_SCOPES})"
+            ));
+        }
+        if let Some(why) = scope_problem(scope) {
+            return Err(format!(
+                "spec.scopes[{i}]: invalid image scope {scope:?}: {why}"
+            ));
+        }
+        if !allowed.is_empty() && !allowed.iter().any(|a| nested(scope, a)) {
+            return Err(format!(
+                "{word} configured for the scope {scope} is not nested inside allowedRegistries"
+            ));
+        }
+        if blocked.iter().any(|b| nested(scope, b)) {
+            return Err(format!(
+                "{word} configured for the scope {scope} is nested inside blockedRegistries"
+            ));
+        }
+    }
+    Ok((req, scopes))
+}
+
 /// Every policy's requirement under each of its scopes, checked; `Image/cluster`'s allowed and
 /// blocked registries bound the scopes as upstream bounds them.
 pub fn scope_policies(
@@ -227,48 +267,136 @@ pub fn scope_policies(
     let mut out = ScopePolicies::new();
     let mut count = 0;
     for cip in cips {
-        let req = requirement(&cip.spec.policy).map_err(|m| refuse(cip, m))?;
-        if cip.spec.scopes.is_empty() {
-            return Err(refuse(
-                cip,
-                "spec.scopes: at least one scope is required".into(),
-            ));
-        }
-        for (i, scope) in cip.spec.scopes.iter().enumerate() {
-            count += 1;
-            if count > MAX_POLICY_SCOPES {
-                return Err(refuse(
-                    cip,
-                    format!(
-                        "spec.scopes[{i}]: too many scopes across all ClusterImagePolicies (at most {MAX_POLICY_SCOPES})"
-                    ),
-                ));
-            }
-            if let Some(why) = scope_problem(scope) {
-                return Err(refuse(
-                    cip,
-                    format!("spec.scopes[{i}]: invalid image scope {scope:?}: {why}"),
-                ));
-            }
-            if !allowed.is_empty() && !allowed.iter().any(|a| nested(scope, a)) {
-                return Err(refuse(
-                    cip,
-                    format!(
-                        "clusterimagePolicy configured for the scope {scope} is not nested inside allowedRegistries"
-                    ),
-                ));
-            }
-            if blocked.iter().any(|b| nested(scope, b)) {
-                return Err(refuse(
-                    cip,
-                    format!(
-                        "clusterimagePolicy configured for the scope {scope} is nested inside blockedRegistries"
-                    ),
-                ));
-            }
+        let (req, scopes) = checked(
+            &cip.spec.scopes,
+            &cip.spec.policy,
+            "clusterimagePolicy",
+            (allowed, blocked),
+            &mut count,
+        )
+        .map_err(|m| refuse(cip, m))?;
+        for scope in scopes {
             out.entry(scope.clone()).or_default().push(req.clone());
         }
     }
+    Ok(out)
+}
+
+/// Where CRI-O reads a namespace's own policy: `<dir>/<namespace>.json`.
+pub const CRIO_POLICIES_DIR: &str = "/etc/crio/policies";
+
+/// Each namespace's requirements by scope.
+pub type NamespacePolicies = BTreeMap<String, ScopePolicies>;
+
+/// An ImagePolicy some of whose scopes a ClusterImagePolicy also covers: they are left to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub namespace: String,
+    pub name: String,
+    pub scopes: Vec<String>,
+}
+
+impl Conflict {
+    /// Upstream's message for the `Pending` condition (reason `ConflictScopes`), with the scopes
+    /// quoted as Go's `%q` prints a list.
+    pub fn message(&self) -> String {
+        let quoted: Vec<String> = self.scopes.iter().map(|s| format!("{s:?}")).collect();
+        format!(
+            "has conflicting scope(s) [{}] that equal to or nest inside existing clusterimagepolicy, only policy from clusterimagepolicy scope(s) will be applied",
+            quoted.join(" ")
+        )
+    }
+}
+
+/// The ImagePolicies' requirements by namespace, with the scopes a cluster policy covers left
+/// out (and reported). A refused policy is named `<namespace>/<name>`. `taken` is the scopes
+/// the ClusterImagePolicies hold, counted against [`MAX_POLICY_SCOPES`].
+pub fn namespace_policies(
+    ips: &[ImagePolicy],
+    cluster: &ScopePolicies,
+    allowed: &[String],
+    blocked: &[String],
+    taken: usize,
+) -> Result<(NamespacePolicies, Vec<Conflict>), Refused> {
+    let mut out = NamespacePolicies::new();
+    let mut conflicts = vec![];
+    let mut count = taken;
+    for ip in ips {
+        let namespace = ip.metadata.namespace.clone().unwrap_or_default();
+        let name = ip.metadata.name.clone().unwrap_or_default();
+        let refused = |message: String| Refused {
+            kind: "ImagePolicy",
+            name: format!("{namespace}/{name}"),
+            message,
+        };
+        // A file name under the policies directory: a DNS label, as the API guarantees.
+        let label = !namespace.is_empty()
+            && namespace.len() <= 63
+            && namespace
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !namespace.starts_with('-')
+            && !namespace.ends_with('-');
+        if !label {
+            return Err(refused(format!(
+                "metadata.namespace: {namespace:?} is not a namespace name"
+            )));
+        }
+        let (req, scopes) = checked(
+            &ip.spec.scopes,
+            &ip.spec.policy,
+            "imagePolicy",
+            (allowed, blocked),
+            &mut count,
+        )
+        .map_err(refused)?;
+        let mut conflict = vec![];
+        for scope in scopes {
+            if cluster.keys().any(|c| nested(scope, c)) {
+                conflict.push(scope.clone());
+                continue;
+            }
+            out.entry(namespace.clone())
+                .or_default()
+                .entry(scope.clone())
+                .or_default()
+                .push(req.clone());
+        }
+        if !conflict.is_empty() {
+            conflicts.push(Conflict {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                scopes: conflict,
+            });
+        }
+    }
+    Ok((out, conflicts))
+}
+
+/// A namespace's policy: the cluster's `policy.json` with the namespace's scopes added, each
+/// taking its signature requirements alone (in `docker`, and in `atomic` when short enough).
+pub fn namespace_policy_json(
+    cluster_policy: &str,
+    scopes: &ScopePolicies,
+) -> Result<String, String> {
+    let mut policy: Value = serde_json::from_str(cluster_policy)
+        .map_err(|e| format!("could not decode the cluster's policy.json: {e}"))?;
+    if !policy["transports"].is_object() {
+        policy["transports"] = json!({});
+    }
+    for transport in ["docker", "atomic"] {
+        if !policy["transports"][transport].is_object() {
+            policy["transports"][transport] = json!({});
+        }
+    }
+    for (scope, reqs) in scopes {
+        policy["transports"]["docker"][scope] = json!(reqs);
+        if scope.matches('/').count() < 3 {
+            policy["transports"]["atomic"][scope] = json!(reqs);
+        }
+    }
+    let mut out = serde_json::to_string_pretty(&policy).map_err(|e| e.to_string())?;
+    out.push('\n');
     Ok(out)
 }
 
@@ -331,14 +459,14 @@ fn entries(registries_conf: &str) -> Vec<Entry> {
 /// `registries.d`'s file: `use-sigstore-attachments` for each scope, and for every endpoint its
 /// images are pulled from per `registries_conf` (the mirrors of the registry entry that holds
 /// the scope, and of the entries inside it). `None` without scopes.
-pub fn registries_d(scopes: &ScopePolicies, registries_conf: &str) -> Option<String> {
-    if scopes.is_empty() {
-        return None;
-    }
+pub fn registries_d<'s>(
+    scopes: impl IntoIterator<Item = &'s String>,
+    registries_conf: &str,
+) -> Option<String> {
     let entries = entries(registries_conf);
     let mut endpoints: BTreeMap<String, Value> = BTreeMap::new();
     let attach = json!({"use-sigstore-attachments": true});
-    for scope in scopes.keys() {
+    for scope in scopes {
         endpoints.insert(scope.clone(), attach.clone());
         // The entry that holds the scope: the longest that contains it, as containers/image
         // picks it. A wildcard entry has no location to rewrite into a mirror.
@@ -364,6 +492,9 @@ pub fn registries_d(scopes: &ScopePolicies, registries_conf: &str) -> Option<Str
                 }
             }
         }
+    }
+    if endpoints.is_empty() {
+        return None;
     }
     mco_apimachinery::yaml::to_string(&json!({ "docker": endpoints })).ok()
 }
@@ -544,7 +675,7 @@ mod tests {
         assert_eq!(
             refused(&over, &[], &[]),
             format!(
-                "ClusterImagePolicy one-more: spec.scopes[0]: too many scopes across all ClusterImagePolicies (at most {MAX_POLICY_SCOPES})"
+                "ClusterImagePolicy one-more: spec.scopes[0]: too many scopes across all ClusterImagePolicies and ImagePolicies (at most {MAX_POLICY_SCOPES})"
             )
         );
     }
@@ -639,6 +770,152 @@ mod tests {
         assert_eq!(
             text(&files(&none, Some(""), None).unwrap(), SIGSTORE_REGISTRIES),
             None
+        );
+    }
+}
+
+#[cfg(test)]
+mod namespace_tests {
+    use super::*;
+    use crate::registries::{Inputs, POLICY_JSON, files};
+    use pretty_assertions::assert_eq;
+
+    const KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K";
+
+    fn policy_spec(scopes: &[&str]) -> Value {
+        json!({"scopes": scopes, "policy": {"rootOfTrust": {"policyType": "PublicKey", "publicKey": {"keyData": KEY}}}})
+    }
+
+    fn ip(namespace: &str, name: &str, scopes: &[&str]) -> ImagePolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "ImagePolicy",
+            "metadata": {"name": name, "namespace": namespace}, "spec": policy_spec(scopes),
+        }))
+        .unwrap()
+    }
+
+    fn cip(name: &str, scopes: &[&str]) -> ClusterImagePolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "ClusterImagePolicy",
+            "metadata": {"name": name}, "spec": policy_spec(scopes),
+        }))
+        .unwrap()
+    }
+
+    fn text(files: &[Value], path: &str) -> Option<String> {
+        files
+            .iter()
+            .find(|f| f["path"] == path)
+            .map(|f| crate::decode_data_url(f["contents"]["source"].as_str().unwrap()).unwrap())
+    }
+
+    #[test]
+    fn each_namespace_gets_the_cluster_policy_with_its_own_scopes() {
+        let cips = [cip("release", &["quay.io/openshift-release-dev"])];
+        let ips = [
+            ip(
+                "team-a",
+                "apps",
+                &[
+                    "quay.io/team-a",
+                    "quay.io/openshift-release-dev/ocp-release",
+                ],
+            ),
+            ip("team-b", "apps", &["registry.example.com/b/c/d"]),
+        ];
+        let inputs = Inputs {
+            cips: &cips,
+            ips: &ips,
+            ..Default::default()
+        };
+        let out = files(&inputs, Some(""), None).unwrap();
+        let cluster: Value = serde_json::from_str(&text(&out, POLICY_JSON).unwrap()).unwrap();
+        // The cluster's policy has no namespace scope.
+        assert!(
+            cluster["transports"]["docker"]
+                .get("quay.io/team-a")
+                .is_none()
+        );
+        let a: Value =
+            serde_json::from_str(&text(&out, "/etc/crio/policies/team-a.json").unwrap()).unwrap();
+        let docker = &a["transports"]["docker"];
+        assert_eq!(docker["quay.io/team-a"][0]["keyData"], KEY);
+        // The cluster's scopes are there; the namespace's conflicting one is not.
+        assert!(docker.get("quay.io/openshift-release-dev").is_some());
+        assert!(
+            docker
+                .get("quay.io/openshift-release-dev/ocp-release")
+                .is_none()
+        );
+        let b: Value =
+            serde_json::from_str(&text(&out, "/etc/crio/policies/team-b.json").unwrap()).unwrap();
+        // Three path components: docker only.
+        assert!(
+            b["transports"]["docker"]
+                .get("registry.example.com/b/c/d")
+                .is_some()
+        );
+        assert!(
+            b["transports"]["atomic"]
+                .get("registry.example.com/b/c/d")
+                .is_none()
+        );
+        let attachments = text(&out, SIGSTORE_REGISTRIES).unwrap();
+        for scope in [
+            "quay.io/openshift-release-dev:",
+            "quay.io/team-a:",
+            "registry.example.com/b/c/d:",
+        ] {
+            assert!(attachments.contains(scope), "{attachments}");
+        }
+
+        let signed = scope_policies(&cips, &[], &[]).unwrap();
+        let (_, conflicts) = crate::registries::namespace_policies(&inputs, &signed).unwrap();
+        assert_eq!(conflicts.len(), 1);
+        assert_eq!(
+            conflicts[0].message(),
+            "has conflicting scope(s) [\"quay.io/openshift-release-dev/ocp-release\"] that equal to or nest inside existing clusterimagepolicy, only policy from clusterimagepolicy scope(s) will be applied"
+        );
+        assert_eq!(
+            (conflicts[0].namespace.as_str(), conflicts[0].name.as_str()),
+            ("team-a", "apps")
+        );
+    }
+
+    #[test]
+    fn a_bad_image_policy_is_refused_naming_its_namespace() {
+        let ips = [ip("team-a", "apps", &["quay.io/app:v1"])];
+        let inputs = Inputs {
+            ips: &ips,
+            ..Default::default()
+        };
+        assert_eq!(
+            files(&inputs, Some(""), None).unwrap_err().to_string(),
+            "ImagePolicy team-a/apps: spec.scopes[0]: invalid image scope \"quay.io/app:v1\": a scope can't have a tag or digest"
+        );
+        let ips = [ip("../etc", "apps", &["quay.io/app"])];
+        let inputs = Inputs {
+            ips: &ips,
+            ..Default::default()
+        };
+        assert_eq!(
+            files(&inputs, Some(""), None).unwrap_err().to_string(),
+            "ImagePolicy ../etc/apps: metadata.namespace: \"../etc\" is not a namespace name"
+        );
+        let image: mco_api::Image = serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "Image", "metadata": {"name": "cluster"},
+            "spec": {"registrySources": {"blockedRegistries": ["quay.io"]}},
+        }))
+        .unwrap();
+        let ips = [ip("team-a", "apps", &["quay.io/app"])];
+        let inputs = Inputs {
+            image: Some(&image),
+            ips: &ips,
+            ..Default::default()
+        };
+        assert_eq!(
+            files(&inputs, Some(""), None).unwrap_err().to_string(),
+            "ImagePolicy team-a/apps: imagePolicy configured for the scope quay.io/app is nested inside blockedRegistries"
         );
     }
 }

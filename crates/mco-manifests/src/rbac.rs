@@ -241,12 +241,14 @@ pub fn controller_rules() -> Vec<PolicyRule> {
         ),
         // Templates: the TLS profile of the kubelet's serving endpoint.
         rule(&[CONFIG_GROUP], &["apiservers"], &["get", "list", "watch"]),
-        // Registries: signature verification policies, read only.
+        // Registries: signature verification policies; an ImagePolicy's status says which of
+        // its scopes a ClusterImagePolicy covers.
         rule(
             &[CONFIG_GROUP],
-            &["clusterimagepolicies"],
+            &["clusterimagepolicies", "imagepolicies"],
             &["get", "list", "watch"],
         ),
+        rule(&[CONFIG_GROUP], &["imagepolicies/status"], &["patch"]),
         rule(
             &[OPERATOR_GROUP],
             &["imagecontentsourcepolicies"],

@@ -60,7 +60,7 @@ async fn kubectl_accepts_the_generated_crds() {
         all.push_str("---\n");
         all.push_str(&std::fs::read_to_string(f).unwrap());
     }
-    assert_eq!(files.len(), 14, "fourteen CRDs are committed");
+    assert_eq!(files.len(), 15, "fifteen CRDs are committed");
 
     let dry = ok(
         kubectl(

@@ -240,6 +240,8 @@ fn controller_permissions_are_exactly_these() {
         "config.openshift.io imagetagmirrorsets get,list,watch".to_string(),
         "config.openshift.io apiservers get,list,watch".to_string(),
         "config.openshift.io clusterimagepolicies get,list,watch".to_string(),
+        "config.openshift.io imagepolicies get,list,watch".to_string(),
+        "config.openshift.io imagepolicies/status patch".to_string(),
         format!("{OP} imagecontentsourcepolicies get,list,watch"),
         "rollouts.mco.dev rolloutpolicies get,list,watch".to_string(),
         "rollouts.mco.dev rolloutpolicies/status get,update,patch".to_string(),

@@ -89,6 +89,23 @@ spec:
         keyData: LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K
 ";
 
+/// The default namespace's own signatures: one scope of its own, one the cluster policy covers.
+const TEAM_SIGNATURES: &str = "apiVersion: config.openshift.io/v1
+kind: ImagePolicy
+metadata:
+  name: team-signatures
+  namespace: default
+spec:
+  scopes:
+  - quay.io/team/app
+  - quay.io/openshift-release-dev/ocp-release
+  policy:
+    rootOfTrust:
+      policyType: PublicKey
+      publicKey:
+        keyData: LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K
+";
+
 const CONFLICTING_MIRROR: &str = "apiVersion: config.openshift.io/v1
 kind: ImageDigestMirrorSet
 metadata:
@@ -271,6 +288,46 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
         let post = condition_message(&c.mcn(w), "UpdatePostActionComplete");
         assert!(post.contains("Node has reloaded CRIO"), "{w}: {post}");
     }
+
+    // A namespace's own policy: CRI-O's file for it, and upstream's status naming the scope
+    // the cluster policy already covers.
+    c.apply(TEAM_SIGNATURES);
+    let r2 = c.wait_rollout("worker", &r2, 240);
+    for w in &workers {
+        let ns: Value = serde_json::from_str(
+            &c.read_node_file(w, "/etc/crio/policies/default.json")
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        let docker = &ns["transports"]["docker"];
+        assert_eq!(
+            docker["quay.io/team/app"][0]["type"], "sigstoreSigned",
+            "{w}: {ns}"
+        );
+        assert!(
+            docker
+                .get("quay.io/openshift-release-dev/ocp-release")
+                .is_some(),
+            "{w}: the cluster's scope: {ns}"
+        );
+    }
+    let (status, message) = wait_for("the ImagePolicy's Pending condition", 60, || {
+        let ip = c.try_get_json(&["imagepolicy", "team-signatures", "-n", "default"])?;
+        let cond = ip["status"]["conditions"].as_array()?.first()?.clone();
+        (cond["reason"] == "ConflictScopes").then(|| {
+            (
+                cond["status"].as_str().unwrap_or_default().to_owned(),
+                cond["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+    });
+    assert_eq!(status, "False");
+    assert!(
+        message.starts_with(
+            "has conflicting scope(s) [\"quay.io/openshift-release-dev/ocp-release\"]"
+        ),
+        "{message}"
+    );
 
     // A conflicting mirror set: a Warning event on it, and the last good config stays.
     let before = c.get_json(&["mc", "99-worker-generated-registries"]);
