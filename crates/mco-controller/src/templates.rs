@@ -13,14 +13,17 @@
 //! cluster mco took over) is never written: it is expected as stored, and the render uses it.
 //! The `TemplateConfigsKept` event names such configs whenever their set changes.
 //!
+//! Besides the ControllerConfig, the templates read the pull secret it names and
+//! `APIServer/cluster`'s TLS profile ([`read_cluster`]), each watched by name so that a change is
+//! written at once.
+//!
 //! The render waits for these configs ([`in_cache`]): a pool rendered before its base configs
 //! exist would roll every node twice on a fresh cluster, as upstream's render waits for the
 //! ControllerConfig to be completed. Unlike upstream's, it goes on with the configs generated
 //! before while a later ControllerConfig is refused, also across a restart.
 
-use std::sync::{Arc, Mutex};
-
 use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc::UnboundedSender;
 use futures::{Stream, StreamExt, future};

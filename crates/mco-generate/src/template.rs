@@ -1,6 +1,7 @@
 //! The template controller's output: each role's base MachineConfigs, `00-<role>`,
-//! `01-<role>-kubelet` and `01-<role>-container-runtime`, from the ControllerConfig and mco's
-//! templates for platform `None`.
+//! `01-<role>-kubelet` and `01-<role>-container-runtime`, from the ControllerConfig, the two
+//! inputs upstream reads beside it ([`Cluster`]: the pull secret and `APIServer/cluster`'s TLS
+//! profile) and mco's templates for platform `None`.
 //!
 //! The templates are text files under `templates/`, laid out as upstream's are
 //! (`<role>/<name>/_base/{files,units}`, with `common/` for what every role gets), and compiled
