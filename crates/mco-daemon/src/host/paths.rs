@@ -43,7 +43,7 @@ pub const SIM_OSTREE_STATE: &str = "/var/lib/mco-sim/ostree.json";
 pub const SIM_SYSTEMD_LOG: &str = "/var/log/mco-sim/systemd.log";
 /// Written by the simulated rebooter; the node's supervisor restarts the node when it appears.
 pub const SIM_REBOOT_REQUEST: &str = "/run/mco-sim/reboot-requested";
-/// Where rpm-ostree looks for registry credentials when it pulls an OS image (after
+/// A place rpm-ostree looks for registry credentials when it pulls an OS image (beside
 /// `/etc/ostree/auth.json`, which is the admin's); the daemon links the cluster's pull secret
 /// here.
 pub const OSTREE_AUTH_FILE: &str = "/run/ostree/auth.json";

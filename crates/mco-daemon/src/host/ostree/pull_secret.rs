@@ -23,7 +23,7 @@ pub fn choose_pull_secret(
 /// Points [`paths::OSTREE_AUTH_FILE`] at the chosen pull secret and returns it.
 ///
 /// Whatever is at the link is replaced, a regular file included: the path is the daemon's, and an
-/// admin's own credentials belong in `/etc/ostree/auth.json`, which rpm-ostree reads first. With
+/// admin's own credentials belong in `/etc/ostree/auth.json`, which rpm-ostree also reads. With
 /// no pull secret at all, a link left from before is removed rather than left dangling, but a
 /// regular file is kept: it is then the only credentials there are.
 pub fn link_pull_secret(fs: &HostFs) -> Result<Option<&'static str>> {
