@@ -2,14 +2,23 @@
 //! server, as the installer's bootstrap does, into the layout `mco server --bootstrap-dir`
 //! serves: `<dest>/machine-pools/<pool>.yaml` (with `spec` and `status.configuration` naming
 //! the rendered config) and `<dest>/machine-configs/<rendered>.yaml`. The template controller's
-//! configs are generated from the directory's ControllerConfig and the render is the
-//! controller's, so names and contents equal what the cluster renders from the same objects.
+//! configs are generated from the directory's ControllerConfig, the generators' from its
+//! KubeletConfigs, ContainerRuntimeConfigs and registry objects (mirror sets, `Image/cluster`,
+//! image policies), and the render is the controller's, so names and contents equal what the
+//! cluster renders from the same objects: a disconnected cluster's machines boot with their
+//! mirrors.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use kube::ResourceExt;
 use mco_api::constants::names;
-use mco_api::{ControllerConfigSpec, MachineConfigPoolStatus, PoolConfiguration};
+use mco_api::generators::IMAGE_CONFIG_NAME;
+use mco_api::{
+    ControllerConfigSpec, MachineConfig, MachineConfigPool, MachineConfigPoolStatus,
+    PoolConfiguration,
+};
+use mco_controller::generators::Generator;
 
 use super::render::{Inputs, find_pool, load_path};
 
@@ -101,16 +110,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             pool_names.push(builtin.to_string());
         }
     }
+    let mut pools = vec![];
+    for name in &pool_names {
+        if !mco_server::valid_name(name) {
+            bail!("MachineConfigPool {name:?}: metadata.name is not a valid object name");
+        }
+        pools.push(find_pool(name, &inputs.pools)?);
+    }
+    let generated = generated_configs(&pools, &inputs, &args.controller_version)?;
+    inputs
+        .mcs
+        .retain(|m| !generated.iter().any(|g| g.metadata.name == m.metadata.name));
+    inputs.mcs.extend(generated);
     let pools_dir = args.dest_dir.join("machine-pools");
     let configs_dir = args.dest_dir.join("machine-configs");
     for d in [&pools_dir, &configs_dir] {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
-    for name in &pool_names {
-        if !mco_server::valid_name(name) {
-            bail!("MachineConfigPool {name:?}: metadata.name is not a valid object name");
-        }
-        let mut pool = find_pool(name, &inputs.pools)?;
+    for mut pool in pools {
+        let name = pool.metadata.name.clone().unwrap_or_default();
         let rendered =
             mco_render::render::render_pool(&pool, &inputs.mcs, &cc, &args.controller_version)
                 .with_context(|| format!("rendering pool {name}"))?;
@@ -136,4 +154,153 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("mco bootstrap: pool {name}: {rendered_name}");
     }
     Ok(())
+}
+
+/// The pool's own configs in merge order, as the generators read their bases.
+fn pool_mcs<'a>(pool: &MachineConfigPool, mcs: &'a [MachineConfig]) -> Vec<&'a MachineConfig> {
+    let mut out = mco_render::merge::select(pool.spec.machine_config_selector.as_ref(), mcs)
+        .unwrap_or_default();
+    mco_render::merge::order(&mut out);
+    out
+}
+
+/// What the cluster's generators write from the same objects: for each KubeletConfig and
+/// ContainerRuntimeConfig (in manifest order; the first of a kind without a suffix, as on a
+/// fresh cluster, then `-1`, `-2`...) one config per pool it selects, and each pool's registries
+/// config while there are registry inputs. A refused object stops the bootstrap, naming it.
+fn generated_configs(
+    pools: &[MachineConfigPool],
+    inputs: &Inputs,
+    version: &str,
+) -> anyhow::Result<Vec<MachineConfig>> {
+    fn of_kind<K: Generator>(
+        objs: &[K],
+        pools: &[MachineConfigPool],
+        mcs: &[MachineConfig],
+        version: &str,
+        out: &mut Vec<MachineConfig>,
+    ) -> anyhow::Result<()> {
+        for (i, obj) in objs.iter().enumerate() {
+            let what = format!("{} {}", K::kind(&()), obj.name_any());
+            let mut selected = vec![];
+            for p in pools {
+                if mco_generate::selects(obj.selector(), p).with_context(|| what.clone())? {
+                    selected.push(p);
+                }
+            }
+            if selected.is_empty() {
+                bail!("{what}: could not find any MachineConfigPool set for {what}");
+            }
+            let suffix = if i == 0 { String::new() } else { i.to_string() };
+            for pool in selected {
+                let pool_name = pool.name_any();
+                let files = obj
+                    .files(&pool_mcs(pool, mcs))
+                    .with_context(|| format!("{what}, pool {pool_name}"))?;
+                let name = mco_generate::managed_name(&pool_name, K::KIND, &suffix);
+                out.push(mco_generate::machine_config(
+                    &name, &pool_name, version, files,
+                ));
+            }
+        }
+        Ok(())
+    }
+    let mut out = vec![];
+    of_kind(
+        &inputs.kubelet_configs,
+        pools,
+        &inputs.mcs,
+        version,
+        &mut out,
+    )?;
+    of_kind(
+        &inputs.runtime_configs,
+        pools,
+        &inputs.mcs,
+        version,
+        &mut out,
+    )?;
+    let registries = mco_generate::registries::Inputs {
+        image: inputs
+            .images
+            .iter()
+            .find(|i| i.metadata.name.as_deref() == Some(IMAGE_CONFIG_NAME)),
+        idms: &inputs.idms,
+        itms: &inputs.itms,
+        icsp: &inputs.icsp,
+        cips: &inputs.cips,
+        ips: &inputs.ips,
+    };
+    if !registries.is_empty() {
+        use mco_generate::registries::{POLICY_JSON, REGISTRIES_CONF, files};
+        for pool in pools {
+            let pool_name = pool.name_any();
+            let ordered = pool_mcs(pool, &inputs.mcs);
+            let base = |path| mco_generate::base_file(&ordered, path).ok().flatten();
+            let files = files(
+                &registries,
+                base(REGISTRIES_CONF).as_deref(),
+                base(POLICY_JSON).as_deref(),
+            )
+            .with_context(|| format!("the registries config of pool {pool_name}"))?;
+            let name = mco_generate::managed_name(&pool_name, "registries", "");
+            out.push(mco_generate::machine_config(
+                &name, &pool_name, version, files,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kubelet_config(name: &str, kubelet: serde_json::Value) -> mco_api::KubeletConfig {
+        serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "KubeletConfig",
+            "metadata": {"name": name},
+            "spec": {
+                "machineConfigPoolSelector": {"matchLabels": {"pools.operator.machineconfiguration.openshift.io/worker": ""}},
+                "kubeletConfig": kubelet,
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn generators_name_their_configs_as_a_fresh_cluster_does_and_refusals_name_the_object() {
+        let cc = mco_api::ControllerConfig::new("machine-config-controller", Default::default());
+        let mut inputs = Inputs {
+            mcs: mco_generate::template::generate(&cc, &Default::default(), "v").unwrap(),
+            ..Default::default()
+        };
+        let pools = vec![
+            find_pool("master", &[]).unwrap(),
+            find_pool("worker", &[]).unwrap(),
+        ];
+        inputs.kubelet_configs = vec![
+            kubelet_config("a", json!({"maxPods": 300})),
+            kubelet_config("b", json!({"podPidsLimit": 8192})),
+        ];
+        let names: Vec<String> = generated_configs(&pools, &inputs, "v")
+            .unwrap()
+            .iter()
+            .map(|m| m.name_any())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "99-worker-generated-kubelet",
+                "99-worker-generated-kubelet-1"
+            ]
+        );
+        inputs.kubelet_configs = vec![kubelet_config("bad", json!({"cgroupDriver": "cgroupfs"}))];
+        let err = format!("{:#}", generated_configs(&pools, &inputs, "v").unwrap_err());
+        assert!(
+            err.starts_with("KubeletConfig bad, pool worker: ") && err.contains("cgroupDriver"),
+            "{err}"
+        );
+    }
 }

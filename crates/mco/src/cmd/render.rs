@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Secret;
-use mco_api::constants::{labels, names};
+use mco_api::constants::names;
 use mco_api::{
-    APIServer, ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConfigPool,
-    MachineConfigPoolSpec,
+    APIServer, ClusterImagePolicy, ContainerRuntimeConfig, ControllerConfig, ControllerConfigSpec,
+    Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImagePolicy, ImageTagMirrorSet,
+    KubeletConfig, MachineConfig, MachineConfigPool,
 };
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -50,6 +51,15 @@ pub(super) struct Inputs {
     pub(super) secrets: Vec<Secret>,
     /// Read by `mco bootstrap` only: `APIServer/cluster`'s TLS profile.
     pub(super) api_servers: Vec<APIServer>,
+    /// Read by `mco bootstrap` only: the generators' inputs.
+    pub(super) kubelet_configs: Vec<KubeletConfig>,
+    pub(super) runtime_configs: Vec<ContainerRuntimeConfig>,
+    pub(super) images: Vec<Image>,
+    pub(super) idms: Vec<ImageDigestMirrorSet>,
+    pub(super) itms: Vec<ImageTagMirrorSet>,
+    pub(super) icsp: Vec<ImageContentSourcePolicy>,
+    pub(super) cips: Vec<ClusterImagePolicy>,
+    pub(super) ips: Vec<ImagePolicy>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -119,21 +129,16 @@ pub(super) fn find_pool(
     {
         return Ok(p.clone());
     }
-    if name != names::MASTER_POOL && name != names::WORKER_POOL {
-        bail!(
-            "unknown pool {name:?}: only \"master\" and \"worker\" are built in; pass --pool-file with its MachineConfigPool"
-        );
-    }
-    let selector = serde_json::from_value(serde_json::json!({
-        "matchLabels": { (labels::ROLE): name }
-    }))?;
-    Ok(MachineConfigPool::new(
-        name,
-        MachineConfigPoolSpec {
-            machine_config_selector: Some(selector),
-            ..Default::default()
-        },
-    ))
+    // The built-in pools as `mco manifests` installs them: their selectors, and the labels a
+    // KubeletConfig's pool selector matches.
+    mco_manifests::defaults::pools()
+        .into_iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown pool {name:?}: only \"master\" and \"worker\" are built in; pass --pool-file with its MachineConfigPool"
+            )
+        })
 }
 
 pub(super) fn load_path(path: &Path, inputs: &mut Inputs) -> anyhow::Result<()> {
@@ -219,6 +224,30 @@ fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<(
         "APIServer" => inputs
             .api_servers
             .push(serde_json::from_value(value).context("invalid APIServer")?),
+        "KubeletConfig" => inputs
+            .kubelet_configs
+            .push(serde_json::from_value(value).context("invalid KubeletConfig")?),
+        "ContainerRuntimeConfig" => inputs
+            .runtime_configs
+            .push(serde_json::from_value(value).context("invalid ContainerRuntimeConfig")?),
+        "Image" => inputs
+            .images
+            .push(serde_json::from_value(value).context("invalid Image")?),
+        "ImageDigestMirrorSet" => inputs
+            .idms
+            .push(serde_json::from_value(value).context("invalid ImageDigestMirrorSet")?),
+        "ImageTagMirrorSet" => inputs
+            .itms
+            .push(serde_json::from_value(value).context("invalid ImageTagMirrorSet")?),
+        "ImageContentSourcePolicy" => inputs
+            .icsp
+            .push(serde_json::from_value(value).context("invalid ImageContentSourcePolicy")?),
+        "ClusterImagePolicy" => inputs
+            .cips
+            .push(serde_json::from_value(value).context("invalid ClusterImagePolicy")?),
+        "ImagePolicy" => inputs
+            .ips
+            .push(serde_json::from_value(value).context("invalid ImagePolicy")?),
         "List" | "MachineConfigList" => {
             if let Some(serde_json::Value::Array(items)) = value.get("items").cloned() {
                 for item in items {
@@ -228,7 +257,7 @@ fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<(
         }
         "" => bail!("object has no kind"),
         other => tracing::warn!(
-            "skipping a {other}: render reads only MachineConfig, MachineConfigPool, ControllerConfig, and for bootstrap Secret and APIServer"
+            "skipping a {other}: render reads only MachineConfig, MachineConfigPool and ControllerConfig, bootstrap also the templates' and generators' inputs"
         ),
     }
     Ok(())

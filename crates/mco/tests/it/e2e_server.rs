@@ -315,16 +315,38 @@ spec:
   tlsSecurityProfile: {type: Modern, modern: {}}
 ",
     );
-    // Both pools on a render holding all three changes.
-    let holds_all = |rendered: &str, file: bool| {
+    // The generators' inputs: bootstrap generates their configs too.
+    c.apply(
+        "apiVersion: machineconfiguration.openshift.io/v1
+kind: KubeletConfig
+metadata: {name: max-pods}
+spec:
+  machineConfigPoolSelector:
+    matchLabels:
+      pools.operator.machineconfiguration.openshift.io/worker: \"\"
+  kubeletConfig: {maxPods: 300}
+---
+apiVersion: config.openshift.io/v1
+kind: ImageDigestMirrorSet
+metadata: {name: release-mirror}
+spec:
+  imageDigestMirrors:
+  - source: quay.io/openshift-release-dev/ocp-release
+    mirrors: [mirror.example.net/ocp/release]
+",
+    );
+    // Both pools on a render holding every change.
+    let holds_all = |rendered: &str, worker: bool| {
         let mc = c.try_get_json(&["mc", rendered])?;
         let text = mc.to_string();
         let all = text.contains("/var/lib/kubelet/config.json")
             && text.contains("VersionTLS13")
-            && (!file || text.contains("/etc/e2e-bootstrap.conf"));
+            && text.contains("mirror.example.net")
+            && (!worker
+                || (text.contains("/etc/e2e-bootstrap.conf") && text.contains("maxPods%3A%20300")));
         all.then_some(())
     };
-    let target = wait_for("worker renders all three changes", 120, || {
+    let target = wait_for("worker renders all the changes", 120, || {
         let t = c.pool_target("worker");
         (t != before && !t.is_empty() && holds_all(&t, true).is_some()).then_some(t)
     });
@@ -346,6 +368,8 @@ spec:
             "apiserver.json",
             &["apiserver.config.openshift.io", "cluster"][..],
         ),
+        ("kubeletconfigs.json", &["kubeletconfig"][..]),
+        ("mirrors.json", &["imagedigestmirrorset"][..]),
     ] {
         std::fs::write(manifests.join(name), c.get_json(args).to_string()).unwrap();
     }
@@ -356,6 +380,19 @@ spec:
     let before_filter = items.len();
     items.retain(|o| o["metadata"]["ownerReferences"][0]["kind"] != "ControllerConfig");
     assert_eq!(before_filter - items.len(), 6, "the template configs");
+    // The generators' configs too: bootstrap generates them from their inputs.
+    let before_filter = items.len();
+    items.retain(|o| {
+        !o["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("-generated-")
+    });
+    assert_eq!(
+        before_filter - items.len(),
+        3,
+        "the worker's kubelet config and each pool's registries config"
+    );
     std::fs::write(manifests.join("objects.json"), objects.to_string()).unwrap();
     let out = c.dir.join("bootstrap");
     let (ok, text) = c.mco(&[
