@@ -244,7 +244,7 @@ pub struct RegistrySources {
     singular = "clusterimagepolicy",
     derive = "PartialEq",
     derive = "Default",
-    status = "serde_json::Value",
+    status = "ImagePolicyStatus",
     doc = "Sigstore signature verification that CRI-O enforces on every node for images in the listed scopes."
 )]
 #[serde(rename_all = "camelCase")]
@@ -279,8 +279,9 @@ pub struct ImagePolicySpec {
     pub policy: ImageSigstoreVerificationPolicy,
 }
 
-/// Upstream's one condition: `Pending` with reason `ConflictScopes` when some scopes are left
-/// to ClusterImagePolicies.
+/// The status of an ImagePolicy or ClusterImagePolicy: conditions. mco writes one on an
+/// ImagePolicy, upstream's `Pending` with reason `ConflictScopes`, when some of its scopes are
+/// left to ClusterImagePolicies.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImagePolicyStatus {

@@ -220,6 +220,24 @@ pub fn validate_crd(obj: &Value, name: &str) -> Vec<Cause> {
             "Required value",
         )),
         Some(vs) => {
+            // kube-apiserver reports a schema shared by every version under `spec.validation`.
+            let schemas: Vec<Option<&Value>> = vs
+                .iter()
+                .map(|v| v.pointer("/schema/openAPIV3Schema"))
+                .collect();
+            let shared = schemas.windows(2).all(|w| w[0] == w[1]);
+            for (i, schema) in schemas.iter().enumerate() {
+                let Some(schema) = schema else { continue };
+                let at = if shared {
+                    "spec.validation.openAPIV3Schema".to_owned()
+                } else {
+                    format!("spec.versions[{i}].schema.openAPIV3Schema")
+                };
+                untyped_fields(schema, &at, &mut causes);
+                if shared {
+                    break;
+                }
+            }
             let storage = vs
                 .iter()
                 .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
@@ -234,6 +252,47 @@ pub fn validate_crd(obj: &Value, name: &str) -> Vec<Cause> {
         }
     }
     causes
+}
+
+/// kube-apiserver's structural-schema rule for a CRD: every field and array item names its
+/// `type`, unless it is `x-kubernetes-int-or-string` or keeps unknown fields. A schema without
+/// it is refused, in kube-apiserver's words, rather than stored and served unvalidated.
+fn untyped_fields(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let exempt = |s: &Value| {
+        s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+            || s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+    };
+    let check = |s: &Value, path: String, what: &str, causes: &mut Vec<Cause>| {
+        if s.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+            && !exempt(s)
+        {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                &format!("{path}.type"),
+                format!("Required value: must not be empty for specified {what}"),
+            ));
+        }
+        untyped_fields(s, &path, causes);
+    };
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        // In name order, as kube-apiserver lists them.
+        let mut props: Vec<(&String, &Value)> = props.iter().collect();
+        props.sort_by_key(|(name, _)| *name);
+        for (name, s) in props {
+            check(
+                s,
+                format!("{at}.properties[{name}]"),
+                "object fields",
+                causes,
+            );
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        check(items, format!("{at}.items"), "array items", causes);
+    }
 }
 
 /// Fills in what the server owns on create.
@@ -464,6 +523,58 @@ mod tests {
             &json!({"spec": {}}),
             &json!({"metadata": {}, "spec": {}})
         ));
+    }
+
+    #[test]
+    fn a_crd_field_without_a_type_is_refused_as_kube_apiserver_refuses_it() {
+        let crd = |schema: Value, versions: usize| {
+            let v: Vec<Value> = (0..versions)
+                .map(|i| {
+                    json!({"name": format!("v{i}"), "served": true, "storage": i == 0,
+                    "schema": {"openAPIV3Schema": schema}})
+                })
+                .collect();
+            json!({"spec": {"group": "g.example.com", "names": {"plural": "xs", "kind": "X"},
+                "versions": v}})
+        };
+        let fields = |c: Vec<Cause>| -> Vec<(String, String)> {
+            c.into_iter().map(|c| (c.field, c.message)).collect()
+        };
+        let bad = json!({"type": "object", "properties": {
+            "status": {"nullable": true},
+            "spec": {"type": "object", "properties": {"list": {"type": "array", "items": {"description": "x"}}}},
+        }});
+        assert_eq!(
+            fields(validate_crd(&crd(bad.clone(), 1), "xs.g.example.com")),
+            [
+                (
+                    "spec.validation.openAPIV3Schema.properties[spec].properties[list].items.type"
+                        .to_owned(),
+                    "Required value: must not be empty for specified array items".to_owned()
+                ),
+                (
+                    "spec.validation.openAPIV3Schema.properties[status].type".to_owned(),
+                    "Required value: must not be empty for specified object fields".to_owned()
+                ),
+            ]
+        );
+        // Each version's own schema is named by its index when they differ.
+        let mut two = crd(bad, 2);
+        two["spec"]["versions"][1]["schema"]["openAPIV3Schema"] = json!({"type": "object"});
+        let causes = fields(validate_crd(&two, "xs.g.example.com"));
+        assert_eq!(causes.len(), 2);
+        assert!(
+            causes[0]
+                .0
+                .starts_with("spec.versions[0].schema.openAPIV3Schema.")
+        );
+        // Typed, int-or-string and preserved fields are fine.
+        let good = json!({"type": "object", "properties": {
+            "a": {"type": "string"},
+            "b": {"x-kubernetes-int-or-string": true},
+            "c": {"x-kubernetes-preserve-unknown-fields": true},
+        }});
+        assert!(validate_crd(&crd(good, 1), "xs.g.example.com").is_empty());
     }
 
     #[test]
