@@ -5,10 +5,15 @@
 //! - `kubeAPIServerServingCAData` → `/etc/kubernetes/kubelet-ca.crt` (newline-terminated);
 //! - each of `imageRegistryBundleData` and `imageRegistryBundleUserData` →
 //!   `/etc/docker/certs.d/<file>/ca.crt`, `..` in `file` standing for `:` (`host..5000` is
-//!   `host:5000`); a directory there that no bundle names is removed, as upstream removes it.
+//!   `host:5000`); a directory there that no bundle names is removed, as upstream removes it;
+//! - `internalRegistryPullSecret` → `/etc/mco/internal-registry-pull-secret.json` (mode 0600):
+//!   the global pull secret merged with the internal image registry's, which the daemon hands
+//!   rpm-ostree before a rebase when it is valid JSON.
 //!
 //! Unlike upstream, an absent or empty `kubeAPIServerServingCAData` leaves the kubelet CA
-//! alone rather than writing an empty file over it, and an unchanged file is not rewritten.
+//! alone rather than writing an empty file over it, an absent or empty
+//! `internalRegistryPullSecret` removes its file rather than leaving it empty, and an
+//! unchanged file is not rewritten.
 //! A bundle that cannot be written (not base64, too large, a `file` that is not one directory
 //! name) is skipped and reported; the others are still written.
 
@@ -28,6 +33,8 @@ pub const REGISTRY_CERTS_DIR: &str = "/etc/docker/certs.d";
 pub const MAX_BUNDLE_BYTES: usize = mco_api::controllerconfig::MAX_BUNDLE_BYTES;
 /// Registry bundles written; more are reported and skipped.
 pub const MAX_REGISTRY_BUNDLES: usize = 500;
+/// The merged pull secret for OS image pulls.
+pub const INTERNAL_REGISTRY_PULL_SECRET: &str = crate::host::paths::INTERNAL_REGISTRY_AUTH_FILE;
 
 /// What the node's files should hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,6 +43,8 @@ pub struct CertFiles {
     pub kubelet_ca: Option<Vec<u8>>,
     /// Registry directory name (`host:port`) → `ca.crt` contents.
     pub registries: BTreeMap<String, Vec<u8>>,
+    /// The merged pull secret; `None` removes the file.
+    pub internal_registry_pull_secret: Option<Vec<u8>>,
     /// Each bundle skipped, and why, naming its spec field.
     pub problems: Vec<String>,
 }
@@ -55,6 +64,17 @@ pub fn plan(spec: &ControllerConfigSpec) -> CertFiles {
                 }
                 out.kubelet_ca = Some(pem);
             }
+            Err(p) => out.problems.push(p),
+        }
+    }
+    if let Some(data) = spec
+        .other
+        .get("internalRegistryPullSecret")
+        .and_then(|v| v.as_str())
+        .filter(|d| !d.is_empty())
+    {
+        match decode("spec.internalRegistryPullSecret", data) {
+            Ok(secret) => out.internal_registry_pull_secret = Some(secret),
             Err(p) => out.problems.push(p),
         }
     }
@@ -147,6 +167,23 @@ pub fn apply(fs: &HostFs, want: &CertFiles) -> Result<Vec<String>, HostError> {
     }
     for (dir, pem) in &want.registries {
         write(format!("{REGISTRY_CERTS_DIR}/{dir}/ca.crt"), pem)?;
+    }
+    // Credentials: only root may read them.
+    match &want.internal_registry_pull_secret {
+        Some(secret) => {
+            let path = INTERNAL_REGISTRY_PULL_SECRET;
+            let same = fs.read_optional(path)?.as_deref() == Some(secret.as_slice())
+                && fs.stat(path)?.is_some_and(|s| s.mode == 0o600);
+            if !same {
+                fs.write_atomic(path, secret, &FileAttrs::mode(0o600))?;
+                changed.push(path.to_owned());
+            }
+        }
+        None => {
+            if fs.remove_file(INTERNAL_REGISTRY_PULL_SECRET)? {
+                changed.push(INTERNAL_REGISTRY_PULL_SECRET.to_owned());
+            }
+        }
     }
     for name in fs.list_dir(REGISTRY_CERTS_DIR)? {
         let path = format!("{REGISTRY_CERTS_DIR}/{name}");
@@ -316,6 +353,59 @@ mod tests {
             apply(&fs, &want).unwrap(),
             Vec::<String>::new(),
             "nothing to do"
+        );
+    }
+
+    #[test]
+    fn the_merged_pull_secret_is_written_private_and_removed_when_unset() {
+        let spec = |v: Option<&str>| {
+            let mut spec = ControllerConfigSpec::default();
+            if let Some(v) = v {
+                spec.other
+                    .insert("internalRegistryPullSecret".into(), v.into());
+            }
+            spec
+        };
+        let secret =
+            r#"{"auths":{"image-registry.openshift-image-registry.svc:5000":{"auth":"dTpw"}}}"#;
+        let want = plan(&spec(Some(&b64(secret))));
+        assert_eq!(
+            want.internal_registry_pull_secret.as_deref(),
+            Some(secret.as_bytes())
+        );
+        let bad = plan(&spec(Some("%%%")));
+        assert_eq!(bad.internal_registry_pull_secret, None);
+        assert!(
+            bad.problems[0].starts_with("spec.internalRegistryPullSecret: not base64"),
+            "{:?}",
+            bad.problems
+        );
+
+        let root = tempfile::tempdir().unwrap();
+        let fs = HostFs::open(root.path()).unwrap();
+        let changed = apply(&fs, &want).unwrap();
+        assert_eq!(changed, vec![INTERNAL_REGISTRY_PULL_SECRET]);
+        assert_eq!(
+            fs.read(INTERNAL_REGISTRY_PULL_SECRET).unwrap(),
+            secret.as_bytes()
+        );
+        assert_eq!(
+            fs.stat(INTERNAL_REGISTRY_PULL_SECRET)
+                .unwrap()
+                .unwrap()
+                .mode,
+            0o600
+        );
+        assert_eq!(apply(&fs, &want).unwrap(), Vec::<String>::new());
+        // Unset (or empty): removed, so the daemon falls back to the kubelet's pull secret.
+        assert_eq!(
+            apply(&fs, &plan(&spec(Some("")))).unwrap(),
+            vec![INTERNAL_REGISTRY_PULL_SECRET]
+        );
+        assert!(!fs.exists(INTERNAL_REGISTRY_PULL_SECRET).unwrap());
+        assert_eq!(
+            apply(&fs, &plan(&spec(None))).unwrap(),
+            Vec::<String>::new()
         );
     }
 }
