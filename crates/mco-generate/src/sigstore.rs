@@ -51,6 +51,22 @@ fn data<'a>(field: &str, v: &'a str) -> Result<&'a str, String> {
     }
 }
 
+/// Puts `value` (checked as base64 data, the API field `<at>.<field>`) under `key`; an empty
+/// optional value is left out.
+fn put_data(
+    map: &mut serde_json::Map<String, Value>,
+    key: &str,
+    at: &str,
+    field: &str,
+    value: &str,
+    optional: bool,
+) -> Result<(), String> {
+    if !(optional && value.is_empty()) {
+        map.insert(key.into(), json!(data(&format!("{at}.{field}"), value)?));
+    }
+    Ok(())
+}
+
 fn required<'a>(field: &str, v: &'a str) -> Result<&'a str, String> {
     if v.is_empty() {
         Err(format!("{field}: required"))
@@ -77,19 +93,17 @@ pub fn requirement(policy: &ImageSigstoreVerificationPolicy) -> Result<Value, St
                 .public_key
                 .as_ref()
                 .ok_or_else(|| missing("publicKey"))?;
-            req.insert(
-                "keyData".into(),
-                json!(data(&format!("{f}.publicKey.keyData"), &k.key_data)?),
-            );
-            if !k.rekor_key_data.is_empty() {
-                req.insert(
-                    "rekorPublicKeyData".into(),
-                    json!(data(
-                        &format!("{f}.publicKey.rekorKeyData"),
-                        &k.rekor_key_data
-                    )?),
-                );
-            }
+            let g = format!("{f}.publicKey");
+            put_data(&mut req, "keyData", &g, "keyData", &k.key_data, false)?;
+            let rekor = &k.rekor_key_data;
+            put_data(
+                &mut req,
+                "rekorPublicKeyData",
+                &g,
+                "rekorKeyData",
+                rekor,
+                true,
+            )?;
         }
         "FulcioCAWithRekor" => {
             let c = root
@@ -105,28 +119,37 @@ pub fn requirement(policy: &ImageSigstoreVerificationPolicy) -> Result<Value, St
                     "subjectEmail": required(&format!("{g}.fulcioSubject.signedEmail"), &c.fulcio_subject.signed_email)?,
                 }),
             );
-            req.insert(
-                "rekorPublicKeyData".into(),
-                json!(data(&format!("{g}.rekorKeyData"), &c.rekor_key_data)?),
-            );
+            let rekor = &c.rekor_key_data;
+            put_data(
+                &mut req,
+                "rekorPublicKeyData",
+                &g,
+                "rekorKeyData",
+                rekor,
+                false,
+            )?;
         }
         "PKI" => {
             let p = root.pki.as_ref().ok_or_else(|| missing("pki"))?;
             let g = format!("{f}.pki");
             let mut pki = serde_json::Map::new();
-            pki.insert(
-                "caRootsData".into(),
-                json!(data(&format!("{g}.caRootsData"), &p.ca_roots_data)?),
-            );
-            if !p.ca_intermediates_data.is_empty() {
-                pki.insert(
-                    "caIntermediatesData".into(),
-                    json!(data(
-                        &format!("{g}.caIntermediatesData"),
-                        &p.ca_intermediates_data
-                    )?),
-                );
-            }
+            put_data(
+                &mut pki,
+                "caRootsData",
+                &g,
+                "caRootsData",
+                &p.ca_roots_data,
+                false,
+            )?;
+            let intermediates = &p.ca_intermediates_data;
+            put_data(
+                &mut pki,
+                "caIntermediatesData",
+                &g,
+                "caIntermediatesData",
+                intermediates,
+                true,
+            )?;
             let s = &p.pki_certificate_subject;
             if s.email.is_empty() && s.hostname.is_empty() {
                 return Err(format!(

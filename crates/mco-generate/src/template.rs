@@ -912,9 +912,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_generators_read_their_bases_from_the_templates() {
-        let mcs = generate(&full(), &Cluster::default(), "v").unwrap();
+    /// The workers' kubelet config as a KubeletConfig raising `maxPods` generates it over the
+    /// templates' base.
+    fn generated_worker_kubelet(mcs: &[MachineConfig]) -> String {
         let worker: Vec<&MachineConfig> = mcs
             .iter()
             .filter(|m| m.metadata.labels.as_ref().unwrap()[ROLE_LABEL] == "worker")
@@ -922,13 +922,20 @@ mod tests {
         let base = crate::base_file(&worker, crate::kubelet::KUBELET_CONF)
             .unwrap()
             .unwrap();
-        let spec: mco_api::KubeletConfigSpec = serde_json::from_value(json!({
-            "kubeletConfig": {"maxPods": 300}
-        }))
-        .unwrap();
+        let spec: mco_api::KubeletConfigSpec =
+            serde_json::from_value(json!({"kubeletConfig": {"maxPods": 300}})).unwrap();
         let files = crate::kubelet::files(&spec, &base).unwrap();
-        let text =
-            crate::decode_data_url(files[0]["contents"]["source"].as_str().unwrap()).unwrap();
+        crate::decode_data_url(files[0]["contents"]["source"].as_str().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_generators_read_their_bases_from_the_templates() {
+        let mcs = generate(&full(), &Cluster::default(), "v").unwrap();
+        let worker: Vec<&MachineConfig> = mcs
+            .iter()
+            .filter(|m| m.metadata.labels.as_ref().unwrap()[ROLE_LABEL] == "worker")
+            .collect();
+        let text = generated_worker_kubelet(&mcs);
         assert!(
             text.contains("maxPods: 300") && text.contains("cgroupDriver: systemd"),
             "{text}"
@@ -1242,19 +1249,7 @@ mod tests {
             );
         }
         // A KubeletConfig without a profile of its own keeps the APIServer's, as upstream's.
-        let mcs = generate(&full(), &cluster, "v").unwrap();
-        let worker: Vec<&MachineConfig> = mcs
-            .iter()
-            .filter(|m| m.metadata.labels.as_ref().unwrap()[ROLE_LABEL] == "worker")
-            .collect();
-        let base = crate::base_file(&worker, crate::kubelet::KUBELET_CONF)
-            .unwrap()
-            .unwrap();
-        let spec: mco_api::KubeletConfigSpec =
-            serde_json::from_value(json!({"kubeletConfig": {"maxPods": 300}})).unwrap();
-        let files = crate::kubelet::files(&spec, &base).unwrap();
-        let text =
-            crate::decode_data_url(files[0]["contents"]["source"].as_str().unwrap()).unwrap();
+        let text = generated_worker_kubelet(&generate(&full(), &cluster, "v").unwrap());
         assert!(text.contains("VersionTLS13"), "{text}");
 
         let custom: TlsSecurityProfile = serde_json::from_value(

@@ -612,11 +612,9 @@ impl Cluster {
         serde_json::from_str(&s).unwrap()
     }
 
-    /// Sets the ControllerConfig's OS image (both fields, as a release would).
-    pub fn set_os_image(&self, image: &str) {
-        let patch =
-            serde_json::json!({"spec": {"osImageURL": image, "baseOSContainerImage": image}})
-                .to_string();
+    /// Merge-patches the ControllerConfig's spec with `spec`, as an administrator would.
+    pub fn patch_controller_config(&self, spec: serde_json::Value) {
+        let patch = serde_json::json!({ "spec": spec }).to_string();
         self.kubectl(&[
             "patch",
             "controllerconfig",
@@ -625,6 +623,32 @@ impl Cluster {
             "-p",
             &patch,
         ]);
+    }
+
+    /// Sets the ControllerConfig's OS image (both fields, as a release would).
+    pub fn set_os_image(&self, image: &str) {
+        self.patch_controller_config(
+            serde_json::json!({"osImageURL": image, "baseOSContainerImage": image}),
+        );
+    }
+
+    /// An administrator's pull secret for `quay.example.com` (user `ops`, password `s3cret`:
+    /// `b3BzOnMzY3JldA==` in the file) in the install namespace, named by the ControllerConfig.
+    pub fn set_pull_secret(&self) {
+        self.kubectl(&[
+            "create",
+            "secret",
+            "docker-registry",
+            "pull-secret",
+            "-n",
+            "mco-system",
+            "--docker-server=quay.example.com",
+            "--docker-username=ops",
+            "--docker-password=s3cret",
+        ]);
+        self.patch_controller_config(
+            serde_json::json!({"pullSecret": {"namespace": "mco-system", "name": "pull-secret"}}),
+        );
     }
 
     /// Starts `kubectl get RESOURCE -w -o json` and collects every object it prints.

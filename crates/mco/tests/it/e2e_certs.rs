@@ -29,18 +29,6 @@ fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-fn patch_cc(c: &Cluster, spec: Value) {
-    let patch = json!({ "spec": spec }).to_string();
-    c.kubectl(&[
-        "patch",
-        "controllerconfig",
-        CC,
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
-}
-
 /// The ControllerConfig once its status reports its current generation.
 fn observed_cc(c: &Cluster) -> Value {
     wait_for(
@@ -92,9 +80,7 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
     let year = |y: i32| (y, 1, 1);
     let first = ca("kube-apiserver-lb-signer", year(2036));
     let registry = ca("registry-ca", year(2035));
-    patch_cc(
-        &c,
-        json!({
+    c.patch_controller_config(json!({
             "kubeAPIServerServingCAData": b64(&first),
             "imageRegistryBundleUserData": [{"file": "registry.example.com..5000", "data": b64(&registry)}],
         }),
@@ -158,8 +144,7 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
     // The rotation: a new CA beside the old one, and the registry CA withdrawn.
     let next = ca("kube-apiserver-lb-signer-next", year(2037));
     let bundle = format!("{next}{first}");
-    patch_cc(
-        &c,
+    c.patch_controller_config(
         json!({"kubeAPIServerServingCAData": b64(&bundle), "imageRegistryBundleUserData": null}),
     );
     for w in &workers {
@@ -193,10 +178,7 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
     assert_eq!(c.pool_target("worker"), target);
 
     // A bundle that is not PEM: Failing, naming the field; the good bundle is still listed.
-    patch_cc(
-        &c,
-        json!({"additionalTrustBundle": b64("not a certificate")}),
-    );
+    c.patch_controller_config(json!({"additionalTrustBundle": b64("not a certificate")}));
     let cc = wait_for("TemplateControllerFailing=True", 60, || {
         let cc = observed_cc(&c);
         (condition(&cc, "TemplateControllerFailing")?["status"] == "True").then_some(cc)
@@ -224,8 +206,7 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
         "kube-apiserver-short-lived",
         (i32::from(soon.year()), soon.month() as u8, soon.day() as u8),
     );
-    patch_cc(
-        &c,
+    c.patch_controller_config(
         json!({"kubeAPIServerServingCAData": b64(&expiring), "additionalTrustBundle": null}),
     );
     wait_for("pool worker: the short-lived CA in certExpirys", 60, || {

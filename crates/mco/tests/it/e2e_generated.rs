@@ -470,15 +470,7 @@ fn template_configs_are_generated_and_kept(server: Server) {
     });
 
     // A refused ControllerConfig: Failing names the field, and the configs stay.
-    c.kubectl(&[
-        "patch",
-        "controllerconfig",
-        "machine-config-controller",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"clusterDNSIP":"dns.example.com"}}"#,
-    ]);
+    c.patch_controller_config(serde_json::json!({"clusterDNSIP": "dns.example.com"}));
     let (_, message) = wait_for("TemplateControllerFailing", 60, || {
         cc_condition(&c, "TemplateControllerFailing").filter(|(s, _)| s == "True")
     });
@@ -494,15 +486,7 @@ fn template_configs_are_generated_and_kept(server: Server) {
     );
 
     // Fixed: Completed again, and nothing rolled out throughout.
-    c.kubectl(&[
-        "patch",
-        "controllerconfig",
-        "machine-config-controller",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"clusterDNSIP":"172.30.0.10"}}"#,
-    ]);
+    c.patch_controller_config(serde_json::json!({"clusterDNSIP": "172.30.0.10"}));
     wait_for("TemplateControllerCompleted", 60, || {
         cc_condition(&c, "TemplateControllerCompleted").filter(|(s, _)| s == "True")
     });
@@ -513,26 +497,7 @@ fn template_configs_are_generated_and_kept(server: Server) {
     // server the controller reads it as `mco-controller`, through its Role for that one Secret.
     let workers = c.workers();
     let boots: Vec<String> = workers.iter().map(|w| c.boot_id(w)).collect();
-    c.kubectl(&[
-        "create",
-        "secret",
-        "docker-registry",
-        "pull-secret",
-        "-n",
-        "mco-system",
-        "--docker-server=quay.example.com",
-        "--docker-username=ops",
-        "--docker-password=s3cret",
-    ]);
-    c.kubectl(&[
-        "patch",
-        "controllerconfig",
-        "machine-config-controller",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"pullSecret":{"namespace":"mco-system","name":"pull-secret"}}}"#,
-    ]);
+    c.set_pull_secret();
     c.wait_rollout("worker", &r0, 240);
     for (w, b) in workers.iter().zip(&boots) {
         let auth = c

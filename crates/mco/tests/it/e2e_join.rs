@@ -164,17 +164,8 @@ fn a_node_holds_what_the_server_served_and_is_updated(server: Server) {
         params.self_signed(&key).unwrap().pem()
     };
     use base64::Engine as _;
-    let patch = serde_json::json!({"spec": {"kubeAPIServerServingCAData":
-        base64::engine::general_purpose::STANDARD.encode(&ca)}})
-    .to_string();
-    c.kubectl(&[
-        "patch",
-        "controllerconfig",
-        "machine-config-controller",
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
+    c.patch_controller_config(serde_json::json!({"kubeAPIServerServingCAData":
+        base64::engine::general_purpose::STANDARD.encode(&ca)}));
     wait_for("the server serves the new kubelet CA", 30, || {
         let served = fetch(&c, "worker");
         let f = served["storage"]["files"]

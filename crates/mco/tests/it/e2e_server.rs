@@ -287,26 +287,7 @@ spec:
     );
     // The template controller's inputs outside the ControllerConfig: a pull secret and the
     // APIServer's TLS profile, which bootstrap reads from the manifests too.
-    c.kubectl(&[
-        "create",
-        "secret",
-        "docker-registry",
-        "pull-secret",
-        "-n",
-        "mco-system",
-        "--docker-server=quay.example.com",
-        "--docker-username=ops",
-        "--docker-password=s3cret",
-    ]);
-    c.kubectl(&[
-        "patch",
-        "controllerconfig",
-        "machine-config-controller",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"pullSecret":{"namespace":"mco-system","name":"pull-secret"}}}"#,
-    ]);
+    c.set_pull_secret();
     c.apply(
         "apiVersion: config.openshift.io/v1
 kind: APIServer
