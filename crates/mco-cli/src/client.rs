@@ -141,6 +141,68 @@ pub async fn fetch_inputs(
     Ok((cc, kcs, crcs))
 }
 
+/// The registries generator's inputs, as the controller reads them.
+#[derive(Debug, Default, Clone)]
+pub struct RegistryInputs {
+    pub image: Option<mco_api::Image>,
+    pub idms: Vec<mco_api::ImageDigestMirrorSet>,
+    pub itms: Vec<mco_api::ImageTagMirrorSet>,
+    pub icsp: Vec<mco_api::ImageContentSourcePolicy>,
+    pub cips: Vec<mco_api::ClusterImagePolicy>,
+    pub ips: Vec<mco_api::ImagePolicy>,
+}
+
+impl RegistryInputs {
+    /// Borrowed, as `mco_generate::registries` takes them.
+    pub fn as_inputs(&self) -> mco_generate::registries::Inputs<'_> {
+        mco_generate::registries::Inputs {
+            image: self.image.as_ref(),
+            idms: &self.idms,
+            itms: &self.itms,
+            icsp: &self.icsp,
+            cips: &self.cips,
+            ips: &self.ips,
+        }
+    }
+}
+
+/// The registries generator's inputs (none of a kind whose CRD is not installed or that the
+/// caller may not list), for `mco doctor` to check as the controller does.
+pub async fn fetch_registry_inputs(client: &Client) -> Result<RegistryInputs, Error> {
+    let c = client.clone();
+    let (images, idms, itms, icsp, cips, ips) = futures::try_join!(
+        list_if_readable(Api::<mco_api::Image>::all(c.clone()), "images"),
+        list_if_readable(
+            Api::<mco_api::ImageDigestMirrorSet>::all(c.clone()),
+            "imagedigestmirrorsets"
+        ),
+        list_if_readable(
+            Api::<mco_api::ImageTagMirrorSet>::all(c.clone()),
+            "imagetagmirrorsets"
+        ),
+        list_if_readable(
+            Api::<mco_api::ImageContentSourcePolicy>::all(c.clone()),
+            "imagecontentsourcepolicies"
+        ),
+        list_if_readable(
+            Api::<mco_api::ClusterImagePolicy>::all(c.clone()),
+            "clusterimagepolicies"
+        ),
+        list_if_readable(Api::<mco_api::ImagePolicy>::all(c.clone()), "imagepolicies"),
+    )?;
+    let image = images
+        .into_iter()
+        .find(|i| i.metadata.name.as_deref() == Some(mco_api::generators::IMAGE_CONFIG_NAME));
+    Ok(RegistryInputs {
+        image,
+        idms,
+        itms,
+        icsp,
+        cips,
+        ips,
+    })
+}
+
 /// Reads everything the views need.
 pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
     let c = client.clone();

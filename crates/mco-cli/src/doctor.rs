@@ -471,6 +471,35 @@ pub fn refused_inputs(
     out
 }
 
+/// The registry input the controller refuses, checked here as its registries generator checks
+/// them (the pool's base files aside): a refused input changes no node, and its only other trace
+/// is a Warning event that expires.
+pub fn refused_registries(inputs: &mco_generate::registries::Inputs<'_>) -> Option<Finding> {
+    if inputs.is_empty() {
+        return None;
+    }
+    // The base files only matter to the writing; the checks are the generator's own.
+    let refused = mco_generate::registries::files(inputs, Some(""), None).err()?;
+    let resource = refused.kind.to_ascii_lowercase();
+    // An ImagePolicy is named `<namespace>/<name>`.
+    let target = match refused.name.split_once('/') {
+        Some((ns, name)) => format!("{resource} {name} -n {ns}"),
+        None => format!("{resource} {}", refused.name),
+    };
+    Some(Finding::new(
+        &target,
+        &format!("{} refused", refused.kind),
+        format!(
+            "{}. No pool's registries config changes until it is fixed; the last one written stays in force.",
+            refused.message.trim_end_matches('.')
+        ),
+        vec![Fix::new(
+            "correct the field the message names, or delete the object",
+            format!("kubectl edit {target}"),
+        )],
+    ))
+}
+
 /// A KubeletConfig's or ContainerRuntimeConfig's refusal: its status for its current spec is
 /// `Failure`.
 fn generator_refused(

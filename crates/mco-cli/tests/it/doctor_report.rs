@@ -645,3 +645,41 @@ fn refused_inputs_name_the_object_the_message_and_the_edit() {
     // Nothing refused, nothing reported.
     assert!(doctor::refused_inputs(None, &kcs[2..], &[]).is_empty());
 }
+
+#[test]
+fn a_refused_registry_input_names_the_object_the_message_and_the_edit() {
+    let mut inputs = mco_cli::client::RegistryInputs::default();
+    assert!(
+        doctor::refused_registries(&inputs.as_inputs()).is_none(),
+        "no inputs"
+    );
+    inputs.idms = vec![serde_json::from_value(json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "ImageDigestMirrorSet",
+        "metadata": {"name": "release"},
+        "spec": {"imageDigestMirrors": [{"source": "quay.io/ocp", "mirrors": ["mirror.example.net/ocp"]}]},
+    }))
+    .unwrap()];
+    assert!(
+        doctor::refused_registries(&inputs.as_inputs()).is_none(),
+        "a good mirror set"
+    );
+    inputs.ips = vec![
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "ImagePolicy",
+            "metadata": {"name": "apps", "namespace": "team-a"},
+            "spec": {"scopes": ["quay.io/app:v1"], "policy": {"rootOfTrust": {
+                "policyType": "PublicKey", "publicKey": {"keyData": "a2V5"}}}},
+        }))
+        .unwrap(),
+    ];
+    let found = doctor::refused_registries(&inputs.as_inputs()).unwrap();
+    let text = doctor::render(&[found], None);
+    for want in [
+        "imagepolicy apps -n team-a",
+        "ImagePolicy refused",
+        "spec.scopes[0]: invalid image scope \"quay.io/app:v1\": a scope can't have a tag or digest",
+        "kubectl edit imagepolicy apps -n team-a",
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+}

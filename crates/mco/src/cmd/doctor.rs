@@ -42,7 +42,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // The refused inputs are cluster-wide: read beside the snapshot, only without NODE.
         let inputs = async {
             match &args.node {
-                None => mco_cli::client::fetch_inputs(&client).await.map(Some),
+                None => {
+                    let (generators, registries) = tokio::try_join!(
+                        mco_cli::client::fetch_inputs(&client),
+                        mco_cli::client::fetch_registry_inputs(&client),
+                    )?;
+                    Ok(Some((generators, registries)))
+                }
                 Some(_) => Ok(None),
             }
         };
@@ -60,8 +66,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         roots.insert(node.clone(), facts.clone());
     }
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
-    if let Some((cc, kcs, crcs)) = &inputs {
+    if let Some(((cc, kcs, crcs), registries)) = &inputs {
         findings.extend(mco_cli::doctor::refused_inputs(cc.as_ref(), kcs, crcs));
+        findings.extend(mco_cli::doctor::refused_registries(&registries.as_inputs()));
     }
     if let (Some(facts), Some(_)) = (&local, &args.node) {
         // The disk may know more than the API (e.g. a never-adopted OS before any update).

@@ -348,6 +348,14 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
         "a refused input changed the config"
     );
     assert_eq!(c.pool_target("worker"), r2);
+    // `mco doctor` names it too, checking the inputs as the controller does.
+    let (_, doc) = c.mco(&["doctor"]);
+    assert!(
+        doc.contains("imagedigestmirrorset zz-conflicting")
+            && doc.contains("ImageDigestMirrorSet refused")
+            && doc.contains("kubectl edit imagedigestmirrorset zz-conflicting"),
+        "{doc}"
+    );
     c.kubectl(&["delete", "imagedigestmirrorset", "zz-conflicting"]);
 
     // Search registries for short names: their own drop-in, read after registries.conf.
