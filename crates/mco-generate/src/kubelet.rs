@@ -159,33 +159,72 @@ const MODERN: &[&str] = &[
     "TLS_CHACHA20_POLY1305_SHA256",
 ];
 
-/// The IANA name Go (and so the kubelet) knows an OpenSSL cipher by; IANA names pass through.
-/// Unknown names are dropped, as upstream's conversion drops them.
+/// OpenSSL cipher names and the IANA names Go (and so the kubelet) knows them by.
+const CIPHERS: &[(&str, &str)] = &[
+    ("TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
+    ("TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"),
+    (
+        "TLS_CHACHA20_POLY1305_SHA256",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        "ECDHE-ECDSA-AES128-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    ),
+    (
+        "ECDHE-RSA-AES128-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    ),
+    (
+        "ECDHE-ECDSA-AES128-SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    ),
+    ("ECDHE-RSA-AES128-SHA", "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"),
+    (
+        "ECDHE-ECDSA-AES256-SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    ),
+    ("ECDHE-RSA-AES256-SHA", "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA"),
+    ("AES128-GCM-SHA256", "TLS_RSA_WITH_AES_128_GCM_SHA256"),
+    ("AES256-GCM-SHA384", "TLS_RSA_WITH_AES_256_GCM_SHA384"),
+    ("AES128-SHA256", "TLS_RSA_WITH_AES_128_CBC_SHA256"),
+    ("AES128-SHA", "TLS_RSA_WITH_AES_128_CBC_SHA"),
+    ("AES256-SHA", "TLS_RSA_WITH_AES_256_CBC_SHA"),
+    ("DES-CBC3-SHA", "TLS_RSA_WITH_3DES_EDE_CBC_SHA"),
+];
+
+/// The IANA name of an OpenSSL cipher name, or of an IANA name Go knows. Unknown names are
+/// dropped, as upstream's conversion drops them: a name the kubelet does not know would stop it
+/// from starting on every node of the pool.
 fn iana(cipher: &str) -> Option<&'static str> {
-    Some(match cipher {
-        "TLS_AES_128_GCM_SHA256" => "TLS_AES_128_GCM_SHA256",
-        "TLS_AES_256_GCM_SHA384" => "TLS_AES_256_GCM_SHA384",
-        "TLS_CHACHA20_POLY1305_SHA256" => "TLS_CHACHA20_POLY1305_SHA256",
-        "ECDHE-ECDSA-AES128-GCM-SHA256" => "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-        "ECDHE-RSA-AES128-GCM-SHA256" => "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-        "ECDHE-ECDSA-AES256-GCM-SHA384" => "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-        "ECDHE-RSA-AES256-GCM-SHA384" => "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-        "ECDHE-ECDSA-CHACHA20-POLY1305" => "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-        "ECDHE-RSA-CHACHA20-POLY1305" => "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-        "ECDHE-ECDSA-AES128-SHA256" => "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
-        "ECDHE-RSA-AES128-SHA256" => "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
-        "ECDHE-ECDSA-AES128-SHA" => "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
-        "ECDHE-RSA-AES128-SHA" => "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
-        "ECDHE-ECDSA-AES256-SHA" => "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
-        "ECDHE-RSA-AES256-SHA" => "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
-        "AES128-GCM-SHA256" => "TLS_RSA_WITH_AES_128_GCM_SHA256",
-        "AES256-GCM-SHA384" => "TLS_RSA_WITH_AES_256_GCM_SHA384",
-        "AES128-SHA256" => "TLS_RSA_WITH_AES_128_CBC_SHA256",
-        "AES128-SHA" => "TLS_RSA_WITH_AES_128_CBC_SHA",
-        "AES256-SHA" => "TLS_RSA_WITH_AES_256_CBC_SHA",
-        "DES-CBC3-SHA" => "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
-        _ => return None,
-    })
+    CIPHERS
+        .iter()
+        .find(|(openssl, iana)| *openssl == cipher || *iana == cipher)
+        .map(|(_, iana)| *iana)
 }
 
 /// The kubelet's `tlsMinVersion` and `tlsCipherSuites` for a profile.
@@ -225,12 +264,16 @@ pub(crate) fn tls_profile(p: &TlsSecurityProfile) -> Result<(String, Vec<String>
     Ok((min.to_owned(), convert(ciphers)))
 }
 
+/// Each known cipher once, in the order given: at most [`CIPHERS`]'s length, however long the
+/// list.
 fn convert(ciphers: Vec<&str>) -> Vec<String> {
-    ciphers
-        .into_iter()
-        .filter_map(|c| iana(c).or_else(|| c.starts_with("TLS_").then_some(c)))
-        .map(str::to_owned)
-        .collect()
+    let mut out: Vec<String> = Vec::new();
+    for c in ciphers.into_iter().filter_map(iana) {
+        if !out.iter().any(|o| o == c) {
+            out.push(c.to_owned());
+        }
+    }
+    out
 }
 
 /// The files of the generated config: `base` is the pool's own kubelet config (YAML or JSON).
@@ -404,5 +447,32 @@ mod tests {
     fn an_undecodable_base_is_an_error_not_a_guess() {
         let e = files(&spec(json!({})), "a: [").unwrap_err();
         assert!(e.to_string().contains(KUBELET_CONF), "{e}");
+    }
+
+    #[test]
+    fn custom_ciphers_keep_only_names_the_kubelet_knows_each_once() {
+        let mut ciphers = vec![
+            "TLS_FOO_BAR".to_owned(),
+            "ECDHE-RSA-AES128-GCM-SHA256".to_owned(),
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_owned(),
+            "DHE-RSA-AES128-GCM-SHA256".to_owned(),
+            "TLS_AES_256_GCM_SHA384".to_owned(),
+        ];
+        ciphers.extend(std::iter::repeat_n("AES128-SHA".to_owned(), 10_000));
+        let p: TlsSecurityProfile = serde_json::from_value(serde_json::json!({
+            "type": "Custom",
+            "custom": {"minTLSVersion": "VersionTLS12", "ciphers": ciphers},
+        }))
+        .unwrap();
+        let (min, got) = tls_profile(&p).unwrap();
+        assert_eq!(min, "VersionTLS12");
+        assert_eq!(
+            got,
+            [
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                "TLS_AES_256_GCM_SHA384",
+                "TLS_RSA_WITH_AES_128_CBC_SHA",
+            ]
+        );
     }
 }
