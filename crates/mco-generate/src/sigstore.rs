@@ -530,10 +530,10 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     // base64 of short PEM-like text: only decodability is checked.
-    const KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K";
+    pub(super) const KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K";
     const REKOR: &str = "cmVrb3Ita2V5Cg==";
 
-    fn cip(name: &str, scopes: &[&str], policy: Value) -> ClusterImagePolicy {
+    pub(super) fn cip(name: &str, scopes: &[&str], policy: Value) -> ClusterImagePolicy {
         serde_json::from_value(json!({
             "apiVersion": "config.openshift.io/v1", "kind": "ClusterImagePolicy",
             "metadata": {"name": name},
@@ -542,7 +542,7 @@ mod tests {
         .unwrap()
     }
 
-    fn public_key() -> Value {
+    pub(super) fn public_key() -> Value {
         json!({"rootOfTrust": {"policyType": "PublicKey", "publicKey": {"keyData": KEY, "rekorKeyData": REKOR}}})
     }
 
@@ -703,7 +703,7 @@ mod tests {
         );
     }
 
-    fn text(files: &[Value], path: &str) -> Option<String> {
+    pub(super) fn text(files: &[Value], path: &str) -> Option<String> {
         files
             .iter()
             .find(|f| f["path"] == path)
@@ -799,11 +799,10 @@ mod tests {
 
 #[cfg(test)]
 mod namespace_tests {
+    use super::tests::{KEY, cip, public_key, text};
     use super::*;
     use crate::registries::{Inputs, POLICY_JSON, files};
     use pretty_assertions::assert_eq;
-
-    const KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K";
 
     fn policy_spec(scopes: &[&str]) -> Value {
         json!({"scopes": scopes, "policy": {"rootOfTrust": {"policyType": "PublicKey", "publicKey": {"keyData": KEY}}}})
@@ -817,24 +816,13 @@ mod namespace_tests {
         .unwrap()
     }
 
-    fn cip(name: &str, scopes: &[&str]) -> ClusterImagePolicy {
-        serde_json::from_value(json!({
-            "apiVersion": "config.openshift.io/v1", "kind": "ClusterImagePolicy",
-            "metadata": {"name": name}, "spec": policy_spec(scopes),
-        }))
-        .unwrap()
-    }
-
-    fn text(files: &[Value], path: &str) -> Option<String> {
-        files
-            .iter()
-            .find(|f| f["path"] == path)
-            .map(|f| crate::decode_data_url(f["contents"]["source"].as_str().unwrap()).unwrap())
-    }
-
     #[test]
     fn each_namespace_gets_the_cluster_policy_with_its_own_scopes() {
-        let cips = [cip("release", &["quay.io/openshift-release-dev"])];
+        let cips = [cip(
+            "release",
+            &["quay.io/openshift-release-dev"],
+            public_key(),
+        )];
         let ips = [
             ip(
                 "team-a",
@@ -907,37 +895,30 @@ mod namespace_tests {
 
     #[test]
     fn a_bad_image_policy_is_refused_naming_its_namespace() {
-        let ips = [ip("team-a", "apps", &["quay.io/app:v1"])];
-        let inputs = Inputs {
-            ips: &ips,
-            ..Default::default()
-        };
-        assert_eq!(
-            files(&inputs, Some(""), None).unwrap_err().to_string(),
-            "ImagePolicy team-a/apps: spec.scopes[0]: invalid image scope \"quay.io/app:v1\": a scope can't have a tag or digest"
-        );
-        let ips = [ip("../etc", "apps", &["quay.io/app"])];
-        let inputs = Inputs {
-            ips: &ips,
-            ..Default::default()
-        };
-        assert_eq!(
-            files(&inputs, Some(""), None).unwrap_err().to_string(),
-            "ImagePolicy ../etc/apps: metadata.namespace: \"../etc\" is not a namespace name"
-        );
         let image: mco_api::Image = serde_json::from_value(json!({
             "apiVersion": "config.openshift.io/v1", "kind": "Image", "metadata": {"name": "cluster"},
             "spec": {"registrySources": {"blockedRegistries": ["quay.io"]}},
         }))
         .unwrap();
-        let ips = [ip("team-a", "apps", &["quay.io/app"])];
-        let inputs = Inputs {
-            image: Some(&image),
-            ips: &ips,
-            ..Default::default()
+        let refused = |policy: ImagePolicy, image: Option<&mco_api::Image>| {
+            let ips = [policy];
+            let inputs = Inputs {
+                image,
+                ips: &ips,
+                ..Default::default()
+            };
+            files(&inputs, Some(""), None).unwrap_err().to_string()
         };
         assert_eq!(
-            files(&inputs, Some(""), None).unwrap_err().to_string(),
+            refused(ip("team-a", "apps", &["quay.io/app:v1"]), None),
+            "ImagePolicy team-a/apps: spec.scopes[0]: invalid image scope \"quay.io/app:v1\": a scope can't have a tag or digest"
+        );
+        assert_eq!(
+            refused(ip("../etc", "apps", &["quay.io/app"]), None),
+            "ImagePolicy ../etc/apps: metadata.namespace: \"../etc\" is not a namespace name"
+        );
+        assert_eq!(
+            refused(ip("team-a", "apps", &["quay.io/app"]), Some(&image)),
             "ImagePolicy team-a/apps: imagePolicy configured for the scope quay.io/app is nested inside blockedRegistries"
         );
     }
