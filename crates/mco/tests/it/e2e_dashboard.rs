@@ -102,6 +102,10 @@ fn dashboard_follows_a_rollout_live_in_a_browser(server: Server) {
             { subtree: true, attributes: true, childList: true });
           return true;");
 
+    // A budget that allows no eviction holds the first drain that meets a web pod, so that one
+    // worker is shown in a drain phase before its reboot, however fast the machine: the phases
+    // before a reboot otherwise pass in milliseconds, and a loaded one shows only the reboot.
+    c.set_web_budget(3);
     let old = c.pool_target("worker");
     c.apply(&example("99-worker-motd.yaml"));
     // Mid-rollout: a screenshot for people (and the README's image).
@@ -120,6 +124,13 @@ fn dashboard_follows_a_rollout_live_in_a_browser(server: Server) {
     b.screenshot(&shot);
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000, "{shot:?}");
 
+    b.wait_js(
+        "a worker shown with its drain held",
+        120,
+        "return Array.from(document.querySelectorAll('#grid .node.k-updating'))
+           .some((n) => (n.dataset.message || '').includes('default/web'));",
+    );
+    c.set_web_budget(2);
     let new = c.wait_rollout("worker", &old, 180);
     b.wait_js(
         "the worker pool shown done on the new config",
