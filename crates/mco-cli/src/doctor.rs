@@ -479,7 +479,7 @@ pub fn refused_registries(inputs: &mco_generate::registries::Inputs<'_>) -> Opti
         return None;
     }
     // The base files only matter to the writing; the checks are the generator's own.
-    let refused = mco_generate::registries::files(inputs, Some(""), None).err()?;
+    let refused = mco_generate::registries::pool_files(inputs, &[]).err()?;
     let resource = refused.kind.to_ascii_lowercase();
     // An ImagePolicy is named `<namespace>/<name>`.
     let target = match refused.name.split_once('/') {

@@ -107,7 +107,7 @@ fn is_ours<K: Generator>(finalizer: &str) -> bool {
 }
 
 /// The pool's MachineConfigs in merge order, as the render controller picks them.
-fn pool_mcs<'a>(pool: &MachineConfigPool, mcs: &'a [MachineConfig]) -> Vec<&'a MachineConfig> {
+pub fn pool_mcs<'a>(pool: &MachineConfigPool, mcs: &'a [MachineConfig]) -> Vec<&'a MachineConfig> {
     let mut out = mco_render::merge::select(pool.spec.machine_config_selector.as_ref(), mcs)
         .unwrap_or_default();
     mco_render::merge::order(&mut out);
@@ -520,14 +520,7 @@ async fn reconcile_registries(
         return Ok(Action::requeue(ctx.config.resync));
     }
     let mcs = mc_api.list(&list).await?.items;
-    let ordered = pool_mcs(&pool, &mcs);
-    let base = |path| mco_generate::base_file(&ordered, path).ok().flatten();
-    use mco_generate::registries::{POLICY_JSON, REGISTRIES_CONF, files};
-    match files(
-        &inputs,
-        base(REGISTRIES_CONF).as_deref(),
-        base(POLICY_JSON).as_deref(),
-    ) {
+    match mco_generate::registries::pool_files(&inputs, &pool_mcs(&pool, &mcs)) {
         Ok(files) => {
             let mut mc = mco_generate::machine_config(
                 &name,

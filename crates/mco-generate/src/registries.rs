@@ -493,6 +493,20 @@ pub fn namespace_policies(
     )
 }
 
+/// The files for a pool whose own MachineConfigs, in merge order, are `pool_mcs`: [`files`]
+/// over the pool's base `registries.conf` and `policy.json`.
+pub fn pool_files(
+    inputs: &Inputs<'_>,
+    pool_mcs: &[&mco_api::MachineConfig],
+) -> Result<Vec<Value>, Refused> {
+    let base = |path| crate::base_file(pool_mcs, path).ok().flatten();
+    files(
+        inputs,
+        base(REGISTRIES_CONF).as_deref(),
+        base(POLICY_JSON).as_deref(),
+    )
+}
+
 /// The search registries drop-in, when `Image/cluster` names any: tried in order for an image
 /// named without a registry.
 fn search_registries(inputs: &Inputs<'_>) -> Option<String> {

@@ -18,7 +18,7 @@ use mco_api::{
     ControllerConfigSpec, MachineConfig, MachineConfigPool, MachineConfigPoolStatus,
     PoolConfiguration,
 };
-use mco_controller::generators::Generator;
+use mco_controller::generators::{Generator, pool_mcs};
 
 use super::render::{Inputs, find_pool, load_path};
 
@@ -156,14 +156,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The pool's own configs in merge order, as the generators read their bases.
-fn pool_mcs<'a>(pool: &MachineConfigPool, mcs: &'a [MachineConfig]) -> Vec<&'a MachineConfig> {
-    let mut out = mco_render::merge::select(pool.spec.machine_config_selector.as_ref(), mcs)
-        .unwrap_or_default();
-    mco_render::merge::order(&mut out);
-    out
-}
-
 /// What the cluster's generators write from the same objects: for each KubeletConfig and
 /// ContainerRuntimeConfig (in manifest order; the first of a kind without a suffix, as on a
 /// fresh cluster, then `-1`, `-2`...) one config per pool it selects, and each pool's registries
@@ -232,17 +224,11 @@ fn generated_configs(
         ips: &inputs.ips,
     };
     if !registries.is_empty() {
-        use mco_generate::registries::{POLICY_JSON, REGISTRIES_CONF, files};
         for pool in pools {
             let pool_name = pool.name_any();
-            let ordered = pool_mcs(pool, &inputs.mcs);
-            let base = |path| mco_generate::base_file(&ordered, path).ok().flatten();
-            let files = files(
-                &registries,
-                base(REGISTRIES_CONF).as_deref(),
-                base(POLICY_JSON).as_deref(),
-            )
-            .with_context(|| format!("the registries config of pool {pool_name}"))?;
+            let files =
+                mco_generate::registries::pool_files(&registries, &pool_mcs(pool, &inputs.mcs))
+                    .with_context(|| format!("the registries config of pool {pool_name}"))?;
             let name = mco_generate::managed_name(&pool_name, "registries", "");
             out.push(mco_generate::machine_config(
                 &name, &pool_name, version, files,
