@@ -534,7 +534,15 @@ async fn the_pull_secret_and_the_tls_profile_reach_the_templates_at_once() {
         want("{\"auths\":{\"quay.example.com\":{\"auth\":\"b25lOm9uZQ==\"}}}\n"),
     )
     .await;
-    let kubelet = mcs.get("01-worker-kubelet").await.unwrap();
+    // The templates are written one by one: 01-worker-kubelet may follow 00-worker.
+    let kubelet = {
+        let mcs = mcs.clone();
+        eventually("01-worker-kubelet", 30, move || {
+            let mcs = mcs.clone();
+            async move { mcs.get("01-worker-kubelet").await.ok() }
+        })
+        .await
+    };
     assert!(
         kubelet_conf(&kubelet).contains("tlsMinVersion: VersionTLS12\n"),
         "{}",
