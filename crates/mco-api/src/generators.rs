@@ -219,6 +219,139 @@ pub struct APIServerSpec {
 /// The name of the one `APIServer` object read.
 pub const API_SERVER_CONFIG_NAME: &str = "cluster";
 
+/// The cluster's node settings (`nodes.config.openshift.io`); only `cluster` is read, for the
+/// cgroup mode and the worker latency profile (upstream's `97-<pool>-generated-kubelet`). Not
+/// shipped: a latency profile also changes the controller manager's and API server's settings,
+/// which OpenShift's own operators do; on a cluster without them the kubelet's half alone would
+/// make nodes flap NotReady.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "Node",
+    root = "NodeConfig",
+    plural = "nodes",
+    singular = "node",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "The cluster-wide settings of the nodes: cgroup mode and worker latency profile."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct NodeConfigSpec {
+    /// `v2`, or empty for the system's own.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cgroup_mode: String,
+    /// `Default`, `MediumUpdateAverageReaction` or `LowUpdateSlowReaction`; empty leaves the
+    /// kubelet's setting alone.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub worker_latency_profile: String,
+    /// Fields mco does not read (minimumKubeletVersion, ...).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The name of the one cluster-wide config object of each `config.openshift.io` kind read.
+pub const CLUSTER_CONFIG_NAME: &str = "cluster";
+
+/// The cluster's feature gates (`featuregates.config.openshift.io`); only `cluster` is read.
+/// Its status, written by OpenShift's cluster config operator, lists every gate enabled and
+/// disabled for each release version; upstream writes them all into the kubelet config
+/// (`98-<pool>-generated-kubelet`). Not shipped.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "FeatureGate",
+    plural = "featuregates",
+    singular = "featuregate",
+    derive = "PartialEq",
+    derive = "Default",
+    status = "FeatureGateStatus",
+    doc = "The feature set the cluster runs, and the gates it turns on and off for each release."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct FeatureGateSpec {
+    /// Empty (`Default`), `TechPreviewNoUpgrade`, `DevPreviewNoUpgrade`, `CustomNoUpgrade`, `OKD`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub feature_set: String,
+    /// Fields mco does not read (customNoUpgrade: the status lists its outcome).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct FeatureGateStatus {
+    /// One entry per release version the cluster may run.
+    #[serde(default)]
+    pub feature_gates: Vec<FeatureGateDetails>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureGateDetails {
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub enabled: Vec<FeatureGateAttributes>,
+    #[serde(default)]
+    pub disabled: Vec<FeatureGateAttributes>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureGateAttributes {
+    #[serde(default)]
+    pub name: String,
+}
+
+/// The cluster's release (`clusterversions.config.openshift.io`); only `version` is read, for
+/// the release being rolled out, whose feature gates the kubelets get. Not shipped.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "ClusterVersion",
+    plural = "clusterversions",
+    singular = "clusterversion",
+    derive = "PartialEq",
+    derive = "Default",
+    status = "ClusterVersionStatus",
+    doc = "The release the cluster runs and the one it is moving to."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ClusterVersionSpec {
+    /// Fields mco does not read.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ClusterVersionStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<Release>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct Release {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+}
+
+/// The name of the one `ClusterVersion` object read.
+pub const CLUSTER_VERSION_NAME: &str = "version";
+
 /// Which registries pods may pull from, and which are reached without TLS.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

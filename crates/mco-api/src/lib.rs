@@ -23,10 +23,11 @@ pub use controllerconfig::{
     ControllerConfigStatusCondition, ImageRegistryBundle,
 };
 pub use generators::{
-    APIServer, APIServerSpec, ClusterImagePolicy, ClusterImagePolicySpec, ContainerRuntimeConfig,
-    ContainerRuntimeConfigSpec, GeneratorStatus, Image, ImageContentSourcePolicy,
-    ImageDigestMirrorSet, ImagePolicy, ImagePolicySpec, ImageTagMirrorSet, KubeletConfig,
-    KubeletConfigSpec,
+    APIServer, APIServerSpec, ClusterImagePolicy, ClusterImagePolicySpec, ClusterVersion,
+    ContainerRuntimeConfig, ContainerRuntimeConfigSpec, FeatureGate, FeatureGateSpec,
+    FeatureGateStatus, GeneratorStatus, Image, ImageContentSourcePolicy, ImageDigestMirrorSet,
+    ImagePolicy, ImagePolicySpec, ImageTagMirrorSet, KubeletConfig, KubeletConfigSpec, NodeConfig,
+    NodeConfigSpec,
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use mcn::{
