@@ -1,6 +1,8 @@
 //! The MachineConfigs mco writes for users, as pure functions of their inputs:
 //! - [`kubelet`]: a `KubeletConfig` over the pool's base kubelet config →
 //!   `99-<pool>-generated-kubelet[-N]`;
+//! - [`nodeconfig`]: `nodes.config.openshift.io/cluster` and `FeatureGate/cluster` over the
+//!   pool's base kubelet config → `97-<pool>-generated-kubelet` and `98-<pool>-generated-kubelet`;
 //! - [`crio`]: a `ContainerRuntimeConfig` → CRI-O drop-ins in `99-<pool>-generated-containerruntime[-N]`;
 //! - [`registries`]: the mirror sets and `Image/cluster` over the pool's base `registries.conf`
 //!   and `policy.json` → `99-<pool>-generated-registries`;
@@ -14,6 +16,7 @@
 
 pub mod crio;
 pub mod kubelet;
+pub mod nodeconfig;
 pub mod registries;
 pub mod sigstore;
 pub mod template;
