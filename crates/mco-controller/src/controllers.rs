@@ -352,6 +352,10 @@ pub async fn run_all(
         .ok_or_else(|| subscribe("MachineConfig"))?;
     let pools_for_policies = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
     let pools_for_registries = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
+    let pools_for_kubelet_defaults = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
+    let mcs_for_kubelet_defaults = mcs_w
+        .subscribe()
+        .ok_or_else(|| subscribe("MachineConfig"))?;
     let policies_for_rollout = policies_w
         .subscribe()
         .ok_or_else(|| subscribe("RolloutPolicy"))?;
@@ -642,7 +646,12 @@ pub async fn run_all(
         // every other controller running.
         let disruption = crate::disruption::run(ctx.client.clone());
         // Their own watches too, for the same reason: the input CRDs may be missing.
-        let generators = crate::generators::run(ctx.clone(), spec_changes(pools_for_registries));
+        let generators = crate::generators::run(
+            ctx.clone(),
+            spec_changes(pools_for_registries),
+            spec_changes(pools_for_kubelet_defaults),
+            mcs_for_kubelet_defaults,
+        );
         future::join5(
             future::join5(render, rollout, mcn, drain, sweep),
             disruption,

@@ -2,7 +2,10 @@
 //! generator in [`mco_generate`]:
 //! - `KubeletConfig` → `99-<pool>-generated-kubelet[-N]`;
 //! - `ContainerRuntimeConfig` → `99-<pool>-generated-containerruntime[-N]`;
-//! - image registry policy → `99-<pool>-generated-registries` (see [`run_registries`]).
+//! - image registry policy → `99-<pool>-generated-registries` (see [`run_registries`]);
+//! - `nodes.config.openshift.io/cluster` and `FeatureGate/cluster` →
+//!   `97-<pool>-generated-kubelet` and `98-<pool>-generated-kubelet` (see
+//!   [`run_kubelet_defaults`]).
 //!
 //! A KubeletConfig or ContainerRuntimeConfig gets, as upstream does: the numeric suffix of its
 //! MachineConfigs in the `mc-name-suffix` annotation (none for the first object of a pool, then
@@ -29,9 +32,9 @@ use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Api, Resource, ResourceExt};
 use mco_api::generators::{GeneratorCondition, GeneratorStatus, MC_NAME_SUFFIX};
 use mco_api::{
-    ClusterImagePolicy, ContainerRuntimeConfig, Image, ImageContentSourcePolicy,
-    ImageDigestMirrorSet, ImagePolicy, ImageTagMirrorSet, KubeletConfig, MachineConfig,
-    MachineConfigPool,
+    ClusterImagePolicy, ClusterVersion, ContainerRuntimeConfig, FeatureGate, Image,
+    ImageContentSourcePolicy, ImageDigestMirrorSet, ImagePolicy, ImageTagMirrorSet, KubeletConfig,
+    MachineConfig, MachineConfigPool, NodeConfig,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -449,19 +452,191 @@ async fn run_kind<K: Generator>(ctx: Arc<Ctx>) {
         .await;
 }
 
-/// The KubeletConfig, ContainerRuntimeConfig and registries controllers; runs until dropped.
-/// `pools` are the shared pool reflector's changes, already cut to spec changes: the registries
-/// controller reconciles a pool when it appears or its selector changes, never for its status.
+/// The KubeletConfig, ContainerRuntimeConfig, registries and kubelet defaults controllers;
+/// runs until dropped. `pools` and `pools_again` are two subscriptions to the shared pool
+/// reflector's changes, already cut to spec changes: the per-pool controllers reconcile a pool
+/// when it appears or its selector changes, never for its status.
 pub async fn run(
     ctx: Arc<Ctx>,
     pools: impl Stream<Item = Arc<MachineConfigPool>> + Send + 'static,
+    pools_again: impl Stream<Item = Arc<MachineConfigPool>> + Send + 'static,
+    mcs: impl Stream<Item = Arc<MachineConfig>> + Send + 'static,
 ) {
-    future::join3(
+    future::join4(
         run_kind::<KubeletConfig>(ctx.clone()),
         run_kind::<ContainerRuntimeConfig>(ctx.clone()),
-        run_registries(ctx, pools),
+        run_registries(ctx.clone(), pools),
+        run_kubelet_defaults(ctx, pools_again, mcs),
     )
     .await;
+}
+
+/// One object by name, `None` when it or its kind is missing (a cluster that is not OpenShift).
+async fn get_cluster_object<T>(api: Api<T>, name: &str) -> Result<Option<T>, Error>
+where
+    T: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.get_opt(name).await {
+        Ok(o) => Ok(o),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The `97-` and `98-` kubelet configs of one pool (see [`mco_generate::nodeconfig`]). Without
+/// `nodes.config.openshift.io/cluster` and `FeatureGate/cluster` nothing is written, and a
+/// config written before stays, as upstream's do. A refused input is an event on its object,
+/// and the pool's configs stay as they were.
+async fn reconcile_kubelet_defaults(
+    pool: Arc<MachineConfigPool>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, Error> {
+    use mco_api::generators::{CLUSTER_CONFIG_NAME, CLUSTER_VERSION_NAME};
+    use mco_generate::nodeconfig;
+    let c = &ctx.client;
+    let done = Action::requeue(ctx.config.resync);
+    let node = get_cluster_object(Api::<NodeConfig>::all(c.clone()), CLUSTER_CONFIG_NAME).await?;
+    let fg = get_cluster_object(Api::<FeatureGate>::all(c.clone()), CLUSTER_CONFIG_NAME).await?;
+    if node.is_none() && fg.is_none() {
+        return Ok(done);
+    }
+    let gates = match &fg {
+        None => None,
+        Some(fg) => {
+            let cv =
+                get_cluster_object(Api::<ClusterVersion>::all(c.clone()), CLUSTER_VERSION_NAME)
+                    .await?;
+            match nodeconfig::gates(fg, nodeconfig::desired_version(cv.as_ref())) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    let message = format!(
+                        "{e}; the kubelet configs 97- and 98-{}-generated-kubelet are left as they were",
+                        pool.name_any()
+                    );
+                    let reference = fg.object_ref(&());
+                    ctx.publish(
+                        &reference,
+                        EventKind::Warning,
+                        "InvalidFeatureGates",
+                        &message,
+                    )
+                    .await;
+                    return Ok(done);
+                }
+            }
+        }
+    };
+    let mc_api: Api<MachineConfig> = Api::all(c.clone());
+    let mcs = mc_api.list(&ListParams::default()).await?.items;
+    if let Some(n) = &node {
+        // Checked against the workers' config as it is, whichever pool this is, so that no pool
+        // takes a step the workers are refused.
+        let workers = nodeconfig::name(nodeconfig::NODE_CONFIG_PREFIX, "worker");
+        let stored = mcs
+            .iter()
+            .find(|m| m.metadata.name.as_deref() == Some(workers.as_str()))
+            .and_then(nodeconfig::stored_frequency);
+        if let Err(e) =
+            nodeconfig::check_transition(stored.as_deref(), &n.spec.worker_latency_profile)
+        {
+            let reference = n.object_ref(&());
+            ctx.publish(
+                &reference,
+                EventKind::Normal,
+                "ActionProhibited",
+                &e.to_string(),
+            )
+            .await;
+            return Ok(done);
+        }
+    }
+    let inputs = nodeconfig::Inputs {
+        node: node.as_ref().map(|n| &n.spec),
+        gates: gates.as_ref(),
+    };
+    let pool_name = pool.name_any();
+    let version = &ctx.config.controller_version;
+    match nodeconfig::pool_configs(&pool_name, &pool_mcs(&pool, &mcs), inputs, version) {
+        Ok(want) => {
+            for mut mc in want {
+                mc.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
+                put_mc(&mc_api, mc, version).await?;
+            }
+        }
+        Err(e) => {
+            let reference = match (&node, &fg) {
+                (Some(n), _) => n.object_ref(&()),
+                (None, Some(f)) => f.object_ref(&()),
+                (None, None) => return Ok(done),
+            };
+            let message = format!(
+                "{e}; the kubelet configs 97- and 98-{pool_name}-generated-kubelet are left as they were"
+            );
+            ctx.publish(
+                &reference,
+                EventKind::Warning,
+                "InvalidNodeConfig",
+                &message,
+            )
+            .await;
+        }
+    }
+    Ok(done)
+}
+
+/// Every change of one cluster config object, by name. Quiet on errors: on a cluster without
+/// the kind the watch fails until its CRD appears, retried with backoff.
+fn changes_of_named<T>(api: Api<T>, name: &str) -> impl Stream<Item = ()> + Send + 'static
+where
+    T: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(
+        api,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .touched_objects()
+    .filter_map(|r| {
+        future::ready(match r {
+            Ok(_) => Some(()),
+            Err(e) => {
+                tracing::debug!(error = %e, "cluster config watch failed; retrying");
+                None
+            }
+        })
+    })
+}
+
+/// `pools` and `mcs` are subscriptions to the shared stores (a pool's spec changes; every
+/// MachineConfig change, of which those not rendered may change a pool's base kubelet config):
+/// no watch of their own.
+async fn run_kubelet_defaults(
+    ctx: Arc<Ctx>,
+    pools: impl Stream<Item = Arc<MachineConfigPool>> + Send + 'static,
+    mcs: impl Stream<Item = Arc<MachineConfig>> + Send + 'static,
+) {
+    use mco_api::generators::{CLUSTER_CONFIG_NAME, CLUSTER_VERSION_NAME};
+    let c = ctx.client.clone();
+    let bases =
+        mcs.filter_map(|mc| future::ready((!mco_render::merge::is_rendered(&mc)).then_some(())));
+    let sources = futures::stream::select_all([
+        changes_of_named(Api::<NodeConfig>::all(c.clone()), CLUSTER_CONFIG_NAME).boxed(),
+        changes_of_named(Api::<FeatureGate>::all(c.clone()), CLUSTER_CONFIG_NAME).boxed(),
+        changes_of_named(Api::<ClusterVersion>::all(c.clone()), CLUSTER_VERSION_NAME).boxed(),
+        bases.boxed(),
+    ]);
+    Controller::for_shared_stream(pools, ctx.pools.clone())
+        .reconcile_all_on(sources)
+        .run(
+            reconcile_kubelet_defaults,
+            |pool, e, _| {
+                tracing::warn!(pool = %pool.name_any(), error = %e, "kubelet defaults reconcile failed");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
+        .for_each(|_| future::ready(()))
+        .await;
 }
 
 /// The registries config of one pool: written when there are inputs, deleted when there are

@@ -241,6 +241,13 @@ pub fn controller_rules() -> Vec<PolicyRule> {
         ),
         // Templates: the TLS profile of the kubelet's serving endpoint.
         rule(&[CONFIG_GROUP], &["apiservers"], &["get", "list", "watch"]),
+        // The 97- and 98- kubelet configs: the cluster's node settings, its feature gates and
+        // the release whose gates apply.
+        rule(
+            &[CONFIG_GROUP],
+            &["nodes", "featuregates", "clusterversions"],
+            &["get", "list", "watch"],
+        ),
         // Registries: signature verification policies; an ImagePolicy's status says which of
         // its scopes a ClusterImagePolicy covers.
         rule(

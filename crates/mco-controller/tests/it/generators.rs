@@ -372,3 +372,230 @@ async fn an_upstream_generated_config_stays_until_its_input_changes() {
         .unwrap();
     assert!(conf.contains("maxPods: 250"), "{conf}");
 }
+
+/// The kubelet config a generated MachineConfig writes, parsed.
+async fn generated_kubelet_conf(mcs: &Api<MachineConfig>, name: &str) -> Option<serde_json::Value> {
+    let mut mc = mcs.get_opt(name).await.ok()??;
+    // Unnamed: `base_file` passes over the generators' own configs by name.
+    mc.metadata.name = None;
+    let text = mco_generate::base_file(&[&mc], "/etc/kubernetes/kubelet.conf").ok()??;
+    mco_apimachinery::yaml::from_str(&text).ok()
+}
+
+/// OpenShift's cluster config objects reach the kubelets through upstream's 97- and 98-
+/// configs at once (the resync here is ten minutes: only the watches can bring them): the
+/// feature gates of the release ClusterVersion names, the worker latency profile one step at a
+/// time (a jump from Default to Low refused with upstream's event, the config kept), the cgroup
+/// v2 kernel arguments; a KubeletConfig's config builds over them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_config_and_feature_gates_reach_the_kubelet_configs() {
+    use kube::CustomResourceExt;
+    use mco_api::{ClusterVersion, FeatureGate, NodeConfig};
+    let env = env().await;
+    let c = &env.client;
+    worker_pool_with_a_kubelet_base(c).await;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(c.clone());
+    for crd in [NodeConfig::crd(), FeatureGate::crd(), ClusterVersion::crd()] {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let nodes: Api<NodeConfig> = Api::all(c.clone());
+    let gates: Api<FeatureGate> = Api::all(c.clone());
+    let versions: Api<ClusterVersion> = Api::all(c.clone());
+    eventually("the config CRDs served", 20, || {
+        let (n, g, v) = (nodes.clone(), gates.clone(), versions.clone());
+        async move {
+            let ok = n.list(&Default::default()).await.is_ok()
+                && g.list(&Default::default()).await.is_ok()
+                && v.list(&Default::default()).await.is_ok();
+            ok.then_some(())
+        }
+    })
+    .await;
+    let config = mco_controller::Config {
+        resync: std::time::Duration::from_secs(600),
+        ..fast_config("kubelet-defaults")
+    };
+    let _controller = start_controller(c, config);
+    let mcs: Api<MachineConfig> = Api::all(c.clone());
+
+    // The feature gates of the release the cluster moves to, not those of the one it leaves.
+    versions
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                "metadata": {"name": "version"}, "spec": {"clusterID": "x"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    versions
+        .patch_status(
+            "version",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"desired": {"version": "4.20.1"}}})),
+        )
+        .await
+        .unwrap();
+    gates
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
+                "metadata": {"name": "cluster"}, "spec": {"featureSet": "TechPreviewNoUpgrade"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    gates
+        .patch_status(
+            "cluster",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"featureGates": [
+                {"version": "4.19.9", "enabled": [{"name": "Old"}], "disabled": []},
+                {"version": "4.20.1", "enabled": [{"name": "NewThing"}], "disabled": [{"name": "Old"}]},
+            ]}})),
+        )
+        .await
+        .unwrap();
+    let conf_has = |name: &'static str, pointer: &'static str, want: serde_json::Value| {
+        let mcs = mcs.clone();
+        move || {
+            let (mcs, want) = (mcs.clone(), want.clone());
+            async move {
+                let conf = generated_kubelet_conf(&mcs, name).await?;
+                (conf.pointer(pointer) == Some(&want)).then_some(conf)
+            }
+        }
+    };
+    let conf = eventually(
+        "the release's gates in 98-worker-generated-kubelet",
+        30,
+        conf_has(
+            "98-worker-generated-kubelet",
+            "/featureGates",
+            json!({"NewThing": true, "Old": false}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        conf["cgroupDriver"], "systemd",
+        "built on the pool's template"
+    );
+    assert!(!mc_exists(&mcs, "97-worker-generated-kubelet").await);
+    // Settled: the pool's render takes the new config, so that what follows is woken by the
+    // Node config's watch alone.
+    let pools: Api<MachineConfigPool> = Api::all(c.clone());
+    eventually(
+        "the worker render from 98-worker-generated-kubelet",
+        30,
+        || {
+            let pools = pools.clone();
+            async move {
+                let pool = pools.get("worker").await.ok()?;
+                let text = serde_json::to_string(&pool.spec.configuration).ok()?;
+                text.contains("98-worker-generated-kubelet").then_some(())
+            }
+        },
+    )
+    .await;
+
+    // The worker latency profile, and the cgroup mode's kernel arguments.
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "config.openshift.io/v1", "kind": "Node",
+                "metadata": {"name": "cluster"},
+                "spec": {"workerLatencyProfile": "MediumUpdateAverageReaction"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    for name in ["97-worker-generated-kubelet", "98-worker-generated-kubelet"] {
+        eventually(
+            &format!("20s in {name}"),
+            30,
+            conf_has(name, "/nodeStatusUpdateFrequency", json!("20s")),
+        )
+        .await;
+    }
+    let node97 = mcs.get("97-worker-generated-kubelet").await.unwrap();
+    assert_eq!(
+        node97.spec.kernel_arguments.as_deref().unwrap(),
+        ["systemd.unified_cgroup_hierarchy=1", "cgroup_no_v1=\"all\""]
+    );
+    assert_eq!(
+        generated_kubelet_conf(&mcs, "97-worker-generated-kubelet")
+            .await
+            .unwrap()["featureGates"],
+        json!({"NewThing": true, "Old": false})
+    );
+    let profile = |p: &'static str| {
+        let nodes = nodes.clone();
+        async move {
+            nodes
+                .patch(
+                    "cluster",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"workerLatencyProfile": p}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    profile("LowUpdateSlowReaction").await;
+    eventually(
+        "1m0s in 97-worker-generated-kubelet",
+        30,
+        conf_has(
+            "97-worker-generated-kubelet",
+            "/nodeStatusUpdateFrequency",
+            json!("1m0s"),
+        ),
+    )
+    .await;
+
+    // Low to Default in one step: refused in upstream's words, the configs kept.
+    let before = mcs.get("97-worker-generated-kubelet").await.unwrap();
+    profile("Default").await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.clone());
+    eventually("the ActionProhibited event", 30, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some("ActionProhibited")
+                    && e.note.as_deref() == Some("Skipping the Update Node event, name: cluster, transition not allowed from old WorkerLatencyProfile: \"LowUpdateSlowReaction\" to new WorkerLatencyProfile: \"Default\"")
+                    && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Node")
+            })
+        }
+    })
+    .await;
+    let after = mcs.get("97-worker-generated-kubelet").await.unwrap();
+    assert_eq!(after.resource_version(), before.resource_version());
+
+    // A KubeletConfig's config builds over them.
+    let kcs: Api<KubeletConfig> = Api::all(c.clone());
+    kcs.create(
+        &PostParams::default(),
+        &kubelet_config("max-pods", POOL_LABEL, 300),
+    )
+    .await
+    .unwrap();
+    let conf = eventually(
+        "99-worker-generated-kubelet",
+        30,
+        conf_has("99-worker-generated-kubelet", "/maxPods", json!(300)),
+    )
+    .await;
+    assert_eq!(conf["nodeStatusUpdateFrequency"], "1m0s");
+    assert_eq!(
+        conf["featureGates"],
+        json!({"NewThing": true, "Old": false})
+    );
+}
