@@ -3,8 +3,8 @@
 //! serves: `<dest>/machine-pools/<pool>.yaml` (with `spec` and `status.configuration` naming
 //! the rendered config) and `<dest>/machine-configs/<rendered>.yaml`. The template controller's
 //! configs are generated from the directory's ControllerConfig, the generators' from its
-//! KubeletConfigs, ContainerRuntimeConfigs and registry objects (mirror sets, `Image/cluster`,
-//! image policies), and the render is the controller's, so names and contents equal what the
+//! KubeletConfigs, ContainerRuntimeConfigs, registry objects (mirror sets, `Image/cluster`,
+//! image policies) and OpenShift's `Node` and `FeatureGate` settings, and the render is the controller's, so names and contents equal what the
 //! cluster renders from the same objects: a disconnected cluster's machines boot with their
 //! mirrors.
 
@@ -117,6 +117,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         pools.push(find_pool(name, &inputs.pools)?);
     }
+    // The 97- and 98- kubelet configs first: a KubeletConfig's builds over them.
+    let kubelet_defaults = kubelet_defaults(&pools, &inputs, &args.controller_version)?;
+    inputs.mcs.retain(|m| {
+        !kubelet_defaults
+            .iter()
+            .any(|g| g.metadata.name == m.metadata.name)
+    });
+    inputs.mcs.extend(kubelet_defaults);
     let generated = generated_configs(&pools, &inputs, &args.controller_version)?;
     inputs
         .mcs
@@ -154,6 +162,44 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("mco bootstrap: pool {name}: {rendered_name}");
     }
     Ok(())
+}
+
+/// Each pool's `97-` and `98-` kubelet configs, from the manifests' `nodes.config.openshift.io`
+/// and `FeatureGate` named `cluster` (and the release `ClusterVersion/version` names), as the
+/// cluster's controller writes them. A refused input stops the bootstrap, naming it.
+fn kubelet_defaults(
+    pools: &[MachineConfigPool],
+    inputs: &Inputs,
+    version: &str,
+) -> anyhow::Result<Vec<MachineConfig>> {
+    use mco_api::generators::{CLUSTER_CONFIG_NAME, CLUSTER_VERSION_NAME};
+    use mco_generate::nodeconfig;
+    fn named<'a, K: kube::Resource>(objs: &'a [K], name: &str) -> Option<&'a K> {
+        objs.iter().find(|o| o.meta().name.as_deref() == Some(name))
+    }
+    let node = named(&inputs.node_configs, CLUSTER_CONFIG_NAME);
+    let cv = named(&inputs.cluster_versions, CLUSTER_VERSION_NAME);
+    let gates = named(&inputs.feature_gates, CLUSTER_CONFIG_NAME)
+        .map(|fg| nodeconfig::gates(fg, nodeconfig::desired_version(cv)))
+        .transpose()?;
+    let cluster_inputs = nodeconfig::Inputs {
+        node: node.map(|n| &n.spec),
+        gates: gates.as_ref(),
+    };
+    let mut out = vec![];
+    for pool in pools {
+        let pool_name = pool.name_any();
+        out.extend(
+            nodeconfig::pool_configs(
+                &pool_name,
+                &pool_mcs(pool, &inputs.mcs),
+                cluster_inputs,
+                version,
+            )
+            .with_context(|| format!("the kubelet configs of pool {pool_name}"))?,
+        );
+    }
+    Ok(out)
 }
 
 /// What the cluster's generators write from the same objects: for each KubeletConfig and
@@ -287,6 +333,67 @@ mod tests {
         assert!(
             err.starts_with("KubeletConfig bad, pool worker: ") && err.contains("cgroupDriver"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn node_settings_and_feature_gates_give_each_pool_its_97_and_98_configs() {
+        let cc = mco_api::ControllerConfig::new("machine-config-controller", Default::default());
+        let mut inputs = Inputs {
+            mcs: mco_generate::template::generate(&cc, &Default::default(), "v").unwrap(),
+            ..Default::default()
+        };
+        let pools = vec![
+            find_pool("master", &[]).unwrap(),
+            find_pool("worker", &[]).unwrap(),
+        ];
+        for doc in [
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "Node",
+                   "metadata": {"name": "cluster"},
+                   "spec": {"workerLatencyProfile": "MediumUpdateAverageReaction"}}),
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                   "metadata": {"name": "version"}, "spec": {},
+                   "status": {"desired": {"version": "4.20.1"}}}),
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
+            "metadata": {"name": "cluster"}, "spec": {},
+            "status": {"featureGates": [
+                {"version": "4.20.1", "enabled": [{"name": "NewThing"}], "disabled": []},
+                {"version": "4.19.0", "enabled": [], "disabled": [{"name": "NewThing"}]},
+            ]}}),
+            // A node, not the cluster's settings.
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cluster"}}),
+        ] {
+            super::super::render::add_object(doc, &mut inputs).unwrap();
+        }
+        assert_eq!(inputs.node_configs.len(), 1);
+        let got = kubelet_defaults(&pools, &inputs, "v").unwrap();
+        let names: Vec<String> = got.iter().map(|m| m.name_any()).collect();
+        assert_eq!(
+            names,
+            [
+                "97-master-generated-kubelet",
+                "98-master-generated-kubelet",
+                "97-worker-generated-kubelet",
+                "98-worker-generated-kubelet"
+            ]
+        );
+        let text = serde_json::to_string(&got[3]).unwrap();
+        assert!(text.contains("NewThing%3A%20true"), "{text}");
+        assert!(
+            text.contains("nodeStatusUpdateFrequency%3A%2020s"),
+            "{text}"
+        );
+        let master = serde_json::to_string(&got[1]).unwrap();
+        assert!(
+            master.contains("nodeStatusUpdateFrequency%3A%2010s"),
+            "{master}"
+        );
+
+        inputs.cluster_versions.clear();
+        let err = format!("{:#}", kubelet_defaults(&pools, &inputs, "v").unwrap_err());
+        assert_eq!(
+            err,
+            "FeatureGate cluster: status.featureGates lists 2 releases, and no ClusterVersion version names the one to use"
         );
     }
 }

@@ -6,9 +6,9 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Secret;
 use mco_api::constants::names;
 use mco_api::{
-    APIServer, ClusterImagePolicy, ContainerRuntimeConfig, ControllerConfig, ControllerConfigSpec,
-    Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImagePolicy, ImageTagMirrorSet,
-    KubeletConfig, MachineConfig, MachineConfigPool,
+    APIServer, ClusterImagePolicy, ClusterVersion, ContainerRuntimeConfig, ControllerConfig,
+    ControllerConfigSpec, FeatureGate, Image, ImageContentSourcePolicy, ImageDigestMirrorSet,
+    ImagePolicy, ImageTagMirrorSet, KubeletConfig, MachineConfig, MachineConfigPool, NodeConfig,
 };
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -60,6 +60,10 @@ pub(super) struct Inputs {
     pub(super) icsp: Vec<ImageContentSourcePolicy>,
     pub(super) cips: Vec<ClusterImagePolicy>,
     pub(super) ips: Vec<ImagePolicy>,
+    /// Read by `mco bootstrap` only: the inputs of the 97- and 98- kubelet configs.
+    pub(super) node_configs: Vec<NodeConfig>,
+    pub(super) feature_gates: Vec<FeatureGate>,
+    pub(super) cluster_versions: Vec<ClusterVersion>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -199,7 +203,7 @@ fn split_documents(text: &str) -> Vec<&str> {
         .collect()
 }
 
-fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<()> {
+pub(super) fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<()> {
     if value.is_null() {
         return Ok(());
     }
@@ -208,7 +212,22 @@ fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyhow::Result<(
         .and_then(|k| k.as_str())
         .unwrap_or_default()
         .to_string();
+    let api_version = value
+        .get("apiVersion")
+        .and_then(|k| k.as_str())
+        .unwrap_or_default();
+    // OpenShift's cluster-wide `Node` settings, not a node.
+    let config_group = api_version.starts_with("config.openshift.io/");
     match kind.as_str() {
+        "Node" if config_group => inputs
+            .node_configs
+            .push(serde_json::from_value(value).context("invalid Node (config.openshift.io)")?),
+        "FeatureGate" => inputs
+            .feature_gates
+            .push(serde_json::from_value(value).context("invalid FeatureGate")?),
+        "ClusterVersion" => inputs
+            .cluster_versions
+            .push(serde_json::from_value(value).context("invalid ClusterVersion")?),
         "MachineConfig" => inputs
             .mcs
             .push(serde_json::from_value(value).context("invalid MachineConfig")?),
