@@ -203,6 +203,42 @@ pub async fn fetch_registry_inputs(client: &Client) -> Result<RegistryInputs, Er
     })
 }
 
+/// OpenShift's cluster settings the `97-` and `98-` kubelet configs come from:
+/// `nodes.config.openshift.io/cluster`, `FeatureGate/cluster` and `ClusterVersion/version`
+/// (each `None` where it, or its CRD, is missing or the caller may not read it).
+#[derive(Debug, Default)]
+pub struct ClusterSettings {
+    pub node: Option<mco_api::NodeConfig>,
+    pub feature_gate: Option<mco_api::FeatureGate>,
+    pub cluster_version: Option<mco_api::ClusterVersion>,
+}
+
+pub async fn fetch_cluster_settings(client: &Client) -> Result<ClusterSettings, Error> {
+    use mco_api::generators::{CLUSTER_CONFIG_NAME, CLUSTER_VERSION_NAME};
+    let c = client.clone();
+    fn named<K: kube::Resource>(items: Vec<K>, name: &str) -> Option<K> {
+        items
+            .into_iter()
+            .find(|o| o.meta().name.as_deref() == Some(name))
+    }
+    let (nodes, gates, versions) = futures::try_join!(
+        list_if_readable(
+            Api::<mco_api::NodeConfig>::all(c.clone()),
+            "nodes.config.openshift.io"
+        ),
+        list_if_readable(Api::<mco_api::FeatureGate>::all(c.clone()), "featuregates"),
+        list_if_readable(
+            Api::<mco_api::ClusterVersion>::all(c.clone()),
+            "clusterversions"
+        ),
+    )?;
+    Ok(ClusterSettings {
+        node: named(nodes, CLUSTER_CONFIG_NAME),
+        feature_gate: named(gates, CLUSTER_CONFIG_NAME),
+        cluster_version: named(versions, CLUSTER_VERSION_NAME),
+    })
+}
+
 /// Reads everything the views need.
 pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
     let c = client.clone();

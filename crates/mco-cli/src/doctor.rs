@@ -500,6 +500,65 @@ pub fn refused_registries(inputs: &mco_generate::registries::Inputs<'_>) -> Opti
     ))
 }
 
+/// The cluster settings the controller refuses for the `97-` and `98-` kubelet configs, checked
+/// as it checks them (the workers' `97-` config among `mcs` judges a latency profile's step): a
+/// refused setting changes no node, and its only other trace is an event that expires.
+pub fn refused_cluster_settings(
+    settings: &crate::client::ClusterSettings,
+    mcs: &[mco_api::MachineConfig],
+) -> Vec<Finding> {
+    use mco_generate::nodeconfig;
+    let mut out = vec![];
+    if let Some(fg) = &settings.feature_gate
+        && let Err(e) = nodeconfig::gates(
+            fg,
+            nodeconfig::desired_version(settings.cluster_version.as_ref()),
+        )
+    {
+        out.push(Finding::new(
+            "featuregate cluster",
+            "FeatureGate refused",
+            format!(
+                "{}. The kubelets keep the feature gates they have; the 97- and 98- kubelet configs stay as they are until it is fixed.",
+                e.to_string().trim_end_matches('.')
+            ),
+            vec![Fix::new(
+                "see which releases the status lists, and the release the cluster moves to",
+                "kubectl get featuregate cluster -o yaml; kubectl get clusterversion version -o jsonpath='{.status.desired.version}'",
+            )],
+        ));
+    }
+    if let Some(node) = &settings.node {
+        let spec = &node.spec;
+        let workers = nodeconfig::name(nodeconfig::NODE_CONFIG_PREFIX, "worker");
+        let stored = mcs
+            .iter()
+            .find(|m| m.metadata.name.as_deref() == Some(workers.as_str()))
+            .and_then(nodeconfig::stored_frequency);
+        let refused = nodeconfig::status_update_frequency(&spec.worker_latency_profile)
+            .and_then(|_| nodeconfig::cgroup_kernel_args(&spec.cgroup_mode))
+            .and_then(|_| {
+                nodeconfig::check_transition(stored.as_deref(), &spec.worker_latency_profile)
+            })
+            .err();
+        if let Some(e) = refused {
+            out.push(Finding::new(
+                "nodes.config.openshift.io cluster",
+                "Node settings refused",
+                format!(
+                    "{}. No pool's kubelet config changes until it is fixed.",
+                    e.to_string().trim_end_matches('.')
+                ),
+                vec![Fix::new(
+                    "set a supported value (a latency profile moves through MediumUpdateAverageReaction)",
+                    "kubectl edit nodes.config.openshift.io cluster",
+                )],
+            ));
+        }
+    }
+    out
+}
+
 /// A KubeletConfig's or ContainerRuntimeConfig's refusal: its status for its current spec is
 /// `Failure`.
 fn generator_refused(

@@ -683,3 +683,58 @@ fn a_refused_registry_input_names_the_object_the_message_and_the_edit() {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
 }
+
+#[test]
+fn refused_cluster_settings_name_the_object_the_message_and_the_edit() {
+    use mco_cli::client::ClusterSettings;
+    let mut settings = ClusterSettings::default();
+    assert!(doctor::refused_cluster_settings(&settings, &[]).is_empty());
+    settings.node = Some(
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "Node",
+            "metadata": {"name": "cluster"},
+            "spec": {"workerLatencyProfile": "LowUpdateSlowReaction"},
+        }))
+        .unwrap(),
+    );
+    // A first profile goes; from the workers' Default config it is one step too far.
+    assert!(doctor::refused_cluster_settings(&settings, &[]).is_empty());
+    let workers97 = mco_generate::machine_config(
+        "97-worker-generated-kubelet",
+        "worker",
+        "1.0.0",
+        vec![mco_generate::file(
+            "/etc/kubernetes/kubelet.conf",
+            "nodeStatusUpdateFrequency: 10s\n",
+        )],
+    );
+    settings.feature_gate = Some(
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "FeatureGate",
+            "metadata": {"name": "cluster"}, "spec": {},
+            "status": {"featureGates": [{"version": "4.20.1", "enabled": [], "disabled": []}]},
+        }))
+        .unwrap(),
+    );
+    settings.cluster_version = Some(
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+            "metadata": {"name": "version"}, "spec": {},
+            "status": {"desired": {"version": "4.21.0"}},
+        }))
+        .unwrap(),
+    );
+    let found = doctor::refused_cluster_settings(&settings, &[workers97]);
+    let text = doctor::render(&found, None);
+    for want in [
+        "featuregate cluster",
+        "FeatureGate refused",
+        "status.featureGates has no entry for version \"4.21.0\"",
+        "nodes.config.openshift.io cluster",
+        "Node settings refused",
+        "transition not allowed from old WorkerLatencyProfile: \"Default\" to new WorkerLatencyProfile: \"LowUpdateSlowReaction\"",
+        "kubectl edit nodes.config.openshift.io cluster",
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+}

@@ -43,11 +43,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let inputs = async {
             match &args.node {
                 None => {
-                    let (generators, registries) = tokio::try_join!(
+                    let (generators, registries, settings) = tokio::try_join!(
                         mco_cli::client::fetch_inputs(&client),
                         mco_cli::client::fetch_registry_inputs(&client),
+                        mco_cli::client::fetch_cluster_settings(&client),
                     )?;
-                    Ok(Some((generators, registries)))
+                    Ok(Some((generators, registries, settings)))
                 }
                 Some(_) => Ok(None),
             }
@@ -66,9 +67,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         roots.insert(node.clone(), facts.clone());
     }
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
-    if let Some(((cc, kcs, crcs), registries)) = &inputs {
+    if let Some(((cc, kcs, crcs), registries, settings)) = &inputs {
         findings.extend(mco_cli::doctor::refused_inputs(cc.as_ref(), kcs, crcs));
         findings.extend(mco_cli::doctor::refused_registries(&registries.as_inputs()));
+        findings.extend(mco_cli::doctor::refused_cluster_settings(
+            settings,
+            &snap.machine_configs,
+        ));
     }
     if let (Some(facts), Some(_)) = (&local, &args.node) {
         // The disk may know more than the API (e.g. a never-adopted OS before any update).
