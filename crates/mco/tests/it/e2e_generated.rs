@@ -7,7 +7,8 @@
 //! its object and nothing is applied, for each kind. The template controller's base configs
 //! exist with upstream's annotation and owner, the pools render from them, and a hand edit, a
 //! deletion or a refused ControllerConfig leaves them as generated; the pull secret the
-//! ControllerConfig names reaches every node without a drain or a reboot.
+//! ControllerConfig names reaches every node without a drain or a reboot. OpenShift's `Node`
+//! settings and `FeatureGate` reach the kubelets through upstream's 97- and 98- configs.
 
 use crate::e2e;
 
@@ -386,6 +387,159 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
         assert!(conf.contains("maxPods: 250"), "{w}: {conf}");
         assert!(conf.contains("cgroupDriver: systemd"), "{w}: {conf}");
     }
+}
+
+/// OpenShift's cluster settings, as its cluster config operator leaves them: the release the
+/// cluster moves to and that release's feature gates.
+const RELEASE: &str = "apiVersion: config.openshift.io/v1
+kind: ClusterVersion
+metadata:
+  name: version
+spec:
+  clusterID: 6f1c9e8a-6b41-4f6c-9d1e-2f7f4b0a6c11
+---
+apiVersion: config.openshift.io/v1
+kind: FeatureGate
+metadata:
+  name: cluster
+spec:
+  featureSet: TechPreviewNoUpgrade
+";
+
+const MEDIUM_LATENCY: &str = "apiVersion: config.openshift.io/v1
+kind: Node
+metadata:
+  name: cluster
+spec:
+  workerLatencyProfile: MediumUpdateAverageReaction
+";
+
+/// The workers' kubelets follow `nodes.config.openshift.io/cluster` and `FeatureGate/cluster`
+/// through upstream's 97- and 98- configs, applied with `kubectl`: the release's gates, the
+/// worker latency profile and the cgroup v2 kernel arguments reach every worker (masters keep
+/// their status frequency), and a jump from Low to Default is refused with upstream's event
+/// and changes nothing.
+#[test]
+fn openshift_node_settings_and_feature_gates_reach_the_kubelets() {
+    use kube::CustomResourceExt;
+    let c = Cluster::up(Opts::default());
+    let workers = c.workers();
+    // OpenShift's CRDs, which mco does not ship.
+    let mut crds = String::new();
+    for crd in [
+        mco_api::NodeConfig::crd(),
+        mco_api::FeatureGate::crd(),
+        mco_api::ClusterVersion::crd(),
+    ] {
+        crds.push_str("---\n");
+        crds.push_str(&mco_apimachinery::yaml::to_string(&crd).unwrap());
+    }
+    c.apply(&crds);
+    for crd in [
+        "nodes.config.openshift.io",
+        "featuregates.config.openshift.io",
+        "clusterversions.config.openshift.io",
+    ] {
+        c.kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}")]);
+    }
+    let r0 = c.pool_target("worker");
+    wait_for("the config kinds served", 60, || {
+        c.try_get_json(&["featuregates.config.openshift.io"])
+            .map(|_| ())
+    });
+    c.apply(RELEASE);
+    c.kubectl(&[
+        "patch",
+        "clusterversion",
+        "version",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"desired":{"version":"4.20.1"}}}"#,
+    ]);
+    c.kubectl(&[
+        "patch", "featuregate", "cluster", "--subresource=status", "--type=merge",
+        "-p", r#"{"status":{"featureGates":[
+            {"version":"4.19.9","enabled":[],"disabled":[{"name":"NewThing"}]},
+            {"version":"4.20.1","enabled":[{"name":"NewThing"}],"disabled":[{"name":"OldThing"}]}]}}"#,
+    ]);
+    let r1 = c.wait_rollout("worker", &r0, 240);
+    for w in &workers {
+        let conf = kubelet_conf(&c, w);
+        assert!(
+            conf.contains("NewThing: true") && conf.contains("OldThing: false"),
+            "{w}: {conf}"
+        );
+    }
+    let mc = c.get_json(&["mc", "98-worker-generated-kubelet"]);
+    assert_eq!(
+        mc["metadata"]["ownerReferences"][0]["kind"],
+        "MachineConfigPool"
+    );
+
+    c.apply(MEDIUM_LATENCY);
+    let r2 = c.wait_rollout("worker", &r1, 240);
+    for w in &workers {
+        let conf = kubelet_conf(&c, w);
+        assert!(
+            conf.contains("nodeStatusUpdateFrequency: 20s"),
+            "{w}: {conf}"
+        );
+        assert!(conf.contains("NewThing: true"), "{w}: {conf}");
+        let args = crate::e2e_rollouts::kargs(&c, w);
+        assert!(
+            args.contains(&"systemd.unified_cgroup_hierarchy=1".to_owned())
+                && args.contains(&"cgroup_no_v1=\"all\"".to_owned()),
+            "{w}: {args:?}"
+        );
+    }
+    let master = kubelet_conf(&c, "master-0");
+    assert!(
+        master.contains("nodeStatusUpdateFrequency: 10s"),
+        "{master}"
+    );
+
+    let latency = |p: &str| {
+        c.kubectl(&[
+            "patch",
+            "nodes.config.openshift.io",
+            "cluster",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"spec":{{"workerLatencyProfile":"{p}"}}}}"#),
+        ]);
+    };
+    latency("LowUpdateSlowReaction");
+    let r3 = c.wait_rollout("worker", &r2, 240);
+    for w in &workers {
+        let conf = kubelet_conf(&c, w);
+        assert!(
+            conf.contains("nodeStatusUpdateFrequency: 1m0s"),
+            "{w}: {conf}"
+        );
+    }
+    latency("Default");
+    wait_for("the ActionProhibited event", 60, || {
+        let events = c.get_json(&["events.events.k8s.io", "-n", "default"]);
+        events["items"].as_array()?.iter().find_map(|e| {
+            (e["reason"] == "ActionProhibited" && e["regarding"]["kind"] == "Node")
+                .then(|| e["note"].as_str().unwrap_or_default().to_owned())
+                .filter(|m| m.contains("transition not allowed from old WorkerLatencyProfile: \"LowUpdateSlowReaction\" to new WorkerLatencyProfile: \"Default\""))
+        })
+    });
+    assert_eq!(
+        c.pool_target("worker"),
+        r3,
+        "a refused step started a rollout"
+    );
+    // `mco doctor` names it, as the controller judges it.
+    let (_, doc) = c.mco(&["doctor"]);
+    assert!(
+        doc.contains("nodes.config.openshift.io cluster")
+            && doc.contains("Node settings refused")
+            && doc.contains("kubectl edit nodes.config.openshift.io cluster"),
+        "{doc}"
+    );
 }
 
 /// The ControllerConfig's condition of `type_`: status and message.

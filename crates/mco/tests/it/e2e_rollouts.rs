@@ -163,7 +163,7 @@ fn rebootless_ssh_key_and_registries_change(server: Server) {
     }
 }
 
-fn kargs(c: &Cluster, node: &str) -> Vec<String> {
+pub(crate) fn kargs(c: &Cluster, node: &str) -> Vec<String> {
     let v = c.ostree(node);
     let booted = v["deployments"]
         .as_array()
