@@ -584,29 +584,6 @@ async fn reconcile_kubelet_defaults(
     Ok(done)
 }
 
-/// Every change of one cluster config object, by name. Quiet on errors: on a cluster without
-/// the kind the watch fails until its CRD appears, retried with backoff.
-fn changes_of_named<T>(api: Api<T>, name: &str) -> impl Stream<Item = ()> + Send + 'static
-where
-    T: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    watcher(
-        api,
-        watcher::Config::default().fields(&format!("metadata.name={name}")),
-    )
-    .default_backoff()
-    .touched_objects()
-    .filter_map(|r| {
-        future::ready(match r {
-            Ok(_) => Some(()),
-            Err(e) => {
-                tracing::debug!(error = %e, "cluster config watch failed; retrying");
-                None
-            }
-        })
-    })
-}
-
 /// `pools` and `mcs` are subscriptions to the shared stores (a pool's spec changes; every
 /// MachineConfig change, of which those not rendered may change a pool's base kubelet config):
 /// no watch of their own.
@@ -615,14 +592,25 @@ async fn run_kubelet_defaults(
     pools: impl Stream<Item = Arc<MachineConfigPool>> + Send + 'static,
     mcs: impl Stream<Item = Arc<MachineConfig>> + Send + 'static,
 ) {
+    use crate::templates::changes_of;
     use mco_api::generators::{CLUSTER_CONFIG_NAME, CLUSTER_VERSION_NAME};
     let c = ctx.client.clone();
     let bases =
         mcs.filter_map(|mc| future::ready((!mco_render::merge::is_rendered(&mc)).then_some(())));
     let sources = futures::stream::select_all([
-        changes_of_named(Api::<NodeConfig>::all(c.clone()), CLUSTER_CONFIG_NAME).boxed(),
-        changes_of_named(Api::<FeatureGate>::all(c.clone()), CLUSTER_CONFIG_NAME).boxed(),
-        changes_of_named(Api::<ClusterVersion>::all(c.clone()), CLUSTER_VERSION_NAME).boxed(),
+        changes_of(Api::<NodeConfig>::all(c.clone()), CLUSTER_CONFIG_NAME, true).boxed(),
+        changes_of(
+            Api::<FeatureGate>::all(c.clone()),
+            CLUSTER_CONFIG_NAME,
+            true,
+        )
+        .boxed(),
+        changes_of(
+            Api::<ClusterVersion>::all(c.clone()),
+            CLUSTER_VERSION_NAME,
+            true,
+        )
+        .boxed(),
         bases.boxed(),
     ]);
     Controller::for_shared_stream(pools, ctx.pools.clone())

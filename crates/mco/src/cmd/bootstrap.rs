@@ -301,10 +301,10 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn generators_name_their_configs_as_a_fresh_cluster_does_and_refusals_name_the_object() {
+    /// A fresh cluster's template configs, and its built-in pools.
+    fn fresh_cluster() -> (Inputs, Vec<MachineConfigPool>) {
         let cc = mco_api::ControllerConfig::new("machine-config-controller", Default::default());
-        let mut inputs = Inputs {
+        let inputs = Inputs {
             mcs: mco_generate::template::generate(&cc, &Default::default(), "v").unwrap(),
             ..Default::default()
         };
@@ -312,6 +312,12 @@ mod tests {
             find_pool("master", &[]).unwrap(),
             find_pool("worker", &[]).unwrap(),
         ];
+        (inputs, pools)
+    }
+
+    #[test]
+    fn generators_name_their_configs_as_a_fresh_cluster_does_and_refusals_name_the_object() {
+        let (mut inputs, pools) = fresh_cluster();
         inputs.kubelet_configs = vec![
             kubelet_config("a", json!({"maxPods": 300})),
             kubelet_config("b", json!({"podPidsLimit": 8192})),
@@ -338,15 +344,7 @@ mod tests {
 
     #[test]
     fn node_settings_and_feature_gates_give_each_pool_its_97_and_98_configs() {
-        let cc = mco_api::ControllerConfig::new("machine-config-controller", Default::default());
-        let mut inputs = Inputs {
-            mcs: mco_generate::template::generate(&cc, &Default::default(), "v").unwrap(),
-            ..Default::default()
-        };
-        let pools = vec![
-            find_pool("master", &[]).unwrap(),
-            find_pool("worker", &[]).unwrap(),
-        ];
+        let (mut inputs, pools) = fresh_cluster();
         for doc in [
             json!({"apiVersion": "config.openshift.io/v1", "kind": "Node",
                    "metadata": {"name": "cluster"},
