@@ -44,6 +44,36 @@ pub fn read_cpu(pid: u32) -> Result<std::time::Duration, Error> {
     Ok(std::time::Duration::from_millis(ticks * 10))
 }
 
+/// The control plane's processes the bench tells apart, by `/proc/<pid>/comm` (which the kernel
+/// cuts to 15 bytes: `kube-controller-manager` reads `kube-controller`).
+pub const CONTROL_PLANE: [(&str, &str); 4] = [
+    ("kube-apiserver", "kube-apiserver"),
+    ("etcd", "etcd"),
+    ("kube-controller", "kube-controller-manager"),
+    ("kube-scheduler", "kube-scheduler"),
+];
+
+/// The running processes of [`CONTROL_PLANE`], as (name, pid), in its order: none on a machine
+/// without them (the embedded server's runs).
+pub fn control_plane_pids() -> Vec<(&'static str, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    let mut found: Vec<(usize, &'static str, u32)> = dir
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            let i = CONTROL_PLANE
+                .iter()
+                .position(|(c, _)| *c == comm.trim_end())?;
+            Some((i, CONTROL_PLANE[i].1, pid))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, n, p)| (n, p)).collect()
+}
+
 /// The whole machine's CPU time so far, in clock ticks, from `/proc/stat`: what else ran
 /// beside the process measured, and what the hypervisor took, tell a slow run on a busy or
 /// shared machine from a slow build.
