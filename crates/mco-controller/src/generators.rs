@@ -28,6 +28,7 @@ use futures::{Stream, StreamExt, future};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Api, Resource, ResourceExt};
 use mco_api::generators::{GeneratorCondition, GeneratorStatus, MC_NAME_SUFFIX};
@@ -471,16 +472,41 @@ pub async fn run(
     .await;
 }
 
-/// One object by name, `None` when it or its kind is missing (a cluster that is not OpenShift).
-async fn get_cluster_object<T>(api: Api<T>, name: &str) -> Result<Option<T>, Error>
+/// OpenShift's cluster settings the `97-` and `98-` configs come from, each kept by a watch of
+/// its one object: a reconcile reads them here, with no request. Empty where the kind is not
+/// served (a cluster that is not OpenShift).
+#[derive(Clone)]
+struct ClusterSettings {
+    node: Store<NodeConfig>,
+    feature_gate: Store<FeatureGate>,
+    cluster_version: Store<ClusterVersion>,
+}
+
+/// A store of the one object `name`, kept by a watch with a `metadata.name` field selector, and
+/// a stream that yields after each change has reached the store. Quiet on errors: where the kind
+/// is not served the watch fails until its CRD appears, retried with backoff.
+fn named_store<T>(api: Api<T>, name: &str) -> (Store<T>, impl Stream<Item = ()> + Send + 'static)
 where
-    T: Resource + Clone + DeserializeOwned + Debug,
+    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    match api.get_opt(name).await {
-        Ok(o) => Ok(o),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    let (store, writer) = reflector::store();
+    let changes = watcher(
+        api,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects()
+    .filter_map(|r| {
+        future::ready(match r {
+            Ok(_) => Some(()),
+            Err(e) => {
+                tracing::debug!(error = %e, "cluster settings watch failed; retrying");
+                None
+            }
+        })
+    });
+    (store, changes)
 }
 
 /// The `97-` and `98-` kubelet configs of one pool (see [`mco_generate::nodeconfig`]). Without
@@ -490,23 +516,26 @@ where
 async fn reconcile_kubelet_defaults(
     pool: Arc<MachineConfigPool>,
     ctx: Arc<Ctx>,
+    settings: ClusterSettings,
 ) -> Result<Action, Error> {
     use mco_api::generators::{CLUSTER_CONFIG_NAME, CLUSTER_VERSION_NAME};
     use mco_generate::nodeconfig;
     let c = &ctx.client;
     let done = Action::requeue(ctx.config.resync);
-    let node = get_cluster_object(Api::<NodeConfig>::all(c.clone()), CLUSTER_CONFIG_NAME).await?;
-    let fg = get_cluster_object(Api::<FeatureGate>::all(c.clone()), CLUSTER_CONFIG_NAME).await?;
+    let node = settings.node.get(&ObjectRef::new(CLUSTER_CONFIG_NAME));
+    let fg = settings
+        .feature_gate
+        .get(&ObjectRef::new(CLUSTER_CONFIG_NAME));
     if node.is_none() && fg.is_none() {
         return Ok(done);
     }
     let gates = match &fg {
         None => None,
         Some(fg) => {
-            let cv =
-                get_cluster_object(Api::<ClusterVersion>::all(c.clone()), CLUSTER_VERSION_NAME)
-                    .await?;
-            match nodeconfig::gates(fg, nodeconfig::desired_version(cv.as_ref())) {
+            let cv = settings
+                .cluster_version
+                .get(&ObjectRef::new(CLUSTER_VERSION_NAME));
+            match nodeconfig::gates(fg, nodeconfig::desired_version(cv.as_deref())) {
                 Ok(g) => Some(g),
                 Err(e) => {
                     let message = format!(
@@ -527,7 +556,14 @@ async fn reconcile_kubelet_defaults(
         }
     };
     let mc_api: Api<MachineConfig> = Api::all(c.clone());
-    let mcs = mc_api.list(&ListParams::default()).await?.items;
+    // From the shared store, whose changes wake this controller; rendered configs are no base.
+    let mcs: Vec<MachineConfig> = ctx
+        .mcs
+        .state()
+        .iter()
+        .filter(|mc| !mco_render::merge::is_rendered(mc))
+        .map(|mc| (**mc).clone())
+        .collect();
     if let Some(n) = &node {
         // Checked against the workers' config as it is, whichever pool this is, so that no pool
         // takes a step the workers are refused.
@@ -592,31 +628,30 @@ async fn run_kubelet_defaults(
     pools: impl Stream<Item = Arc<MachineConfigPool>> + Send + 'static,
     mcs: impl Stream<Item = Arc<MachineConfig>> + Send + 'static,
 ) {
-    use crate::templates::changes_of;
     use mco_api::generators::{CLUSTER_CONFIG_NAME, CLUSTER_VERSION_NAME};
     let c = ctx.client.clone();
     let bases =
         mcs.filter_map(|mc| future::ready((!mco_render::merge::is_rendered(&mc)).then_some(())));
+    let (node, node_changes) = named_store(Api::<NodeConfig>::all(c.clone()), CLUSTER_CONFIG_NAME);
+    let (feature_gate, gate_changes) =
+        named_store(Api::<FeatureGate>::all(c.clone()), CLUSTER_CONFIG_NAME);
+    let (cluster_version, version_changes) =
+        named_store(Api::<ClusterVersion>::all(c.clone()), CLUSTER_VERSION_NAME);
+    let settings = ClusterSettings {
+        node,
+        feature_gate,
+        cluster_version,
+    };
     let sources = futures::stream::select_all([
-        changes_of(Api::<NodeConfig>::all(c.clone()), CLUSTER_CONFIG_NAME, true).boxed(),
-        changes_of(
-            Api::<FeatureGate>::all(c.clone()),
-            CLUSTER_CONFIG_NAME,
-            true,
-        )
-        .boxed(),
-        changes_of(
-            Api::<ClusterVersion>::all(c.clone()),
-            CLUSTER_VERSION_NAME,
-            true,
-        )
-        .boxed(),
+        node_changes.boxed(),
+        gate_changes.boxed(),
+        version_changes.boxed(),
         bases.boxed(),
     ]);
     Controller::for_shared_stream(pools, ctx.pools.clone())
         .reconcile_all_on(sources)
         .run(
-            reconcile_kubelet_defaults,
+            move |pool, ctx| reconcile_kubelet_defaults(pool, ctx, settings.clone()),
             |pool, e, _| {
                 tracing::warn!(pool = %pool.name_any(), error = %e, "kubelet defaults reconcile failed");
                 Action::requeue(Duration::from_secs(5))

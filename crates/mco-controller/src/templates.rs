@@ -242,14 +242,8 @@ fn keep_held(ctx: &Ctx) {
 }
 
 /// Every change of one object, by name: a watch with a `metadata.name` field selector, which
-/// RBAC allows with a rule for that name alone. A failed watch is retried with backoff and
-/// said as a warning, so that a missing right is not a silent stall; with `kind_may_be_missing`
-/// (a kind only OpenShift serves) it is said at debug level.
-pub(crate) fn changes_of<T>(
-    api: Api<T>,
-    name: &str,
-    kind_may_be_missing: bool,
-) -> impl Stream<Item = ()> + Send + 'static
+/// RBAC allows with a rule for that name alone.
+fn changes_of<T>(api: Api<T>, name: &str) -> impl Stream<Item = ()> + Send + 'static
 where
     T: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
@@ -259,13 +253,10 @@ where
     )
     .default_backoff()
     .touched_objects()
-    .filter_map(move |r| {
+    .filter_map(|r| {
         future::ready(match r {
             Ok(_) => Some(()),
-            Err(e) if kind_may_be_missing => {
-                tracing::debug!(error = %e, "cluster config watch failed; retrying");
-                None
-            }
+            // Retried with backoff; said, so that a missing right is not a silent stall.
             Err(e) => {
                 tracing::warn!(error = %e, "template controller input watch failed; retrying");
                 None
@@ -278,7 +269,7 @@ where
 /// pull secret has its own watch, of the Secret the ControllerConfig names
 /// ([`watch_pull_secret`]).
 pub fn inputs_changed(client: Client) -> impl Stream<Item = ()> + Send + 'static {
-    changes_of(Api::<APIServer>::all(client), API_SERVER_CONFIG_NAME, false)
+    changes_of(Api::<APIServer>::all(client), API_SERVER_CONFIG_NAME)
 }
 
 /// Watches the Secret the ControllerConfig names, and only it, waking the ControllerConfig's
@@ -301,7 +292,7 @@ fn watch_pull_secret(ctx: &Ctx, target: Option<&(String, String)>) {
     };
     let api = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
     let wake = ctx.templates.wake_controller_config.clone();
-    let task = tokio::spawn(changes_of(api, &name, false).for_each(move |()| {
+    let task = tokio::spawn(changes_of(api, &name).for_each(move |()| {
         let _ = wake.unbounded_send(());
         future::ready(())
     }));
