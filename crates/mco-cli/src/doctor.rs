@@ -508,55 +508,55 @@ pub fn refused_cluster_settings(
     mcs: &[mco_api::MachineConfig],
 ) -> Vec<Finding> {
     use mco_generate::nodeconfig;
-    let mut out = vec![];
-    if let Some(fg) = &settings.feature_gate
-        && let Err(e) = nodeconfig::gates(
-            fg,
-            nodeconfig::desired_version(settings.cluster_version.as_ref()),
-        )
-    {
-        out.push(Finding::new(
+    let all = nodeconfig::Settings {
+        node: settings.node.as_ref().map(|n| &n.spec),
+        feature_gate: settings.feature_gate.as_ref(),
+        cluster_version: settings.cluster_version.as_ref(),
+    };
+    // The controller stops at the first refusal; the Node settings are judged again without the
+    // FeatureGate, so that both are named at once.
+    let without_gates = nodeconfig::Settings {
+        feature_gate: None,
+        ..all
+    };
+    let first = nodeconfig::judge(all, mcs).err();
+    let second = first
+        .as_ref()
+        .filter(|r| r.is_feature_gate())
+        .and_then(|_| nodeconfig::judge(without_gates, mcs).err());
+    first
+        .into_iter()
+        .chain(second)
+        .map(settings_finding)
+        .collect()
+}
+
+fn settings_finding(refusal: mco_generate::nodeconfig::Refusal) -> Finding {
+    let e = refusal.error().to_string();
+    let e = e.trim_end_matches('.');
+    if refusal.is_feature_gate() {
+        Finding::new(
             "featuregate cluster",
             "FeatureGate refused",
             format!(
-                "{}. The kubelets keep the feature gates they have; the 97- and 98- kubelet configs stay as they are until it is fixed.",
-                e.to_string().trim_end_matches('.')
+                "{e}. The kubelets keep the feature gates they have; the 97- and 98- kubelet configs stay as they are until it is fixed."
             ),
             vec![Fix::new(
                 "see which releases the status lists, and the release the cluster moves to",
                 "kubectl get featuregate cluster -o yaml; kubectl get clusterversion version -o jsonpath='{.status.desired.version}'",
             )],
-        ));
+        )
+    } else {
+        Finding::new(
+            "nodes.config.openshift.io cluster",
+            "Node settings refused",
+            format!("{e}. No pool's kubelet config changes until it is fixed."),
+            vec![Fix::new(
+                "set a supported value (a latency profile moves through MediumUpdateAverageReaction)",
+                "kubectl edit nodes.config.openshift.io cluster",
+            )],
+        )
     }
-    if let Some(node) = &settings.node {
-        let spec = &node.spec;
-        let workers = nodeconfig::name(nodeconfig::NODE_CONFIG_PREFIX, "worker");
-        let stored = mcs
-            .iter()
-            .find(|m| m.metadata.name.as_deref() == Some(workers.as_str()))
-            .and_then(nodeconfig::stored_frequency);
-        let refused = nodeconfig::status_update_frequency(&spec.worker_latency_profile)
-            .and_then(|_| nodeconfig::cgroup_kernel_args(&spec.cgroup_mode))
-            .and_then(|_| {
-                nodeconfig::check_transition(stored.as_deref(), &spec.worker_latency_profile)
-            })
-            .err();
-        if let Some(e) = refused {
-            out.push(Finding::new(
-                "nodes.config.openshift.io cluster",
-                "Node settings refused",
-                format!(
-                    "{}. No pool's kubelet config changes until it is fixed.",
-                    e.to_string().trim_end_matches('.')
-                ),
-                vec![Fix::new(
-                    "set a supported value (a latency profile moves through MediumUpdateAverageReaction)",
-                    "kubectl edit nodes.config.openshift.io cluster",
-                )],
-            ));
-        }
-    }
-    out
 }
 
 /// A KubeletConfig's or ContainerRuntimeConfig's refusal: its status for its current spec is

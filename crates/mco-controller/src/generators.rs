@@ -529,32 +529,9 @@ async fn reconcile_kubelet_defaults(
     if node.is_none() && fg.is_none() {
         return Ok(done);
     }
-    let gates = match &fg {
-        None => None,
-        Some(fg) => {
-            let cv = settings
-                .cluster_version
-                .get(&ObjectRef::new(CLUSTER_VERSION_NAME));
-            match nodeconfig::gates(fg, nodeconfig::desired_version(cv.as_deref())) {
-                Ok(g) => Some(g),
-                Err(e) => {
-                    let message = format!(
-                        "{e}; the kubelet configs 97- and 98-{}-generated-kubelet are left as they were",
-                        pool.name_any()
-                    );
-                    let reference = fg.object_ref(&());
-                    ctx.publish(
-                        &reference,
-                        EventKind::Warning,
-                        "InvalidFeatureGates",
-                        &message,
-                    )
-                    .await;
-                    return Ok(done);
-                }
-            }
-        }
-    };
+    let cv = settings
+        .cluster_version
+        .get(&ObjectRef::new(CLUSTER_VERSION_NAME));
     let mc_api: Api<MachineConfig> = Api::all(c.clone());
     // From the shared store, whose changes wake this controller; rendered configs are no base.
     let mcs: Vec<MachineConfig> = ctx
@@ -564,28 +541,39 @@ async fn reconcile_kubelet_defaults(
         .filter(|mc| !mco_render::merge::is_rendered(mc))
         .map(|mc| (**mc).clone())
         .collect();
-    if let Some(n) = &node {
-        // Checked against the workers' config as it is, whichever pool this is, so that no pool
-        // takes a step the workers are refused.
-        let workers = nodeconfig::name(nodeconfig::NODE_CONFIG_PREFIX, "worker");
-        let stored = mcs
-            .iter()
-            .find(|m| m.metadata.name.as_deref() == Some(workers.as_str()))
-            .and_then(nodeconfig::stored_frequency);
-        if let Err(e) =
-            nodeconfig::check_transition(stored.as_deref(), &n.spec.worker_latency_profile)
-        {
-            let reference = n.object_ref(&());
-            ctx.publish(
-                &reference,
-                EventKind::Normal,
-                "ActionProhibited",
-                &e.to_string(),
-            )
-            .await;
+    let judged = nodeconfig::judge(
+        nodeconfig::Settings {
+            node: node.as_ref().map(|n| &n.spec),
+            feature_gate: fg.as_deref(),
+            cluster_version: cv.as_deref(),
+        },
+        &mcs,
+    );
+    let gates = match judged {
+        Ok(gates) => gates,
+        Err(refusal) => {
+            let (reference, kind, message) = match (&refusal, &fg, &node) {
+                (nodeconfig::Refusal::Transition(e), _, Some(n)) => {
+                    // Upstream's words alone, as its event reads.
+                    (n.object_ref(&()), EventKind::Normal, e.to_string())
+                }
+                (r, Some(f), _) if r.is_feature_gate() => (
+                    f.object_ref(&()),
+                    EventKind::Warning,
+                    left_as_they_were(r.error(), &pool.name_any()),
+                ),
+                (r, _, Some(n)) => (
+                    n.object_ref(&()),
+                    EventKind::Warning,
+                    left_as_they_were(r.error(), &pool.name_any()),
+                ),
+                _ => return Ok(done),
+            };
+            ctx.publish(&reference, kind, refusal.reason(), &message)
+                .await;
             return Ok(done);
         }
-    }
+    };
     let inputs = nodeconfig::Inputs {
         node: node.as_ref().map(|n| &n.spec),
         gates: gates.as_ref(),
@@ -605,9 +593,7 @@ async fn reconcile_kubelet_defaults(
                 (None, Some(f)) => f.object_ref(&()),
                 (None, None) => return Ok(done),
             };
-            let message = format!(
-                "{e}; the kubelet configs 97- and 98-{pool_name}-generated-kubelet are left as they were"
-            );
+            let message = left_as_they_were(&e, &pool_name);
             ctx.publish(
                 &reference,
                 EventKind::Warning,
@@ -618,6 +604,11 @@ async fn reconcile_kubelet_defaults(
         }
     }
     Ok(done)
+}
+
+/// A refusal's event message: what was refused, and that the pool's configs stay.
+fn left_as_they_were(e: &impl std::fmt::Display, pool: &str) -> String {
+    format!("{e}; the kubelet configs 97- and 98-{pool}-generated-kubelet are left as they were")
 }
 
 /// `pools` and `mcs` are subscriptions to the shared stores (a pool's spec changes; every

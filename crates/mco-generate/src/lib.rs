@@ -220,25 +220,36 @@ pub fn base_file(mcs: &[&MachineConfig], path: &str) -> Result<Option<String>, E
         if name.starts_with("99-") && name.contains("-generated-") {
             continue;
         }
-        let files = mc
-            .spec
-            .config
-            .as_ref()
-            .and_then(|c| c.pointer("/storage/files"))
-            .and_then(Value::as_array);
-        for f in files.into_iter().flatten() {
-            if f["path"] != path {
-                continue;
-            }
-            let Some(source) = f.pointer("/contents/source").and_then(Value::as_str) else {
-                continue;
-            };
-            out = Some(decode_data_url(source).ok_or_else(|| {
-                Error::Base(format!(
-                    "MachineConfig {name}: cannot decode the contents of {path}"
-                ))
-            })?);
+        if let Some(text) = file_contents(mc, path)? {
+            out = Some(text);
         }
+    }
+    Ok(out)
+}
+
+/// The contents of `path` as one config writes it (the last entry for it, as Ignition merges
+/// them), whoever generated the config.
+pub fn file_contents(mc: &MachineConfig, path: &str) -> Result<Option<String>, Error> {
+    let name = mc.metadata.name.as_deref().unwrap_or_default();
+    let files = mc
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.pointer("/storage/files"))
+        .and_then(Value::as_array);
+    let mut out = None;
+    for f in files.into_iter().flatten() {
+        if f["path"] != path {
+            continue;
+        }
+        let Some(source) = f.pointer("/contents/source").and_then(Value::as_str) else {
+            continue;
+        };
+        out = Some(decode_data_url(source).ok_or_else(|| {
+            Error::Base(format!(
+                "MachineConfig {name}: cannot decode the contents of {path}"
+            ))
+        })?);
     }
     Ok(out)
 }

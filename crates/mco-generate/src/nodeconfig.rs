@@ -137,7 +137,7 @@ pub fn check_transition(stored: Option<&str>, profile: &str) -> Result<(), Error
 
 /// The `nodeStatusUpdateFrequency` of a stored config's kubelet config, if it sets one.
 pub fn stored_frequency(mc: &MachineConfig) -> Option<String> {
-    let text = crate::base_file(&[mc], KUBELET_CONF).ok()??;
+    let text = crate::file_contents(mc, KUBELET_CONF).ok()??;
     let conf: Value = yaml::from_str(&text).ok()?;
     conf.get("nodeStatusUpdateFrequency")?
         .as_str()
@@ -179,6 +179,79 @@ pub fn kubelet_conf(
     }
     yaml::to_string(&conf)
         .map_err(|e| Error::Base(format!("could not encode kubelet configuration: {e}")))
+}
+
+/// OpenShift's cluster objects the two configs come from, as the caller holds them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Settings<'a> {
+    /// `nodes.config.openshift.io/cluster`'s spec.
+    pub node: Option<&'a NodeConfigSpec>,
+    /// `FeatureGate/cluster`.
+    pub feature_gate: Option<&'a FeatureGate>,
+    /// `ClusterVersion/version`: the release whose gates are written.
+    pub cluster_version: Option<&'a ClusterVersion>,
+}
+
+/// Why the settings change no pool's configs, and which object is to blame.
+#[derive(Debug)]
+pub enum Refusal {
+    /// `FeatureGate/cluster`'s status names no usable release, or too many gates.
+    FeatureGates(Error),
+    /// A latency profile step upstream refuses (a Normal event on the Node settings, as
+    /// upstream's).
+    Transition(Error),
+    /// An unknown latency profile or cgroup mode.
+    NodeSettings(Error),
+}
+
+impl Refusal {
+    /// The reason of the event upstream emits (or mco, where upstream only logs).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::FeatureGates(_) => "InvalidFeatureGates",
+            Refusal::Transition(_) => "ActionProhibited",
+            Refusal::NodeSettings(_) => "InvalidNodeConfig",
+        }
+    }
+
+    /// Whether the refused object is `FeatureGate/cluster` (else the Node settings).
+    pub fn is_feature_gate(&self) -> bool {
+        matches!(self, Refusal::FeatureGates(_))
+    }
+
+    pub fn error(&self) -> &Error {
+        match self {
+            Refusal::FeatureGates(e) | Refusal::Transition(e) | Refusal::NodeSettings(e) => e,
+        }
+    }
+}
+
+/// Judges the settings once for every pool, before any pool's configs are written, so that a
+/// refusal leaves every pool as it was: the release's gates (returned, when there is a
+/// FeatureGate), then the latency profile's step from the workers' `97-` config among `mcs`,
+/// then the profile and the cgroup mode themselves.
+pub fn judge<'m>(
+    settings: Settings<'_>,
+    mcs: impl IntoIterator<Item = &'m MachineConfig>,
+) -> Result<Option<BTreeMap<String, bool>>, Refusal> {
+    let gates = settings
+        .feature_gate
+        .map(|fg| gates(fg, desired_version(settings.cluster_version)))
+        .transpose()
+        .map_err(Refusal::FeatureGates)?;
+    if let Some(node) = settings.node {
+        let workers = name(NODE_CONFIG_PREFIX, "worker");
+        let stored = mcs
+            .into_iter()
+            .find(|m| m.metadata.name.as_deref() == Some(workers.as_str()))
+            .and_then(stored_frequency);
+        check_transition(stored.as_deref(), &node.worker_latency_profile)
+            .map_err(Refusal::Transition)?;
+        status_update_frequency(&node.worker_latency_profile)
+            .and_then(|_| cgroup_kernel_args(&node.cgroup_mode))
+            .map_err(Refusal::NodeSettings)?;
+    }
+    Ok(gates)
 }
 
 /// What the cluster's config objects say, read once for every pool.
@@ -371,6 +444,49 @@ mod tests {
         assert!(check_transition(Some("1m0s"), "Default").is_err());
         // Unset counts as Default, as upstream's.
         assert!(check_transition(Some("1m0s"), "").is_err());
+    }
+
+    #[test]
+    fn the_settings_are_judged_once_for_every_pool() {
+        let stored =
+            |name: &str, f: &str| base_mc(name, &format!("nodeStatusUpdateFrequency: {f}\n"));
+        let workers_default = stored("97-worker-generated-kubelet", "10s");
+        let masters_low = stored("97-master-generated-kubelet", "1m0s");
+        let mcs = [workers_default, masters_low];
+        let low = node("", "LowUpdateSlowReaction");
+        let medium = node("", "MediumUpdateAverageReaction");
+        let one = fg(&[("4.20.0", &["On"], &[])]);
+        let settings = |node, feature_gate| Settings {
+            node,
+            feature_gate,
+            cluster_version: None,
+        };
+        // The step is judged from the workers' 97- config, whichever pool asks.
+        let r = judge(settings(Some(&low), None), &mcs).unwrap_err();
+        assert_eq!(r.reason(), "ActionProhibited");
+        assert!(!r.is_feature_gate());
+        assert!(r.error().to_string().contains("\"Default\" to new"));
+        assert_eq!(
+            judge(settings(Some(&medium), Some(&one)), &mcs).unwrap(),
+            Some(BTreeMap::from([("On".into(), true)]))
+        );
+        assert_eq!(judge(settings(Some(&medium), None), &mcs).unwrap(), None);
+        // The FeatureGate is judged first.
+        let none = FeatureGate::new("cluster", FeatureGateSpec::default());
+        let r = judge(settings(Some(&low), Some(&none)), &mcs).unwrap_err();
+        assert_eq!(r.reason(), "InvalidFeatureGates");
+        assert!(r.is_feature_gate());
+        // An unknown profile or cgroup mode refuses every pool, not only those it reaches.
+        for bad in [node("v1", ""), node("", "Fast")] {
+            let s = Settings {
+                node: Some(&bad),
+                feature_gate: Some(&one),
+                cluster_version: None,
+            };
+            let r = judge(s, &mcs).unwrap_err();
+            assert_eq!(r.reason(), "InvalidNodeConfig", "{bad:?}");
+        }
+        assert_eq!(judge(Settings::default(), &mcs).unwrap(), None);
     }
 
     #[test]

@@ -375,10 +375,8 @@ async fn an_upstream_generated_config_stays_until_its_input_changes() {
 
 /// The kubelet config a generated MachineConfig writes, parsed.
 async fn generated_kubelet_conf(mcs: &Api<MachineConfig>, name: &str) -> Option<serde_json::Value> {
-    let mut mc = mcs.get_opt(name).await.ok()??;
-    // Unnamed: `base_file` passes over the generators' own configs by name.
-    mc.metadata.name = None;
-    let text = mco_generate::base_file(&[&mc], "/etc/kubernetes/kubelet.conf").ok()??;
+    let mc = mcs.get_opt(name).await.ok()??;
+    let text = mco_generate::file_contents(&mc, "/etc/kubernetes/kubelet.conf").ok()??;
     mco_apimachinery::yaml::from_str(&text).ok()
 }
 

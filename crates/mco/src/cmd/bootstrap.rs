@@ -4,9 +4,9 @@
 //! the rendered config) and `<dest>/machine-configs/<rendered>.yaml`. The template controller's
 //! configs are generated from the directory's ControllerConfig, the generators' from its
 //! KubeletConfigs, ContainerRuntimeConfigs, registry objects (mirror sets, `Image/cluster`,
-//! image policies) and OpenShift's `Node` and `FeatureGate` settings, and the render is the controller's, so names and contents equal what the
-//! cluster renders from the same objects: a disconnected cluster's machines boot with their
-//! mirrors.
+//! image policies) and OpenShift's `Node` and `FeatureGate` settings, and the render is the
+//! controller's, so names and contents equal what the cluster renders from the same objects: a
+//! disconnected cluster's machines boot with their mirrors.
 
 use std::path::{Path, PathBuf};
 
@@ -95,10 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         let generated = mco_generate::template::generate(cc, &cluster, &args.controller_version)
             .map_err(|e| refused(&e))?;
-        inputs
-            .mcs
-            .retain(|m| !generated.iter().any(|g| g.metadata.name == m.metadata.name));
-        inputs.mcs.extend(generated);
+        replace_by_name(&mut inputs.mcs, generated);
     }
     let mut pool_names: Vec<String> = inputs
         .pools
@@ -119,17 +116,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // The 97- and 98- kubelet configs first: a KubeletConfig's builds over them.
     let kubelet_defaults = kubelet_defaults(&pools, &inputs, &args.controller_version)?;
-    inputs.mcs.retain(|m| {
-        !kubelet_defaults
-            .iter()
-            .any(|g| g.metadata.name == m.metadata.name)
-    });
-    inputs.mcs.extend(kubelet_defaults);
+    replace_by_name(&mut inputs.mcs, kubelet_defaults);
     let generated = generated_configs(&pools, &inputs, &args.controller_version)?;
-    inputs
-        .mcs
-        .retain(|m| !generated.iter().any(|g| g.metadata.name == m.metadata.name));
-    inputs.mcs.extend(generated);
+    replace_by_name(&mut inputs.mcs, generated);
     let pools_dir = args.dest_dir.join("machine-pools");
     let configs_dir = args.dest_dir.join("machine-configs");
     for d in [&pools_dir, &configs_dir] {
@@ -164,6 +153,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `generated` in place of the manifests' configs of the same names, as the cluster's
+/// controllers overwrite them.
+fn replace_by_name(mcs: &mut Vec<MachineConfig>, generated: Vec<MachineConfig>) {
+    mcs.retain(|m| !generated.iter().any(|g| g.metadata.name == m.metadata.name));
+    mcs.extend(generated);
+}
+
 /// Each pool's `97-` and `98-` kubelet configs, from the manifests' `nodes.config.openshift.io`
 /// and `FeatureGate` named `cluster` (and the release `ClusterVersion/version` names), as the
 /// cluster's controller writes them. A refused input stops the bootstrap, naming it.
@@ -178,10 +174,17 @@ fn kubelet_defaults(
         objs.iter().find(|o| o.meta().name.as_deref() == Some(name))
     }
     let node = named(&inputs.node_configs, CLUSTER_CONFIG_NAME);
-    let cv = named(&inputs.cluster_versions, CLUSTER_VERSION_NAME);
-    let gates = named(&inputs.feature_gates, CLUSTER_CONFIG_NAME)
-        .map(|fg| nodeconfig::gates(fg, nodeconfig::desired_version(cv)))
-        .transpose()?;
+    let settings = nodeconfig::Settings {
+        node: node.map(|n| &n.spec),
+        feature_gate: named(&inputs.feature_gates, CLUSTER_CONFIG_NAME),
+        cluster_version: named(&inputs.cluster_versions, CLUSTER_VERSION_NAME),
+    };
+    // The FeatureGate's refusals name it already.
+    let gates =
+        nodeconfig::judge(settings, &inputs.mcs).map_err(|r| match r.is_feature_gate() {
+            true => anyhow::anyhow!("{}", r.error()),
+            false => anyhow::anyhow!("nodes.config.openshift.io cluster: {}", r.error()),
+        })?;
     let cluster_inputs = nodeconfig::Inputs {
         node: node.map(|n| &n.spec),
         gates: gates.as_ref(),
@@ -392,6 +395,13 @@ mod tests {
         assert_eq!(
             err,
             "FeatureGate cluster: status.featureGates lists 2 releases, and no ClusterVersion version names the one to use"
+        );
+        inputs.feature_gates.clear();
+        inputs.node_configs[0].spec.cgroup_mode = "v1".into();
+        let err = format!("{:#}", kubelet_defaults(&pools, &inputs, "v").unwrap_err());
+        assert_eq!(
+            err,
+            "nodes.config.openshift.io cluster: unknown cgroup mode found v1, failed to update the machine config resource"
         );
     }
 }
