@@ -30,9 +30,13 @@ use serde_json::{Value, json};
 
 use crate::{Error, IGNITION_VERSION, ROLE_LABEL};
 
-/// The roles with templates. Upstream also has `arbiter` (generated only for the
-/// `HighlyAvailableArbiter` topology); custom pools select `worker`'s configs by label.
-pub const ROLES: [&str; 2] = ["master", "worker"];
+/// The roles with templates. `arbiter` (the third control plane node of a two-node cluster) is
+/// generated only for its topology ([`roles`]); custom pools select `worker`'s configs by label.
+pub const ROLES: [&str; 3] = ["arbiter", "master", "worker"];
+
+/// The role of an arbiter node, and the control plane topology that has one.
+pub const ARBITER_ROLE: &str = "arbiter";
+pub const ARBITER_TOPOLOGY: &str = "HighlyAvailableArbiter";
 
 /// The longest value of one templated input, in bytes. A pull spec or a proxy URL is far
 /// shorter; `noProxy` lists are the longest real values, at a few hundred bytes.
@@ -75,8 +79,8 @@ enum Kind {
 }
 
 struct Template {
-    /// `None`: every role.
-    role: Option<&'static str>,
+    /// Empty: every role.
+    roles: &'static [&'static str],
     mc: Mc,
     kind: Kind,
     /// The path under `templates/`, for error messages.
@@ -85,9 +89,9 @@ struct Template {
 }
 
 macro_rules! t {
-    ($role:expr, $mc:expr, $kind:expr, $src:literal) => {
+    ($roles:expr, $mc:expr, $kind:expr, $src:literal) => {
         Template {
-            role: $role,
+            roles: $roles,
             mc: $mc,
             kind: $kind,
             source: $src,
@@ -103,132 +107,166 @@ pub const PULL_SECRET_FILE: &str = "/var/lib/kubelet/config.json";
 const CRIO_SERVICE: &str = "crio.service";
 const DEFAULT_ENV_DROPIN: &str = "10-mco-default-env.conf";
 
+const EVERY_ROLE: &[&str] = &[];
+/// An arbiter's base and kubelet config are the master's, as upstream's are; only its kubelet
+/// unit differs (its label and taint).
+const CONTROL_PLANE: &[&str] = &["master", ARBITER_ROLE];
+
 const TEMPLATES: &[Template] = &[
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::File("/etc/sysctl.d/inotify.conf"),
         "common/_base/files/sysctl-inotify.conf"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::File("/etc/sysctl.d/vm-max-map.conf"),
         "common/_base/files/sysctl-vm-max-map.conf"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::File("/etc/containers/storage.conf"),
         "common/_base/files/container-storage.conf"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::SecretFile(PULL_SECRET_FILE),
         "common/_base/files/pull-secret.json"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::File("/etc/mco/proxy.env"),
         "common/_base/files/mco-proxy.env"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::File("/etc/systemd/system/kubelet.service.d/20-logging.conf"),
         "common/_base/files/kubelet-log-level.conf"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::UnitContents("kubelet-dependencies.target"),
         "common/_base/units/kubelet-dependencies.target"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::Dropin(CRIO_SERVICE, "05-mco-ordering.conf"),
         "common/_base/units/crio-ordering.conf"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::Dropin(CRIO_SERVICE, DEFAULT_ENV_DROPIN),
         "common/_base/units/default-env.conf"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::Base,
         Kind::Dropin(KUBELET_SERVICE, DEFAULT_ENV_DROPIN),
         "common/_base/units/default-env.conf"
     ),
     t!(
-        Some("master"),
+        CONTROL_PLANE,
         Mc::Base,
         Kind::File("/etc/systemd/system.conf.d/kubelet-cgroups.conf"),
         "master/00-master/_base/files/kubelet-cgroups.conf"
     ),
     t!(
-        Some("master"),
+        CONTROL_PLANE,
         Mc::Base,
         Kind::File("/etc/node-sizing-enabled.env"),
         "master/00-master/_base/files/node-sizing-enabled.env"
     ),
     t!(
-        Some("worker"),
+        &["worker"],
         Mc::Base,
         Kind::File("/etc/systemd/system.conf.d/kubelet-cgroups.conf"),
         "worker/00-worker/_base/files/kubelet-cgroups.conf"
     ),
     t!(
-        Some("master"),
+        CONTROL_PLANE,
         Mc::Kubelet,
         Kind::File(crate::kubelet::KUBELET_CONF),
         "master/01-master-kubelet/_base/files/kubelet.conf"
     ),
     t!(
-        Some("master"),
+        &["master"],
         Mc::Kubelet,
         Kind::Unit(KUBELET_SERVICE),
         "master/01-master-kubelet/_base/units/kubelet.service"
     ),
     t!(
-        Some("worker"),
+        &[ARBITER_ROLE],
+        Mc::Kubelet,
+        Kind::Unit(KUBELET_SERVICE),
+        "arbiter/01-arbiter-kubelet/_base/units/kubelet.service"
+    ),
+    t!(
+        &["worker"],
         Mc::Kubelet,
         Kind::File(crate::kubelet::KUBELET_CONF),
         "worker/01-worker-kubelet/_base/files/kubelet.conf"
     ),
     t!(
-        Some("worker"),
+        &["worker"],
         Mc::Kubelet,
         Kind::Unit(KUBELET_SERVICE),
         "worker/01-worker-kubelet/_base/units/kubelet.service"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::ContainerRuntime,
         Kind::File("/etc/crio/crio.conf.d/00-default"),
         "common/01-container-runtime/_base/files/crio.conf"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::ContainerRuntime,
         Kind::File(crate::registries::REGISTRIES_CONF),
         "common/01-container-runtime/_base/files/registries.conf"
     ),
     t!(
-        None,
+        EVERY_ROLE,
         Mc::ContainerRuntime,
         Kind::File(crate::registries::POLICY_JSON),
         "common/01-container-runtime/_base/files/policy.json"
     ),
 ];
 
-/// Every name the template controller writes, for every role.
-pub fn names() -> Vec<String> {
-    let mut out: Vec<String> = ROLES
+/// The roles generated for a ControllerConfig: `master` and `worker`, and `arbiter` when
+/// `spec.infra.status.controlPlaneTopology` is `HighlyAvailableArbiter`, as upstream's.
+pub fn roles(spec: &ControllerConfigSpec) -> Vec<&'static str> {
+    let topology = spec
+        .other
+        .get("infra")
+        .and_then(|i| i.pointer("/status/controlPlaneTopology"))
+        .and_then(Value::as_str);
+    ROLES
+        .into_iter()
+        .filter(|r| *r != ARBITER_ROLE || topology == Some(ARBITER_TOPOLOGY))
+        .collect()
+}
+
+/// Every name the template controller writes for a ControllerConfig, sorted.
+pub fn names(spec: &ControllerConfigSpec) -> Vec<String> {
+    names_of(&roles(spec))
+}
+
+/// Every name the template controller may write, for any topology, sorted.
+pub fn all_names() -> Vec<String> {
+    names_of(&ROLES)
+}
+
+fn names_of(roles: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = roles
         .iter()
         .flat_map(|r| [Mc::Base, Mc::Kubelet, Mc::ContainerRuntime].map(|m| m.name(r)))
         .collect();
@@ -558,7 +596,7 @@ pub fn owner_reference(cc: &ControllerConfig) -> OwnerReference {
     }
 }
 
-/// The three MachineConfigs of every role in [`ROLES`], sorted by name, for `cc`: each with
+/// The three MachineConfigs of every role of `cc` ([`roles`]), sorted by name: each with
 /// the role label, `generated-by-controller-version: controller_version` and an owner
 /// reference to `cc`. A bad input refuses the whole set, naming its field.
 pub fn generate(
@@ -569,7 +607,7 @@ pub fn generate(
     let vars = inputs(&cc.spec, cluster)?.vars();
     let owner = owner_reference(cc);
     let mut out = Vec::new();
-    for role in ROLES {
+    for role in roles(&cc.spec) {
         for mc in [Mc::Base, Mc::Kubelet, Mc::ContainerRuntime] {
             let mut files: BTreeMap<&str, Value> = BTreeMap::new();
             // unit name → (enabled, contents, drop-ins by name)
@@ -577,7 +615,7 @@ pub fn generate(
             let mut units: BTreeMap<&str, Unit> = BTreeMap::new();
             for t in TEMPLATES
                 .iter()
-                .filter(|t| t.mc == mc && t.role.is_none_or(|r| r == role))
+                .filter(|t| t.mc == mc && (t.roles.is_empty() || t.roles.contains(&role)))
             {
                 let text = render(t.text, &vars)
                     .map_err(|e| Error::Base(format!("template {}: {e}", t.source)))?;
@@ -785,7 +823,7 @@ mod tests {
                 "01-worker-kubelet",
             ]
         );
-        assert_eq!(names, super::names());
+        assert_eq!(names, super::names(&full().spec));
         for mc in &mcs {
             let name = mc.metadata.name.as_deref().unwrap();
             assert!(is_template_name(name));
@@ -812,6 +850,84 @@ mod tests {
             assert_eq!(mc.spec.os_image_url, "");
         }
         assert!(!is_template_name("00-infra") && !is_template_name("99-worker-ssh"));
+    }
+
+    /// `full()` with a control plane topology.
+    fn with_topology(topology: &str) -> ControllerConfig {
+        let mut cc = full();
+        cc.spec.other["infra"]["status"]["controlPlaneTopology"] = json!(topology);
+        cc
+    }
+
+    #[test]
+    fn an_arbiter_cluster_gets_the_arbiter_role_with_the_masters_configs_and_its_own_label() {
+        for other in [
+            "HighlyAvailable",
+            "SingleReplica",
+            "DualReplica",
+            "External",
+        ] {
+            let mcs = generate(&with_topology(other), &full_cluster(), "v").unwrap();
+            assert_eq!(mcs.len(), 6, "{other}");
+        }
+        let cc = with_topology(ARBITER_TOPOLOGY);
+        assert_eq!(roles(&cc.spec), ["arbiter", "master", "worker"]);
+        let mcs = generate(&cc, &full_cluster(), "v").unwrap();
+        let names: Vec<&str> = mcs
+            .iter()
+            .filter_map(|m| m.metadata.name.as_deref())
+            .collect();
+        assert_eq!(names.len(), 9);
+        assert_eq!(names, super::names(&cc.spec));
+        assert_eq!(super::names(&cc.spec), all_names());
+        for name in [
+            "00-arbiter",
+            "01-arbiter-kubelet",
+            "01-arbiter-container-runtime",
+        ] {
+            let mc = by_name(&mcs, name);
+            assert!(is_template_name(name));
+            assert_eq!(mc.metadata.labels.as_ref().unwrap()[ROLE_LABEL], "arbiter");
+            // The same contents as the master's, but for the kubelet unit.
+            let master = by_name(&mcs, &name.replace("arbiter", "master"));
+            if name != "01-arbiter-kubelet" {
+                assert_eq!(mc.spec, master.spec, "{name}");
+            }
+        }
+        let (arbiter, master) = (
+            by_name(&mcs, "01-arbiter-kubelet"),
+            by_name(&mcs, "01-master-kubelet"),
+        );
+        let kubelet_conf = crate::kubelet::KUBELET_CONF;
+        assert_eq!(
+            file_text(arbiter, kubelet_conf),
+            file_text(master, kubelet_conf)
+        );
+        let unit = |mc: &MachineConfig| {
+            mc.spec.config.as_ref().unwrap()["systemd"]["units"][0]["contents"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let text = unit(arbiter);
+        assert!(
+            text.contains(
+                "--node-labels=node-role.kubernetes.io/arbiter,node.openshift.io/os_id=${ID} \\"
+            ) && text
+                .contains("--register-with-taints=node-role.kubernetes.io/arbiter=:NoSchedule \\"),
+            "{text}"
+        );
+        // Nothing else differs from the master's unit.
+        let master_text = unit(master)
+            .replace(
+                "node-role.kubernetes.io/control-plane,node-role.kubernetes.io/master",
+                "node-role.kubernetes.io/arbiter",
+            )
+            .replace(
+                "node-role.kubernetes.io/master=",
+                "node-role.kubernetes.io/arbiter=",
+            );
+        assert_eq!(text, master_text);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The template controller against the embedded API server: each role's three configs with the
 //! annotation and the owner reference, the pool's first render already built on them, a hand
 //! edit and a deletion undone, a refused ControllerConfig reported with the configs kept, and
-//! the configs another controller generated (upstream's, taken over) left as they are.
+//! the configs another controller generated (upstream's, taken over) left as they are, and an
+//! arbiter cluster's third role.
 
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -643,5 +644,65 @@ async fn the_pull_secret_and_the_tls_profile_reach_the_templates_at_once() {
             .await
             .unwrap()
             .contains("dHdvOnR3bw==")
+    );
+}
+
+/// A two-node cluster with an arbiter: the arbiter's three configs appear when the
+/// ControllerConfig names the topology, its pool renders on them, and its kubelet registers with
+/// its own role and taint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arbiter_topology_gets_the_arbiter_configs_and_its_pool_renders_on_them() {
+    let env = env().await;
+    let c = &env.client;
+    let ccs: Api<ControllerConfig> = Api::all(c.clone());
+    let mcs: Api<MachineConfig> = Api::all(c.clone());
+    create_pool(c, "arbiter", "arbiter", None).await;
+    let _controller = start_controller(
+        c,
+        mco_controller::Config {
+            templates: true,
+            ..fast_config("templates-arbiter")
+        },
+    );
+    target_other_than(c, "worker", None).await;
+    assert!(mcs.get_opt("00-arbiter").await.unwrap().is_none());
+
+    ccs.patch(
+        names::CONTROLLER_CONFIG,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"infra": {"status": {
+            "platformStatus": {"type": "None"},
+            "controlPlaneTopology": "HighlyAvailableArbiter",
+        }}}})),
+    )
+    .await
+    .unwrap();
+    let pools: Api<MachineConfigPool> = Api::all(c.clone());
+    eventually("the arbiter pool rendered on its three configs", 30, || {
+        let pools = pools.clone();
+        async move {
+            let pool = pools.get("arbiter").await.ok()?;
+            let sources: Vec<String> = pool
+                .spec
+                .configuration?
+                .source
+                .into_iter()
+                .filter_map(|s| s.name)
+                .collect();
+            (sources
+                == [
+                    "00-arbiter",
+                    "01-arbiter-container-runtime",
+                    "01-arbiter-kubelet",
+                ])
+            .then_some(())
+        }
+    })
+    .await;
+    let kubelet = mcs.get("01-arbiter-kubelet").await.unwrap();
+    let unit = serde_json::to_string(&kubelet.spec.config).unwrap();
+    assert!(
+        unit.contains("--register-with-taints=node-role.kubernetes.io/arbiter=:NoSchedule"),
+        "{unit}"
     );
 }

@@ -186,7 +186,7 @@ fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
 
     // The base configs as upstream's template controller leaves them: its stamp, and the pull
     // secret in `00-<role>`. mco keeps them and rolls the pull secret out (rebootless).
-    for name in mco_generate::template::names() {
+    for name in mco_generate::template::names(&Default::default()) {
         c.kubectl(&[
             "annotate",
             "mc",
@@ -398,7 +398,7 @@ fn an_upstream_run_cluster_is_adopted_without_touching_a_node() {
     }
 
     // Upstream's base configs are as they were.
-    for name in mco_generate::template::names() {
+    for name in mco_generate::template::names(&Default::default()) {
         let mc = c.get_json(&["mc", &name]);
         assert_eq!(annotation(&mc, VERSION_ANN), UPSTREAM_VERSION, "{name}");
     }
