@@ -29,6 +29,11 @@ pub mod annotations {
         "machineconfiguration.openshift.io/os-image-url-overridden";
     /// Legacy: set when an SSH login was detected on the node.
     pub const SSH: &str = "machineconfiguration.openshift.io/ssh";
+    /// The image upstream's on-cluster image mode (a MachineOSConfig) built for the node and
+    /// moves it to. mco builds no such images and never applies one.
+    pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
+    /// The image of upstream's on-cluster image mode the node runs.
+    pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
 }
 
 /// Values of the [`annotations::STATE`] annotation.

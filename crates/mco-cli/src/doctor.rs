@@ -96,6 +96,11 @@ pub enum Cause {
     Unreconcilable {
         detail: String,
     },
+    /// `node ... is in on-cluster image mode (...desiredImage=<image>)`: upstream's image mode,
+    /// which mco does not apply.
+    ImageMode {
+        image: String,
+    },
     /// `failed to drain node ...`.
     DrainFailed,
     Other,
@@ -111,6 +116,17 @@ fn quoted_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
 
 /// Reads a Degraded/Unreconcilable reason.
 pub fn classify(reason: &str, unreconcilable: bool) -> Cause {
+    const IMAGE_MODE: &str = "is in on-cluster image mode (";
+    if let Some(i) = reason.find(IMAGE_MODE) {
+        let tail = &reason[i + IMAGE_MODE.len()..];
+        let image = tail
+            .split_once('=')
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .map_or("", |(image, _)| image);
+        return Cause::ImageMode {
+            image: image.to_string(),
+        };
+    }
     const OS: &str = "expected target osImageURL ";
     if let Some(i) = reason.find(OS) {
         let tail = &reason[i + OS.len()..];
@@ -1036,6 +1052,37 @@ fn degraded_finding(
                 fixes,
             )
         }
+        Cause::ImageMode { image } => Finding::new(
+            &subject,
+            "on-cluster image mode",
+            format!(
+                "The node runs or moves to {image:?}, an image upstream's on-cluster image mode built \
+                 from a MachineOSConfig. mco builds no such images and does not apply them, so it leaves \
+                 the node as it is: no update reaches it while its \
+                 machineconfiguration.openshift.io/desiredImage is set."
+            ),
+            vec![
+                Fix::new(
+                    "keep the image's content: with upstream's operator still in charge, delete the \
+                     pool's MachineOSConfig and wait until its nodes are back on the pool's OS image, \
+                     then hand the cluster to mco",
+                    "kubectl get machineosconfigs",
+                ),
+                Fix::new(
+                    format!(
+                        "give the node to mco as it is (the layered content is lost): remove the \
+                         annotations; a node still booted on the layered image is then reported with \
+                         the OS mismatch, and a forced re-apply ({where_}) rebases it to the pool's OS \
+                         image"
+                    ),
+                    format!(
+                        "kubectl annotate node {node} {}- {}-",
+                        annotations::DESIRED_IMAGE,
+                        annotations::CURRENT_IMAGE
+                    ),
+                ),
+            ],
+        ),
         Cause::DrainFailed => Finding::new(
             &subject,
             "drain failing",

@@ -96,6 +96,34 @@ fn seed000_never_adopted_os() {
     );
 }
 
+#[test]
+fn a_node_in_image_mode_names_both_ways_out() {
+    let reason = "node w1 is in on-cluster image mode (machineconfiguration.openshift.io/desiredImage=registry.example/os@sha256:1): mco does not apply images a MachineOSConfig builds, and leaves the node as it is";
+    assert_eq!(
+        classify(reason, false),
+        Cause::ImageMode {
+            image: "registry.example/os@sha256:1".into()
+        }
+    );
+    let mut s = cluster();
+    s.nodes[0] = node("w1", "worker", OLD, NEW, "Degraded", reason).into();
+    let findings = diagnose(&s, &no_roots(), Some("w1"));
+    let f = one(&findings);
+    assert_eq!(f.title, "on-cluster image mode");
+    assert!(
+        f.cause.contains("\"registry.example/os@sha256:1\""),
+        "{}",
+        f.cause
+    );
+    assert_eq!(
+        commands(f),
+        vec![
+            "kubectl get machineosconfigs",
+            "kubectl annotate node w1 machineconfiguration.openshift.io/desiredImage- machineconfiguration.openshift.io/currentImage-",
+        ]
+    );
+}
+
 /// A simulated node of `mco up` whose root is at `<data-dir>/nodes/<n>`.
 fn sim_root(data_dir: &std::path::Path, node: &str, file: &[u8]) -> LocalFacts {
     let root = data_dir.join("nodes").join(node);

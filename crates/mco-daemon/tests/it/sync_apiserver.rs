@@ -1025,3 +1025,58 @@ async fn a_bootstrapping_node_takes_the_clusters_config_as_current() {
     assert_eq!(annotation(&n, ann::STATE), "Done");
     task.abort();
 }
+
+async fn wait_degraded_for_image_mode(nodes: &Api<Node>) {
+    eventually("Degraded for on-cluster image mode", 30, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        (annotation(&n, ann::STATE) == "Degraded"
+            && annotation(&n, ann::REASON).contains("is in on-cluster image mode"))
+        .then_some(())
+    })
+    .await
+}
+
+async fn remove_annotation(nodes: &Api<Node>, k: &str) {
+    let patch = json!({"metadata": {"annotations": {k: null}}});
+    nodes
+        .patch(NODE, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// A node in upstream's on-cluster image mode (its `desiredImage` set) runs an image mco did not
+/// build: the daemon neither validates it against the rendered OS image nor updates it, at
+/// start-up or on a new config, and says why. Once the annotation is gone it goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_in_image_mode_is_left_as_it_is_until_it_leaves_it() {
+    let (server, admin, mcs) = serve_with_crds().await;
+    create_empty_and_file_configs(&mcs).await;
+    let (nodes, _mcns) = settled_node(&admin).await;
+    drain_controller(nodes.clone());
+    const IMAGE: &str = "registry.example/layered@sha256:0123";
+    set_annotation(&nodes, ann::DESIRED_IMAGE, IMAGE).await;
+    let sim = SimNode::new(true);
+    let client = node_client(&server).await;
+    let task = start_daemon(client.clone(), &sim);
+    // At start-up: no first-boot step, no validation.
+    wait_degraded_for_image_mode(&nodes).await;
+    remove_annotation(&nodes, ann::DESIRED_IMAGE).await;
+    wait_done(&nodes, "rendered-worker-0").await;
+
+    // On a new config: nothing is written to the disk.
+    set_annotation(&nodes, ann::DESIRED_IMAGE, IMAGE).await;
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
+    wait_degraded_for_image_mode(&nodes).await;
+    assert!(!sim.fs.exists("/etc/mco-test-file").unwrap());
+    assert!(
+        !task.is_finished(),
+        "the daemon neither rebooted nor stopped"
+    );
+    remove_annotation(&nodes, ann::DESIRED_IMAGE).await;
+    let exit = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting);
+    assert_eq!(sim.read("/etc/mco-test-file").as_deref(), Some("hello"));
+}

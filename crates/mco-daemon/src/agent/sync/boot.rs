@@ -18,6 +18,11 @@ impl Daemon {
     pub(super) async fn boot(&mut self) -> Result<Option<Exit>, SyncError> {
         let inner = Arc::clone(&self.inner);
         let node = inner.first_node().await?;
+        // Before anything reads or writes the host: first boot's OS step and the start-up
+        // validation would both take the layered image for a wrong one.
+        if let Some(why) = super::decide::image_mode(&node) {
+            return Err(SyncError::ImageMode(why));
+        }
         // A reboot still owed (requested in this very boot) has not happened: the start-up
         // check below requests it again, and only the next boot may say "rebooted".
         let rebooting = annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING;

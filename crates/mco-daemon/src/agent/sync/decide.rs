@@ -87,6 +87,21 @@ pub fn decide(node: &Node, on_disk: Option<&str>, force: bool) -> Step {
     Step::InSync
 }
 
+/// The refusal of a node in upstream's on-cluster image mode (its `desiredImage` is set): its OS
+/// is an image a MachineOSConfig built, which mco neither builds nor applies. Rebasing it to
+/// the rendered config's OS image would drop the layered content, and validating it against
+/// that image would report a mismatch that is not one; the daemon leaves the node as it is.
+pub fn image_mode(node: &Node) -> Option<String> {
+    let image = annotation(node, ann::DESIRED_IMAGE);
+    (!image.is_empty()).then(|| {
+        format!(
+            "node {} is in on-cluster image mode ({}={image}): mco does not apply images a MachineOSConfig builds, and leaves the node as it is",
+            node.metadata.name.as_deref().unwrap_or_default(),
+            ann::DESIRED_IMAGE
+        )
+    })
+}
+
 /// Whether a [`Step::Change`] from `old` to `new` is an adoption or an update.
 pub fn change(old: &MachineConfig, new: &MachineConfig, force: bool) -> Change {
     if !force && semantically_equal(old, new) {
@@ -165,6 +180,31 @@ mod tests {
             config: config.into(),
             degraded,
         }
+    }
+
+    #[test]
+    fn a_node_in_image_mode_is_refused_and_others_are_not() {
+        let mut n = node("rendered-a", "rendered-a", "Done");
+        assert_eq!(image_mode(&n), None);
+        let a = n.metadata.annotations.get_or_insert_default();
+        a.insert(
+            ann::CURRENT_IMAGE.into(),
+            "registry.example/os@sha256:1".into(),
+        );
+        assert_eq!(
+            image_mode(&n),
+            None,
+            "running a layered image alone: leaving image mode"
+        );
+        let a = n.metadata.annotations.get_or_insert_default();
+        a.insert(
+            ann::DESIRED_IMAGE.into(),
+            "registry.example/os@sha256:2".into(),
+        );
+        assert_eq!(
+            image_mode(&n).unwrap(),
+            "node w is in on-cluster image mode (machineconfiguration.openshift.io/desiredImage=registry.example/os@sha256:2): mco does not apply images a MachineOSConfig builds, and leaves the node as it is"
+        );
     }
 
     #[test]

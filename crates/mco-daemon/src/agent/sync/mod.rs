@@ -113,6 +113,9 @@ pub enum SyncError {
     /// Shutdown was asked for while waiting on the cluster; not the node's fault.
     #[error("shutting down")]
     Shutdown,
+    /// The node is in upstream's on-cluster image mode ([`decide::image_mode`]).
+    #[error("{0}")]
+    ImageMode(String),
 }
 
 impl From<HostError> for SyncError {
@@ -377,6 +380,9 @@ impl Daemon {
             Some(n) => n,
             None => Arc::new(inner.node().await?),
         };
+        if let Some(why) = decide::image_mode(&node) {
+            return Err(SyncError::ImageMode(why));
+        }
         if annotation(&node, ann::DESIRED_CONFIG).is_empty() {
             return Ok(None);
         }
@@ -533,8 +539,17 @@ impl Daemon {
                 }
                 changed = node_changes.changed() => match changed {
                     Ok(()) => {
-                        if retry_at.is_none() {
-                            retry_at = Some(tokio::time::Instant::now());
+                        // A failed sync waits out its backoff, but a change of the Node (a new
+                        // target, an annotation removed by hand) is tried again within a second:
+                        // at most once a second, since the daemon's own identical writes bring
+                        // no change.
+                        let soon = tokio::time::Instant::now()
+                            + match retry_at {
+                                None => Duration::ZERO,
+                                Some(_) => Duration::from_secs(1),
+                            };
+                        if retry_at.is_none_or(|t| t > soon) {
+                            retry_at = Some(soon);
                         }
                     }
                     // The watch ended.
