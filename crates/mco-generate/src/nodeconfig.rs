@@ -2,7 +2,7 @@
 //! kubelet config controller generates them:
 //! - `97-<pool>-generated-kubelet` from `nodes.config.openshift.io/cluster`: the pool's kubelet
 //!   config with the feature gates and, for the `worker` pool, the worker latency profile's
-//!   `nodeStatusUpdateFrequency`; the cgroup v2 kernel arguments for `master`, `worker` and
+//!   `nodeStatusUpdateFrequency`; the cgroup mode's kernel arguments for `master`, `worker` and
 //!   `arbiter`;
 //! - `98-<pool>-generated-kubelet` from `FeatureGate/cluster`: the same kubelet config.
 //!
@@ -30,6 +30,10 @@ pub const FEATURES_PREFIX: &str = "98";
 pub const MAX_GATES: usize = 2000;
 
 const CGROUP_V2_ARGS: [&str; 2] = ["systemd.unified_cgroup_hierarchy=1", "cgroup_no_v1=\"all\""];
+const CGROUP_V1_ARGS: [&str; 2] = [
+    "systemd.unified_cgroup_hierarchy=0",
+    "systemd.legacy_systemd_cgroup_controller=1",
+];
 
 /// `<prefix>-<pool>-generated-kubelet`, as upstream names them.
 pub fn name(prefix: &str, pool: &str) -> String {
@@ -144,14 +148,20 @@ pub fn stored_frequency(mc: &MachineConfig) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The kernel arguments of a cgroup mode: v2's, for `v2` and for an unset mode, as upstream's.
+/// The kernel arguments of a cgroup mode: v2's, for `v2` and for an unset mode, as upstream's;
+/// v1's for `v1`, which OpenShift 4.14 to 4.18 still accept and their controller wrote so (from
+/// 4.19 the API refuses `v1`).
 pub fn cgroup_kernel_args(mode: &str) -> Result<Vec<String>, Error> {
-    match mode {
-        "" | "v2" => Ok(CGROUP_V2_ARGS.iter().map(|s| (*s).to_owned()).collect()),
-        other => Err(Error::Refused(format!(
-            "unknown cgroup mode found {other}, failed to update the machine config resource"
-        ))),
-    }
+    let args: &[&str] = match mode {
+        "" | "v2" => &CGROUP_V2_ARGS,
+        "v1" => &CGROUP_V1_ARGS,
+        other => {
+            return Err(Error::Refused(format!(
+                "unknown cgroup mode found {other}, failed to update the machine config resource"
+            )));
+        }
+    };
+    Ok(args.iter().map(|s| (*s).to_owned()).collect())
 }
 
 /// `base` with the gates merged over its own and the status update frequency, when given.
@@ -477,7 +487,7 @@ mod tests {
         assert_eq!(r.reason(), "InvalidFeatureGates");
         assert!(r.is_feature_gate());
         // An unknown profile or cgroup mode refuses every pool, not only those it reaches.
-        for bad in [node("v1", ""), node("", "Fast")] {
+        for bad in [node("v3", ""), node("", "Fast")] {
             let s = Settings {
                 node: Some(&bad),
                 feature_gate: Some(&one),
@@ -500,8 +510,15 @@ mod tests {
             cgroup_kernel_args("").unwrap()
         );
         assert_eq!(
-            cgroup_kernel_args("v1").unwrap_err().to_string(),
-            "unknown cgroup mode found v1, failed to update the machine config resource"
+            cgroup_kernel_args("v1").unwrap(),
+            [
+                "systemd.unified_cgroup_hierarchy=0",
+                "systemd.legacy_systemd_cgroup_controller=1"
+            ]
+        );
+        assert_eq!(
+            cgroup_kernel_args("v3").unwrap_err().to_string(),
+            "unknown cgroup mode found v3, failed to update the machine config resource"
         );
     }
 
@@ -619,7 +636,7 @@ mod tests {
                 .to_string(),
             "could not find Kubelet Config"
         );
-        let bad = node("v1", "");
+        let bad = node("v3", "");
         let template = base_mc("01-worker-kubelet", BASE);
         let inputs = Inputs {
             node: Some(&bad),

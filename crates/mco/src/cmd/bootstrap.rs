@@ -397,11 +397,11 @@ mod tests {
             "FeatureGate cluster: status.featureGates lists 2 releases, and no ClusterVersion version names the one to use"
         );
         inputs.feature_gates.clear();
-        inputs.node_configs[0].spec.cgroup_mode = "v1".into();
+        inputs.node_configs[0].spec.cgroup_mode = "v3".into();
         let err = format!("{:#}", kubelet_defaults(&pools, &inputs, "v").unwrap_err());
         assert_eq!(
             err,
-            "nodes.config.openshift.io cluster: unknown cgroup mode found v1, failed to update the machine config resource"
+            "nodes.config.openshift.io cluster: unknown cgroup mode found v3, failed to update the machine config resource"
         );
     }
 }
