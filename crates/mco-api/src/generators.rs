@@ -239,7 +239,7 @@ pub const API_SERVER_CONFIG_NAME: &str = "cluster";
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct NodeConfigSpec {
-    /// `v2`, or empty for the system's own.
+    /// `v2`, `v1` (OpenShift 4.14 to 4.18), or empty for the default, v2.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cgroup_mode: String,
     /// `Default`, `MediumUpdateAverageReaction` or `LowUpdateSlowReaction`; empty leaves the

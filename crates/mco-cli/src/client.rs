@@ -239,6 +239,32 @@ pub async fn fetch_cluster_settings(client: &Client) -> Result<ClusterSettings, 
     })
 }
 
+/// Upstream's MachineOSConfigs (on-cluster image mode) as (name, pool): `v1` (OpenShift 4.19 and
+/// newer), else the Technology Preview's `v1alpha1`; none where neither is served or the caller
+/// may not list them.
+pub async fn fetch_machine_os_configs(client: &Client) -> Result<Vec<(String, String)>, Error> {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    for version in ["v1", "v1alpha1"] {
+        let gvk = GroupVersionKind::gvk(mco_api::constants::PREFIX, version, "MachineOSConfig");
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+        let items = list_if_readable(api, "machineosconfigs").await?;
+        if items.is_empty() {
+            continue;
+        }
+        return Ok(items
+            .into_iter()
+            .map(|o| {
+                let pool = o.data["spec"]["machineConfigPool"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                (o.metadata.name.unwrap_or_default(), pool)
+            })
+            .collect());
+    }
+    Ok(Vec::new())
+}
+
 /// Reads everything the views need.
 pub async fn fetch(client: &Client) -> Result<Snapshot, Error> {
     let c = client.clone();

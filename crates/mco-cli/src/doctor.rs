@@ -575,6 +575,35 @@ fn settings_finding(refusal: mco_generate::nodeconfig::Refusal) -> Finding {
     }
 }
 
+/// Each MachineOSConfig (name, pool): its pool's nodes run, or will run, an image upstream's
+/// on-cluster image mode builds, which mco neither builds nor applies. Said before a takeover
+/// as well as after it, when only the nodes' refusals would show it.
+pub fn image_mode_configs(configs: &[(String, String)]) -> Vec<Finding> {
+    configs
+        .iter()
+        .map(|(name, pool)| {
+            let pool = if pool.is_empty() { "<none>" } else { pool };
+            Finding::new(
+                &format!("machineosconfig {name}"),
+                "on-cluster image mode",
+                format!(
+                    "Pool {pool} builds its OS image from MachineOSConfig {name}. mco builds no such \
+                     images and does not apply them: a node whose \
+                     machineconfiguration.openshift.io/desiredImage is set is left as it is, \
+                     reported Degraded, and holds its pool's rollouts."
+                ),
+                vec![Fix::new(
+                    format!(
+                        "while upstream's operator is in charge, delete it and wait until pool {pool} \
+                         is back on the release's OS image"
+                    ),
+                    format!("kubectl delete machineosconfig {name}; kubectl get mcp {pool} -w"),
+                )],
+            )
+        })
+        .collect()
+}
+
 /// A KubeletConfig's or ContainerRuntimeConfig's refusal: its status for its current spec is
 /// `Failure`.
 fn generator_refused(

@@ -124,6 +124,25 @@ fn a_node_in_image_mode_names_both_ways_out() {
     );
 }
 
+#[test]
+fn a_machine_os_config_is_named_with_its_pool() {
+    assert!(doctor::image_mode_configs(&[]).is_empty());
+    let found = doctor::image_mode_configs(&[("layered".into(), "infra".into())]);
+    let f = one(&found);
+    assert_eq!(f.subject, "machineosconfig layered");
+    assert_eq!(f.title, "on-cluster image mode");
+    assert!(
+        f.cause
+            .starts_with("Pool infra builds its OS image from MachineOSConfig layered."),
+        "{}",
+        f.cause
+    );
+    assert_eq!(
+        commands(f),
+        vec!["kubectl delete machineosconfig layered; kubectl get mcp infra -w"]
+    );
+}
+
 /// A simulated node of `mco up` whose root is at `<data-dir>/nodes/<n>`.
 fn sim_root(data_dir: &std::path::Path, node: &str, file: &[u8]) -> LocalFacts {
     let root = data_dir.join("nodes").join(node);

@@ -43,12 +43,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let inputs = async {
             match &args.node {
                 None => {
-                    let (generators, registries, settings) = tokio::try_join!(
+                    let (generators, registries, settings, image_mode) = tokio::try_join!(
                         mco_cli::client::fetch_inputs(&client),
                         mco_cli::client::fetch_registry_inputs(&client),
                         mco_cli::client::fetch_cluster_settings(&client),
+                        mco_cli::client::fetch_machine_os_configs(&client),
                     )?;
-                    Ok(Some((generators, registries, settings)))
+                    Ok(Some((generators, registries, settings, image_mode)))
                 }
                 Some(_) => Ok(None),
             }
@@ -67,7 +68,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         roots.insert(node.clone(), facts.clone());
     }
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
-    if let Some(((cc, kcs, crcs), registries, settings)) = &inputs {
+    if let Some(((cc, kcs, crcs), registries, settings, image_mode)) = &inputs {
+        findings.extend(mco_cli::doctor::image_mode_configs(image_mode));
         findings.extend(mco_cli::doctor::refused_inputs(cc.as_ref(), kcs, crcs));
         findings.extend(mco_cli::doctor::refused_registries(&registries.as_inputs()));
         findings.extend(mco_cli::doctor::refused_cluster_settings(

@@ -207,6 +207,20 @@ fn restart_mid_rollout(end: fn(&mut Cluster)) {
 
 const DESIRED_IMAGE_ANN: &str = "machineconfiguration.openshift.io/desiredImage";
 
+/// A stand-in for upstream's MachineOSConfig CRD: its group, kind and names, any content.
+const MACHINE_OS_CONFIG_CRD: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "machineosconfigs.machineconfiguration.openshift.io"},
+  "spec": {
+    "group": "machineconfiguration.openshift.io", "scope": "Cluster",
+    "names": {"plural": "machineosconfigs", "singular": "machineosconfig",
+              "kind": "MachineOSConfig", "listKind": "MachineOSConfigList"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true}}}]
+  }
+}"#;
+
 /// A node in upstream's on-cluster image mode (as a takeover finds one) is left as it is and
 /// reported Degraded, `mco doctor` names the ways out, the pool's rollout waits on it, and
 /// once the annotation is removed by hand the rollout goes on within seconds.
@@ -217,6 +231,24 @@ fn a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes(server: Serv
         ..Opts::default()
     });
     let old = c.pool_target("worker");
+    // Upstream's kind, as a cluster taken over has it: `mco doctor` names it before any node.
+    c.apply(MACHINE_OS_CONFIG_CRD);
+    wait_for("the MachineOSConfig kind served", 60, || {
+        c.kubectl_try(&["get", "machineosconfigs"]).ok()
+    });
+    c.apply(
+        r#"{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+            "metadata": {"name": "layered"},
+            "spec": {"machineConfigPool": {"name": "worker"}}}"#,
+    );
+    let (ok, out) = c.mco(&["doctor"]);
+    assert!(!ok, "{out}");
+    for want in [
+        "machineosconfig layered",
+        "Pool worker builds its OS image from MachineOSConfig layered",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
     let w = c.workers()[0].clone();
     let image = "registry.example/layered@sha256:0123";
     c.kubectl(&[
