@@ -8,14 +8,18 @@
 //! exist with upstream's annotation and owner, the pools render from them, and a hand edit, a
 //! deletion or a refused ControllerConfig leaves them as generated; the pull secret the
 //! ControllerConfig names reaches every node without a drain or a reboot. OpenShift's `Node`
-//! settings and `FeatureGate` reach the kubelets through upstream's 97- and 98- configs.
+//! settings and `FeatureGate` reach the kubelets through upstream's 97- and 98- configs. A
+//! two-node cluster's arbiter joins its own pool on the arbiter's base configs.
 
 use crate::e2e;
 
 use e2e::*;
 use serde_json::Value;
 
-on_both_servers!(template_configs_are_generated_and_kept);
+on_both_servers!(
+    template_configs_are_generated_and_kept,
+    an_arbiter_joins_its_own_pool_on_the_arbiter_configs,
+);
 
 const TEMPLATE_CONFIGS: [&str; 6] = [
     "00-master",
@@ -683,4 +687,59 @@ fn template_configs_are_generated_and_kept(server: Server) {
             "{w}: {prepared}"
         );
     }
+}
+
+/// OpenShift's `HighlyAvailableArbiter` topology: once the ControllerConfig names it, the
+/// arbiter's three base configs exist, the installer's `arbiter` pool renders on them, and an
+/// arbiter node joins through first boot with a kubelet that registers it with its own role and
+/// taint; the masters and workers are not touched.
+fn an_arbiter_joins_its_own_pool_on_the_arbiter_configs(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        reboot_seconds: 1,
+        ..Opts::default()
+    });
+    let (master, worker) = (c.pool_target("master"), c.pool_target("worker"));
+    c.patch_controller_config(serde_json::json!(
+        {"infra": {"status": {"controlPlaneTopology": "HighlyAvailableArbiter"}}}
+    ));
+    c.apply(
+        r#"{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+            "metadata": {"name": "arbiter"},
+            "spec": {
+              "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "arbiter"}},
+              "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/arbiter": ""}}}}"#,
+    );
+    let sources = wait_for("the arbiter pool rendered on its base configs", 60, || {
+        let p = c.try_get_json(&["mcp", "arbiter"])?;
+        let names: Vec<String> = p["spec"]["configuration"]["source"]
+            .as_array()?
+            .iter()
+            .filter_map(|s| s["name"].as_str().map(str::to_owned))
+            .collect();
+        names.contains(&"00-arbiter".to_owned()).then_some(names)
+    });
+    for want in ["01-arbiter-container-runtime", "01-arbiter-kubelet"] {
+        assert!(
+            sources.iter().any(|s| s == want),
+            "{want} not in {sources:?}"
+        );
+    }
+    let target = c.pool_target("arbiter");
+    c.sim(&["add-node", "arbiter-0", "--pool", "arbiter"]);
+    let nodes = 1 + c.opts.masters as usize + c.opts.workers as usize;
+    c.wait_nodes_ready(nodes, 120);
+    assert_eq!(c.wait_pool_settled("arbiter", 120), target);
+    assert_eq!(c.pool("arbiter")["status"]["machineCount"], 1);
+    let unit = c
+        .read_node_file("arbiter-0", "/etc/systemd/system/kubelet.service")
+        .expect("the arbiter's kubelet unit");
+    for want in [
+        "--node-labels=node-role.kubernetes.io/arbiter,",
+        "--register-with-taints=node-role.kubernetes.io/arbiter=:NoSchedule",
+    ] {
+        assert!(unit.contains(want), "{want:?} not in:\n{unit}");
+    }
+    assert_eq!(c.pool_target("master"), master);
+    assert_eq!(c.pool_target("worker"), worker);
 }
