@@ -547,6 +547,30 @@ pub fn refused_cluster_settings(
         .collect()
 }
 
+/// A cluster on cgroup v1: accepted up to OpenShift 4.18 and written to the nodes, but 4.19
+/// refuses the value, and upstream's operator blocks the upgrade on it (`Upgradeable=False`). Said
+/// here since mco has no ClusterOperator to set it on.
+pub fn deprecated_cluster_settings(settings: &crate::client::ClusterSettings) -> Vec<Finding> {
+    let on_v1 = settings
+        .node
+        .as_ref()
+        .is_some_and(|n| n.spec.cgroup_mode == "v1");
+    if !on_v1 {
+        return vec![];
+    }
+    vec![Finding::new(
+        "nodes.config.openshift.io cluster",
+        "cgroup v1",
+        "The nodes boot with cgroup v1 (spec.cgroupMode: v1). OpenShift 4.19 and newer refuse \
+         it: move to v2 before upgrading. The change rolls out to every master, worker and \
+         arbiter with a drain and a reboot.",
+        vec![Fix::new(
+            "move to cgroup v2",
+            r#"kubectl patch nodes.config.openshift.io cluster --type merge -p '{"spec":{"cgroupMode":"v2"}}'"#,
+        )],
+    )]
+}
+
 fn settings_finding(refusal: mco_generate::nodeconfig::Refusal) -> Finding {
     let e = refusal.error().to_string();
     let e = e.trim_end_matches('.');

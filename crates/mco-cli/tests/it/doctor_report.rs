@@ -125,6 +125,39 @@ fn a_node_in_image_mode_names_both_ways_out() {
 }
 
 #[test]
+fn cgroup_v1_is_named_with_the_move_to_v2() {
+    use mco_cli::client::ClusterSettings;
+    let mut settings = ClusterSettings::default();
+    assert!(doctor::deprecated_cluster_settings(&settings).is_empty());
+    let node = |mode: &str| {
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "Node",
+            "metadata": {"name": "cluster"}, "spec": {"cgroupMode": mode},
+        }))
+        .unwrap()
+    };
+    settings.node = Some(node("v2"));
+    assert!(doctor::deprecated_cluster_settings(&settings).is_empty());
+    settings.node = Some(node("v1"));
+    let found = doctor::deprecated_cluster_settings(&settings);
+    let f = one(&found);
+    assert_eq!(f.title, "cgroup v1");
+    assert!(
+        f.cause.contains("OpenShift 4.19 and newer refuse it"),
+        "{}",
+        f.cause
+    );
+    assert_eq!(
+        commands(f),
+        vec![
+            r#"kubectl patch nodes.config.openshift.io cluster --type merge -p '{"spec":{"cgroupMode":"v2"}}'"#
+        ]
+    );
+    // Accepted, so not a refusal as well.
+    assert!(doctor::refused_cluster_settings(&settings, &[]).is_empty());
+}
+
+#[test]
 fn a_machine_os_config_is_named_with_its_pool() {
     assert!(doctor::image_mode_configs(&[]).is_empty());
     let found = doctor::image_mode_configs(&[("layered".into(), "infra".into())]);

@@ -76,6 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             settings,
             &snap.machine_configs,
         ));
+        findings.extend(mco_cli::doctor::deprecated_cluster_settings(settings));
     }
     if let (Some(facts), Some(_)) = (&local, &args.node) {
         // The disk may know more than the API (e.g. a never-adopted OS before any update).
