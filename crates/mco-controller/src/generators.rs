@@ -490,22 +490,10 @@ where
     T: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
-    let changes = watcher(
-        api,
-        watcher::Config::default().fields(&format!("metadata.name={name}")),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .touched_objects()
-    .filter_map(|r| {
-        future::ready(match r {
-            Ok(_) => Some(()),
-            Err(e) => {
-                tracing::debug!(error = %e, "cluster settings watch failed; retrying");
-                None
-            }
-        })
-    });
+    let touched = crate::by_name::watch(api, name)
+        .reflect(writer)
+        .touched_objects();
+    let changes = crate::by_name::changes(touched, "cluster settings", true);
     (store, changes)
 }
 

@@ -23,6 +23,7 @@
 //!   and [`ccstatus`] (the ControllerConfig's status and the pools' `certExpirys`);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
+mod by_name;
 pub mod ccstatus;
 pub mod certs;
 pub mod controllers;

@@ -30,8 +30,8 @@ use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::PostParams;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use mco_api::generators::{API_SERVER_CONFIG_NAME, TlsSecurityProfile};
 use mco_api::{APIServer, ControllerConfig, MachineConfig};
@@ -40,6 +40,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::AbortHandle;
 
 use crate::Error;
+use crate::by_name;
 use crate::ctx::Ctx;
 
 /// What the template controller last generated, and how to wake the render.
@@ -242,28 +243,13 @@ fn keep_held(ctx: &Ctx) {
     }
 }
 
-/// Every change of one object, by name: a watch with a `metadata.name` field selector, which
-/// RBAC allows with a rule for that name alone.
+/// Every change of one object, by name ([`crate::by_name`]).
 fn changes_of<T>(api: Api<T>, name: &str) -> impl Stream<Item = ()> + Send + 'static
 where
     T: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    watcher(
-        api,
-        watcher::Config::default().fields(&format!("metadata.name={name}")),
-    )
-    .default_backoff()
-    .touched_objects()
-    .filter_map(|r| {
-        future::ready(match r {
-            Ok(_) => Some(()),
-            // Retried with backoff; said, so that a missing right is not a silent stall.
-            Err(e) => {
-                tracing::warn!(error = %e, "template controller input watch failed; retrying");
-                None
-            }
-        })
-    })
+    let touched = by_name::watch(api, name).touched_objects();
+    by_name::changes(touched, "template controller input", false)
 }
 
 /// Fires on every change of `APIServer/cluster`, whose TLS profile the templates read. The
