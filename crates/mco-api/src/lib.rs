@@ -31,8 +31,9 @@ pub use generators::{
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use mcn::{
-    MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecConfigVersion,
-    MachineConfigNodeStatus, MachineConfigNodeStatusConfigVersion, ObjectName,
+    IrreconcilableChangeDiff, MachineConfigNode, MachineConfigNodeSpec,
+    MachineConfigNodeSpecConfigVersion, MachineConfigNodeStatus,
+    MachineConfigNodeStatusConfigVersion, ObjectName,
 };
 pub use operator::{MachineConfiguration, MachineConfigurationSpec, MachineConfigurationStatus};
 pub use pool::{

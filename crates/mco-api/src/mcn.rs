@@ -180,9 +180,30 @@ pub struct MachineConfigNodeStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub config_image: Option<serde_json::Value>,
+    /// How the storage sections this node never applies (disks, RAID, filesystems, LUKS)
+    /// differ between the config it was provisioned with and its target: what only a new
+    /// machine gets. Written by the daemon; absent when nothing differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
-    pub irreconcilable_changes: Option<serde_json::Value>,
+    #[schemars(
+        length(min = 1, max = 32),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["fieldPath"])
+    )]
+    pub irreconcilable_changes: Option<Vec<IrreconcilableChangeDiff>>,
+}
+
+/// One difference a node reports in `status.irreconcilableChanges`, with upstream `v1`'s limits.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IrreconcilableChangeDiff {
+    /// Where the target differs, e.g. `spec.config.storage.filesystems[0].format`.
+    #[schemars(
+        length(min = 1, max = 70),
+        regex(pattern = r"^spec\.[\da-zA-Z\.\[\]]+$")
+    )]
+    pub field_path: String,
+    /// The difference: `- ` and the provisioned value, `+ ` and the target's, as JSON.
+    #[schemars(length(min = 1, max = 4096))]
+    pub diff: String,
 }
 
 /// `desired` is only set once the daemon has validated the new config (UpdatePrepared=True).

@@ -19,6 +19,9 @@ pub const FIRSTBOOT_CONFIG: &str = "/etc/ignition-machine-config-encapsulated.js
 /// A new machine's initial node annotations, written by the machine config server's Ignition;
 /// the daemon's first start takes it as the sign of a bootstrapping node and renames it `.bak`.
 pub const INITIAL_NODE_ANNOTATIONS: &str = "/etc/machine-config-daemon/node-annotations.json";
+/// The MachineConfig a machine was provisioned with, whole, as the machine config server served
+/// it: what the daemon compares a target's storage sections with.
+pub const PROVISIONED_CONFIG: &str = "/etc/mcs-machine-config-content.json";
 /// Where the first-boot config goes once it has been applied.
 pub const FIRSTBOOT_CONFIG_DONE: &str = "/etc/ignition-machine-config-encapsulated.json.bak";
 /// Touch to force a full re-apply (with reboot) of the current config.

@@ -573,7 +573,8 @@ mod tests {
                 ],
                 "configVersion": {"current": "rendered-worker-1", "desired": "rendered-worker-2"},
                 "health": "Healthy", "mostRecentError": "x", "observedGeneration": 3,
-                "pinnedImageSets": [{"name": "p"}], "irreconcilableChanges": [{"x": 1}],
+                "pinnedImageSets": [{"name": "p"}],
+                "irreconcilableChanges": [{"fieldPath": "spec.config.storage.disks", "diff": "+ []"}],
             },
         }))
         .unwrap();

@@ -46,7 +46,7 @@ pub const KUBELET_CA: &str = "/etc/kubernetes/kubelet-ca.crt";
 pub const CLOUD_PROVIDER_CA: &str =
     "/etc/kubernetes/static-pod-resources/configmaps/cloud-config/ca-bundle.pem";
 /// The served MachineConfig, whole: what the machine was provisioned with.
-pub const CONTENT: &str = "/etc/mcs-machine-config-content.json";
+pub const CONTENT: &str = paths::PROVISIONED_CONFIG;
 /// The first-boot unit's name, as upstream's.
 pub const FIRSTBOOT_UNIT: &str = "machine-config-daemon-firstboot.service";
 
