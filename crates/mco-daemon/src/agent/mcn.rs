@@ -12,7 +12,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use mco_api::constants::{health, mcn_conditions as c, mcn_reasons, names};
-use mco_api::{MachineConfigNodeStatus, MachineConfigNodeStatusConfigVersion};
+use mco_api::{
+    IrreconcilableChangeDiff, MachineConfigNodeStatus, MachineConfigNodeStatusConfigVersion,
+};
 
 /// A condition status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub struct Write {
     pub message: String,
     /// Child `(type, status, message)`.
     pub child: Option<(&'static str, Status, String)>,
+    /// `status.irreconcilableChanges` as of this write (empty: none), when it says.
+    pub irreconcilable: Option<Vec<IrreconcilableChangeDiff>>,
 }
 
 impl Write {
@@ -59,6 +63,7 @@ impl Write {
             reason: None,
             message: message.into(),
             child: None,
+            irreconcilable: None,
         }
     }
 
@@ -76,6 +81,12 @@ impl Write {
     /// Overrides the parent reason.
     pub fn reason(mut self, reason: &'static str) -> Write {
         self.reason = Some(reason);
+        self
+    }
+
+    /// Sets `status.irreconcilableChanges` too (`None`: leaves it as it is).
+    pub fn irreconcilable(mut self, report: Option<Vec<IrreconcilableChangeDiff>>) -> Write {
+        self.irreconcilable = report;
         self
     }
 }
@@ -199,6 +210,13 @@ pub fn apply(
         let child_reason = format!("{}{}", w.parent, child);
         changed |= set_condition(&mut status.conditions, child, *st, &child_reason, msg, now);
     }
+    if let Some(report) = &w.irreconcilable {
+        let report = (!report.is_empty()).then(|| report.clone());
+        if status.irreconcilable_changes != report {
+            status.irreconcilable_changes = report;
+            changed = true;
+        }
+    }
     changed |= set_facts(status, facts);
     changed
 }
@@ -302,6 +320,12 @@ pub fn status_patch(
         ops.push(
             json!({"op": "add", "path": "/status/mostRecentError", "value": new.most_recent_error}),
         );
+    }
+    if old.irreconcilable_changes != new.irreconcilable_changes {
+        ops.push(match &new.irreconcilable_changes {
+            Some(v) => json!({"op": "add", "path": "/status/irreconcilableChanges", "value": v}),
+            None => json!({"op": "remove", "path": "/status/irreconcilableChanges"}),
+        });
     }
     ops.push(
         json!({"op": "copy", "from": "/metadata/generation", "path": "/status/observedGeneration"}),
@@ -631,5 +655,61 @@ mod tests {
             s.condition(c::NODE_DEGRADED).unwrap().message,
             "Node n upgrade succeeded"
         );
+    }
+
+    #[test]
+    fn the_irreconcilable_report_rides_in_a_write_and_an_empty_one_clears_it() {
+        let copy = prepared();
+        let diff = IrreconcilableChangeDiff {
+            field_path: "spec.config.storage.disks".into(),
+            diff: "+ [{\"device\":\"/dev/vdb\"}]\n".into(),
+        };
+        let updated = || Write::parent(c::UPDATED, Status::True, "Node n Updated");
+        let mut new = copy.clone();
+        assert!(apply(
+            &mut new,
+            &updated().irreconcilable(Some(vec![diff.clone()])),
+            &facts(),
+            &later()
+        ));
+        assert_eq!(new.irreconcilable_changes, Some(vec![diff.clone()]));
+        let ops = status_patch(&copy, &new, true).unwrap();
+        let got = patched(&object(&copy, 2), ops).unwrap();
+        assert_eq!(got.irreconcilable_changes, Some(vec![diff]));
+
+        // The same report again is no change; a write that does not say leaves it alone.
+        let mut again = new.clone();
+        assert!(!apply(
+            &mut again,
+            &updated().irreconcilable(new.irreconcilable_changes.clone()),
+            &facts(),
+            &later()
+        ));
+        let mut silent = new.clone();
+        apply(
+            &mut silent,
+            &Write::parent(c::UPDATE_PREPARED, Status::True, "p"),
+            &facts(),
+            &later(),
+        );
+        assert!(silent.irreconcilable_changes.is_some());
+
+        // Nothing differs any more: the field goes.
+        let mut cleared = new.clone();
+        assert!(apply(
+            &mut cleared,
+            &updated().irreconcilable(Some(vec![])),
+            &facts(),
+            &later()
+        ));
+        assert_eq!(cleared.irreconcilable_changes, None);
+        let ops = status_patch(&new, &cleared, true).unwrap();
+        assert!(
+            ops.iter()
+                .any(|o| o["op"] == "remove" && o["path"] == "/status/irreconcilableChanges"),
+            "{ops:?}"
+        );
+        let got = patched(&object(&new, 2), ops).unwrap();
+        assert_eq!(got.irreconcilable_changes, None);
     }
 }

@@ -230,6 +230,10 @@ pub enum BootCheck {
     RebootPending,
 }
 
+/// The largest provisioning record [`Engine::irreconcilable_changes`] reads: a rendered config
+/// is stored in one object, which the API server keeps under 3 MiB.
+pub const MAX_PROVISIONED_BYTES: u64 = 16 << 20;
+
 /// The update engine of one node.
 #[derive(Debug)]
 pub struct Engine {
@@ -281,6 +285,44 @@ impl Engine {
     /// The on-disk `currentconfig`.
     pub fn on_disk_config(&self) -> Result<Option<MachineConfig>, HostError> {
         apply::read_current_config(&self.host.fs)
+    }
+
+    /// How the storage sections no update applies differ between the config this machine was
+    /// provisioned with ([`PROVISIONED_CONFIG`](mco_api::paths::PROVISIONED_CONFIG)) and
+    /// `target` ([`mco_render::irreconcilable`]). `None` when there is no such record (a
+    /// machine not provisioned by a machine config server), or it cannot be used: larger than
+    /// [`MAX_PROVISIONED_BYTES`] or not a MachineConfig. Nothing is then reported, as upstream.
+    pub fn irreconcilable_changes(
+        &self,
+        target: &MachineConfig,
+    ) -> Option<Vec<mco_api::IrreconcilableChangeDiff>> {
+        let path = mco_api::paths::PROVISIONED_CONFIG;
+        let unusable = |why: String| {
+            tracing::warn!(path, "irreconcilable changes not reported: {why}");
+            None
+        };
+        match self.host.fs.stat(path) {
+            Ok(None) => return None,
+            Ok(Some(s)) if s.len > MAX_PROVISIONED_BYTES => {
+                return unusable(format!("{} bytes, over {MAX_PROVISIONED_BYTES}", s.len));
+            }
+            Ok(Some(_)) => {}
+            Err(e) => return unusable(e.to_string()),
+        }
+        let provisioned = match self
+            .host
+            .fs
+            .read(path)
+            .map(|d| serde_json::from_slice::<MachineConfig>(&d).map_err(|e| e.to_string()))
+        {
+            Ok(Ok(mc)) => mc,
+            Ok(Err(e)) => return unusable(e),
+            Err(e) => return unusable(e.to_string()),
+        };
+        match (ParsedConfig::new(&provisioned), ParsedConfig::new(target)) {
+            (Ok(p), Ok(t)) => Some(mco_render::irreconcilable::report(&p.ignition, &t.ignition)),
+            (Err(e), _) | (_, Err(e)) => unusable(e.to_string()),
+        }
     }
 
     /// Validates the disk against `mc`.

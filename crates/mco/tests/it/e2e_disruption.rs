@@ -292,9 +292,14 @@ fn an_invalid_policy_is_reported_and_the_previous_one_stays_in_force() {
     );
 }
 
-#[test]
-fn a_storage_override_lets_a_disks_change_through() {
-    let c = Cluster::up(Opts::default());
+/// A disks change is refused, then let through by the override; every worker then reports
+/// in its MachineConfigNode what it will never get (`status.irreconcilableChanges`), in the
+/// shape of upstream's `v1`.
+fn a_storage_override_lets_a_disks_change_through(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     wait_observed(&c);
     let old = c.pool_target("worker");
     c.apply(
@@ -344,9 +349,40 @@ spec:
         condition_status(&c.pool("worker"), "RenderDegraded"),
         "True"
     );
+    let expected = serde_json::json!([{
+        "fieldPath": "spec.config.storage.disks",
+        "diff": "+ [{\"device\":\"/dev/vdb\",\"wipeTable\":true}]\n",
+    }]);
     for w in c.workers() {
-        let mcn = c.get_json(&["machineconfignodes", &w]);
+        // Updated=True carries it, a moment after the node's Done.
+        let mcn = wait_for("irreconcilableChanges", 30, || {
+            let mcn = c.try_get_json(&["machineconfignodes", &w])?;
+            (mcn["status"]["irreconcilableChanges"] == expected).then_some(mcn)
+        });
         assert_ne!(condition_status(&mcn, "NodeDegraded"), "True", "{w}: {mcn}");
+    }
+    // A master was provisioned with what its pool still has: nothing to report.
+    let mcn = c.get_json(&["machineconfignodes", "master-0"]);
+    assert_eq!(condition_status(&mcn, "Updated"), "True", "{mcn}");
+    assert!(
+        mcn["status"].get("irreconcilableChanges").is_none(),
+        "{mcn}"
+    );
+    // The nodes to replace, as docs/deploy.md lists them.
+    let table = c.kubectl(&[
+        "get",
+        "machineconfignodes",
+        "-o",
+        "custom-columns=NODE:.metadata.name,IRRECONCILABLE:.status.irreconcilableChanges[*].fieldPath",
+    ]);
+    for line in table.lines().skip(1) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let want = if cols[0].starts_with("worker-") {
+            "spec.config.storage.disks"
+        } else {
+            "<none>"
+        };
+        assert_eq!(cols[1], want, "{table}");
     }
 
     // An override naming something else is refused by the schema, naming the field.
@@ -365,3 +401,5 @@ spec:
         "{out}"
     );
 }
+
+on_both_servers!(a_storage_override_lets_a_disks_change_through);

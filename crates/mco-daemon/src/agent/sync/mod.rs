@@ -186,6 +186,8 @@ struct Inner {
     mcn_pending: Mutex<Vec<Write>>,
     /// Annotation changes held, likewise, for the next Node write.
     annotations_pending: Mutex<Vec<(&'static str, Option<String>)>>,
+    /// The last config's irreconcilable changes ([`Inner::irreconcilable`]).
+    irreconcilable: Mutex<Option<(String, Option<Vec<mco_api::IrreconcilableChangeDiff>>)>>,
 }
 
 /// One node's daemon.
@@ -340,6 +342,7 @@ impl Daemon {
                 mcn_written: Mutex::new(None),
                 mcn_pending: Mutex::new(Vec::new()),
                 annotations_pending: Mutex::new(Vec::new()),
+                irreconcilable: Mutex::new(None),
             }),
             booted: false,
             drift_rx,

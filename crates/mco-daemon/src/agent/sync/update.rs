@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use mco_api::MachineConfig;
 use mco_api::constants::{annotations as ann, drain, mcn_conditions as c, states};
 use mco_api::rollouts::{self, NodeCheckResult};
+use mco_api::{IrreconcilableChangeDiff, MachineConfig};
 use tokio::runtime::Handle;
 
 use super::policy::ClusterSettings;
@@ -135,6 +135,7 @@ impl Inner {
         ])
         .await?;
         self.metrics.set_state(states::DONE, "");
+        let report = self.irreconcilable(config, known.as_ref()).await;
         if !self.drift_watches(config) {
             let mc = match known.filter(|mc| mc.metadata.name.as_deref() == Some(config)) {
                 Some(mc) => Ok(mc),
@@ -145,8 +146,60 @@ impl Inner {
             }
         }
         let message = updated_message(self.name(), config, &result);
-        self.mcn(&Write::parent(c::UPDATED, Status::True, message))
+        self.mcn(&Write::parent(c::UPDATED, Status::True, message).irreconcilable(report))
             .await
+    }
+
+    /// `status.irreconcilableChanges` for the node at `config` ([`Engine::irreconcilable_changes`]),
+    /// against `known` when it is that config, else the one on disk. Computed once per config:
+    /// the provisioning record does not change. `None`, which leaves the field as it is, where
+    /// the served MachineConfigNode has no such field (upstream's before 4.20), so that no
+    /// write keeps trying to set what the server prunes.
+    pub(super) async fn irreconcilable(
+        &self,
+        config: &str,
+        known: Option<&MachineConfig>,
+    ) -> Option<Vec<IrreconcilableChangeDiff>> {
+        if let Ok(c) = self.irreconcilable.lock()
+            && let Some((name, report)) = c.as_ref()
+            && name == config
+        {
+            return report.clone();
+        }
+        let served = match self.mcns.served().await {
+            Ok(s) => s.has(&["status", "irreconcilableChanges"]),
+            Err(e) => {
+                tracing::warn!(error = %e, "MachineConfigNode schema not read; irreconcilable changes not reported");
+                return None;
+            }
+        };
+        let report = if served {
+            let engine = Arc::clone(&self.engine);
+            let name = config.to_string();
+            let known = known
+                .filter(|mc| mc.metadata.name.as_deref() == Some(config))
+                .cloned();
+            blocking(move || {
+                let target = match known {
+                    Some(mc) => Some(mc),
+                    None => engine
+                        .on_disk_config()?
+                        .filter(|mc| mc.metadata.name.as_deref() == Some(name.as_str())),
+                };
+                Ok::<_, SyncError>(target.and_then(|t| engine.irreconcilable_changes(&t)))
+            })
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "irreconcilable changes not reported");
+                None
+            })
+        } else {
+            None
+        };
+        if let Ok(mut c) = self.irreconcilable.lock() {
+            *c = Some((config.to_string(), report.clone()));
+        }
+        report
     }
 
     pub(super) async fn run_update(
@@ -269,12 +322,16 @@ impl Inner {
         self.metrics.set_state(states::DONE, "");
         self.metrics.set_update(&new_name, "");
         self.event("Normal", "ConfigAdopted", &message).await;
+        let report = self.irreconcilable(&new_name, Some(&new)).await;
         self.start_drift(new).await;
-        self.mcn(&Write::parent(
-            c::UPDATED,
-            Status::True,
-            format!("Node {} Updated", self.name()),
-        ))
+        self.mcn(
+            &Write::parent(
+                c::UPDATED,
+                Status::True,
+                format!("Node {} Updated", self.name()),
+            )
+            .irreconcilable(report),
+        )
         .await
     }
 }
