@@ -97,6 +97,15 @@ pub struct MachineConfigPoolSpec {
     /// The target rendered config, written by the render controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<PoolConfiguration>,
+
+    /// Upstream's PinnedImageSets for the pool's nodes. mco neither pulls nor pins them
+    /// (`mco doctor` says so); the field is kept so that nothing of upstream's pool is pruned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 100),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
+    )]
+    pub pinned_image_sets: Vec<crate::ObjectName>,
 }
 
 /// A rendered config and the MachineConfigs it was rendered from, in merge order.

@@ -628,6 +628,57 @@ pub fn image_mode_configs(configs: &[(String, String)]) -> Vec<Finding> {
         .collect()
 }
 
+/// Each PinnedImageSet (name, images), with the pools that list it: upstream's daemon pulls
+/// those images onto the pools' nodes and pins them in CRI-O; mco's does neither. Said before a
+/// takeover as well as after it, when nothing else would show it.
+pub fn pinned_image_sets(
+    sets: &[(String, Vec<String>)],
+    pools: &[std::sync::Arc<MachineConfigPool>],
+) -> Vec<Finding> {
+    sets.iter()
+        .map(|(name, images)| {
+            let using: Vec<&str> = pools
+                .iter()
+                .filter(|p| p.spec.pinned_image_sets.iter().any(|r| &r.name == name))
+                .map(|p| name_of(p.as_ref()))
+                .collect();
+            let pools = if using.is_empty() {
+                "no pool lists it".to_string()
+            } else {
+                format!(
+                    "pool{} {}",
+                    if using.len() == 1 { "" } else { "s" },
+                    using.join(", ")
+                )
+            };
+            let count = match images.len() {
+                1 => "1 image".to_string(),
+                n => format!("{n} images"),
+            };
+            Finding::new(
+                &format!("pinnedimageset {name}"),
+                "pinned images not managed",
+                format!(
+                    "PinnedImageSet {name} ({count}; {pools}) is for upstream's daemon, which \
+                     pulls the images onto each node of its pools and pins them in CRI-O \
+                     (/etc/crio/crio.conf.d/50-pinned-images). mco does neither: pins written \
+                     before a takeover stay on the nodes, but a new or changed set reaches no \
+                     node, and the pools' PinnedImageSets status no longer moves."
+                ),
+                vec![Fix::new(
+                    "list its images and pull them on each node that needs them before they are \
+                     needed (an upgrade of a disconnected cluster), e.g. with \
+                     `crictl pull IMAGE` on the node",
+                    format!(
+                        "kubectl get pinnedimageset {name} \
+                         -o jsonpath='{{range .spec.pinnedImages[*]}}{{.name}}{{\"\\n\"}}{{end}}'"
+                    ),
+                )],
+            )
+        })
+        .collect()
+}
+
 /// A KubeletConfig's or ContainerRuntimeConfig's refusal: its status for its current spec is
 /// `Failure`.
 fn generator_refused(

@@ -176,6 +176,54 @@ fn a_machine_os_config_is_named_with_its_pool() {
     );
 }
 
+#[test]
+fn a_pinned_image_set_is_named_with_the_pools_that_list_it() {
+    assert!(doctor::pinned_image_sets(&[], &[]).is_empty());
+    let mut worker = pool("worker", "rendered-worker-1", 3, 3);
+    worker.spec.pinned_image_sets = vec![mco_api::ObjectName {
+        name: "upgrade".into(),
+    }];
+    let pools = vec![
+        Arc::new(worker),
+        Arc::new(pool("master", "rendered-master-1", 3, 3)),
+    ];
+    let sets = [
+        (
+            "upgrade".to_string(),
+            vec![
+                "quay.io/a@sha256:1".to_string(),
+                "quay.io/b@sha256:2".to_string(),
+            ],
+        ),
+        ("spare".to_string(), vec!["quay.io/c@sha256:3".to_string()]),
+    ];
+    let found = doctor::pinned_image_sets(&sets, &pools);
+    assert_eq!(found.len(), 2);
+    let f = &found[0];
+    assert_eq!(f.subject, "pinnedimageset upgrade");
+    assert_eq!(f.title, "pinned images not managed");
+    assert!(
+        f.cause
+            .starts_with("PinnedImageSet upgrade (2 images; pool worker) is for upstream's daemon"),
+        "{}",
+        f.cause
+    );
+    assert!(f.cause.contains("mco does neither"), "{}", f.cause);
+    assert_eq!(
+        commands(f),
+        vec![
+            r#"kubectl get pinnedimageset upgrade -o jsonpath='{range .spec.pinnedImages[*]}{.name}{"\n"}{end}'"#
+        ]
+    );
+    assert!(
+        found[1]
+            .cause
+            .starts_with("PinnedImageSet spare (1 image; no pool lists it)"),
+        "{}",
+        found[1].cause
+    );
+}
+
 /// A simulated node of `mco up` whose root is at `<data-dir>/nodes/<n>`.
 fn sim_root(data_dir: &std::path::Path, node: &str, file: &[u8]) -> LocalFacts {
     let root = data_dir.join("nodes").join(node);

@@ -43,13 +43,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let inputs = async {
             match &args.node {
                 None => {
-                    let (generators, registries, settings, image_mode) = tokio::try_join!(
+                    let (generators, registries, settings, image_mode, pinned) = tokio::try_join!(
                         mco_cli::client::fetch_inputs(&client),
                         mco_cli::client::fetch_registry_inputs(&client),
                         mco_cli::client::fetch_cluster_settings(&client),
                         mco_cli::client::fetch_machine_os_configs(&client),
+                        mco_cli::client::fetch_pinned_image_sets(&client),
                     )?;
-                    Ok(Some((generators, registries, settings, image_mode)))
+                    Ok(Some((generators, registries, settings, image_mode, pinned)))
                 }
                 Some(_) => Ok(None),
             }
@@ -68,8 +69,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         roots.insert(node.clone(), facts.clone());
     }
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
-    if let Some(((cc, kcs, crcs), registries, settings, image_mode)) = &inputs {
+    if let Some(((cc, kcs, crcs), registries, settings, image_mode, pinned)) = &inputs {
         findings.extend(mco_cli::doctor::image_mode_configs(image_mode));
+        findings.extend(mco_cli::doctor::pinned_image_sets(pinned, &snap.pools));
         findings.extend(mco_cli::doctor::refused_inputs(cc.as_ref(), kcs, crcs));
         findings.extend(mco_cli::doctor::refused_registries(&registries.as_inputs()));
         findings.extend(mco_cli::doctor::refused_cluster_settings(

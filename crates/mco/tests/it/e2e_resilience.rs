@@ -221,6 +221,20 @@ const MACHINE_OS_CONFIG_CRD: &str = r#"{
   }
 }"#;
 
+/// A stand-in for upstream's PinnedImageSet CRD: its group, kind and names, any content.
+const PINNED_IMAGE_SET_CRD: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "pinnedimagesets.machineconfiguration.openshift.io"},
+  "spec": {
+    "group": "machineconfiguration.openshift.io", "scope": "Cluster",
+    "names": {"plural": "pinnedimagesets", "singular": "pinnedimageset",
+              "kind": "PinnedImageSet", "listKind": "PinnedImageSetList"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true}}}]
+  }
+}"#;
+
 /// A node in upstream's on-cluster image mode (as a takeover finds one) is left as it is and
 /// reported Degraded, `mco doctor` names the ways out, the pool's rollout waits on it, and
 /// once the annotation is removed by hand the rollout goes on within seconds.
@@ -241,11 +255,31 @@ fn a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes(server: Serv
             "metadata": {"name": "layered"},
             "spec": {"machineConfigPool": {"name": "worker"}}}"#,
     );
+    // Likewise a PinnedImageSet the worker pool lists: the pool keeps the reference.
+    c.apply(PINNED_IMAGE_SET_CRD);
+    wait_for("the PinnedImageSet kind served", 60, || {
+        c.kubectl_try(&["get", "pinnedimagesets"]).ok()
+    });
+    c.apply(
+        r#"{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "PinnedImageSet",
+            "metadata": {"name": "upgrade"},
+            "spec": {"pinnedImages": [{"name": "quay.io/example/a@sha256:0123"}]}}"#,
+    );
+    c.kubectl(&[
+        "patch",
+        "mcp",
+        "worker",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"pinnedImageSets":[{"name":"upgrade"}]}}"#,
+    ]);
     let (ok, out) = c.mco(&["doctor"]);
     assert!(!ok, "{out}");
     for want in [
         "machineosconfig layered",
         "Pool worker builds its OS image from MachineOSConfig layered",
+        "pinnedimageset upgrade",
+        "PinnedImageSet upgrade (1 image; pool worker)",
     ] {
         assert!(out.contains(want), "{want:?} not in:\n{out}");
     }
