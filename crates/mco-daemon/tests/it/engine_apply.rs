@@ -559,3 +559,47 @@ fn an_update_in_two_parts_writes_nothing_before_its_drain_and_reports_as_one() {
     assert_eq!(names(&r.phases), names(&whole.phases));
     assert_eq!(whole.drains, vec!["rendered-worker-1".to_string()]);
 }
+
+/// What the node is left without is measured against the record the machine was provisioned
+/// with, read only when present, a MachineConfig and within its size limit.
+#[test]
+fn irreconcilable_changes_against_the_provisioning_record() {
+    use mco_daemon::engine::MAX_PROVISIONED_BYTES;
+    let node = Node::new(true);
+    let engine = node.engine();
+    let provisioned = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let mut target = mc("rendered-worker-1", "", ign(json!([]), json!([])));
+    target.spec.config.as_mut().unwrap()["storage"]["filesystems"] =
+        json!([{"device": "/dev/vdb1", "format": "xfs", "path": "/var/lib/data"}]);
+
+    // No record: a machine no machine config server provisioned reports nothing.
+    assert_eq!(engine.irreconcilable_changes(&target), None);
+
+    let record = serde_json::to_string(&provisioned).unwrap();
+    node.write(mco_api::paths::PROVISIONED_CONFIG, &record);
+    let report = engine.irreconcilable_changes(&target).unwrap();
+    assert_eq!(report.len(), 1);
+    assert_eq!(report[0].field_path, "spec.config.storage.filesystems");
+    assert!(report[0].diff.starts_with("+ [{"), "{}", report[0].diff);
+    assert_eq!(engine.irreconcilable_changes(&provisioned), Some(vec![]));
+
+    // At the limit it is read; one byte over, it is not.
+    let padded = |len: u64| format!("{record}{}", " ".repeat(len as usize - record.len()));
+    node.write(
+        mco_api::paths::PROVISIONED_CONFIG,
+        &padded(MAX_PROVISIONED_BYTES),
+    );
+    assert_eq!(
+        engine.irreconcilable_changes(&target).map(|r| r.len()),
+        Some(1)
+    );
+    node.write(
+        mco_api::paths::PROVISIONED_CONFIG,
+        &padded(MAX_PROVISIONED_BYTES + 1),
+    );
+    assert_eq!(engine.irreconcilable_changes(&target), None);
+
+    // Not a MachineConfig: nothing, rather than a report against nothing.
+    node.write(mco_api::paths::PROVISIONED_CONFIG, "{\"spec\": 1}");
+    assert_eq!(engine.irreconcilable_changes(&target), None);
+}
