@@ -207,33 +207,24 @@ fn restart_mid_rollout(end: fn(&mut Cluster)) {
 
 const DESIRED_IMAGE_ANN: &str = "machineconfiguration.openshift.io/desiredImage";
 
-/// A stand-in for upstream's MachineOSConfig CRD: its group, kind and names, any content.
-const MACHINE_OS_CONFIG_CRD: &str = r#"{
-  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-  "metadata": {"name": "machineosconfigs.machineconfiguration.openshift.io"},
-  "spec": {
-    "group": "machineconfiguration.openshift.io", "scope": "Cluster",
-    "names": {"plural": "machineosconfigs", "singular": "machineosconfig",
-              "kind": "MachineOSConfig", "listKind": "MachineOSConfigList"},
-    "versions": [{"name": "v1", "served": true, "storage": true,
-      "schema": {"openAPIV3Schema": {"type": "object",
-        "x-kubernetes-preserve-unknown-fields": true}}}]
-  }
-}"#;
-
-/// A stand-in for upstream's PinnedImageSet CRD: its group, kind and names, any content.
-const PINNED_IMAGE_SET_CRD: &str = r#"{
-  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-  "metadata": {"name": "pinnedimagesets.machineconfiguration.openshift.io"},
-  "spec": {
-    "group": "machineconfiguration.openshift.io", "scope": "Cluster",
-    "names": {"plural": "pinnedimagesets", "singular": "pinnedimageset",
-              "kind": "PinnedImageSet", "listKind": "PinnedImageSetList"},
-    "versions": [{"name": "v1", "served": true, "storage": true,
-      "schema": {"openAPIV3Schema": {"type": "object",
-        "x-kubernetes-preserve-unknown-fields": true}}}]
-  }
-}"#;
+/// A stand-in for one of upstream's cluster-scoped CRDs of the machineconfiguration group
+/// (`MachineOSConfig`, `PinnedImageSet`): its group, kind and names, any content.
+fn upstream_crd(kind: &str) -> String {
+    let singular = kind.to_lowercase();
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{singular}s.machineconfiguration.openshift.io")},
+        "spec": {
+            "group": "machineconfiguration.openshift.io", "scope": "Cluster",
+            "names": {"plural": format!("{singular}s"), "singular": singular,
+                      "kind": kind, "listKind": format!("{kind}List")},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+    .to_string()
+}
 
 /// A node in upstream's on-cluster image mode (as a takeover finds one) is left as it is and
 /// reported Degraded, `mco doctor` names the ways out, the pool's rollout waits on it, and
@@ -246,7 +237,7 @@ fn a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes(server: Serv
     });
     let old = c.pool_target("worker");
     // Upstream's kind, as a cluster taken over has it: `mco doctor` names it before any node.
-    c.apply(MACHINE_OS_CONFIG_CRD);
+    c.apply(&upstream_crd("MachineOSConfig"));
     wait_for("the MachineOSConfig kind served", 60, || {
         c.kubectl_try(&["get", "machineosconfigs"]).ok()
     });
@@ -256,7 +247,7 @@ fn a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes(server: Serv
             "spec": {"machineConfigPool": {"name": "worker"}}}"#,
     );
     // Likewise a PinnedImageSet the worker pool lists: the pool keeps the reference.
-    c.apply(PINNED_IMAGE_SET_CRD);
+    c.apply(&upstream_crd("PinnedImageSet"));
     wait_for("the PinnedImageSet kind served", 60, || {
         c.kubectl_try(&["get", "pinnedimagesets"]).ok()
     });
