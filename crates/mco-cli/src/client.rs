@@ -265,23 +265,26 @@ pub async fn fetch_machine_os_configs(client: &Client) -> Result<Vec<(String, St
     Ok(Vec::new())
 }
 
-/// Upstream's PinnedImageSets (`v1`, OpenShift 4.19 and newer) as (name, images); none where
-/// the kind is not served or the caller may not list it.
-pub async fn fetch_pinned_image_sets(client: &Client) -> Result<Vec<(String, Vec<String>)>, Error> {
+/// Upstream's PinnedImageSets (`v1`, OpenShift 4.19 and newer); none where the kind is not
+/// served or the caller may not list it.
+pub async fn fetch_pinned_image_sets(
+    client: &Client,
+) -> Result<Vec<crate::doctor::PinnedImageSet>, Error> {
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
     let gvk = GroupVersionKind::gvk(mco_api::constants::PREFIX, "v1", "PinnedImageSet");
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
     Ok(list_if_readable(api, "pinnedimagesets")
         .await?
         .into_iter()
-        .map(|o| {
-            let images = o.data["spec"]["pinnedImages"]
+        .map(|o| crate::doctor::PinnedImageSet {
+            images: o.data["spec"]["pinnedImages"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter_map(|i| i["name"].as_str().map(str::to_owned))
-                .collect();
-            (o.metadata.name.unwrap_or_default(), images)
+                .collect(),
+            name: o.metadata.name.unwrap_or_default(),
+            labels: o.metadata.labels.unwrap_or_default(),
         })
         .collect())
 }

@@ -628,22 +628,55 @@ pub fn image_mode_configs(configs: &[(String, String)]) -> Vec<Finding> {
         .collect()
 }
 
-/// Each PinnedImageSet (name, images), with the pools that list it: upstream's daemon pulls
-/// those images onto the pools' nodes and pins them in CRI-O; mco's does neither. Said before a
-/// takeover as well as after it, when nothing else would show it.
+/// What `mco doctor` reads of an upstream PinnedImageSet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinnedImageSet {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub images: Vec<String>,
+}
+
+/// The pools a PinnedImageSet is for, by upstream's rule: those whose `machineConfigSelector`
+/// matches its labels (upstream's controller then lists it in the pool's
+/// `spec.pinnedImageSets`), and those that list it already.
+fn pools_of_set<'a>(
+    set: &PinnedImageSet,
+    pools: &'a [std::sync::Arc<MachineConfigPool>],
+) -> Vec<&'a str> {
+    pools
+        .iter()
+        .filter(|p| {
+            let listed = p.spec.pinned_image_sets.iter().any(|r| r.name == set.name);
+            let selected = p
+                .spec
+                .machine_config_selector
+                .as_ref()
+                .and_then(|s| serde_json::to_value(s).ok())
+                .and_then(|v| {
+                    mco_apimachinery::selector::LabelSelector::from_k8s(&v)
+                        .ok()
+                        .flatten()
+                })
+                .is_some_and(|s| !s.is_empty() && s.matches(&set.labels));
+            listed || selected
+        })
+        .map(|p| name_of(p.as_ref()))
+        .collect()
+}
+
+/// Each PinnedImageSet, with the pools it is for: upstream's daemon pulls its images onto those
+/// pools' nodes and pins them in CRI-O; mco's does neither. Said before a takeover as well as
+/// after it, when nothing else would show it.
 pub fn pinned_image_sets(
-    sets: &[(String, Vec<String>)],
+    sets: &[PinnedImageSet],
     pools: &[std::sync::Arc<MachineConfigPool>],
 ) -> Vec<Finding> {
     sets.iter()
-        .map(|(name, images)| {
-            let using: Vec<&str> = pools
-                .iter()
-                .filter(|p| p.spec.pinned_image_sets.iter().any(|r| &r.name == name))
-                .map(|p| name_of(p.as_ref()))
-                .collect();
+        .map(|set| {
+            let name = &set.name;
+            let using = pools_of_set(set, pools);
             let pools = if using.is_empty() {
-                "no pool lists it".to_string()
+                "no pool selects it".to_string()
             } else {
                 format!(
                     "pool{} {}",
@@ -651,7 +684,7 @@ pub fn pinned_image_sets(
                     using.join(", ")
                 )
             };
-            let count = match images.len() {
+            let count = match set.images.len() {
                 1 => "1 image".to_string(),
                 n => format!("{n} images"),
             };

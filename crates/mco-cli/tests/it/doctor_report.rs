@@ -177,28 +177,40 @@ fn a_machine_os_config_is_named_with_its_pool() {
 }
 
 #[test]
-fn a_pinned_image_set_is_named_with_the_pools_that_list_it() {
+fn a_pinned_image_set_is_named_with_the_pools_it_is_for() {
     assert!(doctor::pinned_image_sets(&[], &[]).is_empty());
-    let mut worker = pool("worker", "rendered-worker-1", 3, 3);
-    worker.spec.pinned_image_sets = vec![mco_api::ObjectName {
-        name: "upgrade".into(),
+    // Upstream's rule: the pool's machineConfigSelector matches the set's labels.
+    let worker = pool("worker", "rendered-worker-1", 3, 3);
+    let mut master = pool("master", "rendered-master-1", 3, 3);
+    // Or the pool lists it already, as upstream's controller leaves it.
+    master.spec.pinned_image_sets = vec![mco_api::ObjectName {
+        name: "listed".into(),
     }];
-    let pools = vec![
-        Arc::new(worker),
-        Arc::new(pool("master", "rendered-master-1", 3, 3)),
-    ];
+    let pools = vec![Arc::new(worker), Arc::new(master)];
+    let role = |r: &str| {
+        [(
+            "machineconfiguration.openshift.io/role".to_string(),
+            r.to_string(),
+        )]
+        .into()
+    };
+    let set =
+        |name: &str, labels: BTreeMap<String, String>, images: &[&str]| doctor::PinnedImageSet {
+            name: name.into(),
+            labels,
+            images: images.iter().map(|i| i.to_string()).collect(),
+        };
     let sets = [
-        (
-            "upgrade".to_string(),
-            vec![
-                "quay.io/a@sha256:1".to_string(),
-                "quay.io/b@sha256:2".to_string(),
-            ],
+        set(
+            "upgrade",
+            role("worker"),
+            &["quay.io/a@sha256:1", "quay.io/b@sha256:2"],
         ),
-        ("spare".to_string(), vec!["quay.io/c@sha256:3".to_string()]),
+        set("listed", BTreeMap::new(), &["quay.io/c@sha256:3"]),
+        set("spare", role("infra"), &[]),
     ];
     let found = doctor::pinned_image_sets(&sets, &pools);
-    assert_eq!(found.len(), 2);
+    assert_eq!(found.len(), 3);
     let f = &found[0];
     assert_eq!(f.subject, "pinnedimageset upgrade");
     assert_eq!(f.title, "pinned images not managed");
@@ -215,13 +227,11 @@ fn a_pinned_image_set_is_named_with_the_pools_that_list_it() {
             r#"kubectl get pinnedimageset upgrade -o jsonpath='{range .spec.pinnedImages[*]}{.name}{"\n"}{end}'"#
         ]
     );
-    assert!(
-        found[1]
-            .cause
-            .starts_with("PinnedImageSet spare (1 image; no pool lists it)"),
-        "{}",
-        found[1].cause
-    );
+    let starts = |i: usize, want: &str| {
+        assert!(found[i].cause.starts_with(want), "{}", found[i].cause);
+    };
+    starts(1, "PinnedImageSet listed (1 image; pool master)");
+    starts(2, "PinnedImageSet spare (0 images; no pool selects it)");
 }
 
 /// A simulated node of `mco up` whose root is at `<data-dir>/nodes/<n>`.

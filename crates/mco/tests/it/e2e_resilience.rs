@@ -246,14 +246,16 @@ fn a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes(server: Serv
             "metadata": {"name": "layered"},
             "spec": {"machineConfigPool": {"name": "worker"}}}"#,
     );
-    // Likewise a PinnedImageSet the worker pool lists: the pool keeps the reference.
+    // Likewise a PinnedImageSet for the worker pool, by upstream's rule (the pool's
+    // machineConfigSelector matches its labels); a pool's own list of sets is kept.
     c.apply(&upstream_crd("PinnedImageSet"));
     wait_for("the PinnedImageSet kind served", 60, || {
         c.kubectl_try(&["get", "pinnedimagesets"]).ok()
     });
     c.apply(
         r#"{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "PinnedImageSet",
-            "metadata": {"name": "upgrade"},
+            "metadata": {"name": "upgrade",
+                         "labels": {"machineconfiguration.openshift.io/role": "worker"}},
             "spec": {"pinnedImages": [{"name": "quay.io/example/a@sha256:0123"}]}}"#,
     );
     c.kubectl(&[
@@ -264,6 +266,10 @@ fn a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes(server: Serv
         "-p",
         r#"{"spec":{"pinnedImageSets":[{"name":"upgrade"}]}}"#,
     ]);
+    assert_eq!(
+        c.get_json(&["mcp", "worker"])["spec"]["pinnedImageSets"],
+        serde_json::json!([{"name": "upgrade"}])
+    );
     let (ok, out) = c.mco(&["doctor"]);
     assert!(!ok, "{out}");
     for want in [
