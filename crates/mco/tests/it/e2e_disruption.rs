@@ -400,6 +400,20 @@ spec:
         out.contains("spec.irreconcilableValidationOverrides.storage[0]"),
         "{out}"
     );
+
+    // The change withdrawn: the workers' target is what they were provisioned with again, and
+    // each one's report goes (a JSON patch removing the field).
+    let with_disks = c.pool_target("worker");
+    c.kubectl(&["delete", "machineconfig", "99-worker-disks"]);
+    c.wait_rollout("worker", &with_disks, 150);
+    for w in c.workers() {
+        wait_for("irreconcilableChanges removed", 30, || {
+            let mcn = c.try_get_json(&["machineconfignodes", &w])?;
+            (condition_status(&mcn, "Updated") == "True"
+                && mcn["status"].get("irreconcilableChanges").is_none())
+            .then_some(())
+        });
+    }
 }
 
 on_both_servers!(a_storage_override_lets_a_disks_change_through);
