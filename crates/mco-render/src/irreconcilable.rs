@@ -17,6 +17,7 @@
 use mco_api::IrreconcilableChangeDiff;
 use serde_json::Value;
 
+use crate::diff::storage;
 use crate::ignition::Ignition;
 
 /// Upstream `v1`'s most entries.
@@ -53,22 +54,15 @@ pub fn report(provisioned: &Ignition, target: &Ignition) -> Vec<IrreconcilableCh
 
 /// Each section as JSON, `None` when absent or empty.
 fn sections(cfg: &Ignition) -> [Option<Value>; 4] {
-    let storage = cfg.storage.as_ref();
-    let json = |v: Option<Value>| v.filter(|v| v.as_array().is_none_or(|a| !a.is_empty()));
-    let of = |v: Option<Result<Value, serde_json::Error>>| json(v.and_then(Result::ok));
+    fn json<T: serde::Serialize>(list: Option<&[T]>) -> Option<Value> {
+        list.filter(|l| !l.is_empty())
+            .and_then(|l| serde_json::to_value(l).ok())
+    }
     [
-        of(storage
-            .and_then(|s| s.disks.as_ref())
-            .map(serde_json::to_value)),
-        of(storage
-            .and_then(|s| s.filesystems.as_ref())
-            .map(serde_json::to_value)),
-        of(storage
-            .and_then(|s| s.luks.as_ref())
-            .map(serde_json::to_value)),
-        of(storage
-            .and_then(|s| s.raid.as_ref())
-            .map(serde_json::to_value)),
+        json(storage(cfg, |s| &s.disks)),
+        json(storage(cfg, |s| &s.filesystems)),
+        json(storage(cfg, |s| &s.luks)),
+        json(storage(cfg, |s| &s.raid)),
     ]
 }
 
