@@ -29,6 +29,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ClusterImagePolicy::crd(),
         ImagePolicy::crd(),
         RolloutPolicy::crd(),
+        crate::PinnedImageSet::crd(),
     ]
 }
 

@@ -13,6 +13,7 @@ pub mod machineconfig;
 pub mod mcn;
 pub mod operator;
 pub mod paths;
+pub mod pinned;
 pub mod pool;
 pub mod rollouts;
 #[cfg(feature = "client")]
@@ -35,6 +36,7 @@ pub use mcn::{
     MachineConfigNodeSpecConfigVersion, MachineConfigNodeStatus,
     MachineConfigNodeStatusConfigVersion, ObjectName,
 };
+pub use pinned::{PinnedImageRef, PinnedImageSet, PinnedImageSetSpec};
 pub use operator::{MachineConfiguration, MachineConfigurationSpec, MachineConfigurationStatus};
 pub use pool::{
     MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec, MachineConfigPoolStatus,
@@ -55,15 +57,6 @@ pub(crate) mod schema {
             "type": "object",
             "nullable": true,
             "x-kubernetes-preserve-unknown-fields": true
-        })
-    }
-
-    /// A list of upstream objects mco does not model, kept verbatim.
-    pub fn preserve_unknown_list(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "array",
-            "nullable": true,
-            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
         })
     }
 }

@@ -173,10 +173,15 @@ pub struct MachineConfigNodeStatus {
     pub most_recent_error: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Upstream's fields mco does not fill, kept verbatim through mco's whole-status writes.
+    /// Each PinnedImageSet of the node's pools: the generation wanted, pulled and pinned, and
+    /// the last that failed. Written by the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_list")]
-    pub pinned_image_sets: Option<serde_json::Value>,
+    #[schemars(
+        length(max = 100),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
+    )]
+    pub pinned_image_sets: Option<Vec<crate::pinned::MachineConfigNodeStatusPinnedImageSet>>,
+    /// Upstream's field mco does not fill, kept verbatim through mco's whole-status writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub config_image: Option<serde_json::Value>,

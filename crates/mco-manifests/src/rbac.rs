@@ -114,9 +114,15 @@ pub fn daemon_rules(opts: &Options) -> Vec<PolicyRule> {
         // Its Node: read, and merge-patch the currentConfig/state/reason/desiredDrain
         // annotations. RBAC cannot limit this to its own Node; `mco-node-guards` does.
         rule(&[""], &["nodes"], &["get", "list", "watch", "patch"]),
+        // PinnedImageSets: which images to pull and pin for its pools.
         rule(
             &[MCO_GROUP],
-            &["machineconfigs", "machineconfigpools", "controllerconfigs"],
+            &[
+                "machineconfigs",
+                "machineconfigpools",
+                "controllerconfigs",
+                "pinnedimagesets",
+            ],
             &["get", "list", "watch"],
         ),
         // The merged node disruption policy in `MachineConfiguration/cluster`'s status.
@@ -175,7 +181,9 @@ pub fn controller_rules() -> Vec<PolicyRule> {
                 "get", "list", "watch", "create", "update", "patch", "delete",
             ],
         ),
-        // Render: spec.configuration; status: counts and conditions.
+        // PinnedImageSets: listed in the spec of the pools their labels select.
+        rule(&[MCO_GROUP], &["pinnedimagesets"], &["get", "list", "watch"]),
+        // Render: spec.configuration and spec.pinnedImageSets; status: counts and conditions.
         rule(
             &[MCO_GROUP],
             &["machineconfigpools"],

@@ -208,7 +208,7 @@ fn restart_mid_rollout(end: fn(&mut Cluster)) {
 const DESIRED_IMAGE_ANN: &str = "machineconfiguration.openshift.io/desiredImage";
 
 /// A stand-in for one of upstream's cluster-scoped CRDs of the machineconfiguration group
-/// (`MachineOSConfig`, `PinnedImageSet`): its group, kind and names, any content.
+/// (`MachineOSConfig`): its group, kind and names, any content.
 fn upstream_crd(kind: &str) -> String {
     let singular = kind.to_lowercase();
     serde_json::json!({
@@ -246,37 +246,11 @@ fn a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes(server: Serv
             "metadata": {"name": "layered"},
             "spec": {"machineConfigPool": {"name": "worker"}}}"#,
     );
-    // Likewise a PinnedImageSet for the worker pool, by upstream's rule (the pool's
-    // machineConfigSelector matches its labels); a pool's own list of sets is kept.
-    c.apply(&upstream_crd("PinnedImageSet"));
-    wait_for("the PinnedImageSet kind served", 60, || {
-        c.kubectl_try(&["get", "pinnedimagesets"]).ok()
-    });
-    c.apply(
-        r#"{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "PinnedImageSet",
-            "metadata": {"name": "upgrade",
-                         "labels": {"machineconfiguration.openshift.io/role": "worker"}},
-            "spec": {"pinnedImages": [{"name": "quay.io/example/a@sha256:0123"}]}}"#,
-    );
-    c.kubectl(&[
-        "patch",
-        "mcp",
-        "worker",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"pinnedImageSets":[{"name":"upgrade"}]}}"#,
-    ]);
-    assert_eq!(
-        c.get_json(&["mcp", "worker"])["spec"]["pinnedImageSets"],
-        serde_json::json!([{"name": "upgrade"}])
-    );
     let (ok, out) = c.mco(&["doctor"]);
     assert!(!ok, "{out}");
     for want in [
         "machineosconfig layered",
         "Pool worker builds its OS image from MachineOSConfig layered",
-        "pinnedimageset upgrade",
-        "PinnedImageSet upgrade (1 image; pool worker)",
     ] {
         assert!(out.contains(want), "{want:?} not in:\n{out}");
     }
