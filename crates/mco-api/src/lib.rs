@@ -16,6 +16,7 @@ pub mod paths;
 pub mod pinned;
 pub mod pool;
 pub mod rollouts;
+pub mod select;
 #[cfg(feature = "client")]
 pub mod watch;
 
@@ -36,8 +37,8 @@ pub use mcn::{
     MachineConfigNodeSpecConfigVersion, MachineConfigNodeStatus,
     MachineConfigNodeStatusConfigVersion, ObjectName,
 };
-pub use pinned::{PinnedImageRef, PinnedImageSet, PinnedImageSetSpec};
 pub use operator::{MachineConfiguration, MachineConfigurationSpec, MachineConfigurationStatus};
+pub use pinned::{PinnedImageRef, PinnedImageSet, PinnedImageSetSpec};
 pub use pool::{
     MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec, MachineConfigPoolStatus,
     PoolConfiguration,

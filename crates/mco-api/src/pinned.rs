@@ -29,7 +29,9 @@ pub const MCN_PROGRESSING: &str = "PinnedImageSetsProgressing";
 pub const MCN_DEGRADED: &str = "PinnedImageSetsDegraded";
 
 /// Images to pull ahead of need and pin on the nodes of the pools the set's labels select.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(
+    CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
+)]
 #[kube(
     group = "machineconfiguration.openshift.io",
     version = "v1",
@@ -56,7 +58,9 @@ pub struct PinnedImageRef {
     /// `host[:port][/namespace]/name@sha256:<digest>`, at most 447 characters.
     #[schemars(
         length(min = 1, max = 447),
-        regex(pattern = r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?/([a-zA-Z0-9_-]{0,61}/)?[a-zA-Z0-9_.-]*@sha256:[a-f0-9]{64}$")
+        regex(
+            pattern = r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?/([a-zA-Z0-9_-]{0,61}/)?[a-zA-Z0-9_.-]*@sha256:[a-f0-9]{64}$"
+        )
     )]
     pub name: String,
 }
@@ -98,6 +102,26 @@ pub fn valid_image_ref(image: &str) -> bool {
         && RE
             .get_or_init(|| regex::Regex::new(IMAGE_DIGEST_PATTERN).expect("pattern compiles"))
             .is_match(image)
+}
+
+/// The sets a pool is for, by upstream's rule: its `machineConfigSelector` matches their labels
+/// (an empty or absent selector matches none). Sorted by name, as the pool lists them.
+pub fn sets_for_pool<'a>(
+    pool: &crate::MachineConfigPool,
+    sets: impl IntoIterator<Item = &'a PinnedImageSet>,
+) -> Vec<&'a PinnedImageSet> {
+    use kube::ResourceExt;
+    let mut out: Vec<&PinnedImageSet> = sets
+        .into_iter()
+        .filter(|s| {
+            crate::select::pool_rule_matches(
+                pool.spec.machine_config_selector.as_ref(),
+                s.metadata.labels.as_ref(),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.name_any().cmp(&b.name_any()));
+    out
 }
 
 /// The images of `sets`, each once, sorted: what the CRI-O drop-in lists.
@@ -161,7 +185,9 @@ mod tests {
             spec: PinnedImageSetSpec {
                 pinned_images: images
                     .iter()
-                    .map(|n| PinnedImageRef { name: n.to_string() })
+                    .map(|n| PinnedImageRef {
+                        name: n.to_string(),
+                    })
                     .collect(),
             },
         };

@@ -5,6 +5,7 @@ pub mod apply;
 pub mod jsonpath;
 pub mod openapi;
 pub mod patch;
+pub mod quantity;
 pub mod schema;
 pub mod selector;
 pub mod table;

@@ -6,7 +6,9 @@ use mco_api::ContainerRuntimeConfigSpec;
 use serde_json::Value;
 use toml::Table;
 
-use crate::{Error, file, quantity_bytes};
+use mco_apimachinery::quantity::bytes as quantity_bytes;
+
+use crate::{Error, file};
 
 pub const PIDS_LIMIT: &str = "/etc/crio/crio.conf.d/01-ctrcfg-pidsLimit";
 pub const LOG_LEVEL: &str = "/etc/crio/crio.conf.d/01-ctrcfg-logLevel";

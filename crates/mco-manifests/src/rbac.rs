@@ -182,7 +182,11 @@ pub fn controller_rules() -> Vec<PolicyRule> {
             ],
         ),
         // PinnedImageSets: listed in the spec of the pools their labels select.
-        rule(&[MCO_GROUP], &["pinnedimagesets"], &["get", "list", "watch"]),
+        rule(
+            &[MCO_GROUP],
+            &["pinnedimagesets"],
+            &["get", "list", "watch"],
+        ),
         // Render: spec.configuration and spec.pinnedImageSets; status: counts and conditions.
         rule(
             &[MCO_GROUP],

@@ -12,6 +12,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use mco_api::constants::{health, mcn_conditions as c, mcn_reasons, names};
+use mco_api::pinned::{self, MachineConfigNodeStatusPinnedImageSet};
 use mco_api::{
     IrreconcilableChangeDiff, MachineConfigNodeStatus, MachineConfigNodeStatusConfigVersion,
 };
@@ -52,6 +53,11 @@ pub struct Write {
     pub child: Option<(&'static str, Status, String)>,
     /// `status.irreconcilableChanges` as of this write (empty: none), when it says.
     pub irreconcilable: Option<Vec<IrreconcilableChangeDiff>>,
+    /// A second condition with its own reason, `(type, status, reason, message)`: the pinned
+    /// image sets' Progressing and Degraded go together.
+    pub sibling: Option<(&'static str, Status, &'static str, String)>,
+    /// `status.pinnedImageSets` as of this write (empty: none), when it says.
+    pub pinned: Option<Vec<MachineConfigNodeStatusPinnedImageSet>>,
 }
 
 impl Write {
@@ -64,6 +70,8 @@ impl Write {
             message: message.into(),
             child: None,
             irreconcilable: None,
+            sibling: None,
+            pinned: None,
         }
     }
 
@@ -81,6 +89,24 @@ impl Write {
     /// Overrides the parent reason.
     pub fn reason(mut self, reason: &'static str) -> Write {
         self.reason = Some(reason);
+        self
+    }
+
+    /// Sets a second condition with its own reason.
+    pub fn sibling(
+        mut self,
+        type_: &'static str,
+        status: Status,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Write {
+        self.sibling = Some((type_, status, reason, message.into()));
+        self
+    }
+
+    /// Sets `status.pinnedImageSets` too.
+    pub fn pinned(mut self, sets: Vec<MachineConfigNodeStatusPinnedImageSet>) -> Write {
+        self.pinned = Some(sets);
         self
     }
 
@@ -156,6 +182,12 @@ pub fn ensure_all(status: &mut MachineConfigNodeStatus, now: &Time) -> bool {
     changed
 }
 
+/// Conditions an update neither resets nor is disrupted by: the pinned image sets' own, which
+/// the daemon writes beside updates, as upstream's second worker does.
+fn outside_updates(type_: &str) -> bool {
+    type_ == pinned::MCN_PROGRESSING || type_ == pinned::MCN_DEGRADED
+}
+
 /// Applies one write with upstream's rules. Returns whether anything changed (upstream's no-op
 /// guard: an unchanged write is not sent).
 pub fn apply(
@@ -173,7 +205,11 @@ pub fn apply(
         // which update it belonged to.
         let prefix = format!("Action during update to {}: ", facts.desired);
         for x in status.conditions.iter_mut() {
-            if x.type_ == c::UPDATED || x.type_ == c::NODE_DEGRADED || x.status == "False" {
+            if x.type_ == c::UPDATED
+                || x.type_ == c::NODE_DEGRADED
+                || outside_updates(&x.type_)
+                || x.status == "False"
+            {
                 continue;
             }
             x.status = "False".into();
@@ -185,6 +221,7 @@ pub fn apply(
         }
     } else if w.parent != c::NODE_DEGRADED
         && w.parent != c::RESUMED
+        && !outside_updates(w.parent)
         && status
             .condition(c::UPDATED)
             .is_some_and(|u| u.status == "True")
@@ -209,6 +246,16 @@ pub fn apply(
     if let Some((child, st, msg)) = &w.child {
         let child_reason = format!("{}{}", w.parent, child);
         changed |= set_condition(&mut status.conditions, child, *st, &child_reason, msg, now);
+    }
+    if let Some((t, st, reason, msg)) = &w.sibling {
+        changed |= set_condition(&mut status.conditions, t, *st, reason, msg, now);
+    }
+    if let Some(sets) = &w.pinned {
+        let sets = (!sets.is_empty()).then(|| sets.clone());
+        if status.pinned_image_sets != sets {
+            status.pinned_image_sets = sets;
+            changed = true;
+        }
     }
     if let Some(report) = &w.irreconcilable {
         let report = (!report.is_empty()).then(|| report.clone());
@@ -282,7 +329,8 @@ pub fn status_patch(
             return None;
         }
         let at = format!("/status/conditions/{i}");
-        let exempt = o.type_ == c::UPDATED || o.type_ == c::NODE_DEGRADED;
+        let exempt =
+            o.type_ == c::UPDATED || o.type_ == c::NODE_DEGRADED || outside_updates(&o.type_);
         if o == n {
             if reset && !exempt {
                 ops.push(json!({"op": "test", "path": format!("{at}/status"), "value": o.status}));
@@ -325,6 +373,12 @@ pub fn status_patch(
         ops.push(match &new.irreconcilable_changes {
             Some(v) => json!({"op": "add", "path": "/status/irreconcilableChanges", "value": v}),
             None => json!({"op": "remove", "path": "/status/irreconcilableChanges"}),
+        });
+    }
+    if old.pinned_image_sets != new.pinned_image_sets {
+        ops.push(match &new.pinned_image_sets {
+            Some(v) => json!({"op": "add", "path": "/status/pinnedImageSets", "value": v}),
+            None => json!({"op": "remove", "path": "/status/pinnedImageSets"}),
         });
     }
     ops.push(

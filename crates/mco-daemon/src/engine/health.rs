@@ -7,14 +7,12 @@
 //! On a real host whose root is not `/` a check runs as `chroot <root> <check>`, so it sees
 //! the host as its own; on a simulated node it runs directly with `MCO_ROOT` set to the root.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mco_api::rollouts::limits::MAX_OUTPUT_BYTES;
 
-use crate::host::cmd::CommandRunner;
+use crate::host::cmd::{CommandRunner, capture, wait_bounded};
 use crate::host::fs::EntryKind;
 use crate::host::{Host, HostKind};
 
@@ -34,36 +32,6 @@ pub struct Outcome {
     /// The failing check's file name; empty when all passed.
     pub check: String,
     pub output: String,
-}
-
-/// Keeps the first [`MAX_OUTPUT_BYTES`] of a stream and drains the rest, so a chatty check
-/// neither blocks on a full pipe nor costs memory.
-fn capture(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut kept = Vec::new();
-        let _ = (&mut r)
-            .take(MAX_OUTPUT_BYTES as u64)
-            .read_to_end(&mut kept);
-        let _ = std::io::copy(&mut r, &mut std::io::sink());
-        kept
-    })
-}
-
-/// Waits for `child` up to `timeout`, polling: the daemon runs this on a blocking thread.
-fn wait(child: &mut Child, timeout: Duration) -> Result<std::process::ExitStatus, String> {
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
-            Ok(None) if started.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("timed out after {timeout:?}"));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting: {e}")),
-        }
-    }
 }
 
 fn cut(mut s: String) -> String {
@@ -90,9 +58,9 @@ fn run_one(root: &Path, chroot: bool, name: &str, timeout: Duration) -> Result<(
     let mut child = runner
         .spawn(&program, &[])
         .map_err(|e| format!("cannot run: {e}"))?;
-    let out = child.stdout.take().map(capture);
-    let err = child.stderr.take().map(capture);
-    let status = wait(&mut child, timeout);
+    let out = child.stdout.take().map(|r| capture(r, MAX_OUTPUT_BYTES));
+    let err = child.stderr.take().map(|r| capture(r, MAX_OUTPUT_BYTES));
+    let status = wait_bounded(&mut child, timeout);
     let mut text = out.and_then(|h| h.join().ok()).unwrap_or_default();
     text.extend(err.and_then(|h| h.join().ok()).unwrap_or_default());
     let text = cut(String::from_utf8_lossy(&text).into_owned());

@@ -5,8 +5,10 @@
 //! its rpm-ostree daemon, its systemd). With root `/` the tools run directly.
 
 use std::ffi::OsString;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
 
 use crate::error::{HostError, Result};
 
@@ -45,6 +47,35 @@ pub fn command_line(program: &Path, args: &[String]) -> String {
         s.push_str(a);
     }
     s
+}
+
+/// Keeps the first `max` bytes of a stream and drains the rest, so a chatty tool neither
+/// blocks on a full pipe nor costs memory.
+pub fn capture(mut r: impl Read + Send + 'static, max: usize) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let _ = (&mut r).take(max as u64).read_to_end(&mut kept);
+        let _ = std::io::copy(&mut r, &mut std::io::sink());
+        kept
+    })
+}
+
+/// Waits for `child` up to `timeout`, polling (callers run on a blocking thread); past it the
+/// child is killed.
+pub fn wait_bounded(child: &mut Child, timeout: Duration) -> Result<ExitStatus, String> {
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if started.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {timeout:?}"));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting: {e}")),
+        }
+    }
 }
 
 impl CommandRunner {
@@ -114,6 +145,39 @@ impl CommandRunner {
                 command: command_line(program, args),
                 source: e,
             })
+    }
+
+    /// Runs the tool for at most `timeout`, keeping at most `max_output` bytes of each stream:
+    /// for tools that talk to the network (a registry pull), whose time and output the daemon
+    /// does not control. Past the timeout the tool is killed and the error says so.
+    pub fn run_bounded(
+        &self,
+        program: &Path,
+        args: &[String],
+        timeout: Duration,
+        max_output: usize,
+    ) -> Result<CmdOutput> {
+        let mut child = self.spawn(program, args)?;
+        let out = child.stdout.take().map(|r| capture(r, max_output));
+        let err = child.stderr.take().map(|r| capture(r, max_output));
+        let status = wait_bounded(&mut child, timeout);
+        let text = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
+            String::from_utf8_lossy(&h.and_then(|h| h.join().ok()).unwrap_or_default()).into_owned()
+        };
+        let (stdout, stderr) = (text(out), text(err));
+        match status {
+            Ok(s) if s.success() => Ok(CmdOutput { stdout, stderr }),
+            Ok(s) => Err(HostError::Command {
+                command: command_line(program, args),
+                stderr: stderr.trim().to_string(),
+                status: describe_status(s),
+            }),
+            Err(why) => Err(HostError::Command {
+                command: command_line(program, args),
+                stderr: stderr.trim().to_string(),
+                status: why,
+            }),
+        }
     }
 
     /// Runs the tool; any non-zero exit is an error carrying its stderr.

@@ -8,6 +8,7 @@
 pub mod backup;
 pub mod cmd;
 pub mod fs;
+pub mod images;
 pub mod osrelease;
 pub mod ostree;
 pub mod passwd;
@@ -22,6 +23,7 @@ use std::path::Path;
 use crate::error::{HostError, Result};
 use crate::host::cmd::CommandRunner;
 use crate::host::fs::{Durability, FileAttrs, HostFs};
+use crate::host::images::{ContainerImages, Crictl, SimImages};
 use crate::host::osrelease::HostOs;
 use crate::host::ostree::{OsUpdater, RpmOstree, SimOstree};
 use crate::host::reboot::{Rebooter, SimRebooter, SystemdRunRebooter};
@@ -46,6 +48,8 @@ pub struct Host {
     pub systemd: Box<dyn Systemd>,
     /// Its rebooter.
     pub rebooter: Box<dyn Rebooter>,
+    /// Its container images (CRI-O's), for PinnedImageSets.
+    pub images: Box<dyn ContainerImages>,
     kind: HostKind,
 }
 
@@ -69,6 +73,7 @@ impl Host {
         let ostree_booted = fs.exists(paths::OSTREE_BOOTED)?;
         Ok(Host {
             os: Box::new(RpmOstree::new(runner.clone())),
+            images: Box::new(Crictl::new(runner.clone())),
             systemd: Box::new(Systemctl::new(runner.clone())),
             rebooter: Box::new(
                 SystemdRunRebooter::new(runner).after_ostree_finalize(ostree_booted),
@@ -83,6 +88,7 @@ impl Host {
         let fs = HostFs::open(root)?.with_durability(Durability::ProcessCrash);
         Ok(Host {
             os: Box::new(SimOstree::new(fs.try_clone()?)),
+            images: Box::new(SimImages::new(fs.try_clone()?)),
             systemd: Box::new(SimSystemd::new(fs.try_clone()?)),
             rebooter: Box::new(SimRebooter::new(fs.try_clone()?)),
             fs,

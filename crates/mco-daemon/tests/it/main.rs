@@ -6,6 +6,7 @@
 //! `tests/engine_crash.rs`: they need the `failpoints` feature, whose failpoints are
 //! process-wide. `tests/support/` stays where both binaries (and `src/host/cmd.rs`) include it.
 
+mod crictl;
 mod engine_apply;
 mod firstboot_seed000;
 mod host;
