@@ -120,7 +120,7 @@ pub fn sets_for_pool<'a>(
             )
         })
         .collect();
-    out.sort_by(|a, b| a.name_any().cmp(&b.name_any()));
+    out.sort_by_key(|a| a.name_any());
     out
 }
 

@@ -196,9 +196,10 @@ pub fn node_status(ready: bool, os_image: &str, boot_id: &str, now: &str) -> Val
                 "lastHeartbeatTime": now,
                 "lastTransitionTime": now,
             }],
-            // A real scheduler places pods only where they fit.
-            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            // A real scheduler places pods only where they fit; the daemon pins images only
+            // where 16Gi of ephemeral storage are allocatable.
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "120Gi"},
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "110Gi"},
             "nodeInfo": {
                 "architecture": "amd64",
                 "bootID": boot_id,

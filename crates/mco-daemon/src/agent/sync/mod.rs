@@ -21,7 +21,8 @@
 //!
 //! Each sync asks [`decide()`] what to do; [`boot`] is the start-up sync, [`update`] holds the
 //! steps that change the node, and [`outbox`] the status writes they make. [`certs`] runs
-//! beside the syncs and writes the ControllerConfig's CA bundles.
+//! beside the syncs and writes the ControllerConfig's CA bundles; [`pinned`] runs beside them
+//! and pulls and pins the node's PinnedImageSets.
 //!
 //! Only a change to the Node's annotations wakes a sync: they carry everything a sync and a
 //! drain wait read, and the other changes (the taint a rollout puts on every member, the
@@ -36,6 +37,7 @@ mod certs;
 pub mod decide;
 mod force;
 mod outbox;
+pub mod pinned;
 mod policy;
 mod update;
 
@@ -116,6 +118,9 @@ pub enum SyncError {
     /// The node is in upstream's on-cluster image mode ([`decide::image_mode`]).
     #[error("{0}")]
     ImageMode(String),
+    /// Its PinnedImageSets could not be pulled or pinned ([`pinned`]).
+    #[error("{0}")]
+    Pinned(String),
 }
 
 impl From<HostError> for SyncError {
@@ -171,6 +176,9 @@ struct Inner {
     machine_configurations: Api<MachineConfiguration>,
     /// The ControllerConfig, whose CA bundles [`certs`] writes.
     controller_configs: Api<ControllerConfig>,
+    /// The PinnedImageSets and pools [`pinned`] reads.
+    pinned_sets: Api<mco_api::PinnedImageSet>,
+    pools: Api<mco_api::MachineConfigPool>,
     /// Set once [`Daemon::run`]'s shutdown fires, so that waits inside a sync give up.
     shutdown: tokio::sync::watch::Sender<bool>,
     /// This Node as last seen by [`Daemon::run`]'s watch, so that a drain wait wakes on the
@@ -330,6 +338,8 @@ impl Daemon {
                 mcns: mco_api::mcn::client::McnApi::new(client.clone()),
                 machine_configurations: Api::all(client.clone()),
                 controller_configs: Api::all(client.clone()),
+                pinned_sets: Api::all(client.clone()),
+                pools: Api::all(client.clone()),
                 events: Api::namespaced(client, "default"),
                 engine: Arc::new(engine),
                 metrics,
@@ -504,6 +514,9 @@ impl Daemon {
         ));
         let _cert_task = AbortOnDrop(tokio::spawn(
             certs::run(Arc::clone(&inner)).in_current_span(),
+        ));
+        let _pinned_task = AbortOnDrop(tokio::spawn(
+            pinned::run(Arc::clone(&inner)).in_current_span(),
         ));
         let mut node_changes = inner.watched.clone();
         let mut shutdown = std::pin::pin!(shutdown);

@@ -315,6 +315,19 @@ impl Inner {
         }
     }
 
+    /// Writes `w` alone, now, leaving the held phases to the sync loop that holds them: for
+    /// the workers beside it ([`super::pinned`]). No MachineConfigNode yet is an error, so the
+    /// worker tries again later.
+    pub(super) async fn mcn_now(&self, w: &Write) -> Result<(), SyncError> {
+        match self.write_mcn(&[], std::slice::from_ref(w)).await? {
+            Written::Yes => Ok(()),
+            Written::NoMachineConfigNode => Err(SyncError::Pinned(format!(
+                "no MachineConfigNode {} yet",
+                self.opts.node
+            ))),
+        }
+    }
+
     /// Whether phases are held that a write has yet to carry.
     pub(super) fn mcn_held(&self) -> bool {
         self.mcn_pending.lock().is_ok_and(|p| !p.is_empty())

@@ -1,0 +1,444 @@
+//! The pinned image set worker, beside the sync loop as upstream's `PinnedImageSetManager` is:
+//! it watches the PinnedImageSets, works out which are for this node (the sets each pool that
+//! selects the node is for, by upstream's controller rule: the pool's `machineConfigSelector`
+//! matches the set's labels), pulls their images through CRI-O and pins them
+//! ([`crate::engine::pinned`]), and reports each set in the MachineConfigNode's
+//! `status.pinnedImageSets` with the `PinnedImageSetsProgressing` and `PinnedImageSetsDegraded`
+//! conditions, in upstream's words.
+//!
+//! Costs: one watch per daemon start. The pools are read only while some set exists, at each
+//! set change and every [`RESYNC`] (a pool's selectors and the node's labels change without a
+//! set event). A node already holding and pinning every image writes nothing, so a daemon
+//! restarting after a reboot sends no status. Where the kind is not served (an older cluster),
+//! the worker says so once and looks again every [`ABSENT_RETRY`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use kube::runtime::{WatchStreamExt, watcher};
+use mco_api::pinned::{self, MachineConfigNodeStatusPinnedImageSet};
+use mco_api::{MachineConfigPool, PinnedImageSet};
+use tokio::time::Instant;
+
+use super::{Inner, SyncError, blocking};
+use crate::agent::mcn::{Status, Write};
+
+/// The least ephemeral storage a node pins images with (upstream's
+/// `MinFreeStorageAfterPrefetch`, 16Gi).
+pub const MIN_STORAGE_BYTES: i64 = 16 << 30;
+/// How often the pools are read again while sets exist.
+pub const RESYNC: Duration = Duration::from_secs(300);
+/// How long a daemon waits before looking again for a PinnedImageSet kind it was not served.
+pub const ABSENT_RETRY: Duration = Duration::from_secs(600);
+/// Set changes arriving this close together are worked on once.
+const SETTLE: Duration = Duration::from_millis(200);
+/// Upstream's limit on `lastFailedGenerationError`.
+const MAX_ERROR_LEN: usize = 32768;
+
+/// Upstream's messages and reasons.
+const PROGRESSING_REASON: &str = "ImagePrefetch";
+const AS_EXPECTED: &str = "AsExpected";
+const FAILED_REASON: &str = "PrefetchFailed";
+const COMPLETE: &str = "All pinned image sets complete";
+const ALL_GOOD: &str = "All is good";
+const FAILED: &str = "One or more PinnedImageSet is experiencing an error. See PinnedImageSet list for more details.";
+
+/// Whether `node` may pull images: Ready, without disk pressure, with at least `min_bytes` of
+/// allocatable ephemeral storage. Upstream's checks and messages.
+pub fn check_node(node: &Node, min_bytes: i64) -> Result<(), String> {
+    let name = node.name_any();
+    let status = node.status.as_ref();
+    for c in status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        if c.type_ == "Ready" && c.status != "True" {
+            return Err(format!("node {name} is reporting NotReady={}", c.status));
+        }
+        if c.type_ == "DiskPressure" && c.status != "False" {
+            return Err(format!("node {name} is reporting OutOfDisk={}", c.status));
+        }
+    }
+    let Some(q) = status
+        .and_then(|s| s.allocatable.as_ref())
+        .and_then(|a| a.get("ephemeral-storage"))
+    else {
+        return Err(format!("node {name:?} has no ephemeral storage capacity"));
+    };
+    let capacity = mco_apimachinery::quantity::bytes(&q.0).unwrap_or(0);
+    if capacity < min_bytes {
+        return Err(format!(
+            "storage available is less than minimum required capacity: {capacity}, required: {min_bytes}"
+        ));
+    }
+    Ok(())
+}
+
+/// The sets for a node with `labels`: those of every pool whose node selector matches it,
+/// each once, by name.
+pub fn sets_for_node<'a>(
+    labels: Option<&BTreeMap<String, String>>,
+    pools: &[MachineConfigPool],
+    sets: &'a BTreeMap<String, PinnedImageSet>,
+) -> Vec<&'a PinnedImageSet> {
+    let mut mine = BTreeMap::new();
+    for pool in pools {
+        if mco_api::select::pool_rule_matches(pool.spec.node_selector.as_ref(), labels) {
+            for s in pinned::sets_for_pool(pool, sets.values()) {
+                mine.insert(s.name_any(), s);
+            }
+        }
+    }
+    mine.into_values().collect()
+}
+
+fn generation(set: &PinnedImageSet) -> i32 {
+    set.metadata
+        .generation
+        .unwrap_or(1)
+        .clamp(1, i64::from(i32::MAX)) as i32
+}
+
+/// What the worker remembers between syncs.
+#[derive(Debug, Default)]
+pub struct Pinned {
+    /// Each set's generation as last pulled and pinned here.
+    pub current: BTreeMap<String, i32>,
+    /// Whether this node may hold pins from before: a sync with no set at all is then still
+    /// worth one look (to unpin); `None` until the disk was asked.
+    pub maybe_pinned: Option<bool>,
+}
+
+/// The `status.pinnedImageSets` entries for `mine`: what is wanted, what is pinned, and the
+/// failure when there is one.
+pub fn entries(
+    mine: &[&PinnedImageSet],
+    current: &BTreeMap<String, i32>,
+    failed: Option<&str>,
+) -> Vec<MachineConfigNodeStatusPinnedImageSet> {
+    mine.iter()
+        .map(|s| {
+            let name = s.name_any();
+            let desired = generation(s);
+            let current = current.get(&name).copied().filter(|g| *g <= desired);
+            MachineConfigNodeStatusPinnedImageSet {
+                current_generation: current,
+                desired_generation: Some(desired),
+                last_failed_generation: failed.map(|_| desired),
+                last_failed_generation_error: failed
+                    .map(|e| e.chars().take(MAX_ERROR_LEN).collect())
+                    .unwrap_or_default(),
+                name,
+            }
+        })
+        .collect()
+}
+
+pub(super) async fn run(inner: Arc<Inner>) {
+    loop {
+        if serve(&inner).await.is_break() {
+            return;
+        }
+        tokio::time::sleep(ABSENT_RETRY).await;
+    }
+}
+
+/// Watches and syncs until the watch ends (`Break`) or the kind turns out not to be served
+/// (`Continue`: look again later).
+async fn serve(inner: &Arc<Inner>) -> std::ops::ControlFlow<()> {
+    let mut events = std::pin::pin!(
+        mco_api::watch::watch(inner.pinned_sets.clone(), watcher::Config::default())
+            .default_backoff()
+    );
+    let mut sets: BTreeMap<String, PinnedImageSet> = BTreeMap::new();
+    let mut listing: BTreeMap<String, PinnedImageSet> = BTreeMap::new();
+    let mut state = Pinned::default();
+    let mut backoff = Duration::from_secs(1);
+    let mut retry_at: Option<Instant> = None;
+    loop {
+        let due = async {
+            match retry_at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            ev = events.next() => {
+                match ev {
+                    None => return std::ops::ControlFlow::Break(()),
+                    Some(Ok(watcher::Event::Init)) => listing.clear(),
+                    Some(Ok(watcher::Event::InitApply(s))) => {
+                        listing.insert(s.name_any(), s);
+                    }
+                    Some(Ok(watcher::Event::InitDone)) => sets = std::mem::take(&mut listing),
+                    Some(Ok(watcher::Event::Apply(s))) => {
+                        sets.insert(s.name_any(), s);
+                    }
+                    Some(Ok(watcher::Event::Delete(s))) => {
+                        sets.remove(&s.name_any());
+                    }
+                    Some(Err(e)) if not_served(&e) => {
+                        tracing::info!(
+                            "the PinnedImageSet kind is not served; pinned images are not managed (looking again in {} minutes)",
+                            ABSENT_RETRY.as_secs() / 60
+                        );
+                        return std::ops::ControlFlow::Continue(());
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "PinnedImageSet watch");
+                        continue;
+                    }
+                }
+                if !matches!(retry_at, Some(t) if t <= Instant::now() + SETTLE) {
+                    retry_at = Some(Instant::now() + SETTLE);
+                    backoff = Duration::from_secs(1);
+                }
+            }
+            _ = due => {
+                retry_at = None;
+                match sync(inner, &sets, &mut state).await {
+                    Ok(()) => {
+                        backoff = Duration::from_secs(1);
+                        if !sets.is_empty() {
+                            retry_at = Some(Instant::now() + RESYNC);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pinned image sets not synced");
+                        retry_at = Some(Instant::now() + backoff);
+                        backoff = (backoff * 2).min(inner.opts.max_backoff);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn not_served(e: &watcher::Error) -> bool {
+    let api = match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s,
+        watcher::Error::WatchError(s) => s,
+        _ => return false,
+    };
+    api.code == 404
+}
+
+/// One pass: the node's sets, pulled and pinned, and the MachineConfigNode told.
+async fn sync(
+    inner: &Arc<Inner>,
+    sets: &BTreeMap<String, PinnedImageSet>,
+    state: &mut Pinned,
+) -> Result<(), SyncError> {
+    if sets.is_empty() && state.maybe_pinned == Some(false) {
+        return Ok(());
+    }
+    if sets.is_empty() && state.maybe_pinned.is_none() {
+        let engine = Arc::clone(&inner.engine);
+        let held = blocking(move || engine.pinned_up_to_date(&[])).await?;
+        state.maybe_pinned = Some(!held);
+        if held {
+            return Ok(());
+        }
+    }
+    let node = match inner.known_node() {
+        Some(n) => n,
+        None => Arc::new(inner.node().await?),
+    };
+    let pools = if sets.is_empty() {
+        Vec::new()
+    } else {
+        inner.pools.list(&ListParams::default()).await?.items
+    };
+    let mine = sets_for_node(node.metadata.labels.as_ref(), &pools, sets);
+    let images = pinned::unique_sorted_images(mine.iter().copied());
+    let engine = Arc::clone(&inner.engine);
+    let wanted = images.clone();
+    let up_to_date = blocking(move || engine.pinned_up_to_date(&wanted)).await?;
+    if !up_to_date {
+        if let Err(why) = check_node(&node, MIN_STORAGE_BYTES) {
+            return fail(inner, &mine, state, why).await;
+        }
+        tracing::info!(
+            sets = ?mine.iter().map(|s| s.name_any()).collect::<Vec<_>>(),
+            images = images.len(),
+            "pulling and pinning images"
+        );
+        inner
+            .mcn_now(
+                &Write::parent(
+                    pinned::MCN_PROGRESSING,
+                    Status::True,
+                    format!("node is prefetching images: {}", inner.name()),
+                )
+                .reason(PROGRESSING_REASON)
+                .pinned(entries(&mine, &state.current, None)),
+            )
+            .await?;
+        let engine = Arc::clone(&inner.engine);
+        let wanted = images.clone();
+        match blocking(move || Ok::<_, SyncError>(engine.pin_images(&wanted))).await? {
+            Ok(reloaded) => {
+                if reloaded {
+                    tracing::info!("CRI-O reloaded with {} pinned images", images.len());
+                }
+            }
+            Err(e) => return fail(inner, &mine, state, e.to_string()).await,
+        }
+    }
+    state.current = mine.iter().map(|s| (s.name_any(), generation(s))).collect();
+    state.maybe_pinned = Some(!images.is_empty());
+    inner
+        .mcn_now(
+            &Write::parent(pinned::MCN_PROGRESSING, Status::False, COMPLETE)
+                .reason(AS_EXPECTED)
+                .sibling(pinned::MCN_DEGRADED, Status::False, AS_EXPECTED, ALL_GOOD)
+                .pinned(entries(&mine, &state.current, None)),
+        )
+        .await
+}
+
+/// Reports a failed pass and returns it as the error that schedules the retry.
+async fn fail(
+    inner: &Arc<Inner>,
+    mine: &[&PinnedImageSet],
+    state: &Pinned,
+    why: String,
+) -> Result<(), SyncError> {
+    inner
+        .mcn_now(
+            &Write::parent(pinned::MCN_DEGRADED, Status::True, FAILED)
+                .reason(FAILED_REASON)
+                .pinned(entries(mine, &state.current, Some(&why))),
+        )
+        .await?;
+    Err(SyncError::Pinned(why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(v: serde_json::Value) -> Node {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn set(name: &str, role: &str, generation: i64) -> PinnedImageSet {
+        serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "PinnedImageSet",
+            "metadata": {"name": name, "generation": generation,
+                         "labels": {"machineconfiguration.openshift.io/role": role}},
+            "spec": {"pinnedImages": [{"name": format!("quay.io/x/{name}@sha256:{}", "0".repeat(64))}]}
+        }))
+        .unwrap()
+    }
+
+    fn pool(name: &str, node_role: &str, mc_roles: &[&str]) -> MachineConfigPool {
+        serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{node_role}"): ""}},
+                "machineConfigSelector": {"matchExpressions": [{
+                    "key": "machineconfiguration.openshift.io/role",
+                    "operator": "In", "values": mc_roles}]}
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_node_gets_the_sets_of_every_pool_that_selects_it() {
+        let sets: BTreeMap<String, PinnedImageSet> = [
+            set("for-workers", "worker", 1),
+            set("for-infra", "infra", 1),
+            set("for-masters", "master", 1),
+        ]
+        .into_iter()
+        .map(|s| (s.name_any(), s))
+        .collect();
+        let pools = [
+            pool("worker", "worker", &["worker"]),
+            pool("infra", "infra", &["worker", "infra"]),
+            pool("master", "master", &["master"]),
+        ];
+        let labels = |roles: &[&str]| -> BTreeMap<String, String> {
+            roles
+                .iter()
+                .map(|r| (format!("node-role.kubernetes.io/{r}"), String::new()))
+                .collect()
+        };
+        let names = |v: Vec<&PinnedImageSet>| v.iter().map(|s| s.name_any()).collect::<Vec<_>>();
+        assert_eq!(
+            names(sets_for_node(Some(&labels(&["worker"])), &pools, &sets)),
+            ["for-workers"]
+        );
+        assert_eq!(
+            names(sets_for_node(
+                Some(&labels(&["worker", "infra"])),
+                &pools,
+                &sets
+            )),
+            ["for-infra", "for-workers"]
+        );
+        assert!(sets_for_node(None, &pools, &sets).is_empty());
+    }
+
+    #[test]
+    fn entries_say_what_is_wanted_pinned_and_failed() {
+        let a = set("a", "worker", 3);
+        let b = set("b", "worker", 1);
+        let current = BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 1)]);
+        let ok = entries(&[&a, &b], &current, None);
+        assert_eq!(ok[0].desired_generation, Some(3));
+        assert_eq!(ok[0].current_generation, Some(2));
+        assert!(!ok[0].is_current() && ok[1].is_current());
+        let long = "x".repeat(MAX_ERROR_LEN + 10);
+        let failed = entries(&[&a], &current, Some(&long));
+        assert_eq!(failed[0].last_failed_generation, Some(3));
+        assert_eq!(failed[0].last_failed_generation_error.len(), MAX_ERROR_LEN);
+    }
+
+    #[test]
+    fn a_node_pulls_only_when_ready_with_room() {
+        let ok = node(json!({"metadata": {"name": "w"}, "status": {
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "DiskPressure", "status": "False"}],
+            "allocatable": {"ephemeral-storage": "16Gi"}}}));
+        assert_eq!(check_node(&ok, MIN_STORAGE_BYTES), Ok(()));
+        let small = node(json!({"metadata": {"name": "w"}, "status": {
+            "allocatable": {"ephemeral-storage": "10Gi"}}}));
+        assert_eq!(
+            check_node(&small, MIN_STORAGE_BYTES).unwrap_err(),
+            format!(
+                "storage available is less than minimum required capacity: {}, required: {MIN_STORAGE_BYTES}",
+                10i64 << 30
+            )
+        );
+        let none = node(json!({"metadata": {"name": "w"}, "status": {}}));
+        assert_eq!(
+            check_node(&none, MIN_STORAGE_BYTES).unwrap_err(),
+            "node \"w\" has no ephemeral storage capacity"
+        );
+        let pressed = node(json!({"metadata": {"name": "w"}, "status": {
+            "conditions": [{"type": "DiskPressure", "status": "True"}],
+            "allocatable": {"ephemeral-storage": "100Gi"}}}));
+        assert_eq!(
+            check_node(&pressed, MIN_STORAGE_BYTES).unwrap_err(),
+            "node w is reporting OutOfDisk=True"
+        );
+        let down = node(json!({"metadata": {"name": "w"}, "status": {
+            "conditions": [{"type": "Ready", "status": "Unknown"}],
+            "allocatable": {"ephemeral-storage": "100Gi"}}}));
+        assert_eq!(
+            check_node(&down, MIN_STORAGE_BYTES).unwrap_err(),
+            "node w is reporting NotReady=Unknown"
+        );
+    }
+}

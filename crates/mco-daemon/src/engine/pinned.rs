@@ -1,0 +1,203 @@
+//! Pinned images on the host: pull every image of the node's PinnedImageSets through CRI-O,
+//! check that each is there, then list them in CRI-O's drop-in
+//! ([`mco_api::pinned::CRIO_PINNED_IMAGES_DROPIN`]) and reload CRI-O, so its image garbage
+//! collection never removes them. As upstream's daemon, the drop-in is written last: until
+//! then the kubelet may still collect images in an emergency. With no image left, the drop-in
+//! is removed and CRI-O reloaded.
+
+use mco_api::pinned::CRIO_PINNED_IMAGES_DROPIN;
+use serde::Serialize;
+
+use super::Engine;
+use crate::error::HostError;
+use crate::host::fs::FileAttrs;
+
+/// CRI-O's unit, reloaded to read the drop-in.
+pub const CRIO_UNIT: &str = "crio.service";
+
+/// The drop-in listing `images`, as TOML (`[crio.image] pinned_images = [...]`).
+pub fn crio_dropin(images: &[String]) -> String {
+    #[derive(Serialize)]
+    struct Doc<'a> {
+        crio: Crio<'a>,
+    }
+    #[derive(Serialize)]
+    struct Crio<'a> {
+        image: Image<'a>,
+    }
+    #[derive(Serialize)]
+    struct Image<'a> {
+        pinned_images: &'a [String],
+    }
+    toml::to_string(&Doc {
+        crio: Crio {
+            image: Image {
+                pinned_images: images,
+            },
+        },
+    })
+    .unwrap_or_default()
+}
+
+/// Why pinning failed, in upstream's words where users grep for them.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error("failed to pull image {image:?}: {source}")]
+    Pull {
+        image: String,
+        #[source]
+        source: HostError,
+    },
+    #[error("failed to pull image: image removed during sync: {0}")]
+    Missing(String),
+    #[error("failed to write CRIO config file: {0}")]
+    Write(#[source] HostError),
+    #[error("could not apply update: reloading crio configuration failed. Error: {0}")]
+    Reload(#[source] HostError),
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
+
+impl Engine {
+    /// Whether the node already holds every one of `images` and its drop-in lists exactly
+    /// them: a daemon that restarts (after every reboot) then has nothing to do or report.
+    pub fn pinned_up_to_date(&self, images: &[String]) -> Result<bool, HostError> {
+        let on_disk = self.host.fs.read_optional(CRIO_PINNED_IMAGES_DROPIN)?;
+        let want = (!images.is_empty()).then(|| crio_dropin(images).into_bytes());
+        if on_disk != want {
+            return Ok(false);
+        }
+        for image in images {
+            if !self.host.images.present(image)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Pulls and pins `images` (sorted, each once); returns whether CRI-O was reloaded.
+    pub fn pin_images(&self, images: &[String]) -> Result<bool, PinError> {
+        for image in images {
+            self.host
+                .images
+                .pull(image)
+                .map_err(|source| PinError::Pull {
+                    image: image.clone(),
+                    source,
+                })?;
+        }
+        for image in images {
+            if !self.host.images.present(image)? {
+                return Err(PinError::Missing(image.clone()));
+            }
+        }
+        let fs = &self.host.fs;
+        let on_disk = fs.read_optional(CRIO_PINNED_IMAGES_DROPIN)?;
+        if images.is_empty() {
+            if on_disk.is_none() {
+                return Ok(false);
+            }
+            fs.remove_file(CRIO_PINNED_IMAGES_DROPIN)
+                .map_err(PinError::Write)?;
+        } else {
+            let want = crio_dropin(images);
+            if on_disk.as_deref() == Some(want.as_bytes()) {
+                tracing::info!("CRI-O config file is up to date, no reload required");
+                return Ok(false);
+            }
+            fs.write_atomic(
+                CRIO_PINNED_IMAGES_DROPIN,
+                want.as_bytes(),
+                &FileAttrs::mode(0o644),
+            )
+            .map_err(PinError::Write)?;
+        }
+        self.host
+            .systemd
+            .reload(CRIO_UNIT)
+            .map_err(PinError::Reload)?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Host;
+
+    const A: &str =
+        "quay.io/example/a@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    const B: &str =
+        "quay.io/example/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdee";
+
+    fn engine() -> (tempfile::TempDir, Engine) {
+        let t = tempfile::tempdir().unwrap();
+        let host = Host::sim(t.path()).unwrap();
+        (t, Engine::new(host).unwrap())
+    }
+
+    fn reloads(e: &Engine) -> usize {
+        e.host
+            .fs
+            .read_optional(crate::host::paths::SIM_SYSTEMD_LOG)
+            .unwrap()
+            .map(|d| {
+                String::from_utf8_lossy(&d)
+                    .lines()
+                    .filter(|l| *l == "reload crio.service")
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn the_dropin_lists_the_images_as_crio_reads_them() {
+        let text = crio_dropin(&[A.to_string(), B.to_string()]);
+        let doc: toml::Value = toml::from_str(&text).unwrap();
+        assert_eq!(
+            doc["crio"]["image"]["pinned_images"],
+            toml::Value::Array(vec![A.into(), B.into()])
+        );
+    }
+
+    #[test]
+    fn images_are_pulled_then_pinned_once_and_unpinned_when_none_is_left() {
+        let (_t, e) = engine();
+        let images = vec![A.to_string(), B.to_string()];
+        assert!(!e.pinned_up_to_date(&images).unwrap());
+        assert!(
+            e.pin_images(&images).unwrap(),
+            "the first pin reloads CRI-O"
+        );
+        assert!(e.host.images.present(A).unwrap() && e.host.images.present(B).unwrap());
+        assert_eq!(
+            e.host.fs.read_to_string(CRIO_PINNED_IMAGES_DROPIN).unwrap(),
+            crio_dropin(&images)
+        );
+        assert!(e.pinned_up_to_date(&images).unwrap());
+        assert!(
+            !e.pin_images(&images).unwrap(),
+            "nothing changed: no reload"
+        );
+        assert!(e.pinned_up_to_date(&[]).is_ok_and(|up| !up));
+        assert!(e.pin_images(&[]).unwrap(), "the drop-in removed: a reload");
+        assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
+        assert!(e.pinned_up_to_date(&[]).unwrap());
+        assert!(!e.pin_images(&[]).unwrap());
+        assert_eq!(reloads(&e), 2);
+    }
+
+    #[test]
+    fn a_failed_pull_names_the_image_and_pins_nothing() {
+        let (_t, e) = engine();
+        let bad = A.replace("quay.io", "registry.invalid");
+        let err = e.pin_images(&[bad.clone(), B.to_string()]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("failed to pull image {bad:?}")),
+            "{err}"
+        );
+        assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
+        assert_eq!(reloads(&e), 0);
+    }
+}
