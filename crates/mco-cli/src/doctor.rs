@@ -636,9 +636,8 @@ pub struct PinnedImageSet {
     pub images: Vec<String>,
 }
 
-/// The pools a PinnedImageSet is for, by upstream's rule: those whose `machineConfigSelector`
-/// matches its labels (upstream's controller then lists it in the pool's
-/// `spec.pinnedImageSets`), and those that list it already.
+/// The pools a PinnedImageSet is for, by upstream's rule (which mco's controller follows):
+/// those whose `machineConfigSelector` matches its labels.
 fn pools_of_set<'a>(
     set: &PinnedImageSet,
     pools: &'a [std::sync::Arc<MachineConfigPool>],
@@ -646,70 +645,120 @@ fn pools_of_set<'a>(
     pools
         .iter()
         .filter(|p| {
-            let listed = p.spec.pinned_image_sets.iter().any(|r| r.name == set.name);
-            let selected = p
-                .spec
-                .machine_config_selector
-                .as_ref()
-                .and_then(|s| serde_json::to_value(s).ok())
-                .and_then(|v| {
-                    mco_apimachinery::selector::LabelSelector::from_k8s(&v)
-                        .ok()
-                        .flatten()
-                })
-                .is_some_and(|s| !s.is_empty() && s.matches(&set.labels));
-            listed || selected
+            mco_api::select::pool_rule_matches(
+                p.spec.machine_config_selector.as_ref(),
+                Some(&set.labels),
+            )
         })
         .map(|p| name_of(p.as_ref()))
         .collect()
 }
 
-/// Each PinnedImageSet, with the pools it is for: upstream's daemon pulls its images onto those
-/// pools' nodes and pins them in CRI-O; mco's does neither. Said before a takeover as well as
-/// after it, when nothing else would show it.
+/// Nodes named in a finding at most; the rest are counted.
+const NODES_NAMED: usize = 5;
+
+/// The PinnedImageSets that do not reach their nodes: a set no pool selects (no node pulls
+/// it), and a set some nodes failed to pull or pin, named with the nodes and the first error
+/// their MachineConfigNodes report.
 pub fn pinned_image_sets(
     sets: &[PinnedImageSet],
     pools: &[std::sync::Arc<MachineConfigPool>],
+    mcns: &[std::sync::Arc<mco_api::MachineConfigNode>],
 ) -> Vec<Finding> {
-    sets.iter()
-        .map(|set| {
-            let name = &set.name;
-            let using = pools_of_set(set, pools);
-            let pools = if using.is_empty() {
-                "no pool selects it".to_string()
+    let mut found = vec![];
+    for set in sets {
+        let name = &set.name;
+        let count = match set.images.len() {
+            1 => "1 image".to_string(),
+            n => format!("{n} images"),
+        };
+        if pools_of_set(set, pools).is_empty() {
+            let labels = if set.labels.is_empty() {
+                "no labels".to_string()
             } else {
-                format!(
-                    "pool{} {}",
-                    if using.len() == 1 { "" } else { "s" },
-                    using.join(", ")
-                )
+                set.labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
-            let count = match set.images.len() {
-                1 => "1 image".to_string(),
-                n => format!("{n} images"),
-            };
-            Finding::new(
+            found.push(Finding::new(
                 &format!("pinnedimageset {name}"),
-                "pinned images not managed",
+                "pinned image set for no pool",
                 format!(
-                    "PinnedImageSet {name} ({count}; {pools}) is for upstream's daemon, which \
-                     pulls the images onto each node of its pools and pins them in CRI-O \
-                     (/etc/crio/crio.conf.d/50-pinned-images). mco does neither: pins written \
-                     before a takeover stay on the nodes, but a new or changed set reaches no \
-                     node, and the pools' PinnedImageSets status no longer moves."
+                    "PinnedImageSet {name} ({count}) is for no pool: no pool's \
+                     machineConfigSelector matches its labels ({labels}), so no node pulls or \
+                     pins its images."
                 ),
                 vec![Fix::new(
-                    "list its images and pull them on each node that needs them before they are \
-                     needed (an upgrade of a disconnected cluster), e.g. with \
-                     `crictl pull IMAGE` on the node",
+                    "label it for the pool whose nodes need the images",
                     format!(
-                        "kubectl get pinnedimageset {name} \
-                         -o jsonpath='{{range .spec.pinnedImages[*]}}{{.name}}{{\"\\n\"}}{{end}}'"
+                        "kubectl label pinnedimageset {name} machineconfiguration.openshift.io/role=worker"
                     ),
                 )],
-            )
-        })
-        .collect()
+            ));
+            continue;
+        }
+        let failing: Vec<(&str, &str)> = mcns
+            .iter()
+            .filter_map(|m| {
+                let entry = m
+                    .status
+                    .as_ref()?
+                    .pinned_image_sets
+                    .as_ref()?
+                    .iter()
+                    .find(|e| &e.name == name)?;
+                let failed = entry.last_failed_generation.is_some()
+                    && entry.last_failed_generation == entry.desired_generation
+                    && !entry.is_current();
+                failed.then(|| {
+                    (
+                        m.metadata.name.as_deref().unwrap_or_default(),
+                        entry.last_failed_generation_error.as_str(),
+                    )
+                })
+            })
+            .collect();
+        let Some((_, error)) = failing.first() else {
+            continue;
+        };
+        let mut nodes: Vec<&str> = failing.iter().take(NODES_NAMED).map(|(n, _)| *n).collect();
+        let more = failing.len().saturating_sub(NODES_NAMED);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        nodes.sort_unstable();
+        found.push(Finding::new(
+            &format!("pinnedimageset {name}"),
+            "pinned images not pulled",
+            format!(
+                "PinnedImageSet {name} ({count}) is not pinned on {} node{} ({}{more}): {error}. \
+                 The daemon tries again with backoff; the node's MachineConfigNode reports \
+                 PinnedImageSetsDegraded=True until it succeeds.",
+                failing.len(),
+                if failing.len() == 1 { "" } else { "s" },
+                nodes.join(", "),
+            ),
+            vec![
+                Fix::new(
+                    "see each node's error",
+                    "kubectl get machineconfignodes -o custom-columns=NODE:.metadata.name,\
+                     SETS:.status.pinnedImageSets[*].name,\
+                     ERROR:.status.pinnedImageSets[*].lastFailedGenerationError"
+                        .to_string(),
+                ),
+                Fix::new(
+                    "make the registry reachable from the nodes and the pull secret cover it, \
+                     or correct the image references; a changed set is tried at once",
+                    format!("kubectl edit pinnedimageset {name}"),
+                ),
+            ],
+        ));
+    }
+    found
 }
 
 /// A KubeletConfig's or ContainerRuntimeConfig's refusal: its status for its current spec is

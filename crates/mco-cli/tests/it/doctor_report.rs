@@ -176,17 +176,16 @@ fn a_machine_os_config_is_named_with_its_pool() {
     );
 }
 
+/// A PinnedImageSet that reaches no node is named: one no pool selects (by upstream's rule,
+/// the pool's machineConfigSelector matching its labels), and one some nodes failed to pull,
+/// with those nodes and the first error. A set pinned everywhere, or in progress, is not.
 #[test]
-fn a_pinned_image_set_is_named_with_the_pools_it_is_for() {
-    assert!(doctor::pinned_image_sets(&[], &[]).is_empty());
-    // Upstream's rule: the pool's machineConfigSelector matches the set's labels.
-    let worker = pool("worker", "rendered-worker-1", 3, 3);
-    let mut master = pool("master", "rendered-master-1", 3, 3);
-    // Or the pool lists it already, as upstream's controller leaves it.
-    master.spec.pinned_image_sets = vec![mco_api::ObjectName {
-        name: "listed".into(),
-    }];
-    let pools = vec![Arc::new(worker), Arc::new(master)];
+fn a_pinned_image_set_that_reaches_no_node_is_named() {
+    assert!(doctor::pinned_image_sets(&[], &[], &[]).is_empty());
+    let pools = vec![
+        Arc::new(pool("worker", "rendered-worker-1", 3, 3)),
+        Arc::new(pool("master", "rendered-master-1", 3, 3)),
+    ];
     let role = |r: &str| {
         [(
             "machineconfiguration.openshift.io/role".to_string(),
@@ -206,32 +205,71 @@ fn a_pinned_image_set_is_named_with_the_pools_it_is_for() {
             role("worker"),
             &["quay.io/a@sha256:1", "quay.io/b@sha256:2"],
         ),
-        set("listed", BTreeMap::new(), &["quay.io/c@sha256:3"]),
-        set("spare", role("infra"), &[]),
+        set("spare", role("infra"), &["quay.io/c@sha256:3"]),
+        set("fine", role("master"), &["quay.io/d@sha256:4"]),
     ];
-    let found = doctor::pinned_image_sets(&sets, &pools);
-    assert_eq!(found.len(), 3);
-    let f = &found[0];
-    assert_eq!(f.subject, "pinnedimageset upgrade");
-    assert_eq!(f.title, "pinned images not managed");
+    let mcn = |node: &str, entries: serde_json::Value| {
+        Arc::new(
+            serde_json::from_value::<mco_api::MachineConfigNode>(json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+                "metadata": {"name": node},
+                "spec": {"node": {"name": node}, "pool": {"name": "worker"},
+                         "configVersion": {"desired": "rendered-worker-1"}},
+                "status": {"pinnedImageSets": entries}
+            }))
+            .unwrap(),
+        )
+    };
+    let err = "failed to pull image \"quay.io/a@sha256:1\": unauthorized";
+    let mcns = vec![
+        mcn(
+            "w-0",
+            json!([{"name": "upgrade", "desiredGeneration": 2, "currentGeneration": 1,
+                           "lastFailedGeneration": 2, "lastFailedGenerationError": err}]),
+        ),
+        mcn(
+            "w-1",
+            json!([{"name": "upgrade", "desiredGeneration": 2, "currentGeneration": 2}]),
+        ),
+        // An earlier generation failed; this one is in progress: not a failure now.
+        mcn(
+            "w-2",
+            json!([{"name": "upgrade", "desiredGeneration": 3,
+                           "lastFailedGeneration": 2, "lastFailedGenerationError": err}]),
+        ),
+        mcn(
+            "m-0",
+            json!([{"name": "fine", "desiredGeneration": 1, "currentGeneration": 1}]),
+        ),
+    ];
+    let found = doctor::pinned_image_sets(&sets, &pools, &mcns);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_eq!(found[0].subject, "pinnedimageset upgrade");
+    assert_eq!(found[0].title, "pinned images not pulled");
     assert!(
-        f.cause
-            .starts_with("PinnedImageSet upgrade (2 images; pool worker) is for upstream's daemon"),
+        found[0].cause.starts_with(&format!(
+            "PinnedImageSet upgrade (2 images) is not pinned on 1 node (w-0): {err}."
+        )),
         "{}",
-        f.cause
+        found[0].cause
     );
-    assert!(f.cause.contains("mco does neither"), "{}", f.cause);
     assert_eq!(
-        commands(f),
+        commands(&found[0]),
         vec![
-            r#"kubectl get pinnedimageset upgrade -o jsonpath='{range .spec.pinnedImages[*]}{.name}{"\n"}{end}'"#
+            "kubectl get machineconfignodes -o custom-columns=NODE:.metadata.name,SETS:.status.pinnedImageSets[*].name,ERROR:.status.pinnedImageSets[*].lastFailedGenerationError",
+            "kubectl edit pinnedimageset upgrade",
         ]
     );
-    let starts = |i: usize, want: &str| {
-        assert!(found[i].cause.starts_with(want), "{}", found[i].cause);
-    };
-    starts(1, "PinnedImageSet listed (1 image; pool master)");
-    starts(2, "PinnedImageSet spare (0 images; no pool selects it)");
+    assert_eq!(found[1].subject, "pinnedimageset spare");
+    assert_eq!(found[1].title, "pinned image set for no pool");
+    assert!(
+        found[1].cause.starts_with(
+            "PinnedImageSet spare (1 image) is for no pool: no pool's machineConfigSelector \
+             matches its labels (machineconfiguration.openshift.io/role=infra)"
+        ),
+        "{}",
+        found[1].cause
+    );
 }
 
 /// A simulated node of `mco up` whose root is at `<data-dir>/nodes/<n>`.

@@ -71,7 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
     if let Some(((cc, kcs, crcs), registries, settings, image_mode, pinned)) = &inputs {
         findings.extend(mco_cli::doctor::image_mode_configs(image_mode));
-        findings.extend(mco_cli::doctor::pinned_image_sets(pinned, &snap.pools));
+        findings.extend(mco_cli::doctor::pinned_image_sets(
+            pinned,
+            &snap.pools,
+            &snap.mcns,
+        ));
         findings.extend(mco_cli::doctor::refused_inputs(cc.as_ref(), kcs, crcs));
         findings.extend(mco_cli::doctor::refused_registries(&registries.as_inputs()));
         findings.extend(mco_cli::doctor::refused_cluster_settings(
