@@ -98,8 +98,9 @@ pub struct MachineConfigPoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<PoolConfiguration>,
 
-    /// Upstream's PinnedImageSets for the pool's nodes. mco neither pulls nor pins them
-    /// (`mco doctor` says so); the field is kept so that nothing of upstream's pool is pruned.
+    /// The PinnedImageSets for the pool's nodes: those whose labels the pool's
+    /// `machineConfigSelector` matches, sorted by name, written by the controller (as upstream's
+    /// pinned-image-set controller does) for every pool whose selector is not empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 100),
@@ -118,9 +119,10 @@ pub struct PoolConfiguration {
     pub source: Vec<k8s_openapi::api::core::v1::ObjectReference>,
 }
 
-/// Upstream's pool status. mco writes the counts, `configuration`, `observedGeneration` and
-/// `conditions` ([`MachineConfigPoolStatus::OWNED`]) by merge patch; every other field
-/// (`certExpirys`, `poolSynchronizersStatus`, `osImageStream`, and any later one) is kept.
+/// Upstream's pool status. mco writes the counts, `configuration`, `observedGeneration`,
+/// `conditions` and `poolSynchronizersStatus` ([`MachineConfigPoolStatus::OWNED`]) by merge
+/// patch; every other field (`certExpirys`, written on its own, `osImageStream`, and any later
+/// one) is kept.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
@@ -147,7 +149,9 @@ pub struct MachineConfigPoolStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub cert_expirys: Vec<CertExpiry>,
-    /// Counts of upstream's pool synchronizers (pinned image sets).
+    /// The pool synchronizers' counts: one entry, `PinnedImageSets`, with the pool's counts and,
+    /// as `updatedMachineCount`, the nodes whose MachineConfigNode has every set it reports
+    /// current.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["poolSynchronizerType"]))]
     pub pool_synchronizers_status: Vec<PoolSynchronizerStatus>,
@@ -202,7 +206,7 @@ pub struct MachineConfigPoolCondition {
 
 impl MachineConfigPoolStatus {
     /// The status fields mco computes and writes; the rest belong to other writers.
-    pub const OWNED: [&'static str; 8] = [
+    pub const OWNED: [&'static str; 9] = [
         "observedGeneration",
         "configuration",
         "machineCount",
@@ -211,6 +215,7 @@ impl MachineConfigPoolStatus {
         "unavailableMachineCount",
         "degradedMachineCount",
         "conditions",
+        "poolSynchronizersStatus",
     ];
 
     /// The condition of the given type, if present.

@@ -171,10 +171,14 @@ fn notify_change<K>(changed: Option<&Notify>, ev: &watcher::Result<watcher::Even
 
 /// [`reflect`] for MachineConfigNodes, watched at the version the cluster serves (found first,
 /// retried until the CRD is there) and cached as mco's type.
+///
+/// Each event also goes to the tally of which nodes have their pinned image sets current
+/// ([`crate::pinned::Pinned::observe_mcn`]).
 async fn reflect_mcns(
     api: mco_api::mcn::client::McnApi,
     writer: reflector::store::Writer<MachineConfigNode>,
     changed: Arc<Notify>,
+    pinned: Arc<crate::pinned::Pinned>,
 ) {
     let dynamic = loop {
         match api.dynamic().await {
@@ -192,8 +196,9 @@ async fn reflect_mcns(
         .reflect_shared(writer)
         .for_each(|ev| {
             notify_change(Some(&changed), &ev);
-            if let Err(e) = ev {
-                tracing::warn!(error = %e, "watch");
+            match ev {
+                Ok(ev) => pinned.observe_mcn(&ev),
+                Err(e) => tracing::warn!(error = %e, "watch"),
             }
             future::ready(())
         })
@@ -365,6 +370,7 @@ pub async fn run_all(
     let policies_for_conflicts = policies_w
         .subscribe()
         .ok_or_else(|| subscribe("RolloutPolicy"))?;
+    let pools_for_pinned = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
 
     let mcn_api = mco_api::mcn::client::McnApi::new(client.clone());
     // A deleted node changes its pool's machine counts: tell the node controller at once rather
@@ -376,6 +382,13 @@ pub async fn run_all(
     let (wake_render, render_wakeups) = futures::channel::mpsc::unbounded::<()>();
     // The template controller's watch of the pull secret wakes the ControllerConfig's reconcile.
     let (wake_cc, cc_wakeups) = futures::channel::mpsc::unbounded::<()>();
+    // A pool whose PinnedImageSets status may have changed (a node's sets current or not, a
+    // failed write of its list) wakes the node controller, which writes the pool's status.
+    let (wake_pinned_status, pinned_status_wakeups) = futures::channel::mpsc::unbounded::<String>();
+    // A PinnedImageSet's change (or the kind found missing) wakes every pool's list.
+    let (sets_changed, set_changes) = futures::channel::mpsc::unbounded::<()>();
+    let (sets, sets_w) = reflector::store::<mco_api::PinnedImageSet>();
+    let pinned = Arc::new(crate::pinned::Pinned::new(sets, wake_pinned_status));
     // The caches a reader in this process may borrow, lent while this term lasts.
     let changed = Arc::new(Notify::new());
     let _lent = config.lend_caches.as_ref().map(|lender| {
@@ -419,7 +432,7 @@ pub async fn run_all(
             None,
         ),
         // MCN status stays whole: the drain controller merges into its conditions.
-        reflect_mcns(mcn_api.clone(), mcns_w, changed.clone()),
+        reflect_mcns(mcn_api.clone(), mcns_w, changed.clone(), pinned.clone()),
         reflect(
             Api::<ControllerConfig>::all(client.clone()),
             ccs_w,
@@ -461,6 +474,7 @@ pub async fn run_all(
         passes: PassGate::default(),
         failures: Failures::default(),
         templates: crate::templates::Templates::new(wake_render, wake_cc),
+        pinned: pinned.clone(),
     });
 
     let controllers = async {
@@ -501,6 +515,14 @@ pub async fn run_all(
         let p3 = pools.clone();
         let p4 = pools.clone();
         let p5 = pools.clone();
+        let p6 = pools.clone();
+        let pinned_status = pinned_status_wakeups.flat_map(move |pool| {
+            futures::stream::iter(if pool.is_empty() {
+                all_pools(&p6)
+            } else {
+                vec![ObjectRef::new(&pool)]
+            })
+        });
         let last_pool = Arc::new(Mutex::new(HashMap::<String, String>::new()));
         let last_pool_del = Arc::clone(&last_pool);
         let rollout = Controller::for_shared_stream(spec_changes(pools_for_rollout), pools.clone())
@@ -512,6 +534,7 @@ pub async fn run_all(
                 pools_of_node(&n, &p4)
             })
             .watches_shared_stream(spec_changes(policies_for_rollout), move |_| all_pools(&p5))
+            .reconcile_on(pinned_status)
             .reconcile_all_on(ticker(config.resync))
             .run(
                 |pool, ctx| async move {
@@ -641,6 +664,27 @@ pub async fn run_all(
             )
             .for_each(|_| future::ready(()));
 
+        // Each pool's spec.pinnedImageSets: on a new pool spec (its selector, or the list
+        // edited by hand) and on a set's change.
+        let pinned_sets =
+            Controller::for_shared_stream(spec_changes(pools_for_pinned), pools.clone())
+                .reconcile_all_on(futures::stream::select(ticker(config.resync), set_changes))
+                .run(
+                    |pool, ctx| async move {
+                        let (c, name) = (ctx.clone(), name_of(&*pool));
+                        timed(
+                            &c,
+                            "pinnedimageset",
+                            &name,
+                            crate::pinned::reconcile(pool, ctx),
+                        )
+                        .await
+                    },
+                    |pool, e, ctx| error_policy("pinnedimageset", pool, e, ctx),
+                    ctx.clone(),
+                )
+                .for_each(|_| future::ready(()));
+
         let sweep = crate::mcn::sweep_orphans(ctx.clone());
         // Its own watch of one object: a cluster without the MachineConfiguration CRD keeps
         // every other controller running.
@@ -654,7 +698,7 @@ pub async fn run_all(
         );
         future::join5(
             future::join5(render, rollout, mcn, drain, sweep),
-            disruption,
+            future::join(disruption, pinned_sets),
             generators,
             cc_status,
             policy_status,
@@ -671,7 +715,16 @@ pub async fn run_all(
         |_| {},
         Some(changed),
     );
-    let watches = future::join(watches, policy_watch);
+    // Its own watch too: the PinnedImageSet CRD may be missing (before OpenShift 4.19), and is
+    // looked up again every other resync.
+    let set_watch = crate::pinned::watch_sets(
+        Api::all(ctx.client.clone()),
+        sets_w,
+        pinned,
+        sets_changed,
+        config.resync * 2,
+    );
+    let watches = future::join3(watches, policy_watch, set_watch);
     tokio::select! {
         _ = watches => Err(Error::Stale("watches ended".into())),
         _ = controllers => Err(Error::Stale("controllers ended".into())),

@@ -72,6 +72,8 @@ pub struct Ctx {
     pub failures: Failures,
     /// The template controller's last output; see [`crate::templates`].
     pub templates: crate::templates::Templates,
+    /// The PinnedImageSets, and what the pools' status says of them; see [`crate::pinned`].
+    pub pinned: Arc<crate::pinned::Pinned>,
 }
 
 /// Longest wait before a failed reconcile is retried. The resync runs every object sooner.
@@ -405,7 +407,7 @@ pub async fn update_pool_status(
             return Ok(None);
         }
         // Only the fields mco owns, under the resourceVersion they were computed from: other
-        // writers' fields (upstream's certExpirys, poolSynchronizersStatus) are never touched.
+        // writers' fields (certExpirys, upstream's osImageStream) are never touched.
         let computed = serde_json::to_value(&status)?;
         let owned: serde_json::Map<String, serde_json::Value> =
             mco_api::MachineConfigPoolStatus::OWNED

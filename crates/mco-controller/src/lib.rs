@@ -19,8 +19,10 @@
 //! - the controllers, which do not use each other: [`render`], [`rollout`] (the node
 //!   controller), [`mcn`] (MachineConfigNode lifecycle), [`drain`], [`disruption`] (the
 //!   node disruption policy of `MachineConfiguration/cluster`), [`generators`] (the
-//!   MachineConfigs written from KubeletConfigs, ContainerRuntimeConfigs and registry policy)
-//!   and [`ccstatus`] (the ControllerConfig's status and the pools' `certExpirys`);
+//!   MachineConfigs written from KubeletConfigs, ContainerRuntimeConfigs and registry policy),
+//!   [`pinned`] (the pools' `spec.pinnedImageSets`; the node controller reads its tally of
+//!   MachineConfigNodes for the pools' status) and [`ccstatus`] (the ControllerConfig's status
+//!   and the pools' `certExpirys`);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
 mod by_name;
@@ -35,6 +37,7 @@ pub mod leader;
 pub mod mcn;
 pub mod metrics;
 pub mod nodeview;
+pub mod pinned;
 pub mod policies;
 pub mod probes;
 pub mod render;

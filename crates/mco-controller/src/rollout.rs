@@ -10,7 +10,8 @@
 //! targeted one after another, so a wave's nodes start one write apart.
 //!
 //! The status written is the one the plan computed, which already counts the candidates as
-//! targeted. Only when another writer moved the pool's status or generation meanwhile is it
+//! targeted, with the pinned image sets' part (`poolSynchronizersStatus`,
+//! `PinnedImageSetsDegraded`; see [`crate::pinned`]) in the same write. Only when another writer moved the pool's status or generation meanwhile is it
 //! computed again, from the members the plan read with this pass's own writes laid over them.
 //! Events are published without the pass waiting for them.
 //!
@@ -358,6 +359,12 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         .map(|c| c.name.as_str())
         .unwrap_or_default();
     let pin_condition = pin.as_deref().map(|p| (p, rendered));
+    // The pinned image sets' part: how many members have every set current, and why the pool's
+    // list cannot be written (its own selector first: that needs no other controller's pass).
+    let pinned_updated = ctx.pinned.updated_among(members.iter().map(|d| d.name()));
+    let pinned_failure =
+        mco_rollout::pinned::spec_failure(&set_pool).or_else(|| ctx.pinned.failure(&name));
+    let pinned_failure = pinned_failure.as_deref();
     let written = update_pool_status(&ctx, &name, |live| {
         if live.spec.configuration != set_pool.spec.configuration
             || live.spec.paused != set_pool.spec.paused
@@ -370,6 +377,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             events.clone_from(&planned_status_events);
             let mut status = the_plan.status.clone();
             policies::pool_conditions(&mut status, entry, pin_condition, &now);
+            mco_rollout::pinned::set_status(&mut status, pinned_updated, pinned_failure, &now);
             return Some(status);
         }
         let members: Vec<Arc<plan::Digest>> = members
@@ -387,6 +395,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         p.metadata.generation = live.metadata.generation;
         let (mut status, evs) = plan::calculate_status(&p, &members, &now);
         policies::pool_conditions(&mut status, entry, pin_condition, &now);
+        mco_rollout::pinned::set_status(&mut status, pinned_updated, pinned_failure, &now);
         *events = evs;
         Some(status)
     })
