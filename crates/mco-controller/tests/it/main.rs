@@ -7,6 +7,7 @@
 mod common;
 mod generators;
 mod nodes;
+mod pinned;
 mod render;
 mod rollout;
 mod templates;
