@@ -15,11 +15,8 @@ use crate::condition::set_condition;
 /// The pool's `machineConfigSelector`, parsed; `None` when it is nil or empty, which picks no set
 /// (upstream: "a pool with a nil or empty selector ... should match nothing").
 fn selector(pool: &MachineConfigPool) -> Result<Option<LabelSelector>, String> {
-    let Some(sel) = pool.spec.machine_config_selector.as_ref() else {
-        return Ok(None);
-    };
-    let value = serde_json::to_value(sel).map_err(|e| e.to_string())?;
-    let parsed = LabelSelector::from_k8s(&value).map_err(|e| e.to_string())?;
+    let parsed = mco_api::select::parse(pool.spec.machine_config_selector.as_ref())
+        .map_err(|e| e.to_string())?;
     Ok(parsed.filter(|s| !s.is_empty()))
 }
 
@@ -188,6 +185,42 @@ mod tests {
         );
         let either = pool_sets(&either, &sets).unwrap().unwrap();
         assert_eq!(names(&either), ["a-worker", "b-worker", "master"]);
+    }
+
+    /// The daemon picks its node's sets itself by `mco_api::pinned::sets_for_pool`; the list the
+    /// controller writes must name the same sets, or a node would pin sets its pool does not list.
+    #[test]
+    fn the_list_names_the_sets_the_daemon_picks() {
+        let sets = [
+            set("b", &[(ROLE, "worker")]),
+            set("a", &[(ROLE, "worker"), ("zone", "x")]),
+            set("m", &[(ROLE, "master")]),
+            set("none", &[]),
+        ];
+        let zoned = pool(
+            "zoned",
+            Some(K8sSelector {
+                match_labels: Some([("zone".to_string(), "x".to_string())].into()),
+                match_expressions: Some(vec![LabelSelectorRequirement {
+                    key: ROLE.into(),
+                    operator: "NotIn".into(),
+                    values: Some(vec!["master".into()]),
+                }]),
+            }),
+        );
+        for p in [
+            pool("worker", role("worker")),
+            pool("master", role("master")),
+            pool("infra", role("infra")),
+            zoned,
+        ] {
+            let ours = pool_sets(&p, &sets).unwrap().unwrap();
+            let daemons: Vec<&str> = mco_api::pinned::sets_for_pool(&p, &sets)
+                .into_iter()
+                .map(|s| s.metadata.name.as_deref().unwrap_or_default())
+                .collect();
+            assert_eq!(names(&ours), daemons, "{:?}", p.metadata.name);
+        }
     }
 
     #[test]
