@@ -270,17 +270,14 @@ async fn sync(
             images = images.len(),
             "pulling and pinning images"
         );
-        inner
-            .mcn_now(
-                &Write::parent(
-                    pinned::MCN_PROGRESSING,
-                    Status::True,
-                    format!("node is prefetching images: {}", inner.name()),
-                )
-                .reason(PROGRESSING_REASON)
-                .pinned(entries(&mine, &state.current, None)),
-            )
-            .await?;
+        let w = Write::parent(
+            pinned::MCN_PROGRESSING,
+            Status::True,
+            format!("node is prefetching images: {}", inner.name()),
+        )
+        .reason(PROGRESSING_REASON);
+        let w = with_entries(inner, w, entries(&mine, &state.current, None)).await;
+        inner.mcn_now(&w).await?;
         let engine = Arc::clone(&inner.engine);
         let wanted = images.clone();
         match blocking(move || Ok::<_, SyncError>(engine.pin_images(&wanted))).await? {
@@ -294,14 +291,25 @@ async fn sync(
     }
     state.current = mine.iter().map(|s| (s.name_any(), generation(s))).collect();
     state.maybe_pinned = Some(!images.is_empty());
-    inner
-        .mcn_now(
-            &Write::parent(pinned::MCN_PROGRESSING, Status::False, COMPLETE)
-                .reason(AS_EXPECTED)
-                .sibling(pinned::MCN_DEGRADED, Status::False, AS_EXPECTED, ALL_GOOD)
-                .pinned(entries(&mine, &state.current, None)),
-        )
-        .await
+    let w = Write::parent(pinned::MCN_PROGRESSING, Status::False, COMPLETE)
+        .reason(AS_EXPECTED)
+        .sibling(pinned::MCN_DEGRADED, Status::False, AS_EXPECTED, ALL_GOOD);
+    let w = with_entries(inner, w, entries(&mine, &state.current, None)).await;
+    inner.mcn_now(&w).await
+}
+
+/// `w` with the sets' entries, where the served MachineConfigNode has the field (upstream's
+/// first `v1alpha1` shape has not): a write of what the server prunes would be sent again at
+/// every pass.
+async fn with_entries(
+    inner: &Inner,
+    w: Write,
+    entries: Vec<MachineConfigNodeStatusPinnedImageSet>,
+) -> Write {
+    match inner.mcns.served().await {
+        Ok(s) if s.has(&["status", "pinnedImageSets"]) => w.pinned(entries),
+        _ => w,
+    }
 }
 
 /// Reports a failed pass and returns it as the error that schedules the retry.
@@ -311,13 +319,9 @@ async fn fail(
     state: &Pinned,
     why: String,
 ) -> Result<(), SyncError> {
-    inner
-        .mcn_now(
-            &Write::parent(pinned::MCN_DEGRADED, Status::True, FAILED)
-                .reason(FAILED_REASON)
-                .pinned(entries(mine, &state.current, Some(&why))),
-        )
-        .await?;
+    let w = Write::parent(pinned::MCN_DEGRADED, Status::True, FAILED).reason(FAILED_REASON);
+    let w = with_entries(inner, w, entries(mine, &state.current, Some(&why))).await;
+    inner.mcn_now(&w).await?;
     Err(SyncError::Pinned(why))
 }
 
