@@ -475,6 +475,12 @@ impl Cluster {
 
     /// Pipes YAML (or JSON) into `kubectl apply -f -`.
     pub fn apply(&self, manifest: &str) -> String {
+        self.apply_try(manifest)
+            .unwrap_or_else(|e| panic!("kubectl apply failed: {e}\n{manifest}"))
+    }
+
+    /// Pipes YAML (or JSON) into `kubectl apply -f -`; Err carries stderr.
+    pub fn apply_try(&self, manifest: &str) -> Result<String, String> {
         use std::io::Write;
         let mut child = Command::new("kubectl")
             .env("KUBECONFIG", self.kubeconfig())
@@ -492,7 +498,6 @@ impl Cluster {
             .write_all(manifest.as_bytes())
             .unwrap();
         to_result(child.wait_with_output().unwrap())
-            .unwrap_or_else(|e| panic!("kubectl apply failed: {e}\n{manifest}"))
     }
 
     /// Runs a shell line with KUBECONFIG set (for pipelines such as the seed's `jq` filter).

@@ -12,6 +12,7 @@ mod e2e_dashboard;
 mod e2e_disruption;
 mod e2e_generated;
 mod e2e_join;
+mod e2e_pinned;
 mod e2e_real;
 mod e2e_resilience;
 mod e2e_rollout_policy;
