@@ -3,7 +3,6 @@
 //! (`poolSynchronizersStatus`, the `PinnedImageSetsDegraded` condition).
 
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
 
 use mco_api::pinned::{POOL_DEGRADED, POOL_SYNCHRONIZER, PinnedImageSet};
 use mco_api::pool::PoolSynchronizerStatus;
@@ -30,20 +29,17 @@ pub fn pool_sets<S: Borrow<PinnedImageSet>>(
     pool: &MachineConfigPool,
     sets: &[S],
 ) -> Result<Option<Vec<ObjectName>>, String> {
-    let Some(selector) = selector(pool)? else {
+    if selector(pool)?.is_none() {
         return Ok(None);
-    };
-    let none = BTreeMap::new();
-    let mut names: Vec<ObjectName> = sets
-        .iter()
-        .map(Borrow::borrow)
-        .filter(|s| selector.matches(s.metadata.labels.as_ref().unwrap_or(&none)))
-        .map(|s| ObjectName {
-            name: s.metadata.name.clone().unwrap_or_default(),
-        })
-        .collect();
-    names.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Some(names))
+    }
+    Ok(Some(
+        mco_api::pinned::sets_for_pool(pool, sets.iter().map(Borrow::borrow))
+            .into_iter()
+            .map(|s| ObjectName {
+                name: s.metadata.name.clone().unwrap_or_default(),
+            })
+            .collect(),
+    ))
 }
 
 /// Why the pool's sets cannot be computed from its own spec (an invalid `machineConfigSelector`),
@@ -185,42 +181,6 @@ mod tests {
         );
         let either = pool_sets(&either, &sets).unwrap().unwrap();
         assert_eq!(names(&either), ["a-worker", "b-worker", "master"]);
-    }
-
-    /// The daemon picks its node's sets itself by `mco_api::pinned::sets_for_pool`; the list the
-    /// controller writes must name the same sets, or a node would pin sets its pool does not list.
-    #[test]
-    fn the_list_names_the_sets_the_daemon_picks() {
-        let sets = [
-            set("b", &[(ROLE, "worker")]),
-            set("a", &[(ROLE, "worker"), ("zone", "x")]),
-            set("m", &[(ROLE, "master")]),
-            set("none", &[]),
-        ];
-        let zoned = pool(
-            "zoned",
-            Some(K8sSelector {
-                match_labels: Some([("zone".to_string(), "x".to_string())].into()),
-                match_expressions: Some(vec![LabelSelectorRequirement {
-                    key: ROLE.into(),
-                    operator: "NotIn".into(),
-                    values: Some(vec!["master".into()]),
-                }]),
-            }),
-        );
-        for p in [
-            pool("worker", role("worker")),
-            pool("master", role("master")),
-            pool("infra", role("infra")),
-            zoned,
-        ] {
-            let ours = pool_sets(&p, &sets).unwrap().unwrap();
-            let daemons: Vec<&str> = mco_api::pinned::sets_for_pool(&p, &sets)
-                .into_iter()
-                .map(|s| s.metadata.name.as_deref().unwrap_or_default())
-                .collect();
-            assert_eq!(names(&ours), daemons, "{:?}", p.metadata.name);
-        }
     }
 
     #[test]

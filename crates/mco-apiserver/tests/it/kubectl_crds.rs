@@ -60,7 +60,7 @@ async fn kubectl_accepts_the_generated_crds() {
         all.push_str("---\n");
         all.push_str(&std::fs::read_to_string(f).unwrap());
     }
-    assert_eq!(files.len(), 15, "fifteen CRDs are committed");
+    assert_eq!(files.len(), 16, "sixteen CRDs are committed");
 
     let dry = ok(
         kubectl(
@@ -83,6 +83,7 @@ async fn kubectl_accepts_the_generated_crds() {
         "imagedigestmirrorsets.config.openshift.io",
         "imagetagmirrorsets.config.openshift.io",
         "imagecontentsourcepolicies.operator.openshift.io",
+        "pinnedimagesets.machineconfiguration.openshift.io",
     ] {
         assert!(
             dry.contains(&format!(
