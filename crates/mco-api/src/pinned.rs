@@ -10,6 +10,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The most sets a MachineConfigNode reports (upstream's `maxItems` on
+/// `status.pinnedImageSets`), so the most a node pins.
+pub const MAX_SETS_PER_NODE: usize = 100;
 /// The most images one set may list (upstream's `maxItems`).
 pub const MAX_PINNED_IMAGES: usize = 500;
 /// The longest image reference (upstream's `maxLength`).
@@ -94,11 +97,13 @@ impl MachineConfigNodeStatusPinnedImageSet {
     }
 }
 
-/// Whether `image` is a reference upstream's CRD accepts.
+/// Whether `image` is a reference upstream's CRD accepts, and one no tool could take for an
+/// option (upstream's pattern lets a host start with `-`).
 pub fn valid_image_ref(image: &str) -> bool {
     use std::sync::OnceLock;
     static RE: OnceLock<regex::Regex> = OnceLock::new();
     image.len() <= MAX_IMAGE_REF_LEN
+        && !image.starts_with('-')
         && RE
             .get_or_init(|| regex::Regex::new(IMAGE_DIGEST_PATTERN).expect("pattern compiles"))
             .is_match(image)
@@ -159,6 +164,7 @@ mod tests {
             format!("localhost/app@sha256:{DIGEST}"),
             format!("quay.io/a/b/c@sha256:{DIGEST}"),
             format!("quay.io/{}@sha256:{DIGEST}", "a".repeat(MAX_IMAGE_REF_LEN)),
+            format!("-quay.io/app@sha256:{DIGEST}"),
         ] {
             assert!(!valid_image_ref(&bad), "{bad}");
         }

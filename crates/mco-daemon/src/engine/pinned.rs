@@ -48,6 +48,10 @@ pub enum PinError {
         #[source]
         source: HostError,
     },
+    #[error(
+        "invalid image reference {0:?}: an image must be referenced by digest (host[:port][/namespace]/name@sha256:<digest>)"
+    )]
+    Invalid(String),
     #[error("failed to pull image: image removed during sync: {0}")]
     Missing(String),
     #[error("failed to write CRIO config file: {0}")]
@@ -77,6 +81,11 @@ impl Engine {
 
     /// Pulls and pins `images` (sorted, each once); returns whether CRI-O was reloaded.
     pub fn pin_images(&self, images: &[String]) -> Result<bool, PinError> {
+        // The API server's schema checks references; a cluster's own CRD may not, and nothing
+        // that is not one reaches crictl's command line.
+        if let Some(bad) = images.iter().find(|i| !mco_api::pinned::valid_image_ref(i)) {
+            return Err(PinError::Invalid(bad.clone()));
+        }
         for image in images {
             self.host
                 .images
@@ -185,6 +194,16 @@ mod tests {
         assert!(e.pinned_up_to_date(&[]).unwrap());
         assert!(!e.pin_images(&[]).unwrap());
         assert_eq!(reloads(&e), 2);
+    }
+
+    #[test]
+    fn a_reference_that_is_not_one_reaches_no_tool() {
+        let (_t, e) = engine();
+        for bad in ["quay.io/example/a:latest", "--help", &format!("-{A}")] {
+            let err = e.pin_images(&[A.to_string(), bad.to_string()]).unwrap_err();
+            assert!(matches!(err, PinError::Invalid(ref i) if i == bad), "{err}");
+        }
+        assert!(!e.host.images.present(A).unwrap(), "nothing pulled");
     }
 
     #[test]

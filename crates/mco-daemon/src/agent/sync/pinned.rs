@@ -80,6 +80,19 @@ pub fn check_node(node: &Node, min_bytes: i64) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a node may take `mine`: at most [`pinned::MAX_SETS_PER_NODE`], the most its
+/// MachineConfigNode reports.
+pub fn check_sets(mine: &[&PinnedImageSet]) -> Result<(), String> {
+    if mine.len() > pinned::MAX_SETS_PER_NODE {
+        return Err(format!(
+            "{} PinnedImageSets select this node; at most {} can be pinned and reported",
+            mine.len(),
+            pinned::MAX_SETS_PER_NODE
+        ));
+    }
+    Ok(())
+}
+
 /// The sets for a node with `labels`: those of every pool whose node selector matches it,
 /// each once, by name.
 pub fn sets_for_node<'a>(
@@ -256,7 +269,11 @@ async fn sync(
     } else {
         inner.pools.list(&ListParams::default()).await?.items
     };
-    let mine = sets_for_node(node.metadata.labels.as_ref(), &pools, sets);
+    let mut mine = sets_for_node(node.metadata.labels.as_ref(), &pools, sets);
+    if let Err(why) = check_sets(&mine) {
+        mine.truncate(pinned::MAX_SETS_PER_NODE);
+        return fail(inner, &mine, state, why).await;
+    }
     let images = pinned::unique_sorted_images(mine.iter().copied());
     let engine = Arc::clone(&inner.engine);
     let wanted = images.clone();
@@ -393,6 +410,19 @@ mod tests {
             ["for-infra", "for-workers"]
         );
         assert!(sets_for_node(None, &pools, &sets).is_empty());
+    }
+
+    #[test]
+    fn a_node_takes_at_most_a_hundred_sets() {
+        let sets: Vec<PinnedImageSet> = (0..=pinned::MAX_SETS_PER_NODE)
+            .map(|i| set(&format!("s{i:03}"), "worker", 1))
+            .collect();
+        let refs: Vec<&PinnedImageSet> = sets.iter().collect();
+        assert_eq!(check_sets(&refs[..pinned::MAX_SETS_PER_NODE]), Ok(()));
+        assert_eq!(
+            check_sets(&refs).unwrap_err(),
+            "101 PinnedImageSets select this node; at most 100 can be pinned and reported"
+        );
     }
 
     #[test]
