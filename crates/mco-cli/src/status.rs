@@ -38,6 +38,9 @@ pub struct PoolProgress {
     /// The maintenance window of the pool's RolloutPolicy: `window open until …` or
     /// `next window …`.
     pub window: Option<String>,
+    /// While the pool's PinnedImageSets are not pinned on every node: (nodes done, nodes), from
+    /// its `PinnedImageSets` synchronizer.
+    pub pinning: Option<(usize, usize)>,
 }
 
 /// A node moving to a new config.
@@ -75,6 +78,9 @@ pub struct StatusReport {
     /// Pools a rollback pins to a config their MachineConfigs no longer render
     /// (`RollbackPinned`), with the message.
     pub pinned: Vec<(String, String)>,
+    /// Nodes whose PinnedImageSets failed (`PinnedImageSetsDegraded=True`), with the error of
+    /// the first failed set.
+    pub pin_failures: Vec<(String, String)>,
 }
 
 /// `[########------------]`: `width` cells, filled in proportion, never full before the end.
@@ -222,7 +228,21 @@ pub fn build(snap: &Snapshot) -> StatusReport {
                 list.push((name.clone(), c.message.clone()));
             }
         }
+        let pinning = status
+            .pool_synchronizers_status
+            .iter()
+            .find(|s| s.pool_synchronizer_type == mco_api::pinned::POOL_SYNCHRONIZER)
+            .filter(|s| {
+                !pool.spec.pinned_image_sets.is_empty() && s.updated_machine_count < s.machine_count
+            })
+            .map(|s| {
+                (
+                    s.updated_machine_count.max(0) as usize,
+                    s.machine_count.max(0) as usize,
+                )
+            });
         report.pools.push(PoolProgress {
+            pinning,
             degraded_count: status.degraded_machine_count.max(0) as usize,
             degraded: status.is_true(pool_conditions::DEGRADED),
             paused: pool.spec.paused,
@@ -252,6 +272,9 @@ pub fn build(snap: &Snapshot) -> StatusReport {
                 reason: degraded_reason(&facts, mcn),
             });
         }
+        if let Some(why) = mcn.and_then(pin_failure) {
+            report.pin_failures.push((name.to_string(), why));
+        }
         let moving = is_moving(&facts, mcn);
         if moving {
             let phase = mcn.and_then(phase::current_phase);
@@ -266,6 +289,26 @@ pub fn build(snap: &Snapshot) -> StatusReport {
     }
     report.blocked = blocked_drains(snap);
     report
+}
+
+/// Why the node's PinnedImageSets failed, when its MachineConfigNode says they did: the first
+/// failed set's error, or the condition's message.
+pub fn pin_failure(mcn: &MachineConfigNode) -> Option<String> {
+    let c = mcn_condition(mcn, mco_api::pinned::MCN_DEGRADED).filter(|c| c.status == "True")?;
+    let failed = mcn
+        .status
+        .as_ref()
+        .and_then(|s| s.pinned_image_sets.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|e| !e.last_failed_generation_error.is_empty() && !e.is_current());
+    Some(match failed {
+        Some(e) => format!(
+            "PinnedImageSet {}: {}",
+            e.name, e.last_failed_generation_error
+        ),
+        None => c.message.clone(),
+    })
 }
 
 /// Whether a node is degraded or unreconcilable.
@@ -418,6 +461,9 @@ pub fn pool_line(p: &PoolProgress) -> Vec<String> {
     if let Some(w) = &p.window {
         flags.push(w.clone());
     }
+    if let Some((done, of)) = p.pinning {
+        flags.push(format!("pinning images {done}/{of}"));
+    }
     vec![
         p.name.clone(),
         progress_bar(p.updated, p.total, BAR_WIDTH),
@@ -472,6 +518,7 @@ pub fn render(r: &StatusReport) -> String {
         || !r.render_failures.is_empty()
         || !r.halted.is_empty()
         || !r.pinned.is_empty()
+        || !r.pin_failures.is_empty()
     {
         out.push('\n');
         out.push_str("Trouble:\n");
@@ -496,6 +543,13 @@ pub fn render(r: &StatusReport) -> String {
                 "render failed".into(),
                 format!("pool {pool}"),
                 msg.clone(),
+            ]);
+        }
+        for (node, why) in &r.pin_failures {
+            t.add_row(vec![
+                "pinning failed".into(),
+                format!("node {node}"),
+                ellipsize(why, MESSAGE_WIDTH),
             ]);
         }
         for d in &r.degraded {

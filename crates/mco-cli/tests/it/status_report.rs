@@ -37,6 +37,7 @@ fn pool_line_reads_well_without_a_terminal() {
         samples: 3,
         eta_basis: "3 waves of 1".into(),
         window: None,
+        pinning: None,
     };
     let line = status::pool_line(&p).join("  ");
     assert_eq!(
@@ -45,6 +46,76 @@ fn pool_line_reads_well_without_a_terminal() {
          ETA 4m30s (3 waves of 1)  paused"
     );
     assert_eq!(short_config("rendered-worker-abc"), "rendered-worker-abc");
+}
+
+/// A pool whose PinnedImageSets are not pinned everywhere says how far they are, and a node
+/// that failed to pull one is trouble with its error; a pool without sets says nothing.
+#[test]
+fn pinning_progress_and_failures_are_shown() {
+    let mut s = snapshot(1000);
+    let mut worker = pool("worker", NEW, 2, 2);
+    worker.spec.pinned_image_sets = vec![mco_api::ObjectName {
+        name: "upgrade".into(),
+    }];
+    let sync = serde_json::json!([{"poolSynchronizerType": "PinnedImageSets",
+        "machineCount": 2, "updatedMachineCount": 1}]);
+    let mut status = worker.status.take().unwrap();
+    status.pool_synchronizers_status = serde_json::from_value(sync.clone()).unwrap();
+    worker.status = Some(status.clone());
+    // The same counts on a pool that lists no set: nothing to say.
+    let mut master = pool("master", NEW, 2, 1);
+    master.status = Some(status);
+    s.pools = vec![Arc::new(worker), Arc::new(master)];
+    for n in ["w1", "w2"] {
+        s.nodes.push(node(n, "worker", NEW, NEW, "Done", "").into());
+    }
+    let mut failed = mcn(
+        "w2",
+        "worker",
+        NEW,
+        NEW,
+        &[(
+            "PinnedImageSetsDegraded",
+            "True",
+            "One or more PinnedImageSet is experiencing an error.",
+            5,
+        )],
+    );
+    failed.status.as_mut().unwrap().pinned_image_sets = Some(
+        serde_json::from_value(serde_json::json!([{"name": "upgrade", "desiredGeneration": 2,
+            "currentGeneration": 1, "lastFailedGeneration": 2,
+            "lastFailedGenerationError": "failed to pull image \"quay.io/a@sha256:1\": unauthorized"}]))
+        .unwrap(),
+    );
+    s.mcns = vec![
+        Arc::new(mcn(
+            "w1",
+            "worker",
+            NEW,
+            NEW,
+            &[("PinnedImageSetsDegraded", "False", "All is good", 5)],
+        )),
+        Arc::new(failed),
+    ];
+    let r = status::build(&s);
+    let worker = r.pools.iter().find(|p| p.name == "worker").unwrap();
+    assert_eq!(worker.pinning, Some((1, 2)));
+    assert_eq!(
+        r.pools.iter().find(|p| p.name == "master").unwrap().pinning,
+        None
+    );
+    assert_eq!(
+        r.pin_failures,
+        vec![(
+            "w2".to_string(),
+            "PinnedImageSet upgrade: failed to pull image \"quay.io/a@sha256:1\": unauthorized"
+                .to_string()
+        )]
+    );
+    let text = status::render(&r);
+    assert!(text.contains("pinning images 1/2"), "{text}");
+    assert!(text.contains("pinning failed"), "{text}");
+    assert!(text.contains("node w2"), "{text}");
 }
 
 #[test]

@@ -173,6 +173,11 @@ fn a_pinned_image_set_reaches_its_pools_nodes_and_leaves_with_it(server: Server)
         let d = c.read_node_file(w, DROPIN).unwrap();
         assert!(!d.contains(&bad), "{w} pinned an image it does not hold");
     }
+    let (_, out) = c.mco(&["status"]);
+    assert!(
+        out.contains("pinning failed") && out.contains(&format!("node {}", workers[0])),
+        "{out}"
+    );
     let (ok, out) = c.mco(&["doctor"]);
     assert!(!ok, "{out}");
     for want in [
