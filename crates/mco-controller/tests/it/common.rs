@@ -328,3 +328,13 @@ pub async fn requests(c: &kube::Client, labels: &str) -> u64 {
     let text = c.request_text(req).await.unwrap();
     mco_apiserver::metrics::request_total(&text, labels)
 }
+
+/// How many times the node controller has reconciled a pool.
+pub fn node_reconciles(r: &Running) -> u64 {
+    r.metrics
+        .reconciles
+        .get_or_create(&mco_controller::metrics::ControllerLabels {
+            controller: "node".into(),
+        })
+        .get()
+}

@@ -10,7 +10,6 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mco_api::constants::{annotations, mcn_conditions, names, pool_conditions, states, taints};
 use mco_api::{MachineConfigNode, MachineConfigPool};
-use mco_controller::metrics::ControllerLabels;
 use serde_json::json;
 
 async fn patch_pool(c: &kube::Client, body: serde_json::Value) {
@@ -26,15 +25,6 @@ async fn nodes(c: &kube::Client) -> Vec<Node> {
         .await
         .unwrap()
         .items
-}
-
-fn node_reconciles(r: &Running) -> u64 {
-    r.metrics
-        .reconciles
-        .get_or_create(&ControllerLabels {
-            controller: "node".into(),
-        })
-        .get()
 }
 
 /// Wait until the node controller has run at least `n` more times, so a test can assert that

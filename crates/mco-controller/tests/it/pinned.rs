@@ -8,7 +8,6 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt};
 use mco_api::pinned::{POOL_DEGRADED, POOL_SYNCHRONIZER};
 use mco_api::{MachineConfigNode, MachineConfigPool, PinnedImageSet};
-use mco_controller::metrics::ControllerLabels;
 use serde_json::{Value, json};
 
 use std::sync::Arc;
@@ -88,15 +87,6 @@ async fn report(c: &kube::Client, node: &str, sets: Value) {
         )
         .await
         .unwrap();
-}
-
-fn node_reconciles(r: &Running) -> u64 {
-    r.metrics
-        .reconciles
-        .get_or_create(&ControllerLabels {
-            controller: "node".into(),
-        })
-        .get()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

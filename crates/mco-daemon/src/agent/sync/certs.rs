@@ -16,7 +16,7 @@ use mco_api::ControllerConfigSpec;
 use mco_api::constants::names;
 use tokio::time::Instant;
 
-use super::{Inner, blocking};
+use super::{Inner, blocking, due};
 
 pub(super) async fn run(inner: Arc<Inner>) {
     let cfg =
@@ -29,12 +29,7 @@ pub(super) async fn run(inner: Arc<Inner>) {
     let mut backoff = Duration::from_secs(1);
     let mut retry_at: Option<Instant> = None;
     loop {
-        let due = async {
-            match retry_at {
-                Some(t) => tokio::time::sleep_until(t).await,
-                None => std::future::pending().await,
-            }
-        };
+        let due = due(retry_at);
         tokio::select! {
             ev = events.next() => match ev {
                 None => return,

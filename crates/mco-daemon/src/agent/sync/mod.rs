@@ -526,12 +526,7 @@ impl Daemon {
         // after a degraded node's backoff, which may be a minute.
         let force_poll = force::subscribe(Arc::clone(&inner.engine));
         loop {
-            let due = async {
-                match retry_at {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let due = due(retry_at);
             tokio::select! {
                 _ = &mut shutdown => {
                     tracing::info!("shutting down at a safe point");
@@ -614,6 +609,14 @@ impl Daemon {
                 }
             }
         }
+    }
+}
+
+/// Resolves at `at`, or never without one: the retry timer of the loops here.
+async fn due(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
     }
 }
 

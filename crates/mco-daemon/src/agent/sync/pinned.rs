@@ -25,7 +25,7 @@ use mco_api::pinned::{self, MachineConfigNodeStatusPinnedImageSet};
 use mco_api::{MachineConfigPool, PinnedImageSet};
 use tokio::time::Instant;
 
-use super::{Inner, SyncError, blocking};
+use super::{Inner, SyncError, blocking, due};
 use crate::agent::mcn::{Status, Write};
 
 /// The least ephemeral storage a node pins images with (upstream's
@@ -175,12 +175,7 @@ async fn serve(inner: &Arc<Inner>) -> std::ops::ControlFlow<()> {
     let mut backoff = Duration::from_secs(1);
     let mut retry_at: Option<Instant> = None;
     loop {
-        let due = async {
-            match retry_at {
-                Some(t) => tokio::time::sleep_until(t).await,
-                None => std::future::pending().await,
-            }
-        };
+        let due = due(retry_at);
         tokio::select! {
             ev = events.next() => {
                 match ev {
