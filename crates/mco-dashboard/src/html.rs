@@ -33,13 +33,16 @@ fn pool(out: &mut String, p: &PoolView) {
     let name = escape(&p.name);
     let mut flags = Vec::new();
     if p.paused {
-        flags.push("paused");
+        flags.push("paused".to_string());
     }
     if p.degraded {
-        flags.push("degraded");
+        flags.push("degraded".to_string());
     }
     if p.halted {
-        flags.push("halted");
+        flags.push("halted".to_string());
+    }
+    if let Some([done, of]) = p.pinning {
+        flags.push(format!("pinning images {done}/{of}"));
     }
     let _ = write!(
         out,
@@ -426,6 +429,7 @@ mod tests {
             eta: evil.into(),
             halted: false,
             rollout: None,
+            pinning: Some([1, 2]),
         });
         f.table = McnTable {
             header: vec!["NAME".into()],
@@ -444,6 +448,10 @@ mod tests {
             message: evil.into(),
         });
         let html = page(&f, None);
+        assert!(
+            html.contains(r#"<dd class="flags">paused, pinning images 1/2</dd>"#),
+            "{html}"
+        );
         // The only script element is the page's own.
         assert_eq!(html.matches("<script").count(), 1, "{html}");
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -464,6 +472,7 @@ mod tests {
             max_unavailable: 1,
             eta: "ETA unknown".into(),
             halted: true,
+            pinning: None,
             rollout: Some(RolloutView {
                 policy: evil.into(),
                 phase: "Halted".into(),

@@ -53,6 +53,9 @@ pub struct PoolView {
     /// The governing RolloutPolicy's view of the rollout; `None` for a pool no policy governs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutView>,
+    /// `[nodes done, nodes]` while the pool's PinnedImageSets are not pinned everywhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinning: Option<[usize; 2]>,
 }
 
 /// A pool's rollout under the RolloutPolicy that governs it.
@@ -711,6 +714,7 @@ impl Builder {
                             r.halt.is_some() || r.phase == mco_rollout::policy::phases::HALTED
                         }),
                     rollout,
+                    pinning: p.pinning.map(|(done, of)| [done, of]),
                 }
             })
             .collect();

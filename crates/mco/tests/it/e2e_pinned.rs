@@ -173,6 +173,12 @@ fn a_pinned_image_set_reaches_its_pools_nodes_and_leaves_with_it(server: Server)
         let d = c.read_node_file(w, DROPIN).unwrap();
         assert!(!d.contains(&bad), "{w} pinned an image it does not hold");
     }
+    // The dashboard shows the pool's progress while the workers are not all pinned.
+    wait_for("the dashboard's pool flags say pinning", 30, || {
+        let (_, page) = c.dashboard_get("/");
+        page.contains(&format!("pinning images 0/{}", workers.len()))
+            .then_some(())
+    });
     let (_, out) = c.mco(&["status"]);
     assert!(
         out.contains("pinning failed") && out.contains(&format!("node {}", workers[0])),
