@@ -26,7 +26,6 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use mco_api::constants::annotations;
 use mco_api::{MachineConfig, MachineConfigPool, MachineConfigSpec};
-use mco_apimachinery::selector;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{Value, json};
 
@@ -113,8 +112,7 @@ pub fn selects(selector: Option<&LabelSelector>, pool: &MachineConfigPool) -> Re
     let Some(sel) = selector else {
         return Ok(false);
     };
-    let value = serde_json::to_value(sel).unwrap_or(Value::Null);
-    let parsed = selector::LabelSelector::from_k8s(&value)
+    let parsed = mco_api::select::parse(Some(sel))
         .map_err(|e| Error::Refused(format!("invalid label selector: {e}")))?;
     let labels = pool.metadata.labels.clone().unwrap_or_default();
     Ok(match parsed {

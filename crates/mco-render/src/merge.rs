@@ -21,7 +21,7 @@ use ignition_config::v3_5 as ign;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sSelector;
 use mco_api::constants::{annotations, labels, names};
 use mco_api::{ControllerConfigSpec, MachineConfig};
-use mco_apimachinery::selector::{LabelSelector, SelectorError};
+use mco_apimachinery::selector::SelectorError;
 use thiserror::Error;
 
 use crate::ignition::{INTERNAL_VERSION, Ignition};
@@ -58,12 +58,7 @@ pub fn select_by<'a, T>(
     items: &'a [T],
     mc: impl Fn(&T) -> &MachineConfig,
 ) -> Result<Vec<&'a T>, SelectError> {
-    let Some(selector) = selector else {
-        return Ok(Vec::new());
-    };
-    let value = serde_json::to_value(selector)
-        .map_err(|e| SelectError::Invalid(SelectorError::Malformed(e.to_string())))?;
-    let Some(selector) = LabelSelector::from_k8s(&value)? else {
+    let Some(selector) = mco_api::select::parse(selector)? else {
         return Ok(Vec::new());
     };
     if selector.is_empty() {

@@ -672,13 +672,9 @@ fn describe_selector(
     let Some(sel) = selector else {
         return "<none>".into();
     };
-    serde_json::to_value(sel)
+    mco_api::select::parse(Some(sel))
         .ok()
-        .and_then(|v| {
-            mco_apimachinery::selector::LabelSelector::from_k8s(&v)
-                .ok()
-                .flatten()
-        })
+        .flatten()
         .map(|s| s.to_string())
         .unwrap_or_else(|| format!("{sel:?}"))
 }

@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use mco_api::constants::{annotations, mcn_conditions};
-use mco_apimachinery::selector::LabelSelector;
 use serde_json::json;
 
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -41,13 +40,8 @@ pub fn budgets_for<'a>(pod: &Pod, pdbs: &'a [PodDisruptionBudget]) -> Vec<&'a st
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     pdbs.iter()
         .filter(|pdb| {
-            let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
-                return false;
-            };
-            let Ok(v) = serde_json::to_value(sel) else {
-                return false;
-            };
-            matches!(LabelSelector::from_k8s(&v), Ok(Some(s)) if !s.is_empty() && s.matches(&labels))
+            let sel = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
+            mco_api::select::pool_rule_matches(sel, Some(&labels))
         })
         .filter_map(|pdb| pdb.metadata.name.as_deref())
         .collect()

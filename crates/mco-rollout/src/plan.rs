@@ -81,9 +81,7 @@ impl Membership {
 /// The pool's node selector, or `None` when it selects nothing. Upstream treats both a nil and an
 /// empty selector as matching no node (an empty one also earns a `SelectingAll` warning).
 fn node_selector(pool: &MachineConfigPool) -> Option<LabelSelector> {
-    let sel = pool.spec.node_selector.as_ref()?;
-    let value = serde_json::to_value(sel).ok()?;
-    let parsed = LabelSelector::from_k8s(&value).ok()??;
+    let parsed = mco_api::select::parse(pool.spec.node_selector.as_ref()).ok()??;
     (!parsed.is_empty()).then_some(parsed)
 }
 

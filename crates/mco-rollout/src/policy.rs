@@ -168,16 +168,11 @@ fn duration(
 /// Validate every field; all errors at once, each naming its field.
 pub fn validate(spec: &RolloutPolicySpec) -> Result<Validated, Vec<FieldError>> {
     let mut errors = vec![];
-    if let Some(sel) = &spec.pool_selector {
-        let parsed = serde_json::to_value(sel)
-            .map_err(|e| e.to_string())
-            .and_then(|v| LabelSelector::from_k8s(&v).map_err(|e| e.to_string()));
-        if let Err(e) = parsed {
-            errors.push(FieldError {
-                field: "spec.poolSelector".into(),
-                message: e,
-            });
-        }
+    if let Err(e) = mco_api::select::parse(spec.pool_selector.as_ref()) {
+        errors.push(FieldError {
+            field: "spec.poolSelector".into(),
+            message: e.to_string(),
+        });
     }
     let canary = match &spec.canary {
         None => None,
@@ -458,8 +453,7 @@ pub fn govern(
         .iter()
         .filter(|p| p.valid)
         .filter_map(|p| {
-            let v = serde_json::to_value(p.selector?).ok()?;
-            let s = LabelSelector::from_k8s(&v).ok()??;
+            let s = mco_api::select::parse(p.selector).ok()??;
             (!s.is_empty()).then_some((p.name, s))
         })
         .collect();
@@ -687,9 +681,7 @@ pub fn covers_pool(
     let selector = pdb
         .spec
         .as_ref()
-        .and_then(|s| s.selector.as_ref())
-        .and_then(|s| serde_json::to_value(s).ok())
-        .and_then(|v| LabelSelector::from_k8s(&v).ok().flatten());
+        .and_then(|s| mco_api::select::parse(s.selector.as_ref()).ok().flatten());
     let Some(selector) = selector else {
         return false;
     };
