@@ -29,11 +29,18 @@ pub mod annotations {
         "machineconfiguration.openshift.io/os-image-url-overridden";
     /// Legacy: set when an SSH login was detected on the node.
     pub const SSH: &str = "machineconfiguration.openshift.io/ssh";
-    /// The image upstream's on-cluster image mode (a MachineOSConfig) built for the node and
-    /// moves it to. mco builds no such images and never applies one.
+    /// On-cluster image mode: the image a MachineOSBuild built for the node's pool, which the
+    /// controller sets together with [`DESIRED_CONFIG`] and the daemon boots in place of the
+    /// rendered config's `osImageURL`. Absent for a node outside image mode.
     pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
-    /// The image of upstream's on-cluster image mode the node runs.
+    /// The image-mode image the node runs, written by the daemon with [`CURRENT_CONFIG`];
+    /// removed once the node has left image mode.
     pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
+    /// On a MachineConfig with an image-mode image in its `osImageURL` (the daemon's target, as
+    /// upstream's daemon builds it): the rendered config's own `osImageURL`.
+    pub const ORIGINAL_OS_IMAGE_URL: &str = "machineconfiguration.openshift.io/original-osimageurl";
+    /// On such a MachineConfig: the image-mode image it carries.
+    pub const OCL_OS_IMAGE_URL: &str = "machineconfiguration.openshift.io/ocl-osimageurl";
 }
 
 /// Values of the [`annotations::STATE`] annotation.

@@ -30,6 +30,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         ImagePolicy::crd(),
         RolloutPolicy::crd(),
         crate::PinnedImageSet::crd(),
+        crate::MachineOSConfig::crd(),
+        crate::MachineOSBuild::crd(),
     ]
 }
 

@@ -9,6 +9,7 @@ pub mod constants;
 pub mod controllerconfig;
 pub mod crds;
 pub mod generators;
+pub mod image_mode;
 pub mod machineconfig;
 pub mod mcn;
 pub mod operator;
@@ -31,6 +32,7 @@ pub use generators::{
     ImagePolicy, ImagePolicySpec, ImageTagMirrorSet, KubeletConfig, KubeletConfigSpec, NodeConfig,
     NodeConfigSpec,
 };
+pub use image_mode::{MachineOSBuild, MachineOSBuildSpec, MachineOSConfig, MachineOSConfigSpec};
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use mcn::{
     IrreconcilableChangeDiff, MachineConfigNode, MachineConfigNodeSpec,

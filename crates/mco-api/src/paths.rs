@@ -10,6 +10,10 @@ pub const OS_RELEASE: &str = "/etc/os-release";
 pub const OS_RELEASE_FALLBACK: &str = "/usr/lib/os-release";
 /// The full rendered MachineConfig last applied, written before any reboot.
 pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
+/// The image-mode image the node runs (empty or absent outside image mode), written with
+/// [`CURRENT_CONFIG`], whose `osImageURL` stays the rendered config's own, as upstream's daemon
+/// keeps them.
+pub const CURRENT_IMAGE: &str = "/etc/machine-config-daemon/currentimage";
 /// Backups of files that existed before mco first wrote them.
 pub const ORIG_DIR: &str = "/etc/machine-config-daemon/orig";
 /// Markers for files that did not exist before mco first wrote them.

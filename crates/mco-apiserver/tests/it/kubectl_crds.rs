@@ -60,7 +60,7 @@ async fn kubectl_accepts_the_generated_crds() {
         all.push_str("---\n");
         all.push_str(&std::fs::read_to_string(f).unwrap());
     }
-    assert_eq!(files.len(), 16, "sixteen CRDs are committed");
+    assert_eq!(files.len(), 18, "eighteen CRDs are committed");
 
     let dry = ok(
         kubectl(
@@ -84,6 +84,8 @@ async fn kubectl_accepts_the_generated_crds() {
         "imagetagmirrorsets.config.openshift.io",
         "imagecontentsourcepolicies.operator.openshift.io",
         "pinnedimagesets.machineconfiguration.openshift.io",
+        "machineosconfigs.machineconfiguration.openshift.io",
+        "machineosbuilds.machineconfiguration.openshift.io",
     ] {
         assert!(
             dry.contains(&format!(
