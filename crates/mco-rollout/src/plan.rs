@@ -207,6 +207,16 @@ pub fn desired_config(node: &Node) -> &str {
     annotation(node, annotations::DESIRED_CONFIG)
 }
 
+/// The image-mode image the node runs (empty outside image mode).
+pub fn current_image(node: &Node) -> &str {
+    annotation(node, annotations::CURRENT_IMAGE)
+}
+
+/// The image-mode image the node is moving to (empty outside image mode).
+pub fn desired_image(node: &Node) -> &str {
+    annotation(node, annotations::DESIRED_IMAGE)
+}
+
 /// The daemon's state annotation.
 pub fn node_state(node: &Node) -> &str {
     annotation(node, annotations::STATE)
@@ -232,6 +242,44 @@ pub fn is_ready(node: &Node) -> bool {
         .unwrap_or(false)
 }
 
+/// The image a pool's nodes go to with its rendered config, in on-cluster image mode (see
+/// [`mco_api::image_mode::PoolBuild`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ImageTarget<'a> {
+    /// Outside image mode: no image. A node still on one is moved back to the rendered
+    /// config's own OS image, as any node not on the target is.
+    #[default]
+    None,
+    /// The image built from the target config.
+    Image(&'a str),
+    /// In image mode with no image ready for the target config: no node is moved, and the text
+    /// says why.
+    Waiting(&'a str),
+}
+
+/// What a pass moves nodes to: the target config and image (`None`: an image not ready yet,
+/// which no node is on).
+#[derive(Debug, Clone, Copy)]
+struct Aim<'a> {
+    config: &'a str,
+    image: Option<&'a str>,
+}
+
+impl<'a> Aim<'a> {
+    fn config(config: &'a str) -> Aim<'a> {
+        Aim::new(config, ImageTarget::None)
+    }
+
+    fn new(config: &'a str, image: ImageTarget<'a>) -> Aim<'a> {
+        let image = match image {
+            ImageTarget::None => Some(""),
+            ImageTarget::Image(i) => Some(i),
+            ImageTarget::Waiting(_) => None,
+        };
+        Aim { config, image }
+    }
+}
+
 /// What the planner reads of one node, read once per pass. A pass asks every member's
 /// annotations a few dozen questions, and each lookup in the annotation map compares keys that
 /// share their first 35 bytes: at a thousand nodes that was a third of the pass.
@@ -241,6 +289,8 @@ pub struct Facts<'a> {
     name: &'a str,
     current: &'a str,
     desired: &'a str,
+    current_image: &'a str,
+    desired_image: &'a str,
     state: &'a str,
     last_applied_drain: &'a str,
     ready: bool,
@@ -287,6 +337,8 @@ pub struct Digest {
     name: Box<str>,
     current: Arc<str>,
     desired: Arc<str>,
+    current_image: Arc<str>,
+    desired_image: Arc<str>,
     state: Arc<str>,
     last_applied_drain: Arc<str>,
     ready: bool,
@@ -333,6 +385,8 @@ impl Digest {
             strings.get(f.state),
             strings.get(f.last_applied_drain),
         );
+        let (current_image, desired_image) =
+            (strings.get(f.current_image), strings.get(f.desired_image));
         let (ready, tainted, created) = (f.ready, f.tainted, f.created);
         let zone = f.zone.map(|z| strings.get(z));
         Digest {
@@ -340,6 +394,8 @@ impl Digest {
             name,
             current,
             desired,
+            current_image,
+            desired_image,
             state,
             last_applied_drain,
             ready,
@@ -381,6 +437,8 @@ impl Member for Arc<Digest> {
             name: &self.name,
             current: &self.current,
             desired: &self.desired,
+            current_image: &self.current_image,
+            desired_image: &self.desired_image,
             state: &self.state,
             last_applied_drain: &self.last_applied_drain,
             ready: self.ready,
@@ -403,6 +461,8 @@ impl<'a> Facts<'a> {
             name: name_of(node),
             current: current_config(node),
             desired: desired_config(node),
+            current_image: current_image(node),
+            desired_image: desired_image(node),
             state: node_state(node),
             last_applied_drain: annotation(node, annotations::LAST_APPLIED_DRAIN),
             ready: is_ready(node),
@@ -432,8 +492,20 @@ impl<'a> Facts<'a> {
         (zone.is_none(), zone, created.is_none(), created, self.name)
     }
 
+    /// On its desired config and image (upstream's `IsNodeDone`), and `Done`.
     fn is_done(&self) -> bool {
-        !self.current.is_empty() && self.current == self.desired && self.state == states::DONE
+        self.on_desired() && self.state == states::DONE
+    }
+
+    fn on_desired(&self) -> bool {
+        !self.current.is_empty()
+            && self.current == self.desired
+            && self.current_image == self.desired_image
+    }
+
+    /// Pointed at `aim`: its desired config and image are the aim's.
+    fn points_at(&self, aim: Aim<'_>) -> bool {
+        self.desired == aim.config && aim.image == Some(self.desired_image)
     }
 
     fn is_degraded(&self) -> bool {
@@ -441,11 +513,11 @@ impl<'a> Facts<'a> {
     }
 
     fn is_failing(&self) -> bool {
-        self.is_degraded() && self.current != self.desired
+        self.is_degraded() && !self.on_desired()
     }
 
-    fn is_updated(&self, target: &str) -> bool {
-        !target.is_empty() && self.is_done() && self.desired == target
+    fn is_updated(&self, aim: Aim<'_>) -> bool {
+        !aim.config.is_empty() && self.is_done() && self.points_at(aim)
     }
 
     fn is_unmanaged(&self) -> bool {
@@ -459,12 +531,12 @@ impl<'a> Facts<'a> {
         !self.ready || (!self.is_done() && !self.is_failing())
     }
 
-    fn needs_update_taint(&self, target: &str) -> bool {
+    fn needs_update_taint(&self, aim: Aim<'_>) -> bool {
         // `lastAppliedDrain == drain::uncordon(target)`, without building that string for
         // every member on every pass.
-        let uncordoned_on_target = self.desired == target
-            && self.last_applied_drain.strip_prefix(drain::UNCORDON_PREFIX) == Some(target);
-        !self.is_updated(target) && !uncordoned_on_target
+        let uncordoned_on_target = self.points_at(aim)
+            && self.last_applied_drain.strip_prefix(drain::UNCORDON_PREFIX) == Some(aim.config);
+        !self.is_updated(aim) && !uncordoned_on_target
     }
 }
 
@@ -483,9 +555,19 @@ pub fn is_failing(node: &Node) -> bool {
     Facts::of(node).is_failing()
 }
 
-/// Done on the pool's target.
+/// Done on the pool's target, outside image mode.
 pub fn is_updated(node: &Node, target: &str) -> bool {
-    Facts::of(node).is_updated(target)
+    Facts::of(node).is_updated(Aim::config(target))
+}
+
+/// Done on the pool's target config and `image`.
+pub fn is_updated_for(node: &Node, target: &str, image: ImageTarget<'_>) -> bool {
+    Facts::of(node).is_updated(Aim::new(target, image))
+}
+
+/// Pointed at the pool's target config and `image` (`desiredConfig`, `desiredImage`).
+pub fn is_targeted_for(node: &Node, target: &str, image: ImageTarget<'_>) -> bool {
+    Facts::of(node).points_at(Aim::new(target, image))
 }
 
 /// A node the daemon has never reported on. Beyond upstream (where the config server writes the
@@ -507,7 +589,7 @@ pub fn is_unavailable(node: &Node) -> bool {
 /// service on its new config, and a separate removal once it reports Done would be one more
 /// write of every node for nothing a scheduler could use.
 pub fn needs_update_taint(node: &Node, target: &str) -> bool {
-    Facts::of(node).needs_update_taint(target)
+    Facts::of(node).needs_update_taint(Aim::config(target))
 }
 
 pub fn has_update_taint(node: &Node) -> bool {
@@ -543,6 +625,9 @@ pub struct Plan {
     pub pool: String,
     /// The pool's target rendered config, if the render controller has set one.
     pub target: Option<String>,
+    /// The image-mode image the candidates go to with the target (`desiredImage`); `None`
+    /// outside image mode, where their `desiredImage` is removed.
+    pub image: Option<String>,
     /// Names of the nodes whose primary pool this is, sorted ([`plan_with`] only).
     pub members: Vec<String>,
     /// Nodes to point at the target now, in rollout order.
@@ -625,6 +710,20 @@ pub fn plan_members_capped<N: Member>(
     now: &str,
     cap: Option<usize>,
 ) -> Plan {
+    plan_members_for(pool, members, own_node, now, cap, ImageTarget::None)
+}
+
+/// Like [`plan_members_capped`], for a pool whose nodes go to `image` with its target config
+/// (on-cluster image mode). While the image is [`ImageTarget::Waiting`], no node is moved and no
+/// taint is added.
+pub fn plan_members_for<N: Member>(
+    pool: &MachineConfigPool,
+    members: &[&N],
+    own_node: Option<&str>,
+    now: &str,
+    cap: Option<usize>,
+    image: ImageTarget<'_>,
+) -> Plan {
     let pool_name = name_of_pool(pool).to_string();
     let previous = pool.status.clone().unwrap_or_default();
     let target = pool
@@ -640,6 +739,10 @@ pub fn plan_members_capped<N: Member>(
     let mut plan = Plan {
         pool: pool_name.clone(),
         target: target.clone(),
+        image: match image {
+            ImageTarget::Image(i) => Some(i.to_string()),
+            _ => None,
+        },
         members: vec![],
         candidates: vec![],
         taint_add: vec![],
@@ -664,16 +767,18 @@ pub fn plan_members_capped<N: Member>(
 
     if let Some(target) = target.as_deref()
         && !pool.spec.paused
+        && !matches!(image, ImageTarget::Waiting(_))
     {
+        let aim = Aim::new(target, image);
         for node in &members {
-            let wanted = node.needs_update_taint(target);
+            let wanted = node.needs_update_taint(aim);
             if wanted && !node.tainted {
                 plan.taint_add.push(node.name.to_string());
             } else if !wanted && node.tainted {
                 plan.taint_remove.push(node.name.to_string());
             }
         }
-        (plan.candidates, plan.deferred) = candidates(&members, target, budget, own_node, cap);
+        (plan.candidates, plan.deferred) = candidates(&members, aim, budget, own_node, cap);
         // The nodes about to be drained first: a rollout's first pass taints every member, and
         // the controller spreads those writes over several passes (see `rollout`).
         let chosen: BTreeSet<&str> = plan.candidates.iter().map(String::as_str).collect();
@@ -683,34 +788,46 @@ pub fn plan_members_capped<N: Member>(
         // honest.
         // A candidate is never on the target yet: that test, on shared texts, spares the
         // lookup of every member's name.
+        let new_image = aim.image.unwrap_or_default();
         for n in members
             .iter_mut()
-            .filter(|n| n.desired != target && chosen.contains(n.name))
+            .filter(|n| !n.points_at(aim) && chosen.contains(n.name))
         {
             n.desired = target;
+            n.desired_image = new_image;
         }
         if !plan.candidates.is_empty() {
+            // Upstream's words, with the image in image mode (`SetDesiredConfigAndOSImage`).
+            let what = match image {
+                ImageTarget::Image(i) => format!("MachineConfig: {target} / Image: {i}"),
+                _ => format!("MachineConfig: {target}"),
+            };
             let message = match plan.candidates.as_slice() {
-                [one] => format!("Targeted node {one} to MachineConfig: {target}"),
-                many => format!(
-                    "Set target for {} nodes to MachineConfig: {target}",
-                    many.len()
-                ),
+                [one] => format!("Targeted node {one} to {what}"),
+                many => format!("Set target for {} nodes to {what}", many.len()),
             };
             plan.events.push(PlanEvent {
                 kind: EventKind::Normal,
                 subject: EventSubject::Pool(plan.pool.clone()),
-                reason: "SetDesiredConfig",
+                reason: match image {
+                    ImageTarget::Image(_) => SET_DESIRED_CONFIG_AND_IMAGE,
+                    _ => SET_DESIRED_CONFIG,
+                },
                 message,
             });
         }
     }
 
-    let (status, events) = status_of(pool, &members, now);
+    let (status, events) = status_of(pool, &members, now, image);
     plan.status = status;
     plan.events.extend(events);
     plan
 }
+
+/// The reason of the event that says which nodes a pass targeted.
+pub const SET_DESIRED_CONFIG: &str = "SetDesiredConfig";
+/// The same, in on-cluster image mode.
+pub const SET_DESIRED_CONFIG_AND_IMAGE: &str = "SetDesiredConfigAndOSImage";
 
 /// Upstream's candidate selection: the budget minus unavailable nodes minus nodes failing on the
 /// target; candidates are ready nodes not yet pointed at the target, by zone then age. The
@@ -718,7 +835,7 @@ pub fn plan_members_capped<N: Member>(
 /// names it when that kept it out.
 fn candidates(
     members: &[Facts<'_>],
-    target: &str,
+    aim: Aim<'_>,
     budget: usize,
     own_node: Option<&str>,
     cap: Option<usize>,
@@ -726,18 +843,18 @@ fn candidates(
     // Unmanaged nodes are targeted regardless of the budget: see `is_unmanaged`.
     let mut out: Vec<String> = members
         .iter()
-        .filter(|n| n.is_unmanaged() && n.desired != target)
+        .filter(|n| n.is_unmanaged() && !n.points_at(aim))
         .map(|n| n.name.to_string())
         .collect();
     let unavailable = members.iter().filter(|n| n.is_unavailable()).count();
     // A failing node that is also unavailable is already counted once.
     let failing = members
         .iter()
-        .filter(|n| n.desired == target && n.is_failing() && !n.is_unavailable())
+        .filter(|n| n.points_at(aim) && n.is_failing() && !n.is_unavailable())
         .count();
     let mut capacity = budget.saturating_sub(unavailable).saturating_sub(failing);
     if let Some(cap) = cap {
-        let pointed = members.iter().filter(|n| n.desired == target).count() + out.len();
+        let pointed = members.iter().filter(|n| n.points_at(aim)).count() + out.len();
         capacity = capacity.min(cap.saturating_sub(pointed));
     }
     if capacity == 0 {
@@ -745,7 +862,7 @@ fn candidates(
     }
     let mut eligible: Vec<&Facts<'_>> = members
         .iter()
-        .filter(|n| !n.is_unmanaged() && n.desired != target && n.ready)
+        .filter(|n| !n.is_unmanaged() && !n.points_at(aim) && n.ready)
         .collect();
     let mut deferred = None;
     let mut own_last = None;
@@ -755,7 +872,7 @@ fn candidates(
         let others_updated = members
             .iter()
             .filter(|n| n.name != own)
-            .all(|n| n.is_updated(target));
+            .all(|n| n.is_updated(aim));
         let node = eligible.swap_remove(i);
         if others_updated {
             own_last = Some(node);
@@ -825,14 +942,25 @@ pub fn calculate_status<N: Member>(
     members: &[N],
     now: &str,
 ) -> (MachineConfigPoolStatus, Vec<PlanEvent>) {
+    calculate_status_for(pool, members, now, ImageTarget::None)
+}
+
+/// Like [`calculate_status`], for a pool whose nodes go to `image` with its target config.
+pub fn calculate_status_for<N: Member>(
+    pool: &MachineConfigPool,
+    members: &[N],
+    now: &str,
+    image: ImageTarget<'_>,
+) -> (MachineConfigPoolStatus, Vec<PlanEvent>) {
     let members: Vec<Facts<'_>> = members.iter().map(Member::facts).collect();
-    status_of(pool, &members, now)
+    status_of(pool, &members, now, image)
 }
 
 fn status_of(
     pool: &MachineConfigPool,
     members: &[Facts<'_>],
     now: &str,
+    image: ImageTarget<'_>,
 ) -> (MachineConfigPoolStatus, Vec<PlanEvent>) {
     let pool_name = name_of_pool(pool);
     let previous = pool.status.clone().unwrap_or_default();
@@ -842,11 +970,12 @@ fn status_of(
         .as_ref()
         .map(|c| c.name.as_str())
         .unwrap_or_default();
+    let aim = Aim::new(target, image);
     let total = members.len();
-    let updated = members.iter().filter(|n| n.is_updated(target)).count();
+    let updated = members.iter().filter(|n| n.is_updated(aim)).count();
     let ready = members
         .iter()
-        .filter(|n| n.is_updated(target) && n.ready)
+        .filter(|n| n.is_updated(aim) && n.ready)
         .count();
     let unavailable = members.iter().filter(|n| n.is_unavailable()).count();
     let degraded: Vec<&Facts<'_>> = members.iter().filter(|n| n.is_degraded()).collect();
@@ -907,6 +1036,15 @@ fn status_of(
                     false,
                     "",
                     &format!("Pool is paused; will not update to MachineConfig {target}"),
+                    now,
+                );
+            } else if let ImageTarget::Waiting(why) = image {
+                set_condition(
+                    &mut status.conditions,
+                    pool_conditions::UPDATING,
+                    true,
+                    "",
+                    &format!("Waiting for the image of MachineConfig {target}: {why}"),
                     now,
                 );
             } else {

@@ -909,3 +909,149 @@ fn halting_and_resuming_never_exceeds_the_budget() {
         );
     }
 }
+
+const IMG: &str =
+    "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const IMG2: &str =
+    "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+fn run_image(pool: &MachineConfigPool, nodes: &[Node], image: ImageTarget<'_>) -> Plan {
+    let members: Vec<&Node> = nodes.iter().collect();
+    plan_members_for(pool, &members, None, NOW, None, image)
+}
+
+/// A node Done on `config` and `image` (empty: outside image mode).
+fn on_image(name: &str, config: &str, image: &str) -> Node {
+    let n = node(name, "worker", config, 0);
+    if image.is_empty() {
+        return n;
+    }
+    with_ann(
+        with_ann(n, annotations::CURRENT_IMAGE, image),
+        annotations::DESIRED_IMAGE,
+        image,
+    )
+}
+
+#[test]
+fn image_mode_moves_nodes_on_the_target_config_to_the_image_within_the_budget() {
+    // Every node already runs the target config: only the image is new.
+    let nodes: Vec<Node> = (0..4)
+        .map(|i| on_image(&format!("w{i}"), NEW, ""))
+        .collect();
+    let p = run_image(
+        &worker(Some(IntOrString::Int(2))),
+        &nodes,
+        ImageTarget::Image(IMG),
+    );
+    assert_eq!(p.candidates, ["w0", "w1"]);
+    assert_eq!(p.image.as_deref(), Some(IMG));
+    assert_eq!(p.status.updated_machine_count, 0);
+    assert_eq!(
+        p.status.unavailable_machine_count, 2,
+        "candidates count as busy"
+    );
+    assert_eq!(p.events[0].reason, SET_DESIRED_CONFIG_AND_IMAGE);
+    assert_eq!(
+        p.events[0].message,
+        format!("Set target for 2 nodes to MachineConfig: {NEW} / Image: {IMG}")
+    );
+    // Outside image mode the same nodes are updated.
+    let p = run_image(&worker(None), &nodes, ImageTarget::None);
+    assert!(p.candidates.is_empty());
+    assert_eq!(p.status.updated_machine_count, 4);
+}
+
+#[test]
+fn a_node_is_updated_only_on_both_the_config_and_the_image() {
+    let nodes = [
+        on_image("a", NEW, IMG),
+        // Pointed at the pair, still on the old image.
+        with_ann(
+            with_ann(on_image("b", NEW, IMG2), annotations::DESIRED_IMAGE, IMG),
+            annotations::STATE,
+            states::WORKING,
+        ),
+        on_image("c", NEW, IMG2),
+    ];
+    let p = run_image(
+        &worker(Some(IntOrString::Int(3))),
+        &nodes,
+        ImageTarget::Image(IMG),
+    );
+    assert_eq!(p.candidates, ["c"]);
+    let s = &p.status;
+    assert_eq!(
+        (s.updated_machine_count, s.unavailable_machine_count),
+        (1, 2)
+    );
+    assert_eq!(cond(s, pool_conditions::UPDATED).status, "False");
+}
+
+#[test]
+fn leaving_image_mode_moves_nodes_back_and_counts_them_only_once_off_the_image() {
+    let nodes = [on_image("a", NEW, IMG), on_image("b", NEW, "")];
+    let p = run_image(&worker(None), &nodes, ImageTarget::None);
+    assert_eq!(p.candidates, ["a"]);
+    assert_eq!(p.image, None);
+    assert_eq!(p.events[0].reason, SET_DESIRED_CONFIG);
+    // Pointed back (desiredImage removed) but still running the image: busy, not updated.
+    let back = {
+        let mut n = on_image("a", NEW, IMG);
+        n.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(annotations::DESIRED_IMAGE);
+        n
+    };
+    let p = run_image(
+        &worker(None),
+        &[back, on_image("b", NEW, "")],
+        ImageTarget::None,
+    );
+    assert!(p.candidates.is_empty());
+    assert_eq!(p.status.updated_machine_count, 1);
+    assert_eq!(p.status.unavailable_machine_count, 1);
+}
+
+#[test]
+fn a_pool_waiting_for_its_image_moves_and_taints_nobody_and_says_why() {
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| on_image(&format!("w{i}"), OLD, IMG))
+        .collect();
+    let p = run_image(
+        &worker(Some(IntOrString::Int(3))),
+        &nodes,
+        ImageTarget::Waiting("Image build in progress"),
+    );
+    assert!(p.candidates.is_empty());
+    assert!(p.taint_add.is_empty());
+    assert!(
+        p.events
+            .iter()
+            .all(|e| e.reason != SET_DESIRED_CONFIG_AND_IMAGE)
+    );
+    let s = &p.status;
+    assert_eq!(s.updated_machine_count, 0);
+    assert_eq!(s.unavailable_machine_count, 0, "nobody is busy");
+    assert_eq!(
+        cond(s, pool_conditions::UPDATING).message,
+        format!("Waiting for the image of MachineConfig {NEW}: Image build in progress")
+    );
+}
+
+#[test]
+fn a_degraded_node_off_its_desired_image_is_failing() {
+    let n = with_ann(
+        with_ann(on_image("a", NEW, IMG2), annotations::DESIRED_IMAGE, IMG),
+        annotations::STATE,
+        states::DEGRADED,
+    );
+    assert!(is_failing(&n));
+    assert!(!is_failing(&with_ann(
+        on_image("a", NEW, IMG),
+        annotations::STATE,
+        states::DEGRADED
+    )));
+}
