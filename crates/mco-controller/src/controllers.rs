@@ -388,7 +388,11 @@ pub async fn run_all(
     // A PinnedImageSet's change (or the kind found missing) wakes every pool's list.
     let (sets_changed, set_changes) = futures::channel::mpsc::unbounded::<()>();
     let (sets, sets_w) = reflector::store::<mco_api::PinnedImageSet>();
+    // A MachineOSConfig's or MachineOSBuild's change wakes every pool's node controller.
+    let wake_image_mode = wake_pinned_status.clone();
     let pinned = Arc::new(crate::pinned::Pinned::new(sets, wake_pinned_status));
+    let (mosc, mosc_w) = reflector::store::<mco_api::MachineOSConfig>();
+    let (mosb, mosb_w) = reflector::store::<mco_api::MachineOSBuild>();
     // The caches a reader in this process may borrow, lent while this term lasts.
     let changed = Arc::new(Notify::new());
     let _lent = config.lend_caches.as_ref().map(|lender| {
@@ -475,6 +479,7 @@ pub async fn run_all(
         failures: Failures::default(),
         templates: crate::templates::Templates::new(wake_render, wake_cc),
         pinned: pinned.clone(),
+        image_mode: crate::image_mode::ImageMode::new(mosc, mosb),
     });
 
     let controllers = async {
@@ -724,7 +729,14 @@ pub async fn run_all(
         sets_changed,
         config.resync * 2,
     );
-    let watches = future::join3(watches, policy_watch, set_watch);
+    // And the image-mode kinds, which may be missing too.
+    let image_mode_watch = crate::image_mode::watch(
+        (Api::all(ctx.client.clone()), mosc_w),
+        (Api::all(ctx.client.clone()), mosb_w),
+        wake_image_mode,
+        config.resync * 2,
+    );
+    let watches = future::join4(watches, policy_watch, set_watch, image_mode_watch);
     tokio::select! {
         _ = watches => Err(Error::Stale("watches ended".into())),
         _ = controllers => Err(Error::Stale("controllers ended".into())),

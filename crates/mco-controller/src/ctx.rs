@@ -74,6 +74,8 @@ pub struct Ctx {
     pub templates: crate::templates::Templates,
     /// The PinnedImageSets, and what the pools' status says of them; see [`crate::pinned`].
     pub pinned: Arc<crate::pinned::Pinned>,
+    /// The MachineOSConfigs and MachineOSBuilds; see [`crate::image_mode`].
+    pub image_mode: crate::image_mode::ImageMode,
 }
 
 /// Longest wait before a failed reconcile is retried. The resync runs every object sooner.

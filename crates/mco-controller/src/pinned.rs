@@ -22,12 +22,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use mco_api::{MachineConfigNode, MachineConfigPool, PinnedImageSet};
 use mco_rollout::pinned;
@@ -185,86 +184,33 @@ impl McnTally {
 /// the kind is not served, the store is empty and the kind is looked up again every `retry`.
 pub async fn watch_sets(
     api: Api<PinnedImageSet>,
-    mut writer: reflector::store::Writer<PinnedImageSet>,
+    writer: reflector::store::Writer<PinnedImageSet>,
     pinned: Arc<Pinned>,
     changed: UnboundedSender<()>,
     retry: Duration,
 ) {
-    let mut said_absent = false;
-    let mut said_failing = false;
-    loop {
-        match api.list_metadata(&ListParams::default().limit(1)).await {
-            Ok(_) => {
-                if said_absent {
-                    tracing::info!(
-                        "PinnedImageSet is served now; pools get the sets that select them"
-                    );
+    use crate::optional::Seen;
+    crate::optional::watch(
+        api,
+        writer,
+        "PinnedImageSet",
+        "pools get no pinned image sets (its CRD comes with OpenShift 4.19)",
+        retry,
+        |seen| {
+            let wake = match seen {
+                Seen::Absent => pinned.state.swap(ABSENT, Ordering::AcqRel) != ABSENT,
+                Seen::Listed => {
+                    pinned.state.store(SERVED, Ordering::Release);
+                    true
                 }
-                said_absent = false;
-                said_failing = false;
+                Seen::Changed => true,
+            };
+            if wake {
+                let _ = changed.unbounded_send(());
             }
-            Err(e) if not_served(&e) => {
-                if !said_absent {
-                    tracing::info!(
-                        "PinnedImageSet is not served (its CRD comes with OpenShift 4.19); pools \
-                         get no pinned image sets, and the kind is looked up again every {retry:?}"
-                    );
-                    said_absent = true;
-                }
-                writer.apply_watcher_event(&watcher::Event::Init);
-                writer.apply_watcher_event(&watcher::Event::InitDone);
-                if pinned.state.swap(ABSENT, Ordering::AcqRel) != ABSENT {
-                    let _ = changed.unbounded_send(());
-                }
-                tokio::time::sleep(retry).await;
-                continue;
-            }
-            Err(e) => {
-                // Not readable (a missing right, an API server in trouble): the pools are left
-                // as they are until it is.
-                if said_failing {
-                    tracing::debug!(error = %e, "listing PinnedImageSets");
-                } else {
-                    tracing::warn!(error = %e, "listing PinnedImageSets; retrying");
-                    said_failing = true;
-                }
-                tokio::time::sleep(retry).await;
-                continue;
-            }
-        }
-        let mut events = watcher(api.clone(), watcher::Config::default())
-            .default_backoff()
-            .modify(|s: &mut PinnedImageSet| s.metadata.managed_fields = None)
-            .boxed();
-        while let Some(ev) = events.next().await {
-            match ev {
-                Ok(ev) => {
-                    writer.apply_watcher_event(&ev);
-                    match ev {
-                        watcher::Event::InitDone => {
-                            pinned.state.store(SERVED, Ordering::Release);
-                            let _ = changed.unbounded_send(());
-                        }
-                        watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
-                            let _ = changed.unbounded_send(());
-                        }
-                        _ => {}
-                    }
-                }
-                // The CRD was removed: look the kind up again.
-                Err(watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e))
-                    if not_served(&e) =>
-                {
-                    break;
-                }
-                Err(e) => tracing::warn!(error = %e, "PinnedImageSet watch"),
-            }
-        }
-    }
-}
-
-fn not_served(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
+        },
+    )
+    .await;
 }
 
 /// Writes the pool's `spec.pinnedImageSets` when it differs from the sets its selector matches.
@@ -315,7 +261,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             ctx.pinned.record(&name, None);
             done
         }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::await_change()),
+        Err(e) if crate::optional::not_served(&e) => Ok(Action::await_change()),
         Err(e) => {
             let message = pinned::degraded_message(&name, &e.to_string());
             ctx.pinned.record(&name, Some(message));

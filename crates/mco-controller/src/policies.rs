@@ -83,7 +83,11 @@ pub fn rollback_pin(pool: &MachineConfigPool) -> Option<&str> {
 }
 
 /// What one node tells the gates.
-pub fn gate_input<N: Member>(member: &N, target: &str) -> NodeGateInput {
+pub fn gate_input<N: Member>(
+    member: &N,
+    target: &str,
+    image: plan::ImageTarget<'_>,
+) -> NodeGateInput {
     let node = member.facts().node();
     let ready_since = node
         .status
@@ -100,8 +104,8 @@ pub fn gate_input<N: Member>(member: &N, target: &str) -> NodeGateInput {
         .and_then(|s| serde_json::from_str(s).ok());
     NodeGateInput {
         name: member.name().to_string(),
-        targeted: plan::desired_config(node) == target,
-        updated: plan::is_updated(node, target),
+        targeted: plan::is_targeted_for(node, target, image),
+        updated: plan::is_updated_for(node, target, image),
         ready: plan::is_ready(node),
         ready_since,
         checks,

@@ -36,6 +36,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use mco_api::MachineConfigPool;
 use mco_api::constants::annotations;
+use mco_api::image_mode::PoolBuild;
 use mco_api::rollouts;
 use mco_rollout::plan::{self, Member, Membership, PlanEvent};
 use mco_rollout::policy;
@@ -106,11 +107,15 @@ async fn set_desired(
     ctx: &Ctx,
     node: &str,
     target: &str,
+    image: Option<&str>,
     check_timeout: Option<String>,
     untainted: Option<Arc<Node>>,
 ) -> Result<Option<String>, Error> {
+    // The image goes with the config in one write (upstream's `SetDesiredStateFromMachineOSConfig`);
+    // outside image mode a null removes any image left from it.
     let annotations = json!({
         annotations::DESIRED_CONFIG: target,
+        annotations::DESIRED_IMAGE: image,
         rollouts::annotations::NODE_CHECK_TIMEOUT: check_timeout,
     });
     let nodes: Api<Node> = Api::all(ctx.client.clone());
@@ -201,6 +206,15 @@ async fn set_taint(ctx: &Ctx, node: &Node, present: bool) -> Result<bool, Error>
     Ok(false)
 }
 
+/// The planner's image for a pool in `build`.
+fn image_target(build: &PoolBuild) -> plan::ImageTarget<'_> {
+    match build {
+        PoolBuild::NotLayered => plan::ImageTarget::None,
+        PoolBuild::Ready { image, .. } => plan::ImageTarget::Image(image),
+        PoolBuild::Waiting(why) => plan::ImageTarget::Waiting(why),
+    }
+}
+
 /// Apply the plan for one pool.
 pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = pool.metadata.name.clone().unwrap_or_default();
@@ -241,10 +255,25 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         }
         None => pool,
     };
-    let mut decision = decide(&ctx, &name, &set_pool, &pool, &members, now_ts).await;
+    let build = ctx.image_mode.pool_build(
+        &name,
+        pool.spec
+            .configuration
+            .as_ref()
+            .map(|c| c.name.as_str())
+            .unwrap_or_default(),
+    );
+    let image = image_target(&build);
+    let mut decision = decide(&ctx, &name, &set_pool, &pool, &members, image, now_ts).await;
     let cap = decision.as_ref().and_then(|(_, d)| d.cap);
-    let the_plan =
-        plan::plan_members_capped(&pool, &members, ctx.config.own_node.as_deref(), &now, cap);
+    let the_plan = plan::plan_members_for(
+        &pool,
+        &members,
+        ctx.config.own_node.as_deref(),
+        &now,
+        cap,
+        image,
+    );
     let planned = planning.elapsed();
     ctx.passes.planned(&name, planned);
     // After the planning is timed: reporting a new conflict waits on the API.
@@ -293,7 +322,10 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             .map(|t| t.as_secs().to_string());
         let writes = writes.into_iter().map(|(c, untainted)| {
             let (ctx, target, timeout) = (Arc::clone(&ctx), target.clone(), check_timeout.clone());
-            async move { set_desired(&ctx, &c, &target, timeout, untainted).await }
+            let image = the_plan.image.clone();
+            async move {
+                set_desired(&ctx, &c, &target, image.as_deref(), timeout, untainted).await
+            }
         });
         tainted_with_target = futures::stream::iter(writes)
             .then(|write| write)
@@ -342,10 +374,10 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
     // the render's conditions); then it is computed again from the members the plan read, with
     // this pass's own writes laid over them. Reading every node again for it cost as much as
     // the plan, and a node that changed meanwhile brings another pass anyway.
-    let (mut events, planned_status_events): (Vec<PlanEvent>, Vec<PlanEvent>) = the_plan
-        .events
-        .into_iter()
-        .partition(|e| e.reason == "SetDesiredConfig");
+    let (mut events, planned_status_events): (Vec<PlanEvent>, Vec<PlanEvent>) =
+        the_plan.events.into_iter().partition(|e| {
+            e.reason == plan::SET_DESIRED_CONFIG || e.reason == plan::SET_DESIRED_CONFIG_AND_IMAGE
+        });
     let targeted: HashSet<&str> = the_plan.candidates.iter().map(String::as_str).collect();
     let status_events: Mutex<Vec<PlanEvent>> = Mutex::new(vec![]);
     if let Some((_, d)) = decision.as_mut() {
@@ -393,7 +425,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         let mut p = (*pool).clone();
         p.status = live.status.clone();
         p.metadata.generation = live.metadata.generation;
-        let (mut status, evs) = plan::calculate_status(&p, &members, &now);
+        let (mut status, evs) = plan::calculate_status_for(&p, &members, &now, image);
         policies::pool_conditions(&mut status, entry, pin_condition, &now);
         mco_rollout::pinned::set_status(&mut status, pinned_updated, pinned_failure, &now);
         *events = evs;
@@ -511,6 +543,7 @@ async fn decide<N: plan::Member>(
     set_pool: &MachineConfigPool,
     pool: &MachineConfigPool,
     members: &[&N],
+    image: plan::ImageTarget<'_>,
     now: jiff::Timestamp,
 ) -> Option<(Arc<mco_api::RolloutPolicy>, policy::Decision)> {
     let target = pool
@@ -522,7 +555,7 @@ async fn decide<N: plan::Member>(
     let (governing, validated) = policies::governing(ctx, name)?;
     let mut inputs: Vec<policy::NodeGateInput> = members
         .iter()
-        .map(|m| policies::gate_input(*m, target))
+        .map(|m| policies::gate_input(*m, target, image))
         .collect();
     if validated.node_checks.is_some() {
         policies::note_missing_checks(ctx, &mut inputs, target, now);

@@ -182,9 +182,10 @@ pub fn controller_rules() -> Vec<PolicyRule> {
             ],
         ),
         // PinnedImageSets: listed in the spec of the pools their labels select.
+        // MachineOSConfigs and MachineOSBuilds: the image a pool in image mode goes to.
         rule(
             &[MCO_GROUP],
-            &["pinnedimagesets"],
+            &["pinnedimagesets", "machineosconfigs", "machineosbuilds"],
             &["get", "list", "watch"],
         ),
         // Render: spec.configuration and spec.pinnedImageSets; status: counts and conditions.

@@ -6,6 +6,7 @@
 
 mod common;
 mod generators;
+mod image_mode;
 mod nodes;
 mod pinned;
 mod render;

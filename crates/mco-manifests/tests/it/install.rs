@@ -227,6 +227,8 @@ fn controller_permissions_are_exactly_these() {
         format!("{MC} machineconfigpools get,list,watch,update,patch"),
         format!("{MC} machineconfigpools/status get,update,patch"),
         format!("{MC} pinnedimagesets get,list,watch"),
+        format!("{MC} machineosconfigs get,list,watch"),
+        format!("{MC} machineosbuilds get,list,watch"),
         format!("{MC} machineconfignodes get,list,watch,create,update,patch,delete"),
         format!("{MC} machineconfignodes/status get,update,patch"),
         format!("{MC} controllerconfigs get,list,watch"),
