@@ -239,30 +239,57 @@ pub async fn fetch_cluster_settings(client: &Client) -> Result<ClusterSettings, 
     })
 }
 
-/// Upstream's MachineOSConfigs (on-cluster image mode) as (name, pool): `v1` (OpenShift 4.19 and
-/// newer), else the Technology Preview's `v1alpha1`; none where neither is served or the caller
-/// may not list them.
-pub async fn fetch_machine_os_configs(client: &Client) -> Result<Vec<(String, String)>, Error> {
+/// Upstream's on-cluster image mode objects, as `mco doctor` reads them: the `v1` kinds
+/// (OpenShift 4.19 and newer) the node controller goes by, or, on a cluster that serves only the
+/// Technology Preview's `v1alpha1` MachineOSConfig (4.16 to 4.18), those as (name, pool).
+#[derive(Debug, Default, Clone)]
+pub struct ImageModeObjects {
+    pub configs: Vec<mco_api::MachineOSConfig>,
+    pub builds: Vec<mco_api::MachineOSBuild>,
+    /// `v1alpha1` MachineOSConfigs as (name, pool); read only where no `v1` one is listed.
+    pub tech_preview: Vec<(String, String)>,
+}
+
+/// Upstream's MachineOSConfigs and MachineOSBuilds: `v1`, else the Technology Preview's
+/// `v1alpha1` MachineOSConfigs; none where neither is served or the caller may not list them.
+pub async fn fetch_machine_os_configs(client: &Client) -> Result<ImageModeObjects, Error> {
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-    for version in ["v1", "v1alpha1"] {
-        let gvk = GroupVersionKind::gvk(mco_api::constants::PREFIX, version, "MachineOSConfig");
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
-        let items = list_if_readable(api, "machineosconfigs").await?;
-        if items.is_empty() {
-            continue;
-        }
-        return Ok(items
-            .into_iter()
-            .map(|o| {
-                let pool = o.data["spec"]["machineConfigPool"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                (o.metadata.name.unwrap_or_default(), pool)
-            })
-            .collect());
+    let c = client.clone();
+    let (configs, builds) = futures::try_join!(
+        list_if_readable(
+            Api::<mco_api::MachineOSConfig>::all(c.clone()),
+            "machineosconfigs"
+        ),
+        list_if_readable(
+            Api::<mco_api::MachineOSBuild>::all(c.clone()),
+            "machineosbuilds"
+        ),
+    )?;
+    if !configs.is_empty() {
+        return Ok(ImageModeObjects {
+            configs,
+            builds,
+            tech_preview: Vec::new(),
+        });
     }
-    Ok(Vec::new())
+    let gvk = GroupVersionKind::gvk(mco_api::constants::PREFIX, "v1alpha1", "MachineOSConfig");
+    let api: Api<DynamicObject> = Api::all_with(c, &ApiResource::from_gvk(&gvk));
+    let tech_preview = list_if_readable(api, "machineosconfigs")
+        .await?
+        .into_iter()
+        .map(|o| {
+            let pool = o.data["spec"]["machineConfigPool"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            (o.metadata.name.unwrap_or_default(), pool)
+        })
+        .collect();
+    Ok(ImageModeObjects {
+        configs,
+        builds,
+        tech_preview,
+    })
 }
 
 /// Upstream's PinnedImageSets (`v1`, OpenShift 4.19 and newer); none where the kind is not

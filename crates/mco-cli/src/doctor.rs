@@ -96,11 +96,6 @@ pub enum Cause {
     Unreconcilable {
         detail: String,
     },
-    /// `node ... is in on-cluster image mode (...desiredImage=<image>)`: upstream's image mode,
-    /// which mco does not apply.
-    ImageMode {
-        image: String,
-    },
     /// `failed to drain node ...`.
     DrainFailed,
     Other,
@@ -116,17 +111,6 @@ fn quoted_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
 
 /// Reads a Degraded/Unreconcilable reason.
 pub fn classify(reason: &str, unreconcilable: bool) -> Cause {
-    const IMAGE_MODE: &str = "is in on-cluster image mode (";
-    if let Some(i) = reason.find(IMAGE_MODE) {
-        let tail = &reason[i + IMAGE_MODE.len()..];
-        let image = tail
-            .split_once('=')
-            .and_then(|(_, rest)| rest.split_once(')'))
-            .map_or("", |(image, _)| image);
-        return Cause::ImageMode {
-            image: image.to_string(),
-        };
-    }
     const OS: &str = "expected target osImageURL ";
     if let Some(i) = reason.find(OS) {
         let tail = &reason[i + OS.len()..];
@@ -599,33 +583,105 @@ fn settings_finding(refusal: mco_generate::nodeconfig::Refusal) -> Finding {
     }
 }
 
-/// Each MachineOSConfig (name, pool): its pool's nodes run, or will run, an image upstream's
-/// on-cluster image mode builds, which mco neither builds nor applies. Said before a takeover
-/// as well as after it, when only the nodes' refusals would show it.
-pub fn image_mode_configs(configs: &[(String, String)]) -> Vec<Finding> {
-    configs
-        .iter()
-        .map(|(name, pool)| {
-            let pool = if pool.is_empty() { "<none>" } else { pool };
-            Finding::new(
-                &format!("machineosconfig {name}"),
-                "on-cluster image mode",
+/// Upstream's on-cluster image mode, as mco's node controller follows it: a `v1`
+/// MachineOSConfig whose pool waits for the image of its rendered config (no node of the pool
+/// moves until a builder records it), one for a pool that does not exist, and a Technology
+/// Preview `v1alpha1` one, whose builds mco does not apply. A pool whose image is ready, or
+/// that is not in image mode, is not named.
+pub fn image_mode(
+    objects: &crate::client::ImageModeObjects,
+    pools: &[std::sync::Arc<MachineConfigPool>],
+) -> Vec<Finding> {
+    use mco_api::image_mode::{PoolBuild, pool_build};
+    let mut found = vec![];
+    for mosc in &objects.configs {
+        let name = mosc.metadata.name.as_deref().unwrap_or_default();
+        let pool_name = mosc.spec.machine_config_pool.name.as_str();
+        let subject = format!("machineosconfig {name}");
+        let Some(pool) = pools.iter().find(|p| name_of(p.as_ref()) == pool_name) else {
+            let which = if pool_name.is_empty() {
+                "names no pool".to_string()
+            } else {
+                format!("is for pool {pool_name}, which does not exist")
+            };
+            found.push(Finding::new(
+                &subject,
+                "image mode for no pool",
                 format!(
-                    "Pool {pool} builds its OS image from MachineOSConfig {name}. mco builds no such \
-                     images and does not apply them: a node whose \
-                     machineconfiguration.openshift.io/desiredImage is set is left as it is, \
-                     reported Degraded, and holds its pool's rollouts."
+                    "MachineOSConfig {name} {which} (spec.machineConfigPool.name): no node runs \
+                     an image built for it."
                 ),
-                vec![Fix::new(
-                    format!(
-                        "while upstream's operator is in charge, delete it and wait until pool {pool} \
-                         is back on the release's OS image"
+                vec![
+                    Fix::new("see the pools", "kubectl get mcp"),
+                    Fix::new(
+                        "delete it, or create the pool it names",
+                        format!("kubectl delete machineosconfig {name}"),
                     ),
-                    format!("kubectl delete machineosconfig {name}; kubectl get mcp {pool} -w"),
-                )],
-            )
-        })
-        .collect()
+                ],
+            ));
+            continue;
+        };
+        let rendered = pool_target(pool);
+        if rendered.is_empty() {
+            // No rendered config yet: nothing to build an image from.
+            continue;
+        }
+        let PoolBuild::Waiting(why) =
+            pool_build(pool_name, rendered, &objects.configs, &objects.builds)
+        else {
+            continue;
+        };
+        found.push(Finding::new(
+            &subject,
+            "image build awaited",
+            format!(
+                "Pool {pool_name} is in on-cluster image mode and its rollout waits for the image \
+                 of MachineConfig {rendered} ({why}): none of its nodes is moved until it is ready. \
+                 mco rolls out the images a builder (upstream's build controller, a pipeline) \
+                 records in a MachineOSBuild and in the MachineOSConfig's \
+                 status.currentImagePullSpec, and builds none itself."
+            ),
+            vec![
+                Fix::new(
+                    "see the builds (their Prepared, Building, Succeeded and Failed columns)",
+                    "kubectl get machineosbuilds",
+                ),
+                Fix::new(
+                    format!(
+                        "leave image mode: the nodes of pool {pool_name} go back to the rendered \
+                         config's OS image, each with a drain and a reboot"
+                    ),
+                    format!("kubectl delete machineosconfig {name}"),
+                ),
+            ],
+        ));
+    }
+    for (name, pool) in &objects.tech_preview {
+        let pool = if pool.is_empty() { "<none>" } else { pool };
+        found.push(Finding::new(
+            &format!("machineosconfig {name}"),
+            "Technology Preview image mode",
+            format!(
+                "MachineOSConfig {name} (pool {pool}) is the Technology Preview's \
+                 machineconfiguration.openshift.io/v1alpha1 (OpenShift 4.16 to 4.18). mco applies \
+                 only v1 image-mode builds (OpenShift 4.19 and newer): the nodes of pool {pool} are \
+                 rolled out as any pool's, to the rendered config's OS image, and a node booted on \
+                 an image built for it goes back to that OS image with a drain and a reboot."
+            ),
+            vec![
+                Fix::new(
+                    "upgrade to OpenShift 4.19 or newer, where image mode is v1 and mco rolls out \
+                     the images its MachineOSBuilds record (see the available updates)",
+                    "oc adm upgrade",
+                ),
+                Fix::new(
+                    "or leave image mode: delete it",
+                    format!("kubectl delete machineosconfig {name}"),
+                ),
+            ],
+        ));
+    }
+    found
 }
 
 /// What `mco doctor` reads of an upstream PinnedImageSet.
@@ -1238,37 +1294,6 @@ fn degraded_finding(
                 fixes,
             )
         }
-        Cause::ImageMode { image } => Finding::new(
-            &subject,
-            "on-cluster image mode",
-            format!(
-                "The node runs or moves to {image:?}, an image upstream's on-cluster image mode built \
-                 from a MachineOSConfig. mco builds no such images and does not apply them, so it leaves \
-                 the node as it is: no update reaches it while its \
-                 machineconfiguration.openshift.io/desiredImage is set."
-            ),
-            vec![
-                Fix::new(
-                    "keep the image's content: with upstream's operator still in charge, delete the \
-                     pool's MachineOSConfig and wait until its nodes are back on the pool's OS image, \
-                     then hand the cluster to mco",
-                    "kubectl get machineosconfigs",
-                ),
-                Fix::new(
-                    format!(
-                        "give the node to mco as it is (the layered content is lost): remove the \
-                         annotations; a node still booted on the layered image is then reported with \
-                         the OS mismatch, and a forced re-apply ({where_}) rebases it to the pool's OS \
-                         image"
-                    ),
-                    format!(
-                        "kubectl annotate node {node} {}- {}-",
-                        annotations::DESIRED_IMAGE,
-                        annotations::CURRENT_IMAGE
-                    ),
-                ),
-            ],
-        ),
         Cause::DrainFailed => Finding::new(
             &subject,
             "drain failing",

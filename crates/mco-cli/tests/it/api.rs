@@ -302,3 +302,126 @@ async fn refused_inputs_are_read_and_a_narrower_caller_skips_them() {
 
     server.handle.shutdown().await;
 }
+
+/// `mco doctor`'s image-mode objects: the `v1` MachineOSConfigs and MachineOSBuilds, typed;
+/// none, and no error, for a caller who may not list them; and on a cluster that serves only
+/// the Technology Preview's `v1alpha1` MachineOSConfig, its (name, pool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_mode_objects_are_read_at_v1_else_v1alpha1() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let server = TestServer::start().await;
+    let admin = mco_cli::client::client(Some(&server.kubeconfig()))
+        .await
+        .unwrap();
+    mco_testkit::server::install_crds(&admin).await;
+    let none = mco_cli::client::fetch_machine_os_configs(&admin)
+        .await
+        .unwrap();
+    assert!(
+        none.configs.is_empty() && none.builds.is_empty() && none.tech_preview.is_empty(),
+        "{none:#?}"
+    );
+    create(
+        &Api::<mco_api::MachineOSConfig>::all(admin.clone()),
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+            "metadata": {"name": "worker"},
+            "spec": {
+                "machineConfigPool": {"name": "worker"},
+                "imageBuilder": {"imageBuilderType": "Job"},
+                "renderedImagePushSecret": {"name": "push"},
+                "renderedImagePushSpec": "registry.example/os:latest",
+            },
+        }),
+    )
+    .await;
+    create(
+        &Api::<mco_api::MachineOSBuild>::all(admin.clone()),
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
+            "metadata": {"name": "worker-1"},
+            "spec": {
+                "machineConfig": {"name": NEW},
+                "machineOSConfig": {"name": "worker"},
+                "renderedImagePushSpec": "registry.example/os:latest",
+            },
+        }),
+    )
+    .await;
+    let v1 = mco_cli::client::fetch_machine_os_configs(&admin)
+        .await
+        .unwrap();
+    assert_eq!(v1.configs.len(), 1, "{v1:#?}");
+    assert_eq!(v1.configs[0].spec.machine_config_pool.name, "worker");
+    assert_eq!(v1.builds.len(), 1, "{v1:#?}");
+    assert_eq!(v1.builds[0].spec.machine_config.name, NEW);
+    assert!(v1.tech_preview.is_empty(), "{v1:#?}");
+
+    let nobody = server.service_account("default", "nobody").await;
+    let hidden = mco_cli::client::fetch_machine_os_configs(&nobody)
+        .await
+        .unwrap();
+    assert!(
+        hidden.configs.is_empty() && hidden.builds.is_empty() && hidden.tech_preview.is_empty(),
+        "{hidden:#?}"
+    );
+    server.handle.shutdown().await;
+
+    // OpenShift 4.16 to 4.18 with the Technology Preview: only v1alpha1 MachineOSConfigs.
+    let server = TestServer::start().await;
+    let admin = mco_cli::client::client(Some(&server.kubeconfig()))
+        .await
+        .unwrap();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "machineosconfigs.machineconfiguration.openshift.io"},
+        "spec": {
+            "group": "machineconfiguration.openshift.io",
+            "names": {"kind": "MachineOSConfig", "listKind": "MachineOSConfigList",
+                      "plural": "machineosconfigs", "singular": "machineosconfig"},
+            "scope": "Cluster",
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                }},
+            }],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let gvk = GroupVersionKind::gvk(
+        "machineconfiguration.openshift.io",
+        "v1alpha1",
+        "MachineOSConfig",
+    );
+    let alpha: Api<DynamicObject> = Api::all_with(admin.clone(), &ApiResource::from_gvk(&gvk));
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1alpha1", "kind": "MachineOSConfig",
+        "metadata": {"name": "layered"},
+        "spec": {"machineConfigPool": {"name": "infra"}},
+    }))
+    .unwrap();
+    eventually("the v1alpha1 MachineOSConfig created", 20, || async {
+        alpha
+            .create(&PostParams::default(), &obj)
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    let tp = mco_cli::client::fetch_machine_os_configs(&admin)
+        .await
+        .unwrap();
+    assert!(tp.configs.is_empty() && tp.builds.is_empty(), "{tp:#?}");
+    assert_eq!(
+        tp.tech_preview,
+        vec![("layered".to_string(), "infra".to_string())]
+    );
+    server.handle.shutdown().await;
+}

@@ -97,34 +97,6 @@ fn seed000_never_adopted_os() {
 }
 
 #[test]
-fn a_node_in_image_mode_names_both_ways_out() {
-    let reason = "node w1 is in on-cluster image mode (machineconfiguration.openshift.io/desiredImage=registry.example/os@sha256:1): mco does not apply images a MachineOSConfig builds, and leaves the node as it is";
-    assert_eq!(
-        classify(reason, false),
-        Cause::ImageMode {
-            image: "registry.example/os@sha256:1".into()
-        }
-    );
-    let mut s = cluster();
-    s.nodes[0] = node("w1", "worker", OLD, NEW, "Degraded", reason).into();
-    let findings = diagnose(&s, &no_roots(), Some("w1"));
-    let f = one(&findings);
-    assert_eq!(f.title, "on-cluster image mode");
-    assert!(
-        f.cause.contains("\"registry.example/os@sha256:1\""),
-        "{}",
-        f.cause
-    );
-    assert_eq!(
-        commands(f),
-        vec![
-            "kubectl get machineosconfigs",
-            "kubectl annotate node w1 machineconfiguration.openshift.io/desiredImage- machineconfiguration.openshift.io/currentImage-",
-        ]
-    );
-}
-
-#[test]
 fn cgroup_v1_is_named_with_the_move_to_v2() {
     use mco_cli::client::ClusterSettings;
     let mut settings = ClusterSettings::default();
@@ -157,23 +129,210 @@ fn cgroup_v1_is_named_with_the_move_to_v2() {
     assert!(doctor::refused_cluster_settings(&settings, &[]).is_empty());
 }
 
+const LAYERED: &str =
+    "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+/// A `v1` MachineOSConfig for `pool` (named after it, as upstream requires) whose status
+/// names `image`.
+fn mosc(pool: &str, image: &str) -> mco_api::MachineOSConfig {
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+        "metadata": {"name": pool},
+        "spec": {
+            "machineConfigPool": {"name": pool},
+            "imageBuilder": {"imageBuilderType": "Job"},
+            "renderedImagePushSecret": {"name": "push"},
+            "renderedImagePushSpec": "registry.example/os:latest",
+        },
+        "status": {"currentImagePullSpec": image},
+    }))
+    .unwrap()
+}
+
+/// A MachineOSBuild of `rendered` for MachineOSConfig `config`, its condition `cond` True.
+fn mosb(
+    name: &str,
+    config: &str,
+    rendered: &str,
+    cond: &str,
+    image: &str,
+) -> mco_api::MachineOSBuild {
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
+        "metadata": {"name": name},
+        "spec": {
+            "machineConfig": {"name": rendered},
+            "machineOSConfig": {"name": config},
+            "renderedImagePushSpec": "registry.example/os:latest",
+        },
+        "status": {
+            "conditions": [{"type": cond, "status": "True", "reason": cond, "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "digestedImagePushSpec": image,
+        },
+    }))
+    .unwrap()
+}
+
+fn image_mode(
+    configs: Vec<mco_api::MachineOSConfig>,
+    builds: Vec<mco_api::MachineOSBuild>,
+) -> Vec<Finding> {
+    let objects = mco_cli::client::ImageModeObjects {
+        configs,
+        builds,
+        tech_preview: vec![],
+    };
+    doctor::image_mode(&objects, &cluster().pools)
+}
+
+/// A pool in image mode whose rendered config has no ready image: its rollout waits, named
+/// with upstream's words for why, the builds to look at and the way out of image mode.
 #[test]
-fn a_machine_os_config_is_named_with_its_pool() {
-    assert!(doctor::image_mode_configs(&[]).is_empty());
-    let found = doctor::image_mode_configs(&[("layered".into(), "infra".into())]);
+fn a_pool_waiting_for_its_image_is_named_with_why() {
+    // The pool's earlier config was built; its target (NEW) is being built.
+    let found = image_mode(
+        vec![mosc("worker", LAYERED)],
+        vec![
+            mosb("worker-old", "worker", OLD, "Succeeded", LAYERED),
+            mosb("worker-new", "worker", NEW, "Building", ""),
+        ],
+    );
+    let f = one(&found);
+    assert_eq!(f.subject, "machineosconfig worker");
+    assert_eq!(f.title, "image build awaited");
+    assert_eq!(
+        f.cause,
+        format!(
+            "Pool worker is in on-cluster image mode and its rollout waits for the image of \
+             MachineConfig {NEW} (Image build in progress): none of its nodes is moved until it \
+             is ready. mco rolls out the images a builder (upstream's build controller, a \
+             pipeline) records in a MachineOSBuild and in the MachineOSConfig's \
+             status.currentImagePullSpec, and builds none itself."
+        )
+    );
+    assert_eq!(
+        commands(f),
+        vec![
+            "kubectl get machineosbuilds",
+            "kubectl delete machineosconfig worker",
+        ]
+    );
+    assert!(
+        f.fixes[1]
+            .how
+            .contains("the nodes of pool worker go back to the rendered config's OS image"),
+        "{:?}",
+        f.fixes[1]
+    );
+    // No build of the target at all: upstream's words say so.
+    let found = image_mode(
+        vec![mosc("worker", LAYERED)],
+        vec![mosb("worker-old", "worker", OLD, "Succeeded", LAYERED)],
+    );
+    let f = one(&found);
+    assert!(
+        f.cause.contains(&format!(
+            "the image of MachineConfig {NEW} (No MachineOSBuild for MachineOSConfig worker and \
+             MachineConfig {NEW}): "
+        )),
+        "{}",
+        f.cause
+    );
+    // A failed build is named.
+    let found = image_mode(
+        vec![mosc("worker", LAYERED)],
+        vec![mosb("worker-new", "worker", NEW, "Failed", "")],
+    );
+    assert!(
+        one(&found)
+            .cause
+            .contains("(Image build failed: MachineOSBuild worker-new)"),
+        "{found:#?}"
+    );
+}
+
+/// The image of the pool's target built and recorded: the rollout goes on, nothing to say.
+#[test]
+fn a_pool_whose_image_is_ready_is_not_named() {
+    let built = || mosb("worker-new", "worker", NEW, "Succeeded", LAYERED);
+    let found = image_mode(vec![mosc("worker", LAYERED)], vec![built()]);
+    assert!(found.is_empty(), "{found:#?}");
+    // Built, but the MachineOSConfig does not name the image yet: still waiting.
+    let found = image_mode(vec![mosc("worker", "")], vec![built()]);
+    assert_eq!(one(&found).title, "image build awaited");
+}
+
+/// Builds without a MachineOSConfig put no pool in image mode: no finding.
+#[test]
+fn a_pool_not_in_image_mode_is_not_named() {
+    assert!(image_mode(vec![], vec![]).is_empty());
+    let found = image_mode(
+        vec![],
+        vec![mosb("worker-new", "worker", NEW, "Building", "")],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+    // A MachineOSConfig for master leaves worker out of image mode.
+    let found = image_mode(
+        vec![mosc("master", LAYERED)],
+        vec![
+            mosb("worker-new", "worker", NEW, "Building", ""),
+            mosb("master-1", "master", MASTER, "Succeeded", LAYERED),
+        ],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// A MachineOSConfig whose spec.machineConfigPool names no pool.
+#[test]
+fn a_machine_os_config_for_no_pool_is_named() {
+    let found = image_mode(vec![mosc("infra", LAYERED)], vec![]);
+    let f = one(&found);
+    assert_eq!(f.subject, "machineosconfig infra");
+    assert_eq!(f.title, "image mode for no pool");
+    assert_eq!(
+        f.cause,
+        "MachineOSConfig infra is for pool infra, which does not exist \
+         (spec.machineConfigPool.name): no node runs an image built for it."
+    );
+    assert_eq!(
+        commands(f),
+        vec!["kubectl get mcp", "kubectl delete machineosconfig infra"]
+    );
+}
+
+/// A Technology Preview (`v1alpha1`) MachineOSConfig: mco applies none of its builds.
+#[test]
+fn a_tech_preview_machine_os_config_is_named() {
+    let objects = mco_cli::client::ImageModeObjects {
+        tech_preview: vec![("layered".into(), "worker".into())],
+        ..Default::default()
+    };
+    let found = doctor::image_mode(&objects, &cluster().pools);
     let f = one(&found);
     assert_eq!(f.subject, "machineosconfig layered");
-    assert_eq!(f.title, "on-cluster image mode");
+    assert_eq!(f.title, "Technology Preview image mode");
     assert!(
-        f.cause
-            .starts_with("Pool infra builds its OS image from MachineOSConfig layered."),
+        f.cause.starts_with(
+            "MachineOSConfig layered (pool worker) is the Technology Preview's \
+             machineconfiguration.openshift.io/v1alpha1 (OpenShift 4.16 to 4.18). mco applies \
+             only v1 image-mode builds (OpenShift 4.19 and newer): the nodes of pool worker are \
+             rolled out as any pool's, to the rendered config's OS image"
+        ),
         "{}",
         f.cause
     );
     assert_eq!(
         commands(f),
-        vec!["kubectl delete machineosconfig layered; kubectl get mcp infra -w"]
+        vec!["oc adm upgrade", "kubectl delete machineosconfig layered"]
     );
+}
+
+/// The daemon no longer refuses a node in image mode: its old reason is no cause of its own.
+#[test]
+fn the_old_image_mode_refusal_is_no_cause_of_its_own() {
+    let reason = "node w1 is in on-cluster image mode (machineconfiguration.openshift.io/desiredImage=registry.example/os@sha256:1): mco does not apply images a MachineOSConfig builds, and leaves the node as it is";
+    assert_eq!(classify(reason, false), Cause::Other);
 }
 
 /// A PinnedImageSet that reaches no node is named: one no pool selects (by upstream's rule,

@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
     if let Some(((cc, kcs, crcs), registries, settings, image_mode, pinned)) = &inputs {
-        findings.extend(mco_cli::doctor::image_mode_configs(image_mode));
+        findings.extend(mco_cli::doctor::image_mode(image_mode, &snap.pools));
         findings.extend(mco_cli::doctor::pinned_image_sets(
             pinned,
             &snap.pools,
