@@ -126,6 +126,9 @@ pub fn annotation<'a>(node: &'a Node, key: &str) -> &'a str {
 pub struct NodeFacts {
     pub current: String,
     pub desired: String,
+    /// The image-mode image the node runs and the one it goes to (empty outside image mode).
+    pub current_image: String,
+    pub desired_image: String,
     pub state: String,
     pub reason: String,
     pub unschedulable: bool,
@@ -137,6 +140,8 @@ impl NodeFacts {
         NodeFacts {
             current: annotation(node, annotations::CURRENT_CONFIG).to_string(),
             desired: annotation(node, annotations::DESIRED_CONFIG).to_string(),
+            current_image: annotation(node, annotations::CURRENT_IMAGE).to_string(),
+            desired_image: annotation(node, annotations::DESIRED_IMAGE).to_string(),
             state: annotation(node, annotations::STATE).to_string(),
             reason: annotation(node, annotations::REASON).to_string(),
             unschedulable: node

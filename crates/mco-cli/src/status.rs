@@ -139,7 +139,12 @@ pub fn build(snap: &Snapshot) -> StatusReport {
                 .iter()
                 .filter_map(|n| snap.node(n))
                 .map(NodeFacts::of)
-                .filter(|f| f.current == target && f.desired == target && f.state == states::DONE)
+                .filter(|f| {
+                    f.current == target
+                        && f.desired == target
+                        && f.desired_image == f.current_image
+                        && f.state == states::DONE
+                })
                 .count();
             (members.len(), updated)
         };
@@ -329,10 +334,11 @@ pub fn degraded_reason(facts: &NodeFacts, mcn: Option<&MachineConfigNode>) -> St
 }
 
 /// Whether a node is moving to a new config (`mco status` lists it as updating): its desired
-/// config differs, its daemon is working, or its MachineConfigNode is in a phase short of
-/// `Updated`.
+/// config or image differs, its daemon is working, or its MachineConfigNode is in a phase short
+/// of `Updated`.
 pub fn is_moving(facts: &NodeFacts, mcn: Option<&MachineConfigNode>) -> bool {
     (!facts.desired.is_empty() && facts.desired != facts.current)
+        || facts.desired_image != facts.current_image
         || facts.state == states::WORKING
         || mcn.is_some_and(|m| !mcn_updated(m) && phase::current_phase(m).is_some())
 }

@@ -439,3 +439,31 @@ fn a_pool_waiting_for_its_window_shows_it_and_the_eta_counts_it() {
     assert_eq!(r.pools[0].eta, Some(Duration::from_secs(210)));
     assert!(r.pools[0].window.is_some());
 }
+
+#[test]
+fn a_node_moving_to_an_image_alone_is_updating() {
+    const IMG: &str = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    let mut s = snapshot(1000);
+    s.pools.push(pool("worker", NEW, 2, 1).into());
+    let on_image = |name: &str, current: &str| {
+        let mut n = node(name, "worker", NEW, NEW, "Done", "");
+        let a = n.metadata.annotations.get_or_insert_default();
+        a.insert(
+            mco_api::constants::annotations::DESIRED_IMAGE.into(),
+            IMG.into(),
+        );
+        if !current.is_empty() {
+            a.insert(
+                mco_api::constants::annotations::CURRENT_IMAGE.into(),
+                current.into(),
+            );
+        }
+        n
+    };
+    s.nodes.push(on_image("w0", IMG).into());
+    // Pointed at the image, its daemon not started yet: same config, so only the image says so.
+    s.nodes.push(on_image("w1", "").into());
+    let r = status::build(&s);
+    let updating: Vec<&str> = r.updating.iter().map(|u| u.node.as_str()).collect();
+    assert_eq!(updating, ["w1"]);
+}
