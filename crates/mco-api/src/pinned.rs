@@ -95,6 +95,14 @@ impl MachineConfigNodeStatusPinnedImageSet {
     pub fn is_current(&self) -> bool {
         matches!(self.desired_generation, Some(d) if d > 0 && self.current_generation == Some(d))
     }
+
+    /// The generation the node wants failed and is not pinned: a pull that failed on an
+    /// earlier generation while a newer one is in progress is not a failure.
+    pub fn failed(&self) -> bool {
+        self.last_failed_generation.is_some()
+            && self.last_failed_generation == self.desired_generation
+            && !self.is_current()
+    }
 }
 
 /// Whether `image` is a reference upstream's CRD accepts, and one no tool could take for an
@@ -168,6 +176,26 @@ mod tests {
         ] {
             assert!(!valid_image_ref(&bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_set_failed_only_on_the_generation_it_wants() {
+        let e = |desired: i32, current: Option<i32>, failed: Option<i32>| {
+            MachineConfigNodeStatusPinnedImageSet {
+                name: "s".into(),
+                desired_generation: Some(desired),
+                current_generation: current,
+                last_failed_generation: failed,
+                last_failed_generation_error: "pull failed".into(),
+            }
+        };
+        assert!(e(2, Some(1), Some(2)).failed());
+        assert!(
+            !e(3, Some(1), Some(2)).failed(),
+            "an older failure, a newer try"
+        );
+        assert!(!e(2, Some(2), Some(2)).failed(), "pinned after all");
+        assert!(!e(2, Some(1), None).failed());
     }
 
     #[test]

@@ -765,10 +765,7 @@ pub fn pinned_image_sets(
                     .as_ref()?
                     .iter()
                     .find(|e| &e.name == name)?;
-                let failed = entry.last_failed_generation.is_some()
-                    && entry.last_failed_generation == entry.desired_generation
-                    && !entry.is_current();
-                failed.then(|| {
+                entry.failed().then(|| {
                     (
                         m.metadata.name.as_deref().unwrap_or_default(),
                         entry.last_failed_generation_error.as_str(),

@@ -306,7 +306,7 @@ pub fn pin_failure(mcn: &MachineConfigNode) -> Option<String> {
         .and_then(|s| s.pinned_image_sets.as_ref())
         .into_iter()
         .flatten()
-        .find(|e| !e.last_failed_generation_error.is_empty() && !e.is_current());
+        .find(|e| e.failed());
     Some(match failed {
         Some(e) => format!(
             "PinnedImageSet {}: {}",
