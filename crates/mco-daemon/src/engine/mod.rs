@@ -12,6 +12,7 @@ pub mod certs;
 pub mod drift;
 pub mod firstboot;
 pub mod health;
+pub mod image_mode;
 pub mod pinned;
 pub mod plan;
 pub mod validate;
