@@ -7,6 +7,7 @@ mod support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use mco_daemon::engine::image_mode;
 use mco_daemon::engine::{BootCheck, RecordingReporter, UpdateOptions, UpdateOutcome};
 use mco_daemon::host::reboot::{PendingReboot, SimRebooter, complete_sim_reboot};
 use mco_daemon::host::{paths, users};
@@ -225,6 +226,101 @@ fn file_only_update_killed_before_reboot_still_reboots() {
         assert!(!e.reboot_owed().unwrap());
         assert_eq!(e.boot_check(&current).unwrap(), BootCheck::Valid);
         assert_eq!(PendingReboot::read(&node.fs).unwrap(), None);
+    }
+    scenario.teardown();
+}
+
+/// An on-cluster image mode update (the same config, a new image: an OS rebase and nothing
+/// else) killed at every failpoint it passes converges as any update: rolled back to the
+/// rendered config's OS image with no `currentimage`, or past the point of no return with the
+/// image stored and the reboot owed.
+#[test]
+fn an_image_update_killed_at_any_failpoint_converges() {
+    const IMAGE: &str = "registry.example/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let scenario = fail::FailScenario::setup();
+    // No file changes, so no file is written one by one.
+    for point in POINTS.iter().filter(|p| **p != "apply::after-one-file") {
+        let node = Node::new(true);
+        let empty = mc("rendered-worker-empty", "", ign(json!([]), json!([])));
+        let rendered = mc(
+            "rendered-worker-0",
+            support::URL_122,
+            ign(json!([file("/etc/a", "a", 0o644)]), json!([])),
+        );
+        let e = node.engine();
+        e.update(
+            &empty,
+            &rendered,
+            UpdateOptions::default(),
+            &mut RecordingReporter::default(),
+        )
+        .unwrap();
+        complete_sim_reboot(&node.fs).unwrap();
+        let e = node.engine();
+        e.validate(&rendered).unwrap();
+        let target = image_mode::embed(&rendered, IMAGE);
+
+        fail::cfg(*point, "panic").unwrap();
+        let crashed = catch_unwind(AssertUnwindSafe(|| {
+            e.update(
+                &rendered,
+                &target,
+                UpdateOptions::default(),
+                &mut RecordingReporter::default(),
+            )
+        }));
+        fail::remove(*point);
+        assert!(crashed.is_err(), "{point}: the failpoint fired");
+        drop(e);
+
+        let e = node.engine();
+        let current = e.on_disk_config().unwrap().unwrap();
+        let check = e.boot_check(&current).unwrap();
+        assert!(
+            !node
+                .fs
+                .exists("/etc/machine-config-daemon/update-journal.jsonl")
+                .unwrap()
+        );
+        assert_eq!(current.metadata.name.as_deref(), Some("rendered-worker-0"));
+        if image_mode::image_of(&current).is_empty() {
+            assert_eq!(check, BootCheck::Valid, "{point}");
+            assert_eq!(current.spec.os_image_url, support::URL_122, "{point}");
+            assert_eq!(node.read(paths::CURRENT_IMAGE), None, "{point}");
+            assert!(
+                e.host.os.status().unwrap().staged.is_none(),
+                "{point}: staged OS dropped"
+            );
+            let out = e
+                .update(
+                    &current,
+                    &target,
+                    UpdateOptions::default(),
+                    &mut RecordingReporter::default(),
+                )
+                .unwrap();
+            assert_eq!(out, UpdateOutcome::Rebooting, "{point}");
+        } else {
+            assert_eq!(image_mode::image_of(&current), IMAGE, "{point}");
+            assert_eq!(current.spec.os_image_url, IMAGE, "{point}");
+            assert_eq!(check, BootCheck::RebootPending, "{point}");
+            assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
+            e.host.rebooter.reboot("resumed after a crash").unwrap();
+        }
+        complete_sim_reboot(&node.fs).unwrap();
+        let e = node.engine();
+        e.validate(&target)
+            .unwrap_or_else(|err| panic!("{point}: {err}"));
+        assert_eq!(e.boot_check(&target).unwrap(), BootCheck::Valid, "{point}");
+        assert_eq!(
+            e.host.os.booted_os_image_url().unwrap().as_deref(),
+            Some(IMAGE),
+            "{point}"
+        );
+        let stored: mco_api::MachineConfig =
+            serde_json::from_str(&node.read(paths::CURRENT_CONFIG).unwrap()).unwrap();
+        assert_eq!(stored.spec.os_image_url, support::URL_122, "{point}");
+        assert_eq!(node.read(paths::CURRENT_IMAGE).as_deref(), Some(IMAGE));
     }
     scenario.teardown();
 }

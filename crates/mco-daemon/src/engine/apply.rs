@@ -1,7 +1,8 @@
 //! Applying a planned update to a host: files, units, the `core` user's SSH keys and password,
-//! the OS, then the on-disk `currentconfig`, with every change journalled so that any failure
-//! puts the node back exactly as it was (upstream rolls back by re-applying the old config,
-//! which cannot restore what the old config did not describe; a journal of prior states can).
+//! the OS, then the on-disk `currentconfig` and `currentimage`, with every change journalled
+//! so that any failure puts the node back exactly as it was (upstream rolls back by
+//! re-applying the old config, which cannot restore what the old config did not describe; a
+//! journal of prior states can).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use ignition_config::v3_5::{File, Unit};
 use mco_render::actions::PostConfigAction;
 use mco_render::ignition::{self, IgnitionError};
 
+use crate::engine::image_mode;
 use crate::engine::plan::{ParsedConfig, UpdatePlan};
 use crate::error::HostError;
 use crate::host::Host;
@@ -146,8 +148,16 @@ impl Journal {
 
     /// Records `path` before its first change in this update.
     pub fn record(&mut self, fs: &HostFs, path: &str) -> Result<(), HostError> {
-        let entry = self.entry_for(fs, path)?;
-        self.persist_all(fs, entry.into_iter().collect())
+        self.record_all(fs, &[path])
+    }
+
+    /// Records `paths` before their first change in this update, in one write.
+    pub fn record_all(&mut self, fs: &HostFs, paths: &[&str]) -> Result<(), HostError> {
+        let mut entries = Vec::with_capacity(paths.len());
+        for p in paths {
+            entries.extend(self.entry_for(fs, p)?);
+        }
+        self.persist_all(fs, entries)
     }
 
     /// The entry for `path`, unless it was already recorded in this update.
@@ -692,32 +702,58 @@ fn update_os(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<bo
     Ok(changed)
 }
 
-/// Writes `/etc/machine-config-daemon/currentconfig`, the source of truth after a reboot.
+/// Writes `/etc/machine-config-daemon/currentconfig` and `currentimage`, the source of truth
+/// after a reboot, both journalled first.
 fn write_current_config(
     fs: &HostFs,
     cfg: &ParsedConfig,
     journal: &mut Journal,
 ) -> Result<(), ApplyError> {
-    let data = serde_json::to_vec(&cfg.mc).map_err(|source| ApplyError::Serialize {
-        name: cfg.name.clone(),
-        source,
-    })?;
-    journal.record(fs, paths::CURRENT_CONFIG)?;
+    journal.record_all(fs, &[paths::CURRENT_CONFIG, paths::CURRENT_IMAGE])?;
+    store_current(fs, &cfg.mc)
+}
+
+/// Stores `mc`, the config the node is on, as upstream's daemon keeps it: the rendered config
+/// (its own `osImageURL`, without the image-mode annotations) in `currentconfig`, and its
+/// image-mode image in `currentimage`, which goes when there is none
+/// ([`image_mode::split`]). The image is written first: `currentconfig` completes the pair.
+/// Callers journal both paths when the write must be undone on failure.
+pub fn store_current(fs: &HostFs, mc: &mco_api::MachineConfig) -> Result<(), ApplyError> {
+    let (rendered, image) = image_mode::split(mc);
+    let name = rendered.metadata.name.clone().unwrap_or_default();
+    let data =
+        serde_json::to_vec(&rendered).map_err(|source| ApplyError::Serialize { name, source })?;
+    if image.is_empty() {
+        // A removal lost to a power cut would put the node back on the image.
+        if fs.remove_file(paths::CURRENT_IMAGE)? {
+            fs.sync_parent(paths::CURRENT_IMAGE)?;
+        }
+    } else {
+        fs.write_atomic(
+            paths::CURRENT_IMAGE,
+            image.as_bytes(),
+            &FileAttrs::default(),
+        )?;
+    }
     fs.write_atomic(paths::CURRENT_CONFIG, &data, &FileAttrs::default())?;
     Ok(())
 }
 
-/// Reads the on-disk `currentconfig`, if any.
+/// Reads the on-disk current config, if any: `currentconfig` with the image of
+/// `currentimage` embedded ([`image_mode::join`]), so that it is the config the node was
+/// updated to, booted image included. Upstream's own files read the same.
 pub fn read_current_config(fs: &HostFs) -> Result<Option<mco_api::MachineConfig>, HostError> {
-    match fs.read_optional(paths::CURRENT_CONFIG)? {
-        None => Ok(None),
-        Some(data) => serde_json::from_slice(&data)
-            .map(Some)
-            .map_err(|e| HostError::Json {
-                what: paths::CURRENT_CONFIG.into(),
-                source: e,
-            }),
-    }
+    let Some(data) = fs.read_optional(paths::CURRENT_CONFIG)? else {
+        return Ok(None);
+    };
+    let mc = serde_json::from_slice(&data).map_err(|e| HostError::Json {
+        what: paths::CURRENT_CONFIG.into(),
+        source: e,
+    })?;
+    let image = fs
+        .read_optional(paths::CURRENT_IMAGE)?
+        .map(|d| String::from_utf8_lossy(&d).into_owned());
+    Ok(Some(image_mode::join(&mc, image.as_deref())))
 }
 
 /// Runs the rebootless post actions in order (upstream: Reload, Restart, DaemonReload, crio

@@ -284,7 +284,9 @@ impl Engine {
         self.host.fs.exists(paths::FORCE_FILE)
     }
 
-    /// The on-disk `currentconfig`.
+    /// The on-disk `currentconfig`, with the on-cluster image mode image of `currentimage`
+    /// embedded when there is one ([`image_mode::join`]): the config the node was updated
+    /// to, whose `osImageURL` is the image it must boot.
     pub fn on_disk_config(&self) -> Result<Option<MachineConfig>, HostError> {
         apply::read_current_config(&self.host.fs)
     }

@@ -2,10 +2,13 @@
 
 use crate::support;
 
-use mco_daemon::engine::{Phase, RecordingReporter, UpdateOptions, UpdateOutcome};
+use mco_daemon::engine::image_mode;
+use mco_daemon::engine::{
+    Phase, RecordingReporter, ReportError, Reporter, UpdateOptions, UpdateOutcome,
+};
 use mco_daemon::host::fs::running_as_root;
 use mco_daemon::host::ostree::{Origin, OsUpdater};
-use mco_daemon::host::reboot::SimRebooter;
+use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use mco_daemon::host::{paths, users};
 use mco_render::actions::PostConfigAction;
 use serde_json::json;
@@ -602,4 +605,102 @@ fn irreconcilable_changes_against_the_provisioning_record() {
     // Not a MachineConfig: nothing, rather than a report against nothing.
     node.write(mco_api::paths::PROVISIONED_CONFIG, "{\"spec\": 1}");
     assert_eq!(engine.irreconcilable_changes(&target), None);
+}
+
+/// Refuses the Rebooting phase, so an update fails after it has written everything.
+struct RefusesReboot;
+
+impl Reporter for RefusesReboot {
+    fn report(&mut self, phase: &Phase) -> Result<(), ReportError> {
+        match phase {
+            Phase::Rebooting { .. } => Err(ReportError::new(std::io::Error::other(
+                "the API server is gone",
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn drain(&mut self, _: &str) -> Result<(), ReportError> {
+        Ok(())
+    }
+}
+
+const IMAGE_1: &str =
+    "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const IMAGE_2: &str =
+    "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+/// An on-cluster image mode update rebases to the image and stores upstream's pair of files:
+/// `currentconfig` with the rendered OS image and no annotations, `currentimage` with the
+/// image. Read back, the pair is the config as applied; a failure after writing restores both
+/// files as they were, an absent `currentimage` included.
+#[test]
+fn an_image_update_stores_both_files_and_a_failure_restores_them() {
+    let node = Node::new(true);
+    let rendered = mc("rendered-worker-0", URL_122, ign(json!([]), json!([])));
+    let on_image_1 = image_mode::embed(&rendered, IMAGE_1);
+    let (out, _) = update(&node, &rendered, &on_image_1);
+    assert_eq!(out, UpdateOutcome::Rebooting);
+    let staged = node.engine().host.os.status().unwrap().staged.unwrap();
+    assert_eq!(staged.os_image_url().as_deref(), Some(IMAGE_1));
+    let stored: mco_api::MachineConfig =
+        serde_json::from_str(&node.read(paths::CURRENT_CONFIG).unwrap()).unwrap();
+    assert_eq!(stored.spec.os_image_url, URL_122);
+    assert_eq!(image_mode::image_of(&stored), "");
+    assert_eq!(node.read(paths::CURRENT_IMAGE).as_deref(), Some(IMAGE_1));
+    complete_sim_reboot(&node.fs).unwrap();
+    let e = node.engine();
+    let on_disk = e.on_disk_config().unwrap().unwrap();
+    assert_eq!(on_disk.spec.os_image_url, IMAGE_1);
+    assert_eq!(image_mode::image_of(&on_disk), IMAGE_1);
+    e.validate(&on_disk).unwrap();
+    let err = e.validate(&rendered).unwrap_err().to_string();
+    assert!(
+        err.ends_with(&format!(
+            "expected target osImageURL {URL_122:?}, have {IMAGE_1:?}"
+        )),
+        "{err}"
+    );
+
+    // Failing after the writes: another image, then no image at all.
+    let before = node.read(paths::CURRENT_CONFIG).unwrap();
+    for target in [image_mode::embed(&rendered, IMAGE_2), rendered.clone()] {
+        let err = e
+            .update(
+                &on_image_1,
+                &target,
+                UpdateOptions::default(),
+                &mut RefusesReboot,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the API server is gone"), "{err}");
+        assert_eq!(node.read(paths::CURRENT_CONFIG).unwrap(), before);
+        assert_eq!(node.read(paths::CURRENT_IMAGE).as_deref(), Some(IMAGE_1));
+        assert!(e.host.os.status().unwrap().staged.is_none());
+    }
+
+    // Leaving image mode: back to the rendered OS image, `currentimage` gone.
+    let (out, _) = update(&node, &on_image_1, &rendered);
+    assert_eq!(out, UpdateOutcome::Rebooting);
+    assert_eq!(node.read(paths::CURRENT_IMAGE), None);
+    complete_sim_reboot(&node.fs).unwrap();
+    let e = node.engine();
+    assert_eq!(
+        e.host.os.booted_os_image_url().unwrap().as_deref(),
+        Some(URL_122)
+    );
+    let on_disk = e.on_disk_config().unwrap().unwrap();
+    assert_eq!(image_mode::image_of(&on_disk), "");
+    e.validate(&on_disk).unwrap();
+
+    // A failed update into image mode leaves no `currentimage` behind.
+    e.update(
+        &rendered,
+        &on_image_1,
+        UpdateOptions::default(),
+        &mut RefusesReboot,
+    )
+    .unwrap_err();
+    assert_eq!(node.read(paths::CURRENT_IMAGE), None);
 }
