@@ -341,6 +341,12 @@ impl DriftMonitor {
         &self.monitor.cfg.name
     }
 
+    /// The on-cluster image mode image of the config watched against, `""` for none: its OS
+    /// image is validated too.
+    pub fn image(&self) -> &str {
+        crate::engine::image_mode::image_of(&self.monitor.cfg.mc)
+    }
+
     /// Whether it still watches against `config`: a monitor that has reported a drift is spent.
     pub fn watches(&self, config: &str) -> bool {
         !self.monitor.stopped.load(Ordering::Acquire) && self.config() == config

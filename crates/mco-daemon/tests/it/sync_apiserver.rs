@@ -16,7 +16,7 @@ use mco_api::constants::annotations as ann;
 use mco_api::{MachineConfig, MachineConfigNode};
 use mco_apiserver::Identity;
 use mco_daemon::agent::sync::{Daemon, Exit, SyncOptions};
-use mco_daemon::host::ostree::OsUpdater;
+use mco_daemon::host::ostree::{OsUpdater, RebaseMode};
 use mco_daemon::host::paths;
 use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use mco_testkit::server::{TestServer, install_crds};
@@ -1027,15 +1027,11 @@ async fn a_bootstrapping_node_takes_the_clusters_config_as_current() {
     task.abort();
 }
 
-async fn wait_degraded_for_image_mode(nodes: &Api<Node>) {
-    eventually("Degraded for on-cluster image mode", 30, || async {
-        let n = nodes.get(NODE).await.ok()?;
-        (annotation(&n, ann::STATE) == "Degraded"
-            && annotation(&n, ann::REASON).contains("is in on-cluster image mode"))
-        .then_some(())
-    })
-    .await
-}
+/// The OS image of `rendered-worker-0` in the image-mode tests, which the node boots at first.
+const RENDERED_OS: &str = "registry.example.com/mco/machine-os-content:1.3.0";
+/// An image an on-cluster image mode build produced for the pool.
+const IMAGE: &str =
+    "registry.example/os@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 async fn remove_annotation(nodes: &Api<Node>, k: &str) {
     let patch = json!({"metadata": {"annotations": {k: null}}});
@@ -1045,39 +1041,241 @@ async fn remove_annotation(nodes: &Api<Node>, k: &str) {
         .unwrap();
 }
 
-/// A node in upstream's on-cluster image mode (its `desiredImage` set) runs an image mco did not
-/// build: the daemon neither validates it against the rendered OS image nor updates it, at
-/// start-up or on a new config, and says why. Once the annotation is gone it goes on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_in_image_mode_is_left_as_it_is_until_it_leaves_it() {
+/// A node settled on `rendered-worker-0` (one file, [`RENDERED_OS`]) and booted into that OS
+/// image, with the drain controller answering; its daemon is not started yet.
+async fn node_on_the_rendered_os() -> (
+    TestServer,
+    Api<Node>,
+    Api<MachineConfigNode>,
+    SimNode,
+    Client,
+) {
     let (server, admin, mcs) = serve_with_crds().await;
-    create_empty_and_file_configs(&mcs).await;
-    let (nodes, _mcns) = settled_node(&admin).await;
-    drain_controller(nodes.clone());
-    const IMAGE: &str = "registry.example/layered@sha256:0123";
-    set_annotation(&nodes, ann::DESIRED_IMAGE, IMAGE).await;
-    let sim = SimNode::new(true);
-    let client = node_client(&server).await;
-    let task = start_daemon(client.clone(), &sim);
-    // At start-up: no first-boot step, no validation.
-    wait_degraded_for_image_mode(&nodes).await;
-    remove_annotation(&nodes, ann::DESIRED_IMAGE).await;
-    wait_done(&nodes, "rendered-worker-0").await;
-
-    // On a new config: nothing is written to the disk.
-    set_annotation(&nodes, ann::DESIRED_IMAGE, IMAGE).await;
-    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
-    wait_degraded_for_image_mode(&nodes).await;
-    assert!(!sim.fs.exists("/etc/mco-test-file").unwrap());
-    assert!(
-        !task.is_finished(),
-        "the daemon neither rebooted nor stopped"
+    let rendered = mc(
+        "rendered-worker-0",
+        RENDERED_OS,
+        ign(
+            json!([file("/etc/mco-test-file", "hello", 0o644)]),
+            json!([]),
+        ),
     );
+    mcs.create(&PostParams::default(), &rendered).await.unwrap();
+    let (nodes, mcns) = settled_node(&admin).await;
+    drain_controller(nodes.clone());
+    let sim = SimNode::new(true);
+    sim.write("/etc/mco-test-file", "hello");
+    let refspec = format!("ostree-unverified-registry:{RENDERED_OS}");
+    sim.sim_ostree()
+        .rebase(RENDERED_OS, &RebaseMode::Pivot { refspec })
+        .unwrap();
+    complete_sim_reboot(&sim.fs).unwrap();
+    let client = node_client(&server).await;
+    (server, nodes, mcns, sim, client)
+}
+
+/// Waits for Done on `rendered-worker-0` with `currentImage` at `image` (absent for `""`) and
+/// `Updated=True` after it.
+async fn wait_done_on_image(nodes: &Api<Node>, mcns: &Api<MachineConfigNode>, image: &str) {
+    eventually(&format!("node Done on image {image:?}"), 60, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        let current_image = n
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ann::CURRENT_IMAGE));
+        (annotation(&n, ann::STATE) == "Done"
+            && annotation(&n, ann::CURRENT_CONFIG) == "rendered-worker-0"
+            && current_image.map(String::as_str) == (!image.is_empty()).then_some(image)
+            && annotation(&n, ann::DESIRED_DRAIN) == "uncordon-rendered-worker-0")
+            .then_some(())
+    })
+    .await;
+    eventually("Updated=True", 30, || updated(mcns)).await;
+}
+
+/// What the disk says: `currentconfig`'s osImageURL and annotations, and `currentimage`.
+fn on_disk(sim: &SimNode) -> (String, serde_json::Value, Option<String>) {
+    let current: serde_json::Value =
+        serde_json::from_str(&sim.read(paths::CURRENT_CONFIG).unwrap()).unwrap();
+    (
+        current["spec"]["osImageURL"].as_str().unwrap().to_string(),
+        current["metadata"]["annotations"].clone(),
+        sim.read(paths::CURRENT_IMAGE),
+    )
+}
+
+fn no_image_mode_annotations(annotations: &serde_json::Value) -> bool {
+    [ann::ORIGINAL_OS_IMAGE_URL, ann::OCL_OS_IMAGE_URL]
+        .iter()
+        .all(|k| annotations.get(k).is_none())
+}
+
+/// Upstream's on-cluster image mode: a node on `rendered-worker-0` gets `desiredImage` with the
+/// same `desiredConfig`. It drains, rebases to the image, reboots and reports `currentImage`,
+/// and keeps upstream's files: `currentconfig` with the rendered OS image, `currentimage` with
+/// the image. Once `desiredImage` is removed it rebases back to the rendered OS image, and
+/// `currentImage` and `currentimage` are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_enters_image_mode_and_leaves_it() {
+    let (_server, nodes, mcns, sim, client) = node_on_the_rendered_os().await;
+    let task = start_daemon(client.clone(), &sim);
+    wait_done_on_image(&nodes, &mcns, "").await;
+
+    set_annotation(&nodes, ann::DESIRED_IMAGE, IMAGE).await;
+    let exit = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting);
+    let n = nodes.get(NODE).await.unwrap();
+    assert_eq!(
+        annotation(&n, ann::LAST_APPLIED_DRAIN),
+        "drain-rendered-worker-0",
+        "drained for the image"
+    );
+    assert_eq!(annotation(&n, ann::POST_CONFIG_ACTION), "Rebooting");
+    assert_eq!(
+        annotation(&n, ann::CURRENT_IMAGE),
+        "",
+        "not before the reboot"
+    );
+    let staged = sim.sim_ostree().status().unwrap().staged.unwrap();
+    assert_eq!(staged.os_image_url().as_deref(), Some(IMAGE));
+    let (url, annotations, image) = on_disk(&sim);
+    assert_eq!(
+        url, RENDERED_OS,
+        "currentconfig keeps the rendered OS image"
+    );
+    assert!(no_image_mode_annotations(&annotations), "{annotations}");
+    assert_eq!(image.as_deref(), Some(IMAGE));
+
+    complete_sim_reboot(&sim.fs).unwrap();
+    assert_eq!(
+        sim.sim_ostree().booted_os_image_url().unwrap().as_deref(),
+        Some(IMAGE)
+    );
+    let task = start_daemon(client.clone(), &sim);
+    wait_done_on_image(&nodes, &mcns, IMAGE).await;
+    let n = nodes.get(NODE).await.unwrap();
+    assert_eq!(annotation(&n, ann::POST_CONFIG_ACTION), "");
+    assert_eq!(annotation(&n, ann::REASON), "");
+    assert!(SimRebooter::pending(&sim.fs).unwrap().is_none());
+
+    // Leaving image mode: back to the rendered config's OS image.
     remove_annotation(&nodes, ann::DESIRED_IMAGE).await;
     let exit = tokio::time::timeout(Duration::from_secs(60), task)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(exit, Exit::Rebooting);
+    let staged = sim.sim_ostree().status().unwrap().staged.unwrap();
+    assert_eq!(staged.os_image_url().as_deref(), Some(RENDERED_OS));
+    let (url, _, image) = on_disk(&sim);
+    assert_eq!(url, RENDERED_OS);
+    assert_eq!(image, None, "currentimage removed");
+    complete_sim_reboot(&sim.fs).unwrap();
+    let task = start_daemon(client, &sim);
+    wait_done_on_image(&nodes, &mcns, "").await;
+    task.abort();
+    assert_eq!(
+        sim.sim_ostree().booted_os_image_url().unwrap().as_deref(),
+        Some(RENDERED_OS)
+    );
     assert_eq!(sim.read("/etc/mco-test-file").as_deref(), Some("hello"));
+}
+
+/// A daemon killed after it wrote the image update (`currentconfig`, `currentimage`, the owed
+/// reboot) but before its reboot request: the next start in the same boot validates nothing,
+/// reports nothing Done and requests the reboot, and the boot after it completes on the image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_update_killed_before_its_reboot_resumes() {
+    let (_server, nodes, mcns, sim, client) = node_on_the_rendered_os().await;
+    let task = start_daemon(client.clone(), &sim);
+    wait_done_on_image(&nodes, &mcns, "").await;
+    set_annotation(&nodes, ann::DESIRED_IMAGE, IMAGE).await;
+    let exit = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting);
+    // The kill: the reboot was never asked for, and the boot is the same.
+    assert!(sim.fs.remove_file(paths::SIM_REBOOT_REQUEST).unwrap());
+    assert_eq!(on_disk(&sim).2.as_deref(), Some(IMAGE));
+
+    let task = start_daemon(client.clone(), &sim);
+    let exit = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting, "the owed reboot is requested again");
+    assert!(SimRebooter::pending(&sim.fs).unwrap().is_some());
+    let n = nodes.get(NODE).await.unwrap();
+    assert_eq!(annotation(&n, ann::STATE), "Working");
+    assert_eq!(annotation(&n, ann::CURRENT_IMAGE), "");
+    assert_eq!(annotation(&n, ann::POST_CONFIG_ACTION), "Rebooting");
+
+    complete_sim_reboot(&sim.fs).unwrap();
+    let task = start_daemon(client, &sim);
+    wait_done_on_image(&nodes, &mcns, IMAGE).await;
+    task.abort();
+    assert_eq!(
+        sim.sim_ostree().booted_os_image_url().unwrap().as_deref(),
+        Some(IMAGE)
+    );
+}
+
+/// A takeover of a node upstream's daemon moved into image mode: its `currentconfig` without
+/// annotations (the rendered OS image) and its `currentimage`. The daemon validates the booted
+/// image against the image, not the rendered OS image, and is Done without an update; a node
+/// booted into another image is reported as any OS mismatch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_node_in_image_mode_is_taken_over_as_it_is() {
+    let (_server, nodes, mcns, sim, client) = node_on_the_rendered_os().await;
+    let admin_mcs: Api<MachineConfig> = Api::all(nodes.clone().into_client());
+    let rendered = admin_mcs.get("rendered-worker-0").await.unwrap();
+    sim.write(
+        paths::CURRENT_CONFIG,
+        &serde_json::to_string(&rendered).unwrap(),
+    );
+    sim.write(paths::CURRENT_IMAGE, &format!("{IMAGE}\n"));
+    let refspec = format!("ostree-unverified-registry:{IMAGE}");
+    sim.sim_ostree()
+        .rebase(IMAGE, &RebaseMode::Pivot { refspec })
+        .unwrap();
+    complete_sim_reboot(&sim.fs).unwrap();
+    for (k, v) in [(ann::DESIRED_IMAGE, IMAGE), (ann::CURRENT_IMAGE, IMAGE)] {
+        set_annotation(&nodes, k, v).await;
+    }
+    let task = start_daemon(client.clone(), &sim);
+    wait_done_on_image(&nodes, &mcns, IMAGE).await;
+    assert!(!task.is_finished(), "no update, no reboot");
+    task.abort();
+    assert!(SimRebooter::pending(&sim.fs).unwrap().is_none());
+    assert_eq!(
+        annotation(&nodes.get(NODE).await.unwrap(), ann::LAST_APPLIED_DRAIN),
+        "uncordon-rendered-worker-0",
+        "never drained"
+    );
+    assert_eq!(sim.read(paths::CURRENT_IMAGE), Some(format!("{IMAGE}\n")));
+
+    // Booted into another image than the one on disk: Degraded with upstream's message.
+    let other = "registry.example/os@sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
+    let refspec = format!("ostree-unverified-registry:{other}");
+    sim.sim_ostree()
+        .rebase(other, &RebaseMode::Pivot { refspec })
+        .unwrap();
+    complete_sim_reboot(&sim.fs).unwrap();
+    let task = start_daemon(client, &sim);
+    let reason = eventually("Degraded for the wrong image", 30, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        (annotation(&n, ann::STATE) == "Degraded").then(|| annotation(&n, ann::REASON))
+    })
+    .await;
+    task.abort();
+    assert_eq!(
+        reason,
+        format!(
+            "unexpected on-disk state validating against rendered-worker-0: expected target osImageURL {IMAGE:?}, have {other:?}"
+        )
+    );
 }

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use mco_api::constants::{annotations as ann, mcn_conditions as c, states};
 
-use super::update::drift_monitor;
+use super::decide::Target;
+use super::update::{drift_monitor, target_of};
 use super::{Daemon, Exit, SyncError, annotation, blocking};
 use crate::agent::mcn::{Status, Write};
-use crate::engine::{BootCheck, EngineError, UpdateOutcome};
+use crate::engine::{BootCheck, EngineError, UpdateOutcome, apply};
 use crate::error::HostError;
-use crate::host::fs::FileAttrs;
 use crate::host::paths;
 
 impl Daemon {
@@ -18,11 +18,6 @@ impl Daemon {
     pub(super) async fn boot(&mut self) -> Result<Option<Exit>, SyncError> {
         let inner = Arc::clone(&self.inner);
         let node = inner.first_node().await?;
-        // Before anything reads or writes the host: first boot's OS step and the start-up
-        // validation would both take the layered image for a wrong one.
-        if let Some(why) = super::decide::image_mode(&node) {
-            return Err(SyncError::ImageMode(why));
-        }
         // A reboot still owed (requested in this very boot) has not happened: the start-up
         // check below requests it again, and only the next boot may say "rebooted".
         let rebooting = annotation(&node, ann::POST_CONFIG_ACTION) == states::REBOOTING;
@@ -48,25 +43,34 @@ impl Daemon {
             );
             inner.annotate_later(ann::POST_CONFIG_ACTION, None);
         }
-        let annotated = annotation(&node, ann::CURRENT_CONFIG);
-        let desired = annotation(&node, ann::DESIRED_CONFIG);
+        let annotated = Target::new(
+            annotation(&node, ann::CURRENT_CONFIG),
+            annotation(&node, ann::CURRENT_IMAGE),
+        );
+        let desired = Target::new(
+            annotation(&node, ann::DESIRED_CONFIG),
+            annotation(&node, ann::DESIRED_IMAGE),
+        );
+        // The config the node is on, as applied: on disk with the image of `currentimage`
+        // embedded, else the annotations' config with their image.
         let current = match on_disk {
             Some(mc) => {
-                let name = mc.metadata.name.clone().unwrap_or_default();
-                if !annotated.is_empty() && annotated != name {
+                let on_disk = target_of(&mc);
+                if !annotated.config.is_empty() && annotated != on_disk {
                     tracing::info!(
-                        "Disk currentConfig {name} overrides node's currentConfig annotation {annotated}"
+                        "Disk currentConfig {on_disk} overrides node's currentConfig annotation {annotated}"
                     );
                 }
                 mc
             }
-            None if !annotated.is_empty() => inner.mcs.get(&annotated).await?,
-            None if !desired.is_empty() => inner.mcs.get(&desired).await?,
+            None if !annotated.config.is_empty() => inner.config_known(&annotated, None).await?,
+            None if !desired.config.is_empty() => inner.config_known(&desired, None).await?,
             None => {
                 tracing::info!("no current or desired config yet; waiting");
                 return Ok(None);
             }
         };
+        let current_target = target_of(&current);
         let current_name = current.metadata.name.clone().unwrap_or_default();
         let (engine, tx) = (Arc::clone(&inner.engine), inner.drift_tx.clone());
         let check_cfg = current.clone();
@@ -107,7 +111,7 @@ impl Daemon {
         }
         if check == BootCheck::Forced {
             let target = async {
-                if desired.is_empty() {
+                if desired.config.is_empty() {
                     Ok(current.clone())
                 } else {
                     inner.config(&desired).await
@@ -123,8 +127,7 @@ impl Daemon {
                     Ok(Some(Exit::Rebooting))
                 }
                 UpdateOutcome::Rebootless { .. } => {
-                    let n = target.metadata.name.unwrap_or_default();
-                    inner.finish_rebootless(&n).await?;
+                    inner.finish_rebootless(&target_of(&target)).await?;
                     Ok(None)
                 }
             };
@@ -137,8 +140,9 @@ impl Daemon {
         ));
         inner.stop_drift();
         inner.keep_drift(monitor);
-        if desired.is_empty() || desired == current_name {
-            inner.complete(&current_name, Some(current)).await?;
+        // Another desired config or image is the next sync's change.
+        if desired.config.is_empty() || desired == current_target {
+            inner.complete(&current_target, Some(current)).await?;
         }
         Ok(None)
     }
@@ -147,8 +151,9 @@ impl Daemon {
 /// A machine the machine config server provisioned starts bootstrapping, as upstream's
 /// `checkStateOnFirstRun` has it: `node-annotations.json` is there, Ignition wrote the files,
 /// and first boot stored a config whose Ignition is empty (the encapsulated one). The current
-/// config is then the cluster's, by the node's `currentConfig` (or the file's), stored on disk
-/// as the truth from here on, and the file is renamed `.bak`.
+/// config is then the cluster's, by the node's `currentConfig` and `currentImage` (or the
+/// file's), stored on disk as the truth from here on (`currentconfig` and `currentimage`), and
+/// the file is renamed `.bak`.
 async fn bootstrap(
     inner: &super::Inner,
     node: &k8s_openapi::api::core::v1::Node,
@@ -164,36 +169,34 @@ async fn bootstrap(
     let Some(data) = initial else {
         return Ok(());
     };
-    let mut name = annotation(node, ann::CURRENT_CONFIG).to_string();
-    if name.is_empty() {
+    let mut current = Target::new(
+        annotation(node, ann::CURRENT_CONFIG),
+        annotation(node, ann::CURRENT_IMAGE),
+    );
+    if current.config.is_empty() {
         let file: serde_json::Value =
             serde_json::from_slice(&data).map_err(|source| HostError::Json {
                 what: paths::INITIAL_NODE_ANNOTATIONS.into(),
                 source,
             })?;
-        name = file[ann::CURRENT_CONFIG]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let field = |key: &str| file[key].as_str().unwrap_or_default().to_string();
+        current = Target::new(field(ann::CURRENT_CONFIG), field(ann::CURRENT_IMAGE));
     }
-    if name.is_empty() {
+    if current.config.is_empty() {
         return Ok(());
     }
-    let mc = inner.mcs.get(&name).await?;
+    let mc = inner.config_known(&current, None).await?;
     let engine = Arc::clone(&inner.engine);
-    blocking(move || -> Result<(), HostError> {
-        let data = serde_json::to_vec(&mc).map_err(|source| HostError::Json {
-            what: paths::CURRENT_CONFIG.into(),
-            source,
-        })?;
+    blocking(move || -> Result<(), EngineError> {
         let fs = &engine.host.fs;
-        fs.write_atomic(paths::CURRENT_CONFIG, &data, &FileAttrs::default())?;
+        apply::store_current(fs, &mc)?;
         fs.rename(
             paths::INITIAL_NODE_ANNOTATIONS,
             &format!("{}.bak", paths::INITIAL_NODE_ANNOTATIONS),
-        )
+        )?;
+        Ok(())
     })
     .await?;
-    tracing::info!("Bootstrapping: {name} from the cluster is the current config on disk");
+    tracing::info!("Bootstrapping: {current} from the cluster is the current config on disk");
     Ok(())
 }

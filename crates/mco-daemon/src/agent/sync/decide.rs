@@ -2,6 +2,13 @@
 //! alone: an explicit state machine without I/O, in zincati's style, so every transition is
 //! tested without a cluster or a host. The sync loop reads the inputs, asks [`decide`], and
 //! carries the step out.
+//!
+//! A node is on, and moves to, a [`Target`]: a rendered config and the image of upstream's
+//! on-cluster image mode (`desiredImage`, empty outside it). A new image with the same config
+//! is a change like a new config; so is the removal of `desiredImage` from a node on an image,
+//! which goes back to the rendered config's own OS image.
+
+use std::fmt;
 
 use k8s_openapi::api::core::v1::Node;
 use mco_api::MachineConfig;
@@ -11,34 +18,76 @@ use mco_render::diff::ConfigDiff;
 use super::annotation;
 use crate::engine::plan::ParsedConfig;
 
+/// A rendered config and the on-cluster image mode image that goes with it: what a node is on
+/// (`currentConfig`, `currentImage`) or moves to (`desiredConfig`, `desiredImage`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    /// The rendered MachineConfig's name.
+    pub config: String,
+    /// The image that replaces its `osImageURL`; empty outside image mode.
+    pub image: String,
+}
+
+impl Target {
+    /// `config` with `image` (empty for none).
+    pub fn new(config: impl Into<String>, image: impl Into<String>) -> Target {
+        Target {
+            config: config.into(),
+            image: image.into(),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    /// The config's name, and the image when there is one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.image.is_empty() {
+            f.write_str(&self.config)
+        } else {
+            write!(f, "{} / image {}", self.config, self.image)
+        }
+    }
+}
+
+/// What the disk says the node is on: the name of `currentconfig` and the image of
+/// `currentimage` (empty when it is absent or empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OnDisk<'a> {
+    /// The on-disk config's name.
+    pub config: &'a str,
+    /// The on-disk image.
+    pub image: &'a str,
+}
+
 /// The step one sync takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// No desired config yet: nothing to do.
     Nothing,
-    /// On the desired config and reported Done on it: only `Updated=True` is written again.
+    /// On the desired target and reported Done on it: only `Updated=True` is written again.
     InSync,
-    /// On the desired config with the force file present: re-apply it completely, whatever the
+    /// On the desired target with the force file present: re-apply it completely, whatever the
     /// state. It is the one-step recovery from drift and from a never-adopted OS.
     Force {
-        /// The desired (and current) config.
-        config: String,
+        /// The desired (and current) target.
+        target: Target,
     },
-    /// The disk holds the desired config but the node is not reported Done on it (a finished
-    /// update, a restart, a cleared drift): validate the disk, then complete.
+    /// The disk holds the desired target but the node is not reported Done on it (a finished
+    /// update, a restart, a cleared drift, a `currentImage` not yet written): validate the
+    /// disk, then complete.
     Complete {
-        /// The desired (and current) config.
-        config: String,
+        /// The desired (and current) target.
+        target: Target,
         /// The node is Degraded: it stays so, under its reason, while the disk does not match.
         degraded: bool,
     },
-    /// The node is on `from` and must move to `to`: adopted when the two are equal and the
-    /// force file is absent ([`change`]), otherwise updated.
+    /// The node is on `from` and must move to `to`: adopted when their configs, each with its
+    /// image embedded, are equal and the force file is absent ([`change`]), otherwise updated.
     Change {
-        /// The current config: the on-disk one's name, else the node's annotation.
-        from: String,
-        /// The desired config.
-        to: String,
+        /// The current target: the on-disk one, else the node's annotations.
+        from: Target,
+        /// The desired target.
+        to: Target,
         /// The force file is present: no adoption and no preflight validation of `from`.
         force: bool,
         /// Report the node `Working`; a Degraded or Unreconcilable node keeps its state until
@@ -56,16 +105,26 @@ pub enum Change {
     Update,
 }
 
-/// The step for `node` (its `desiredConfig`, `currentConfig` and `state` annotations), given
-/// the name of the on-disk `currentconfig` (the source of truth after a restart, and so
-/// preferred over the annotation) and whether the force file is present.
-pub fn decide(node: &Node, on_disk: Option<&str>, force: bool) -> Step {
-    let desired = annotation(node, ann::DESIRED_CONFIG);
-    if desired.is_empty() {
+/// The step for `node` (its `desiredConfig`, `desiredImage`, `currentConfig`, `currentImage`
+/// and `state` annotations), given what the disk says the node is on (the source of truth
+/// after a restart, and so preferred over the annotations) and whether the force file is
+/// present.
+pub fn decide(node: &Node, on_disk: Option<OnDisk<'_>>, force: bool) -> Step {
+    let desired = Target::new(
+        annotation(node, ann::DESIRED_CONFIG),
+        annotation(node, ann::DESIRED_IMAGE),
+    );
+    if desired.config.is_empty() {
         return Step::Nothing;
     }
-    let annotated = annotation(node, ann::CURRENT_CONFIG);
-    let current = on_disk.map_or_else(|| annotated.clone(), str::to_string);
+    let annotated = Target::new(
+        annotation(node, ann::CURRENT_CONFIG),
+        annotation(node, ann::CURRENT_IMAGE),
+    );
+    let current = match on_disk {
+        Some(d) => Target::new(d.config, d.image),
+        None => annotated.clone(),
+    };
     let state = annotation(node, ann::STATE);
     if current != desired {
         return Step::Change {
@@ -76,33 +135,21 @@ pub fn decide(node: &Node, on_disk: Option<&str>, force: bool) -> Step {
         };
     }
     if force {
-        return Step::Force { config: desired };
+        return Step::Force { target: desired };
     }
     if state != states::DONE || annotated != desired {
         return Step::Complete {
-            config: desired,
+            target: desired,
             degraded: state == states::DEGRADED,
         };
     }
     Step::InSync
 }
 
-/// The refusal of a node in upstream's on-cluster image mode (its `desiredImage` is set): its OS
-/// is an image a MachineOSConfig built, which mco neither builds nor applies. Rebasing it to
-/// the rendered config's OS image would drop the layered content, and validating it against
-/// that image would report a mismatch that is not one; the daemon leaves the node as it is.
-pub fn image_mode(node: &Node) -> Option<String> {
-    let image = annotation(node, ann::DESIRED_IMAGE);
-    (!image.is_empty()).then(|| {
-        format!(
-            "node {} is in on-cluster image mode ({}={image}): mco does not apply images a MachineOSConfig builds, and leaves the node as it is",
-            node.metadata.name.as_deref().unwrap_or_default(),
-            ann::DESIRED_IMAGE
-        )
-    })
-}
-
-/// Whether a [`Step::Change`] from `old` to `new` is an adoption or an update.
+/// Whether a [`Step::Change`] from `old` to `new` is an adoption or an update. Both are the
+/// configs as applied, each with its image embedded
+/// ([`image_mode::embed`](crate::engine::image_mode::embed)): a new image is a new
+/// `osImageURL`, never adopted.
 pub fn change(old: &MachineConfig, new: &MachineConfig, force: bool) -> Change {
     if !force && semantically_equal(old, new) {
         Change::Adopt
@@ -166,10 +213,42 @@ mod tests {
         serde_json::from_value(json!({"metadata": {"name": "w", "annotations": a}})).unwrap()
     }
 
+    /// A Node with image-mode annotations as well; an empty value leaves the annotation out.
+    fn node_img(desired: (&str, &str), current: (&str, &str), state: &str) -> Node {
+        let mut n = node(desired.0, current.0, state);
+        let a = n.metadata.annotations.get_or_insert_default();
+        for (k, v) in [
+            (ann::DESIRED_IMAGE, desired.1),
+            (ann::CURRENT_IMAGE, current.1),
+        ] {
+            if !v.is_empty() {
+                a.insert(k.into(), v.into());
+            }
+        }
+        n
+    }
+
+    /// An on-disk config outside image mode.
+    fn disk(config: &str) -> Option<OnDisk<'_>> {
+        disk_img(config, "")
+    }
+
+    fn disk_img<'a>(config: &'a str, image: &'a str) -> Option<OnDisk<'a>> {
+        Some(OnDisk { config, image })
+    }
+
+    fn t(config: &str, image: &str) -> Target {
+        Target::new(config, image)
+    }
+
     fn change(from: &str, to: &str, force: bool, working: bool) -> Step {
+        change_img(t(from, ""), t(to, ""), force, working)
+    }
+
+    fn change_img(from: Target, to: Target, force: bool, working: bool) -> Step {
         Step::Change {
-            from: from.into(),
-            to: to.into(),
+            from,
+            to,
             force,
             working,
         }
@@ -177,45 +256,26 @@ mod tests {
 
     fn complete(config: &str, degraded: bool) -> Step {
         Step::Complete {
-            config: config.into(),
+            target: t(config, ""),
             degraded,
         }
     }
 
-    #[test]
-    fn a_node_in_image_mode_is_refused_and_others_are_not() {
-        let mut n = node("rendered-a", "rendered-a", "Done");
-        assert_eq!(image_mode(&n), None);
-        let a = n.metadata.annotations.get_or_insert_default();
-        a.insert(
-            ann::CURRENT_IMAGE.into(),
-            "registry.example/os@sha256:1".into(),
-        );
-        assert_eq!(
-            image_mode(&n),
-            None,
-            "running a layered image alone: leaving image mode"
-        );
-        let a = n.metadata.annotations.get_or_insert_default();
-        a.insert(
-            ann::DESIRED_IMAGE.into(),
-            "registry.example/os@sha256:2".into(),
-        );
-        assert_eq!(
-            image_mode(&n).unwrap(),
-            "node w is in on-cluster image mode (machineconfiguration.openshift.io/desiredImage=registry.example/os@sha256:2): mco does not apply images a MachineOSConfig builds, and leaves the node as it is"
-        );
+    fn force_step(config: &str) -> Step {
+        Step::Force {
+            target: t(config, ""),
+        }
     }
 
     #[test]
     fn no_desired_config_is_nothing_whatever_else_holds() {
         assert_eq!(decide(&node("", "", ""), None, false), Step::Nothing);
         assert_eq!(
-            decide(&node("", "a", states::DONE), Some("a"), true),
+            decide(&node("", "a", states::DONE), disk("a"), true),
             Step::Nothing
         );
         assert_eq!(
-            decide(&node("", "a", states::DEGRADED), Some("b"), false),
+            decide(&node("", "a", states::DEGRADED), disk("b"), false),
             Step::Nothing
         );
     }
@@ -223,7 +283,7 @@ mod tests {
     #[test]
     fn done_on_the_desired_config_is_in_sync() {
         assert_eq!(
-            decide(&node("a", "a", states::DONE), Some("a"), false),
+            decide(&node("a", "a", states::DONE), disk("a"), false),
             Step::InSync
         );
         // A node that keeps no on-disk config goes by its annotation.
@@ -243,14 +303,14 @@ mod tests {
             states::UNRECONCILABLE,
         ] {
             assert_eq!(
-                decide(&node("a", "a", state), Some("a"), true),
-                Step::Force { config: "a".into() },
+                decide(&node("a", "a", state), disk("a"), true),
+                force_step("a"),
                 "state {state:?}"
             );
         }
         assert_eq!(
             decide(&node("a", "a", states::DONE), None, true),
-            Step::Force { config: "a".into() }
+            force_step("a")
         );
     }
 
@@ -258,26 +318,26 @@ mod tests {
     fn on_the_desired_config_but_not_done_completes() {
         // After an update's reboot: the disk holds the new config, the annotations the old.
         assert_eq!(
-            decide(&node("b", "a", states::WORKING), Some("b"), false),
+            decide(&node("b", "a", states::WORKING), disk("b"), false),
             complete("b", false)
         );
         // Done, but on a current annotation other than the desired one.
         assert_eq!(
-            decide(&node("b", "a", states::DONE), Some("b"), false),
+            decide(&node("b", "a", states::DONE), disk("b"), false),
             complete("b", false)
         );
         // No state yet.
         assert_eq!(
-            decide(&node("a", "a", ""), Some("a"), false),
+            decide(&node("a", "a", ""), disk("a"), false),
             complete("a", false)
         );
         // Only Degraded stays so while the disk does not match.
         assert_eq!(
-            decide(&node("a", "a", states::DEGRADED), Some("a"), false),
+            decide(&node("a", "a", states::DEGRADED), disk("a"), false),
             complete("a", true)
         );
         assert_eq!(
-            decide(&node("a", "a", states::UNRECONCILABLE), Some("a"), false),
+            decide(&node("a", "a", states::UNRECONCILABLE), disk("a"), false),
             complete("a", false)
         );
     }
@@ -285,11 +345,11 @@ mod tests {
     #[test]
     fn another_desired_config_is_a_change_from_the_current_one() {
         assert_eq!(
-            decide(&node("b", "a", states::DONE), Some("a"), false),
+            decide(&node("b", "a", states::DONE), disk("a"), false),
             change("a", "b", false, true)
         );
         assert_eq!(
-            decide(&node("b", "a", states::DONE), Some("a"), true),
+            decide(&node("b", "a", states::DONE), disk("a"), true),
             change("a", "b", true, true)
         );
         // Without an on-disk config, the annotation names the current config.
@@ -308,13 +368,13 @@ mod tests {
     fn the_on_disk_config_overrides_the_annotation() {
         // The annotation claims the desired config, the disk does not hold it.
         assert_eq!(
-            decide(&node("b", "b", states::DONE), Some("a"), false),
+            decide(&node("b", "b", states::DONE), disk("a"), false),
             change("a", "b", false, true)
         );
         // The annotation lags behind a disk that holds the desired config.
         assert_eq!(
-            decide(&node("b", "a", states::DONE), Some("b"), true),
-            Step::Force { config: "b".into() }
+            decide(&node("b", "a", states::DONE), disk("b"), true),
+            force_step("b")
         );
     }
 
@@ -328,11 +388,163 @@ mod tests {
             (states::UNRECONCILABLE, false),
         ] {
             assert_eq!(
-                decide(&node("b", "a", state), Some("a"), false),
+                decide(&node("b", "a", state), disk("a"), false),
                 change("a", "b", false, working),
                 "state {state:?}"
             );
         }
+    }
+
+    const I1: &str = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const I2: &str = "registry.example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    #[test]
+    fn a_new_image_for_the_same_config_enters_image_mode() {
+        let n = node_img(("a", I1), ("a", ""), states::DONE);
+        assert_eq!(
+            decide(&n, disk("a"), false),
+            change_img(t("a", ""), t("a", I1), false, true)
+        );
+        // Without an on-disk config, the annotations say where the node is.
+        assert_eq!(
+            decide(&n, None, false),
+            change_img(t("a", ""), t("a", I1), false, true)
+        );
+    }
+
+    #[test]
+    fn a_new_config_with_a_new_image_is_one_change() {
+        let n = node_img(("b", I2), ("a", I1), states::DONE);
+        assert_eq!(
+            decide(&n, disk_img("a", I1), false),
+            change_img(t("a", I1), t("b", I2), false, true)
+        );
+        // A new config alone keeps the image.
+        let n = node_img(("b", I1), ("a", I1), states::DONE);
+        assert_eq!(
+            decide(&n, disk_img("a", I1), false),
+            change_img(t("a", I1), t("b", I1), false, true)
+        );
+    }
+
+    #[test]
+    fn a_new_image_alone_is_a_change() {
+        let n = node_img(("a", I2), ("a", I1), states::DONE);
+        assert_eq!(
+            decide(&n, disk_img("a", I1), false),
+            change_img(t("a", I1), t("a", I2), false, true)
+        );
+        assert_eq!(
+            decide(&n, disk_img("a", I1), true),
+            change_img(t("a", I1), t("a", I2), true, true),
+            "the force file does not turn a change into a re-apply"
+        );
+        let degraded = node_img(("a", I2), ("a", I1), states::DEGRADED);
+        assert_eq!(
+            decide(&degraded, disk_img("a", I1), false),
+            change_img(t("a", I1), t("a", I2), false, false)
+        );
+    }
+
+    #[test]
+    fn removing_the_desired_image_leaves_image_mode() {
+        let n = node_img(("a", ""), ("a", I1), states::DONE);
+        assert_eq!(
+            decide(&n, disk_img("a", I1), false),
+            change_img(t("a", I1), t("a", ""), false, true)
+        );
+        assert_eq!(
+            decide(&n, None, false),
+            change_img(t("a", I1), t("a", ""), false, true)
+        );
+        // Back on the rendered OS image, only the stale currentImage is left to clear.
+        assert_eq!(
+            decide(&n, disk("a"), false),
+            Step::Complete {
+                target: t("a", ""),
+                degraded: false
+            }
+        );
+    }
+
+    #[test]
+    fn done_on_the_desired_config_and_image_is_in_sync() {
+        let n = node_img(("a", I1), ("a", I1), states::DONE);
+        assert_eq!(decide(&n, disk_img("a", I1), false), Step::InSync);
+        assert_eq!(decide(&n, None, false), Step::InSync);
+        assert_eq!(
+            decide(&n, disk_img("a", I1), true),
+            Step::Force { target: t("a", I1) }
+        );
+    }
+
+    #[test]
+    fn after_a_restart_the_on_disk_image_is_where_the_node_is() {
+        // The image update's reboot: the disk holds the image, the annotations the old target.
+        let n = node_img(("a", I1), ("a", ""), states::WORKING);
+        assert_eq!(
+            decide(&n, disk_img("a", I1), false),
+            Step::Complete {
+                target: t("a", I1),
+                degraded: false
+            }
+        );
+        // Done on the config, but currentImage not written yet (a takeover of upstream's node).
+        let n = node_img(("a", I1), ("a", ""), states::DONE);
+        assert_eq!(
+            decide(&n, disk_img("a", I1), false),
+            Step::Complete {
+                target: t("a", I1),
+                degraded: false
+            }
+        );
+        // The annotations claim the image, the disk does not hold it: the disk wins.
+        let n = node_img(("a", I1), ("a", I1), states::DONE);
+        assert_eq!(
+            decide(&n, disk("a"), false),
+            change_img(t("a", ""), t("a", I1), false, true)
+        );
+        let n = node_img(("a", I2), ("a", I2), states::DONE);
+        assert_eq!(
+            decide(&n, disk_img("a", I1), false),
+            change_img(t("a", I1), t("a", I2), false, true)
+        );
+    }
+
+    #[test]
+    fn a_desired_image_without_a_desired_config_is_nothing() {
+        let n = node_img(("", I1), ("a", ""), states::DONE);
+        assert_eq!(decide(&n, disk("a"), false), Step::Nothing);
+    }
+
+    #[test]
+    fn a_target_shows_its_image_when_it_has_one() {
+        assert_eq!(t("a", "").to_string(), "a");
+        assert_eq!(t("a", I1).to_string(), format!("a / image {I1}"));
+    }
+
+    #[test]
+    fn a_change_of_the_embedded_image_is_an_update_never_an_adoption() {
+        use crate::engine::image_mode::embed;
+        let a = mc("rendered-worker-a", "3.5.0", "x", "img:1");
+        for (old, new) in [
+            (a.clone(), embed(&a, I1)),
+            (embed(&a, I1), embed(&a, I2)),
+            (embed(&a, I1), a.clone()),
+        ] {
+            assert!(!semantically_equal(&old, &new));
+            assert_eq!(super::change(&old, &new, false), Change::Update);
+        }
+        // The same image under another name of the same config is adopted.
+        let theirs = mc("rendered-worker-5d41", "3.4.0", "x", "img:1");
+        assert_eq!(
+            super::change(&embed(&theirs, I1), &embed(&a, I1), false),
+            Change::Adopt
+        );
+        assert_eq!(
+            super::change(&embed(&theirs, I1), &embed(&a, I1), true),
+            Change::Update
+        );
     }
 
     #[test]

@@ -56,6 +56,7 @@ use tracing::Instrument;
 use crate::agent::mcn::{Status, Write};
 use crate::agent::metrics::{Metrics, OsLabels};
 use crate::engine::drift::DriftMonitor;
+use crate::engine::image_mode;
 use crate::engine::{Engine, EngineError, UpdateOutcome};
 use crate::error::HostError;
 use crate::host::paths;
@@ -115,9 +116,6 @@ pub enum SyncError {
     /// Shutdown was asked for while waiting on the cluster; not the node's fault.
     #[error("shutting down")]
     Shutdown,
-    /// The node is in upstream's on-cluster image mode ([`decide::image_mode`]).
-    #[error("{0}")]
-    ImageMode(String),
     /// Its PinnedImageSets could not be pulled or pinned ([`pinned`]).
     #[error("{0}")]
     Pinned(String),
@@ -138,7 +136,7 @@ impl SyncError {
 /// What a sync reads from the host, in one blocking call: a sync used to pay a trip to the
 /// blocking pool for each read.
 struct OnHost {
-    /// The on-disk `currentconfig`.
+    /// The on-disk `currentconfig`, with the image of `currentimage` embedded.
     on_disk: Option<MachineConfig>,
     /// Whether the force file is present.
     force: bool,
@@ -393,24 +391,21 @@ impl Daemon {
             Some(n) => n,
             None => Arc::new(inner.node().await?),
         };
-        if let Some(why) = decide::image_mode(&node) {
-            return Err(SyncError::ImageMode(why));
-        }
         if annotation(&node, ann::DESIRED_CONFIG).is_empty() {
             return Ok(None);
         }
         let engine = Arc::clone(&inner.engine);
         let host = blocking(move || OnHost::read(&engine)).await?;
-        let on_disk_name = host
-            .on_disk
-            .as_ref()
-            .and_then(|m| m.metadata.name.as_deref());
-        match decide(&node, on_disk_name, host.force) {
+        let on_disk = host.on_disk.as_ref().map(|m| decide::OnDisk {
+            config: m.metadata.name.as_deref().unwrap_or_default(),
+            image: image_mode::image_of(m),
+        });
+        match decide(&node, on_disk, host.force) {
             Step::Nothing => Ok(None),
-            Step::Force { config } => {
-                tracing::info!("{} present: re-applying {config}", paths::FORCE_FILE);
+            Step::Force { target } => {
+                tracing::info!("{} present: re-applying {target}", paths::FORCE_FILE);
                 let (cfg, settings) = futures::future::join(
-                    inner.config_known(&config, host.on_disk),
+                    inner.config_known(&target, host.on_disk),
                     inner.cluster_settings(),
                 )
                 .await;
@@ -420,15 +415,15 @@ impl Daemon {
                         Ok(Some(Exit::Rebooting))
                     }
                     UpdateOutcome::Rebootless { .. } => {
-                        inner.finish_rebootless(&config).await?;
+                        inner.finish_rebootless(&target).await?;
                         Ok(None)
                     }
                 }
             }
-            Step::Complete { config, degraded } => {
+            Step::Complete { target, degraded } => {
                 // A Degraded node (e.g. after drift) is only cleared once the disk matches.
                 let engine = Arc::clone(&inner.engine);
-                let cfg = inner.config_known(&config, host.on_disk).await?;
+                let cfg = inner.config_known(&target, host.on_disk).await?;
                 let checked = cfg.clone();
                 match blocking(move || engine.validate(&checked)).await {
                     Err(SyncError::Engine(e)) if degraded => {
@@ -436,7 +431,7 @@ impl Daemon {
                     }
                     other => other?,
                 }
-                inner.complete(&config, Some(cfg)).await?;
+                inner.complete(&target, Some(cfg)).await?;
                 Ok(None)
             }
             Step::InSync => {
@@ -457,11 +452,12 @@ impl Daemon {
                 force,
                 working,
             } => {
-                // Three reads between the new `desiredConfig` and the drain request, so they
-                // go together; the settings are unused only when the config is adopted.
+                // Three reads between the new target and the drain request, so they go
+                // together; the settings are unused only when the config is adopted. Both
+                // configs come with their images embedded: a new image alone is an update.
                 let (old, new, settings) = futures::future::join3(
                     inner.config_known(&from, host.on_disk),
-                    inner.mcs.get(&to),
+                    inner.config_known(&to, None),
                     inner.cluster_settings(),
                 )
                 .await;
@@ -469,6 +465,10 @@ impl Daemon {
                 if decide::change(&old, &new, force) == Change::Adopt {
                     inner.adopt(&old, new).await?;
                     return Ok(None);
+                }
+                if from.image != to.image {
+                    // The engine logs config names alone.
+                    tracing::info!("On-cluster image mode: updating from {from} to {to}");
                 }
                 // Both ride with the update's first writes: the Prepared phase and the drain
                 // request.

@@ -8,12 +8,14 @@ use mco_api::rollouts::{self, NodeCheckResult};
 use mco_api::{IrreconcilableChangeDiff, MachineConfig};
 use tokio::runtime::Handle;
 
+use super::decide::Target;
 use super::policy::ClusterSettings;
 use super::{Inner, SyncError, blocking};
 use crate::agent::mcn::{self, Status, Write};
-use crate::engine::apply::ApplyError;
+use crate::engine::apply::{self, ApplyError};
 use crate::engine::drift::{self, DriftMonitor};
 use crate::engine::health;
+use crate::engine::image_mode;
 use crate::engine::plan::ParsedConfig;
 use crate::engine::{
     Engine, EngineError, Phase, ReportError, Reporter, UpdateOptions, UpdateOutcome,
@@ -28,11 +30,13 @@ impl Inner {
         }
     }
 
-    /// Whether a live drift monitor already watches against `config`.
-    pub(super) fn drift_watches(&self, config: &str) -> bool {
-        self.drift
-            .lock()
-            .is_ok_and(|d| d.as_ref().is_some_and(|m| m.watches(config)))
+    /// Whether a live drift monitor already watches against `target`, its image included: the
+    /// monitor validates the booted OS image as well.
+    pub(super) fn drift_watches(&self, target: &Target) -> bool {
+        self.drift.lock().is_ok_and(|d| {
+            d.as_ref()
+                .is_some_and(|m| m.watches(&target.config) && m.image() == target.image)
+        })
     }
 
     /// (Re)starts the drift monitor against `mc`. A live monitor for the same config is kept:
@@ -40,7 +44,7 @@ impl Inner {
     /// every managed path. Parsing and registering are host work, so they run on a blocking
     /// thread.
     pub(super) async fn start_drift(&self, mc: MachineConfig) {
-        if self.drift_watches(mc.metadata.name.as_deref().unwrap_or_default()) {
+        if self.drift_watches(&target_of(&mc)) {
             return;
         }
         self.stop_drift();
@@ -60,16 +64,20 @@ impl Inner {
         }
     }
 
-    /// The config named `name`: `on_disk` when it is that config (as a sync has just read it),
-    /// otherwise from the API server.
+    /// The config of `target` as applied, its image embedded ([`image_mode::embed`]):
+    /// `on_disk` when it is that config with that image (as a sync has just read it),
+    /// otherwise the rendered config from the API server.
     pub(super) async fn config_known(
         &self,
-        name: &str,
+        target: &Target,
         on_disk: Option<MachineConfig>,
     ) -> Result<MachineConfig, SyncError> {
         match on_disk {
-            Some(mc) if mc.metadata.name.as_deref() == Some(name) => Ok(mc),
-            _ => Ok(self.mcs.get(name).await?),
+            Some(mc) if target_of(&mc) == *target => Ok(mc),
+            _ => {
+                let rendered = self.mcs.get(&target.config).await?;
+                Ok(image_mode::embed(&rendered, &target.image))
+            }
         }
     }
 
@@ -92,24 +100,25 @@ impl Inner {
         rollouts::check_timeout(value.as_deref())
     }
 
-    pub(super) async fn config(&self, name: &str) -> Result<MachineConfig, SyncError> {
+    /// [`Inner::config_known`] with the on-disk config read first.
+    pub(super) async fn config(&self, target: &Target) -> Result<MachineConfig, SyncError> {
         let engine = Arc::clone(&self.engine);
         let on_disk = blocking(move || engine.on_disk_config()).await?;
-        self.config_known(name, on_disk).await
+        self.config_known(target, on_disk).await
     }
 
-    /// Uncordon, then Done with `currentConfig`, then `Updated=True`. `known` is the config when
-    /// the caller holds it, for the drift monitor.
+    /// Uncordon, then Done with `currentConfig` and `currentImage` (removed outside image mode,
+    /// as upstream's `SetDone`, in the same write), then `Updated=True`. `known` is the config
+    /// when the caller holds it, for the drift monitor.
     pub(super) async fn complete(
         &self,
-        config: &str,
+        target: &Target,
         known: Option<MachineConfig>,
     ) -> Result<(), SyncError> {
+        let config = target.config.as_str();
         self.request_drain(&drain::uncordon(config), "uncordon")
             .await?;
-        tracing::info!(
-            "Update completed for config {config} and node has been successfully uncordoned"
-        );
+        tracing::info!("Update completed for {target} and node has been successfully uncordoned");
         // The health checks' result goes out with Done, so a gate never sees an updated node
         // without it.
         let timeout = self.check_timeout().await;
@@ -129,6 +138,7 @@ impl Inner {
         .unwrap_or_default();
         self.annotate(&[
             (ann::CURRENT_CONFIG, Some(config)),
+            (ann::CURRENT_IMAGE, current_image(target)),
             (ann::STATE, Some(states::DONE)),
             (ann::REASON, Some("")),
             (rollouts::annotations::NODE_CHECKS, Some(&result)),
@@ -136,10 +146,10 @@ impl Inner {
         .await?;
         self.metrics.set_state(states::DONE, "");
         let report = self.irreconcilable(config, known.as_ref()).await;
-        if !self.drift_watches(config) {
-            let mc = match known.filter(|mc| mc.metadata.name.as_deref() == Some(config)) {
+        if !self.drift_watches(target) {
+            let mc = match known.filter(|mc| target_of(mc) == *target) {
                 Some(mc) => Ok(mc),
-                None => self.config(config).await,
+                None => self.config(target).await,
             };
             if let Ok(mc) = mc {
                 self.start_drift(mc).await;
@@ -264,16 +274,17 @@ impl Inner {
     }
 
     /// After a rebootless update: Resumed, then complete.
-    pub(super) async fn finish_rebootless(&self, config: &str) -> Result<(), SyncError> {
+    pub(super) async fn finish_rebootless(&self, target: &Target) -> Result<(), SyncError> {
         self.mcn(&Write::parent(
             c::RESUMED,
             Status::True,
             format!(
-                "In desired config {config}. Resumed normal operations. Applying proper annotations."
+                "In desired config {}. Resumed normal operations. Applying proper annotations.",
+                target.config
             ),
         ))
         .await?;
-        self.complete(config, None).await
+        self.complete(target, None).await
     }
 
     /// Records `new` as current without an update, because the node already runs its
@@ -296,23 +307,15 @@ impl Inner {
             // The on-disk config is the source of truth after a restart: keep it naming the
             // config the node is now reported on, when the node keeps one at all.
             if engine.on_disk_config()?.is_some() {
-                let data = serde_json::to_vec(&cfg).map_err(|source| {
-                    EngineError::Apply(ApplyError::Serialize {
-                        name: cfg.metadata.name.clone().unwrap_or_default(),
-                        source,
-                    })
-                })?;
-                engine.host.fs.write_atomic(
-                    crate::host::paths::CURRENT_CONFIG,
-                    &data,
-                    &crate::host::fs::FileAttrs::default(),
-                )?;
+                apply::store_current(&engine.host.fs, &cfg)?;
             }
             Ok(())
         })
         .await?;
+        let target = target_of(&new);
         self.annotate(&[
             (ann::CURRENT_CONFIG, Some(new_name.as_str())),
+            (ann::CURRENT_IMAGE, current_image(&target)),
             (ann::STATE, Some(states::DONE)),
             (ann::REASON, Some("")),
         ])
@@ -334,6 +337,20 @@ impl Inner {
         )
         .await
     }
+}
+
+/// The target `mc` is, as applied: its name and its embedded image ([`image_mode::image_of`]).
+pub(super) fn target_of(mc: &MachineConfig) -> Target {
+    Target::new(
+        mc.metadata.name.clone().unwrap_or_default(),
+        image_mode::image_of(mc),
+    )
+}
+
+/// The `currentImage` annotation's value for a node on `target`: its image, or its removal
+/// outside image mode.
+fn current_image(target: &Target) -> Option<&str> {
+    (!target.image.is_empty()).then_some(target.image.as_str())
 }
 
 /// The `Updated` message: upstream's, and a failed health check of the current config with
