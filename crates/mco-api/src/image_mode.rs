@@ -47,16 +47,13 @@ pub struct MachineOSConfigSpec {
     /// The pool whose nodes run the image.
     pub machine_config_pool: NameRef,
     /// How the image is built (`Job`).
-    #[serde(default)]
     pub image_builder: ImageBuilder,
     /// The pull secret of the base OS image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_image_pull_secret: Option<NameRef>,
     /// The secret the built image is pushed with.
-    #[serde(default)]
     pub rendered_image_push_secret: NameRef,
     /// Where the built image is pushed, by tag.
-    #[serde(default)]
     #[schemars(length(min = 1, max = 447))]
     pub rendered_image_push_spec: String,
     /// Containerfile content layered on the OS image, per architecture; at most 4.
@@ -161,7 +158,6 @@ pub struct MachineOSBuildSpec {
     #[serde(rename = "machineOSConfig")]
     pub machine_os_config: NameRef,
     /// Where it was pushed, by tag.
-    #[serde(default)]
     #[schemars(length(min = 1, max = 447))]
     pub rendered_image_push_spec: String,
 }
