@@ -649,10 +649,14 @@ fn write_core_user(
     Ok(true)
 }
 
-/// How to rebase: keep the booted deployment's kind of origin; a never-adopted or pivot-era
-/// deployment gets the legacy `pivot://` custom origin, which is what upstream's nodes of that
-/// era show once adopted (seed 000).
-pub fn rebase_mode(booted: &Origin, url: &str) -> RebaseMode {
+/// How to rebase: an image-mode image as the container it is (upstream's `RebaseLayered`, no
+/// custom origin); otherwise keep the booted deployment's kind of origin, where a never-adopted
+/// or pivot-era deployment gets the legacy `pivot://` custom origin, which is what upstream's
+/// nodes of that era show once adopted (seed 000).
+pub fn rebase_mode(booted: &Origin, url: &str, image_mode: bool) -> RebaseMode {
+    if image_mode {
+        return RebaseMode::Container;
+    }
     match booted {
         Origin::Container(_) => RebaseMode::Container,
         Origin::Pivot(_) | Origin::Ostree(_) => RebaseMode::Pivot {
@@ -673,7 +677,8 @@ fn update_os(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<bo
     let booted_url = status.booted.os_image_url();
     let mut changed = false;
     if !url.is_empty() && (plan.force || booted_url.as_deref() != Some(url.as_str())) {
-        let mode = rebase_mode(&status.booted.origin, &url);
+        let layered = !image_mode::image_of(&plan.new.mc).is_empty();
+        let mode = rebase_mode(&status.booted.origin, &url, layered);
         tracing::info!(from = ?booted_url, to = %url, ?mode, "rebasing OS");
         // Before every pull: the pull secret may have changed since the last one, and a reboot
         // empties /run. Not journalled: it holds a path, not contents, and the next pull
@@ -773,4 +778,22 @@ pub fn run_rebootless_actions(host: &Host, actions: &[PostConfigAction]) -> Resu
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_mode_image_is_rebased_as_a_container_whatever_was_booted() {
+        let url = "registry.example/os@sha256:1";
+        let pivot = Origin::Pivot("registry.example/base:1".into());
+        assert!(matches!(
+            rebase_mode(&pivot, url, false),
+            RebaseMode::Pivot { .. }
+        ));
+        assert_eq!(rebase_mode(&pivot, url, true), RebaseMode::Container);
+        let container = Origin::Container("ostree-unverified-registry:x".into());
+        assert_eq!(rebase_mode(&container, url, false), RebaseMode::Container);
+    }
 }
