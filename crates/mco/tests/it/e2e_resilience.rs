@@ -1,15 +1,12 @@
 //! End-to-end: rollouts that survive disturbance — a node joining mid-rollout,
 //! a node daemon SIGKILLed mid-update, `mco up` itself restarted (SIGINT) or
-//! crashed (SIGKILL), and a node in upstream's on-cluster image mode.
+//! crashed (SIGKILL).
 
 use crate::e2e;
 
 use e2e::*;
 
-on_both_servers!(
-    sigkilled_node_daemon_mid_update_converges,
-    a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes,
-);
+on_both_servers!(sigkilled_node_daemon_mid_update_converges);
 
 fn worker_moved(c: &Cluster, old: &str) -> Option<String> {
     let nodes = c.try_get_json(&["nodes", "-l", "node-role.kubernetes.io/worker"])?;
@@ -203,104 +200,4 @@ fn restart_mid_rollout(end: fn(&mut Cluster)) {
         );
     }
     assert!(c.workers().contains(&first));
-}
-
-const DESIRED_IMAGE_ANN: &str = "machineconfiguration.openshift.io/desiredImage";
-
-/// A stand-in for one of upstream's cluster-scoped CRDs of the machineconfiguration group
-/// (`MachineOSConfig`): its group, kind and names, any content.
-fn upstream_crd(kind: &str) -> String {
-    let singular = kind.to_lowercase();
-    serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{singular}s.machineconfiguration.openshift.io")},
-        "spec": {
-            "group": "machineconfiguration.openshift.io", "scope": "Cluster",
-            "names": {"plural": format!("{singular}s"), "singular": singular,
-                      "kind": kind, "listKind": format!("{kind}List")},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    })
-    .to_string()
-}
-
-/// A node in upstream's on-cluster image mode (as a takeover finds one) is left as it is and
-/// reported Degraded, `mco doctor` names the ways out, the pool's rollout waits on it, and
-/// once the annotation is removed by hand the rollout goes on within seconds.
-fn a_node_in_image_mode_holds_the_rollout_until_its_annotation_goes(server: Server) {
-    let c = Cluster::up(Opts {
-        server,
-        reboot_seconds: 1,
-        ..Opts::default()
-    });
-    let old = c.pool_target("worker");
-    // Upstream's kind, as a cluster taken over has it: `mco doctor` names it before any node.
-    c.apply(&upstream_crd("MachineOSConfig"));
-    wait_for("the MachineOSConfig kind served", 60, || {
-        c.kubectl_try(&["get", "machineosconfigs"]).ok()
-    });
-    c.apply(
-        r#"{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
-            "metadata": {"name": "layered"},
-            "spec": {"machineConfigPool": {"name": "worker"}}}"#,
-    );
-    let (ok, out) = c.mco(&["doctor"]);
-    assert!(!ok, "{out}");
-    for want in [
-        "machineosconfig layered",
-        "Pool worker builds its OS image from MachineOSConfig layered",
-    ] {
-        assert!(out.contains(want), "{want:?} not in:\n{out}");
-    }
-    let w = c.workers()[0].clone();
-    let image = "registry.example/layered@sha256:0123";
-    c.kubectl(&[
-        "annotate",
-        "node",
-        &w,
-        &format!("{DESIRED_IMAGE_ANN}={image}"),
-    ]);
-    wait_for("the node Degraded for image mode", 60, || {
-        let n = c.node(&w);
-        (annotation(&n, STATE_ANN) == "Degraded"
-            && annotation(&n, "machineconfiguration.openshift.io/reason")
-                .contains("is in on-cluster image mode"))
-        .then_some(())
-    });
-    let (ok, out) = c.mco(&["doctor"]);
-    assert!(!ok, "{out}");
-    for want in [
-        "on-cluster image mode",
-        image,
-        &format!("kubectl annotate node {w} {DESIRED_IMAGE_ANN}-"),
-    ] {
-        assert!(out.contains(want), "{want:?} not in:\n{out}");
-    }
-
-    // maxUnavailable 1, and the node counts as unavailable: the pool waits on it.
-    c.apply(&file_mc(
-        "99-worker-image-mode",
-        "worker",
-        "/etc/image-mode",
-        "m\n",
-    ));
-    wait_for("the pool degraded by the node", 60, || {
-        let p = c.try_get_json(&["mcp", "worker"])?;
-        (p["status"]["degradedMachineCount"] == 1
-            && p["spec"]["configuration"]["name"].as_str() != Some(old.as_str()))
-        .then_some(())
-    });
-    assert_eq!(c.read_node_file(&w, "/etc/image-mode"), None);
-    c.kubectl(&["annotate", "node", &w, &format!("{DESIRED_IMAGE_ANN}-")]);
-    let new = c.wait_rollout("worker", &old, 120);
-    for n in c.workers() {
-        assert_eq!(annotation(&c.node(&n), CURRENT_ANN), new, "{n}");
-        assert_eq!(
-            c.read_node_file(&n, "/etc/image-mode").as_deref(),
-            Some("m\n"),
-            "{n}"
-        );
-    }
 }

@@ -11,6 +11,7 @@ mod e2e_certs;
 mod e2e_dashboard;
 mod e2e_disruption;
 mod e2e_generated;
+mod e2e_image_mode;
 mod e2e_join;
 mod e2e_pinned;
 mod e2e_real;

@@ -1,0 +1,269 @@
+//! End-to-end: on-cluster image mode, driven with `kubectl` as an administrator and a builder
+//! would. A MachineOSConfig puts the worker pool in image mode; the pool waits, moving nobody,
+//! until a build of its rendered config is recorded (a MachineOSBuild that Succeeded, and the
+//! MachineOSConfig's `currentImagePullSpec`); its nodes then boot the image within
+//! `maxUnavailable`, the daemon writing the rendered config's files too. A new MachineConfig
+//! waits for its own build, and deleting the MachineOSConfig takes every node back to the
+//! rendered config's OS image.
+
+use crate::e2e;
+
+use e2e::*;
+use serde_json::{Value, json};
+
+on_both_servers!(a_pool_in_image_mode_boots_each_recorded_build_and_leaves_it);
+
+const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
+const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
+const CURRENT_BUILD: &str = "machineconfiguration.openshift.io/current-machine-os-build";
+
+fn image(digit: char) -> String {
+    format!(
+        "registry.example/ocp/os-worker@sha256:{}",
+        digit.to_string().repeat(64)
+    )
+}
+
+/// The image the node's booted deployment came from, and whether it was rebased as a container
+/// (an image-mode image is; a pivot-era node keeps its `pivot://` custom origin otherwise).
+fn booted_image(c: &Cluster, node: &str) -> (String, bool) {
+    let v = c.ostree(node);
+    let booted = v["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["booted"] == true)
+        .cloned()
+        .unwrap_or(Value::Null);
+    if let Some(r) = booted["container-image-reference"].as_str() {
+        return (
+            r.trim_start_matches("ostree-unverified-registry:").into(),
+            true,
+        );
+    }
+    let pivot = booted["custom-origin"][0].as_str().unwrap_or_default();
+    (pivot.trim_start_matches("pivot://").into(), false)
+}
+
+/// Records the build of `rendered` as a builder does: the MachineOSBuild, its `Succeeded`
+/// status, and the MachineOSConfig pointing at it.
+fn record_build(c: &Cluster, rendered: &str, image: &str) {
+    let name = format!("worker-{rendered}");
+    c.apply(
+        &json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
+            "metadata": {"name": name},
+            "spec": {"machineConfig": {"name": rendered},
+                     "machineOSConfig": {"name": "worker"},
+                     "renderedImagePushSpec": "registry.example/ocp/os-worker:latest"}
+        })
+        .to_string(),
+    );
+    let status = json!({"status": {
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
+                        "message": "built", "lastTransitionTime": "2026-12-01T00:00:00Z"}],
+        "digestedImagePushSpec": image,
+    }})
+    .to_string();
+    c.kubectl(&[
+        "patch",
+        "machineosbuild",
+        &name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ]);
+    c.kubectl(&[
+        "annotate",
+        "machineosconfig",
+        "worker",
+        "--overwrite",
+        &format!("{CURRENT_BUILD}={name}"),
+    ]);
+    let status = json!({"status": {"currentImagePullSpec": image}}).to_string();
+    c.kubectl(&[
+        "patch",
+        "machineosconfig",
+        "worker",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ]);
+}
+
+/// The most workers unavailable at once in the watch's events: cordoned, not Ready, or not on
+/// their desired config or image.
+fn worst_unavailable(watch: &Watch, workers: &[String]) -> usize {
+    let mut state = std::collections::BTreeMap::new();
+    let mut worst = 0;
+    for ev in watch.events() {
+        let name = ev["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if !workers.contains(&name) {
+            continue;
+        }
+        let off_image = annotation(&ev, DESIRED_IMAGE) != annotation(&ev, CURRENT_IMAGE);
+        state.insert(name, node_unavailable(&ev) || off_image);
+        worst = worst.max(state.values().filter(|u| **u).count());
+    }
+    worst
+}
+
+fn updating_message(c: &Cluster) -> String {
+    let p = c.pool("worker");
+    p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Updating")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Every worker Done on `config` and `image` ("" outside image mode), booted into `booted`.
+fn wait_workers_on(c: &Cluster, config: &str, image: &str, booted: &str) {
+    wait_for(
+        &format!("every worker on {config} / {image:?}"),
+        180,
+        || {
+            c.workers()
+                .iter()
+                .all(|w| {
+                    let n = c.node(w);
+                    annotation(&n, CURRENT_ANN) == config
+                        && annotation(&n, STATE_ANN) == "Done"
+                        && annotation(&n, DESIRED_IMAGE) == image
+                        && annotation(&n, CURRENT_IMAGE) == image
+                        && booted_image(c, w).0 == booted
+                })
+                .then_some(())
+        },
+    );
+}
+
+fn a_pool_in_image_mode_boots_each_recorded_build_and_leaves_it(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        reboot_seconds: 1,
+        ..Opts::default()
+    });
+    let r0 = c.wait_pool_settled("worker", 120);
+    let workers = c.workers();
+    assert!(workers.len() >= 2, "{workers:?}");
+    // The rendered config's own OS image, which a node out of image mode boots.
+    let base = c.kubectl(&["get", "mc", &r0, "-o", "jsonpath={.spec.osImageURL}"]);
+    assert!(!base.is_empty());
+
+    // In image mode with nothing built: the rollout waits and says why; no node moves.
+    c.apply(
+        &json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+            "metadata": {"name": "worker"},
+            "spec": {"machineConfigPool": {"name": "worker"},
+                     "imageBuilder": {"imageBuilderType": "Job"},
+                     "renderedImagePushSecret": {"name": "push-secret"},
+                     "renderedImagePushSpec": "registry.example/ocp/os-worker:latest"}
+        })
+        .to_string(),
+    );
+    wait_for("the pool waiting for its image", 60, || {
+        updating_message(&c)
+            .starts_with(&format!("Waiting for the image of MachineConfig {r0}: "))
+            .then_some(())
+    });
+    for w in &workers {
+        assert_eq!(annotation(&c.node(w), DESIRED_IMAGE), "", "{w}");
+    }
+
+    // The first build: every worker boots it, one at a time, and keeps its rendered config.
+    let watch = c.watch("nodes");
+    watch.wait_initial(workers.len());
+    let img1 = image('1');
+    record_build(&c, &r0, &img1);
+    wait_workers_on(&c, &r0, &img1, &img1);
+    c.wait_pool_settled("worker", 60);
+    for w in &workers {
+        assert!(
+            booted_image(&c, w).1,
+            "{w}: an image-mode image is booted as a container"
+        );
+    }
+    assert_eq!(worst_unavailable(&watch, &workers), 1, "maxUnavailable 1");
+    for w in &workers {
+        assert_eq!(
+            c.read_node_file(w, "/etc/machine-config-daemon/currentimage")
+                .map(|s| s.trim().to_string()),
+            Some(img1.clone()),
+            "{w}"
+        );
+    }
+    let mcn = c.mcn(&workers[0]);
+    assert_eq!(mcn["spec"]["configVersion"]["desired"], r0.as_str());
+
+    // A new MachineConfig in image mode waits for its own build: nobody moves meanwhile.
+    c.apply(&file_mc(
+        "99-worker-layered",
+        "worker",
+        "/etc/layered",
+        "l\n",
+    ));
+    let r1 = wait_for("a new rendered config", 60, || {
+        let t = c.pool_target("worker");
+        (t != r0).then_some(t)
+    });
+    wait_for("the pool waiting for the new config's image", 60, || {
+        updating_message(&c)
+            .starts_with(&format!("Waiting for the image of MachineConfig {r1}: "))
+            .then_some(())
+    });
+    for w in &workers {
+        let n = c.node(w);
+        assert_eq!(
+            annotation(&n, "machineconfiguration.openshift.io/desiredConfig"),
+            r0,
+            "{w}"
+        );
+        assert_eq!(c.read_node_file(w, "/etc/layered"), None, "{w}");
+    }
+    let img2 = image('2');
+    record_build(&c, &r1, &img2);
+    wait_workers_on(&c, &r1, &img2, &img2);
+    for w in &workers {
+        assert_eq!(
+            c.read_node_file(w, "/etc/layered").as_deref(),
+            Some("l\n"),
+            "{w}"
+        );
+    }
+
+    // Out of image mode: back to the rendered config's own OS image, the config kept.
+    c.kubectl(&["delete", "machineosconfig", "worker"]);
+    wait_workers_on(&c, &r1, "", &base);
+    c.wait_pool_settled("worker", 60);
+    for w in &workers {
+        let n = c.node(w);
+        assert!(
+            n["metadata"]["annotations"].get(CURRENT_IMAGE).is_none(),
+            "{w}"
+        );
+        assert!(
+            n["metadata"]["annotations"].get(DESIRED_IMAGE).is_none(),
+            "{w}"
+        );
+        assert_eq!(
+            c.read_node_file(w, "/etc/machine-config-daemon/currentimage"),
+            None,
+            "{w}"
+        );
+        assert_eq!(
+            c.read_node_file(w, "/etc/layered").as_deref(),
+            Some("l\n"),
+            "{w}"
+        );
+    }
+}
