@@ -234,6 +234,7 @@ pub fn validate_crd(obj: &Value, name: &str) -> Vec<Cause> {
                     format!("spec.versions[{i}].schema.openAPIV3Schema")
                 };
                 untyped_fields(schema, &at, &mut causes);
+                invalid_defaults(schema, &at, &mut causes);
                 if shared {
                     break;
                 }
@@ -292,6 +293,35 @@ fn untyped_fields(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
     }
     if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
         check(items, format!("{at}.items"), "array items", causes);
+    }
+}
+
+/// kube-apiserver's rule that every `default` in a CRD's schema validates against the schema
+/// it sits in: a CRD whose default breaks its own `pattern` or `minLength` is refused, naming the
+/// default (`...properties[spec].properties[x].default.y`), rather than stored and its objects
+/// defaulted to something the schema refuses.
+fn invalid_defaults(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
+    if let Some(default) = schema.get("default")
+        && let Ok(structural) = mco_apimachinery::schema::Structural::parse(schema)
+    {
+        for e in structural.validate(default) {
+            let field = if e.field.is_empty() {
+                format!("{at}.default")
+            } else {
+                format!("{at}.default.{}", e.field)
+            };
+            causes.push(Cause::new(e.type_.reason(), &field, e.body()));
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        let mut props: Vec<(&String, &Value)> = props.iter().collect();
+        props.sort_by_key(|(name, _)| *name);
+        for (name, s) in props {
+            invalid_defaults(s, &format!("{at}.properties[{name}]"), causes);
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        invalid_defaults(items, &format!("{at}.items"), causes);
     }
 }
 
@@ -523,6 +553,38 @@ mod tests {
             &json!({"spec": {}}),
             &json!({"metadata": {}, "spec": {}})
         ));
+    }
+
+    #[test]
+    fn a_crd_default_its_own_schema_refuses_is_refused_as_kube_apiserver_refuses_it() {
+        // The messages kube-apiserver gave for the first MachineOSConfig CRD mco generated.
+        let crd = json!({"spec": {"group": "g.example.com", "names": {"plural": "xs", "kind": "X"},
+        "versions": [{"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                "type": "object", "properties": {
+                    "builder": {"type": "object", "default": {"kind": ""},
+                        "properties": {"kind": {"type": "string", "pattern": "^Job$"}}},
+                    "push": {"type": "string", "minLength": 1, "default": ""},
+                    "fine": {"type": "string", "default": ""},
+                }}}}}}]}});
+        let got: Vec<(String, String)> = validate_crd(&crd, "xs.g.example.com")
+            .into_iter()
+            .map(|c| (c.field, c.message))
+            .collect();
+        let at = "spec.validation.openAPIV3Schema.properties[spec]";
+        assert_eq!(
+            got,
+            [
+                (
+                    format!("{at}.properties[builder].default.kind"),
+                    "Invalid value: \"\": kind in body should match '^Job$'".to_string()
+                ),
+                (
+                    format!("{at}.properties[push].default"),
+                    "Invalid value: \"\":  in body should be at least 1 chars long".to_string()
+                ),
+            ]
+        );
     }
 
     #[test]
