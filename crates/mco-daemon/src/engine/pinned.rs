@@ -1,5 +1,5 @@
-//! Pinned images on the host: pull every image of the node's PinnedImageSets through CRI-O,
-//! check that each is there, then list them in CRI-O's drop-in
+//! Pinned images on the host: ask CRI-O once about every image of the node's PinnedImageSets,
+//! pull those it lacks, check that each pulled is there, then list them in CRI-O's drop-in
 //! ([`mco_api::pinned::CRIO_PINNED_IMAGES_DROPIN`]) and reload CRI-O, so its image garbage
 //! collection never removes them. As upstream's daemon, the drop-in is written last: until
 //! then the kubelet may still collect images in an emergency. With no image left, the drop-in
@@ -62,31 +62,60 @@ pub enum PinError {
     Host(#[from] HostError),
 }
 
+/// What the node holds of the images it is to pin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The images the store does not hold, in the order asked: the ones to pull.
+    pub absent: Vec<String>,
+    /// Whether CRI-O's drop-in lists exactly the images asked about (no drop-in for none).
+    pub pinned: bool,
+}
+
+impl Held {
+    /// Whether there is nothing to pull and nothing to pin.
+    pub fn up_to_date(&self) -> bool {
+        self.absent.is_empty() && self.pinned
+    }
+}
+
+/// Refuses anything that is not a reference by digest. The API server's schema checks
+/// references; a cluster's own CRD may not, and nothing that is not one reaches crictl's
+/// command line.
+fn check_refs(images: &[String]) -> Result<(), PinError> {
+    match images.iter().find(|i| !mco_api::pinned::valid_image_ref(i)) {
+        Some(bad) => Err(PinError::Invalid(bad.clone())),
+        None => Ok(()),
+    }
+}
+
 impl Engine {
-    /// Whether the node already holds every one of `images` and its drop-in lists exactly
-    /// them: a daemon that restarts (after every reboot) then has nothing to do or report.
-    pub fn pinned_up_to_date(&self, images: &[String]) -> Result<bool, HostError> {
+    /// What the node holds of `images` (sorted, each once): the store is asked once about each
+    /// (one `crictl inspecti`), and the drop-in read. A node that already holds and pins them
+    /// all has nothing to do or report, as after every reboot.
+    pub fn pinned_held(&self, images: &[String]) -> Result<Held, PinError> {
+        check_refs(images)?;
         let on_disk = self.host.fs.read_optional(CRIO_PINNED_IMAGES_DROPIN)?;
         let want = (!images.is_empty()).then(|| crio_dropin(images).into_bytes());
-        if on_disk != want {
-            return Ok(false);
-        }
+        let mut absent = vec![];
         for image in images {
             if !self.host.images.present(image)? {
-                return Ok(false);
+                absent.push(image.clone());
             }
         }
-        Ok(true)
+        Ok(Held {
+            absent,
+            pinned: on_disk == want,
+        })
     }
 
-    /// Pulls and pins `images` (sorted, each once); returns whether CRI-O was reloaded.
-    pub fn pin_images(&self, images: &[String]) -> Result<bool, PinError> {
-        // The API server's schema checks references; a cluster's own CRD may not, and nothing
-        // that is not one reaches crictl's command line.
-        if let Some(bad) = images.iter().find(|i| !mco_api::pinned::valid_image_ref(i)) {
-            return Err(PinError::Invalid(bad.clone()));
-        }
-        for image in images {
+    /// Pulls the images `held` ([`Engine::pinned_held`] of `images`) found absent, checks each
+    /// is there, then pins `images`; returns whether CRI-O was reloaded. An image found
+    /// present is not asked about again: one question before, one pull and one question after
+    /// each new image.
+    pub fn pin_images(&self, images: &[String], held: &Held) -> Result<bool, PinError> {
+        check_refs(images)?;
+        check_refs(&held.absent)?;
+        for image in &held.absent {
             self.host
                 .images
                 .pull(image)
@@ -95,7 +124,7 @@ impl Engine {
                     source,
                 })?;
         }
-        for image in images {
+        for image in &held.absent {
             if !self.host.images.present(image)? {
                 return Err(PinError::Missing(image.clone()));
             }
@@ -145,6 +174,16 @@ mod tests {
         (t, Engine::new(host).unwrap())
     }
 
+    /// One pass as the worker makes it: what is held, then what is missing pulled and pinned.
+    fn pin(e: &Engine, images: &[String]) -> Result<bool, PinError> {
+        let held = e.pinned_held(images)?;
+        e.pin_images(images, &held)
+    }
+
+    fn up_to_date(e: &Engine, images: &[String]) -> bool {
+        e.pinned_held(images).unwrap().up_to_date()
+    }
+
     fn reloads(e: &Engine) -> usize {
         e.host
             .fs
@@ -173,26 +212,20 @@ mod tests {
     fn images_are_pulled_then_pinned_once_and_unpinned_when_none_is_left() {
         let (_t, e) = engine();
         let images = vec![A.to_string(), B.to_string()];
-        assert!(!e.pinned_up_to_date(&images).unwrap());
-        assert!(
-            e.pin_images(&images).unwrap(),
-            "the first pin reloads CRI-O"
-        );
+        assert!(!up_to_date(&e, &images));
+        assert!(pin(&e, &images).unwrap(), "the first pin reloads CRI-O");
         assert!(e.host.images.present(A).unwrap() && e.host.images.present(B).unwrap());
         assert_eq!(
             e.host.fs.read_to_string(CRIO_PINNED_IMAGES_DROPIN).unwrap(),
             crio_dropin(&images)
         );
-        assert!(e.pinned_up_to_date(&images).unwrap());
-        assert!(
-            !e.pin_images(&images).unwrap(),
-            "nothing changed: no reload"
-        );
-        assert!(e.pinned_up_to_date(&[]).is_ok_and(|up| !up));
-        assert!(e.pin_images(&[]).unwrap(), "the drop-in removed: a reload");
+        assert!(up_to_date(&e, &images));
+        assert!(!pin(&e, &images).unwrap(), "nothing changed: no reload");
+        assert!(!up_to_date(&e, &[]));
+        assert!(pin(&e, &[]).unwrap(), "the drop-in removed: a reload");
         assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
-        assert!(e.pinned_up_to_date(&[]).unwrap());
-        assert!(!e.pin_images(&[]).unwrap());
+        assert!(up_to_date(&e, &[]));
+        assert!(!pin(&e, &[]).unwrap());
         assert_eq!(reloads(&e), 2);
     }
 
@@ -200,7 +233,14 @@ mod tests {
     fn a_reference_that_is_not_one_reaches_no_tool() {
         let (_t, e) = engine();
         for bad in ["quay.io/example/a:latest", "--help", &format!("-{A}")] {
-            let err = e.pin_images(&[A.to_string(), bad.to_string()]).unwrap_err();
+            let images = [A.to_string(), bad.to_string()];
+            let err = e.pinned_held(&images).unwrap_err();
+            assert!(matches!(err, PinError::Invalid(ref i) if i == bad), "{err}");
+            let held = Held {
+                absent: images.to_vec(),
+                pinned: false,
+            };
+            let err = e.pin_images(&images, &held).unwrap_err();
             assert!(matches!(err, PinError::Invalid(ref i) if i == bad), "{err}");
         }
         assert!(!e.host.images.present(A).unwrap(), "nothing pulled");
@@ -210,7 +250,7 @@ mod tests {
     fn a_failed_pull_names_the_image_and_pins_nothing() {
         let (_t, e) = engine();
         let bad = A.replace("quay.io", "registry.invalid");
-        let err = e.pin_images(&[bad.clone(), B.to_string()]).unwrap_err();
+        let err = pin(&e, &[bad.clone(), B.to_string()]).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with(&format!("failed to pull image {bad:?}")),

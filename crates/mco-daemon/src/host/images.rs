@@ -24,9 +24,11 @@ const MAX_OUTPUT: usize = 64 * 1024;
 /// Where a simulated node keeps its images.
 pub const SIM_IMAGE_DIR: &str = "/var/lib/mco-sim/images";
 
-/// The node's container image store.
+/// The node's container image store. A pull does not ask first whether the image is there:
+/// its caller ([`crate::engine::Engine::pinned_held`]) asked once for every image, and pulls
+/// only those it found absent.
 pub trait ContainerImages: Send + Sync {
-    /// Pulls `image` (a reference by digest) unless it is already present.
+    /// Pulls `image` (a reference by digest).
     fn pull(&self, image: &str) -> Result<()>;
     /// Whether `image` is present.
     fn present(&self, image: &str) -> Result<bool>;
@@ -86,9 +88,6 @@ pub fn parse_inspecti(stdout: &str) -> Result<Option<String>> {
 
 impl ContainerImages for Crictl {
     fn pull(&self, image: &str) -> Result<()> {
-        if self.present(image)? {
-            return Ok(());
-        }
         self.runner
             .run_bounded(
                 &self.program,
@@ -165,9 +164,6 @@ impl ContainerImages for SimImages {
                 ),
                 status: "exit status 1".into(),
             });
-        }
-        if self.present(image)? {
-            return Ok(());
         }
         self.fs.write_atomic(
             &SimImages::path(image),

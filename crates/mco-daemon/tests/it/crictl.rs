@@ -1,10 +1,14 @@
-//! The container image store against a fake `crictl` that records argv and serves a fixture.
+//! The container image store against a fake `crictl` that records argv and serves a fixture,
+//! and what pinning costs in `crictl` runs.
 
+use std::path::Path;
 use std::time::Duration;
 
+use mco_daemon::Host;
+use mco_daemon::engine::Engine;
 use mco_daemon::host::images::{CRIO_ENDPOINT, ContainerImages, Crictl, parse_inspecti};
 
-use crate::support::{argv, calls, fake_tool, fixture, fixture_path};
+use crate::support::{Node as SimNode, argv, calls, fake_tool, fixture, fixture_path};
 
 const IMAGE: &str =
     "quay.io/example/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -34,7 +38,7 @@ fn inspecti_output_names_the_image_id() {
 }
 
 #[test]
-fn an_absent_image_is_pulled_through_crio_and_a_present_one_is_not() {
+fn a_pull_goes_through_crio_without_asking_first() {
     let t = tempfile::tempdir().unwrap();
     let state = t.path().join("pulled");
     let c = fake(
@@ -47,7 +51,6 @@ fn an_absent_image_is_pulled_through_crio_and_a_present_one_is_not() {
     assert!(!c.present(IMAGE).unwrap());
     c.pull(IMAGE).unwrap();
     assert!(c.present(IMAGE).unwrap());
-    c.pull(IMAGE).unwrap();
     let inspect = argv(&[
         "--image-endpoint",
         CRIO_ENDPOINT,
@@ -60,12 +63,62 @@ fn an_absent_image_is_pulled_through_crio_and_a_present_one_is_not() {
         calls(t.path(), "crictl"),
         vec![
             inspect.clone(),
-            inspect.clone(),
             argv(&["--image-endpoint", CRIO_ENDPOINT, "pull", IMAGE]),
-            inspect.clone(),
             inspect,
         ]
     );
+}
+
+/// A fake holding any number of images, one state file each under `<dir>/images`.
+fn fake_store(dir: &Path) -> Crictl {
+    let images = dir.join("images");
+    std::fs::create_dir(&images).unwrap();
+    let body = format!(
+        "case \"$3\" in\n  inspecti) f='{images}'/$(printf '%s' \"$6\" | tr '/:@' '___'); if [ -e \"$f\" ]; then cat '{fixture}'; else echo \"level=fatal msg=\\\"no such image $6 present\\\"\" >&2; exit 1; fi ;;\n  pull) touch '{images}'/$(printf '%s' \"$4\" | tr '/:@' '___') ;;\nesac\nexit 0",
+        images = images.display(),
+        fixture = fixture_path("crictl/inspecti.json").display(),
+    );
+    Crictl::with_program(fake_tool(dir, "crictl", &body))
+}
+
+/// On a real node every question is a `crictl` run: pinning asks once about each image, pulls
+/// those absent, and asks once more about each pulled.
+#[test]
+fn a_new_pinned_image_costs_one_inspecti_before_one_pull_one_after_and_a_held_one_inspecti() {
+    let t = tempfile::tempdir().unwrap();
+    let node = SimNode::new(false);
+    let mut host = Host::sim(node.dir.path()).unwrap();
+    host.images = Box::new(fake_store(t.path()));
+    let engine = Engine::new(host).unwrap();
+    let held = IMAGE.replace("/app@", "/held@");
+    engine.host.images.pull(&held).unwrap();
+    let images = vec![IMAGE.to_string(), held.clone()];
+    let before = calls(t.path(), "crictl").len();
+
+    let found = engine.pinned_held(&images).unwrap();
+    assert_eq!(found.absent, [IMAGE]);
+    assert!(engine.pin_images(&images, &found).unwrap());
+
+    let inspect = |image: &str| {
+        argv(&[
+            "--image-endpoint",
+            CRIO_ENDPOINT,
+            "inspecti",
+            "-o",
+            "json",
+            image,
+        ])
+    };
+    assert_eq!(
+        calls(t.path(), "crictl")[before..],
+        [
+            inspect(IMAGE),
+            inspect(&held),
+            argv(&["--image-endpoint", CRIO_ENDPOINT, "pull", IMAGE]),
+            inspect(IMAGE),
+        ]
+    );
+    assert!(engine.pinned_held(&images).unwrap().up_to_date());
 }
 
 #[test]

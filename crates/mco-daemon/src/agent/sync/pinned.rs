@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use super::{Inner, SyncError, blocking, due};
 use crate::agent::mcn::{Status, Write};
+use crate::engine::pinned::PinError;
 
 /// The least ephemeral storage a node pins images with (upstream's
 /// `MinFreeStorageAfterPrefetch`, 16Gi).
@@ -249,7 +250,10 @@ async fn sync(
     }
     if sets.is_empty() && state.maybe_pinned.is_none() {
         let engine = Arc::clone(&inner.engine);
-        let held = blocking(move || engine.pinned_up_to_date(&[])).await?;
+        let held = blocking(move || Ok::<_, SyncError>(engine.pinned_held(&[])))
+            .await?
+            .map_err(host_error)?
+            .up_to_date();
         state.maybe_pinned = Some(!held);
         if held {
             return Ok(());
@@ -272,8 +276,12 @@ async fn sync(
     let images = pinned::unique_sorted_images(mine.iter().copied());
     let engine = Arc::clone(&inner.engine);
     let wanted = images.clone();
-    let up_to_date = blocking(move || engine.pinned_up_to_date(&wanted)).await?;
-    if !up_to_date {
+    let held = match blocking(move || Ok::<_, SyncError>(engine.pinned_held(&wanted))).await? {
+        Ok(held) => held,
+        Err(e @ PinError::Host(_)) => return Err(host_error(e)),
+        Err(e) => return fail(inner, &mine, state, e.to_string()).await,
+    };
+    if !held.up_to_date() {
         if let Err(why) = check_node(&node, MIN_STORAGE_BYTES) {
             return fail(inner, &mine, state, why).await;
         }
@@ -292,7 +300,7 @@ async fn sync(
         inner.mcn_now(&w).await?;
         let engine = Arc::clone(&inner.engine);
         let wanted = images.clone();
-        match blocking(move || Ok::<_, SyncError>(engine.pin_images(&wanted))).await? {
+        match blocking(move || Ok::<_, SyncError>(engine.pin_images(&wanted, &held))).await? {
             Ok(reloaded) => {
                 if reloaded {
                     tracing::info!("CRI-O reloaded with {} pinned images", images.len());
@@ -308,6 +316,15 @@ async fn sync(
         .sibling(pinned::MCN_DEGRADED, Status::False, AS_EXPECTED, ALL_GOOD);
     let w = with_entries(inner, w, entries(&mine, &state.current, None)).await;
     inner.mcn_now(&w).await
+}
+
+/// A failure to read the node (its drop-in, its image store) is the pass's error, as any host
+/// error is; only what the sets ask for that cannot be done is reported as theirs.
+fn host_error(e: PinError) -> SyncError {
+    match e {
+        PinError::Host(e) => e.into(),
+        e => SyncError::Pinned(e.to_string()),
+    }
 }
 
 /// `w` with the sets' entries, where the served MachineConfigNode has the field (upstream's
