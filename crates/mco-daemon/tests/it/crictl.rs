@@ -72,9 +72,8 @@ fn a_pull_goes_through_crio_without_asking_first() {
 /// A fake holding any number of images, one state file each under `<dir>/images`.
 fn fake_store(dir: &Path) -> Crictl {
     let images = dir.join("images");
-    std::fs::create_dir(&images).unwrap();
     let body = format!(
-        "case \"$3\" in\n  inspecti) f='{images}'/$(printf '%s' \"$6\" | tr '/:@' '___'); if [ -e \"$f\" ]; then cat '{fixture}'; else echo \"level=fatal msg=\\\"no such image $6 present\\\"\" >&2; exit 1; fi ;;\n  pull) touch '{images}'/$(printf '%s' \"$4\" | tr '/:@' '___') ;;\nesac\nexit 0",
+        "case \"$3\" in\n  inspecti) f='{images}'/$(printf '%s' \"$6\" | tr '/:@' '___'); if [ -e \"$f\" ]; then cat '{fixture}'; else echo \"level=fatal msg=\\\"no such image $6 present\\\"\" >&2; exit 1; fi ;;\n  pull) mkdir -p '{images}' && touch '{images}'/$(printf '%s' \"$4\" | tr '/:@' '___') ;;\nesac\nexit 0",
         images = images.display(),
         fixture = fixture_path("crictl/inspecti.json").display(),
     );
