@@ -5,6 +5,9 @@
 //! then the kubelet may still collect images in an emergency. With no image left, the drop-in
 //! is removed and CRI-O reloaded.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
 use mco_api::pinned::CRIO_PINNED_IMAGES_DROPIN;
 use serde::Serialize;
 
@@ -14,6 +17,8 @@ use crate::host::fs::FileAttrs;
 
 /// CRI-O's unit, reloaded to read the drop-in.
 pub const CRIO_UNIT: &str = "crio.service";
+/// Most pulls in flight at once, as upstream's prefetch workers.
+pub const MAX_PULLS: usize = 5;
 
 /// The drop-in listing `images`, as TOML (`[crio.image] pinned_images = [...]`).
 pub fn crio_dropin(images: &[String]) -> String {
@@ -88,6 +93,52 @@ fn check_refs(images: &[String]) -> Result<(), PinError> {
     }
 }
 
+/// Pulls each of `images` with `pull`, at most `width` at once, taking them in list order.
+/// After a failure no new image is taken: the pulls in flight finish, and what they pulled
+/// stays. The failure reported is that of the first failed image in list order.
+fn pull_all(
+    images: &[String],
+    width: usize,
+    pull: impl Fn(&str) -> Result<(), HostError> + Sync,
+) -> Result<(), PinError> {
+    let next = AtomicUsize::new(0);
+    let failed: Mutex<Vec<(usize, HostError)>> = Mutex::default();
+    let failed_any = || {
+        !failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    };
+    // The workers log under the pass's span, as the pass does (a process hosting many
+    // daemons tells their logs apart by the span's node).
+    let span = tracing::Span::current();
+    std::thread::scope(|s| {
+        for _ in 0..width.min(images.len()) {
+            s.spawn(|| {
+                let _in_span = span.enter();
+                while !failed_any() {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(image) = images.get(i) else { break };
+                    if let Err(e) = pull(image) {
+                        failed
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push((i, e));
+                    }
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner().unwrap_or_else(PoisonError::into_inner);
+    match failed.into_iter().min_by_key(|(i, _)| *i) {
+        Some((i, source)) => Err(PinError::Pull {
+            image: images[i].clone(),
+            source,
+        }),
+        None => Ok(()),
+    }
+}
+
 impl Engine {
     /// What the node holds of `images` (sorted, each once): the store is asked once about each
     /// (one `crictl inspecti`), and the drop-in read. A node that already holds and pins them
@@ -108,22 +159,16 @@ impl Engine {
         })
     }
 
-    /// Pulls the images `held` ([`Engine::pinned_held`] of `images`) found absent, checks each
-    /// is there, then pins `images`; returns whether CRI-O was reloaded. An image found
-    /// present is not asked about again: one question before, one pull and one question after
-    /// each new image.
+    /// Pulls the images `held` ([`Engine::pinned_held`] of `images`) found absent, at most
+    /// [`MAX_PULLS`] at once, checks each is there, then pins `images`; returns whether CRI-O
+    /// was reloaded. An image found present is not asked about again: one question before, one
+    /// pull and one question after each new image. A failed pull ends the pass with that
+    /// image's error once the pulls in flight finish; what they pulled stays.
     pub fn pin_images(&self, images: &[String], held: &Held) -> Result<bool, PinError> {
         check_refs(images)?;
         check_refs(&held.absent)?;
-        for image in &held.absent {
-            self.host
-                .images
-                .pull(image)
-                .map_err(|source| PinError::Pull {
-                    image: image.clone(),
-                    source,
-                })?;
-        }
+        let store = &*self.host.images;
+        pull_all(&held.absent, MAX_PULLS, |image| store.pull(image))?;
         for image in &held.absent {
             if !self.host.images.present(image)? {
                 return Err(PinError::Missing(image.clone()));
@@ -160,8 +205,58 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Barrier};
+    use std::time::Duration;
+
     use super::*;
     use crate::host::Host;
+    use crate::host::images::ContainerImages;
+
+    /// `n` distinct references by digest, sorted.
+    fn many(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| format!("quay.io/example/app@sha256:{i:064x}"))
+            .collect()
+    }
+
+    /// A store whose pulls take `delay`, recording how many run at once; a pull of `failing`
+    /// fails.
+    #[derive(Default)]
+    struct Slow {
+        delay: Duration,
+        failing: Option<String>,
+        held: Mutex<BTreeSet<String>>,
+        pulls: AtomicUsize,
+        in_flight: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    impl ContainerImages for Arc<Slow> {
+        fn pull(&self, image: &str) -> crate::error::Result<()> {
+            self.pulls.fetch_add(1, Ordering::SeqCst);
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(self.delay);
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if self.failing.as_deref() == Some(image) {
+                return Err(unauthorized(image));
+            }
+            self.held.lock().unwrap().insert(image.to_string());
+            Ok(())
+        }
+
+        fn present(&self, image: &str) -> crate::error::Result<bool> {
+            Ok(self.held.lock().unwrap().contains(image))
+        }
+    }
+
+    fn engine_with(store: &Arc<Slow>) -> (tempfile::TempDir, Engine) {
+        let t = tempfile::tempdir().unwrap();
+        let mut host = Host::sim(t.path()).unwrap();
+        host.images = Box::new(Arc::clone(store));
+        (t, Engine::new(host).unwrap())
+    }
 
     const A: &str =
         "quay.io/example/a@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -258,5 +353,114 @@ mod tests {
         );
         assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
         assert_eq!(reloads(&e), 0);
+    }
+
+    #[test]
+    fn pulls_run_at_most_five_at_once_each_once() {
+        let images = many(12);
+        let pulled = Mutex::new(vec![]);
+        let (in_flight, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        pull_all(&images, MAX_PULLS, |image| {
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(20));
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            pulled.lock().unwrap().push(image.to_string());
+            Ok(())
+        })
+        .unwrap();
+        let most = most.into_inner();
+        assert!((2..=MAX_PULLS).contains(&most), "{most} pulls at once");
+        let mut pulled = pulled.into_inner().unwrap();
+        pulled.sort();
+        assert_eq!(pulled, images);
+        pull_all(&[], MAX_PULLS, |_| unreachable!("nothing to pull")).unwrap();
+    }
+
+    fn unauthorized(image: &str) -> HostError {
+        HostError::Command {
+            command: format!("crictl pull {image}"),
+            stderr: "unauthorized".into(),
+            status: "exit status 1".into(),
+        }
+    }
+
+    #[test]
+    fn after_a_failed_pull_no_new_image_is_taken() {
+        let images = many(4);
+        let pulled = Mutex::new(vec![]);
+        let err = pull_all(&images, 1, |image| {
+            pulled.lock().unwrap().push(image.to_string());
+            if image == images[1] {
+                return Err(unauthorized(image));
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(matches!(err, PinError::Pull { ref image, .. } if *image == images[1]));
+        assert_eq!(pulled.into_inner().unwrap(), images[..2]);
+    }
+
+    #[test]
+    fn of_failures_in_flight_together_the_first_in_list_order_is_reported() {
+        let images = many(MAX_PULLS);
+        // Every worker holds its image until all five are in flight.
+        let all_in = Barrier::new(MAX_PULLS);
+        let err = pull_all(&images, MAX_PULLS, |image| {
+            all_in.wait();
+            if image == images[4] {
+                return Err(unauthorized(image));
+            }
+            if image == images[2] {
+                std::thread::sleep(Duration::from_millis(50));
+                return Err(unauthorized(image));
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("failed to pull image {:?}: ", images[2])),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_node_pulls_twelve_images_at_most_five_at_once() {
+        let store = Arc::new(Slow {
+            delay: Duration::from_millis(20),
+            ..Slow::default()
+        });
+        let (_t, e) = engine_with(&store);
+        let images = many(12);
+        assert!(pin(&e, &images).unwrap());
+        let most = store.most.load(Ordering::SeqCst);
+        assert!((2..=MAX_PULLS).contains(&most), "{most} pulls at once");
+        assert_eq!(store.pulls.load(Ordering::SeqCst), 12);
+        assert!(up_to_date(&e, &images));
+    }
+
+    #[test]
+    fn a_failed_pull_among_many_is_reported_and_what_was_pulled_stays() {
+        let images = many(12);
+        let store = Arc::new(Slow {
+            delay: Duration::from_millis(10),
+            failing: Some(images[6].clone()),
+            ..Slow::default()
+        });
+        let (_t, e) = engine_with(&store);
+        let err = pin(&e, &images).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "failed to pull image {:?}: error running crictl pull {}: unauthorized: exit status 1",
+                images[6], images[6]
+            )
+        );
+        assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
+        let pulled = store.pulls.load(Ordering::SeqCst);
+        let held = e.pinned_held(&images).unwrap();
+        assert_eq!(held.absent.len(), 12 + 1 - pulled, "the pulled ones stay");
+        assert!(held.absent.contains(&images[6]));
     }
 }
