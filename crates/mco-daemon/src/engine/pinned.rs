@@ -5,7 +5,7 @@
 //! then the kubelet may still collect images in an emergency. With no image left, the drop-in
 //! is removed and CRI-O reloaded.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use mco_api::pinned::CRIO_PINNED_IMAGES_DROPIN;
@@ -59,6 +59,9 @@ pub enum PinError {
     Invalid(String),
     #[error("failed to pull image: image removed during sync: {0}")]
     Missing(String),
+    /// The pass was asked to stop (the node's sets changed): not a failure.
+    #[error("pinning stopped: the node's PinnedImageSets changed")]
+    Stopped,
     #[error("failed to write CRIO config file: {0}")]
     Write(#[source] HostError),
     #[error("could not apply update: reloading crio configuration failed. Error: {0}")]
@@ -94,11 +97,13 @@ fn check_refs(images: &[String]) -> Result<(), PinError> {
 }
 
 /// Pulls each of `images` with `pull`, at most `width` at once, taking them in list order.
-/// After a failure no new image is taken: the pulls in flight finish, and what they pulled
-/// stays. The failure reported is that of the first failed image in list order.
+/// After a failure, or once `stop` is set, no new image is taken: the pulls in flight finish,
+/// and what they pulled stays. A stop is reported as [`PinError::Stopped`]; otherwise the
+/// failure reported is that of the first failed image in list order.
 fn pull_all(
     images: &[String],
     width: usize,
+    stop: &AtomicBool,
     pull: impl Fn(&str) -> Result<(), HostError> + Sync,
 ) -> Result<(), PinError> {
     let next = AtomicUsize::new(0);
@@ -116,7 +121,7 @@ fn pull_all(
         for _ in 0..width.min(images.len()) {
             s.spawn(|| {
                 let _in_span = span.enter();
-                while !failed_any() {
+                while !failed_any() && !stop.load(Ordering::SeqCst) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(image) = images.get(i) else { break };
                     if let Err(e) = pull(image) {
@@ -129,6 +134,9 @@ fn pull_all(
             });
         }
     });
+    if stop.load(Ordering::SeqCst) {
+        return Err(PinError::Stopped);
+    }
     let failed = failed.into_inner().unwrap_or_else(PoisonError::into_inner);
     match failed.into_iter().min_by_key(|(i, _)| *i) {
         Some((i, source)) => Err(PinError::Pull {
@@ -163,12 +171,19 @@ impl Engine {
     /// [`MAX_PULLS`] at once, checks each is there, then pins `images`; returns whether CRI-O
     /// was reloaded. An image found present is not asked about again: one question before, one
     /// pull and one question after each new image. A failed pull ends the pass with that
-    /// image's error once the pulls in flight finish; what they pulled stays.
-    pub fn pin_images(&self, images: &[String], held: &Held) -> Result<bool, PinError> {
+    /// image's error once the pulls in flight finish; what they pulled stays. Once `stop` is
+    /// set (the node's sets changed) no new image is taken and nothing is pinned: the pass
+    /// ends with [`PinError::Stopped`] as soon as the pulls in flight finish.
+    pub fn pin_images(
+        &self,
+        images: &[String],
+        held: &Held,
+        stop: &AtomicBool,
+    ) -> Result<bool, PinError> {
         check_refs(images)?;
         check_refs(&held.absent)?;
         let store = &*self.host.images;
-        pull_all(&held.absent, MAX_PULLS, |image| store.pull(image))?;
+        pull_all(&held.absent, MAX_PULLS, stop, |image| store.pull(image))?;
         for image in &held.absent {
             if !self.host.images.present(image)? {
                 return Err(PinError::Missing(image.clone()));
@@ -272,7 +287,7 @@ mod tests {
     /// One pass as the worker makes it: what is held, then what is missing pulled and pinned.
     fn pin(e: &Engine, images: &[String]) -> Result<bool, PinError> {
         let held = e.pinned_held(images)?;
-        e.pin_images(images, &held)
+        e.pin_images(images, &held, &AtomicBool::new(false))
     }
 
     fn up_to_date(e: &Engine, images: &[String]) -> bool {
@@ -335,7 +350,9 @@ mod tests {
                 absent: images.to_vec(),
                 pinned: false,
             };
-            let err = e.pin_images(&images, &held).unwrap_err();
+            let err = e
+                .pin_images(&images, &held, &AtomicBool::new(false))
+                .unwrap_err();
             assert!(matches!(err, PinError::Invalid(ref i) if i == bad), "{err}");
         }
         assert!(!e.host.images.present(A).unwrap(), "nothing pulled");
@@ -360,7 +377,7 @@ mod tests {
         let images = many(12);
         let pulled = Mutex::new(vec![]);
         let (in_flight, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
-        pull_all(&images, MAX_PULLS, |image| {
+        pull_all(&images, MAX_PULLS, &AtomicBool::new(false), |image| {
             let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             most.fetch_max(now, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(20));
@@ -374,7 +391,10 @@ mod tests {
         let mut pulled = pulled.into_inner().unwrap();
         pulled.sort();
         assert_eq!(pulled, images);
-        pull_all(&[], MAX_PULLS, |_| unreachable!("nothing to pull")).unwrap();
+        pull_all(&[], MAX_PULLS, &AtomicBool::new(false), |_| {
+            unreachable!("nothing to pull")
+        })
+        .unwrap();
     }
 
     fn unauthorized(image: &str) -> HostError {
@@ -389,7 +409,7 @@ mod tests {
     fn after_a_failed_pull_no_new_image_is_taken() {
         let images = many(4);
         let pulled = Mutex::new(vec![]);
-        let err = pull_all(&images, 1, |image| {
+        let err = pull_all(&images, 1, &AtomicBool::new(false), |image| {
             pulled.lock().unwrap().push(image.to_string());
             if image == images[1] {
                 return Err(unauthorized(image));
@@ -406,7 +426,7 @@ mod tests {
         let images = many(MAX_PULLS);
         // Every worker holds its image until all five are in flight.
         let all_in = Barrier::new(MAX_PULLS);
-        let err = pull_all(&images, MAX_PULLS, |image| {
+        let err = pull_all(&images, MAX_PULLS, &AtomicBool::new(false), |image| {
             all_in.wait();
             if image == images[4] {
                 return Err(unauthorized(image));
@@ -423,6 +443,43 @@ mod tests {
                 .starts_with(&format!("failed to pull image {:?}: ", images[2])),
             "{err}"
         );
+    }
+
+    #[test]
+    fn once_stopped_no_new_image_is_taken_and_the_pass_says_so() {
+        let images = many(12);
+        let stop = AtomicBool::new(false);
+        let pulled = AtomicUsize::new(0);
+        let err = pull_all(&images, MAX_PULLS, &stop, |_| {
+            // The third pull sees the sets change; the ones in flight finish.
+            if pulled.fetch_add(1, Ordering::SeqCst) == 2 {
+                stop.store(true, Ordering::SeqCst);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(matches!(err, PinError::Stopped), "{err}");
+        let pulled = pulled.into_inner();
+        assert!(pulled <= MAX_PULLS + 2, "{pulled} pulls after the stop");
+        // A stop before any pull takes none.
+        let err = pull_all(&images, MAX_PULLS, &stop, |_| unreachable!("stopped")).unwrap_err();
+        assert!(matches!(err, PinError::Stopped), "{err}");
+    }
+
+    #[test]
+    fn a_stopped_pass_pins_nothing_and_keeps_what_it_pulled() {
+        let store = Arc::new(Slow::default());
+        let (_t, e) = engine_with(&store);
+        let images = many(3);
+        let held = e.pinned_held(&images).unwrap();
+        let err = e
+            .pin_images(&images, &held, &AtomicBool::new(true))
+            .unwrap_err();
+        assert!(matches!(err, PinError::Stopped), "{err}");
+        assert_eq!(store.pulls.load(Ordering::SeqCst), 0);
+        assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
+        assert_eq!(reloads(&e), 0);
     }
 
     #[test]

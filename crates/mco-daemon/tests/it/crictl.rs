@@ -2,6 +2,7 @@
 //! and what pinning costs in `crictl` runs.
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use mco_daemon::Host;
@@ -96,7 +97,11 @@ fn a_new_pinned_image_costs_one_inspecti_before_one_pull_one_after_and_a_held_on
 
     let found = engine.pinned_held(&images).unwrap();
     assert_eq!(found.absent, [IMAGE]);
-    assert!(engine.pin_images(&images, &found).unwrap());
+    assert!(
+        engine
+            .pin_images(&images, &found, &AtomicBool::new(false))
+            .unwrap()
+    );
 
     let inspect = |image: &str| {
         argv(&[

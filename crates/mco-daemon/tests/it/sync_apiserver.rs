@@ -13,14 +13,19 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use mco_api::constants::annotations as ann;
-use mco_api::{MachineConfig, MachineConfigNode};
+use mco_api::pinned::CRIO_PINNED_IMAGES_DROPIN;
+use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool, PinnedImageSet};
 use mco_apiserver::Identity;
+use mco_daemon::Host;
 use mco_daemon::agent::sync::{Daemon, Exit, SyncOptions};
+use mco_daemon::engine::Engine;
+use mco_daemon::engine::pinned::crio_dropin;
+use mco_daemon::host::images::ContainerImages;
 use mco_daemon::host::ostree::{OsUpdater, RebaseMode};
 use mco_daemon::host::paths;
 use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use mco_testkit::server::{TestServer, install_crds};
-use mco_testkit::{NodeBuilder, eventually};
+use mco_testkit::{NodeBuilder, PoolBuilder, eventually};
 use serde_json::json;
 use support::{Node as SimNode, file, ign, mc};
 
@@ -1278,4 +1283,156 @@ async fn an_upstream_node_in_image_mode_is_taken_over_as_it_is() {
             "unexpected on-disk state validating against rendered-worker-0: expected target osImageURL {IMAGE:?}, have {other:?}"
         )
     );
+}
+
+/// A node's image store whose pulls take `delay` each, recording them in order.
+#[derive(Default)]
+struct SlowImages {
+    delay: Duration,
+    held: Mutex<std::collections::BTreeSet<String>>,
+    pulls: Mutex<Vec<String>>,
+}
+
+impl SlowImages {
+    fn pulls(&self) -> Vec<String> {
+        self.pulls.lock().unwrap().clone()
+    }
+}
+
+/// [`SlowImages`] shared with the test, as the daemon's store.
+struct SharedImages(Arc<SlowImages>);
+
+impl ContainerImages for SharedImages {
+    fn pull(&self, image: &str) -> mco_daemon::Result<()> {
+        self.0.pulls.lock().unwrap().push(image.to_string());
+        std::thread::sleep(self.0.delay);
+        self.0.held.lock().unwrap().insert(image.to_string());
+        Ok(())
+    }
+
+    fn present(&self, image: &str) -> mco_daemon::Result<bool> {
+        Ok(self.0.held.lock().unwrap().contains(image))
+    }
+}
+
+/// The pools `worker` and `infra`, each selecting its role's nodes and MachineConfigs (and so
+/// its role's PinnedImageSets), and the node settled on `rendered-worker-0` with `roles`, Ready,
+/// with room for images, and its MachineConfigNode.
+async fn pinning_cluster(
+    roles: &[&str],
+) -> (TestServer, Client, Api<Node>, Api<MachineConfigNode>) {
+    let (server, admin, mcs) = serve_with_crds().await;
+    create_empty_and_file_configs(&mcs).await;
+    let pools: Api<MachineConfigPool> = Api::all(admin.clone());
+    for role in ["worker", "infra"] {
+        let pool = PoolBuilder::new(role).role(role).build();
+        pools.create(&PostParams::default(), &pool).await.unwrap();
+    }
+    let mut node = NodeBuilder::new(NODE)
+        .current_config("rendered-worker-0")
+        .desired_config("rendered-worker-0")
+        .state("Done")
+        .ready(true)
+        .merge(json!({"status": {"allocatable": {"ephemeral-storage": "100Gi"}}}));
+    for role in roles {
+        node = node.role(role);
+    }
+    let nodes: Api<Node> = Api::all(admin.clone());
+    nodes
+        .create(&PostParams::default(), &node.build())
+        .await
+        .unwrap();
+    let mcns: Api<MachineConfigNode> = Api::all(admin.clone());
+    create_mcn(&mcns).await;
+    (server, admin, nodes, mcns)
+}
+
+/// A PinnedImageSet for the pools of `role`.
+fn pinned_set(name: &str, role: &str, images: &[String]) -> PinnedImageSet {
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "PinnedImageSet",
+        "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": role}},
+        "spec": {"pinnedImages": images.iter().map(|i| json!({"name": i})).collect::<Vec<_>>()},
+    }))
+    .unwrap()
+}
+
+/// `n` references by digest to `quay.io/example/<name>`.
+fn images_of(name: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("quay.io/example/{name}@sha256:{i:064x}"))
+        .collect()
+}
+
+/// A daemon for the node of [`pinning_cluster`] whose images are `store`'s.
+async fn start_pinning_daemon(
+    server: &TestServer,
+    sim: &SimNode,
+    store: &Arc<SlowImages>,
+) -> tokio::task::JoinHandle<Exit> {
+    let mut host = Host::sim(sim.dir.path()).unwrap();
+    host.images = Box::new(SharedImages(Arc::clone(store)));
+    let engine = Engine::new(host).unwrap();
+    let mut opts = SyncOptions::new(NODE);
+    opts.poll_interval = Duration::from_millis(50);
+    opts.max_backoff = Duration::from_secs(1);
+    let daemon = Daemon::new(node_client(server).await, engine, opts);
+    tokio::spawn(async move { daemon.run(std::future::pending()).await.unwrap() })
+}
+
+/// `Some` once the node reports exactly `sets` pinned at their generations, all complete, and
+/// pins exactly `images` in CRI-O's drop-in.
+async fn pinned_exactly(
+    mcns: &Api<MachineConfigNode>,
+    sim: &SimNode,
+    sets: &[&str],
+    images: &[String],
+) -> Option<()> {
+    let want = (!images.is_empty()).then(|| crio_dropin(images));
+    (sim.read(CRIO_PINNED_IMAGES_DROPIN) == want).then_some(())?;
+    let status = mcns.get(NODE).await.ok()?.status?;
+    (status.condition("PinnedImageSetsProgressing")?.status == "False").then_some(())?;
+    let entries = status.pinned_image_sets.unwrap_or_default();
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    (names == sets && entries.iter().all(|e| e.is_current())).then_some(())
+}
+
+/// A set deleted while its images are being pulled stops the pass: the pulls in flight finish,
+/// no new one starts, and the next pass pins what is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_image_set_deleted_mid_pass_is_not_pulled_to_the_end() {
+    let (server, admin, _nodes, mcns) = pinning_cluster(&["worker"]).await;
+    let sets: Api<PinnedImageSet> = Api::all(admin.clone());
+    let big = images_of("big", 30);
+    let small = images_of("small", 1);
+    for s in [
+        pinned_set("big", "worker", &big),
+        pinned_set("small", "worker", &small),
+    ] {
+        sets.create(&PostParams::default(), &s).await.unwrap();
+    }
+    // Five at a time, the whole pass would take two seconds.
+    let store = Arc::new(SlowImages {
+        delay: Duration::from_millis(300),
+        ..SlowImages::default()
+    });
+    let sim = SimNode::new(true);
+    let _task = start_pinning_daemon(&server, &sim, &store).await;
+    eventually("the first pulls", 30, || async {
+        (!store.pulls().is_empty()).then_some(())
+    })
+    .await;
+    sets.delete("big", &Default::default()).await.unwrap();
+    eventually("the small set alone pinned", 30, || {
+        pinned_exactly(&mcns, &sim, &["small"], &small)
+    })
+    .await;
+    let pulls = store.pulls();
+    let of_big = pulls.iter().filter(|i| big.contains(i)).count();
+    assert!(
+        of_big < big.len(),
+        "{of_big} of the deleted set's {} images pulled: {pulls:#?}",
+        big.len()
+    );
+    assert_eq!(pulls.iter().filter(|i| small.contains(i)).count(), 1);
 }

@@ -6,14 +6,20 @@
 //! `status.pinnedImageSets` with the `PinnedImageSetsProgressing` and `PinnedImageSetsDegraded`
 //! conditions, in upstream's words.
 //!
+//! A pass runs while the watch is read: a change of the sets stops it taking new images, and once the pulls in flight finish a new pass starts from the new
+//! state, so a set deleted in the middle of its 500 pulls is not pulled to the end.
+//!
 //! Costs: one watch per daemon start. The pools are read only while some set exists, at each
 //! set change and every [`RESYNC`] (a pool's selectors and the node's labels change without a
-//! set event). A node already holding and pinning every image writes nothing, so a daemon
-//! restarting after a reboot sends no status. Where the kind is not served (an older cluster),
-//! the worker says so once and looks again every [`ABSENT_RETRY`].
+//! set event). A node already holding and pinning every image writes
+//! nothing, so a daemon restarting after a reboot sends no status. Where the kind is not
+//! served (an older cluster), the worker says so once and looks again every
+//! [`ABSENT_RETRY`].
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -21,7 +27,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
-use mco_api::pinned::{self, MachineConfigNodeStatusPinnedImageSet};
+use mco_api::pinned::{self, MachineConfigNodeStatusPinnedImageSet, PinnedImageSetSpec};
 use mco_api::{MachineConfigPool, PinnedImageSet};
 use tokio::time::Instant;
 
@@ -124,8 +130,9 @@ fn generation(set: &PinnedImageSet) -> i32 {
 pub struct Pinned {
     /// Each set's generation as last pulled and pinned here.
     pub current: BTreeMap<String, i32>,
-    /// Whether this node may hold pins from before: a sync with no set at all is then still
-    /// worth one look (to unpin); `None` until the disk was asked.
+    /// Whether this node may hold pins or report sets from before: a sync with no set at all
+    /// is then still worth one look (to unpin and clear the report); `None` until the disk
+    /// was asked.
     pub maybe_pinned: Option<bool>,
 }
 
@@ -163,9 +170,86 @@ pub(super) async fn run(inner: Arc<Inner>) {
     }
 }
 
+/// What a watch event did to the sets.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    /// A set came, went, or changed in what a pass reads of it.
+    Changed,
+    /// A relist ended with the same sets.
+    Relisted,
+    /// Nothing a pass reads changed (a relist in progress, a status write, a transient error).
+    Nothing,
+    /// The watch ended.
+    Ended,
+    /// The kind is not served.
+    NotServed,
+}
+
+/// What a pass reads of a set: its labels (the pools it is for), its images and its generation
+/// (what is reported).
+fn read_by_pass(
+    s: &PinnedImageSet,
+) -> (
+    Option<&BTreeMap<String, String>>,
+    &PinnedImageSetSpec,
+    Option<i64>,
+) {
+    (s.metadata.labels.as_ref(), &s.spec, s.metadata.generation)
+}
+
+/// Applies one watch event to `sets`; `listing` holds a relist in progress.
+fn take(
+    ev: Option<watcher::Result<watcher::Event<PinnedImageSet>>>,
+    sets: &mut BTreeMap<String, PinnedImageSet>,
+    listing: &mut BTreeMap<String, PinnedImageSet>,
+) -> Seen {
+    match ev {
+        None => Seen::Ended,
+        Some(Ok(watcher::Event::Init)) => {
+            listing.clear();
+            Seen::Nothing
+        }
+        Some(Ok(watcher::Event::InitApply(s))) => {
+            listing.insert(s.name_any(), s);
+            Seen::Nothing
+        }
+        Some(Ok(watcher::Event::InitDone)) => {
+            let same = sets.len() == listing.len()
+                && sets
+                    .iter()
+                    .zip(listing.iter())
+                    .all(|((a, x), (b, y))| a == b && read_by_pass(x) == read_by_pass(y));
+            *sets = std::mem::take(listing);
+            if same { Seen::Relisted } else { Seen::Changed }
+        }
+        Some(Ok(watcher::Event::Apply(s))) => {
+            let changed = sets
+                .get(&s.name_any())
+                .is_none_or(|old| read_by_pass(old) != read_by_pass(&s));
+            sets.insert(s.name_any(), s);
+            if changed {
+                Seen::Changed
+            } else {
+                Seen::Nothing
+            }
+        }
+        Some(Ok(watcher::Event::Delete(s))) => match sets.remove(&s.name_any()) {
+            Some(_) => Seen::Changed,
+            None => Seen::Nothing,
+        },
+        Some(Err(e)) if not_served(&e) => Seen::NotServed,
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "PinnedImageSet watch");
+            Seen::Nothing
+        }
+    }
+}
+
 /// Watches and syncs until the watch ends (`Break`) or the kind turns out not to be served
-/// (`Continue`: look again later).
-async fn serve(inner: &Arc<Inner>) -> std::ops::ControlFlow<()> {
+/// (`Continue`: look again later). The watch is read while a pass runs: a change of the sets
+/// stops the pass taking new images, and once the pulls in flight finish a new pass starts
+/// from the new state.
+async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
     let mut events = std::pin::pin!(
         mco_api::watch::watch(inner.pinned_sets.clone(), watcher::Config::default())
             .default_backoff()
@@ -175,58 +259,85 @@ async fn serve(inner: &Arc<Inner>) -> std::ops::ControlFlow<()> {
     let mut state = Pinned::default();
     let mut backoff = Duration::from_secs(1);
     let mut retry_at: Option<Instant> = None;
+    let soon = |retry_at: &mut Option<Instant>, backoff: &mut Duration| {
+        if !matches!(*retry_at, Some(t) if t <= Instant::now() + SETTLE) {
+            *retry_at = Some(Instant::now() + SETTLE);
+            *backoff = Duration::from_secs(1);
+        }
+    };
     loop {
         let due = due(retry_at);
         tokio::select! {
-            ev = events.next() => {
-                match ev {
-                    None => return std::ops::ControlFlow::Break(()),
-                    Some(Ok(watcher::Event::Init)) => listing.clear(),
-                    Some(Ok(watcher::Event::InitApply(s))) => {
-                        listing.insert(s.name_any(), s);
-                    }
-                    Some(Ok(watcher::Event::InitDone)) => sets = std::mem::take(&mut listing),
-                    Some(Ok(watcher::Event::Apply(s))) => {
-                        sets.insert(s.name_any(), s);
-                    }
-                    Some(Ok(watcher::Event::Delete(s))) => {
-                        sets.remove(&s.name_any());
-                    }
-                    Some(Err(e)) if not_served(&e) => {
-                        tracing::info!(
-                            "the PinnedImageSet kind is not served; pinned images are not managed (looking again in {} minutes)",
-                            ABSENT_RETRY.as_secs() / 60
-                        );
-                        return std::ops::ControlFlow::Continue(());
-                    }
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "PinnedImageSet watch");
-                        continue;
-                    }
-                }
-                if !matches!(retry_at, Some(t) if t <= Instant::now() + SETTLE) {
-                    retry_at = Some(Instant::now() + SETTLE);
-                    backoff = Duration::from_secs(1);
-                }
-            }
+            ev = events.next() => match take(ev, &mut sets, &mut listing) {
+                Seen::Ended => return ControlFlow::Break(()),
+                Seen::NotServed => return absent(),
+                Seen::Nothing => {}
+                Seen::Changed | Seen::Relisted => soon(&mut retry_at, &mut backoff),
+            },
             _ = due => {
                 retry_at = None;
-                match sync(inner, &sets, &mut state).await {
-                    Ok(()) => {
-                        backoff = Duration::from_secs(1);
-                        if !sets.is_empty() {
-                            retry_at = Some(Instant::now() + RESYNC);
+                let work = sets.clone();
+                let stop = Arc::new(AtomicBool::new(false));
+                let mut ended = None;
+                let result = {
+                    let pass = sync(inner, &work, &mut state, &stop);
+                    tokio::pin!(pass);
+                    loop {
+                        tokio::select! {
+                            r = &mut pass => break r,
+                            ev = events.next(), if ended.is_none() => {
+                                match take(ev, &mut sets, &mut listing) {
+                                    Seen::Relisted | Seen::Nothing => {}
+                                    Seen::Changed => stop.store(true, Ordering::SeqCst),
+                                    Seen::Ended => {
+                                        ended = Some(ControlFlow::Break(()));
+                                        stop.store(true, Ordering::SeqCst);
+                                    }
+                                    Seen::NotServed => {
+                                        ended = Some(absent());
+                                        stop.store(true, Ordering::SeqCst);
+                                    }
+                                }
+                            }
                         }
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "pinned image sets not synced");
-                        retry_at = Some(Instant::now() + backoff);
-                        backoff = (backoff * 2).min(inner.opts.max_backoff);
+                };
+                if let Some(flow) = ended {
+                    return flow;
+                }
+                if stop.load(Ordering::SeqCst) {
+                    // Worked on a state that is gone: start over from the new one.
+                    if let Err(e) = result {
+                        tracing::info!(error = %e, "pinned image sets changed during a failed pass");
+                    }
+                    soon(&mut retry_at, &mut backoff);
+                } else {
+                    match result {
+                        Ok(()) => {
+                            backoff = Duration::from_secs(1);
+                            if !sets.is_empty() {
+                                retry_at = Some(Instant::now() + RESYNC);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "pinned image sets not synced");
+                            retry_at = Some(Instant::now() + backoff);
+                            backoff = (backoff * 2).min(inner.opts.max_backoff);
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// Says once that the kind is not served, and asks to look again later.
+fn absent() -> ControlFlow<()> {
+    tracing::info!(
+        "the PinnedImageSet kind is not served; pinned images are not managed (looking again in {} minutes)",
+        ABSENT_RETRY.as_secs() / 60
+    );
+    ControlFlow::Continue(())
 }
 
 fn not_served(e: &watcher::Error) -> bool {
@@ -239,14 +350,21 @@ fn not_served(e: &watcher::Error) -> bool {
     api.code == 404
 }
 
-/// One pass: the node's sets, pulled and pinned, and the MachineConfigNode told.
+/// One pass: the node's sets, pulled and pinned, and the MachineConfigNode told. Once `stop`
+/// is set no new image is pulled and the pass ends without a word: the next pass reports.
 async fn sync(
     inner: &Arc<Inner>,
     sets: &BTreeMap<String, PinnedImageSet>,
     state: &mut Pinned,
+    stop: &Arc<AtomicBool>,
 ) -> Result<(), SyncError> {
     if sets.is_empty() && state.maybe_pinned == Some(false) {
         return Ok(());
+    }
+    if !sets.is_empty() {
+        // Until this pass ends well, whatever it pulls, pins or reports is worth a look
+        // once the sets are gone.
+        state.maybe_pinned = Some(true);
     }
     if sets.is_empty() && state.maybe_pinned.is_none() {
         let engine = Arc::clone(&inner.engine);
@@ -300,17 +418,23 @@ async fn sync(
         inner.mcn_now(&w).await?;
         let engine = Arc::clone(&inner.engine);
         let wanted = images.clone();
-        match blocking(move || Ok::<_, SyncError>(engine.pin_images(&wanted, &held))).await? {
+        let stop = Arc::clone(stop);
+        match blocking(move || Ok::<_, SyncError>(engine.pin_images(&wanted, &held, &stop))).await?
+        {
             Ok(reloaded) => {
                 if reloaded {
                     tracing::info!("CRI-O reloaded with {} pinned images", images.len());
                 }
             }
+            Err(PinError::Stopped) => {
+                tracing::info!("the pinned image sets changed; pulling stopped");
+                return Ok(());
+            }
             Err(e) => return fail(inner, &mine, state, e.to_string()).await,
         }
     }
     state.current = mine.iter().map(|s| (s.name_any(), generation(s))).collect();
-    state.maybe_pinned = Some(!images.is_empty());
+    state.maybe_pinned = Some(!mine.is_empty() || !images.is_empty());
     let w = Write::parent(pinned::MCN_PROGRESSING, Status::False, COMPLETE)
         .reason(AS_EXPECTED)
         .sibling(pinned::MCN_DEGRADED, Status::False, AS_EXPECTED, ALL_GOOD);
@@ -486,5 +610,48 @@ mod tests {
             check_node(&down, MIN_STORAGE_BYTES).unwrap_err(),
             "node w is reporting NotReady=Unknown"
         );
+    }
+
+    #[test]
+    fn only_what_a_pass_reads_of_the_sets_is_a_change() {
+        use watcher::Event;
+        let (mut sets, mut listing) = (BTreeMap::new(), BTreeMap::new());
+        let mut seen = |ev: Event<PinnedImageSet>| take(Some(Ok(ev)), &mut sets, &mut listing);
+        let a = set("a", "worker", 1);
+        assert_eq!(seen(Event::Init), Seen::Nothing);
+        assert_eq!(
+            seen(Event::InitDone),
+            Seen::Relisted,
+            "none before, none now"
+        );
+        assert_eq!(seen(Event::Init), Seen::Nothing);
+        assert_eq!(seen(Event::InitApply(a.clone())), Seen::Nothing);
+        assert_eq!(seen(Event::InitDone), Seen::Changed);
+        assert_eq!(seen(Event::Init), Seen::Nothing);
+        assert_eq!(seen(Event::InitApply(a.clone())), Seen::Nothing);
+        assert_eq!(
+            seen(Event::InitDone),
+            Seen::Relisted,
+            "a relist of the same set"
+        );
+
+        let mut written = a.clone();
+        written.metadata.resource_version = Some("7".into());
+        written
+            .annotations_mut()
+            .insert("example.com/note".into(), "x".into());
+        assert_eq!(seen(Event::Apply(written)), Seen::Nothing);
+        assert_eq!(seen(Event::Apply(set("a", "worker", 2))), Seen::Changed);
+        assert_eq!(seen(Event::Apply(set("a", "infra", 2))), Seen::Changed);
+        let mut more = set("a", "infra", 2);
+        more.spec.pinned_images.push(pinned::PinnedImageRef {
+            name: format!("quay.io/x/more@sha256:{}", "1".repeat(64)),
+        });
+        assert_eq!(seen(Event::Apply(more)), Seen::Changed, "an image added");
+        assert_eq!(seen(Event::Apply(set("b", "worker", 1))), Seen::Changed);
+        assert_eq!(seen(Event::Delete(set("c", "worker", 1))), Seen::Nothing);
+        assert_eq!(seen(Event::Delete(set("b", "worker", 1))), Seen::Changed);
+        assert_eq!(take(None, &mut sets, &mut listing), Seen::Ended);
+        assert_eq!(sets.keys().collect::<Vec<_>>(), ["a"]);
     }
 }
