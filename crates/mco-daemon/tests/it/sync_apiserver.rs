@@ -1436,3 +1436,35 @@ async fn a_pinned_image_set_deleted_mid_pass_is_not_pulled_to_the_end() {
     );
     assert_eq!(pulls.iter().filter(|i| small.contains(i)).count(), 1);
 }
+
+/// A node moved to another pool (its labels changed, nothing else) takes that pool's sets
+/// within seconds, not at the next resync minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_moved_to_another_pool_pins_its_pinned_image_sets_within_seconds() {
+    let (server, admin, nodes, mcns) = pinning_cluster(&["worker"]).await;
+    let sets: Api<PinnedImageSet> = Api::all(admin.clone());
+    let images = images_of("infra-agent", 1);
+    sets.create(
+        &PostParams::default(),
+        &pinned_set("for-infra", "infra", &images),
+    )
+    .await
+    .unwrap();
+    let store = Arc::new(SlowImages::default());
+    let sim = SimNode::new(true);
+    let _task = start_pinning_daemon(&server, &sim, &store).await;
+    eventually("the first pass, with nothing for a worker", 30, || {
+        pinned_exactly(&mcns, &sim, &[], &[])
+    })
+    .await;
+    let moved = json!({"metadata": {"labels": {"node-role.kubernetes.io/infra": ""}}});
+    nodes
+        .patch(NODE, &PatchParams::default(), &Patch::Merge(&moved))
+        .await
+        .unwrap();
+    eventually("the infra set pinned", 15, || {
+        pinned_exactly(&mcns, &sim, &["for-infra"], &images)
+    })
+    .await;
+    assert_eq!(store.pulls(), images);
+}

@@ -6,12 +6,14 @@
 //! `status.pinnedImageSets` with the `PinnedImageSetsProgressing` and `PinnedImageSetsDegraded`
 //! conditions, in upstream's words.
 //!
-//! A pass runs while the watch is read: a change of the sets stops it taking new images, and once the pulls in flight finish a new pass starts from the new
+//! A pass runs while the watch is read: a change of the sets (or of the node's labels) stops
+//! it taking new images, and once the pulls in flight finish a new pass starts from the new
 //! state, so a set deleted in the middle of its 500 pulls is not pulled to the end.
 //!
 //! Costs: one watch per daemon start. The pools are read only while some set exists, at each
-//! set change and every [`RESYNC`] (a pool's selectors and the node's labels change without a
-//! set event). A node already holding and pinning every image writes
+//! set change, at each change of the node's labels (seen within [`LABELS_POLL`] in the sync
+//! loop's Node watch, without a request of its own) and every [`RESYNC`] (a pool's selectors
+//! change without an event here). A node already holding and pinning every image writes
 //! nothing, so a daemon restarting after a reboot sends no status. Where the kind is not
 //! served (an older cluster), the worker says so once and looks again every
 //! [`ABSENT_RETRY`].
@@ -29,7 +31,7 @@ use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use mco_api::pinned::{self, MachineConfigNodeStatusPinnedImageSet, PinnedImageSetSpec};
 use mco_api::{MachineConfigPool, PinnedImageSet};
-use tokio::time::Instant;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::{Inner, SyncError, blocking, due};
 use crate::agent::mcn::{Status, Write};
@@ -38,12 +40,19 @@ use crate::engine::pinned::PinError;
 /// The least ephemeral storage a node pins images with (upstream's
 /// `MinFreeStorageAfterPrefetch`, 16Gi).
 pub const MIN_STORAGE_BYTES: i64 = 16 << 30;
-/// How often the pools are read again while sets exist.
+/// How often the pools are read again while sets exist (a pool's selectors change without a
+/// set event).
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// How long a daemon waits before looking again for a PinnedImageSet kind it was not served.
 pub const ABSENT_RETRY: Duration = Duration::from_secs(600);
 /// Set changes arriving this close together are worked on once.
 const SETTLE: Duration = Duration::from_millis(200);
+/// How often, while sets exist, the node's labels are compared with those the last pass
+/// started with. They are read from the sync loop's Node watch ([`Inner::known_node`]), which
+/// holds every change of the Node but wakes the sync loop only for its annotations: the
+/// comparison costs no request, and a node moved to another pool takes that pool's sets within
+/// seconds.
+pub const LABELS_POLL: Duration = Duration::from_secs(2);
 /// Upstream's limit on `lastFailedGenerationError`.
 const MAX_ERROR_LEN: usize = 32768;
 
@@ -170,6 +179,9 @@ pub(super) async fn run(inner: Arc<Inner>) {
     }
 }
 
+/// The node's labels, as a pass reads them.
+type Labels = Option<BTreeMap<String, String>>;
+
 /// What a watch event did to the sets.
 #[derive(Debug, PartialEq, Eq)]
 enum Seen {
@@ -245,10 +257,21 @@ fn take(
     }
 }
 
+/// Whether the node's labels moved from those a pass worked with (`None`: no copy of the node
+/// was held): another pool's sets may now be the node's.
+fn labels_moved(pass: Option<&Labels>, now: Option<&Labels>) -> bool {
+    now.is_some() && now != pass
+}
+
+/// The node's labels as the sync loop's watch last delivered them, without a request.
+fn node_labels(inner: &Inner) -> Option<Labels> {
+    inner.known_node().map(|n| n.metadata.labels.clone())
+}
+
 /// Watches and syncs until the watch ends (`Break`) or the kind turns out not to be served
-/// (`Continue`: look again later). The watch is read while a pass runs: a change of the sets
-/// stops the pass taking new images, and once the pulls in flight finish a new pass starts
-/// from the new state.
+/// (`Continue`: look again later). The watch is read while a pass runs: a change of the sets,
+/// or of the node's labels, stops the pass taking new images, and once the pulls in flight
+/// finish a new pass starts from the new state.
 async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
     let mut events = std::pin::pin!(
         mco_api::watch::watch(inner.pinned_sets.clone(), watcher::Config::default())
@@ -259,6 +282,10 @@ async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
     let mut state = Pinned::default();
     let mut backoff = Duration::from_secs(1);
     let mut retry_at: Option<Instant> = None;
+    // The labels the last pass started with.
+    let mut pass_labels: Option<Labels> = None;
+    let mut labels_poll = tokio::time::interval(LABELS_POLL);
+    labels_poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let soon = |retry_at: &mut Option<Instant>, backoff: &mut Duration| {
         if !matches!(*retry_at, Some(t) if t <= Instant::now() + SETTLE) {
             *retry_at = Some(Instant::now() + SETTLE);
@@ -274,8 +301,14 @@ async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
                 Seen::Nothing => {}
                 Seen::Changed | Seen::Relisted => soon(&mut retry_at, &mut backoff),
             },
+            _ = labels_poll.tick(), if !sets.is_empty() => {
+                if labels_moved(pass_labels.as_ref(), node_labels(inner).as_ref()) {
+                    soon(&mut retry_at, &mut backoff);
+                }
+            }
             _ = due => {
                 retry_at = None;
+                pass_labels = node_labels(inner);
                 let work = sets.clone();
                 let stop = Arc::new(AtomicBool::new(false));
                 let mut ended = None;
@@ -297,6 +330,11 @@ async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
                                         ended = Some(absent());
                                         stop.store(true, Ordering::SeqCst);
                                     }
+                                }
+                            }
+                            _ = labels_poll.tick(), if !work.is_empty() => {
+                                if labels_moved(pass_labels.as_ref(), node_labels(inner).as_ref()) {
+                                    stop.store(true, Ordering::SeqCst);
                                 }
                             }
                         }
@@ -653,5 +691,26 @@ mod tests {
         assert_eq!(seen(Event::Delete(set("b", "worker", 1))), Seen::Changed);
         assert_eq!(take(None, &mut sets, &mut listing), Seen::Ended);
         assert_eq!(sets.keys().collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn a_pass_follows_the_nodes_labels_once_a_copy_of_the_node_is_held() {
+        let worker: Labels = Some(BTreeMap::from([(
+            "node-role.kubernetes.io/worker".to_string(),
+            String::new(),
+        )]));
+        let mut infra = worker.clone();
+        infra
+            .as_mut()
+            .unwrap()
+            .insert("node-role.kubernetes.io/infra".into(), String::new());
+        assert!(!labels_moved(Some(&worker), Some(&worker)));
+        assert!(labels_moved(Some(&worker), Some(&infra)));
+        assert!(
+            labels_moved(Some(&worker), Some(&None)),
+            "every label removed"
+        );
+        assert!(labels_moved(None, Some(&worker)), "the first copy held");
+        assert!(!labels_moved(Some(&worker), None), "no copy held now");
     }
 }
