@@ -9,6 +9,8 @@
 //! then moves the pool's nodes to that pair (`desiredConfig`, `desiredImage`) within
 //! `maxUnavailable`, and each daemon rebases to the image ([`pool_build`] says when).
 
+pub mod embed;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;

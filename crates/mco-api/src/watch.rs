@@ -11,6 +11,8 @@
 //! and older servers reject `sendInitialEvents`) answers the first watch with 400 or 422: the
 //! watch then falls back to a list and a watch, for as long as it runs.
 
+pub mod optional;
+
 use futures::{Stream, StreamExt, future};
 use kube::Api;
 use kube::runtime::watcher;

@@ -15,7 +15,7 @@ use kube::runtime::reflector::{self, Store};
 use mco_api::image_mode::{PoolBuild, pool_build};
 use mco_api::{MachineOSBuild, MachineOSConfig};
 
-use crate::optional::{self, Seen};
+use mco_api::watch::optional::{self, Seen};
 
 /// The MachineOSConfigs and MachineOSBuilds, as watched.
 pub struct ImageMode {

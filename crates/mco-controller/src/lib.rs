@@ -38,7 +38,6 @@ pub mod leader;
 pub mod mcn;
 pub mod metrics;
 pub mod nodeview;
-pub mod optional;
 pub mod pinned;
 pub mod policies;
 pub mod probes;

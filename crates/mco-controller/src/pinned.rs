@@ -189,8 +189,8 @@ pub async fn watch_sets(
     changed: UnboundedSender<()>,
     retry: Duration,
 ) {
-    use crate::optional::Seen;
-    crate::optional::watch(
+    use mco_api::watch::optional::Seen;
+    mco_api::watch::optional::watch(
         api,
         writer,
         "PinnedImageSet",
@@ -261,7 +261,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             ctx.pinned.record(&name, None);
             done
         }
-        Err(e) if crate::optional::not_served(&e) => Ok(Action::await_change()),
+        Err(e) if mco_api::watch::optional::not_served(&e) => Ok(Action::await_change()),
         Err(e) => {
             let message = pinned::degraded_message(&name, &e.to_string());
             ctx.pinned.record(&name, Some(message));
