@@ -150,12 +150,18 @@ pub fn daemon_rules(opts: &Options) -> Vec<PolicyRule> {
     rules
 }
 
-/// The machine config server only reads: a pool's rendered config names, the config, and the
-/// ControllerConfig's CA bundles it appends.
+/// The machine config server only reads: a pool's rendered config names, the config, the
+/// ControllerConfig's CA bundles it appends, and in image mode the pool's built image.
 pub fn server_rules() -> Vec<PolicyRule> {
     vec![rule(
         &[MCO_GROUP],
-        &["machineconfigs", "machineconfigpools", "controllerconfigs"],
+        &[
+            "machineconfigs",
+            "machineconfigpools",
+            "controllerconfigs",
+            "machineosconfigs",
+            "machineosbuilds",
+        ],
         &["get", "list", "watch"],
     )]
 }

@@ -8,8 +8,8 @@
 //!
 //! Then, each mode 0644 and `overwrite: true`, replacing any entry of the same path:
 //! - `/etc/machine-config-daemon/node-annotations.json`: the node's initial current and
-//!   desired config (the served rendered config) and state `Done`, which the daemon reads
-//!   when its node has no annotations yet;
+//!   desired config (the served rendered config), in image mode its current and desired image,
+//!   and state `Done`, which the daemon reads when its node has no annotations yet;
 //! - the unit `machine-config-daemon-firstboot.service`, which runs
 //!   `mco daemon firstboot-complete-machineconfig` before the kubelet when the encapsulated
 //!   file exists (unless the rendered config already carries a unit of that name);
@@ -214,13 +214,19 @@ fn put_file(cfg: &mut Ignition, path: &str, contents: &[u8]) {
     }
 }
 
-/// The node's initial annotations for `config`.
-pub fn node_annotations(config: &str) -> Value {
-    json!({
+/// The node's initial annotations for `config` and, in image mode, `image` (upstream's: the
+/// image as both current and desired).
+pub fn node_annotations(config: &str, image: &str) -> Value {
+    let mut a = json!({
         annotations::CURRENT_CONFIG: config,
         annotations::DESIRED_CONFIG: config,
         annotations::STATE: states::DONE,
-    })
+    });
+    if !image.is_empty() {
+        a[annotations::CURRENT_IMAGE] = json!(image);
+        a[annotations::DESIRED_IMAGE] = json!(image);
+    }
+    a
 }
 
 /// The MachineConfig written to the encapsulated file: `mc` with an empty Ignition of `version`.
@@ -266,7 +272,8 @@ pub fn assemble(
         CLOUD_PROVIDER_CA,
         appended.cloud_provider_ca.as_deref(),
     );
-    let ann = serde_json::to_vec(&node_annotations(&name)).unwrap_or_default();
+    let image = mco_api::image_mode::embed::image_of(mc);
+    let ann = serde_json::to_vec(&node_annotations(&name, image)).unwrap_or_default();
     put_file(&mut cfg, NODE_ANNOTATIONS, &ann);
     let units = cfg
         .systemd
@@ -405,6 +412,31 @@ mod tests {
     }
 
     #[test]
+    fn an_image_mode_config_starts_the_machine_on_its_image() {
+        let image = "registry.example/os-worker@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        let mc = mco_api::image_mode::embed::embed(&rendered(), image);
+        let v = SpecVersion::V3(5);
+        let body = assemble(&mc, v, &Appended::default()).unwrap();
+        let cfg = mco_render::ignition::parse(&serde_json::from_slice(&body).unwrap()).unwrap();
+        let ann: Value = serde_json::from_slice(&decoded(file(&cfg, NODE_ANNOTATIONS))).unwrap();
+        assert_eq!(ann[annotations::CURRENT_IMAGE], image);
+        assert_eq!(ann[annotations::DESIRED_IMAGE], image);
+        assert_eq!(ann[annotations::CURRENT_CONFIG], "rendered-worker-abc");
+        // First boot rebases to the image and records the rendered config apart from it.
+        let enc: MachineConfig =
+            serde_json::from_slice(&decoded(file(&cfg, paths::FIRSTBOOT_CONFIG))).unwrap();
+        assert_eq!(enc.spec.os_image_url, image);
+        let (rendered_back, got) = mco_api::image_mode::embed::split(&enc);
+        assert_eq!(got, image);
+        assert_eq!(rendered_back.spec.os_image_url, "quay.io/os@sha256:1");
+        // Outside image mode, no image annotation at all.
+        let body = assemble(&rendered(), v, &Appended::default()).unwrap();
+        let cfg = mco_render::ignition::parse(&serde_json::from_slice(&body).unwrap()).unwrap();
+        let ann: Value = serde_json::from_slice(&decoded(file(&cfg, NODE_ANNOTATIONS))).unwrap();
+        assert!(ann.get(annotations::CURRENT_IMAGE).is_none(), "{ann}");
+    }
+
+    #[test]
     fn every_3x_answer_parses_as_its_version_with_the_appended_files() {
         for minor in 1..=5u8 {
             let v = SpecVersion::V3(minor);
@@ -417,7 +449,7 @@ mod tests {
             assert_eq!(decoded(file(&cfg, "/etc/chrony.conf")), b"server x");
             let ann: Value =
                 serde_json::from_slice(&decoded(file(&cfg, NODE_ANNOTATIONS))).unwrap();
-            assert_eq!(ann, node_annotations("rendered-worker-abc"));
+            assert_eq!(ann, node_annotations("rendered-worker-abc", ""));
             let enc: MachineConfig =
                 serde_json::from_slice(&decoded(file(&cfg, paths::FIRSTBOOT_CONFIG))).unwrap();
             assert_eq!(enc.metadata.name.as_deref(), Some("rendered-worker-abc"));

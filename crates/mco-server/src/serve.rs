@@ -59,12 +59,13 @@ pub struct App {
     /// The kubelet's bootstrap kubeconfig appended as `/etc/kubernetes/kubeconfig`; `None`:
     /// none.
     pub kubeconfig: Option<Vec<u8>>,
-    /// Answers by (config name, its resourceVersion, the ControllerConfig's, spec): a config
+    /// Answers by (config name, its resourceVersion, its image-mode image, the
+    /// ControllerConfig's resourceVersion, spec): a config
     /// is assembled once.
     cache: Mutex<HashMap<CacheKey, Bytes>>,
 }
 
-type CacheKey = (String, String, String, SpecVersion);
+type CacheKey = (String, String, String, String, SpecVersion);
 
 impl App {
     pub fn new(source: Source, tokens: Option<Vec<String>>) -> Arc<App> {
@@ -154,9 +155,11 @@ async fn config(
         }
     };
     let cc = app.source.controller_config();
+    // The image is part of the key: in image mode the same config is served with one.
     let key = (
         mc.metadata.name.clone().unwrap_or_default(),
         mc.metadata.resource_version.clone().unwrap_or_default(),
+        mco_api::image_mode::embed::image_of(&mc).to_string(),
         cc.as_ref()
             .and_then(|c| c.metadata.resource_version.clone())
             .unwrap_or_default(),

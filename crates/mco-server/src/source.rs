@@ -8,7 +8,10 @@ use futures::StreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use mco_api::image_mode::PoolBuild;
+use mco_api::{
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig,
+};
 
 /// Why a pool's config could not be found; the status codes are upstream's.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +51,35 @@ pub fn config_for(pool: &MachineConfigPool) -> Option<&str> {
     name.filter(|n| !n.is_empty())
 }
 
+/// The image a new machine of `pool`, served `config`, boots in on-cluster image mode, as
+/// upstream's server chooses it: the pool's build of that config, once it succeeded and the
+/// MachineOSConfig names its image, and once a machine of the pool has updated (as for the
+/// config itself). An image in the cluster's own registry (a `.svc` host) is not served: the
+/// machine cannot resolve it before it has joined, and takes it after, as any node does.
+pub fn image_for<'a>(
+    pool: &MachineConfigPool,
+    config: &str,
+    configs: impl IntoIterator<Item = &'a MachineOSConfig>,
+    builds: impl IntoIterator<Item = &'a MachineOSBuild> + Clone,
+) -> Option<String> {
+    let name = pool.metadata.name.as_deref().unwrap_or_default();
+    if pool
+        .status
+        .as_ref()
+        .is_none_or(|s| s.updated_machine_count <= 0)
+    {
+        return None;
+    }
+    let PoolBuild::Ready { image, .. } =
+        mco_api::image_mode::pool_build(name, config, configs, builds)
+    else {
+        return None;
+    };
+    let host = image.split('/').next().unwrap_or_default();
+    let host = host.split(':').next().unwrap_or_default();
+    (!host.ends_with(".svc")).then_some(image)
+}
+
 /// One source of pools and rendered configs.
 pub enum Source {
     /// Watched pools, MachineConfigs and ControllerConfigs of a cluster, served from memory as
@@ -56,6 +88,8 @@ pub enum Source {
         pools: Store<MachineConfigPool>,
         configs: Store<MachineConfig>,
         controller_configs: Store<ControllerConfig>,
+        /// MachineOSConfigs and MachineOSBuilds (empty where not served).
+        image_mode: (Store<MachineOSConfig>, Store<MachineOSBuild>),
     },
     /// `<dir>/machine-pools/<pool>.yaml` and `<dir>/machine-configs/<config>.yaml`.
     Dir(PathBuf),
@@ -70,7 +104,29 @@ impl Source {
         let (controller_configs, ccw) = reflector::store::<ControllerConfig>();
         let papi: Api<MachineConfigPool> = Api::all(client.clone());
         let ccapi: Api<ControllerConfig> = Api::all(client.clone());
-        let capi: Api<MachineConfig> = Api::all(client);
+        let capi: Api<MachineConfig> = Api::all(client.clone());
+        // Optional kinds (OpenShift 4.19 and newer): looked up again every minute while absent,
+        // and not waited for.
+        let (moscs, moscw) = reflector::store::<MachineOSConfig>();
+        let (mosbs, mosbw) = reflector::store::<MachineOSBuild>();
+        const ABSENT: &str = "new machines get no image-mode image";
+        let retry = std::time::Duration::from_secs(60);
+        tokio::spawn(mco_api::watch::optional::watch(
+            Api::<MachineOSConfig>::all(client.clone()),
+            moscw,
+            "MachineOSConfig",
+            ABSENT,
+            retry,
+            |_| {},
+        ));
+        tokio::spawn(mco_api::watch::optional::watch(
+            Api::<MachineOSBuild>::all(client),
+            mosbw,
+            "MachineOSBuild",
+            ABSENT,
+            retry,
+            |_| {},
+        ));
         tokio::spawn(
             watcher(papi, watcher::Config::default())
                 .default_backoff()
@@ -103,6 +159,7 @@ impl Source {
             pools,
             configs,
             controller_configs,
+            image_mode: (moscs, mosbs),
         })
     }
 
@@ -119,10 +176,16 @@ impl Source {
         }
     }
 
-    /// The rendered config to serve to a new machine of `pool`.
+    /// The rendered config to serve to a new machine of `pool`; in image mode, with the pool's
+    /// image embedded ([`image_for`], [`mco_api::image_mode::embed::embed`]).
     pub async fn lookup(&self, pool: &str) -> Result<Arc<MachineConfig>, LookupError> {
         match self {
-            Source::Cluster { pools, configs, .. } => {
+            Source::Cluster {
+                pools,
+                configs,
+                image_mode: (moscs, mosbs),
+                ..
+            } => {
                 let p = pools
                     .get(&reflector::ObjectRef::new(pool))
                     .ok_or_else(|| {
@@ -135,13 +198,27 @@ impl Source {
                         "could not fetch config for pool {pool}: it has no rendered config yet"
                     ))
                 })?;
-                configs
+                let mc = configs
                     .get(&reflector::ObjectRef::new(name))
                     .ok_or_else(|| {
                         LookupError::Failed(format!(
                             "could not fetch config {name} of pool {pool}: machineconfigs.machineconfiguration.openshift.io \"{name}\" not found"
                         ))
-                    })
+                    })?;
+                let (moscs, mosbs) = (moscs.state(), mosbs.state());
+                let image = image_for(
+                    &p,
+                    name,
+                    moscs.iter().map(|c| &**c),
+                    mosbs.iter().map(|b| &**b),
+                );
+                Ok(match image {
+                    Some(image) => {
+                        tracing::info!(pool, config = name, %image, "serving the pool's image-mode image");
+                        Arc::new(mco_api::image_mode::embed::embed(&mc, &image))
+                    }
+                    None => mc,
+                })
             }
             Source::Dir(dir) => {
                 let dir = dir.clone();
@@ -259,6 +336,48 @@ mod tests {
             ..Default::default()
         });
         p
+    }
+
+    fn mosc(image: &str) -> MachineOSConfig {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "worker"},
+            "spec": {"machineConfigPool": {"name": "worker"},
+                     "imageBuilder": {"imageBuilderType": "Job"},
+                     "renderedImagePushSecret": {"name": "push"},
+                     "renderedImagePushSpec": "registry.example/os:latest"},
+            "status": {"currentImagePullSpec": image},
+        }))
+        .unwrap()
+    }
+
+    fn mosb(config: &str, image: &str) -> MachineOSBuild {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("worker-{config}")},
+            "spec": {"machineConfig": {"name": config}, "machineOSConfig": {"name": "worker"},
+                     "renderedImagePushSpec": "registry.example/os:latest"},
+            "status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "",
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "digestedImagePushSpec": image},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_new_machine_of_a_pool_in_image_mode_gets_its_image_as_upstreams_server_gives_it() {
+        let img = "registry.example/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        let (c, b) = ([mosc(img)], [mosb("new", img)]);
+        assert_eq!(
+            image_for(&pool("new", "old", 1), "new", &c, &b).as_deref(),
+            Some(img)
+        );
+        // No machine updated yet, another config's build, no MachineOSConfig: no image.
+        assert_eq!(image_for(&pool("new", "old", 0), "new", &c, &b), None);
+        assert_eq!(image_for(&pool("new", "old", 1), "old", &c, &b), None);
+        assert_eq!(image_for(&pool("new", "old", 1), "new", &[], &b), None);
+        // The cluster's own registry cannot be reached before the machine joins.
+        let internal = "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        let (c, b) = ([mosc(internal)], [mosb("new", internal)]);
+        assert_eq!(image_for(&pool("new", "old", 1), "new", &c, &b), None);
     }
 
     #[test]

@@ -743,7 +743,8 @@ fn default_image_is_the_documented_one() {
 }
 
 #[test]
-fn the_server_only_reads_pools_configs_and_controller_configs_and_runs_on_masters_host_network() {
+fn the_server_only_reads_pools_configs_controller_configs_and_image_builds_and_runs_on_masters_host_network()
+ {
     let rules = mco_manifests::rbac::server_rules();
     let flat: Vec<(Vec<String>, Vec<String>)> = rules
         .iter()
@@ -755,7 +756,9 @@ fn the_server_only_reads_pools_configs_and_controller_configs_and_runs_on_master
             vec![
                 "machineconfigs".to_string(),
                 "machineconfigpools".to_string(),
-                "controllerconfigs".to_string()
+                "controllerconfigs".to_string(),
+                "machineosconfigs".to_string(),
+                "machineosbuilds".to_string()
             ],
             vec!["get".to_string(), "list".to_string(), "watch".to_string()]
         )]
