@@ -36,6 +36,9 @@ pub enum Join {
 pub struct Joined {
     /// The rendered config it was provisioned with (`node-annotations.json`).
     pub config: String,
+    /// The image it was provisioned with in on-cluster image mode (`node-annotations.json`),
+    /// `""` outside it.
+    pub image: String,
     /// Where the Ignition came from: the URL, or a note that no server was used; `None` when
     /// the node was provisioned by an earlier start.
     pub source: Option<String>,
@@ -93,10 +96,10 @@ async fn attempt(
     }
 }
 
-/// The config named in the node's `node-annotations.json`, which the served Ignition wrote (or
-/// its `.bak`, once the daemon has started: a node whose Node object was deleted registers again
-/// with it).
-fn provisioned_config(host: &Host) -> Result<String> {
+/// The config and image (`""` outside image mode) named in the node's `node-annotations.json`,
+/// which the served Ignition wrote (or its `.bak`, once the daemon has started: a node whose
+/// Node object was deleted registers again with it).
+fn provisioned_config(host: &Host) -> Result<(String, String)> {
     let path = mco_server::assemble::NODE_ANNOTATIONS;
     let bak = format!("{path}.bak");
     let data = match host.fs.read_optional(path)? {
@@ -107,10 +110,14 @@ fn provisioned_config(host: &Host) -> Result<String> {
         what: path.to_string(),
         source,
     })?;
+    let image = v[mco_api::constants::annotations::CURRENT_IMAGE]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     v[mco_api::constants::annotations::CURRENT_CONFIG]
         .as_str()
         .filter(|s| !s.is_empty())
-        .map(str::to_string)
+        .map(|c| (c.to_string(), image))
         .ok_or_else(|| {
             SimError::Invalid(format!(
                 "{path}: no {}",
@@ -138,9 +145,10 @@ pub async fn provision(
         Ok(None)
     })
     .await?;
-    if let Some(config) = done {
+    if let Some((config, image)) = done {
         return Ok(Some(Joined {
             config,
+            image,
             source: None,
             played: Played::default(),
         }));
@@ -158,7 +166,7 @@ pub async fn provision(
                 let cfg = mco_render::ignition::parse(&value)
                     .map_err(|e| SimError::Invalid(format!("the Ignition from {source}: {e}")))?;
                 let path = root.to_path_buf();
-                let (played, config) = blocking(move || {
+                let (played, (config, image)) = blocking(move || {
                     let host = Host::sim(&path)?;
                     let played = ignition::play(&host, &cfg)
                         .map_err(|e| SimError::Invalid(format!("playing Ignition: {e}")))?;
@@ -173,6 +181,7 @@ pub async fn provision(
                 }
                 return Ok(Some(Joined {
                     config,
+                    image,
                     source: Some(source),
                     played,
                 }));

@@ -136,18 +136,24 @@ pub fn ssh_config(role: &str) -> Value {
 }
 
 /// The annotations a node joins with, as upstream's bootstrap (MCS `node-annotations.json`)
-/// writes them: current and desired config are the config it was provisioned with.
-pub fn join_annotations(rendered: &str) -> Value {
-    json!({
+/// writes them: current and desired config are the config it was provisioned with, and in
+/// on-cluster image mode current and desired image its image (`image` not empty).
+pub fn join_annotations(rendered: &str, image: &str) -> Value {
+    let mut a = json!({
         annotations::CURRENT_CONFIG: rendered,
         annotations::DESIRED_CONFIG: rendered,
         annotations::STATE: states::DONE,
-    })
+    });
+    if !image.is_empty() {
+        a[annotations::CURRENT_IMAGE] = json!(image);
+        a[annotations::DESIRED_IMAGE] = json!(image);
+    }
+    a
 }
 
 /// A simulated node's Node object (metadata and spec; status is written separately through
 /// the status subresource, as kubelet does).
-pub fn node(spec: &NodeSpec, rendered: &str) -> Value {
+pub fn node(spec: &NodeSpec, rendered: &str, image: &str) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -164,7 +170,7 @@ pub fn node(spec: &NodeSpec, rendered: &str) -> Value {
                 "topology.kubernetes.io/region": "sim",
                 SIMULATED_LABEL: "true",
             },
-            "annotations": join_annotations(rendered),
+            "annotations": join_annotations(rendered, image),
         },
         "spec": {}
     })
@@ -270,13 +276,29 @@ mod tests {
             skip_firstboot_os: false,
             zone: "b".into(),
         };
-        let n: Node = typed("node", node(&spec, "rendered-worker-abc")).unwrap();
+        let n: Node = typed("node", node(&spec, "rendered-worker-abc", "")).unwrap();
         let l = n.metadata.labels.unwrap();
         assert_eq!(l["node-role.kubernetes.io/worker"], "");
         assert_eq!(l["topology.kubernetes.io/zone"], "sim-b");
         let a = n.metadata.annotations.unwrap();
         assert_eq!(a[annotations::STATE], "Done");
         assert_eq!(a[annotations::DESIRED_CONFIG], "rendered-worker-abc");
+        assert!(!a.contains_key(annotations::CURRENT_IMAGE));
+        // Provisioned in image mode: on its image from the start, as upstream's server says.
+        let n: Node = typed(
+            "node",
+            node(&spec, "rendered-worker-abc", "registry.example/os@sha256:1"),
+        )
+        .unwrap();
+        let a = n.metadata.annotations.unwrap();
+        assert_eq!(
+            a[annotations::CURRENT_IMAGE],
+            "registry.example/os@sha256:1"
+        );
+        assert_eq!(
+            a[annotations::DESIRED_IMAGE],
+            "registry.example/os@sha256:1"
+        );
         let st = node_status(false, "UOS Server 20", "id-1", "2026-01-01T00:00:00Z");
         assert_eq!(st["status"]["conditions"][0]["status"], "False");
         assert_eq!(st["status"]["nodeInfo"]["osImage"], "UOS Server 20");

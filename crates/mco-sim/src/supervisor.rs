@@ -195,7 +195,7 @@ async fn supervise(env: &NodeEnv, spec: &NodeSpec, stop: &mut watch::Receiver<bo
         };
         let rendered = joined.config.clone();
         first_boot(spec, &root).await?;
-        let node: Node = objects::typed("node", objects::node(spec, &rendered))?;
+        let node: Node = objects::typed("node", objects::node(spec, &rendered, &joined.image))?;
         match nodes.create(&PostParams::default(), &node).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}
