@@ -2,7 +2,8 @@
 //! would. A MachineOSConfig puts the worker pool in image mode; the pool waits, moving nobody,
 //! until a build of its rendered config is recorded (a MachineOSBuild that Succeeded, and the
 //! MachineOSConfig's `currentImagePullSpec`); its nodes then boot the image within
-//! `maxUnavailable`, the daemon writing the rendered config's files too. A new MachineConfig
+//! `maxUnavailable`, the daemon writing the rendered config's files too, and a machine that
+//! joins boots it from the start, as the machine config server serves it. A new MachineConfig
 //! waits for its own build, and deleting the MachineOSConfig takes every node back to the
 //! rendered config's OS image.
 
@@ -126,12 +127,12 @@ fn updating_message(c: &Cluster) -> String {
 }
 
 /// Every worker Done on `config` and `image` ("" outside image mode), booted into `booted`.
-fn wait_workers_on(c: &Cluster, config: &str, image: &str, booted: &str) {
+fn wait_workers_on(c: &Cluster, workers: &[String], config: &str, image: &str, booted: &str) {
     wait_for(
         &format!("every worker on {config} / {image:?}"),
         180,
         || {
-            c.workers()
+            workers
                 .iter()
                 .all(|w| {
                     let n = c.node(w);
@@ -185,7 +186,7 @@ fn a_pool_in_image_mode_boots_each_recorded_build_and_leaves_it(server: Server) 
     watch.wait_initial(workers.len());
     let img1 = image('1');
     record_build(&c, &r0, &img1);
-    wait_workers_on(&c, &r0, &img1, &img1);
+    wait_workers_on(&c, &workers, &r0, &img1, &img1);
     c.wait_pool_settled("worker", 60);
     for w in &workers {
         assert!(
@@ -204,6 +205,31 @@ fn a_pool_in_image_mode_boots_each_recorded_build_and_leaves_it(server: Server) 
     }
     let mcn = c.mcn(&workers[0]);
     assert_eq!(mcn["spec"]["configVersion"]["desired"], r0.as_str());
+
+    // A machine joining the pool now gets the image from the machine config server and boots
+    // it at first boot: it is never a candidate of the rollout.
+    let joined = c.watch("nodes");
+    c.sim(&["add-node", "w9", "--pool", "worker"]);
+    wait_for("w9 Done on the image", 180, || {
+        let n = c.try_get_json(&["node", "w9"])?;
+        (annotation(&n, CURRENT_ANN) == r0
+            && annotation(&n, STATE_ANN) == "Done"
+            && annotation(&n, CURRENT_IMAGE) == img1
+            && booted_image(&c, "w9") == (img1.clone(), true))
+            .then_some(())
+    });
+    // Its daemon found it on the image at its first start: it never had an update to make.
+    for ev in joined.events() {
+        if ev["metadata"]["name"] == "w9" {
+            assert_ne!(
+                annotation(&ev, STATE_ANN),
+                "Working",
+                "w9 updated after it joined"
+            );
+        }
+    }
+    let mut workers = workers;
+    workers.push("w9".to_string());
 
     // A new MachineConfig in image mode waits for its own build: nobody moves meanwhile.
     c.apply(&file_mc(
@@ -232,7 +258,7 @@ fn a_pool_in_image_mode_boots_each_recorded_build_and_leaves_it(server: Server) 
     }
     let img2 = image('2');
     record_build(&c, &r1, &img2);
-    wait_workers_on(&c, &r1, &img2, &img2);
+    wait_workers_on(&c, &workers, &r1, &img2, &img2);
     for w in &workers {
         assert_eq!(
             c.read_node_file(w, "/etc/layered").as_deref(),
@@ -243,7 +269,7 @@ fn a_pool_in_image_mode_boots_each_recorded_build_and_leaves_it(server: Server) 
 
     // Out of image mode: back to the rendered config's own OS image, the config kept.
     c.kubectl(&["delete", "machineosconfig", "worker"]);
-    wait_workers_on(&c, &r1, "", &base);
+    wait_workers_on(&c, &workers, &r1, "", &base);
     c.wait_pool_settled("worker", 60);
     for w in &workers {
         let n = c.node(w);
