@@ -41,6 +41,9 @@ pub struct PoolProgress {
     /// While the pool's PinnedImageSets are not pinned on every node: (nodes done, nodes), from
     /// its `PinnedImageSets` synchronizer.
     pub pinning: Option<(usize, usize)>,
+    /// Why the pool, in on-cluster image mode, waits for the image of its rendered config (the
+    /// node controller's `Updating` message, after the config's name).
+    pub waiting_image: Option<String>,
 }
 
 /// A node moving to a new config.
@@ -246,8 +249,15 @@ pub fn build(snap: &Snapshot) -> StatusReport {
                     s.machine_count.max(0) as usize,
                 )
             });
+        let waiting_image = status
+            .condition(pool_conditions::UPDATING)
+            .filter(|c| c.status == "True")
+            .and_then(|c| c.message.strip_prefix(mco_rollout::plan::WAITING_FOR_IMAGE))
+            .and_then(|rest| rest.split_once(": "))
+            .map(|(_, why)| why.to_string());
         report.pools.push(PoolProgress {
             pinning,
+            waiting_image,
             degraded_count: status.degraded_machine_count.max(0) as usize,
             degraded: status.is_true(pool_conditions::DEGRADED),
             paused: pool.spec.paused,
@@ -469,6 +479,9 @@ pub fn pool_line(p: &PoolProgress) -> Vec<String> {
     }
     if let Some((done, of)) = p.pinning {
         flags.push(format!("pinning images {done}/{of}"));
+    }
+    if let Some(why) = &p.waiting_image {
+        flags.push(format!("waiting for its image ({why})"));
     }
     vec![
         p.name.clone(),

@@ -192,7 +192,8 @@
       s.append(bar);
       const dl = el("dl");
       const flags = [p.paused ? "paused" : "", p.degraded ? "degraded" : "", p.halted ? "halted" : "",
-        p.pinning ? `pinning images ${p.pinning[0]}/${p.pinning[1]}` : ""].filter(Boolean).join(", ") || "none";
+        p.pinning ? `pinning images ${p.pinning[0]}/${p.pinning[1]}` : "",
+        p.waiting_image ? `waiting for its image (${p.waiting_image})` : ""].filter(Boolean).join(", ") || "none";
       for (const [k, v, c] of [["Target", p.target, "target"], ["maxUnavailable", String(p.max_unavailable), "maxu"], ["ETA", p.eta, "eta"], ["Flags", flags, "flags"]]) {
         dl.append(el("dt", {}, k), el("dd", { class: c }, v));
       }

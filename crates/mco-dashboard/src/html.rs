@@ -44,6 +44,9 @@ fn pool(out: &mut String, p: &PoolView) {
     if let Some([done, of]) = p.pinning {
         flags.push(format!("pinning images {done}/{of}"));
     }
+    if let Some(why) = &p.waiting_image {
+        flags.push(format!("waiting for its image ({why})"));
+    }
     let _ = write!(
         out,
         r#"<section class="pool" data-pool="{name}" aria-labelledby="pool-{name}">
@@ -63,10 +66,11 @@ fn pool(out: &mut String, p: &PoolView) {
         target = escape(&p.target),
         maxu = p.max_unavailable,
         eta = escape(&p.eta),
+        // A flag may carry a message a builder wrote: escaped as every other text.
         flags = if flags.is_empty() {
             "none".to_string()
         } else {
-            flags.join(", ")
+            escape(&flags.join(", "))
         },
     );
     if let Some(r) = &p.rollout {
@@ -430,6 +434,7 @@ mod tests {
             halted: false,
             rollout: None,
             pinning: Some([1, 2]),
+            waiting_image: Some(evil.into()),
         });
         f.table = McnTable {
             header: vec!["NAME".into()],
@@ -449,7 +454,7 @@ mod tests {
         });
         let html = page(&f, None);
         assert!(
-            html.contains(r#"<dd class="flags">paused, pinning images 1/2</dd>"#),
+            html.contains(r#"<dd class="flags">paused, pinning images 1/2, waiting for its image (&lt;script&gt;alert(1)&lt;/script&gt;)</dd>"#),
             "{html}"
         );
         // The only script element is the page's own.
@@ -473,6 +478,7 @@ mod tests {
             eta: "ETA unknown".into(),
             halted: true,
             pinning: None,
+            waiting_image: None,
             rollout: Some(RolloutView {
                 policy: evil.into(),
                 phase: "Halted".into(),

@@ -56,6 +56,9 @@ pub struct PoolView {
     /// `[nodes done, nodes]` while the pool's PinnedImageSets are not pinned everywhere.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pinning: Option<[usize; 2]>,
+    /// Why the pool, in on-cluster image mode, waits for its image.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_image: Option<String>,
 }
 
 /// A pool's rollout under the RolloutPolicy that governs it.
@@ -715,6 +718,7 @@ impl Builder {
                         }),
                     rollout,
                     pinning: p.pinning.map(|(done, of)| [done, of]),
+                    waiting_image: p.waiting_image.clone(),
                 }
             })
             .collect();

@@ -824,6 +824,10 @@ pub fn plan_members_for<N: Member>(
     plan
 }
 
+/// How the `Updating` message of a pool waiting for its image-mode image starts; the rest is
+/// `<rendered>: <why>`.
+pub const WAITING_FOR_IMAGE: &str = "Waiting for the image of MachineConfig ";
+
 /// The reason of the event that says which nodes a pass targeted.
 pub const SET_DESIRED_CONFIG: &str = "SetDesiredConfig";
 /// The same, in on-cluster image mode.
@@ -1044,7 +1048,7 @@ fn status_of(
                     pool_conditions::UPDATING,
                     true,
                     "",
-                    &format!("Waiting for the image of MachineConfig {target}: {why}"),
+                    &format!("{WAITING_FOR_IMAGE}{target}: {why}"),
                     now,
                 );
             } else {

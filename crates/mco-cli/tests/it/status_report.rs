@@ -38,6 +38,7 @@ fn pool_line_reads_well_without_a_terminal() {
         eta_basis: "3 waves of 1".into(),
         window: None,
         pinning: None,
+        waiting_image: None,
     };
     let line = status::pool_line(&p).join("  ");
     assert_eq!(
@@ -466,4 +467,35 @@ fn a_node_moving_to_an_image_alone_is_updating() {
     let r = status::build(&s);
     let updating: Vec<&str> = r.updating.iter().map(|u| u.node.as_str()).collect();
     assert_eq!(updating, ["w1"]);
+}
+
+#[test]
+fn a_pool_waiting_for_its_image_says_why() {
+    let mut s = snapshot(1000);
+    let mut p = pool("worker", NEW, 2, 0);
+    let status = p.status.get_or_insert_default();
+    status.conditions.push(mco_api::MachineConfigPoolCondition {
+        type_: "Updating".into(),
+        status: "True".into(),
+        message: format!(
+            "{}{NEW}: Image build in progress",
+            mco_rollout::plan::WAITING_FOR_IMAGE
+        ),
+        ..Default::default()
+    });
+    s.pools.push(p.into());
+    let r = status::build(&s);
+    assert_eq!(
+        r.pools[0].waiting_image.as_deref(),
+        Some("Image build in progress")
+    );
+    let line = status::pool_line(&r.pools[0]).join("  ");
+    assert!(
+        line.ends_with("waiting for its image (Image build in progress)"),
+        "{line}"
+    );
+    // Updating for any other reason: no such flag.
+    let mut s = snapshot(1000);
+    s.pools.push(pool("worker", NEW, 2, 0).into());
+    assert_eq!(status::build(&s).pools[0].waiting_image, None);
 }
