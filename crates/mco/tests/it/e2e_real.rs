@@ -359,11 +359,13 @@ fn parse_can_i_list(out: &str) -> BTreeSet<Rule> {
 /// kinds are in `machineconfiguration.openshift.io`. Rows for OpenShift only (`--openshift`) are skipped:
 /// the default install has no such rules.
 fn documented_rules(docs: &str, heading: &str) -> BTreeSet<Rule> {
-    const MCO_KINDS: [&str; 4] = [
+    const MCO_KINDS: [&str; 6] = [
         "machineconfigs",
         "machineconfigpools",
         "machineconfignodes",
         "controllerconfigs",
+        "machineosconfigs",
+        "machineosbuilds",
     ];
     let start = docs
         .find(heading)
