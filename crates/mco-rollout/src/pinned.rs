@@ -23,12 +23,16 @@ fn selector(pool: &MachineConfigPool) -> Result<Option<LabelSelector>, String> {
 /// matches, by name, sorted. It replaces the pool's list, so a set listed by hand that the
 /// selector does not match is dropped.
 ///
-/// `Ok(None)`: the selector is nil or empty, and the pool's list is left as it is. `Err`: the
-/// selector is invalid; the reason, for [`degraded_message`].
+/// As upstream's controller: a nil selector selects nothing, so the list is emptied; an empty
+/// one (`{}`) is skipped, and `Ok(None)` leaves the pool's list as it is. `Err`: the selector
+/// is invalid; the reason, for [`degraded_message`].
 pub fn pool_sets<S: Borrow<PinnedImageSet>>(
     pool: &MachineConfigPool,
     sets: &[S],
 ) -> Result<Option<Vec<ObjectName>>, String> {
+    if pool.spec.machine_config_selector.is_none() {
+        return Ok(Some(Vec::new()));
+    }
     if selector(pool)?.is_none() {
         return Ok(None);
     }
@@ -197,9 +201,9 @@ mod tests {
     }
 
     #[test]
-    fn a_nil_or_empty_selector_leaves_the_pool_alone() {
+    fn a_nil_selector_empties_the_list_and_an_empty_one_leaves_it() {
         let sets = [set("a", &[(ROLE, "worker")]), set("b", &[])];
-        assert_eq!(pool_sets(&pool("nil", None), &sets), Ok(None));
+        assert_eq!(pool_sets(&pool("nil", None), &sets), Ok(Some(vec![])));
         let empty = pool("empty", Some(K8sSelector::default()));
         assert_eq!(pool_sets(&empty, &sets), Ok(None));
         assert_eq!(spec_failure(&empty), None);
