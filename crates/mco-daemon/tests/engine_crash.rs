@@ -53,6 +53,40 @@ fn configs() -> (mco_api::MachineConfig, mco_api::MachineConfig) {
     (old, new)
 }
 
+/// Updates `node` from `from` to `to`, killed at `point`, and restarts it: what the disk then
+/// says it is on, and the start-up check of that. The journal is gone either way.
+fn crash_at(
+    node: &Node,
+    point: &str,
+    from: &mco_api::MachineConfig,
+    to: &mco_api::MachineConfig,
+) -> (mco_api::MachineConfig, BootCheck) {
+    let e = node.engine();
+    fail::cfg(point, "panic").unwrap();
+    let crashed = catch_unwind(AssertUnwindSafe(|| {
+        e.update(
+            from,
+            to,
+            UpdateOptions::default(),
+            &mut RecordingReporter::default(),
+        )
+    }));
+    fail::remove(point);
+    assert!(crashed.is_err(), "{point}: the failpoint fired");
+    drop(e);
+    let e = node.engine();
+    let current = e.on_disk_config().unwrap().unwrap();
+    let check = e.boot_check(&current).unwrap();
+    assert!(
+        !node
+            .fs
+            .exists("/etc/machine-config-daemon/update-journal.jsonl")
+            .unwrap(),
+        "{point}: the journal is replayed and gone"
+    );
+    (current, check)
+}
+
 #[test]
 fn killed_at_any_failpoint_converges() {
     let scenario = fail::FailScenario::setup();
@@ -70,33 +104,12 @@ fn killed_at_any_failpoint_converges() {
         )
         .unwrap();
         complete_sim_reboot(&node.fs).unwrap();
-        let e = node.engine();
-        e.validate(&old).unwrap();
-
-        fail::cfg(*point, "panic").unwrap();
-        let crashed = catch_unwind(AssertUnwindSafe(|| {
-            e.update(
-                &old,
-                &new,
-                UpdateOptions::default(),
-                &mut RecordingReporter::default(),
-            )
-        }));
-        fail::remove(*point);
-        assert!(crashed.is_err(), "{point}: the failpoint fired");
-        drop(e);
+        node.engine().validate(&old).unwrap();
 
         // Restart: an interrupted update is rolled back from its journal.
+        let (current, check) = crash_at(&node, point, &old, &new);
         let e = node.engine();
-        let current = e.on_disk_config().unwrap().unwrap();
         let name = current.metadata.name.clone().unwrap();
-        let check = e.boot_check(&current).unwrap();
-        assert!(
-            !node
-                .fs
-                .exists("/etc/machine-config-daemon/update-journal.jsonl")
-                .unwrap()
-        );
         if name == "rendered-worker-0" {
             assert_eq!(check, BootCheck::Valid, "{point}");
             assert!(
@@ -256,32 +269,11 @@ fn an_image_update_killed_at_any_failpoint_converges() {
         )
         .unwrap();
         complete_sim_reboot(&node.fs).unwrap();
-        let e = node.engine();
-        e.validate(&rendered).unwrap();
+        node.engine().validate(&rendered).unwrap();
         let target = image_mode::embed(&rendered, IMAGE);
 
-        fail::cfg(*point, "panic").unwrap();
-        let crashed = catch_unwind(AssertUnwindSafe(|| {
-            e.update(
-                &rendered,
-                &target,
-                UpdateOptions::default(),
-                &mut RecordingReporter::default(),
-            )
-        }));
-        fail::remove(*point);
-        assert!(crashed.is_err(), "{point}: the failpoint fired");
-        drop(e);
-
+        let (current, check) = crash_at(&node, point, &rendered, &target);
         let e = node.engine();
-        let current = e.on_disk_config().unwrap().unwrap();
-        let check = e.boot_check(&current).unwrap();
-        assert!(
-            !node
-                .fs
-                .exists("/etc/machine-config-daemon/update-journal.jsonl")
-                .unwrap()
-        );
         assert_eq!(current.metadata.name.as_deref(), Some("rendered-worker-0"));
         if image_mode::image_of(&current).is_empty() {
             assert_eq!(check, BootCheck::Valid, "{point}");
