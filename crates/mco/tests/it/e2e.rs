@@ -33,6 +33,8 @@ pub const IMAGE_130: &str = "registry.example.com/mco/machine-os-content:1.3.0";
 pub const DESIRED_ANN: &str = "machineconfiguration.openshift.io/desiredConfig";
 pub const CURRENT_ANN: &str = "machineconfiguration.openshift.io/currentConfig";
 pub const STATE_ANN: &str = "machineconfiguration.openshift.io/state";
+pub const DESIRED_IMAGE_ANN: &str = "machineconfiguration.openshift.io/desiredImage";
+pub const CURRENT_IMAGE_ANN: &str = "machineconfiguration.openshift.io/currentImage";
 
 /// A cold build of Kubernetes by `scripts/real-kube` takes 15-45 minutes on 2 busy cores.
 const REAL_KUBE_READY_SECS: u64 = 3600;
@@ -907,11 +909,25 @@ pub fn annotation(obj: &Value, key: &str) -> String {
         .to_owned()
 }
 
-/// A node counts as unavailable when it is cordoned, not Ready, or not on its desired config.
+/// A node counts as unavailable when it is cordoned, not Ready, or not on its desired config
+/// or (in on-cluster image mode) its desired image.
 pub fn node_unavailable(n: &Value) -> bool {
     n["spec"]["unschedulable"].as_bool().unwrap_or(false)
         || !node_ready(n)
         || annotation(n, DESIRED_ANN) != annotation(n, CURRENT_ANN)
+        || annotation(n, DESIRED_IMAGE_ANN) != annotation(n, CURRENT_IMAGE_ANN)
+}
+
+/// The most nodes `counted` unavailable at once over a node watch's `events`.
+pub fn most_unavailable(events: &[Value], counted: impl Fn(&Value) -> bool) -> usize {
+    let mut state: std::collections::BTreeMap<String, bool> = Default::default();
+    let mut worst = 0;
+    for ev in events.iter().filter(|ev| counted(ev)) {
+        let name = ev["metadata"]["name"].as_str().unwrap_or_default();
+        state.insert(name.to_owned(), node_unavailable(ev));
+        worst = worst.max(state.values().filter(|u| **u).count());
+    }
+    worst
 }
 
 /// The pool's target when it is Updated with every machine on it.

@@ -8,7 +8,7 @@ use crate::e2e;
 
 use e2e::*;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 on_both_servers!(
     a_closed_window_holds_a_reboot_but_not_an_ssh_key,
@@ -411,16 +411,9 @@ fn halt_and_resume_mid_rollout_stay_within_max_unavailable(server: Server) {
     c.wait_pool_settled("worker", 120);
 
     // maxUnavailable (2) held at every node event.
-    let mut state: BTreeMap<String, bool> = BTreeMap::new();
-    let mut worst = 0;
-    for ev in nodes_w.events() {
-        if !ev["metadata"]["labels"]["node-role.kubernetes.io/worker"].is_string() {
-            continue;
-        }
-        let name = ev["metadata"]["name"].as_str().unwrap().to_string();
-        state.insert(name, node_unavailable(&ev));
-        worst = worst.max(state.values().filter(|u| **u).count());
-    }
+    let worst = most_unavailable(&nodes_w.events(), |ev| {
+        ev["metadata"]["labels"]["node-role.kubernetes.io/worker"].is_string()
+    });
     assert!(worst <= 2, "{worst} workers unavailable at once");
     assert!(worst >= 1, "the watch saw no update");
     let p = c.pool("worker");

@@ -5,7 +5,7 @@
 use crate::e2e;
 
 use e2e::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 on_both_servers!(
     file_machineconfig_rolls_out_within_max_unavailable,
@@ -40,23 +40,14 @@ fn file_machineconfig_rolls_out_within_max_unavailable(server: Server) {
     let new = c.wait_rollout("worker", &old, 120);
 
     // maxUnavailable (1 by default) held at every node event.
-    let mut state: BTreeMap<String, bool> = BTreeMap::new();
-    let mut worst = 0;
-    let mut touched = 0;
-    for ev in nodes_w.events() {
-        let name = ev["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        if !workers.contains(&name) {
-            continue;
-        }
-        if annotation(&ev, DESIRED_ANN) == new {
-            touched += 1;
-        }
-        state.insert(name, node_unavailable(&ev));
-        worst = worst.max(state.values().filter(|u| **u).count());
-    }
+    let events = nodes_w.events();
+    let of_workers =
+        |ev: &serde_json::Value| workers.iter().any(|w| ev["metadata"]["name"] == w.as_str());
+    let touched = events
+        .iter()
+        .filter(|ev| of_workers(ev) && annotation(ev, DESIRED_ANN) == new)
+        .count();
+    let worst = most_unavailable(&events, of_workers);
     assert!(
         touched >= 3,
         "the watch never saw the workers move to {new}"
