@@ -286,6 +286,45 @@ pub fn pool_build<'a>(
     })
 }
 
+/// The image a pool in image mode goes back to with `pinned`, an earlier rendered config a
+/// RolloutPolicy's rollback pins it to: the image its own build recorded, once that build
+/// succeeded. The MachineOSConfig names the newer build's image by then, so [`pool_build`]
+/// would wait for ever; the older build's record is the image its nodes ran.
+pub fn rollback_build<'a>(
+    pool: &str,
+    pinned: &str,
+    configs: impl IntoIterator<Item = &'a MachineOSConfig>,
+    builds: impl IntoIterator<Item = &'a MachineOSBuild>,
+) -> PoolBuild {
+    use kube::ResourceExt;
+    let Some(mosc) = configs
+        .into_iter()
+        .find(|c| c.spec.machine_config_pool.name == pool)
+    else {
+        return PoolBuild::NotLayered;
+    };
+    let mosc_name = mosc.name_any();
+    let image = builds
+        .into_iter()
+        .filter(|b| {
+            b.spec.machine_config.name == pinned
+                && b.spec.machine_os_config.name == mosc_name
+                && b.is(conditions::SUCCEEDED)
+        })
+        .filter_map(|b| b.status.as_ref())
+        .map(|s| s.digested_image_push_spec.as_str())
+        .find(|i| !i.is_empty());
+    match image {
+        Some(image) => PoolBuild::Ready {
+            config: pinned.to_string(),
+            image: image.to_string(),
+        },
+        None => PoolBuild::Waiting(format!(
+            "No succeeded MachineOSBuild of MachineConfig {pinned} to roll back to"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,6 +365,39 @@ mod tests {
             },
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_rollback_goes_to_the_image_the_pinned_configs_build_recorded() {
+        let new_img = IMG.replace("sha256:1", "sha256:2");
+        // The MachineOSConfig is on the newer build.
+        let c = [mosc("worker", &new_img, Some("b2"))];
+        let b = [
+            mosb("b1", "worker", "rendered-worker-1", "Succeeded", IMG),
+            mosb("b2", "worker", "rendered-worker-2", "Succeeded", &new_img),
+        ];
+        assert!(matches!(
+            pool_build("worker", "rendered-worker-1", &c, &b),
+            PoolBuild::Waiting(_)
+        ));
+        assert_eq!(
+            rollback_build("worker", "rendered-worker-1", &c, &b),
+            PoolBuild::Ready {
+                config: "rendered-worker-1".into(),
+                image: IMG.into()
+            }
+        );
+        // A pinned config whose build failed, or that has none, waits; no MachineOSConfig: not
+        // layered.
+        let failed = [mosb("b1", "worker", "rendered-worker-1", "Failed", "")];
+        assert!(matches!(
+            rollback_build("worker", "rendered-worker-1", &c, &failed),
+            PoolBuild::Waiting(_)
+        ));
+        assert_eq!(
+            rollback_build("worker", "rendered-worker-1", &[], &b),
+            PoolBuild::NotLayered
+        );
     }
 
     #[test]

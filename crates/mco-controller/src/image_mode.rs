@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::channel::mpsc::UnboundedSender;
 use kube::Api;
 use kube::runtime::reflector::{self, Store};
-use mco_api::image_mode::{PoolBuild, pool_build};
+use mco_api::image_mode::{PoolBuild, pool_build, rollback_build};
 use mco_api::{MachineOSBuild, MachineOSConfig};
 
 use mco_api::watch::optional::{self, Seen};
@@ -29,18 +29,20 @@ impl ImageMode {
         ImageMode { configs, builds }
     }
 
-    /// Where `pool`, on the rendered config `rendered`, stands in image mode.
-    pub fn pool_build(&self, pool: &str, rendered: &str) -> PoolBuild {
+    /// Where `pool`, on the rendered config `rendered`, stands in image mode; `rollback`: the
+    /// config is an earlier one a RolloutPolicy's rollback pins, whose own build's image it
+    /// goes back to ([`rollback_build`]).
+    pub fn pool_build(&self, pool: &str, rendered: &str, rollback: bool) -> PoolBuild {
         let (configs, builds) = (self.configs.state(), self.builds.state());
         if configs.is_empty() {
             return PoolBuild::NotLayered;
         }
-        pool_build(
-            pool,
-            rendered,
-            configs.iter().map(|c| &**c),
-            builds.iter().map(|b| &**b),
-        )
+        let (configs, builds) = (configs.iter().map(|c| &**c), builds.iter().map(|b| &**b));
+        if rollback {
+            rollback_build(pool, rendered, configs, builds)
+        } else {
+            pool_build(pool, rendered, configs, builds)
+        }
     }
 }
 

@@ -262,6 +262,7 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
             .as_ref()
             .map(|c| c.name.as_str())
             .unwrap_or_default(),
+        pin.is_some(),
     );
     let image = image_target(&build);
     let mut decision = decide(&ctx, &name, &set_pool, &pool, &members, image, now_ts).await;

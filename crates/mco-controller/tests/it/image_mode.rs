@@ -1,7 +1,8 @@
 //! On-cluster image mode against the embedded API server: a pool with a MachineOSConfig waits,
 //! moving nobody, until the build of its rendered config is recorded; then its nodes go to the
-//! config and the image together within `maxUnavailable`; without the MachineOSConfig they go
-//! back to the rendered config alone.
+//! config and the image together within `maxUnavailable`; a rollback pin takes them back to the
+//! image the pinned config's build recorded; without the MachineOSConfig they go back to the
+//! rendered config alone.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -204,6 +205,57 @@ async fn a_pool_in_image_mode_waits_for_its_build_then_rolls_the_image_out_and_b
         1,
         "one node at a time, and at least one moved"
     );
+
+    // A new config and its build, then a rollback pin to the first config: the nodes go back
+    // to the image the first config's build recorded, which the MachineOSConfig no longer names.
+    create_mc(c, "99-worker-layer", "worker", "/etc/layer", "l").await;
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    let img2 = IMG.replace("sha256:4", "sha256:5");
+    let build2 = mosbs
+        .create(&PostParams::default(), &mosb(&r1))
+        .await
+        .unwrap();
+    let build2 = build2.metadata.name.clone().unwrap();
+    mosbs
+        .patch_status(
+            &build2,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "digestedImagePushSpec": img2,
+            }})),
+        )
+        .await
+        .unwrap();
+    moscs
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                mco_api::image_mode::CURRENT_BUILD_ANNOTATION: build2}}})),
+        )
+        .await
+        .unwrap();
+    moscs
+        .patch_status(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"currentImagePullSpec": img2}})),
+        )
+        .await
+        .unwrap();
+    nodes_on(c, &r1, &img2).await;
+    Api::<MachineConfigPool>::all(c.clone())
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                mco_api::rollouts::annotations::ROLLBACK_TO: r0}}})),
+        )
+        .await
+        .unwrap();
+    nodes_on(c, &r0, IMG).await;
 
     // Out of image mode: back to the rendered config's own OS image, again one at a time.
     moscs
