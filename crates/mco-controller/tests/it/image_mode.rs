@@ -48,6 +48,52 @@ fn mosb(rendered: &str) -> MachineOSBuild {
     .unwrap()
 }
 
+/// A builder's record of the build of `rendered`: the MachineOSBuild, `Succeeded` with `image`.
+/// Returns its name.
+async fn build_succeeded(c: &kube::Client, rendered: &str, image: &str) -> String {
+    let mosbs: Api<MachineOSBuild> = Api::all(c.clone());
+    let build = mosbs
+        .create(&PostParams::default(), &mosb(rendered))
+        .await
+        .unwrap();
+    let name = build.metadata.name.clone().unwrap();
+    mosbs
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "digestedImagePushSpec": image,
+            }})),
+        )
+        .await
+        .unwrap();
+    name
+}
+
+/// The builder's record on the MachineOSConfig: its current build and that build's image.
+async fn name_build(c: &kube::Client, build: &str, image: &str) {
+    let moscs: Api<MachineOSConfig> = Api::all(c.clone());
+    moscs
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                mco_api::image_mode::CURRENT_BUILD_ANNOTATION: build}}})),
+        )
+        .await
+        .unwrap();
+    moscs
+        .patch_status(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"currentImagePullSpec": image}})),
+        )
+        .await
+        .unwrap();
+}
+
 /// Plays each node's daemon in image mode: a node pointed at another config or image goes
 /// Working, then Done on both (the image annotation removed once it has none), one step per
 /// tick. Returns the most nodes ever Working at once.
@@ -153,24 +199,7 @@ async fn a_pool_in_image_mode_waits_for_its_build_then_rolls_the_image_out_and_b
     assert_eq!(most_working.load(Ordering::Relaxed), 0);
 
     // The build succeeds, but the MachineOSConfig does not name the image yet: still waiting.
-    let mosbs: Api<MachineOSBuild> = Api::all(c.clone());
-    let build = mosbs
-        .create(&PostParams::default(), &mosb(&r0))
-        .await
-        .unwrap();
-    let build_name = build.metadata.name.clone().unwrap();
-    mosbs
-        .patch_status(
-            &build_name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
-                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-                "digestedImagePushSpec": IMG,
-            }})),
-        )
-        .await
-        .unwrap();
+    let build_name = build_succeeded(c, &r0, IMG).await;
     eventually("still waiting, for the MachineOSConfig", 30, || async {
         let s = pool(c, "worker").await.status?;
         s.condition("Updating")?
@@ -181,23 +210,7 @@ async fn a_pool_in_image_mode_waits_for_its_build_then_rolls_the_image_out_and_b
     .await;
 
     // Named: every worker goes to the config and the image, one at a time (maxUnavailable 1).
-    moscs
-        .patch(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                mco_api::image_mode::CURRENT_BUILD_ANNOTATION: build_name}}})),
-        )
-        .await
-        .unwrap();
-    moscs
-        .patch_status(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"currentImagePullSpec": IMG}})),
-        )
-        .await
-        .unwrap();
+    name_build(c, &build_name, IMG).await;
     nodes_on(c, &r0, IMG).await;
     wait_updated(c, "worker", &r0, 30).await;
     assert_eq!(
@@ -211,40 +224,8 @@ async fn a_pool_in_image_mode_waits_for_its_build_then_rolls_the_image_out_and_b
     create_mc(c, "99-worker-layer", "worker", "/etc/layer", "l").await;
     let r1 = target_other_than(c, "worker", Some(&r0)).await;
     let img2 = IMG.replace("sha256:4", "sha256:5");
-    let build2 = mosbs
-        .create(&PostParams::default(), &mosb(&r1))
-        .await
-        .unwrap();
-    let build2 = build2.metadata.name.clone().unwrap();
-    mosbs
-        .patch_status(
-            &build2,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
-                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-                "digestedImagePushSpec": img2,
-            }})),
-        )
-        .await
-        .unwrap();
-    moscs
-        .patch(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                mco_api::image_mode::CURRENT_BUILD_ANNOTATION: build2}}})),
-        )
-        .await
-        .unwrap();
-    moscs
-        .patch_status(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"currentImagePullSpec": img2}})),
-        )
-        .await
-        .unwrap();
+    let build2 = build_succeeded(c, &r1, &img2).await;
+    name_build(c, &build2, &img2).await;
     nodes_on(c, &r1, &img2).await;
     Api::<MachineConfigPool>::all(c.clone())
         .patch(
