@@ -212,6 +212,17 @@ pub enum PoolBuild {
     Waiting(String),
 }
 
+/// The MachineOSConfig whose `spec.machineConfigPool` is `pool` (upstream's lookup: by that
+/// field, not by name).
+fn config_of<'a>(
+    pool: &str,
+    configs: impl IntoIterator<Item = &'a MachineOSConfig>,
+) -> Option<&'a MachineOSConfig> {
+    configs
+        .into_iter()
+        .find(|c| c.spec.machine_config_pool.name == pool)
+}
+
 /// Upstream's node-controller rule (`getConfigAndBuild`, `canLayeredContinue`): the
 /// MachineOSConfig whose `spec.machineConfigPool` is the pool, and its build for the pool's
 /// rendered config `rendered` (the one its `current-machine-os-build` annotation names, else
@@ -224,10 +235,7 @@ pub fn pool_build<'a>(
     builds: impl IntoIterator<Item = &'a MachineOSBuild> + Clone,
 ) -> PoolBuild {
     use kube::ResourceExt;
-    let Some(mosc) = configs
-        .into_iter()
-        .find(|c| c.spec.machine_config_pool.name == pool)
-    else {
+    let Some(mosc) = config_of(pool, configs) else {
         return PoolBuild::NotLayered;
     };
     let mosc_name = mosc.name_any();
@@ -297,10 +305,7 @@ pub fn rollback_build<'a>(
     builds: impl IntoIterator<Item = &'a MachineOSBuild>,
 ) -> PoolBuild {
     use kube::ResourceExt;
-    let Some(mosc) = configs
-        .into_iter()
-        .find(|c| c.spec.machine_config_pool.name == pool)
-    else {
+    let Some(mosc) = config_of(pool, configs) else {
         return PoolBuild::NotLayered;
     };
     let mosc_name = mosc.name_any();

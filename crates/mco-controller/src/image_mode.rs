@@ -33,10 +33,11 @@ impl ImageMode {
     /// config is an earlier one a RolloutPolicy's rollback pins, whose own build's image it
     /// goes back to ([`rollback_build`]).
     pub fn pool_build(&self, pool: &str, rendered: &str, rollback: bool) -> PoolBuild {
-        let (configs, builds) = (self.configs.state(), self.builds.state());
+        let configs = self.configs.state();
         if configs.is_empty() {
             return PoolBuild::NotLayered;
         }
+        let builds = self.builds.state();
         let (configs, builds) = (configs.iter().map(|c| &**c), builds.iter().map(|b| &**b));
         if rollback {
             rollback_build(pool, rendered, configs, builds)

@@ -87,6 +87,40 @@ fn crash_at(
     (current, check)
 }
 
+/// After [`crash_at`]: an update rolled back (valid on `from`, its staged OS dropped) is run
+/// again to its reboot; one past the point of no return (`to` on disk, the reboot owed and
+/// not yet requested, as the start-up check says) only requests the reboot.
+fn resume(
+    node: &Node,
+    e: &mco_daemon::engine::Engine,
+    point: &str,
+    rolled_back: bool,
+    check: BootCheck,
+    from: &mco_api::MachineConfig,
+    to: &mco_api::MachineConfig,
+) {
+    if rolled_back {
+        assert_eq!(check, BootCheck::Valid, "{point}");
+        assert!(
+            e.host.os.status().unwrap().staged.is_none(),
+            "{point}: staged OS dropped"
+        );
+        let out = e
+            .update(
+                from,
+                to,
+                UpdateOptions::default(),
+                &mut RecordingReporter::default(),
+            )
+            .unwrap();
+        assert_eq!(out, UpdateOutcome::Rebooting, "{point}");
+    } else {
+        assert_eq!(check, BootCheck::RebootPending, "{point}");
+        assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
+        e.host.rebooter.reboot("resumed after a crash").unwrap();
+    }
+}
+
 #[test]
 fn killed_at_any_failpoint_converges() {
     let scenario = fail::FailScenario::setup();
@@ -110,33 +144,16 @@ fn killed_at_any_failpoint_converges() {
         let (current, check) = crash_at(&node, point, &old, &new);
         let e = node.engine();
         let name = current.metadata.name.clone().unwrap();
-        if name == "rendered-worker-0" {
-            assert_eq!(check, BootCheck::Valid, "{point}");
-            assert!(
-                e.host.os.status().unwrap().staged.is_none(),
-                "{point}: staged OS dropped"
-            );
+        let rolled_back = name == "rendered-worker-0";
+        if rolled_back {
             // Consistent with the old config, nothing half-applied.
             assert_eq!(node.read("/etc/motd").unwrap(), "old motd\n", "{point}");
             assert!(!node.fs.exists("/etc/a").unwrap(), "{point}");
             assert!(!node.fs.exists(paths::CORE_SSH_KEYS).unwrap(), "{point}");
-            let out = e
-                .update(
-                    &old,
-                    &new,
-                    UpdateOptions::default(),
-                    &mut RecordingReporter::default(),
-                )
-                .unwrap();
-            assert_eq!(out, UpdateOutcome::Rebooting, "{point}");
         } else {
             assert_eq!(name, "rendered-worker-1", "{point}");
-            // Past the point of no return: the reboot request is all that may be missing, and
-            // the start-up check says so.
-            assert_eq!(check, BootCheck::RebootPending, "{point}");
-            assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
-            e.host.rebooter.reboot("resumed after a crash").unwrap();
         }
+        resume(&node, &e, point, rolled_back, check, &old, &new);
         complete_sim_reboot(&node.fs).unwrap();
         let e = node.engine();
         e.validate(&new)
@@ -275,30 +292,15 @@ fn an_image_update_killed_at_any_failpoint_converges() {
         let (current, check) = crash_at(&node, point, &rendered, &target);
         let e = node.engine();
         assert_eq!(current.metadata.name.as_deref(), Some("rendered-worker-0"));
-        if image_mode::image_of(&current).is_empty() {
-            assert_eq!(check, BootCheck::Valid, "{point}");
+        let rolled_back = image_mode::image_of(&current).is_empty();
+        if rolled_back {
             assert_eq!(current.spec.os_image_url, support::URL_122, "{point}");
             assert_eq!(node.read(paths::CURRENT_IMAGE), None, "{point}");
-            assert!(
-                e.host.os.status().unwrap().staged.is_none(),
-                "{point}: staged OS dropped"
-            );
-            let out = e
-                .update(
-                    &current,
-                    &target,
-                    UpdateOptions::default(),
-                    &mut RecordingReporter::default(),
-                )
-                .unwrap();
-            assert_eq!(out, UpdateOutcome::Rebooting, "{point}");
         } else {
             assert_eq!(image_mode::image_of(&current), IMAGE, "{point}");
             assert_eq!(current.spec.os_image_url, IMAGE, "{point}");
-            assert_eq!(check, BootCheck::RebootPending, "{point}");
-            assert!(SimRebooter::pending(&node.fs).unwrap().is_none());
-            e.host.rebooter.reboot("resumed after a crash").unwrap();
         }
+        resume(&node, &e, point, rolled_back, check, &current, &target);
         complete_sim_reboot(&node.fs).unwrap();
         let e = node.engine();
         e.validate(&target)

@@ -1098,6 +1098,24 @@ async fn wait_done_on_image(nodes: &Api<Node>, mcns: &Api<MachineConfigNode>, im
     eventually("Updated=True", 30, || updated(mcns)).await;
 }
 
+/// A daemon started on the settled node is given `desiredImage` [`IMAGE`] and runs the update
+/// until it exits to reboot.
+async fn image_update_up_to_its_reboot(
+    nodes: &Api<Node>,
+    mcns: &Api<MachineConfigNode>,
+    sim: &SimNode,
+    client: &Client,
+) {
+    let task = start_daemon(client.clone(), sim);
+    wait_done_on_image(nodes, mcns, "").await;
+    set_annotation(nodes, ann::DESIRED_IMAGE, IMAGE).await;
+    let exit = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Rebooting);
+}
+
 /// What the disk says: `currentconfig`'s osImageURL and annotations, and `currentimage`.
 fn on_disk(sim: &SimNode) -> (String, serde_json::Value, Option<String>) {
     let current: serde_json::Value =
@@ -1123,15 +1141,7 @@ fn no_image_mode_annotations(annotations: &serde_json::Value) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_enters_image_mode_and_leaves_it() {
     let (_server, nodes, mcns, sim, client) = node_on_the_rendered_os().await;
-    let task = start_daemon(client.clone(), &sim);
-    wait_done_on_image(&nodes, &mcns, "").await;
-
-    set_annotation(&nodes, ann::DESIRED_IMAGE, IMAGE).await;
-    let exit = tokio::time::timeout(Duration::from_secs(60), task)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(exit, Exit::Rebooting);
+    image_update_up_to_its_reboot(&nodes, &mcns, &sim, &client).await;
     let n = nodes.get(NODE).await.unwrap();
     assert_eq!(
         annotation(&n, ann::LAST_APPLIED_DRAIN),
@@ -1195,14 +1205,7 @@ async fn a_node_enters_image_mode_and_leaves_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_update_killed_before_its_reboot_resumes() {
     let (_server, nodes, mcns, sim, client) = node_on_the_rendered_os().await;
-    let task = start_daemon(client.clone(), &sim);
-    wait_done_on_image(&nodes, &mcns, "").await;
-    set_annotation(&nodes, ann::DESIRED_IMAGE, IMAGE).await;
-    let exit = tokio::time::timeout(Duration::from_secs(60), task)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(exit, Exit::Rebooting);
+    image_update_up_to_its_reboot(&nodes, &mcns, &sim, &client).await;
     // The kill: the reboot was never asked for, and the boot is the same.
     assert!(sim.fs.remove_file(paths::SIM_REBOOT_REQUEST).unwrap());
     assert_eq!(on_disk(&sim).2.as_deref(), Some(IMAGE));

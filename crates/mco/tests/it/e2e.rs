@@ -619,6 +619,18 @@ impl Cluster {
         serde_json::from_str(&s).unwrap()
     }
 
+    /// The simulated ostree's booted deployment of a node (`null` when there is none).
+    pub fn booted_deployment(&self, node: &str) -> Value {
+        let v = self.ostree(node);
+        v["deployments"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["booted"] == true)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
     /// Merge-patches the ControllerConfig's spec with `spec`, as an administrator would.
     pub fn patch_controller_config(&self, spec: serde_json::Value) {
         let patch = serde_json::json!({ "spec": spec }).to_string();

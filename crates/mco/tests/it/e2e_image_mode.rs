@@ -28,14 +28,7 @@ fn image(digit: char) -> String {
 /// The image the node's booted deployment came from, and whether it was rebased as a container
 /// (an image-mode image is; a pivot-era node keeps its `pivot://` custom origin otherwise).
 fn booted_image(c: &Cluster, node: &str) -> (String, bool) {
-    let v = c.ostree(node);
-    let booted = v["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["booted"] == true)
-        .cloned()
-        .unwrap_or(Value::Null);
+    let booted = c.booted_deployment(node);
     if let Some(r) = booted["container-image-reference"].as_str() {
         return (
             r.trim_start_matches("ostree-unverified-registry:").into(),

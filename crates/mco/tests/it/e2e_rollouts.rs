@@ -155,15 +155,7 @@ fn rebootless_ssh_key_and_registries_change(server: Server) {
 }
 
 pub(crate) fn kargs(c: &Cluster, node: &str) -> Vec<String> {
-    let v = c.ostree(node);
-    let booted = v["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["booted"] == true)
-        .cloned()
-        .unwrap();
-    booted["mco-sim-kernel-arguments"]
+    c.booted_deployment(node)["mco-sim-kernel-arguments"]
         .as_array()
         .map(|a| {
             a.iter()
