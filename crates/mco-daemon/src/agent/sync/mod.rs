@@ -182,6 +182,10 @@ struct Inner {
     /// This Node as last seen by [`Daemon::run`]'s watch, so that a drain wait wakes on the
     /// controller's answer instead of polling for it. Closed when the watch ends.
     watched: tokio::sync::watch::Receiver<Option<Arc<Node>>>,
+    /// This Node's labels as the same watch last delivered them (`None` before its first
+    /// list), changed only when they change: the pinned image worker's cue that the node may
+    /// now be another pool's, which the annotation-only wake-up above does not give.
+    labels: tokio::sync::watch::Sender<Option<Labels>>,
     /// This Node as our last annotation write returned it: newer than the watch until the
     /// watch delivers that write.
     written: Mutex<Option<Arc<Node>>>,
@@ -214,14 +218,27 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// A Node's labels.
+type Labels = Option<std::collections::BTreeMap<String, String>>;
+
 /// Feeds the node watch into `tx` until the watch ends. Annotation changes notify (they are
 /// what triggers a sync); a relist notifies once, at its end, and a deletion only clears the
-/// value.
+/// value. A change of the labels notifies `labels`.
 async fn forward_node_watch(
     nodes: Api<Node>,
     cfg: watcher::Config,
     tx: tokio::sync::watch::Sender<Option<Arc<Node>>>,
+    labels: tokio::sync::watch::Sender<Option<Labels>>,
 ) {
+    let relabelled = |n: &Node| {
+        labels.send_if_modified(|l| {
+            let moved = l.as_ref() != Some(&n.metadata.labels);
+            if moved {
+                *l = Some(n.metadata.labels.clone());
+            }
+            moved
+        });
+    };
     let mut events = std::pin::pin!(mco_api::watch::watch(nodes, cfg));
     let mut listed: Option<Arc<Node>> = None;
     while let Some(ev) = events.next().await {
@@ -231,6 +248,7 @@ async fn forward_node_watch(
             // nodes, the taint put on every member when a rollout starts woke every daemon to
             // reread its on-disk config for nothing.
             Ok(watcher::Event::Apply(n)) => {
+                relabelled(&n);
                 tx.send_if_modified(|v| {
                     let wake = wakes_sync(v.as_deref(), &n);
                     *v = Some(Arc::new(n));
@@ -239,7 +257,12 @@ async fn forward_node_watch(
             }
             Ok(watcher::Event::Init) => listed = None,
             Ok(watcher::Event::InitApply(n)) => listed = Some(Arc::new(n)),
-            Ok(watcher::Event::InitDone) => tx.send_modify(|v| *v = listed.take()),
+            Ok(watcher::Event::InitDone) => {
+                if let Some(n) = &listed {
+                    relabelled(n);
+                }
+                tx.send_modify(|v| *v = listed.take());
+            }
             Ok(watcher::Event::Delete(_)) => {
                 tx.send_if_modified(|v| {
                     *v = None;
@@ -346,6 +369,7 @@ impl Daemon {
                 opts,
                 shutdown: tokio::sync::watch::Sender::new(false),
                 watched,
+                labels: tokio::sync::watch::Sender::new(None),
                 written: Mutex::new(None),
                 mcn_written: Mutex::new(None),
                 mcn_pending: Mutex::new(Vec::new()),
@@ -510,7 +534,8 @@ impl Daemon {
             return Ok(Exit::Shutdown);
         };
         let _watch_task = AbortOnDrop(tokio::spawn(
-            forward_node_watch(inner.nodes.clone(), cfg, watched_tx).in_current_span(),
+            forward_node_watch(inner.nodes.clone(), cfg, watched_tx, inner.labels.clone())
+                .in_current_span(),
         ));
         let _cert_task = AbortOnDrop(tokio::spawn(
             certs::run(Arc::clone(&inner)).in_current_span(),

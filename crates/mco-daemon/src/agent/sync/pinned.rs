@@ -11,8 +11,8 @@
 //! state, so a set deleted in the middle of its 500 pulls is not pulled to the end.
 //!
 //! Costs: one watch per daemon start. The pools are read only while some set exists, at each
-//! set change, at each change of the node's labels (seen within [`LABELS_POLL`] in the sync
-//! loop's Node watch, without a request of its own) and every [`RESYNC`] (a pool's selectors
+//! set change, at each change of the node's labels (signalled by the sync loop's Node watch,
+//! without a request or watch of its own) and every [`RESYNC`] (a pool's selectors
 //! change without an event here). A node already holding and pinning every image writes
 //! nothing, so a daemon restarting after a reboot sends no status. Where the kind is not
 //! served (an older cluster), the worker says so once and looks again every
@@ -31,9 +31,9 @@ use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use mco_api::pinned::{self, MachineConfigNodeStatusPinnedImageSet, PinnedImageSetSpec};
 use mco_api::{MachineConfigPool, PinnedImageSet};
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
-use super::{Inner, SyncError, blocking, due};
+use super::{Inner, Labels, SyncError, blocking, due};
 use crate::agent::mcn::{Status, Write};
 use crate::engine::pinned::PinError;
 
@@ -47,12 +47,6 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 pub const ABSENT_RETRY: Duration = Duration::from_secs(600);
 /// Set changes arriving this close together are worked on once.
 const SETTLE: Duration = Duration::from_millis(200);
-/// How often, while sets exist, the node's labels are compared with those the last pass
-/// started with. They are read from the sync loop's Node watch ([`Inner::known_node`]), which
-/// holds every change of the Node but wakes the sync loop only for its annotations: the
-/// comparison costs no request, and a node moved to another pool takes that pool's sets within
-/// seconds.
-pub const LABELS_POLL: Duration = Duration::from_secs(2);
 /// Upstream's limit on `lastFailedGenerationError`.
 const MAX_ERROR_LEN: usize = 32768;
 
@@ -179,9 +173,6 @@ pub(super) async fn run(inner: Arc<Inner>) {
     }
 }
 
-/// The node's labels, as a pass reads them.
-type Labels = Option<BTreeMap<String, String>>;
-
 /// What a watch event did to the sets.
 #[derive(Debug, PartialEq, Eq)]
 enum Seen {
@@ -263,11 +254,6 @@ fn labels_moved(pass: Option<&Labels>, now: Option<&Labels>) -> bool {
     now.is_some() && now != pass
 }
 
-/// The node's labels as the sync loop's watch last delivered them, without a request.
-fn node_labels(inner: &Inner) -> Option<Labels> {
-    inner.known_node().map(|n| n.metadata.labels.clone())
-}
-
 /// Watches and syncs until the watch ends (`Break`) or the kind turns out not to be served
 /// (`Continue`: look again later). The watch is read while a pass runs: a change of the sets,
 /// or of the node's labels, stops the pass taking new images, and once the pulls in flight
@@ -282,10 +268,10 @@ async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
     let mut state = Pinned::default();
     let mut backoff = Duration::from_secs(1);
     let mut retry_at: Option<Instant> = None;
-    // The labels the last pass started with.
+    // The labels the last pass started with, and their changes as the sync loop's Node watch
+    // sees them.
     let mut pass_labels: Option<Labels> = None;
-    let mut labels_poll = tokio::time::interval(LABELS_POLL);
-    labels_poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut labels = inner.labels.subscribe();
     let soon = |retry_at: &mut Option<Instant>, backoff: &mut Duration| {
         if !matches!(*retry_at, Some(t) if t <= Instant::now() + SETTLE) {
             *retry_at = Some(Instant::now() + SETTLE);
@@ -301,14 +287,14 @@ async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
                 Seen::Nothing => {}
                 Seen::Changed | Seen::Relisted => soon(&mut retry_at, &mut backoff),
             },
-            _ = labels_poll.tick(), if !sets.is_empty() => {
-                if labels_moved(pass_labels.as_ref(), node_labels(inner).as_ref()) {
+            Ok(()) = labels.changed(), if !sets.is_empty() => {
+                if labels_moved(pass_labels.as_ref(), labels.borrow_and_update().as_ref()) {
                     soon(&mut retry_at, &mut backoff);
                 }
             }
             _ = due => {
                 retry_at = None;
-                pass_labels = node_labels(inner);
+                pass_labels = labels.borrow_and_update().clone();
                 let work = sets.clone();
                 let stop = Arc::new(AtomicBool::new(false));
                 let mut ended = None;
@@ -332,8 +318,8 @@ async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
                                     }
                                 }
                             }
-                            _ = labels_poll.tick(), if !work.is_empty() => {
-                                if labels_moved(pass_labels.as_ref(), node_labels(inner).as_ref()) {
+                            Ok(()) = labels.changed(), if !work.is_empty() => {
+                                if labels_moved(pass_labels.as_ref(), labels.borrow_and_update().as_ref()) {
                                     stop.store(true, Ordering::SeqCst);
                                 }
                             }
