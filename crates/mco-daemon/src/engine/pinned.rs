@@ -1,5 +1,6 @@
-//! Pinned images on the host: ask CRI-O once about every image of the node's PinnedImageSets,
-//! pull those it lacks, check that each pulled is there, then list them in CRI-O's drop-in
+//! Pinned images on the host: ask CRI-O once about every image of the node's PinnedImageSets
+//! (at most [`MAX_CHECKS`] questions at once), pull those it lacks (at most [`MAX_PULLS`] at
+//! once), check that each pulled is there, then list them in CRI-O's drop-in
 //! ([`mco_api::pinned::CRIO_PINNED_IMAGES_DROPIN`]) and reload CRI-O, so its image garbage
 //! collection never removes them. As upstream's daemon, the drop-in is written last: until
 //! then the kubelet may still collect images in an emergency. With no image left, the drop-in
@@ -19,6 +20,10 @@ use crate::host::fs::FileAttrs;
 pub const CRIO_UNIT: &str = "crio.service";
 /// Most pulls in flight at once, as upstream's prefetch workers.
 pub const MAX_PULLS: usize = 5;
+/// Most presence checks at once: each is one short `crictl inspecti` on the node's own socket,
+/// so a few more than upstream's 5 workers asking CRI-O's ImageStatus, yet a 500-image set
+/// never forks hundreds of processes at once.
+pub const MAX_CHECKS: usize = 8;
 
 /// The drop-in listing `images`, as TOML (`[crio.image] pinned_images = [...]`).
 pub fn crio_dropin(images: &[String]) -> String {
@@ -96,18 +101,21 @@ fn check_refs(images: &[String]) -> Result<(), PinError> {
     }
 }
 
-/// Pulls each of `images` with `pull`, at most `width` at once, taking them in list order.
-/// After a failure, or once `stop` is set, no new image is taken: the pulls in flight finish,
-/// and what they pulled stays. A stop is reported as [`PinError::Stopped`]; otherwise the
-/// failure reported is that of the first failed image in list order.
-fn pull_all(
+/// Runs `each` once on each of `images`, at most `width` at once, taking them in list order,
+/// and returns the answers in list order. After a failure, or once `stop` is set, no new image
+/// is taken and those in flight end (a pull in flight sees `stop` itself and is killed). A
+/// stop is reported as [`PinError::Stopped`]; otherwise the failure reported is that of the
+/// first failed image in list order: every image before it was taken and has ended, so it is
+/// the one that asking one image after the other would have met first.
+fn each_bounded<T: Send>(
     images: &[String],
     width: usize,
     stop: &AtomicBool,
-    pull: impl Fn(&str) -> Result<(), HostError> + Sync,
-) -> Result<(), PinError> {
+    each: impl Fn(&str) -> Result<T, PinError> + Sync,
+) -> Result<Vec<T>, PinError> {
     let next = AtomicUsize::new(0);
-    let failed: Mutex<Vec<(usize, HostError)>> = Mutex::default();
+    let done: Mutex<Vec<(usize, T)>> = Mutex::default();
+    let failed: Mutex<Vec<(usize, PinError)>> = Mutex::default();
     let failed_any = || {
         !failed
             .lock()
@@ -124,11 +132,15 @@ fn pull_all(
                 while !failed_any() && !stop.load(Ordering::SeqCst) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(image) = images.get(i) else { break };
-                    if let Err(e) = pull(image) {
-                        failed
+                    match each(image) {
+                        Ok(t) => done
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
-                            .push((i, e));
+                            .push((i, t)),
+                        Err(e) => failed
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push((i, e)),
                     }
                 }
             });
@@ -138,29 +150,50 @@ fn pull_all(
         return Err(PinError::Stopped);
     }
     let failed = failed.into_inner().unwrap_or_else(PoisonError::into_inner);
-    match failed.into_iter().min_by_key(|(i, _)| *i) {
-        Some((i, source)) => Err(PinError::Pull {
-            image: images[i].clone(),
-            source,
-        }),
-        None => Ok(()),
+    if let Some((_, e)) = failed.into_iter().min_by_key(|(i, _)| *i) {
+        return Err(e);
     }
+    let mut done = done.into_inner().unwrap_or_else(PoisonError::into_inner);
+    done.sort_by_key(|(i, _)| *i);
+    Ok(done.into_iter().map(|(_, t)| t).collect())
+}
+
+/// Pulls each of `images` with `pull`, as [`each_bounded`] runs it: a failure is reported as
+/// [`PinError::Pull`] of its image, and what was pulled stays.
+fn pull_all(
+    images: &[String],
+    width: usize,
+    stop: &AtomicBool,
+    pull: impl Fn(&str) -> Result<(), HostError> + Sync,
+) -> Result<(), PinError> {
+    each_bounded(images, width, stop, |image| {
+        pull(image).map_err(|source| PinError::Pull {
+            image: image.to_string(),
+            source,
+        })
+    })
+    .map(drop)
 }
 
 impl Engine {
     /// What the node holds of `images` (sorted, each once): the store is asked once about each
-    /// (one `crictl inspecti`), and the drop-in read. A node that already holds and pins them
-    /// all has nothing to do or report, as after every reboot.
+    /// (one `crictl inspecti`), at most [`MAX_CHECKS`] at once, and the drop-in read. A failed
+    /// question ends it with the error of the first failed image in list order. A node that
+    /// already holds and pins them all has nothing to do or report, as after every reboot.
     pub fn pinned_held(&self, images: &[String]) -> Result<Held, PinError> {
         check_refs(images)?;
         let on_disk = self.host.fs.read_optional(CRIO_PINNED_IMAGES_DROPIN)?;
         let want = (!images.is_empty()).then(|| crio_dropin(images).into_bytes());
-        let mut absent = vec![];
-        for image in images {
-            if !self.host.images.present(image)? {
-                absent.push(image.clone());
-            }
-        }
+        let store = &*self.host.images;
+        let present = each_bounded(images, MAX_CHECKS, &AtomicBool::new(false), |image| {
+            Ok(store.present(image)?)
+        })?;
+        let absent = images
+            .iter()
+            .zip(present)
+            .filter(|(_, present)| !present)
+            .map(|(image, _)| image.clone())
+            .collect();
         Ok(Held {
             absent,
             pinned: on_disk == want,
@@ -168,12 +201,13 @@ impl Engine {
     }
 
     /// Pulls the images `held` ([`Engine::pinned_held`] of `images`) found absent, at most
-    /// [`MAX_PULLS`] at once, checks each is there, then pins `images`; returns whether CRI-O
-    /// was reloaded. An image found present is not asked about again: one question before, one
-    /// pull and one question after each new image. A failed pull ends the pass with that
-    /// image's error once the pulls in flight finish; what they pulled stays. Once `stop` is
-    /// set (the node's sets changed) no new image is taken and nothing is pinned: the pass
-    /// ends with [`PinError::Stopped`] as soon as the pulls in flight finish.
+    /// [`MAX_PULLS`] at once, checks each is there (at most [`MAX_CHECKS`] at once), then pins
+    /// `images`; returns whether CRI-O was reloaded. An image found present is not asked about
+    /// again: one question before, one pull and one question after each new image. A failed
+    /// pull ends the pass with that image's error once the pulls in flight finish; what they
+    /// pulled stays. Once `stop` is set (the node's sets changed) no new image is taken, the
+    /// pulls in flight are killed and nothing is pinned: the pass ends with
+    /// [`PinError::Stopped`] within about a second, keeping what was already pulled.
     pub fn pin_images(
         &self,
         images: &[String],
@@ -183,12 +217,16 @@ impl Engine {
         check_refs(images)?;
         check_refs(&held.absent)?;
         let store = &*self.host.images;
-        pull_all(&held.absent, MAX_PULLS, stop, |image| store.pull(image))?;
-        for image in &held.absent {
-            if !self.host.images.present(image)? {
-                return Err(PinError::Missing(image.clone()));
+        pull_all(&held.absent, MAX_PULLS, stop, |image| {
+            store.pull(image, stop)
+        })?;
+        each_bounded(&held.absent, MAX_CHECKS, stop, |image| {
+            if store.present(image)? {
+                Ok(())
+            } else {
+                Err(PinError::Missing(image.to_string()))
             }
-        }
+        })?;
         let fs = &self.host.fs;
         let on_disk = fs.read_optional(CRIO_PINNED_IMAGES_DROPIN)?;
         if images.is_empty() {
@@ -222,7 +260,7 @@ impl Engine {
 mod tests {
     use std::collections::BTreeSet;
     use std::sync::{Arc, Barrier};
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use super::*;
     use crate::host::Host;
@@ -248,7 +286,7 @@ mod tests {
     }
 
     impl ContainerImages for Arc<Slow> {
-        fn pull(&self, image: &str) -> crate::error::Result<()> {
+        fn pull(&self, image: &str, _stop: &AtomicBool) -> crate::error::Result<()> {
             self.pulls.fetch_add(1, Ordering::SeqCst);
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(now, Ordering::SeqCst);
@@ -519,5 +557,228 @@ mod tests {
         let held = e.pinned_held(&images).unwrap();
         assert_eq!(held.absent.len(), 12 + 1 - pulled, "the pulled ones stay");
         assert!(held.absent.contains(&images[6]));
+    }
+
+    /// Blocks the caller until `until` holds or `deadline` passes.
+    fn wait_for(deadline: Instant, until: impl Fn() -> bool) {
+        while !until() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A store whose presence checks each wait until [`MAX_CHECKS`] have been seen at once (or
+    /// its deadline passes), recording every question; `slow` answers 50 ms later, `failing`
+    /// fails, `lost` vanishes as soon as it is pulled.
+    struct Checks {
+        deadline: Mutex<Instant>,
+        held: Mutex<BTreeSet<String>>,
+        asked: Mutex<Vec<String>>,
+        in_flight: AtomicUsize,
+        most: AtomicUsize,
+        slow: Option<String>,
+        failing: Vec<String>,
+        lost: Vec<String>,
+    }
+
+    impl Checks {
+        fn new() -> Checks {
+            Checks {
+                deadline: Mutex::new(Instant::now() + Duration::from_secs(10)),
+                held: Mutex::default(),
+                asked: Mutex::default(),
+                in_flight: AtomicUsize::new(0),
+                most: AtomicUsize::new(0),
+                slow: None,
+                failing: vec![],
+                lost: vec![],
+            }
+        }
+
+        /// Starts counting anew, for the next pass.
+        fn reset(&self) {
+            *self.deadline.lock().unwrap() = Instant::now() + Duration::from_secs(10);
+            self.most.store(0, Ordering::SeqCst);
+            self.asked.lock().unwrap().clear();
+        }
+
+        fn asked(&self) -> Vec<String> {
+            let mut asked = self.asked.lock().unwrap().clone();
+            asked.sort();
+            asked
+        }
+    }
+
+    impl ContainerImages for Arc<Checks> {
+        fn pull(&self, image: &str, _stop: &AtomicBool) -> crate::error::Result<()> {
+            if !self.lost.iter().any(|i| i == image) {
+                self.held.lock().unwrap().insert(image.to_string());
+            }
+            Ok(())
+        }
+
+        fn present(&self, image: &str) -> crate::error::Result<bool> {
+            self.asked.lock().unwrap().push(image.to_string());
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            let deadline = *self.deadline.lock().unwrap();
+            wait_for(deadline, || self.most.load(Ordering::SeqCst) >= MAX_CHECKS);
+            if self.slow.as_deref() == Some(image) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if self.failing.iter().any(|i| i == image) {
+                return Err(HostError::Command {
+                    command: format!("crictl inspecti {image}"),
+                    stderr: "connection refused".into(),
+                    status: "exit status 1".into(),
+                });
+            }
+            Ok(self.held.lock().unwrap().contains(image))
+        }
+    }
+
+    fn engine_checking(store: &Arc<Checks>) -> (tempfile::TempDir, Engine) {
+        let t = tempfile::tempdir().unwrap();
+        let mut host = Host::sim(t.path()).unwrap();
+        host.images = Box::new(Arc::clone(store));
+        (t, Engine::new(host).unwrap())
+    }
+
+    #[test]
+    fn presence_checks_run_at_most_n_at_once_each_image_asked_once_before_and_new_ones_after() {
+        let images = many(3 * MAX_CHECKS);
+        let store = Arc::new(Checks::new());
+        // Every third image is already there.
+        let (held, new): (Vec<_>, Vec<_>) = images
+            .iter()
+            .cloned()
+            .enumerate()
+            .partition(|(i, _)| i % 3 == 0);
+        let (held, new): (Vec<String>, Vec<String>) = (
+            held.into_iter().map(|(_, i)| i).collect(),
+            new.into_iter().map(|(_, i)| i).collect(),
+        );
+        store.held.lock().unwrap().extend(held.iter().cloned());
+        let (_t, e) = engine_checking(&store);
+
+        let found = e.pinned_held(&images).unwrap();
+        assert_eq!(found.absent, new, "the absent ones, in list order");
+        assert_eq!(store.asked(), images, "each image asked once");
+        let most = store.most.load(Ordering::SeqCst);
+        assert_eq!(most, MAX_CHECKS, "{most} checks at once");
+
+        store.reset();
+        assert!(
+            e.pin_images(&images, &found, &AtomicBool::new(false))
+                .unwrap()
+        );
+        assert_eq!(store.asked(), new, "only the pulled ones asked again, once");
+        let most = store.most.load(Ordering::SeqCst);
+        assert_eq!(most, MAX_CHECKS, "{most} checks at once after the pulls");
+    }
+
+    #[test]
+    fn of_failed_presence_checks_the_first_in_list_order_is_reported() {
+        let images = many(MAX_CHECKS);
+        // All are asked at once; the last fails at once, the third 50 ms later.
+        let store = Arc::new(Checks {
+            slow: Some(images[2].clone()),
+            failing: vec![images[2].clone(), images[MAX_CHECKS - 1].clone()],
+            ..Checks::new()
+        });
+        let (_t, e) = engine_checking(&store);
+        let err = e.pinned_held(&images).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "error running crictl inspecti {}: connection refused: exit status 1",
+                images[2]
+            )
+        );
+        assert_eq!(store.asked(), images, "each image asked once");
+
+        // After the pulls, the first image in list order found missing is reported.
+        let store = Arc::new(Checks {
+            slow: Some(images[2].clone()),
+            lost: vec![images[2].clone(), images[MAX_CHECKS - 1].clone()],
+            ..Checks::new()
+        });
+        let (_t, e) = engine_checking(&store);
+        let found = e.pinned_held(&images).unwrap();
+        store.reset();
+        let err = e
+            .pin_images(&images, &found, &AtomicBool::new(false))
+            .unwrap_err();
+        assert!(
+            matches!(err, PinError::Missing(ref i) if *i == images[2]),
+            "{err}"
+        );
+        assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
+    }
+
+    /// A store whose pull of `blocking` never ends on its own: it waits for the stop, as a
+    /// killed `crictl pull` does; the others are instant.
+    #[derive(Default)]
+    struct Stuck {
+        blocking: String,
+        started: AtomicBool,
+        held: Mutex<BTreeSet<String>>,
+    }
+
+    impl ContainerImages for Arc<Stuck> {
+        fn pull(&self, image: &str, stop: &AtomicBool) -> crate::error::Result<()> {
+            if image == self.blocking {
+                self.started.store(true, Ordering::SeqCst);
+                while !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                return Err(HostError::Command {
+                    command: format!("crictl pull {image}"),
+                    stderr: String::new(),
+                    status: crate::host::cmd::STOPPED.into(),
+                });
+            }
+            self.held.lock().unwrap().insert(image.to_string());
+            Ok(())
+        }
+
+        fn present(&self, image: &str) -> crate::error::Result<bool> {
+            Ok(self.held.lock().unwrap().contains(image))
+        }
+    }
+
+    #[test]
+    fn a_stop_ends_a_pull_that_would_never_end_and_keeps_what_was_pulled() {
+        let images = many(3);
+        let store = Arc::new(Stuck {
+            blocking: images[1].clone(),
+            ..Stuck::default()
+        });
+        let t = tempfile::tempdir().unwrap();
+        let mut host = Host::sim(t.path()).unwrap();
+        host.images = Box::new(Arc::clone(&store));
+        let e = Arc::new(Engine::new(host).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let (e, stop, images) = (Arc::clone(&e), Arc::clone(&stop), images.clone());
+            std::thread::spawn(move || {
+                let held = e.pinned_held(&images).unwrap();
+                let _ = tx.send(e.pin_images(&images, &held, &stop));
+            });
+        }
+        let underway =
+            || store.started.load(Ordering::SeqCst) && store.held.lock().unwrap().len() == 2;
+        wait_for(Instant::now() + Duration::from_secs(10), underway);
+        assert!(underway(), "the stuck pull began and the others ended");
+        stop.store(true, Ordering::SeqCst);
+        let result = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the pass ended soon after the stop");
+        assert!(matches!(result, Err(PinError::Stopped)), "{result:?}");
+        assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
+        assert_eq!(reloads(&e), 0);
+        let held = e.pinned_held(&images).unwrap();
+        assert_eq!(held.absent, [images[1].clone()], "the others stay pulled");
     }
 }

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{HostError, Result};
@@ -63,13 +64,34 @@ pub fn capture(mut r: impl Read + Send + 'static, max: usize) -> std::thread::Jo
 /// Waits for `child` up to `timeout`, polling (callers run on a blocking thread); past it the
 /// child is killed.
 pub fn wait_bounded(child: &mut Child, timeout: Duration) -> Result<ExitStatus, String> {
+    wait_cancellable(child, timeout, &AtomicBool::new(false))
+}
+
+/// What [`wait_cancellable`] and [`CommandRunner::run_cancellable`] say of a child killed
+/// because `stop` was set.
+pub const STOPPED: &str = "stopped: killed at its caller's request";
+
+/// As [`wait_bounded`], and the child is also killed once `stop` is set, seen within one
+/// 20-ms poll; the error is then [`STOPPED`], not a timeout.
+pub fn wait_cancellable(
+    child: &mut Child,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<ExitStatus, String> {
     let started = Instant::now();
+    let kill = |child: &mut Child| {
+        let _ = child.kill();
+        let _ = child.wait();
+    };
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Ok(status),
+            Ok(None) if stop.load(Ordering::SeqCst) => {
+                kill(child);
+                return Err(STOPPED.to_string());
+            }
             Ok(None) if started.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
+                kill(child);
                 return Err(format!("timed out after {timeout:?}"));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
@@ -157,10 +179,24 @@ impl CommandRunner {
         timeout: Duration,
         max_output: usize,
     ) -> Result<CmdOutput> {
+        self.run_cancellable(program, args, timeout, max_output, &AtomicBool::new(false))
+    }
+
+    /// As [`run_bounded`](CommandRunner::run_bounded), and the tool is also killed once `stop`
+    /// is set (within one 20-ms poll), as a cancelled context ends a call: the error's status
+    /// is then [`STOPPED`].
+    pub fn run_cancellable(
+        &self,
+        program: &Path,
+        args: &[String],
+        timeout: Duration,
+        max_output: usize,
+        stop: &AtomicBool,
+    ) -> Result<CmdOutput> {
         let mut child = self.spawn(program, args)?;
         let out = child.stdout.take().map(|r| capture(r, max_output));
         let err = child.stderr.take().map(|r| capture(r, max_output));
-        let status = wait_bounded(&mut child, timeout);
+        let status = wait_cancellable(&mut child, timeout, stop);
         let text = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
             String::from_utf8_lossy(&h.and_then(|h| h.join().ok()).unwrap_or_default()).into_owned()
         };

@@ -3,12 +3,14 @@
 //!
 //! [`Crictl`] is the one thin module around `crictl`, against CRI-O's socket. A pull goes
 //! through CRI-O, which authenticates with its own `global_auth_file` (the cluster pull secret
-//! on OpenShift), so no credential is ever put on a command line. [`SimImages`] keeps a
+//! on OpenShift), so no credential is ever put on a command line; a pull whose caller stops
+//! is killed, which ends CRI-O's pull as upstream's cancelled context does. [`SimImages`] keeps a
 //! simulated node's images as files under its root, and plays a registry that serves every
 //! image except those on a host under `.invalid` (RFC 2606's name that never resolves), so
 //! tests can ask for a failing pull.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crate::error::{HostError, Result};
@@ -26,10 +28,12 @@ pub const SIM_IMAGE_DIR: &str = "/var/lib/mco-sim/images";
 
 /// The node's container image store. A pull does not ask first whether the image is there:
 /// its caller ([`crate::engine::Engine::pinned_held`]) asked once for every image, and pulls
-/// only those it found absent.
+/// only those it found absent. Both are called from several threads at once.
 pub trait ContainerImages: Send + Sync {
-    /// Pulls `image` (a reference by digest).
-    fn pull(&self, image: &str) -> Result<()>;
+    /// Pulls `image` (a reference by digest). Once `stop` is set a pull in progress is given up
+    /// within about a second and returns an error; what it had fetched is CRI-O's to keep or
+    /// drop.
+    fn pull(&self, image: &str, stop: &AtomicBool) -> Result<()>;
     /// Whether `image` is present.
     fn present(&self, image: &str) -> Result<bool>;
 }
@@ -87,13 +91,15 @@ pub fn parse_inspecti(stdout: &str) -> Result<Option<String>> {
 }
 
 impl ContainerImages for Crictl {
-    fn pull(&self, image: &str) -> Result<()> {
+    /// `crictl pull`, killed past the timeout or once `stop` is set.
+    fn pull(&self, image: &str, stop: &AtomicBool) -> Result<()> {
         self.runner
-            .run_bounded(
+            .run_cancellable(
                 &self.program,
                 &Crictl::args(&["pull"], image),
                 self.timeout,
                 MAX_OUTPUT,
+                stop,
             )
             .map(drop)
     }
@@ -153,7 +159,8 @@ impl SimImages {
 }
 
 impl ContainerImages for SimImages {
-    fn pull(&self, image: &str) -> Result<()> {
+    /// A simulated pull is instant: there is nothing to give up when stopped.
+    fn pull(&self, image: &str, _stop: &AtomicBool) -> Result<()> {
         let host = image.split('/').next().unwrap_or_default();
         let host = host.split(':').next().unwrap_or_default();
         if host.ends_with(".invalid") {
@@ -188,11 +195,12 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let images = SimImages::new(HostFs::open(t.path()).unwrap());
         assert!(!images.present(IMAGE).unwrap());
-        images.pull(IMAGE).unwrap();
+        let go = AtomicBool::new(false);
+        images.pull(IMAGE, &go).unwrap();
         assert!(images.present(IMAGE).unwrap());
         assert_eq!(images.held().unwrap(), [IMAGE]);
         let bad = IMAGE.replace("quay.io", "registry.invalid:5000");
-        let err = images.pull(&bad).unwrap_err().to_string();
+        let err = images.pull(&bad, &go).unwrap_err().to_string();
         assert!(
             err.contains("lookup registry.invalid: no such host"),
             "{err}"

@@ -1,9 +1,13 @@
 //! The container image store against a fake `crictl` that records argv and serves a fixture,
 //! and what pinning costs in `crictl` runs.
 
+// Tests read their fakes' logs and look at their processes directly.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use mco_daemon::Host;
 use mco_daemon::engine::Engine;
@@ -50,7 +54,7 @@ fn a_pull_goes_through_crio_without_asking_first() {
         ),
     );
     assert!(!c.present(IMAGE).unwrap());
-    c.pull(IMAGE).unwrap();
+    c.pull(IMAGE, &AtomicBool::new(false)).unwrap();
     assert!(c.present(IMAGE).unwrap());
     let inspect = argv(&[
         "--image-endpoint",
@@ -70,19 +74,30 @@ fn a_pull_goes_through_crio_without_asking_first() {
     );
 }
 
-/// A fake holding any number of images, one state file each under `<dir>/images`.
+/// A fake holding any number of images, one state file each under `<dir>/images`. As its runs
+/// overlap, each also logs its argv, space-separated, in one write to `<dir>/runs.log`.
 fn fake_store(dir: &Path) -> Crictl {
     let images = dir.join("images");
     let body = format!(
-        "case \"$3\" in\n  inspecti) f='{images}'/$(printf '%s' \"$6\" | tr '/:@' '___'); if [ -e \"$f\" ]; then cat '{fixture}'; else echo \"level=fatal msg=\\\"no such image $6 present\\\"\" >&2; exit 1; fi ;;\n  pull) mkdir -p '{images}' && touch '{images}'/$(printf '%s' \"$4\" | tr '/:@' '___') ;;\nesac\nexit 0",
+        "printf '%s\\n' \"$*\" >> '{runs}'\ncase \"$3\" in\n  inspecti) f='{images}'/$(printf '%s' \"$6\" | tr '/:@' '___'); if [ -e \"$f\" ]; then cat '{fixture}'; else echo \"level=fatal msg=\\\"no such image $6 present\\\"\" >&2; exit 1; fi ;;\n  pull) mkdir -p '{images}' && touch '{images}'/$(printf '%s' \"$4\" | tr '/:@' '___') ;;\nesac\nexit 0",
         images = images.display(),
         fixture = fixture_path("crictl/inspecti.json").display(),
+        runs = dir.join("runs.log").display(),
     );
     Crictl::with_program(fake_tool(dir, "crictl", &body))
 }
 
-/// On a real node every question is a `crictl` run: pinning asks once about each image, pulls
-/// those absent, and asks once more about each pulled.
+/// The runs [`fake_store`] logged, each as its argv.
+fn runs(dir: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(dir.join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split(' ').map(str::to_string).collect())
+        .collect()
+}
+
+/// On a real node every question is a `crictl` run: pinning asks once about each image (several
+/// at once, so in any order), pulls those absent, and asks once more about each pulled.
 #[test]
 fn a_new_pinned_image_costs_one_inspecti_before_one_pull_one_after_and_a_held_one_inspecti() {
     let t = tempfile::tempdir().unwrap();
@@ -91,9 +106,13 @@ fn a_new_pinned_image_costs_one_inspecti_before_one_pull_one_after_and_a_held_on
     host.images = Box::new(fake_store(t.path()));
     let engine = Engine::new(host).unwrap();
     let held = IMAGE.replace("/app@", "/held@");
-    engine.host.images.pull(&held).unwrap();
+    engine
+        .host
+        .images
+        .pull(&held, &AtomicBool::new(false))
+        .unwrap();
     let images = vec![IMAGE.to_string(), held.clone()];
-    let before = calls(t.path(), "crictl").len();
+    let before = runs(t.path()).len();
 
     let found = engine.pinned_held(&images).unwrap();
     assert_eq!(found.absent, [IMAGE]);
@@ -113,11 +132,14 @@ fn a_new_pinned_image_costs_one_inspecti_before_one_pull_one_after_and_a_held_on
             image,
         ])
     };
+    let mut ran = runs(t.path())[before..].to_vec();
+    ran[..2].sort();
+    let mut asked = [inspect(IMAGE), inspect(&held)];
+    asked.sort();
+    assert_eq!(ran[..2], asked);
     assert_eq!(
-        calls(t.path(), "crictl")[before..],
+        ran[2..],
         [
-            inspect(IMAGE),
-            inspect(&held),
             argv(&["--image-endpoint", CRIO_ENDPOINT, "pull", IMAGE]),
             inspect(IMAGE),
         ]
@@ -132,7 +154,10 @@ fn a_failed_pull_carries_crictls_error() {
         t.path(),
         "echo 'time=\"2026-12-06T07:00:00Z\" level=fatal msg=\"pulling image: rpc error: code = Unknown desc = unauthorized\"' >&2; exit 1",
     );
-    let err = c.pull(IMAGE).unwrap_err().to_string();
+    let err = c
+        .pull(IMAGE, &AtomicBool::new(false))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("pull"), "{err}");
     assert!(err.contains("unauthorized"), "{err}");
     assert!(err.ends_with("exit status 1"), "{err}");
@@ -142,6 +167,58 @@ fn a_failed_pull_carries_crictls_error() {
 fn a_pull_past_its_timeout_is_killed() {
     let t = tempfile::tempdir().unwrap();
     let c = fake(t.path(), "exec sleep 30").timeout(Duration::from_millis(300));
-    let err = c.pull(IMAGE).unwrap_err().to_string();
+    let err = c
+        .pull(IMAGE, &AtomicBool::new(false))
+        .unwrap_err()
+        .to_string();
     assert!(err.ends_with("timed out after 300ms"), "{err}");
+}
+
+/// A pull the pass no longer needs is killed once the flag is set, as upstream's cancelled
+/// context ends its CRI pull: the call returns within a second, not when the pull would have.
+#[test]
+fn a_pull_in_flight_is_killed_once_stopped() {
+    let t = tempfile::tempdir().unwrap();
+    let pid_file = t.path().join("pull.pid");
+    let c = fake(
+        t.path(),
+        &format!("echo $$ > '{}'; exec sleep 60", pid_file.display()),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let _ = tx.send(c.pull(IMAGE, &stop));
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        let pid = std::fs::read_to_string(&pid_file).unwrap_or_default();
+        if !pid.trim().is_empty() {
+            break pid.trim().to_string();
+        }
+        assert!(Instant::now() < deadline, "the pull never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let alive = |pid: &str| {
+        std::process::Command::new("kill")
+            .args(["-0", pid])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(alive(&pid), "the pull runs");
+    let stopped = Instant::now();
+    stop.store(true, Ordering::SeqCst);
+    let err = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the pull returned soon after the stop")
+        .unwrap_err()
+        .to_string();
+    assert!(stopped.elapsed() < Duration::from_secs(5));
+    assert!(err.ends_with(mco_daemon::host::cmd::STOPPED), "{err}");
+    assert!(!err.contains("timed out"), "{err}");
+    assert!(!alive(&pid), "crictl {pid} is gone");
 }

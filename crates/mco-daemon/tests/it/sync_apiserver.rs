@@ -4,6 +4,7 @@
 
 use crate::support;
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -1288,12 +1289,14 @@ async fn an_upstream_node_in_image_mode_is_taken_over_as_it_is() {
     );
 }
 
-/// A node's image store whose pulls take `delay` each, recording them in order.
+/// A node's image store whose pulls take `delay` each, recording them in order; a pull in
+/// flight when its pass stops ends at once, having pulled nothing, as a killed `crictl pull`.
 #[derive(Default)]
 struct SlowImages {
     delay: Duration,
     held: Mutex<std::collections::BTreeSet<String>>,
     pulls: Mutex<Vec<String>>,
+    stopped: AtomicUsize,
 }
 
 impl SlowImages {
@@ -1306,9 +1309,20 @@ impl SlowImages {
 struct SharedImages(Arc<SlowImages>);
 
 impl ContainerImages for SharedImages {
-    fn pull(&self, image: &str) -> mco_daemon::Result<()> {
+    fn pull(&self, image: &str, stop: &AtomicBool) -> mco_daemon::Result<()> {
         self.0.pulls.lock().unwrap().push(image.to_string());
-        std::thread::sleep(self.0.delay);
+        let done = Instant::now() + self.0.delay;
+        while Instant::now() < done {
+            if stop.load(Ordering::SeqCst) {
+                self.0.stopped.fetch_add(1, Ordering::SeqCst);
+                return Err(mco_daemon::HostError::Command {
+                    command: format!("crictl pull {image}"),
+                    stderr: String::new(),
+                    status: mco_daemon::host::cmd::STOPPED.into(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         self.0.held.lock().unwrap().insert(image.to_string());
         Ok(())
     }
@@ -1400,8 +1414,8 @@ async fn pinned_exactly(
     (names == sets && entries.iter().all(|e| e.is_current())).then_some(())
 }
 
-/// A set deleted while its images are being pulled stops the pass: the pulls in flight finish,
-/// no new one starts, and the next pass pins what is left.
+/// A set deleted while its images are being pulled stops the pass: the pulls in flight are
+/// killed, no new one starts, and the next pass pins what is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_image_set_deleted_mid_pass_is_not_pulled_to_the_end() {
     let (server, admin, _nodes, mcns) = pinning_cluster(&["worker"]).await;
@@ -1438,6 +1452,10 @@ async fn a_pinned_image_set_deleted_mid_pass_is_not_pulled_to_the_end() {
         big.len()
     );
     assert_eq!(pulls.iter().filter(|i| small.contains(i)).count(), 1);
+    assert!(
+        store.stopped.load(Ordering::SeqCst) > 0,
+        "the stop reached the pulls in flight"
+    );
 }
 
 /// A node moved to another pool (its labels changed, nothing else) takes that pool's sets

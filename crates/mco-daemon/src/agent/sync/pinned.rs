@@ -7,8 +7,9 @@
 //! conditions, in upstream's words.
 //!
 //! A pass runs while the watch is read: a change of the sets (or of the node's labels) stops
-//! it taking new images, and once the pulls in flight finish a new pass starts from the new
-//! state, so a set deleted in the middle of its 500 pulls is not pulled to the end.
+//! it taking new images and kills the pulls in flight, and within about a second a new pass
+//! starts from the new state, so a set deleted in the middle of its 500 pulls is not pulled to
+//! the end.
 //!
 //! Costs: one watch per daemon start. The pools are read only while some set exists, at each
 //! set change, at each change of the node's labels (signalled by the sync loop's Node watch,
@@ -256,8 +257,8 @@ fn labels_moved(pass: Option<&Labels>, now: Option<&Labels>) -> bool {
 
 /// Watches and syncs until the watch ends (`Break`) or the kind turns out not to be served
 /// (`Continue`: look again later). The watch is read while a pass runs: a change of the sets,
-/// or of the node's labels, stops the pass taking new images, and once the pulls in flight
-/// finish a new pass starts from the new state.
+/// or of the node's labels, stops the pass taking new images and kills the pulls in flight,
+/// and a new pass starts from the new state.
 async fn serve(inner: &Arc<Inner>) -> ControlFlow<()> {
     let mut events = std::pin::pin!(
         mco_api::watch::watch(inner.pinned_sets.clone(), watcher::Config::default())
@@ -375,7 +376,8 @@ fn not_served(e: &watcher::Error) -> bool {
 }
 
 /// One pass: the node's sets, pulled and pinned, and the MachineConfigNode told. Once `stop`
-/// is set no new image is pulled and the pass ends without a word: the next pass reports.
+/// is set no new image is pulled, the pulls in flight are killed and the pass ends without a
+/// word: the next pass reports.
 async fn sync(
     inner: &Arc<Inner>,
     sets: &BTreeMap<String, PinnedImageSet>,
