@@ -23,7 +23,8 @@ pub struct Args {
     /// Address to serve HTTPS on.
     #[arg(long, default_value = "0.0.0.0:22623")]
     pub listen: SocketAddr,
-    /// The serving certificate chain (PEM); with --tls-key.
+    /// The serving certificate chain (PEM); with --tls-key. Both files are read again when they
+    /// change (a rotated Secret): new connections get the new pair within about a second.
     #[arg(long, requires = "tls_key", conflicts_with = "cert_dir")]
     pub tls_cert: Option<PathBuf>,
     /// The serving certificate's key (PEM).
