@@ -96,6 +96,12 @@ pub mod names {
     pub const WORKER_POOL: &str = "worker";
     /// Prefix of rendered MachineConfig names: `rendered-<pool>-<hash>`.
     pub const RENDERED_PREFIX: &str = "rendered-";
+    /// The machine config server's CA: a Secret (the signing pair) and a ConfigMap (every CA
+    /// still valid, `ca-bundle.crt`), upstream's name for both.
+    pub const SERVER_CA: &str = "machine-config-server-ca";
+    /// The Secret holding the machine config server's serving certificate, which its DaemonSet
+    /// mounts.
+    pub const SERVER_TLS_SECRET: &str = "mco-server-tls";
     /// Sentinel for an MCN whose desired config the controller has not set yet.
     pub const NOT_YET_SET: &str = "not-yet-set";
     /// The field manager mco uses for server-side apply of MCN status.

@@ -701,9 +701,14 @@ pub async fn run_all(
             spec_changes(pools_for_kubelet_defaults),
             mcs_for_kubelet_defaults,
         );
+        // Its own loop of reads: three objects in one namespace, checked every minute.
+        let server_certs = match config.server_certs.clone() {
+            Some(opts) => future::Either::Left(crate::server_certs::run(ctx.clone(), opts)),
+            None => future::Either::Right(future::pending()),
+        };
         future::join5(
             future::join5(render, rollout, mcn, drain, sweep),
-            future::join(disruption, pinned_sets),
+            future::join3(disruption, pinned_sets, server_certs),
             generators,
             cc_status,
             policy_status,

@@ -21,8 +21,9 @@
 //!   node disruption policy of `MachineConfiguration/cluster`), [`generators`] (the
 //!   MachineConfigs written from KubeletConfigs, ContainerRuntimeConfigs and registry policy),
 //!   [`pinned`] (the pools' `spec.pinnedImageSets`; the node controller reads its tally of
-//!   MachineConfigNodes for the pools' status) and [`ccstatus`] (the ControllerConfig's status
-//!   and the pools' `certExpirys`);
+//!   MachineConfigNodes for the pools' status), [`ccstatus`] (the ControllerConfig's status
+//!   and the pools' `certExpirys`) and [`server_certs`] (the machine config server's CA and
+//!   serving certificate);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
 mod by_name;
@@ -43,6 +44,7 @@ pub mod policies;
 pub mod probes;
 pub mod render;
 pub mod rollout;
+pub mod server_certs;
 pub mod templates;
 pub mod windows;
 pub mod written;
@@ -145,6 +147,9 @@ pub struct Config {
     /// Where the caches are lent, while this controller leads, to a reader in the same process
     /// (the dashboard of `mco up`); `None` lends them to nobody.
     pub lend_caches: Option<mco_api::caches::Lender>,
+    /// Keep the machine config server's CA and serving certificate ([`server_certs`]); `None`
+    /// leaves them to someone else (upstream's operator, or an installer).
+    pub server_certs: Option<server_certs::ServerCerts>,
 }
 
 /// Environment variable naming the node the controller runs on; a Deployment sets it from the
@@ -166,6 +171,7 @@ impl Default for Config {
             own_node: None,
             templates: true,
             lend_caches: None,
+            server_certs: None,
         }
     }
 }

@@ -145,6 +145,7 @@ pub fn fast_config(identity: &str) -> Config {
         // These tests write their own base configs; `templates.rs` turns it on.
         templates: false,
         lend_caches: None,
+        server_certs: None,
     }
 }
 

@@ -11,4 +11,5 @@ mod nodes;
 mod pinned;
 mod render;
 mod rollout;
+mod server_certs;
 mod templates;

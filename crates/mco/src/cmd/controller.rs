@@ -66,6 +66,21 @@ pub struct Args {
     /// another writer.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     templates: bool,
+    /// Keep the machine config server's CA (Secret and ConfigMap `machine-config-server-ca`)
+    /// and its serving certificate (--server-tls-secret) in this namespace, and rotate them.
+    #[arg(long)]
+    server_certs_namespace: Option<String>,
+    /// The serving certificate's Secret, which the server mounts.
+    #[arg(long, default_value = "mco-server-tls")]
+    server_tls_secret: String,
+    /// The names and IPs the serving certificate is for (comma-separated); default: the host of
+    /// the ControllerConfig's `spec.infra.status.apiServerInternalURI` and the platform's
+    /// `apiServerInternalIPs`, as upstream's.
+    #[arg(long, value_delimiter = ',')]
+    server_cert_hostnames: Vec<String>,
+    /// How often the server's certificates are checked.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    server_certs_period: Duration,
 }
 
 impl Args {
@@ -101,6 +116,14 @@ impl Args {
             own_node: None,
             templates: self.templates,
             lend_caches: None,
+            server_certs: self.server_certs_namespace.as_ref().map(|ns| {
+                mco_controller::server_certs::ServerCerts {
+                    namespace: ns.clone(),
+                    serving_secret: self.server_tls_secret.clone(),
+                    hostnames: self.server_cert_hostnames.clone(),
+                    period: self.server_certs_period,
+                }
+            }),
         }
     }
 }
