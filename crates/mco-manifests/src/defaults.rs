@@ -54,13 +54,23 @@ pub fn pools() -> Vec<MachineConfigPool> {
     ]
 }
 
-/// The singleton ControllerConfig; only the OS image matters to mco.
+/// The singleton ControllerConfig: the OS image and, with `--apiserver-url`, the URL machines
+/// reach the API server at, where upstream's operator copies it from the Infrastructure (the
+/// machine config server's certificate is for its host).
 pub fn controller_config(opts: &Options) -> ControllerConfig {
+    let mut other = serde_json::Map::new();
+    if let Some(url) = &opts.apiserver_url {
+        other.insert(
+            "infra".into(),
+            serde_json::json!({"status": {"apiServerInternalURI": url}}),
+        );
+    }
     ControllerConfig::new(
         names::CONTROLLER_CONFIG,
         ControllerConfigSpec {
             os_image_url: opts.os_image.clone(),
             base_os_container_image: opts.os_image.clone(),
+            other,
             ..Default::default()
         },
     )

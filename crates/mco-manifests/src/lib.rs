@@ -34,7 +34,7 @@ pub const NODE_BOOTSTRAPPER: &str = "node-bootstrapper";
 /// Its long-lived token Secret (`kubernetes.io/service-account-token`), mounted into the server.
 pub const NODE_BOOTSTRAPPER_TOKEN: &str = "node-bootstrapper-token";
 /// The Secret (`kubernetes.io/tls`) holding the machine config server's certificate.
-pub const SERVER_TLS_SECRET: &str = "mco-server-tls";
+pub const SERVER_TLS_SECRET: &str = mco_api::constants::names::SERVER_TLS_SECRET;
 /// The ClusterRole both identities use to record events, bound only where events are written.
 pub const EVENTS_ROLE: &str = "mco-events";
 /// Serves the controller's `/metrics`, `/healthz` and `/readyz`.
@@ -252,6 +252,9 @@ pub fn generate(opts: &Options, parts: &[Part]) -> Result<Vec<Manifest>, Error> 
                 }
                 out.push(Manifest::new(part, &rbac::controller_lease_role(opts))?);
                 for role in rbac::controller_pull_secret_roles(opts) {
+                    out.push(Manifest::new(part, &role)?);
+                }
+                if let Some(role) = rbac::controller_server_certs_role(opts) {
                     out.push(Manifest::new(part, &role)?);
                 }
                 for binding in rbac::role_bindings(opts) {

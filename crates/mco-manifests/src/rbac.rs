@@ -420,6 +420,42 @@ pub fn controller_pull_secret_roles(opts: &Options) -> Vec<Role> {
         .collect()
 }
 
+/// The name of the Role and RoleBinding that grant [`controller_server_certs_rules`].
+pub const SERVER_CERTS_ROLE: &str = "mco-controller-server-certs";
+
+/// The machine config server's CA and serving certificate, which the controller keeps and
+/// rotates: read and rewrite the three objects by name; `create` cannot be limited to names.
+pub fn controller_server_certs_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(&[""], &["secrets", "configmaps"], &["create"]),
+        named_rule(
+            &[""],
+            &["secrets"],
+            &[names::SERVER_CA, names::SERVER_TLS_SECRET],
+            &["get", "update"],
+        ),
+        named_rule(
+            &[""],
+            &["configmaps"],
+            &[names::SERVER_CA],
+            &["get", "update"],
+        ),
+    ]
+}
+
+/// Whether the controller keeps the machine config server's certificates: on OpenShift, OKD
+/// and UCCPS upstream's server and its certificates stay (docs/deploy.md).
+pub fn controller_keeps_server_certs(opts: &Options) -> bool {
+    !opts.openshift
+}
+
+pub fn controller_server_certs_role(opts: &Options) -> Option<Role> {
+    controller_keeps_server_certs(opts).then(|| Role {
+        metadata: namespaced_meta(SERVER_CERTS_ROLE, &opts.namespace, "controller"),
+        rules: Some(controller_server_certs_rules()),
+    })
+}
+
 pub fn controller_lease_role(opts: &Options) -> Role {
     Role {
         metadata: namespaced_meta(
@@ -445,6 +481,13 @@ pub fn role_bindings(opts: &Options) -> Vec<RoleBinding> {
         out.push(RoleBinding {
             metadata: namespaced_meta(PULL_SECRET_ROLE, &ns, "controller"),
             role_ref: role_ref("Role", PULL_SECRET_ROLE),
+            subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
+        });
+    }
+    if controller_keeps_server_certs(opts) {
+        out.push(RoleBinding {
+            metadata: namespaced_meta(SERVER_CERTS_ROLE, &opts.namespace, "controller"),
+            role_ref: role_ref("Role", SERVER_CERTS_ROLE),
             subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
         });
     }

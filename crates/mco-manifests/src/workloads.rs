@@ -117,13 +117,7 @@ pub fn controller(opts: &Options) -> Deployment {
     let container = Container {
         name: "controller".to_string(),
         image: Some(opts.image.clone()),
-        args: Some(vec![
-            "controller".to_string(),
-            format!("--metrics-addr=0.0.0.0:{CONTROLLER_METRICS_PORT}"),
-            format!("--lease-namespace={}", opts.namespace),
-            format!("--lease-name={CONTROLLER}"),
-            "--identity=$(POD_NAME)".to_string(),
-        ]),
+        args: Some(controller_args(opts)),
         // NODE_NAME lets the controller update the node it runs on last, so a rollout does not
         // drain its own leader before the other nodes are done.
         env: Some(vec![
@@ -347,6 +341,23 @@ pub fn daemon(opts: &Options) -> DaemonSet {
         }),
         status: None,
     }
+}
+
+fn controller_args(opts: &Options) -> Vec<String> {
+    let mut args = vec![
+        "controller".to_string(),
+        format!("--metrics-addr=0.0.0.0:{CONTROLLER_METRICS_PORT}"),
+        format!("--lease-namespace={}", opts.namespace),
+        format!("--lease-name={CONTROLLER}"),
+        "--identity=$(POD_NAME)".to_string(),
+    ];
+    // The server's CA and certificate, for the host of the ControllerConfig's
+    // apiServerInternalURI (which `--apiserver-url` sets in a fresh install).
+    if crate::rbac::controller_keeps_server_certs(opts) {
+        args.push(format!("--server-certs-namespace={}", opts.namespace));
+        args.push(format!("--server-tls-secret={SERVER_TLS_SECRET}"));
+    }
+    args
 }
 
 /// Where the server container sees its certificate Secret.

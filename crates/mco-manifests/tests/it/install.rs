@@ -312,8 +312,9 @@ fn events_are_granted_only_in_default_and_the_install_namespace() {
     }
 }
 
-/// The one Secret any role grants: the pull secret, to the controller, by name, in the install
-/// namespace and, on OpenShift, in `openshift-config`.
+/// The Secrets any role grants: the pull secret, to the controller, by name, in the install
+/// namespace and, on OpenShift, in `openshift-config`; and, without `--openshift`, the machine
+/// config server's CA and serving certificate, by name, in the install namespace (below).
 #[test]
 fn only_the_controller_may_read_a_secret_and_only_the_pull_secret() {
     for (opts, namespaces) in [
@@ -373,11 +374,106 @@ fn only_the_controller_may_read_a_secret_and_only_the_pull_secret() {
         let others: Vec<Manifest> = mco_manifests::generate(&opts, &[Part::Rbac])
             .unwrap()
             .into_iter()
-            .filter(|m| m.name() != Some("mco-controller-pull-secret"))
+            .filter(|m| {
+                m.name() != Some("mco-controller-pull-secret")
+                    && m.name() != Some("mco-controller-server-certs")
+            })
             .collect();
         let yaml = mco_manifests::to_yaml(&others).unwrap();
         assert!(!yaml.contains("secrets"), "{yaml}");
     }
+}
+
+/// The machine config server's certificates: the controller may create Secrets and ConfigMaps
+/// in the install namespace (RBAC cannot name what is created) and read and rewrite only the
+/// CA and the serving certificate, by name; on OpenShift, where upstream's server and its
+/// certificates stay, nothing. The Deployment is told so.
+#[test]
+fn the_controller_keeps_the_servers_certificates_by_name_without_openshift() {
+    let ms = all(&Options::default());
+    let roles: Vec<Role> = ms
+        .iter()
+        .filter(|m| m.kind() == Some("Role") && m.name() == Some("mco-controller-server-certs"))
+        .map(typed)
+        .collect();
+    assert_eq!(roles.len(), 1);
+    assert_eq!(roles[0].metadata.namespace.as_deref(), Some("mco-system"));
+    assert_eq!(
+        grants(roles[0].rules.as_deref().unwrap()),
+        expand(&[
+            "core secrets create",
+            "core configmaps create",
+            "core secrets get,update machine-config-server-ca,mco-server-tls",
+            "core configmaps get,update machine-config-server-ca",
+        ])
+    );
+    let bindings: Vec<RoleBinding> = ms
+        .iter()
+        .filter(|m| {
+            m.kind() == Some("RoleBinding") && m.name() == Some("mco-controller-server-certs")
+        })
+        .map(typed)
+        .collect();
+    assert_eq!(bindings.len(), 1);
+    assert_eq!(bindings[0].role_ref.name, "mco-controller-server-certs");
+    let subjects = bindings[0].subjects.as_deref().unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0].name, "mco-controller");
+    let args = |opts: &Options| -> Vec<String> {
+        let d: k8s_openapi::api::apps::v1::Deployment = all(opts)
+            .iter()
+            .filter(|m| m.kind() == Some("Deployment"))
+            .map(typed)
+            .next()
+            .unwrap();
+        d.spec.unwrap().template.spec.unwrap().containers[0]
+            .args
+            .clone()
+            .unwrap()
+    };
+    let a = args(&Options::default());
+    assert!(a.contains(&"--server-certs-namespace=mco-system".to_string()), "{a:?}");
+    assert!(a.contains(&"--server-tls-secret=mco-server-tls".to_string()), "{a:?}");
+
+    let openshift = Options {
+        openshift: true,
+        ..Default::default()
+    };
+    assert!(
+        !all(&openshift)
+            .iter()
+            .any(|m| m.name() == Some("mco-controller-server-certs"))
+    );
+    assert!(
+        !args(&openshift)
+            .iter()
+            .any(|a| a.starts_with("--server-certs-namespace"))
+    );
+}
+
+/// With `--apiserver-url`, the default ControllerConfig records it where upstream's operator
+/// copies the Infrastructure's, so the server's certificate is for its host.
+#[test]
+fn the_default_controller_config_records_the_api_int_url() {
+    let opts = Options {
+        apiserver_url: Some("https://api-int.c.example.com:6443".into()),
+        ..Default::default()
+    };
+    let cc = mco_manifests::generate(&opts, &[Part::Defaults])
+        .unwrap()
+        .into_iter()
+        .find(|m| m.kind() == Some("ControllerConfig"))
+        .unwrap();
+    assert_eq!(
+        cc.object["spec"]["infra"]["status"]["apiServerInternalURI"],
+        "https://api-int.c.example.com:6443"
+    );
+    let plain = mco_manifests::generate(&Options::default(), &[Part::Defaults])
+        .unwrap()
+        .into_iter()
+        .find(|m| m.kind() == Some("ControllerConfig"))
+        .unwrap();
+    assert!(plain.object["spec"].get("infra").is_none());
 }
 
 #[test]

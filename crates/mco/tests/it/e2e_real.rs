@@ -347,8 +347,15 @@ fn parse_can_i_list(out: &str) -> BTreeSet<Rule> {
         } else {
             resource
         };
+        // Several names in one rule are listed space-separated: one rule per name.
+        let names: Vec<&str> = match cols[1].split_whitespace().collect::<Vec<_>>() {
+            n if n.is_empty() => vec![""],
+            n => n,
+        };
         for verb in cols[2].split_whitespace() {
-            rules.insert(rule(what, cols[1], verb));
+            for name in &names {
+                rules.insert(rule(what, name, verb));
+            }
         }
     }
     rules
