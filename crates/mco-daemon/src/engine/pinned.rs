@@ -49,6 +49,25 @@ pub fn crio_dropin(images: &[String]) -> String {
     .unwrap_or_default()
 }
 
+/// Whether the drop-in `on_disk` already pins exactly `images`: compared as TOML, not as
+/// bytes, so a drop-in upstream's daemon wrote (Go's encoder indents its tables) is kept, and a
+/// takeover neither rewrites it nor reloads CRI-O. No images wants no drop-in.
+pub fn dropin_pins(on_disk: Option<&[u8]>, images: &[String]) -> bool {
+    let parse = |b: &[u8]| {
+        std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse::<toml::Table>().ok())
+    };
+    match on_disk {
+        None => images.is_empty(),
+        Some(_) if images.is_empty() => false,
+        Some(b) => {
+            let want = parse(crio_dropin(images).as_bytes());
+            want.is_some() && parse(b) == want
+        }
+    }
+}
+
 /// Why pinning failed, in upstream's words where users grep for them.
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
@@ -183,7 +202,6 @@ impl Engine {
     pub fn pinned_held(&self, images: &[String]) -> Result<Held, PinError> {
         check_refs(images)?;
         let on_disk = self.host.fs.read_optional(CRIO_PINNED_IMAGES_DROPIN)?;
-        let want = (!images.is_empty()).then(|| crio_dropin(images).into_bytes());
         let store = &*self.host.images;
         let present = each_bounded(images, MAX_CHECKS, &AtomicBool::new(false), |image| {
             Ok(store.present(image)?)
@@ -196,7 +214,7 @@ impl Engine {
             .collect();
         Ok(Held {
             absent,
-            pinned: on_disk == want,
+            pinned: dropin_pins(on_disk.as_deref(), images),
         })
     }
 
@@ -237,7 +255,7 @@ impl Engine {
                 .map_err(PinError::Write)?;
         } else {
             let want = crio_dropin(images);
-            if on_disk.as_deref() == Some(want.as_bytes()) {
+            if dropin_pins(on_disk.as_deref(), images) {
                 tracing::info!("CRI-O config file is up to date, no reload required");
                 return Ok(false);
             }
@@ -354,6 +372,41 @@ mod tests {
             doc["crio"]["image"]["pinned_images"],
             toml::Value::Array(vec![A.into(), B.into()])
         );
+    }
+
+    /// Upstream's daemon writes the drop-in with Go's TOML encoder, which indents tables. A
+    /// node taken over with its images held and that drop-in is up to date: nothing written,
+    /// CRI-O not reloaded. Another list, or more in the file than the list, is rewritten.
+    #[test]
+    fn upstreams_dropin_for_the_same_images_is_kept_without_a_reload() {
+        let (_t, e) = engine();
+        let images = vec![A.to_string(), B.to_string()];
+        pin(&e, &images).unwrap();
+        let before = reloads(&e);
+        let upstream = format!("[crio]\n  [crio.image]\n    pinned_images = [\"{A}\", \"{B}\"]\n");
+        assert_ne!(upstream, crio_dropin(&images));
+        e.host
+            .fs
+            .write_atomic(
+                CRIO_PINNED_IMAGES_DROPIN,
+                upstream.as_bytes(),
+                &FileAttrs::mode(0o644),
+            )
+            .unwrap();
+        assert!(up_to_date(&e, &images));
+        assert!(!pin(&e, &images).unwrap(), "no reload");
+        assert_eq!(reloads(&e), before);
+        assert_eq!(
+            e.host.fs.read_to_string(CRIO_PINNED_IMAGES_DROPIN).unwrap(),
+            upstream,
+            "kept as upstream wrote it"
+        );
+        assert!(!dropin_pins(Some(upstream.as_bytes()), &[A.to_string()]));
+        let more = format!("{upstream}    pause_image = \"x\"\n");
+        assert!(!dropin_pins(Some(more.as_bytes()), &images));
+        assert!(!dropin_pins(Some(b"not toml ["), &images));
+        assert!(dropin_pins(None, &[]));
+        assert!(!dropin_pins(Some(upstream.as_bytes()), &[]));
     }
 
     #[test]
