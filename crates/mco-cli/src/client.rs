@@ -29,6 +29,13 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("reading {what} {name}: {source}")]
+    Get {
+        what: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error(transparent)]
     Local(#[from] local::LocalError),
 }
@@ -314,6 +321,46 @@ pub async fn fetch_pinned_image_sets(
             labels: o.metadata.labels.unwrap_or_default(),
         })
         .collect())
+}
+
+/// Reads one object whose check is optional: `None` where it is absent or the caller may not
+/// read it.
+async fn get_if_readable<K>(api: Api<K>, what: &'static str, name: &str) -> Result<Option<K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_opt(name).await {
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(None),
+        other => other.map_err(|source| Error::Get {
+            what,
+            name: name.to_string(),
+            source,
+        }),
+    }
+}
+
+/// The machine config server's CA Secret, bundle ConfigMap and serving Secret in `namespace`
+/// (the install namespace), one GET each; each `None` where it is absent or the caller may not
+/// read it.
+pub async fn fetch_server_certs(
+    client: &Client,
+    namespace: &str,
+) -> Result<crate::doctor::ServerCertObjects, Error> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use mco_api::constants::names::{SERVER_CA, SERVER_TLS_SECRET};
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let (ca, bundle, serving) = futures::try_join!(
+        get_if_readable(secrets.clone(), "secret", SERVER_CA),
+        get_if_readable(maps, "configmap", SERVER_CA),
+        get_if_readable(secrets, "secret", SERVER_TLS_SECRET),
+    )?;
+    Ok(crate::doctor::ServerCertObjects {
+        namespace: namespace.to_string(),
+        ca,
+        bundle,
+        serving,
+    })
 }
 
 /// Reads everything the views need.

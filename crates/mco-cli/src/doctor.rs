@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mco_api::constants::{annotations, cc_conditions, mcn_conditions, pool_conditions, states};
 use mco_api::generators::GeneratorStatus;
@@ -908,6 +909,603 @@ pub fn expiring_certificates(snap: &Snapshot) -> Vec<Finding> {
             )
         })
         .collect()
+}
+
+/// The label on the machine config server's certificate objects that mco keeps (library-go's,
+/// value `signer`, `ca-bundle` or `target`); an object without it is the administrator's own,
+/// which mco never rewrites.
+pub const MANAGED_CERT_LABEL: &str = "auth.openshift.io/managed-certificate-type";
+/// The bundle's key in ConfigMap `machine-config-server-ca`.
+pub const SERVER_CA_BUNDLE_KEY: &str = "ca-bundle.crt";
+
+/// The machine config server's certificate objects in the install namespace, as `mco doctor`
+/// reads them: each `None` where it is absent or the caller may not read it.
+#[derive(Debug, Clone, Default)]
+pub struct ServerCertObjects {
+    pub namespace: String,
+    /// Secret `machine-config-server-ca`: the CA that signs the serving certificate.
+    pub ca: Option<Secret>,
+    /// ConfigMap `machine-config-server-ca`: the CAs new machines trust.
+    pub bundle: Option<ConfigMap>,
+    /// Secret `mco-server-tls`: the serving certificate.
+    pub serving: Option<Secret>,
+}
+
+/// What the checks need of one certificate.
+struct CertFacts {
+    der: Vec<u8>,
+    subject: String,
+    issuer: String,
+    not_before: jiff::Timestamp,
+    not_after: jiff::Timestamp,
+    dns: Vec<String>,
+    ips: Vec<std::net::IpAddr>,
+}
+
+/// The certificates of a PEM text, in order: those that parse, as Go's `AppendCertsFromPEM`
+/// takes a bundle; the first problem met is the error only where none parses.
+fn pem_certs(pem: &[u8]) -> Result<Vec<CertFacts>, String> {
+    use x509_parser::error::PEMError;
+    use x509_parser::extensions::GeneralName;
+    let mut out = vec![];
+    let mut problem = None;
+    for (i, block) in x509_parser::pem::Pem::iter_from_buffer(pem).enumerate() {
+        let block = match block {
+            Ok(block) => block,
+            // Only text after the last block.
+            Err(PEMError::MissingHeader) => break,
+            Err(e) => {
+                problem.get_or_insert(format!("PEM block {}: {e}", i + 1));
+                break;
+            }
+        };
+        if block.label != "CERTIFICATE" {
+            continue;
+        }
+        let cert = match block.parse_x509() {
+            Ok(cert) => cert,
+            Err(e) => {
+                problem.get_or_insert(format!("certificate {}: {e}", i + 1));
+                continue;
+            }
+        };
+        let ts = |s: i64| jiff::Timestamp::from_second(s).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+        let (mut dns, mut ips) = (vec![], vec![]);
+        if let Ok(Some(san)) = cert.subject_alternative_name() {
+            for name in &san.value.general_names {
+                match name {
+                    GeneralName::DNSName(d) => dns.push(d.to_string()),
+                    GeneralName::IPAddress(b) => {
+                        if let Ok(v4) = <[u8; 4]>::try_from(*b) {
+                            ips.push(v4.into());
+                        } else if let Ok(v6) = <[u8; 16]>::try_from(*b) {
+                            ips.push(v6.into());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.push(CertFacts {
+            der: block.contents.clone(),
+            subject: cert.subject().to_string(),
+            issuer: cert.issuer().to_string(),
+            not_before: ts(cert.validity().not_before.timestamp()),
+            not_after: ts(cert.validity().not_after.timestamp()),
+            dns,
+            ips,
+        });
+    }
+    match problem {
+        Some(p) if out.is_empty() => Err(p),
+        _ => Ok(out),
+    }
+}
+
+/// The certificates of a Secret's `data.tls.crt`, at least one.
+fn secret_certs(secret: &Secret) -> Result<Vec<CertFacts>, String> {
+    let pem = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("tls.crt"))
+        .map(|b| b.0.as_slice())
+        .unwrap_or_default();
+    let certs = pem_certs(pem)?;
+    if certs.is_empty() {
+        return Err("data.tls.crt holds no certificate".into());
+    }
+    Ok(certs)
+}
+
+/// Whether `parent` signed `child`: its subject is the child's issuer and its key verifies the
+/// child's signature (or the algorithm is one ring cannot check, when the names alone decide).
+fn signed_by(child: &CertFacts, parent: &CertFacts) -> bool {
+    use x509_parser::prelude::{FromDer, X509Certificate, X509Error};
+    let (Ok((_, c)), Ok((_, p))) = (
+        X509Certificate::from_der(&child.der),
+        X509Certificate::from_der(&parent.der),
+    ) else {
+        return false;
+    };
+    c.issuer().as_raw() == p.subject().as_raw()
+        && match c.verify_signature(Some(p.public_key())) {
+            Ok(()) | Err(X509Error::SignatureUnsupportedAlgorithm) => true,
+            Err(_) => false,
+        }
+}
+
+/// Whether the serving chain (`chain[0]` the serving certificate, then what the server sends
+/// with it) leads to a CA of `bundle`.
+fn chains_to(chain: &[CertFacts], bundle: &[CertFacts]) -> bool {
+    let mut current = &chain[0];
+    for _ in 0..chain.len() {
+        if bundle.iter().any(|ca| signed_by(current, ca)) {
+            return true;
+        }
+        match chain[1..]
+            .iter()
+            .find(|c| !std::ptr::eq(*c, current) && signed_by(current, c))
+        {
+            Some(next) => current = next,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The host of a URL (`https://api-int.example.com:6443` gives `api-int.example.com`, and
+/// `https://[fd00::1]:6443` gives `fd00::1`).
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = hostport.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+            _ => hostport,
+        }
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+/// The host machines reach the server at, upstream's rule: the host of the ControllerConfig's
+/// `spec.infra.status.apiServerInternalURI`, with that URI.
+fn server_host(cc: &ControllerConfig) -> Option<(String, String)> {
+    let uri = cc
+        .spec
+        .other
+        .get("infra")
+        .and_then(|i| i.get("status"))
+        .and_then(|s| s.get("apiServerInternalURI"))
+        .and_then(|u| u.as_str())
+        .filter(|u| !u.is_empty())?;
+    Some((url_host(uri)?, uri.to_string()))
+}
+
+/// Whether a certificate names `host`: an IP among its IP SANs, a name among its DNS SANs (a
+/// `*.` wildcard standing for one label), as TLS clients match it (the subject's CN is not
+/// read).
+fn names_host(cert: &CertFacts, host: &str) -> bool {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return cert.ips.contains(&ip);
+    }
+    let host = host.trim_end_matches('.');
+    cert.dns.iter().any(|d| {
+        let d = d.trim_end_matches('.').to_ascii_lowercase();
+        match d.strip_prefix("*.") {
+            Some(suffix) => host
+                .split_once('.')
+                .is_some_and(|(label, rest)| !label.is_empty() && rest == suffix),
+            None => d == host,
+        }
+    })
+}
+
+fn sans(cert: &CertFacts) -> String {
+    let all: Vec<String> = cert
+        .dns
+        .iter()
+        .cloned()
+        .chain(cert.ips.iter().map(|i| i.to_string()))
+        .collect();
+    if all.is_empty() {
+        "no host (it has no subject alternative names)".into()
+    } else {
+        all.join(", ")
+    }
+}
+
+/// Go's words for a certificate that does not name `host`, as a new machine's Ignition logs them.
+fn go_name_mismatch(cert: &CertFacts, host: &str) -> String {
+    let names: Vec<String> = if host.parse::<std::net::IpAddr>().is_ok() {
+        cert.ips.iter().map(|i| i.to_string()).collect()
+    } else {
+        cert.dns.clone()
+    };
+    if names.is_empty() {
+        format!("x509: certificate is not valid for any names, but wanted to match {host}")
+    } else {
+        format!(
+            "x509: certificate is valid for {}, not {host}",
+            names.join(", ")
+        )
+    }
+}
+
+fn days_or_less(d: Duration) -> String {
+    match d.as_secs() / 86_400 {
+        0 | 1 => human_duration(d),
+        days => format!("{days} days"),
+    }
+}
+
+/// One of the two Secrets, for the words of its findings.
+struct CertSecret<'a> {
+    ns: &'a str,
+    name: &'a str,
+    /// The label's value, where mco keeps it.
+    managed: Option<&'a str>,
+}
+
+impl<'a> CertSecret<'a> {
+    fn of(ns: &'a str, secret: &'a Secret, default_name: &'a str) -> CertSecret<'a> {
+        CertSecret {
+            ns,
+            name: secret.metadata.name.as_deref().unwrap_or(default_name),
+            managed: secret
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(MANAGED_CERT_LABEL))
+                .map(String::as_str),
+        }
+    }
+
+    fn subject(&self) -> String {
+        format!("secret {} -n {}", self.name, self.ns)
+    }
+
+    fn show(&self) -> Fix {
+        Fix::new(
+            "see the certificate: subject, issuer, hosts and expiry",
+            format!(
+                "kubectl -n {} get secret {} -o jsonpath='{{.data.tls\\.crt}}' | base64 -d \
+                 | openssl x509 -noout -subject -issuer -ext subjectAltName -enddate",
+                self.ns, self.name
+            ),
+        )
+    }
+
+    /// Who keeps the Secret: mco (which `what_mco_does`, and, where it is `overdue`, has not:
+    /// the controller may not be running with --server-certs-namespace, `or_else`), or the
+    /// administrator.
+    fn ownership(&self, what_mco_does: &str, overdue: bool, or_else: &str) -> String {
+        let (ns, label) = (self.ns, MANAGED_CERT_LABEL);
+        match self.managed {
+            Some(value) if overdue => format!(
+                " mco keeps this Secret (label {label}={value}) and the controller \
+                 {what_mco_does}; it has not: the controller may not be running with \
+                 --server-certs-namespace={ns}{or_else}."
+            ),
+            Some(value) => {
+                format!(
+                    " mco keeps this Secret (label {label}={value}) and the controller \
+                     {what_mco_does}."
+                )
+            }
+            None => format!(
+                " The Secret has no {label} label: it is the administrator's own, which mco never \
+                 rewrites; replace it."
+            ),
+        }
+    }
+
+    /// The controller's side: is it keeping the certificates, and what did it say.
+    fn controller_fixes(&self) -> Vec<Fix> {
+        let ns = self.ns;
+        vec![
+            Fix::new(
+                format!(
+                    "check that the controller keeps the server's certificates: its arguments \
+                     name --server-certs-namespace={ns}"
+                ),
+                format!(
+                    "kubectl -n {ns} get deployment mco-controller \
+                     -o jsonpath='{{.spec.template.spec.containers[*].args}}'"
+                ),
+            ),
+            Fix::new(
+                "see why it did not: its warnings, and the Events of its renewals",
+                format!(
+                    "kubectl -n {ns} logs deployment/mco-controller | grep 'machine config server certificates'; \
+                     kubectl -n {ns} get events --field-selector involvedObject.name={}",
+                    self.name
+                ),
+            ),
+        ]
+    }
+
+    /// The administrator's side: replace the Secret, or hand it over to the controller.
+    fn replace_fixes(&self, with: &str) -> Vec<Fix> {
+        let (ns, name) = (self.ns, self.name);
+        let (file, picked_up) = if name == mco_api::constants::names::SERVER_CA {
+            ("ca", "")
+        } else {
+            ("mcs", "; the server picks it up without a restart")
+        };
+        vec![
+            Fix::new(
+                format!("replace it with {with}{picked_up}"),
+                format!(
+                    "kubectl -n {ns} create secret tls {name} --cert={file}.crt --key={file}.key \
+                     --dry-run=client -o yaml | kubectl replace -f -"
+                ),
+            ),
+            Fix::new(
+                format!(
+                    "delete it: a controller running with --server-certs-namespace={ns} then \
+                     makes its own and renews it"
+                ),
+                format!("kubectl -n {ns} delete secret {name}"),
+            ),
+        ]
+    }
+}
+
+/// Whether the certificate of `secret` expires within [`CERT_WARN_WITHIN`] of `now`, or has.
+fn cert_expiry(
+    s: &CertSecret<'_>,
+    cert: &CertFacts,
+    is_ca: bool,
+    now: jiff::Timestamp,
+) -> Option<Finding> {
+    let left = cert.not_after.as_second() - now.as_second();
+    if left > CERT_WARN_WITHIN.as_secs() as i64 {
+        return None;
+    }
+    let what = if is_ca {
+        "machine config server CA"
+    } else {
+        "machine config server certificate"
+    };
+    let (title, when) = if left <= 0 {
+        (
+            format!("{what} expired"),
+            format!(
+                "expired at {}, {} ago",
+                cert.not_after,
+                days_or_less(Duration::from_secs(left.unsigned_abs()))
+            ),
+        )
+    } else {
+        (
+            format!("{what} expires soon"),
+            format!(
+                "expires at {}, in {}",
+                cert.not_after,
+                days_or_less(Duration::from_secs(left as u64))
+            ),
+        )
+    };
+    let effect = if is_ca {
+        "It signs the machine config server's serving certificate; once it expires, new machines \
+         refuse every certificate it signed (x509: certificate has expired or is not yet valid) \
+         and cannot fetch their Ignition."
+    } else {
+        "New machines fetch their Ignition from the machine config server over TLS; once it \
+         expires they refuse it (x509: certificate has expired or is not yet valid) and cannot \
+         join."
+    };
+    // library-go's rule: renewed once past 80 % of its validity.
+    let renew_at = cert.not_after - (cert.not_after.duration_since(cert.not_before) / 5);
+    let ownership = s.ownership(
+        &format!("renews it once past 80% of its validity, at {renew_at}"),
+        now > renew_at,
+        "",
+    );
+    let mut fixes = vec![s.show()];
+    if s.managed.is_some() {
+        fixes.extend(s.controller_fixes());
+    } else if is_ca {
+        fixes.extend(s.replace_fixes(&format!(
+            "a new CA, and add it to ConfigMap {}/{} so that new machines trust it",
+            s.ns,
+            mco_api::constants::names::SERVER_CA
+        )));
+    } else {
+        fixes.extend(s.replace_fixes(
+            "a new certificate and key for the same hosts, signed by a CA of the bundle",
+        ));
+    }
+    Some(Finding::new(
+        &s.subject(),
+        &title,
+        format!(
+            "The certificate in Secret {}/{} (data.tls.crt, {}) {when}. {effect}{ownership}",
+            s.ns, s.name, cert.subject
+        ),
+        fixes,
+    ))
+}
+
+/// The machine config server's certificates, as new machines meet them: the serving certificate
+/// or its CA expiring within [`CERT_WARN_WITHIN`] (or expired), a serving certificate that does
+/// not name the host of the ControllerConfig's `spec.infra.status.apiServerInternalURI`, and
+/// one no CA of the bundle ConfigMap signed. Nothing where the serving Secret is absent (no
+/// server, or upstream's on OpenShift) or could not be read.
+pub fn server_certificates(
+    objects: &ServerCertObjects,
+    controller_config: Option<&ControllerConfig>,
+    now: jiff::Timestamp,
+) -> Vec<Finding> {
+    use mco_api::constants::names::{SERVER_CA, SERVER_TLS_SECRET};
+    let Some(serving) = &objects.serving else {
+        return vec![];
+    };
+    let ns = objects.namespace.as_str();
+    let s = CertSecret::of(ns, serving, SERVER_TLS_SECRET);
+    let chain = match secret_certs(serving) {
+        Ok(chain) => chain,
+        Err(why) => {
+            // The controller goes by the annotations, not by the certificate: it does not
+            // notice, and a deleted Secret is made again at its next check.
+            let (whose, fixes) = match s.managed {
+                Some(value) => (
+                    format!(
+                        " mco keeps this Secret (label {MANAGED_CERT_LABEL}={value}), but the \
+                         controller renews it by its annotations and does not notice; deleted, \
+                         it is made again at the controller's next check."
+                    ),
+                    vec![
+                        Fix::new(
+                            format!(
+                                "delete it, for the controller (running with \
+                                 --server-certs-namespace={ns}) to issue a new one"
+                            ),
+                            format!("kubectl -n {ns} delete secret {}", s.name),
+                        ),
+                        s.controller_fixes().remove(0),
+                    ],
+                ),
+                None => (
+                    s.ownership("", false, ""),
+                    s.replace_fixes("a certificate and key signed by a CA of the bundle"),
+                ),
+            };
+            return vec![Finding::new(
+                &s.subject(),
+                "machine config server certificate unreadable",
+                format!(
+                    "Secret {ns}/{} holds no readable certificate ({why}): the machine config \
+                     server does not load it (a running server keeps serving the pair it had, \
+                     one that starts fails), so new machines may not fetch their Ignition.{whose}",
+                    s.name,
+                ),
+                fixes,
+            )];
+        }
+    };
+    let leaf = &chain[0];
+    let mut out = vec![];
+    out.extend(cert_expiry(&s, leaf, false, now));
+    if let Some(ca) = &objects.ca
+        && let Ok(ca_certs) = secret_certs(ca)
+    {
+        out.extend(cert_expiry(
+            &CertSecret::of(ns, ca, SERVER_CA),
+            &ca_certs[0],
+            true,
+            now,
+        ));
+    }
+
+    if let Some((host, uri)) = controller_config.and_then(server_host)
+        && !names_host(leaf, &host)
+    {
+        let cc = controller_config
+            .and_then(|c| c.metadata.name.as_deref())
+            .unwrap_or(mco_api::constants::names::CONTROLLER_CONFIG);
+        let mut fixes = vec![s.show()];
+        if s.managed.is_some() {
+            fixes.extend(s.controller_fixes());
+        } else {
+            fixes.extend(s.replace_fixes(&format!(
+                "a certificate for {host}, signed by a CA of the bundle"
+            )));
+        }
+        out.push(Finding::new(
+            &s.subject(),
+            &format!("machine config server certificate not valid for {host}"),
+            format!(
+                "New machines fetch their Ignition from the machine config server at {host}, the \
+                 host of ControllerConfig {cc}'s spec.infra.status.apiServerInternalURI ({uri}), \
+                 but the certificate in Secret {ns}/{} (data.tls.crt) is for {}: they refuse it \
+                 ({}) and cannot join.{}",
+                s.name,
+                sans(leaf),
+                go_name_mismatch(leaf, &host),
+                s.ownership(
+                    "reissues it at once when the hosts change",
+                    true,
+                    ", or its --server-cert-hostnames may name other hosts"
+                )
+            ),
+            fixes,
+        ));
+    }
+
+    if let Some(cm) = &objects.bundle {
+        let text = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get(SERVER_CA_BUNDLE_KEY))
+            .map(String::as_str)
+            .unwrap_or_default();
+        let bundle = pem_certs(text.as_bytes()).unwrap_or_default();
+        if !chains_to(&chain, &bundle) {
+            let cm_name = cm.metadata.name.as_deref().unwrap_or(SERVER_CA);
+            let held = if bundle.is_empty() {
+                "no certificate".to_string()
+            } else {
+                bundle
+                    .iter()
+                    .map(|c| c.subject.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let bundle_managed = cm
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(MANAGED_CERT_LABEL));
+            let mut fixes = vec![
+                s.show(),
+                Fix::new(
+                    "see the CAs of the bundle",
+                    format!(
+                        "kubectl -n {ns} get configmap {cm_name} -o jsonpath='{{.data.ca-bundle\\.crt}}' \
+                         | openssl crl2pkcs7 -nocrl -certfile /dev/stdin | openssl pkcs7 -print_certs -noout"
+                    ),
+                ),
+            ];
+            if s.managed.is_some() {
+                fixes.extend(s.controller_fixes());
+            } else {
+                fixes.extend(s.replace_fixes("a certificate signed by a CA of the bundle"));
+            }
+            if !bundle_managed {
+                fixes.push(Fix::new(
+                    format!(
+                        "the ConfigMap having no {MANAGED_CERT_LABEL} label (it is the \
+                         administrator's own): add the CA that signed the certificate to its \
+                         {SERVER_CA_BUNDLE_KEY}"
+                    ),
+                    format!("kubectl -n {ns} edit configmap {cm_name}"),
+                ));
+            }
+            out.push(Finding::new(
+                &s.subject(),
+                "machine config server certificate not signed by a CA of the bundle",
+                format!(
+                    "New machines trust only the CAs of ConfigMap {ns}/{cm_name} \
+                     ({SERVER_CA_BUNDLE_KEY}: {held}), and none of them signed the certificate in \
+                     Secret {ns}/{} (issuer {}): they refuse it (x509: certificate signed by \
+                     unknown authority) and cannot fetch their Ignition.{}",
+                    s.name,
+                    leaf.issuer,
+                    s.ownership(
+                        "reissues it at once when its CA leaves the bundle",
+                        true,
+                        ""
+                    )
+                ),
+                fixes,
+            ));
+        }
+    }
+    out
 }
 
 fn pool_pending(p: &MachineConfigPool) -> bool {

@@ -425,3 +425,87 @@ async fn image_mode_objects_are_read_at_v1_else_v1alpha1() {
     );
     server.handle.shutdown().await;
 }
+
+/// `mco doctor` reads the machine config server's CA, bundle and serving certificate in the
+/// install namespace and names a serving certificate new machines would refuse; a caller who may
+/// not read Secrets gets no finding, and no error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_certificates_are_read_from_the_install_namespace() {
+    use crate::server_certs::{bundle, ca, controller_config, serving, tls_secret};
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+
+    const NS: &str = "mco-system";
+    let server = TestServer::start().await;
+    let admin = mco_cli::client::client(Some(&server.kubeconfig()))
+        .await
+        .unwrap();
+    mco_testkit::server::install_crds(&admin).await;
+    create(
+        &Api::<Namespace>::all(admin.clone()),
+        json!({"metadata": {"name": NS}}),
+    )
+    .await;
+    let uri = "https://api-int.cluster.example:6443";
+    Api::<mco_api::ControllerConfig>::all(admin.clone())
+        .create(&PostParams::default(), &controller_config(uri))
+        .await
+        .unwrap();
+
+    // No serving Secret: nothing to say.
+    let none = mco_cli::client::fetch_server_certs(&admin, NS)
+        .await
+        .unwrap();
+    assert!(none.ca.is_none() && none.bundle.is_none() && none.serving.is_none());
+
+    // mco's objects, with a serving certificate for a host machines do not reach.
+    let (ca_pem, issuer) = ca("mco-system_machine-config-server-ca@1577836800", None);
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
+    let pp = PostParams::default();
+    secrets
+        .create(
+            &pp,
+            &tls_secret("machine-config-server-ca", &ca_pem, Some("signer")),
+        )
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(admin.clone(), NS)
+        .create(&pp, &bundle(&[&ca_pem], true))
+        .await
+        .unwrap();
+    let pem = serving(&issuer, &["api-int.old.example"], (2035, 1, 1));
+    secrets
+        .create(&pp, &tls_secret("mco-server-tls", &pem, Some("target")))
+        .await
+        .unwrap();
+
+    let objects = mco_cli::client::fetch_server_certs(&admin, NS)
+        .await
+        .unwrap();
+    let (cc, _, _) = mco_cli::client::fetch_inputs(&admin).await.unwrap();
+    let found = mco_cli::doctor::server_certificates(&objects, cc.as_ref(), jiff::Timestamp::now());
+    let text = mco_cli::doctor::render(&found, None);
+    assert!(text.starts_with("1 problem found."), "{text}");
+    assert!(
+        text.contains(
+            "secret mco-server-tls -n mco-system: machine config server certificate not valid \
+             for api-int.cluster.example"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "x509: certificate is valid for api-int.old.example, not api-int.cluster.example"
+        ),
+        "{text}"
+    );
+
+    // A ServiceAccount without roles may not read the Secrets: no finding, no error.
+    let nobody = server.service_account("default", "nobody").await;
+    let hidden = mco_cli::client::fetch_server_certs(&nobody, NS)
+        .await
+        .unwrap();
+    assert!(hidden.ca.is_none() && hidden.bundle.is_none() && hidden.serving.is_none());
+    assert!(mco_cli::doctor::server_certificates(&hidden, None, jiff::Timestamp::now()).is_empty());
+
+    server.handle.shutdown().await;
+}

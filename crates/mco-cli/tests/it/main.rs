@@ -7,4 +7,5 @@ mod api;
 mod common;
 mod doctor_report;
 mod local_root;
+mod server_certs;
 mod status_report;
