@@ -18,6 +18,9 @@ pub struct Args {
     /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// The namespace mco is installed in, where the machine config server's certificates are.
+    #[arg(long, default_value = mco_manifests::DEFAULT_NAMESPACE)]
+    namespace: String,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -43,14 +46,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let inputs = async {
             match &args.node {
                 None => {
-                    let (generators, registries, settings, image_mode, pinned) = tokio::try_join!(
+                    let (generators, registries, settings, image_mode, pinned, certs) = tokio::try_join!(
                         mco_cli::client::fetch_inputs(&client),
                         mco_cli::client::fetch_registry_inputs(&client),
                         mco_cli::client::fetch_cluster_settings(&client),
                         mco_cli::client::fetch_machine_os_configs(&client),
                         mco_cli::client::fetch_pinned_image_sets(&client),
+                        mco_cli::client::fetch_server_certs(&client, &args.namespace),
                     )?;
-                    Ok(Some((generators, registries, settings, image_mode, pinned)))
+                    Ok(Some((generators, registries, settings, image_mode, pinned, certs)))
                 }
                 Some(_) => Ok(None),
             }
@@ -69,7 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         roots.insert(node.clone(), facts.clone());
     }
     let mut findings = mco_cli::doctor::diagnose(&snap, &roots, args.node.as_deref());
-    if let Some(((cc, kcs, crcs), registries, settings, image_mode, pinned)) = &inputs {
+    if let Some(((cc, kcs, crcs), registries, settings, image_mode, pinned, certs)) = &inputs {
         findings.extend(mco_cli::doctor::image_mode(image_mode, &snap.pools));
         findings.extend(mco_cli::doctor::pinned_image_sets(
             pinned,
@@ -83,6 +87,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &snap.machine_configs,
         ));
         findings.extend(mco_cli::doctor::deprecated_cluster_settings(settings));
+        findings.extend(mco_cli::doctor::server_certificates(
+            certs,
+            cc.as_ref(),
+            snap.now,
+        ));
     }
     if let (Some(facts), Some(_)) = (&local, &args.node) {
         // The disk may know more than the API (e.g. a never-adopted OS before any update).

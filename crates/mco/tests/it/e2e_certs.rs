@@ -1,7 +1,8 @@
 //! The ControllerConfig's CA bundles end to end, with `kubectl` on `mco up`: a kube-apiserver CA
 //! rotation lands on a paused pool's nodes without a drain or a reboot, registry CAs come and
 //! go, the ControllerConfig reports its certificates and conditions as upstream does, the pools
-//! report `certExpirys`, and `mco doctor` warns of a CA about to expire.
+//! report `certExpirys`, and `mco doctor` warns of a CA about to expire and of a machine config
+//! server certificate for another host than machines reach.
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -221,6 +222,39 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
                 "The CA CN=kube-apiserver-short-lived,OU=openshift in bundle KubeAPIServerServingCAData expires at"
             ),
         "mco doctor does not warn of the expiring CA:\n{doc}"
+    );
+
+    // The machine config server's certificate, made by an administrator for another host than
+    // the one machines reach: mco doctor names the mismatch in Go's words.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["wrong.example.com".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (crt, key_file) = (c.dir.join("mcs.crt"), c.dir.join("mcs.key"));
+    std::fs::write(&crt, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    c.kubectl(&[
+        "-n",
+        "mco-system",
+        "create",
+        "secret",
+        "tls",
+        "mco-server-tls",
+        &format!("--cert={}", crt.display()),
+        &format!("--key={}", key_file.display()),
+    ]);
+    c.patch_controller_config(
+        json!({"infra": {"status": {"apiServerInternalURI": "https://api-int.c.example.com:6443"}}}),
+    );
+    let doc = wait_for("mco doctor on the server's certificate", 60, || {
+        let (_, doc) = c.mco(&["doctor"]);
+        doc.contains("machine config server certificate not valid for api-int.c.example.com")
+            .then_some(doc)
+    });
+    assert!(
+        doc.contains("x509: certificate is valid for wrong.example.com, not api-int.c.example.com"),
+        "{doc}"
     );
 }
 
