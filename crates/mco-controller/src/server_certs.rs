@@ -619,7 +619,7 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
 
     // The CA.
     let ca_secret = secrets.get_opt(CA_NAME).await?;
-    let renew = match &ca_secret {
+    let signer_due = match &ca_secret {
         None => Some("secret doesn't exist".to_string()),
         Some(s) if managed(&s.metadata) => signer_renewal(
             s.metadata.annotations.as_ref().unwrap_or(&BTreeMap::new()),
@@ -628,42 +628,18 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
         ),
         Some(_) => None,
     };
-    let ca_secret = match renew {
+    let ca_secret = match signer_due {
         None => ca_secret.expect("present when not renewed"),
         Some(reason) => {
-            let message =
-                format!("{CA_NAME:?} in {ns:?} requires a new signing cert/key pair: {reason}");
-            ctx.publish(
-                &reference::<Secret>(ns, CA_NAME),
-                EventKind::Normal,
-                "SignerUpdateRequired",
-                &message,
-            )
-            .await;
             let issued = new_signer(ns, CA_NAME, VALIDITY, now)?;
-            let base = ca_secret.map(|s| s.metadata).unwrap_or_else(|| ObjectMeta {
-                name: Some(CA_NAME.into()),
-                namespace: Some(ns.into()),
-                ..Default::default()
-            });
-            let fresh = base.resource_version.is_none();
-            let s = tls_secret(
-                base,
-                &issued,
-                "signer",
-                "CA used to sign the MachineConfigServer TLS certificate",
-                REFRESH,
-            );
+            let written = renew(
+                ctx, &secrets, &pp, ca_secret, CA_NAME, &issued, SIGNER, &reason,
+            )
+            .await?;
             outcome.signer = Some(reason);
-            let written = if fresh {
-                secrets.create(&pp, &s).await
-            } else {
-                secrets.replace(CA_NAME, &pp, &s).await
-            };
             match written {
-                Ok(s) => s,
-                Err(kube::Error::Api(e)) if e.code == 409 => return Ok(outcome),
-                Err(e) => return Err(e.into()),
+                Some(s) => s,
+                None => return Ok(outcome),
             }
         }
     };
@@ -774,40 +750,80 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
     let Some(reason) = reason else {
         return Ok(outcome);
     };
+    let issued = new_serving(&signer, &hostnames, VALIDITY, now)?;
     let name = opts.serving_secret.as_str();
-    let message = format!("{name:?} in {ns:?} requires a new target cert/key pair: {reason}");
+    if renew(ctx, &secrets, &pp, serving, name, &issued, TARGET, &reason)
+        .await?
+        .is_some()
+    {
+        outcome.serving = Some(reason);
+    }
+    Ok(outcome)
+}
+
+/// What library-go records of each kind of Secret: its label value, the Event's reason and
+/// words, and the description annotation.
+struct Kind {
+    label: &'static str,
+    reason: &'static str,
+    needs: &'static str,
+    description: &'static str,
+}
+
+const SIGNER: Kind = Kind {
+    label: "signer",
+    reason: "SignerUpdateRequired",
+    needs: "a new signing cert/key pair",
+    description: "CA used to sign the MachineConfigServer TLS certificate",
+};
+
+const TARGET: Kind = Kind {
+    label: "target",
+    reason: "TargetUpdateRequired",
+    needs: "a new target cert/key pair",
+    description: "Secret containing the MachineConfigServer TLS certificate and key",
+};
+
+/// Says why `name` is renewed, then writes `issued` into it: created when `existing` is
+/// `None`, else replaced at its resourceVersion. `None` when the write met a conflict (left to
+/// the next check).
+#[allow(clippy::too_many_arguments)]
+async fn renew(
+    ctx: &Ctx,
+    secrets: &Api<Secret>,
+    pp: &PostParams,
+    existing: Option<Secret>,
+    name: &str,
+    issued: &Issued,
+    kind: Kind,
+    why: &str,
+) -> Result<Option<Secret>, CheckError> {
+    let ns = secrets.namespace().unwrap_or_default();
+    let message = format!("{name:?} in {ns:?} requires {}: {why}", kind.needs);
     ctx.publish(
         &reference::<Secret>(ns, name),
         EventKind::Normal,
-        "TargetUpdateRequired",
+        kind.reason,
         &message,
     )
     .await;
-    let issued = new_serving(&signer, &hostnames, VALIDITY, now)?;
-    let base = serving.map(|s| s.metadata).unwrap_or_else(|| ObjectMeta {
+    let base = existing.map(|s| s.metadata).unwrap_or_else(|| ObjectMeta {
         name: Some(name.into()),
         namespace: Some(ns.into()),
         ..Default::default()
     });
     let fresh = base.resource_version.is_none();
-    let s = tls_secret(
-        base,
-        &issued,
-        "target",
-        "Secret containing the MachineConfigServer TLS certificate and key",
-        REFRESH,
-    );
+    let body = tls_secret(base, issued, kind.label, kind.description, REFRESH);
     let written = if fresh {
-        secrets.create(&pp, &s).await
+        secrets.create(pp, &body).await
     } else {
-        secrets.replace(name, &pp, &s).await
+        secrets.replace(name, pp, &body).await
     };
     match written {
-        Ok(_) => outcome.serving = Some(reason),
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e.into()),
+        Ok(s) => Ok(Some(s)),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Err(e) => Err(e.into()),
     }
-    Ok(outcome)
 }
 
 #[cfg(test)]
