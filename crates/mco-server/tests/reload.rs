@@ -227,31 +227,23 @@ async fn start(crt: &Path, key: &Path) -> mco_server::Handle {
     mco_server::start(listener, tls, app, Limits::default()).unwrap()
 }
 
-/// A server of pair `a` from `crt` and `key` in a temporary `dir`, and pair `b` to rotate to.
-struct Served {
-    dir: tempfile::TempDir,
-    crt: PathBuf,
-    key: PathBuf,
-    a: Pair,
-    b: Pair,
-    h: mco_server::Handle,
-}
-
-async fn serving_a() -> Served {
+/// A server of pair `a` from `crt` and `key` in a temporary directory (kept while the first
+/// value lives), and pair `b` to rotate to.
+async fn serving_a() -> (
+    tempfile::TempDir,
+    PathBuf,
+    PathBuf,
+    Pair,
+    Pair,
+    mco_server::Handle,
+) {
     let dir = tempfile::tempdir().unwrap();
     let (crt, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     let (a, b) = (pair("a.example"), pair("b.example"));
     std::fs::write(&crt, &a.crt).unwrap();
     std::fs::write(&key, &a.key).unwrap();
     let h = start(&crt, &key).await;
-    Served {
-        dir,
-        crt,
-        key,
-        a,
-        b,
-        h,
-    }
+    (dir, crt, key, a, b, h)
 }
 
 /// The status line of `GET /healthz` on an open connection.
@@ -267,14 +259,7 @@ async fn healthz(tls: &mut Tls) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_rewritten_in_place_are_served_by_new_connections() {
-    let Served {
-        dir: _dir,
-        crt,
-        key,
-        a,
-        b,
-        h,
-    } = serving_a().await;
+    let (_dir, crt, key, a, b, h) = serving_a().await;
     let mut open = connect(h.addr()).await.unwrap();
     assert_eq!(leaf_of(&open), a.der);
     assert_eq!(healthz(&mut open).await, "HTTP/1.1 200 OK");
@@ -318,14 +303,7 @@ async fn a_secret_volume_swapped_by_the_kubelet_is_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_without_its_key_is_not_served_until_the_key_lands() {
-    let Served {
-        dir: _dir,
-        crt,
-        key,
-        a,
-        b,
-        h,
-    } = serving_a().await;
+    let (_dir, crt, key, a, b, h) = serving_a().await;
     assert_eq!(served(h.addr()).await, a.der);
     // The new certificate, the key still the old one.
     replace(&crt, &b.crt);
@@ -345,14 +323,7 @@ async fn a_certificate_without_its_key_is_not_served_until_the_key_lands() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_certificate_file_is_not_served() {
-    let Served {
-        dir: _dir,
-        crt,
-        key,
-        a,
-        b,
-        h,
-    } = serving_a().await;
+    let (_dir, crt, key, a, b, h) = serving_a().await;
     assert_eq!(served(h.addr()).await, a.der);
     // The new pair, its chain file one byte over the limit.
     let pad = "#".repeat(MAX_PEM_FILE as usize + 1 - b.crt.len());
