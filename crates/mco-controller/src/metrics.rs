@@ -47,6 +47,12 @@ pub struct RolloutEventLabels {
     pub event: String,
 }
 
+/// One of the machine config server's certificate Secrets.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SecretLabels {
+    pub secret: String,
+}
+
 type HistogramFamily = Family<ControllerLabels, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -67,6 +73,7 @@ pub struct Metrics {
     pub reconcile_duration: HistogramFamily,
     pub leader: Gauge,
     pub rollout_events: Family<RolloutEventLabels, Counter>,
+    pub server_cert_not_after: Family<SecretLabels, Gauge>,
     ready: AtomicBool,
 }
 
@@ -91,6 +98,7 @@ impl Metrics {
             Family::new_with_constructor(duration_histogram as fn() -> Histogram);
         let leader = Gauge::default();
         let rollout_events = Family::<RolloutEventLabels, Counter>::default();
+        let server_cert_not_after = Family::<SecretLabels, Gauge>::default();
         registry.register(
             "mco_machine_count",
             "Total number of machines in the pool",
@@ -146,6 +154,11 @@ impl Metrics {
             "Rollout policy events per pool: halt, promote, window_wait, rollback",
             rollout_events.clone(),
         );
+        registry.register(
+            "mcc_server_certificate_not_after_seconds",
+            "When the machine config server's CA and serving certificate expire (Unix seconds)",
+            server_cert_not_after.clone(),
+        );
         Self {
             registry,
             machine_count,
@@ -159,6 +172,7 @@ impl Metrics {
             reconcile_duration,
             leader,
             rollout_events,
+            server_cert_not_after,
             ready: AtomicBool::new(false),
         }
     }
@@ -293,6 +307,11 @@ mod tests {
             .get_or_create(&NodeLabels { node: "m0".into() })
             .set(1);
         m.observe("node", 0.01, Some("stale"));
+        m.server_cert_not_after
+            .get_or_create(&SecretLabels {
+                secret: "mco-server-tls".into(),
+            })
+            .set(2_000_000_000);
         let text = m.encode();
         for want in [
             r#"mco_machine_count{pool="worker"} 3"#,
@@ -304,6 +323,7 @@ mod tests {
             r#"mcc_reconcile_total{controller="node"} 1"#,
             r#"mcc_reconcile_errors_total{controller="node",kind="stale"} 1"#,
             r#"mcc_reconcile_duration_seconds_count{controller="node"} 1"#,
+            r#"mcc_server_certificate_not_after_seconds{secret="mco-server-tls"} 2000000000"#,
         ] {
             assert!(text.contains(want), "missing {want} in\n{text}");
         }

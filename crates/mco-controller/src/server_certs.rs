@@ -644,6 +644,7 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
         }
     };
     let signer = signer_of(&ca_secret)?;
+    expires(ctx, CA_NAME, signer.not_after);
 
     // The bundle.
     let object = format!("ConfigMap {ns}/{CA_NAME}");
@@ -722,6 +723,10 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
 
     // The serving certificate.
     let serving = secrets.get_opt(&opts.serving_secret).await?;
+    // Whoever made it, it is what the server serves.
+    if let Some(not_after) = serving.as_ref().and_then(not_after_of) {
+        expires(ctx, &opts.serving_secret, not_after);
+    }
     if serving.as_ref().is_some_and(|s| !managed(&s.metadata)) {
         return Ok(outcome);
     }
@@ -756,9 +761,27 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
         .await?
         .is_some()
     {
+        expires(ctx, name, issued.not_after);
         outcome.serving = Some(reason);
     }
     Ok(outcome)
+}
+
+/// When the first certificate of a Secret's `tls.crt` expires, if it holds one.
+fn not_after_of(secret: &Secret) -> Option<Timestamp> {
+    let text = secret.data.as_ref()?.get("tls.crt")?;
+    let first = parse_all(&String::from_utf8_lossy(&text.0), "").ok()?;
+    first.first().map(|c| c.not_after)
+}
+
+/// Records when a Secret's certificate expires, for an alert ahead of it.
+fn expires(ctx: &Ctx, secret: &str, not_after: Timestamp) {
+    ctx.metrics
+        .server_cert_not_after
+        .get_or_create(&crate::metrics::SecretLabels {
+            secret: secret.to_string(),
+        })
+        .set(not_after.as_second());
 }
 
 /// What library-go records of each kind of Secret: its label value, the Event's reason and

@@ -89,7 +89,7 @@ async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours(
         }),
         ..fast_config("a")
     };
-    let _ctl = start_controller(c, config);
+    let ctl = start_controller(c, config);
     let secrets: Api<Secret> = Api::namespaced(c.clone(), NS);
     let maps: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
 
@@ -128,6 +128,23 @@ async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours(
     })
     .await;
     assert_eq!(certs_in(&bundle), 1);
+    // Their expiry, for an alert ahead of it.
+    let not_after: jiff::Timestamp = ann(&serving, NOT_AFTER).parse().unwrap();
+    let metric = format!(
+        "mcc_server_certificate_not_after_seconds{{secret=\"{SERVING}\"}} {}",
+        not_after.as_second()
+    );
+    eventually("the serving certificate's expiry exported", 20, || async {
+        ctl.metrics.encode().contains(&metric).then_some(())
+    })
+    .await;
+    assert!(
+        ctl.metrics.encode().contains(&format!(
+            "mcc_server_certificate_not_after_seconds{{secret=\"{CA_NAME}\"}}"
+        )),
+        "{}",
+        ctl.metrics.encode()
+    );
     assert!(
         bundle.data.as_ref().unwrap()[BUNDLE_KEY].contains(
             &String::from_utf8(crt(&ca))
