@@ -325,6 +325,62 @@ fn invalid_defaults(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// A Secret's `stringData` folded into `data`, as kube-apiserver's conversion of a `v1.Secret`
+/// does on every write: each value base64-encoded, over a `data` entry of the same key. The
+/// field itself is never stored or returned. A value that is not a string is refused in
+/// kube-apiserver's words.
+pub fn fold_string_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+    use base64::Engine as _;
+    if !(info.group.is_empty() && info.plural == "secrets") {
+        return Ok(());
+    }
+    let Some(sd) = obj.as_object_mut().and_then(|o| o.remove("stringData")) else {
+        return Ok(());
+    };
+    let refused = |what: &str, into: &str| {
+        ApiError::bad_request(format!(
+            "Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal {what} into Go struct field Secret.stringData of type {into}"
+        ))
+    };
+    let sd = match sd {
+        Value::Null => return Ok(()),
+        Value::Object(m) => m,
+        other => return Err(refused(json_kind(&other), "map[string]string")),
+    };
+    let mut folded = Map::new();
+    for (k, v) in sd {
+        let Value::String(text) = v else {
+            return Err(refused(json_kind(&v), "string"));
+        };
+        folded.insert(
+            k,
+            Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+        );
+    }
+    if folded.is_empty() {
+        return Ok(());
+    }
+    if !obj.get("data").is_some_and(Value::is_object) {
+        obj["data"] = json!({});
+    }
+    if let Some(data) = obj["data"].as_object_mut() {
+        data.extend(folded);
+    }
+    Ok(())
+}
+
+/// How Go's `encoding/json` names a JSON value's kind in an unmarshal error.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// Fills in what the server owns on create.
 pub fn prepare_create(info: &ResourceInfo, version: &str, obj: &mut Value) {
     let has_status = info.has_status(version);

@@ -141,6 +141,7 @@ pub async fn create(
         return Err(ApiError::forbidden(msg));
     }
     ensure_namespace(app, info, ns)?;
+    objects::fold_string_data(info, &mut obj)?;
     objects::prepare_create(info, version, &mut obj);
     if info.is_custom() {
         objects::admit_custom(info, version, &mut obj, &name, ctx.strict)?;
@@ -341,11 +342,12 @@ fn finish(
     info: &ResourceInfo,
     version: &str,
     cur: &Arc<Value>,
-    new: Value,
+    mut new: Value,
     part: Part,
     ctx: &WriteCtx,
     record: bool,
 ) -> Result<Action, ApiError> {
+    objects::fold_string_data(info, &mut new)?;
     if is_crd(info) && part == Part::Main {
         let name = meta_str(cur, "name").unwrap_or("");
         let causes = objects::validate_crd(&new, name);
@@ -481,6 +483,7 @@ pub(super) async fn patch(
                 if !causes.is_empty() {
                     return Err(ApiError::invalid(&info.rref(), n2, causes));
                 }
+                objects::fold_string_data(info, &mut obj)?;
                 objects::prepare_create(info, version, &mut obj);
                 if info.is_custom() {
                     objects::admit_custom(info, version, &mut obj, n2, c2.strict)?;
