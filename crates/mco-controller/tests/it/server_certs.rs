@@ -220,3 +220,77 @@ async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours(
     let labels: BTreeMap<String, String> = made.metadata.labels.unwrap();
     assert_eq!(labels[MANAGED_LABEL], "target");
 }
+
+/// Without a host to serve, the CA and its bundle are made and no serving certificate is. A CA
+/// Secret of the administrator's (no managed label) is never renewed, and signs the serving
+/// certificate once a host is known; the bundle holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_host_no_serving_certificate_and_an_administrators_ca_signs_it() {
+    let env = env().await;
+    let c = &env.client;
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), NS);
+    let maps: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
+    // The administrator's CA, before the controller starts.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "admins-own-ca");
+    let ca_pem = params.self_signed(&key).unwrap().pem();
+    let theirs: Secret = serde_json::from_value(json!({
+        "metadata": {"name": CA_NAME},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": ca_pem, "tls.key": key.serialize_pem()},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let period = Duration::from_millis(200);
+    let config = mco_controller::Config {
+        server_certs: Some(ServerCerts {
+            namespace: NS.into(),
+            serving_secret: SERVING.into(),
+            hostnames: vec![],
+            period,
+        }),
+        ..fast_config("a")
+    };
+    let _ctl = start_controller(c, config);
+
+    // The bundle, holding their CA; no host yet, so no serving certificate.
+    eventually("the bundle with their CA", 20, || async {
+        let cm = maps.get_opt(CA_NAME).await.ok().flatten()?;
+        (certs_in(&cm) == 1 && cm.data.as_ref()?[BUNDLE_KEY].contains(ca_pem.lines().nth(1)?))
+            .then_some(())
+    })
+    .await;
+    stays(
+        "no serving certificate without a host",
+        5 * period,
+        || async { secrets.get_opt(SERVING).await.unwrap().is_none() },
+    )
+    .await;
+
+    // A host: their CA signs the serving certificate, and stays as they made it.
+    set_api_int(c, "https://api-int.one.example.com:6443").await;
+    let serving = eventually("the serving certificate", 20, || async {
+        secrets.get_opt(SERVING).await.ok().flatten()
+    })
+    .await;
+    assert_eq!(ann(&serving, ISSUER), "admins-own-ca");
+    assert_eq!(ann(&serving, HOSTNAMES), "api-int.one.example.com");
+    let ca = secrets.get(CA_NAME).await.unwrap();
+    assert_eq!(crt(&ca), ca_pem.as_bytes());
+    assert!(ca.metadata.labels.is_none(), "{:?}", ca.metadata.labels);
+}
