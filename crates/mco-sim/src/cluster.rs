@@ -125,7 +125,51 @@ pub fn controller_config() -> mco_controller::Config {
     // The lease the shipped Deployment uses: its role grants no other.
     c.lease.namespace = mco_manifests::DEFAULT_NAMESPACE.into();
     c.lease.name = mco_manifests::CONTROLLER.into();
+    // The machine config server's certificates, kept as the shipped Deployment keeps them;
+    // checked every 2 s so that a deleted one is back at once. The hosts are those nodes
+    // reach the server at, filled in at the start ([`server_hosts`]).
+    c.server_certs = Some(mco_controller::server_certs::ServerCerts {
+        namespace: mco_manifests::DEFAULT_NAMESPACE.into(),
+        serving_secret: mco_manifests::SERVER_TLS_SECRET.into(),
+        hostnames: vec![],
+        period: Duration::from_secs(2),
+    });
     c
+}
+
+/// The hosts new nodes reach `mco up`'s machine config server at: loopback, and the listen
+/// address when it is a specific one.
+pub fn server_hosts(listen: Option<SocketAddr>) -> Vec<String> {
+    let mut out = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    if let Some(ip) = listen.map(|l| l.ip()).filter(|ip| !ip.is_unspecified()) {
+        out.push(ip.to_string());
+    }
+    out
+}
+
+/// The controller's settings with the server's hosts filled in, and whether it keeps the
+/// server's certificates (then the server serves them).
+fn with_server_hosts(
+    cfg: Option<mco_controller::Config>,
+    listen: Option<SocketAddr>,
+) -> (
+    Option<mco_controller::Config>,
+    Option<mco_controller::server_certs::ServerCerts>,
+) {
+    let Some(mut cfg) = cfg else {
+        return (None, None);
+    };
+    if let Some(sc) = cfg.server_certs.as_mut()
+        && sc.hostnames.is_empty()
+    {
+        sc.hostnames = server_hosts(listen);
+    }
+    let certs = cfg.server_certs.clone();
+    (Some(cfg), certs)
 }
 
 /// The controller's identity: the shipped `mco-controller` ServiceAccount, so the controller
@@ -185,7 +229,8 @@ impl Cluster {
 
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
-        if let Some(cfg) = opts.controller.clone() {
+        let (controller, certs) = with_server_hosts(opts.controller.clone(), opts.mcs_listen);
+        if let Some(cfg) = controller {
             let client = server.local_client(controller_identity()).await?;
             let mut rx = stop_rx.clone();
             tasks.push(tokio::spawn(async move {
@@ -215,13 +260,15 @@ impl Cluster {
             server.ca_pem().as_bytes(),
             &server.mint_token(bootstrapper).await?,
         );
-        let (mcs, join) = start_mcs(
+        let (mcs, join, follower) = start_mcs(
             &data_dir,
             opts.mcs_listen,
             admin.clone(),
             Some(node_kubeconfig.into_bytes()),
+            certs,
         )
         .await;
+        tasks.extend(follower);
         let env = Arc::new(NodeEnv {
             data_dir: data_dir.clone(),
             backend: Backend::Embedded(server.clone()),
@@ -275,7 +322,8 @@ impl Cluster {
 
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
-        if let Some(cfg) = opts.controller.clone() {
+        let (controller, certs) = with_server_hosts(opts.controller.clone(), opts.mcs_listen);
+        if let Some(cfg) = controller {
             let token = ext
                 .token(&namespace, mco_manifests::CONTROLLER, None)
                 .await?;
@@ -305,8 +353,15 @@ impl Cluster {
                 None
             }
         };
-        let (mcs, join) =
-            start_mcs(&data_dir, opts.mcs_listen, admin.clone(), node_kubeconfig).await;
+        let (mcs, join, follower) = start_mcs(
+            &data_dir,
+            opts.mcs_listen,
+            admin.clone(),
+            node_kubeconfig,
+            certs,
+        )
+        .await;
+        tasks.extend(follower);
         let env = Arc::new(NodeEnv {
             data_dir: data_dir.clone(),
             backend: Backend::External {
@@ -391,27 +446,55 @@ impl Cluster {
 /// The directory of the machine config server's CA under the data dir.
 pub const MCS_DIR: &str = "mcs";
 
-/// Starts the machine config server on `listen` (its CA in `DATA_DIR/mcs`, created on first
-/// use), serving `node_kubeconfig` as the machines' bootstrap kubeconfig, and says how new
-/// nodes join: through it, or, without it, from Ignition assembled here.
+/// Starts `mco up`'s machine config server on `listen` (none: not started), serving
+/// `node_kubeconfig` as the machines' bootstrap kubeconfig, and says how new nodes join:
+/// through it, or, without it, from Ignition assembled here. With `certs` (the controller
+/// keeps the server's certificates) it serves the controller's Secret, projected as the
+/// kubelet projects it, and new nodes trust the CA bundle; the task that follows both is
+/// returned. Without, it issues its own from a CA kept in `<data-dir>/mcs`.
 async fn start_mcs(
     data_dir: &Path,
     listen: Option<SocketAddr>,
     client: kube::Client,
     node_kubeconfig: Option<Vec<u8>>,
+    certs: Option<mco_controller::server_certs::ServerCerts>,
 ) -> (
     std::result::Result<mco_server::Handle, String>,
     crate::join::Join,
+    Option<tokio::task::JoinHandle<()>>,
 ) {
     use crate::join::Join;
     let Some(listen) = listen else {
-        return (Err("not asked for".into()), Join::Local(node_kubeconfig));
+        return (
+            Err("not asked for".into()),
+            Join::Local(node_kubeconfig),
+            None,
+        );
     };
     let dir = data_dir.join(MCS_DIR);
     let started = async {
-        let cert = mco_server::tls::Certificate::CaDir {
-            dir: dir.clone(),
-            names: Vec::new(),
+        let mut follower = None;
+        let cert = match &certs {
+            Some(sc) => {
+                let projector = crate::mcs_certs::Projector::new(
+                    client.clone(),
+                    &sc.namespace,
+                    &sc.serving_secret,
+                    &dir.join("tls"),
+                    &dir.join("ca.crt"),
+                );
+                let mut seen = crate::mcs_certs::Seen::default();
+                let files = projector.first(&mut seen).await?;
+                follower = Some(tokio::spawn(projector.follow(seen)));
+                mco_server::tls::Certificate::Files {
+                    cert: files.cert,
+                    key: files.key,
+                }
+            }
+            None => mco_server::tls::Certificate::CaDir {
+                dir: dir.clone(),
+                names: Vec::new(),
+            },
         };
         let tls = mco_server::tls::server_config(&cert).map_err(|e| e.to_string())?;
         let listener = tokio::net::TcpListener::bind(listen)
@@ -423,20 +506,20 @@ async fn start_mcs(
         let app = mco_server::App::with_kubeconfig(source, None, node_kubeconfig.clone());
         let handle = mco_server::start(listener, tls, app, mco_server::Limits::default())
             .map_err(|e| e.to_string())?;
-        let ca = std::fs::read(dir.join("ca.crt")).map_err(|e| e.to_string())?;
         // Nodes connect where the server listens; on a wildcard address, over loopback.
         let mut addr = handle.addr();
         if addr.ip().is_unspecified() {
             addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
         }
-        let server = crate::fetch::Server::new(addr, &ca).map_err(|e| e.to_string())?;
-        Ok::<_, String>((handle, server))
+        let server = crate::fetch::Server::trusting_file(addr, &dir.join("ca.crt"))
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((handle, server, follower))
     };
     match started.await {
-        Ok((handle, server)) => (Ok(handle), Join::Server(server)),
+        Ok((handle, server, follower)) => (Ok(handle), Join::Server(server), follower),
         Err(e) => {
             tracing::warn!(error = %e, "machine config server not started; new nodes get their Ignition without it");
-            (Err(e), Join::Local(node_kubeconfig))
+            (Err(e), Join::Local(node_kubeconfig), None)
         }
     }
 }

@@ -63,6 +63,9 @@ impl FetchError {
 pub struct Server {
     addr: SocketAddr,
     tls: Arc<rustls::ClientConfig>,
+    /// Where the CA bundle is kept, read again at each fetch: a bundle with a renewed CA
+    /// reaches the next machine, as upstream's pointer Ignition is updated.
+    ca_file: Option<std::path::PathBuf>,
     /// The answer's size limit.
     pub max_bytes: usize,
     /// One request's time limit.
@@ -75,29 +78,56 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// A client configuration trusting the CA certificates of `ca_pem`.
+fn client_config(ca_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, FetchError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        let cert = cert.map_err(|e| FetchError::Ca(e.to_string()))?;
+        roots.add(cert).map_err(|e| FetchError::Ca(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(FetchError::Ca("no certificate in the PEM".into()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| FetchError::Ca(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(tls))
+}
+
 impl Server {
     /// The server at `addr`, trusted through the CA certificates of `ca_pem`.
     pub fn new(addr: SocketAddr, ca_pem: &[u8]) -> Result<Server, FetchError> {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem) {
-            let cert = cert.map_err(|e| FetchError::Ca(e.to_string()))?;
-            roots.add(cert).map_err(|e| FetchError::Ca(e.to_string()))?;
-        }
-        if roots.is_empty() {
-            return Err(FetchError::Ca("no certificate in the PEM".into()));
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| FetchError::Ca(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         Ok(Server {
             addr,
-            tls: Arc::new(tls),
+            tls: client_config(ca_pem)?,
+            ca_file: None,
             max_bytes: MAX_BYTES,
             timeout: TIMEOUT,
         })
+    }
+
+    /// The server at `addr`, trusted through the CA certificates of the file `ca`, read at
+    /// each fetch.
+    pub fn trusting_file(addr: SocketAddr, ca: &std::path::Path) -> Result<Server, FetchError> {
+        let pem =
+            std::fs::read(ca).map_err(|e| FetchError::Ca(format!("{}: {e}", ca.display())))?;
+        Ok(Server {
+            ca_file: Some(ca.to_path_buf()),
+            ..Server::new(addr, &pem)?
+        })
+    }
+
+    /// The TLS configuration of this fetch: from the CA file as it is now, when there is one
+    /// and it reads; else the one made at the start.
+    fn tls_now(&self) -> Arc<rustls::ClientConfig> {
+        self.ca_file
+            .as_ref()
+            .and_then(|f| std::fs::read(f).ok())
+            .and_then(|pem| client_config(&pem).ok())
+            .unwrap_or_else(|| self.tls.clone())
     }
 
     /// `https://<addr>`.
@@ -131,7 +161,7 @@ impl Server {
             .await
             .map_err(|e| transport(&e))?;
         let name = ServerName::from(self.addr.ip());
-        let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+        let tls = tokio_rustls::TlsConnector::from(self.tls_now())
             .connect(name, tcp)
             .await
             .map_err(|e| transport(&e))?;

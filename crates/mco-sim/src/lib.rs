@@ -19,6 +19,7 @@ pub mod ignition;
 pub mod image;
 pub mod join;
 pub mod kubelet;
+pub mod mcs_certs;
 pub mod objects;
 pub mod profile;
 pub mod root;

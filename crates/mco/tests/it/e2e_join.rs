@@ -301,3 +301,99 @@ fn a_node_added_mid_rollout_joins_through_the_server_within_max_unavailable() {
     assert!(most.len() <= 1, "workers in update at once: {most:?}");
     assert_eq!(most.len(), 1, "the watch never saw the rollout");
 }
+
+on_both_servers!(the_server_serves_the_controllers_certificate_and_a_new_one_at_once);
+
+/// The serial of the certificate `pem` (one or more PEM blocks; the first), as openssl prints it.
+fn serial_of(pem: &[u8]) -> String {
+    let mut child = Command::new("openssl")
+        .args(["x509", "-noout", "-serial"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), pem).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The serial of the certificate a new connection to `base` (`https://host:port`) is shown.
+fn served_serial(base: &str) -> Option<String> {
+    let addr = base.trim_start_matches("https://");
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect", addr])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let begin = text.find("-----BEGIN CERTIFICATE-----")?;
+    let end = text.find("-----END CERTIFICATE-----")? + "-----END CERTIFICATE-----".len();
+    Some(serial_of(text[begin..end].as_bytes()))
+}
+
+/// The Secret `mco-server-tls` as the controller keeps it: its serial, once it exists.
+fn secret_serial(c: &Cluster) -> Option<(String, Value)> {
+    let s = c.try_get_json(&["secret", "-n", "mco-system", "mco-server-tls"])?;
+    let crt = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        s["data"]["tls.crt"].as_str()?,
+    )
+    .ok()?;
+    Some((serial_of(&crt), s))
+}
+
+/// `mco up`'s machine config server serves the certificate the controller keeps, for the hosts
+/// nodes reach it at; deleted, the controller makes another, the server serves it without a
+/// restart, and a machine trusting the bundle joins through it.
+fn the_server_serves_the_controllers_certificate_and_a_new_one_at_once(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        masters: 1,
+        workers: 1,
+        ..Opts::default()
+    });
+    c.wait_pool_settled("worker", 120);
+    let (base, ca) = mcs(&c);
+    let (first, secret) = wait_for("the controller's serving certificate", 60, || {
+        secret_serial(&c)
+    });
+    assert_eq!(
+        secret["metadata"]["labels"]["auth.openshift.io/managed-certificate-type"],
+        "target"
+    );
+    assert_eq!(
+        secret["metadata"]["annotations"]["auth.openshift.io/certificate-hostnames"],
+        "127.0.0.1,::1,localhost"
+    );
+    wait_for("the server serving it", 30, || {
+        (served_serial(&base)? == first).then_some(())
+    });
+    // The bundle nodes trust is the controller's.
+    let bundle = c.kubectl(&[
+        "get",
+        "configmap",
+        "-n",
+        "mco-system",
+        "machine-config-server-ca",
+        "-o",
+        "jsonpath={.data.ca-bundle\\.crt}",
+    ]);
+    assert_eq!(std::fs::read_to_string(&ca).unwrap().trim(), bundle.trim());
+
+    c.kubectl(&["delete", "secret", "-n", "mco-system", "mco-server-tls"]);
+    let second = wait_for("a new serving certificate", 60, || {
+        secret_serial(&c).map(|(s, _)| s).filter(|s| *s != first)
+    });
+    wait_for("the server serving the new one", 30, || {
+        (served_serial(&base)? == second).then_some(())
+    });
+    c.sim(&["add-node", "w9", "--pool", "worker"]);
+    wait_for("w9 joined through the server", 120, || {
+        let n = c.try_get_json(&["node", "w9"])?;
+        (!annotation(&n, CURRENT_ANN).is_empty()).then_some(())
+    });
+    // And curl trusting the same bundle is served.
+    let served = fetch(&c, "worker");
+    assert!(served["ignition"]["version"].is_string(), "{served}");
+}
