@@ -66,10 +66,10 @@ where
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours() {
-    let env = env().await;
-    let c = &env.client;
+/// How often the controller checks, in these tests.
+const PERIOD: Duration = Duration::from_millis(200);
+
+async fn create_namespace(c: &Client) {
     let namespaces: Api<Namespace> = Api::all(c.clone());
     namespaces
         .create(
@@ -78,17 +78,28 @@ async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours(
         )
         .await
         .unwrap();
-    set_api_int(c, "https://api-int.one.example.com:6443").await;
-    let period = Duration::from_millis(200);
-    let config = mco_controller::Config {
+}
+
+/// A controller keeping the server's certificates in [`NS`] every [`PERIOD`].
+fn keeping_certs() -> mco_controller::Config {
+    mco_controller::Config {
         server_certs: Some(ServerCerts {
             namespace: NS.into(),
             serving_secret: SERVING.into(),
             hostnames: vec![],
-            period,
+            period: PERIOD,
         }),
         ..fast_config("a")
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours() {
+    let env = env().await;
+    let c = &env.client;
+    create_namespace(c).await;
+    set_api_int(c, "https://api-int.one.example.com:6443").await;
+    let config = keeping_certs();
     let ctl = start_controller(c, config);
     let secrets: Api<Secret> = Api::namespaced(c.clone(), NS);
     let maps: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
@@ -192,7 +203,7 @@ async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours(
     })
     .await;
     assert_ne!(crt(&secrets.get(CA_NAME).await.unwrap()), crt(&ca));
-    stays("the serving certificate kept", 5 * period, || async {
+    stays("the serving certificate kept", 5 * PERIOD, || async {
         crt(&secrets.get(SERVING).await.unwrap()) == crt(&serving)
     })
     .await;
@@ -204,7 +215,7 @@ async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours(
         .await
         .unwrap();
     set_api_int(c, "https://api-int.three.example.com:6443").await;
-    stays("their Secret untouched", 5 * period, || async {
+    stays("their Secret untouched", 5 * PERIOD, || async {
         let s = secrets.get(SERVING).await.unwrap();
         ann(&s, HOSTNAMES) == "api-int.two.example.com" && crt(&s) == crt(&serving)
     })
@@ -228,14 +239,7 @@ async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours(
 async fn no_host_no_serving_certificate_and_an_administrators_ca_signs_it() {
     let env = env().await;
     let c = &env.client;
-    let namespaces: Api<Namespace> = Api::all(c.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    create_namespace(c).await;
     let secrets: Api<Secret> = Api::namespaced(c.clone(), NS);
     let maps: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
     // The administrator's CA, before the controller starts.
@@ -256,16 +260,7 @@ async fn no_host_no_serving_certificate_and_an_administrators_ca_signs_it() {
         .create(&PostParams::default(), &theirs)
         .await
         .unwrap();
-    let period = Duration::from_millis(200);
-    let config = mco_controller::Config {
-        server_certs: Some(ServerCerts {
-            namespace: NS.into(),
-            serving_secret: SERVING.into(),
-            hostnames: vec![],
-            period,
-        }),
-        ..fast_config("a")
-    };
+    let config = keeping_certs();
     let _ctl = start_controller(c, config);
 
     // The bundle, holding their CA; no host yet, so no serving certificate.
@@ -277,7 +272,7 @@ async fn no_host_no_serving_certificate_and_an_administrators_ca_signs_it() {
     .await;
     stays(
         "no serving certificate without a host",
-        5 * period,
+        5 * PERIOD,
         || async { secrets.get_opt(SERVING).await.unwrap().is_none() },
     )
     .await;

@@ -432,8 +432,14 @@ fn the_controller_keeps_the_servers_certificates_by_name_without_openshift() {
             .unwrap()
     };
     let a = args(&Options::default());
-    assert!(a.contains(&"--server-certs-namespace=mco-system".to_string()), "{a:?}");
-    assert!(a.contains(&"--server-tls-secret=mco-server-tls".to_string()), "{a:?}");
+    assert!(
+        a.contains(&"--server-certs-namespace=mco-system".to_string()),
+        "{a:?}"
+    );
+    assert!(
+        a.contains(&"--server-tls-secret=mco-server-tls".to_string()),
+        "{a:?}"
+    );
 
     let openshift = Options {
         openshift: true,
