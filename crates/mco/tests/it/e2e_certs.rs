@@ -224,26 +224,28 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
         "mco doctor does not warn of the expiring CA:\n{doc}"
     );
 
-    // The machine config server's certificate, made by an administrator for another host than
-    // the one machines reach: mco doctor names the mismatch in Go's words.
+    // The machine config server's certificate, replaced by an administrator's own (no managed
+    // label: the controller leaves it) for another host than the one machines reach: mco
+    // doctor names the mismatch in Go's words.
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec!["wrong.example.com".to_string()])
         .unwrap()
         .self_signed(&key)
         .unwrap();
-    let (crt, key_file) = (c.dir.join("mcs.crt"), c.dir.join("mcs.key"));
-    std::fs::write(&crt, cert.pem()).unwrap();
-    std::fs::write(&key_file, key.serialize_pem()).unwrap();
-    c.kubectl(&[
-        "-n",
-        "mco-system",
-        "create",
-        "secret",
-        "tls",
-        "mco-server-tls",
-        &format!("--cert={}", crt.display()),
-        &format!("--key={}", key_file.display()),
-    ]);
+    let theirs = c.dir.join("mcs-secret.json");
+    let secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "mco-server-tls", "namespace": "mco-system"},
+        "type": "kubernetes.io/tls",
+        "data": {"tls.crt": b64(&cert.pem()), "tls.key": b64(&key.serialize_pem())},
+    });
+    std::fs::write(&theirs, secret.to_string()).unwrap();
+    // mco up's controller made one first.
+    wait_for("the controller's mco-server-tls", 60, || {
+        c.try_get_json(&["secret", "-n", "mco-system", "mco-server-tls"])
+    });
+    c.kubectl(&["replace", "-f", theirs.to_str().unwrap()]);
     c.patch_controller_config(
         json!({"infra": {"status": {"apiServerInternalURI": "https://api-int.c.example.com:6443"}}}),
     );
