@@ -89,6 +89,21 @@ pub mod taints {
 }
 
 /// Names of well-known objects.
+/// library-go's certrotation label and annotations, on the machine config server's CA, bundle
+/// and serving certificate (upstream's cert rotation controller writes them; mco's controller
+/// writes and `mco doctor` reads them).
+pub mod server_certs {
+    /// `signer`, `ca-bundle` or `target`; an object without it is the administrator's own.
+    pub const MANAGED_LABEL: &str = "auth.openshift.io/managed-certificate-type";
+    pub const NOT_BEFORE: &str = "auth.openshift.io/certificate-not-before";
+    pub const NOT_AFTER: &str = "auth.openshift.io/certificate-not-after";
+    pub const ISSUER: &str = "auth.openshift.io/certificate-issuer";
+    pub const HOSTNAMES: &str = "auth.openshift.io/certificate-hostnames";
+    pub const REFRESH_PERIOD: &str = "certificates.openshift.io/refresh-period";
+    /// The bundle's key in ConfigMap `machine-config-server-ca`.
+    pub const BUNDLE_KEY: &str = "ca-bundle.crt";
+}
+
 pub mod names {
     /// The singleton ControllerConfig.
     pub const CONTROLLER_CONFIG: &str = "machine-config-controller";

@@ -171,3 +171,28 @@ impl ControllerConfigStatus {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
 }
+
+/// The host machines reach the machine config server at, upstream's rule, and the URI it is
+/// read from: the host of `spec.infra.status.apiServerInternalURI` (an IPv6 one without its
+/// brackets), where upstream's operator copies the Infrastructure's. `spec_other` is
+/// [`ControllerConfigSpec::other`].
+pub fn api_server_internal_host(
+    spec_other: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(String, String), String> {
+    let uri = spec_other
+        .get("infra")
+        .and_then(|i| i.get("status"))
+        .and_then(|s| s.get("apiServerInternalURI"))
+        .and_then(|u| u.as_str())
+        .filter(|u| !u.is_empty())
+        .ok_or("no APIServerInternalURL found in cluster infrastructure resource")?;
+    let host = uri
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(|h| h.trim_matches(['[', ']']).to_string()))
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| {
+            format!("spec.infra.status.apiServerInternalURI: {uri:?} is not a URL with a host")
+        })?;
+    Ok((host, uri.to_string()))
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use mco_api::constants::server_certs::{BUNDLE_KEY, MANAGED_LABEL};
 use mco_api::constants::{annotations, cc_conditions, mcn_conditions, pool_conditions, states};
 use mco_api::generators::GeneratorStatus;
 use mco_api::{
@@ -911,13 +912,6 @@ pub fn expiring_certificates(snap: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
-/// The label on the machine config server's certificate objects that mco keeps (library-go's,
-/// value `signer`, `ca-bundle` or `target`); an object without it is the administrator's own,
-/// which mco never rewrites.
-pub const MANAGED_CERT_LABEL: &str = "auth.openshift.io/managed-certificate-type";
-/// The bundle's key in ConfigMap `machine-config-server-ca`.
-pub const SERVER_CA_BUNDLE_KEY: &str = "ca-bundle.crt";
-
 /// The machine config server's certificate objects in the install namespace, as `mco doctor`
 /// reads them: each `None` where it is absent or the caller may not read it.
 #[derive(Debug, Clone, Default)]
@@ -1053,35 +1047,11 @@ fn chains_to(chain: &[CertFacts], bundle: &[CertFacts]) -> bool {
     false
 }
 
-/// The host of a URL (`https://api-int.example.com:6443` gives `api-int.example.com`, and
-/// `https://[fd00::1]:6443` gives `fd00::1`).
-fn url_host(url: &str) -> Option<String> {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = if let Some(v6) = hostport.strip_prefix('[') {
-        v6.split(']').next().unwrap_or_default()
-    } else {
-        match hostport.rsplit_once(':') {
-            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
-            _ => hostport,
-        }
-    };
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
-
-/// The host machines reach the server at, upstream's rule: the host of the ControllerConfig's
-/// `spec.infra.status.apiServerInternalURI`, with that URI.
+/// The host machines reach the server at, upstream's rule (lower-cased, as names are compared),
+/// with the URI it is read from.
 fn server_host(cc: &ControllerConfig) -> Option<(String, String)> {
-    let uri = cc
-        .spec
-        .other
-        .get("infra")
-        .and_then(|i| i.get("status"))
-        .and_then(|s| s.get("apiServerInternalURI"))
-        .and_then(|u| u.as_str())
-        .filter(|u| !u.is_empty())?;
-    Some((url_host(uri)?, uri.to_string()))
+    let (host, uri) = mco_api::controllerconfig::api_server_internal_host(&cc.spec.other).ok()?;
+    Some((host.to_ascii_lowercase(), uri))
 }
 
 /// Whether a certificate names `host`: an IP among its IP SANs, a name among its DNS SANs (a
@@ -1158,7 +1128,7 @@ impl<'a> CertSecret<'a> {
                 .metadata
                 .labels
                 .as_ref()
-                .and_then(|l| l.get(MANAGED_CERT_LABEL))
+                .and_then(|l| l.get(MANAGED_LABEL))
                 .map(String::as_str),
         }
     }
@@ -1182,7 +1152,7 @@ impl<'a> CertSecret<'a> {
     /// the controller may not be running with --server-certs-namespace, `or_else`), or the
     /// administrator.
     fn ownership(&self, what_mco_does: &str, overdue: bool, or_else: &str) -> String {
-        let (ns, label) = (self.ns, MANAGED_CERT_LABEL);
+        let (ns, label) = (self.ns, MANAGED_LABEL);
         match self.managed {
             Some(value) if overdue => format!(
                 " mco keeps this Secret (label {label}={value}) and the controller \
@@ -1354,7 +1324,7 @@ pub fn server_certificates(
             let (whose, fixes) = match s.managed {
                 Some(value) => (
                     format!(
-                        " mco keeps this Secret (label {MANAGED_CERT_LABEL}={value}), but the \
+                        " mco keeps this Secret (label {MANAGED_LABEL}={value}), but the \
                          controller renews it by its annotations and does not notice; deleted, \
                          it is made again at the controller's next check."
                     ),
@@ -1440,7 +1410,7 @@ pub fn server_certificates(
         let text = cm
             .data
             .as_ref()
-            .and_then(|d| d.get(SERVER_CA_BUNDLE_KEY))
+            .and_then(|d| d.get(BUNDLE_KEY))
             .map(String::as_str)
             .unwrap_or_default();
         let bundle = pem_certs(text.as_bytes()).unwrap_or_default();
@@ -1459,7 +1429,7 @@ pub fn server_certificates(
                 .metadata
                 .labels
                 .as_ref()
-                .is_some_and(|l| l.contains_key(MANAGED_CERT_LABEL));
+                .is_some_and(|l| l.contains_key(MANAGED_LABEL));
             let mut fixes = vec![
                 s.show(),
                 Fix::new(
@@ -1478,9 +1448,9 @@ pub fn server_certificates(
             if !bundle_managed {
                 fixes.push(Fix::new(
                     format!(
-                        "the ConfigMap having no {MANAGED_CERT_LABEL} label (it is the \
+                        "the ConfigMap having no {MANAGED_LABEL} label (it is the \
                          administrator's own): add the CA that signed the certificate to its \
-                         {SERVER_CA_BUNDLE_KEY}"
+                         {BUNDLE_KEY}"
                     ),
                     format!("kubectl -n {ns} edit configmap {cm_name}"),
                 ));
@@ -1490,7 +1460,7 @@ pub fn server_certificates(
                 "machine config server certificate not signed by a CA of the bundle",
                 format!(
                     "New machines trust only the CAs of ConfigMap {ns}/{cm_name} \
-                     ({SERVER_CA_BUNDLE_KEY}: {held}), and none of them signed the certificate in \
+                     ({BUNDLE_KEY}: {held}), and none of them signed the certificate in \
                      Secret {ns}/{} (issuer {}): they refuse it (x509: certificate signed by \
                      unknown authority) and cannot fetch their Ignition.{}",
                     s.name,

@@ -40,8 +40,6 @@ use crate::ctx::Ctx;
 
 /// The CA's Secret and the bundle's ConfigMap, upstream's name for both.
 pub const CA_NAME: &str = mco_api::constants::names::SERVER_CA;
-/// The bundle's key in its ConfigMap.
-pub const BUNDLE_KEY: &str = "ca-bundle.crt";
 /// Upstream's validity of the CA and of the serving certificate (`mcsCAExpiry`, 10 years).
 pub const VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// Upstream's refresh period of both (`mcsCARefresh`, 8 years).
@@ -51,13 +49,10 @@ pub const PERIOD: Duration = Duration::from_secs(60);
 /// The most hostnames one serving certificate names.
 pub const MAX_HOSTNAMES: usize = 64;
 
-/// library-go's label and annotations.
-pub const MANAGED_LABEL: &str = "auth.openshift.io/managed-certificate-type";
-pub const NOT_BEFORE: &str = "auth.openshift.io/certificate-not-before";
-pub const NOT_AFTER: &str = "auth.openshift.io/certificate-not-after";
-pub const ISSUER: &str = "auth.openshift.io/certificate-issuer";
-pub const HOSTNAMES: &str = "auth.openshift.io/certificate-hostnames";
-pub const REFRESH_PERIOD: &str = "certificates.openshift.io/refresh-period";
+/// library-go's label and annotations, and the bundle's key.
+pub use mco_api::constants::server_certs::{
+    BUNDLE_KEY, HOSTNAMES, ISSUER, MANAGED_LABEL, NOT_AFTER, NOT_BEFORE, REFRESH_PERIOD,
+};
 const OWNING_COMPONENT: &str = "openshift.io/owning-component";
 const DESCRIPTION: &str = "openshift.io/description";
 const COMPONENT: &str = "Machine Config Operator";
@@ -210,20 +205,8 @@ pub fn serving_renewal(
 pub fn hostnames(
     cc_spec_other: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<Vec<String>, String> {
+    let (host, _) = mco_api::controllerconfig::api_server_internal_host(cc_spec_other)?;
     let status = &cc_spec_other.get("infra").and_then(|i| i.get("status"));
-    let uri = status
-        .and_then(|s| s.get("apiServerInternalURI"))
-        .and_then(|u| u.as_str())
-        .filter(|u| !u.is_empty())
-        .ok_or("no APIServerInternalURL found in cluster infrastructure resource")?;
-    let host = uri
-        .parse::<http::Uri>()
-        .ok()
-        .and_then(|u| u.host().map(|h| h.trim_matches(['[', ']']).to_string()))
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| {
-            format!("spec.infra.status.apiServerInternalURI: {uri:?} is not a URL with a host")
-        })?;
     let mut out = vec![host];
     let platform = status.and_then(|s| s.get("platformStatus"));
     let kind = platform
@@ -556,14 +539,6 @@ pub fn tls_secret(
     }
 }
 
-/// What one check did, for the log and the tests.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
-    pub signer: Option<String>,
-    pub bundle: Option<String>,
-    pub serving: Option<String>,
-}
-
 /// Keeps the three objects, every `opts.period`, while this controller leads.
 pub async fn run(ctx: Arc<Ctx>, opts: ServerCerts) {
     let mut tick = tokio::time::interval(opts.period);
@@ -607,11 +582,10 @@ fn reference<K: Resource<DynamicType = ()>>(ns: &str, name: &str) -> ObjectRefer
 
 /// One check of the CA, the bundle and the serving certificate at `now`. A write that meets a
 /// conflict is left to the next check.
-pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outcome, CheckError> {
+pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<(), CheckError> {
     let ns = opts.namespace.as_str();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     let maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
-    let mut outcome = Outcome::default();
     let pp = PostParams {
         field_manager: Some(crate::drain::FIELD_MANAGER.into()),
         ..Default::default()
@@ -636,10 +610,9 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
                 ctx, &secrets, &pp, ca_secret, CA_NAME, &issued, SIGNER, &reason,
             )
             .await?;
-            outcome.signer = Some(reason);
             match written {
                 Some(s) => s,
-                None => return Ok(outcome),
+                None => return Ok(()),
             }
         }
     };
@@ -712,9 +685,9 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
                     Some(_) => maps.replace(CA_NAME, &pp, &body).await,
                 };
                 match written {
-                    Ok(_) => outcome.bundle = Some(reason),
-                    Err(kube::Error::Api(e)) if e.code == 409 => return Ok(outcome),
+                    Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
                     Err(e) => return Err(e.into()),
+                    Ok(_) => {}
                 }
             }
             names
@@ -728,7 +701,7 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
         expires(ctx, &opts.serving_secret, not_after);
     }
     if serving.as_ref().is_some_and(|s| !managed(&s.metadata)) {
-        return Ok(outcome);
+        return Ok(());
     }
     let hostnames = if opts.hostnames.is_empty() {
         let cc = ctx.ccs.get(&kube::runtime::reflector::ObjectRef::new(
@@ -753,7 +726,7 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
         ),
     };
     let Some(reason) = reason else {
-        return Ok(outcome);
+        return Ok(());
     };
     let issued = new_serving(&signer, &hostnames, VALIDITY, now)?;
     let name = opts.serving_secret.as_str();
@@ -762,9 +735,8 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<Outc
         .is_some()
     {
         expires(ctx, name, issued.not_after);
-        outcome.serving = Some(reason);
     }
-    Ok(outcome)
+    Ok(())
 }
 
 /// When the first certificate of a Secret's `tls.crt` expires, if it holds one.

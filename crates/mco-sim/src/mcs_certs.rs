@@ -11,14 +11,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use mco_api::constants::names::SERVER_CA;
+use mco_api::constants::server_certs::BUNDLE_KEY;
 
 /// How long the server waits, at the start, for the controller's first certificate.
 pub const FIRST_WAIT: Duration = Duration::from_secs(60);
 /// How often the Secret and the bundle are read again, as the kubelet syncs a Secret volume
 /// (every minute or so there; sooner here, where everything is on one machine).
 pub const POLL: Duration = Duration::from_secs(1);
-/// The bundle's key in its ConfigMap.
-const BUNDLE_KEY: &str = "ca-bundle.crt";
 
 /// Where the projected files are.
 #[derive(Debug, Clone)]

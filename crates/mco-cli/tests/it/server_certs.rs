@@ -49,8 +49,12 @@ pub fn tls_secret(name: &str, pem: &str, managed: Option<&str>) -> Secret {
         metadata: ObjectMeta {
             name: Some(name.into()),
             namespace: Some(NS.into()),
-            labels: managed
-                .map(|v| BTreeMap::from([(doctor::MANAGED_CERT_LABEL.into(), v.into())])),
+            labels: managed.map(|v| {
+                BTreeMap::from([(
+                    mco_api::constants::server_certs::MANAGED_LABEL.into(),
+                    v.into(),
+                )])
+            }),
             ..Default::default()
         },
         type_: Some("kubernetes.io/tls".into()),
@@ -67,8 +71,12 @@ pub fn bundle(pems: &[&str], managed: bool) -> ConfigMap {
         metadata: ObjectMeta {
             name: Some("machine-config-server-ca".into()),
             namespace: Some(NS.into()),
-            labels: managed
-                .then(|| BTreeMap::from([(doctor::MANAGED_CERT_LABEL.into(), "ca-bundle".into())])),
+            labels: managed.then(|| {
+                BTreeMap::from([(
+                    mco_api::constants::server_certs::MANAGED_LABEL.into(),
+                    "ca-bundle".into(),
+                )])
+            }),
             ..Default::default()
         },
         data: Some(BTreeMap::from([(
