@@ -4,20 +4,26 @@
 //! link swapped in one rename, the files links into it), and the server picks a new one up
 //! without a restart. New nodes trust the CA bundle (ConfigMap `machine-config-server-ca`),
 //! kept in `<data-dir>/mcs/ca.crt`, as a machine's pointer Ignition carries it.
+//!
+//! Both objects are watched by name (a `metadata.name` field selector), so an idle `mco up`
+//! makes no requests for them; a change is projected as its event arrives.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::watch_object;
 use mco_api::constants::names::SERVER_CA;
 use mco_api::constants::server_certs::BUNDLE_KEY;
 
 /// How long the server waits, at the start, for the controller's first certificate.
 pub const FIRST_WAIT: Duration = Duration::from_secs(60);
-/// How often the Secret and the bundle are read again, as the kubelet syncs a Secret volume
-/// (every minute or so there; sooner here, where everything is on one machine).
-pub const POLL: Duration = Duration::from_secs(1);
+/// How soon a projection that failed (a write to disk) is tried again, when no event comes
+/// sooner.
+pub const RETRY: Duration = Duration::from_secs(5);
 
 /// Where the projected files are.
 #[derive(Debug, Clone)]
@@ -89,17 +95,57 @@ impl Projector {
         }
     }
 
-    /// Follows the Secret and the bundle until aborted.
+    /// Follows the Secret and the bundle until aborted: a watch of each by name, retried with
+    /// backoff when it fails, projecting what each event changes. A deleted object leaves the
+    /// files as they are, and its re-creation is projected as any change.
     pub async fn follow(self, mut seen: Seen) {
+        enum Change {
+            Secret(Option<Secret>),
+            Bundle(Option<ConfigMap>),
+        }
+        let secrets = watch_object(self.secrets.clone(), &self.name)
+            .default_backoff()
+            .map(|r| r.map(Change::Secret));
+        let maps = watch_object(self.maps.clone(), SERVER_CA)
+            .default_backoff()
+            .map(|r| r.map(Change::Bundle));
+        let mut changes = std::pin::pin!(futures::stream::select(secrets, maps));
+        let (mut secret, mut bundle) = (None, None);
+        let mut retry = None;
         loop {
-            tokio::time::sleep(POLL).await;
-            if let Err(e) = self.sync(&mut seen).await {
-                tracing::warn!(error = %e, "machine config server certificate not projected");
+            let next = async move {
+                match retry {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                change = changes.next() => match change {
+                    Some(Ok(Change::Secret(s))) => secret = s,
+                    Some(Ok(Change::Bundle(c))) => bundle = c.and_then(bundle_of),
+                    Some(Err(e)) => {
+                        tracing::warn!(
+                            error = %e,
+                            "machine config server certificate watch failed; retrying"
+                        );
+                        continue;
+                    }
+                    None => return,
+                },
+                () = next => {}
             }
+            retry = match self.apply(secret.as_ref(), bundle.clone(), &mut seen) {
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "machine config server certificate not projected");
+                    Some(tokio::time::Instant::now() + RETRY)
+                }
+            };
         }
     }
 
-    /// Projects what changed since `seen`; whether both the pair and the bundle are there.
+    /// Projects what changed since `seen`, as read now; whether both the pair and the bundle
+    /// are there.
     async fn sync(&self, seen: &mut Seen) -> Result<bool, String> {
         let secret = self
             .secrets
@@ -111,12 +157,22 @@ impl Projector {
             .get_opt(SERVER_CA)
             .await
             .map_err(|e| e.to_string())?
-            .and_then(|c| c.data?.remove(BUNDLE_KEY))
-            .filter(|b| !b.trim().is_empty());
+            .and_then(bundle_of);
+        self.apply(secret.as_ref(), bundle, seen)
+    }
+
+    /// Projects what of `secret` and `bundle` changed since `seen`; whether both the pair and
+    /// the bundle are there.
+    fn apply(
+        &self,
+        secret: Option<&Secret>,
+        bundle: Option<String>,
+        seen: &mut Seen,
+    ) -> Result<bool, String> {
         let (Some(secret), Some(bundle)) = (secret, bundle) else {
             return Ok(seen.secret.is_some() && seen.bundle.is_some());
         };
-        let Some((crt, key)) = pair(&secret) else {
+        let Some((crt, key)) = pair(secret) else {
             return Ok(seen.secret.is_some());
         };
         // The bundle first: a node joining meanwhile trusts the CA of the new pair.
@@ -132,6 +188,11 @@ impl Projector {
         }
         Ok(true)
     }
+}
+
+/// The CA bundle a ConfigMap holds, unless empty.
+fn bundle_of(c: ConfigMap) -> Option<String> {
+    c.data?.remove(BUNDLE_KEY).filter(|b| !b.trim().is_empty())
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

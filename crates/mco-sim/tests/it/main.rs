@@ -4,3 +4,4 @@
 //! each module is a former `tests/<name>.rs`.
 
 mod cluster;
+mod mcs_certs;
