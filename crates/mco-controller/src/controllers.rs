@@ -706,9 +706,14 @@ pub async fn run_all(
             Some(opts) => future::Either::Left(crate::server_certs::run(ctx.clone(), opts)),
             None => future::Either::Right(future::pending()),
         };
+        // Its own watches: the user-data Secrets of one namespace and the bundle by name.
+        let user_data = match config.user_data.clone() {
+            Some(opts) => future::Either::Left(crate::user_data::run(ctx.clone(), opts)),
+            None => future::Either::Right(future::pending()),
+        };
         future::join5(
             future::join5(render, rollout, mcn, drain, sweep),
-            future::join3(disruption, pinned_sets, server_certs),
+            future::join4(disruption, pinned_sets, server_certs, user_data),
             generators,
             cc_status,
             policy_status,

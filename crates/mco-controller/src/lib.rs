@@ -22,8 +22,9 @@
 //!   MachineConfigs written from KubeletConfigs, ContainerRuntimeConfigs and registry policy),
 //!   [`pinned`] (the pools' `spec.pinnedImageSets`; the node controller reads its tally of
 //!   MachineConfigNodes for the pools' status), [`ccstatus`] (the ControllerConfig's status
-//!   and the pools' `certExpirys`) and [`server_certs`] (the machine config server's CA and
-//!   serving certificate);
+//!   and the pools' `certExpirys`), [`server_certs`] (the machine config server's CA and
+//!   serving certificate) and [`user_data`] (the Machine API's user-data Secrets, pointed at
+//!   that CA's bundle);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
 mod by_name;
@@ -46,6 +47,7 @@ pub mod render;
 pub mod rollout;
 pub mod server_certs;
 pub mod templates;
+pub mod user_data;
 pub mod windows;
 pub mod written;
 
@@ -150,6 +152,9 @@ pub struct Config {
     /// Keep the machine config server's CA and serving certificate ([`server_certs`]); `None`
     /// leaves them to someone else (upstream's operator, or an installer).
     pub server_certs: Option<server_certs::ServerCerts>,
+    /// Keep the Machine API's user-data Secrets pointing at the server's CA bundle
+    /// ([`user_data`]); `None` leaves them alone.
+    pub user_data: Option<user_data::UserData>,
 }
 
 /// Environment variable naming the node the controller runs on; a Deployment sets it from the
@@ -172,6 +177,7 @@ impl Default for Config {
             templates: true,
             lend_caches: None,
             server_certs: None,
+            user_data: None,
         }
     }
 }

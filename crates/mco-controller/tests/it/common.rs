@@ -146,6 +146,7 @@ pub fn fast_config(identity: &str) -> Config {
         templates: false,
         lend_caches: None,
         server_certs: None,
+        user_data: None,
     }
 }
 

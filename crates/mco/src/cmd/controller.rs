@@ -81,6 +81,11 @@ pub struct Args {
     /// How often the server's certificates are checked.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     server_certs_period: Duration,
+    /// Keep the Machine API's user-data Secrets in this namespace (upstream's
+    /// `openshift-machine-api`) pointing at the CA bundle of --server-certs-namespace, while
+    /// that bundle verifies the certificate in --server-tls-secret.
+    #[arg(long, requires = "server_certs_namespace")]
+    user_data_namespace: Option<String>,
 }
 
 impl Args {
@@ -124,6 +129,16 @@ impl Args {
                     period: self.server_certs_period,
                 }
             }),
+            user_data: self
+                .user_data_namespace
+                .as_ref()
+                .zip(self.server_certs_namespace.as_ref())
+                .map(|(ns, certs_ns)| mco_controller::user_data::UserData {
+                    namespace: ns.clone(),
+                    certs_namespace: certs_ns.clone(),
+                    serving_secret: self.server_tls_secret.clone(),
+                    resync: self.server_certs_period,
+                }),
         }
     }
 }
