@@ -339,27 +339,84 @@ where
     }
 }
 
-/// The machine config server's CA Secret, bundle ConfigMap and serving Secret in `namespace`
-/// (the install namespace), one GET each; each `None` where it is absent or the caller may not
-/// read it.
+/// The controller's Deployment and the machine config server's DaemonSet, as mco-manifests
+/// names them.
+const CONTROLLER_DEPLOYMENT: &str = "mco-controller";
+const SERVER_DAEMONSET: &str = "mco-server";
+
+/// The value of `--<flag>=` among a Deployment's container arguments.
+fn deployment_arg(d: &k8s_openapi::api::apps::v1::Deployment, flag: &str) -> Option<String> {
+    let prefix = format!("--{flag}=");
+    d.spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .flat_map(|c| c.args.iter().flatten())
+        .find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
+}
+
+/// The machine config server's CA Secret, bundle ConfigMap, serving Secret and DaemonSet in
+/// `namespace` (the install namespace), one GET each; each `None` where it is absent or the
+/// caller may not read it. The serving Secret is `serving_name`, else the one the controller
+/// Deployment's `--server-tls-secret` names, else `mco-server-tls`.
 pub async fn fetch_server_certs(
     client: &Client,
     namespace: &str,
+    serving_name: Option<&str>,
 ) -> Result<crate::doctor::ServerCertObjects, Error> {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     use mco_api::constants::names::{SERVER_CA, SERVER_TLS_SECRET};
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let (ca, bundle, serving) = futures::try_join!(
+    let (ca, bundle, controller, daemonset) = futures::try_join!(
         get_if_readable(secrets.clone(), "secret", SERVER_CA),
         get_if_readable(maps, "configmap", SERVER_CA),
-        get_if_readable(secrets, "secret", SERVER_TLS_SECRET),
+        async {
+            match serving_name {
+                Some(_) => Ok(None),
+                None => {
+                    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+                    get_if_readable(api, "deployment", CONTROLLER_DEPLOYMENT).await
+                }
+            }
+        },
+        get_if_readable(
+            Api::<DaemonSet>::namespaced(client.clone(), namespace),
+            "daemonset",
+            SERVER_DAEMONSET
+        ),
     )?;
+    let serving_name = serving_name
+        .map(str::to_owned)
+        .or_else(|| deployment_arg(controller.as_ref()?, "server-tls-secret"))
+        .unwrap_or_else(|| SERVER_TLS_SECRET.to_string());
+    // Absent and unreadable differ here: only a Secret known to be absent is a finding.
+    let (serving, serving_missing) = match secrets.get_opt(&serving_name).await {
+        Ok(s) => {
+            let missing = s.is_none();
+            (s, missing)
+        }
+        Err(kube::Error::Api(s)) if s.code == 403 => (None, false),
+        Err(source) => {
+            return Err(Error::Get {
+                what: "secret",
+                name: serving_name,
+                source,
+            });
+        }
+    };
     Ok(crate::doctor::ServerCertObjects {
         namespace: namespace.to_string(),
         ca,
         bundle,
         serving,
+        serving_name,
+        serving_missing,
+        server_daemonset: daemonset.map(|_| SERVER_DAEMONSET.to_string()),
     })
 }
 

@@ -921,8 +921,15 @@ pub struct ServerCertObjects {
     pub ca: Option<Secret>,
     /// ConfigMap `machine-config-server-ca`: the CAs new machines trust.
     pub bundle: Option<ConfigMap>,
-    /// Secret `mco-server-tls`: the serving certificate.
+    /// The serving certificate's Secret (`serving_name`).
     pub serving: Option<Secret>,
+    /// The serving Secret's name: doctor's `--server-tls-secret`, else the controller
+    /// Deployment's, else `mco-server-tls` (upstream's is `machine-config-server-tls`).
+    pub serving_name: String,
+    /// Whether the serving Secret was read and is not there (`false` where it may not be read).
+    pub serving_missing: bool,
+    /// The machine config server's DaemonSet in the namespace, where it is there and readable.
+    pub server_daemonset: Option<String>,
 }
 
 /// What the checks need of one certificate.
@@ -1300,11 +1307,64 @@ fn cert_expiry(
     ))
 }
 
+/// The serving Secret read and absent while the machine config server is installed (its
+/// DaemonSet or the bundle ConfigMap is there): the server has nothing to serve, and new
+/// machines cannot fetch their config. Nothing where neither is there (no server here), or the
+/// Secret could not be read.
+fn missing_serving_secret(objects: &ServerCertObjects) -> Option<Finding> {
+    use mco_api::constants::names::{SERVER_CA, SERVER_TLS_SECRET};
+    if !objects.serving_missing {
+        return None;
+    }
+    let ns = objects.namespace.as_str();
+    let mut installed = vec![];
+    if let Some(ds) = &objects.server_daemonset {
+        installed.push(format!("DaemonSet {ns}/{ds}"));
+    }
+    if objects.bundle.is_some() {
+        installed.push(format!("ConfigMap {ns}/{SERVER_CA}"));
+    }
+    if installed.is_empty() {
+        return None;
+    }
+    let name = match objects.serving_name.as_str() {
+        "" => SERVER_TLS_SECRET,
+        name => name,
+    };
+    let s = CertSecret {
+        ns,
+        name,
+        managed: None,
+    };
+    let mut fixes = s.controller_fixes();
+    fixes.push(Fix::new(
+        format!(
+            "or create it yourself, with a certificate for the host machines reach the server at, \
+             signed by a CA of ConfigMap {ns}/{SERVER_CA}; the server picks it up without a \
+             restart, and mco never rewrites a Secret it did not make"
+        ),
+        format!("kubectl -n {ns} create secret tls {name} --cert=mcs.crt --key=mcs.key"),
+    ));
+    Some(Finding::new(
+        &s.subject(),
+        "machine config server certificate missing",
+        format!(
+            "Secret {ns}/{name} does not exist, but the machine config server is installed \
+             ({}): it has no certificate to serve (a server pod that starts waits for it: \
+             secret \"{name}\" not found), so new machines cannot fetch their config and \
+             cannot join. A controller running with --server-certs-namespace={ns} makes it at \
+             its next check.",
+            installed.join(", ")
+        ),
+        fixes,
+    ))
+}
+
 /// The machine config server's certificates, as new machines meet them: the serving certificate
 /// or its CA expiring within [`CERT_WARN_WITHIN`] (or expired), a serving certificate that does
 /// not name the host of the ControllerConfig's `spec.infra.status.apiServerInternalURI`, and
-/// one no CA of the bundle ConfigMap signed. Nothing where the serving Secret is absent (no
-/// server, or upstream's on OpenShift) or could not be read.
+/// one no CA of the bundle ConfigMap signed; an absent serving Secret where the server is
+/// installed ([`missing_serving_secret`]). Nothing where the serving Secret could not be read.
 pub fn server_certificates(
     objects: &ServerCertObjects,
     controller_config: Option<&ControllerConfig>,
@@ -1312,7 +1372,7 @@ pub fn server_certificates(
 ) -> Vec<Finding> {
     use mco_api::constants::names::{SERVER_CA, SERVER_TLS_SECRET};
     let Some(serving) = &objects.serving else {
-        return vec![];
+        return missing_serving_secret(objects).into_iter().collect();
     };
     let ns = objects.namespace.as_str();
     let s = CertSecret::of(ns, serving, SERVER_TLS_SECRET);

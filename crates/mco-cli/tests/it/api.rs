@@ -427,8 +427,10 @@ async fn image_mode_objects_are_read_at_v1_else_v1alpha1() {
 }
 
 /// `mco doctor` reads the machine config server's CA, bundle and serving certificate in the
-/// install namespace and names a serving certificate new machines would refuse; a caller who may
-/// not read Secrets gets no finding, and no error.
+/// install namespace and names a serving certificate new machines would refuse, or an absent one
+/// once the server is installed (the Secret named by the controller Deployment's
+/// --server-tls-secret, else doctor's flag); a caller who may not read Secrets gets no finding,
+/// and no error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_certificates_are_read_from_the_install_namespace() {
     use crate::server_certs::{bundle, ca, controller_config, serving, tls_secret};
@@ -451,11 +453,17 @@ async fn server_certificates_are_read_from_the_install_namespace() {
         .await
         .unwrap();
 
-    // No serving Secret: nothing to say.
-    let none = mco_cli::client::fetch_server_certs(&admin, NS)
+    // No serving Secret and nothing of the server: nothing to say.
+    let none = mco_cli::client::fetch_server_certs(&admin, NS, None)
         .await
         .unwrap();
     assert!(none.ca.is_none() && none.bundle.is_none() && none.serving.is_none());
+    assert!(none.serving_missing, "{none:?}");
+    assert_eq!(none.serving_name, "mco-server-tls");
+    assert!(
+        mco_cli::doctor::server_certificates(&none, None, jiff::Timestamp::now()).is_empty(),
+        "{none:?}"
+    );
 
     // mco's objects, with a serving certificate for a host machines do not reach.
     let (ca_pem, issuer) = ca("mco-system_machine-config-server-ca@1577836800", None);
@@ -472,15 +480,87 @@ async fn server_certificates_are_read_from_the_install_namespace() {
         .create(&pp, &bundle(&[&ca_pem], true))
         .await
         .unwrap();
+
+    // The server's DaemonSet and bundle there, its serving Secret not: new machines cannot
+    // fetch their config.
+    create(
+        &Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(admin.clone(), NS),
+        json!({
+            "metadata": {"name": "mco-server"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "mco-server"}},
+                "template": {
+                    "metadata": {"labels": {"app": "mco-server"}},
+                    "spec": {"containers": [{"name": "server", "image": "mco"}]},
+                },
+            },
+        }),
+    )
+    .await;
+    let missing = mco_cli::client::fetch_server_certs(&admin, NS, None)
+        .await
+        .unwrap();
+    assert_eq!(missing.server_daemonset.as_deref(), Some("mco-server"));
+    let text = mco_cli::doctor::render(
+        &mco_cli::doctor::server_certificates(&missing, None, jiff::Timestamp::now()),
+        None,
+    );
+    assert!(text.starts_with("1 problem found."), "{text}");
+    for words in [
+        "secret mco-server-tls -n mco-system: machine config server certificate missing",
+        "Secret mco-system/mco-server-tls does not exist, but the machine config server is \
+         installed (DaemonSet mco-system/mco-server, ConfigMap mco-system/machine-config-server-ca)",
+        "new machines cannot fetch their config",
+        "--server-certs-namespace=mco-system",
+        "kubectl -n mco-system create secret tls mco-server-tls --cert=mcs.crt --key=mcs.key",
+    ] {
+        assert!(text.contains(words), "{words}\n{text}");
+    }
+
+    // The controller Deployment names the Secret the server serves.
+    create(
+        &Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), NS),
+        json!({
+            "metadata": {"name": "mco-controller"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "mco-controller"}},
+                "template": {
+                    "metadata": {"labels": {"app": "mco-controller"}},
+                    "spec": {"containers": [{
+                        "name": "controller",
+                        "image": "mco",
+                        "args": ["controller", "--server-certs-namespace=mco-system",
+                                 "--server-tls-secret=machine-config-server-tls"],
+                    }]},
+                },
+            },
+        }),
+    )
+    .await;
+    let named = mco_cli::client::fetch_server_certs(&admin, NS, None)
+        .await
+        .unwrap();
+    assert_eq!(named.serving_name, "machine-config-server-tls");
+    let text = mco_cli::doctor::render(
+        &mco_cli::doctor::server_certificates(&named, None, jiff::Timestamp::now()),
+        None,
+    );
+    assert!(
+        text.contains("Secret mco-system/machine-config-server-tls does not exist"),
+        "{text}"
+    );
+
     let pem = serving(&issuer, &["api-int.old.example"], (2035, 1, 1));
     secrets
         .create(&pp, &tls_secret("mco-server-tls", &pem, Some("target")))
         .await
         .unwrap();
 
-    let objects = mco_cli::client::fetch_server_certs(&admin, NS)
+    // doctor's --server-tls-secret before the Deployment's.
+    let objects = mco_cli::client::fetch_server_certs(&admin, NS, Some("mco-server-tls"))
         .await
         .unwrap();
+    assert!(!objects.serving_missing);
     let (cc, _, _) = mco_cli::client::fetch_inputs(&admin).await.unwrap();
     let found = mco_cli::doctor::server_certificates(&objects, cc.as_ref(), jiff::Timestamp::now());
     let text = mco_cli::doctor::render(&found, None);
@@ -501,10 +581,11 @@ async fn server_certificates_are_read_from_the_install_namespace() {
 
     // A ServiceAccount without roles may not read the Secrets: no finding, no error.
     let nobody = server.service_account("default", "nobody").await;
-    let hidden = mco_cli::client::fetch_server_certs(&nobody, NS)
+    let hidden = mco_cli::client::fetch_server_certs(&nobody, NS, None)
         .await
         .unwrap();
     assert!(hidden.ca.is_none() && hidden.bundle.is_none() && hidden.serving.is_none());
+    assert!(!hidden.serving_missing && hidden.server_daemonset.is_none());
     assert!(mco_cli::doctor::server_certificates(&hidden, None, jiff::Timestamp::now()).is_empty());
 
     server.handle.shutdown().await;

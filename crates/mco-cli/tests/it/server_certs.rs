@@ -114,6 +114,7 @@ fn managed(hosts: &[&str], until: (i32, u8, u8)) -> ServerCertObjects {
             &serving(&issuer, hosts, until),
             Some("target"),
         )),
+        ..Default::default()
     }
 }
 
@@ -211,6 +212,7 @@ fn a_ca_expiring_soon_is_named_on_its_own_secret() {
             &serving(&issuer, &[HOST], (2030, 1, 11)),
             Some("target"),
         )),
+        ..Default::default()
     };
     let found = check(&objects, "https://api-int.cluster.example:6443");
     let titles: Vec<&str> = found.iter().map(|f| f.title.as_str()).collect();
@@ -448,4 +450,60 @@ fn a_serving_secret_without_a_certificate_is_an_error() {
         found[0].fixes[0].command,
         "kubectl -n mco-system delete secret mco-server-tls"
     );
+}
+
+/// The serving Secret read and absent, where the server is installed (its bundle, or its
+/// DaemonSet, is there): named, with the controller's side and the administrator's.
+#[test]
+fn an_absent_serving_secret_is_named_where_the_server_is_installed() {
+    let mut objects = managed(&[HOST], (2035, 1, 1));
+    objects.serving = None;
+    objects.serving_missing = true;
+    objects.serving_name = "machine-config-server-tls".into();
+    let found = check(&objects, "https://api-int.cluster.example:6443");
+    assert_eq!(found.len(), 1, "{}", text(&found));
+    let f = &found[0];
+    assert_eq!(f.subject, "secret machine-config-server-tls -n mco-system");
+    assert_eq!(f.title, "machine config server certificate missing");
+    assert_eq!(
+        f.cause,
+        "Secret mco-system/machine-config-server-tls does not exist, but the machine config \
+         server is installed (ConfigMap mco-system/machine-config-server-ca): it has no \
+         certificate to serve (a server pod that starts waits for it: secret \
+         \"machine-config-server-tls\" not found), so new machines cannot fetch their config and \
+         cannot join. A controller running with --server-certs-namespace=mco-system makes it at \
+         its next check."
+    );
+    let commands: Vec<&str> = f.fixes.iter().map(|x| x.command.as_str()).collect();
+    assert!(
+        commands[0].contains("get deployment mco-controller"),
+        "{commands:?}"
+    );
+    assert_eq!(
+        commands.last().copied(),
+        Some(
+            "kubectl -n mco-system create secret tls machine-config-server-tls \
+             --cert=mcs.crt --key=mcs.key"
+        )
+    );
+
+    // The DaemonSet alone shows it too.
+    objects.bundle = None;
+    objects.server_daemonset = Some("mco-server".into());
+    let found = check(&objects, "https://api-int.cluster.example:6443");
+    assert_eq!(found.len(), 1, "{}", text(&found));
+    assert!(
+        found[0]
+            .cause
+            .contains("installed (DaemonSet mco-system/mco-server)"),
+        "{}",
+        found[0].cause
+    );
+
+    // Nothing of the server: nothing to say. Nor where the Secret could not be read.
+    objects.server_daemonset = None;
+    assert!(check(&objects, "https://api-int.cluster.example:6443").is_empty());
+    let mut unreadable = managed(&[HOST], (2035, 1, 1));
+    unreadable.serving = None;
+    assert!(check(&unreadable, "https://api-int.cluster.example:6443").is_empty());
 }

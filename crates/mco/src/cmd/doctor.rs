@@ -21,6 +21,11 @@ pub struct Args {
     /// The namespace mco is installed in, where the machine config server's certificates are.
     #[arg(long, default_value = mco_manifests::DEFAULT_NAMESPACE)]
     namespace: String,
+    /// The machine config server's serving Secret in --namespace (on OpenShift, upstream's
+    /// `machine-config-server-tls`). Default: the one the controller Deployment's
+    /// --server-tls-secret names, where readable, else `mco-server-tls`.
+    #[arg(long)]
+    server_tls_secret: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -52,7 +57,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         mco_cli::client::fetch_cluster_settings(&client),
                         mco_cli::client::fetch_machine_os_configs(&client),
                         mco_cli::client::fetch_pinned_image_sets(&client),
-                        mco_cli::client::fetch_server_certs(&client, &args.namespace),
+                        mco_cli::client::fetch_server_certs(
+                            &client,
+                            &args.namespace,
+                            args.server_tls_secret.as_deref(),
+                        ),
                     )?;
                     Ok(Some((generators, registries, settings, image_mode, pinned, certs)))
                 }
