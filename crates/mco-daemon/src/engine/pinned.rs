@@ -199,13 +199,14 @@ impl Engine {
     /// (one `crictl inspecti`), at most [`MAX_CHECKS`] at once, and the drop-in read. A failed
     /// question ends it with the error of the first failed image in list order. A node that
     /// already holds and pins them all has nothing to do or report, as after every reboot.
-    pub fn pinned_held(&self, images: &[String]) -> Result<Held, PinError> {
+    /// Once `stop` is set (the node's sets changed) no new image is asked about: the pass ends
+    /// with [`PinError::Stopped`] as soon as the questions in flight are answered, as
+    /// [`Engine::pin_images`] stops its pulls.
+    pub fn pinned_held(&self, images: &[String], stop: &AtomicBool) -> Result<Held, PinError> {
         check_refs(images)?;
         let on_disk = self.host.fs.read_optional(CRIO_PINNED_IMAGES_DROPIN)?;
         let store = &*self.host.images;
-        let present = each_bounded(images, MAX_CHECKS, &AtomicBool::new(false), |image| {
-            Ok(store.present(image)?)
-        })?;
+        let present = each_bounded(images, MAX_CHECKS, stop, |image| Ok(store.present(image)?))?;
         let absent = images
             .iter()
             .zip(present)
@@ -342,12 +343,14 @@ mod tests {
 
     /// One pass as the worker makes it: what is held, then what is missing pulled and pinned.
     fn pin(e: &Engine, images: &[String]) -> Result<bool, PinError> {
-        let held = e.pinned_held(images)?;
+        let held = e.pinned_held(images, &AtomicBool::new(false))?;
         e.pin_images(images, &held, &AtomicBool::new(false))
     }
 
     fn up_to_date(e: &Engine, images: &[String]) -> bool {
-        e.pinned_held(images).unwrap().up_to_date()
+        e.pinned_held(images, &AtomicBool::new(false))
+            .unwrap()
+            .up_to_date()
     }
 
     fn reloads(e: &Engine) -> usize {
@@ -435,7 +438,7 @@ mod tests {
         let (_t, e) = engine();
         for bad in ["quay.io/example/a:latest", "--help", &format!("-{A}")] {
             let images = [A.to_string(), bad.to_string()];
-            let err = e.pinned_held(&images).unwrap_err();
+            let err = e.pinned_held(&images, &AtomicBool::new(false)).unwrap_err();
             assert!(matches!(err, PinError::Invalid(ref i) if i == bad), "{err}");
             let held = Held {
                 absent: images.to_vec(),
@@ -563,7 +566,7 @@ mod tests {
         let store = Arc::new(Slow::default());
         let (_t, e) = engine_with(&store);
         let images = many(3);
-        let held = e.pinned_held(&images).unwrap();
+        let held = e.pinned_held(&images, &AtomicBool::new(false)).unwrap();
         let err = e
             .pin_images(&images, &held, &AtomicBool::new(true))
             .unwrap_err();
@@ -607,7 +610,7 @@ mod tests {
         );
         assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
         let pulled = store.pulls.load(Ordering::SeqCst);
-        let held = e.pinned_held(&images).unwrap();
+        let held = e.pinned_held(&images, &AtomicBool::new(false)).unwrap();
         assert_eq!(held.absent.len(), 12 + 1 - pulled, "the pulled ones stay");
         assert!(held.absent.contains(&images[6]));
     }
@@ -714,7 +717,7 @@ mod tests {
         store.held.lock().unwrap().extend(held.iter().cloned());
         let (_t, e) = engine_checking(&store);
 
-        let found = e.pinned_held(&images).unwrap();
+        let found = e.pinned_held(&images, &AtomicBool::new(false)).unwrap();
         assert_eq!(found.absent, new, "the absent ones, in list order");
         assert_eq!(store.asked(), images, "each image asked once");
         let most = store.most.load(Ordering::SeqCst);
@@ -740,7 +743,7 @@ mod tests {
             ..Checks::new()
         });
         let (_t, e) = engine_checking(&store);
-        let err = e.pinned_held(&images).unwrap_err();
+        let err = e.pinned_held(&images, &AtomicBool::new(false)).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
@@ -757,7 +760,7 @@ mod tests {
             ..Checks::new()
         });
         let (_t, e) = engine_checking(&store);
-        let found = e.pinned_held(&images).unwrap();
+        let found = e.pinned_held(&images, &AtomicBool::new(false)).unwrap();
         store.reset();
         let err = e
             .pin_images(&images, &found, &AtomicBool::new(false))
@@ -816,7 +819,7 @@ mod tests {
         {
             let (e, stop, images) = (Arc::clone(&e), Arc::clone(&stop), images.clone());
             std::thread::spawn(move || {
-                let held = e.pinned_held(&images).unwrap();
+                let held = e.pinned_held(&images, &AtomicBool::new(false)).unwrap();
                 let _ = tx.send(e.pin_images(&images, &held, &stop));
             });
         }
@@ -831,7 +834,62 @@ mod tests {
         assert!(matches!(result, Err(PinError::Stopped)), "{result:?}");
         assert!(!e.host.fs.exists(CRIO_PINNED_IMAGES_DROPIN).unwrap());
         assert_eq!(reloads(&e), 0);
-        let held = e.pinned_held(&images).unwrap();
+        let held = e.pinned_held(&images, &AtomicBool::new(false)).unwrap();
         assert_eq!(held.absent, [images[1].clone()], "the others stay pulled");
+    }
+
+    /// A store whose presence checks wait until `open` is set, as `crictl inspecti`s against a
+    /// slow CRI-O do, recording every question.
+    #[derive(Default)]
+    struct Gated {
+        open: AtomicBool,
+        asked: Mutex<Vec<String>>,
+    }
+
+    impl ContainerImages for Arc<Gated> {
+        fn pull(&self, _image: &str, _stop: &AtomicBool) -> crate::error::Result<()> {
+            Ok(())
+        }
+
+        fn present(&self, image: &str) -> crate::error::Result<bool> {
+            self.asked.lock().unwrap().push(image.to_string());
+            wait_for(Instant::now() + Duration::from_secs(10), || {
+                self.open.load(Ordering::SeqCst)
+            });
+            Ok(false)
+        }
+    }
+
+    #[test]
+    fn a_stop_ends_a_long_pass_of_presence_checks_and_asks_no_new_image() {
+        let images = many(3 * MAX_CHECKS);
+        let store = Arc::new(Gated::default());
+        let t = tempfile::tempdir().unwrap();
+        let mut host = Host::sim(t.path()).unwrap();
+        host.images = Box::new(Arc::clone(&store));
+        let e = Arc::new(Engine::new(host).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let (e, stop, images) = (Arc::clone(&e), Arc::clone(&stop), images.clone());
+            std::thread::spawn(move || {
+                let _ = tx.send(e.pinned_held(&images, &stop));
+            });
+        }
+        let underway = || store.asked.lock().unwrap().len() == MAX_CHECKS;
+        wait_for(Instant::now() + Duration::from_secs(10), underway);
+        assert!(underway(), "{MAX_CHECKS} questions in flight");
+        stop.store(true, Ordering::SeqCst);
+        // The questions in flight are answered, as a short inspecti is.
+        store.open.store(true, Ordering::SeqCst);
+        let result = rx
+            .recv_timeout(Duration::from_secs(1))
+            .expect("the pass ended within a second of the stop");
+        assert!(matches!(result, Err(PinError::Stopped)), "{result:?}");
+        assert_eq!(
+            store.asked.lock().unwrap().len(),
+            MAX_CHECKS,
+            "no image asked about after the stop"
+        );
     }
 }

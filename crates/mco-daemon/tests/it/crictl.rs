@@ -114,7 +114,9 @@ fn a_new_pinned_image_costs_one_inspecti_before_one_pull_one_after_and_a_held_on
     let images = vec![IMAGE.to_string(), held.clone()];
     let before = runs(t.path()).len();
 
-    let found = engine.pinned_held(&images).unwrap();
+    let found = engine
+        .pinned_held(&images, &AtomicBool::new(false))
+        .unwrap();
     assert_eq!(found.absent, [IMAGE]);
     assert!(
         engine
@@ -144,7 +146,12 @@ fn a_new_pinned_image_costs_one_inspecti_before_one_pull_one_after_and_a_held_on
             inspect(IMAGE),
         ]
     );
-    assert!(engine.pinned_held(&images).unwrap().up_to_date());
+    assert!(
+        engine
+            .pinned_held(&images, &AtomicBool::new(false))
+            .unwrap()
+            .up_to_date()
+    );
 }
 
 #[test]

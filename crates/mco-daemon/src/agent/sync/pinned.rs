@@ -7,9 +7,9 @@
 //! conditions, in upstream's words.
 //!
 //! A pass runs while the watch is read: a change of the sets (or of the node's labels) stops
-//! it taking new images and kills the pulls in flight, and within about a second a new pass
-//! starts from the new state, so a set deleted in the middle of its 500 pulls is not pulled to
-//! the end.
+//! it asking CRI-O about or taking new images and kills the pulls in flight, and within about
+//! a second a new pass starts from the new state, so a set deleted in the middle of its 500
+//! presence checks or pulls is not worked through to the end.
 //!
 //! Costs: one watch per daemon start. The pools are read only while some set exists, at each
 //! set change, at each change of the node's labels (signalled by the sync loop's Node watch,
@@ -394,10 +394,12 @@ async fn sync(
     }
     if sets.is_empty() && state.maybe_pinned.is_none() {
         let engine = Arc::clone(&inner.engine);
-        let held = blocking(move || Ok::<_, SyncError>(engine.pinned_held(&[])))
-            .await?
-            .map_err(host_error)?
-            .up_to_date();
+        // No image to ask about, only the drop-in to read: nothing to stop.
+        let held =
+            blocking(move || Ok::<_, SyncError>(engine.pinned_held(&[], &AtomicBool::new(false))))
+                .await?
+                .map_err(host_error)?
+                .up_to_date();
         state.maybe_pinned = Some(!held);
         if held {
             return Ok(());
@@ -420,8 +422,15 @@ async fn sync(
     let images = pinned::unique_sorted_images(mine.iter().copied());
     let engine = Arc::clone(&inner.engine);
     let wanted = images.clone();
-    let held = match blocking(move || Ok::<_, SyncError>(engine.pinned_held(&wanted))).await? {
+    let stop_checks = Arc::clone(stop);
+    let held = match blocking(move || Ok::<_, SyncError>(engine.pinned_held(&wanted, &stop_checks)))
+        .await?
+    {
         Ok(held) => held,
+        Err(PinError::Stopped) => {
+            tracing::info!("the pinned image sets changed; presence checks stopped");
+            return Ok(());
+        }
         Err(e @ PinError::Host(_)) => return Err(host_error(e)),
         Err(e) => return fail(inner, &mine, state, e.to_string()).await,
     };
