@@ -206,7 +206,9 @@ impl Engine {
         check_refs(images)?;
         let on_disk = self.host.fs.read_optional(CRIO_PINNED_IMAGES_DROPIN)?;
         let store = &*self.host.images;
-        let present = each_bounded(images, MAX_CHECKS, stop, |image| Ok(store.present(image)?))?;
+        let present = each_bounded(images, MAX_CHECKS, stop, |image| {
+            Ok(store.present(image, stop)?)
+        })?;
         let absent = images
             .iter()
             .zip(present)
@@ -240,7 +242,7 @@ impl Engine {
             store.pull(image, stop)
         })?;
         each_bounded(&held.absent, MAX_CHECKS, stop, |image| {
-            if store.present(image)? {
+            if store.present(image, stop)? {
                 Ok(())
             } else {
                 Err(PinError::Missing(image.to_string()))
@@ -318,7 +320,7 @@ mod tests {
             Ok(())
         }
 
-        fn present(&self, image: &str) -> crate::error::Result<bool> {
+        fn present(&self, image: &str, _stop: &AtomicBool) -> crate::error::Result<bool> {
             Ok(self.held.lock().unwrap().contains(image))
         }
     }
@@ -418,7 +420,10 @@ mod tests {
         let images = vec![A.to_string(), B.to_string()];
         assert!(!up_to_date(&e, &images));
         assert!(pin(&e, &images).unwrap(), "the first pin reloads CRI-O");
-        assert!(e.host.images.present(A).unwrap() && e.host.images.present(B).unwrap());
+        assert!(
+            e.host.images.present(A, &AtomicBool::new(false)).unwrap()
+                && e.host.images.present(B, &AtomicBool::new(false)).unwrap()
+        );
         assert_eq!(
             e.host.fs.read_to_string(CRIO_PINNED_IMAGES_DROPIN).unwrap(),
             crio_dropin(&images)
@@ -449,7 +454,10 @@ mod tests {
                 .unwrap_err();
             assert!(matches!(err, PinError::Invalid(ref i) if i == bad), "{err}");
         }
-        assert!(!e.host.images.present(A).unwrap(), "nothing pulled");
+        assert!(
+            !e.host.images.present(A, &AtomicBool::new(false)).unwrap(),
+            "nothing pulled"
+        );
     }
 
     #[test]
@@ -672,7 +680,7 @@ mod tests {
             Ok(())
         }
 
-        fn present(&self, image: &str) -> crate::error::Result<bool> {
+        fn present(&self, image: &str, _stop: &AtomicBool) -> crate::error::Result<bool> {
             self.asked.lock().unwrap().push(image.to_string());
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(now, Ordering::SeqCst);
@@ -798,7 +806,7 @@ mod tests {
             Ok(())
         }
 
-        fn present(&self, image: &str) -> crate::error::Result<bool> {
+        fn present(&self, image: &str, _stop: &AtomicBool) -> crate::error::Result<bool> {
             Ok(self.held.lock().unwrap().contains(image))
         }
     }
@@ -851,7 +859,7 @@ mod tests {
             Ok(())
         }
 
-        fn present(&self, image: &str) -> crate::error::Result<bool> {
+        fn present(&self, image: &str, _stop: &AtomicBool) -> crate::error::Result<bool> {
             self.asked.lock().unwrap().push(image.to_string());
             wait_for(Instant::now() + Duration::from_secs(10), || {
                 self.open.load(Ordering::SeqCst)

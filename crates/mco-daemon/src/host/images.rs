@@ -34,8 +34,9 @@ pub trait ContainerImages: Send + Sync {
     /// within about a second and returns an error; what it had fetched is CRI-O's to keep or
     /// drop.
     fn pull(&self, image: &str, stop: &AtomicBool) -> Result<()>;
-    /// Whether `image` is present.
-    fn present(&self, image: &str) -> Result<bool>;
+    /// Whether `image` is present. Once `stop` is set a question in progress is given up
+    /// within about a second and returns an error, as a pull is.
+    fn present(&self, image: &str, stop: &AtomicBool) -> Result<bool>;
 }
 
 /// `crictl`, run in the host's root.
@@ -104,11 +105,12 @@ impl ContainerImages for Crictl {
             .map(drop)
     }
 
-    fn present(&self, image: &str) -> Result<bool> {
+    /// `crictl inspecti`, killed past the timeout or once `stop` is set.
+    fn present(&self, image: &str, stop: &AtomicBool) -> Result<bool> {
         let args = Crictl::args(&["inspecti", "-o", "json"], image);
         match self
             .runner
-            .run_bounded(&self.program, &args, self.timeout, MAX_OUTPUT)
+            .run_cancellable(&self.program, &args, self.timeout, MAX_OUTPUT, stop)
         {
             Ok(out) => Ok(parse_inspecti(&out.stdout)?.is_some()),
             // crictl's answer for an image CRI-O does not hold.
@@ -179,7 +181,7 @@ impl ContainerImages for SimImages {
         )
     }
 
-    fn present(&self, image: &str) -> Result<bool> {
+    fn present(&self, image: &str, _stop: &AtomicBool) -> Result<bool> {
         self.fs.exists(&SimImages::path(image))
     }
 }
@@ -194,10 +196,10 @@ mod tests {
     fn a_simulated_node_keeps_what_it_pulled_and_an_invalid_host_fails() {
         let t = tempfile::tempdir().unwrap();
         let images = SimImages::new(HostFs::open(t.path()).unwrap());
-        assert!(!images.present(IMAGE).unwrap());
+        assert!(!images.present(IMAGE, &AtomicBool::new(false)).unwrap());
         let go = AtomicBool::new(false);
         images.pull(IMAGE, &go).unwrap();
-        assert!(images.present(IMAGE).unwrap());
+        assert!(images.present(IMAGE, &AtomicBool::new(false)).unwrap());
         assert_eq!(images.held().unwrap(), [IMAGE]);
         let bad = IMAGE.replace("quay.io", "registry.invalid:5000");
         let err = images.pull(&bad, &go).unwrap_err().to_string();
@@ -205,6 +207,6 @@ mod tests {
             err.contains("lookup registry.invalid: no such host"),
             "{err}"
         );
-        assert!(!images.present(&bad).unwrap());
+        assert!(!images.present(&bad, &AtomicBool::new(false)).unwrap());
     }
 }

@@ -53,9 +53,9 @@ fn a_pull_goes_through_crio_without_asking_first() {
             state.display()
         ),
     );
-    assert!(!c.present(IMAGE).unwrap());
+    assert!(!c.present(IMAGE, &AtomicBool::new(false)).unwrap());
     c.pull(IMAGE, &AtomicBool::new(false)).unwrap();
-    assert!(c.present(IMAGE).unwrap());
+    assert!(c.present(IMAGE, &AtomicBool::new(false)).unwrap());
     let inspect = argv(&[
         "--image-endpoint",
         CRIO_ENDPOINT,
@@ -185,18 +185,33 @@ fn a_pull_past_its_timeout_is_killed() {
 /// context ends its CRI pull: the call returns within a second, not when the pull would have.
 #[test]
 fn a_pull_in_flight_is_killed_once_stopped() {
+    killed_once_stopped("pull", |c, stop| c.pull(IMAGE, stop).map(drop));
+}
+
+#[test]
+fn a_presence_check_in_flight_is_killed_once_stopped() {
+    killed_once_stopped("inspecti", |c, stop| c.present(IMAGE, stop).map(drop));
+}
+
+/// `crictl <verb>` hangs (its pid recorded); `call` runs it, the stop is set, and the call must
+/// end within seconds with the stop's error and the process gone.
+fn killed_once_stopped(
+    verb: &str,
+    call: impl FnOnce(&Crictl, &AtomicBool) -> mco_daemon::Result<()> + Send + 'static,
+) {
     let t = tempfile::tempdir().unwrap();
-    let pid_file = t.path().join("pull.pid");
-    let c = fake(
-        t.path(),
-        &format!("echo $$ > '{}'; exec sleep 60", pid_file.display()),
+    let pid_file = t.path().join("crictl.pid");
+    let body = format!(
+        "case \"$3\" in\n  {verb}) echo $$ > '{}'; exec sleep 60 ;;\nesac\nexit 1",
+        pid_file.display()
     );
+    let c = Crictl::with_program(fake_tool(t.path(), "crictl", &body));
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     {
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
-            let _ = tx.send(c.pull(IMAGE, &stop));
+            let _ = tx.send(call(&c, &stop));
         });
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -205,7 +220,7 @@ fn a_pull_in_flight_is_killed_once_stopped() {
         if !pid.trim().is_empty() {
             break pid.trim().to_string();
         }
-        assert!(Instant::now() < deadline, "the pull never started");
+        assert!(Instant::now() < deadline, "crictl {verb} never started");
         std::thread::sleep(Duration::from_millis(10));
     };
     let alive = |pid: &str| {
@@ -216,16 +231,16 @@ fn a_pull_in_flight_is_killed_once_stopped() {
             .unwrap()
             .success()
     };
-    assert!(alive(&pid), "the pull runs");
+    assert!(alive(&pid), "crictl {verb} runs");
     let stopped = Instant::now();
     stop.store(true, Ordering::SeqCst);
     let err = rx
         .recv_timeout(Duration::from_secs(5))
-        .expect("the pull returned soon after the stop")
+        .expect("crictl returned soon after the stop")
         .unwrap_err()
         .to_string();
     assert!(stopped.elapsed() < Duration::from_secs(5));
     assert!(err.ends_with(mco_daemon::host::cmd::STOPPED), "{err}");
     assert!(!err.contains("timed out"), "{err}");
-    assert!(!alive(&pid), "crictl {pid} is gone");
+    assert!(!alive(&pid), "crictl {verb} {pid} is gone");
 }

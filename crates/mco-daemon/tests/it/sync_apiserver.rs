@@ -1327,7 +1327,7 @@ impl ContainerImages for SharedImages {
         Ok(())
     }
 
-    fn present(&self, image: &str) -> mco_daemon::Result<bool> {
+    fn present(&self, image: &str, _stop: &AtomicBool) -> mco_daemon::Result<bool> {
         Ok(self.0.held.lock().unwrap().contains(image))
     }
 }
