@@ -293,6 +293,9 @@ struct Keeper {
     refused: Mutex<HashMap<String, String>>,
 }
 
+/// Why the keeper waits, and what about.
+type Waiting = (ObjectReference, String);
+
 fn reference<K: Resource<DynamicType = ()>>(ns: &str, name: &str) -> ObjectReference {
     ObjectReference {
         api_version: Some(K::api_version(&()).into_owned()),
@@ -304,16 +307,18 @@ fn reference<K: Resource<DynamicType = ()>>(ns: &str, name: &str) -> ObjectRefer
 }
 
 impl Keeper {
-    /// The bundle, if the serving certificate chains to it; else why the keeper waits.
-    async fn verified_bundle(&self) -> Result<Result<Vec<u8>, String>, kube::Error> {
+    /// The bundle, if the serving certificate chains to it; else why the keeper waits, and the
+    /// object the reason is about (the bundle's ConfigMap, or the serving Secret).
+    async fn verified_bundle(&self) -> Result<Result<Vec<u8>, Waiting>, kube::Error> {
         let ns = self.opts.certs_namespace.as_str();
         let maps: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), ns);
         let secrets: Api<Secret> = Api::namespaced(self.ctx.client.clone(), ns);
         let bundle = match maps.get_opt(CA_NAME).await?.as_ref().and_then(bundle_of) {
             Some(b) if !b.iter().all(u8::is_ascii_whitespace) => b,
             _ => {
-                return Ok(Err(format!(
-                    "ConfigMap {ns}/{CA_NAME} holds no {BUNDLE_KEY}"
+                return Ok(Err((
+                    reference::<ConfigMap>(ns, CA_NAME),
+                    format!("ConfigMap {ns}/{CA_NAME} holds no {BUNDLE_KEY}"),
                 )));
             }
         };
@@ -323,18 +328,24 @@ impl Keeper {
             .await?
             .and_then(|s| s.data)
             .and_then(|mut d| d.remove("tls.crt"));
+        let about = reference::<Secret>(ns, serving);
         let Some(crt) = crt else {
-            return Ok(Err(format!("Secret {ns}/{serving} holds no tls.crt")));
+            return Ok(Err((
+                about,
+                format!("Secret {ns}/{serving} holds no tls.crt"),
+            )));
         };
         Ok(serving_issuer_in_bundle(&bundle, &crt.0)
             .map(|()| bundle)
             .map_err(|e| {
-                format!("ConfigMap {ns}/{CA_NAME} does not verify the certificate of Secret {ns}/{serving}: {e}")
+                (about, format!("ConfigMap {ns}/{CA_NAME} does not verify the certificate of Secret {ns}/{serving}: {e}"))
             }))
     }
 
-    /// Says once why user-data Secrets keep their CA.
-    async fn wait(&self, why: String) {
+    /// Says once why user-data Secrets keep their CA, in an Event about the object the reason
+    /// is about (kube's recorder counts one object's later Events of one reason as a series of
+    /// the first, keeping its note).
+    async fn wait(&self, (about, why): Waiting) {
         let first = {
             let mut w = self.waiting.lock().expect("not poisoned");
             let first = w.as_deref() != Some(why.as_str());
@@ -347,12 +358,7 @@ impl Keeper {
                 self.opts.namespace
             );
             self.ctx
-                .publish(
-                    &reference::<ConfigMap>(&self.opts.certs_namespace, CA_NAME),
-                    EventKind::Warning,
-                    REASON_WAITING,
-                    &message,
-                )
+                .publish(&about, EventKind::Warning, REASON_WAITING, &message)
                 .await;
         }
     }

@@ -13,3 +13,4 @@ mod render;
 mod rollout;
 mod server_certs;
 mod templates;
+mod user_data;
