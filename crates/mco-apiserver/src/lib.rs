@@ -38,6 +38,7 @@ mod protobuf;
 pub mod rbac;
 pub mod registry;
 mod rest;
+mod secret;
 pub mod store;
 pub mod tables;
 mod tls;

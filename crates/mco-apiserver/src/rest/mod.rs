@@ -462,14 +462,14 @@ async fn resource(
             let obj = decode_body(headers, &body)?;
             let ctx = WriteCtx::from_request(q, headers, id);
             let v = create(app, &t.info, &t.version, t.ns_str(), obj, &ctx).await?;
-            Ok(object_response(&t, headers, q, 201, &v))
+            Ok(warned(&t, &v, object_response(&t, headers, q, 201, &v)))
         }
         (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
         (&Method::PUT, true, sub) => {
             let obj = decode_body(headers, &body)?;
             let m = Modify::from_request(&t, sub, q, headers, id);
             let v = update(app, &t, obj, &m).await?;
-            Ok(object_response(&t, headers, q, 200, &v))
+            Ok(warned(&t, &v, object_response(&t, headers, q, 200, &v)))
         }
         (&Method::PATCH, true, sub) => {
             let ct = headers
@@ -478,7 +478,7 @@ async fn resource(
                 .unwrap_or("");
             let m = Modify::from_request(&t, sub, q, headers, id);
             let (code, v) = patch(app, &t, ct, &body, q, &m).await?;
-            Ok(object_response(&t, headers, q, code, &v))
+            Ok(warned(&t, &v, object_response(&t, headers, q, code, &v)))
         }
         (&Method::DELETE, true, None) => {
             let name = t.name.clone().unwrap_or_default();
@@ -493,4 +493,14 @@ async fn resource(
         (&Method::DELETE, false, None) => delete_collection(app, &t, q, headers, &body).await,
         _ => Err(ApiError::method_not_allowed()),
     }
+}
+
+/// `resp` with the `Warning` headers kube-apiserver adds for the object a write accepted.
+fn warned(t: &Target, v: &serde_json::Value, mut resp: Response) -> Response {
+    for w in crate::secret::warnings(&t.info, v) {
+        if let Ok(h) = http::HeaderValue::from_str(&crate::secret::warning_header(&w)) {
+            resp.headers_mut().append(http::header::WARNING, h);
+        }
+    }
+    resp
 }

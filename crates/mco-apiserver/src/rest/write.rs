@@ -16,6 +16,7 @@ use crate::error::{ApiError, Cause};
 use crate::machinery;
 use crate::objects::{self, Part, meta_mut, meta_str};
 use crate::registry::ResourceInfo;
+use crate::secret;
 use crate::store::{Action, Outcome};
 
 fn ensure_namespace(app: &App, info: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
@@ -142,9 +143,14 @@ pub async fn create(
     }
     ensure_namespace(app, info, ns)?;
     objects::fold_string_data(info, &mut obj)?;
+    secret::default_type(info, &mut obj);
     objects::prepare_create(info, version, &mut obj);
     if info.is_custom() {
         objects::admit_custom(info, version, &mut obj, &name, ctx.strict)?;
+    }
+    let causes = secret::validate(info, &obj);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&info.rref(), &name, causes));
     }
     let is_crd = is_crd(info);
     if is_crd {
@@ -348,6 +354,7 @@ fn finish(
     record: bool,
 ) -> Result<Action, ApiError> {
     objects::fold_string_data(info, &mut new)?;
+    secret::default_type(info, &mut new);
     if is_crd(info) && part == Part::Main {
         let name = meta_str(cur, "name").unwrap_or("");
         let causes = objects::validate_crd(&new, name);
@@ -358,7 +365,8 @@ fn finish(
     let new = objects::finish_update(info, version, cur, new, part, ctx.strict)?;
     // What would be stored is checked, so a status write is judged by the metadata it keeps.
     if let Some(v) = &new {
-        let causes = objects::validate_meta(v);
+        let mut causes = objects::validate_meta(v);
+        causes.extend(secret::validate_update(info, cur, v));
         if !causes.is_empty() {
             let name = meta_str(cur, "name").unwrap_or("");
             return Err(ApiError::invalid(&info.rref(), name, causes));
@@ -484,9 +492,14 @@ pub(super) async fn patch(
                     return Err(ApiError::invalid(&info.rref(), n2, causes));
                 }
                 objects::fold_string_data(info, &mut obj)?;
+                secret::default_type(info, &mut obj);
                 objects::prepare_create(info, version, &mut obj);
                 if info.is_custom() {
                     objects::admit_custom(info, version, &mut obj, n2, c2.strict)?;
+                }
+                let causes = secret::validate(info, &obj);
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(&info.rref(), n2, causes));
                 }
                 return Ok(Action::Put(obj));
             };

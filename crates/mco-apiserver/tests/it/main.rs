@@ -11,4 +11,5 @@ mod kubectl;
 mod kubectl_crds;
 mod limits;
 mod rbac;
+mod secrets;
 mod security;
