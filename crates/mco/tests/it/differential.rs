@@ -100,10 +100,28 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `{{name}}` replaced by a saved value, and `{{base64:N}}` by N bytes (`x`) base64-encoded:
+/// values too large to keep in the corpus.
 fn substitute(s: &str, vars: &BTreeMap<String, String>) -> String {
+    use base64::Engine as _;
     let mut out = s.to_string();
     for (k, v) in vars {
         out = out.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    while let Some(at) = out.find("{{base64:") {
+        let Some(len) = out[at..].find("}}") else {
+            break;
+        };
+        let n: usize = out[at + "{{base64:".len()..at + len]
+            .parse()
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{{{{base64:N}}}} needs a byte count: {}",
+                    &out[at..at + len + 2]
+                )
+            });
+        let bytes = base64::engine::general_purpose::STANDARD.encode(vec![b'x'; n]);
+        out.replace_range(at..at + len + 2, &bytes);
     }
     out
 }
@@ -863,4 +881,13 @@ fn normalization_hides_only_what_differs_by_nature() {
             "resourceVersion": "<rv>"}, "spec": {"n": 1}})
     );
     assert_eq!(line_diff("a\nb\nc", "a\nc\nd"), "  - b\n  + d\n");
+}
+
+#[test]
+fn substitution_fills_saved_values_and_generated_bytes() {
+    let vars = BTreeMap::from([("rv".to_string(), "12".to_string())]);
+    assert_eq!(
+        substitute("{{rv}} {{base64:4}} {{base64:0}}.", &vars),
+        "12 eHh4eA== ."
+    );
 }
