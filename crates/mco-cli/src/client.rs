@@ -358,10 +358,12 @@ fn deployment_arg(d: &k8s_openapi::api::apps::v1::Deployment, flag: &str) -> Opt
         .find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
 }
 
-/// The machine config server's CA Secret, bundle ConfigMap, serving Secret and DaemonSet in
-/// `namespace` (the install namespace), one GET each; each `None` where it is absent or the
-/// caller may not read it. The serving Secret is `serving_name`, else the one the controller
-/// Deployment's `--server-tls-secret` names, else `mco-server-tls`.
+/// The machine config server's CA Secret, bundle ConfigMap, serving Secret and DaemonSet, one
+/// GET each; each `None` where it is absent or the caller may not read it. They are read in the
+/// namespace the controller Deployment in `namespace` (the install namespace) keeps them in
+/// (`--server-certs-namespace`: upstream's `openshift-machine-config-operator` on OpenShift),
+/// else in `namespace`. The serving Secret is `serving_name`, else the one the Deployment's
+/// `--server-tls-secret` names, else `mco-server-tls`.
 pub async fn fetch_server_certs(
     client: &Client,
     namespace: &str,
@@ -370,30 +372,31 @@ pub async fn fetch_server_certs(
     use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     use mco_api::constants::names::{SERVER_CA, SERVER_TLS_SECRET};
+    let controller = get_if_readable(
+        Api::<Deployment>::namespaced(client.clone(), namespace),
+        "deployment",
+        CONTROLLER_DEPLOYMENT,
+    )
+    .await?;
+    let arg = |name: &str| deployment_arg(controller.as_ref()?, name);
+    let install_namespace = namespace;
+    let namespace = arg("server-certs-namespace").unwrap_or_else(|| namespace.to_string());
+    let namespace = namespace.as_str();
+    let serving_name = serving_name
+        .map(str::to_owned)
+        .or_else(|| arg("server-tls-secret"))
+        .unwrap_or_else(|| SERVER_TLS_SECRET.to_string());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let (ca, bundle, controller, daemonset) = futures::try_join!(
+    let (ca, bundle, daemonset) = futures::try_join!(
         get_if_readable(secrets.clone(), "secret", SERVER_CA),
         get_if_readable(maps, "configmap", SERVER_CA),
-        async {
-            match serving_name {
-                Some(_) => Ok(None),
-                None => {
-                    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-                    get_if_readable(api, "deployment", CONTROLLER_DEPLOYMENT).await
-                }
-            }
-        },
         get_if_readable(
             Api::<DaemonSet>::namespaced(client.clone(), namespace),
             "daemonset",
             SERVER_DAEMONSET
         ),
     )?;
-    let serving_name = serving_name
-        .map(str::to_owned)
-        .or_else(|| deployment_arg(controller.as_ref()?, "server-tls-secret"))
-        .unwrap_or_else(|| SERVER_TLS_SECRET.to_string());
     // Absent and unreadable differ here: only a Secret known to be absent is a finding.
     let (serving, serving_missing) = match secrets.get_opt(&serving_name).await {
         Ok(s) => {
@@ -411,6 +414,8 @@ pub async fn fetch_server_certs(
     };
     Ok(crate::doctor::ServerCertObjects {
         namespace: namespace.to_string(),
+        controller_namespace: (namespace != install_namespace)
+            .then(|| install_namespace.to_string()),
         ca,
         bundle,
         serving,

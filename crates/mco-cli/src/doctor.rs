@@ -912,11 +912,15 @@ pub fn expiring_certificates(snap: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
-/// The machine config server's certificate objects in the install namespace, as `mco doctor`
-/// reads them: each `None` where it is absent or the caller may not read it.
+/// The machine config server's certificate objects, as `mco doctor` reads them: each `None`
+/// where it is absent or the caller may not read it.
 #[derive(Debug, Clone, Default)]
 pub struct ServerCertObjects {
+    /// Where they are: the controller's `--server-certs-namespace`, else the install namespace.
     pub namespace: String,
+    /// The install namespace, where the controller Deployment is, when it is not `namespace`
+    /// (on OpenShift the certificates are upstream's, in `openshift-machine-config-operator`).
+    pub controller_namespace: Option<String>,
     /// Secret `machine-config-server-ca`: the CA that signs the serving certificate.
     pub ca: Option<Secret>,
     /// ConfigMap `machine-config-server-ca`: the CAs new machines trust.
@@ -1118,18 +1122,33 @@ fn days_or_less(d: Duration) -> String {
     }
 }
 
+impl ServerCertObjects {
+    fn controller_ns(&self) -> &str {
+        self.controller_namespace
+            .as_deref()
+            .unwrap_or(&self.namespace)
+    }
+}
+
 /// One of the two Secrets, for the words of its findings.
 struct CertSecret<'a> {
     ns: &'a str,
+    /// Where the controller Deployment is.
+    controller_ns: &'a str,
     name: &'a str,
     /// The label's value, where mco keeps it.
     managed: Option<&'a str>,
 }
 
 impl<'a> CertSecret<'a> {
-    fn of(ns: &'a str, secret: &'a Secret, default_name: &'a str) -> CertSecret<'a> {
+    fn of(
+        objects: &'a ServerCertObjects,
+        secret: &'a Secret,
+        default_name: &'a str,
+    ) -> CertSecret<'a> {
         CertSecret {
-            ns,
+            ns: &objects.namespace,
+            controller_ns: objects.controller_ns(),
             name: secret.metadata.name.as_deref().unwrap_or(default_name),
             managed: secret
                 .metadata
@@ -1181,7 +1200,7 @@ impl<'a> CertSecret<'a> {
 
     /// The controller's side: is it keeping the certificates, and what did it say.
     fn controller_fixes(&self) -> Vec<Fix> {
-        let ns = self.ns;
+        let (ns, cns) = (self.ns, self.controller_ns);
         vec![
             Fix::new(
                 format!(
@@ -1189,14 +1208,14 @@ impl<'a> CertSecret<'a> {
                      name --server-certs-namespace={ns}"
                 ),
                 format!(
-                    "kubectl -n {ns} get deployment mco-controller \
+                    "kubectl -n {cns} get deployment mco-controller \
                      -o jsonpath='{{.spec.template.spec.containers[*].args}}'"
                 ),
             ),
             Fix::new(
                 "see why it did not: its warnings, and the Events of its renewals",
                 format!(
-                    "kubectl -n {ns} logs deployment/mco-controller | grep 'machine config server certificates'; \
+                    "kubectl -n {cns} logs deployment/mco-controller | grep 'machine config server certificates'; \
                      kubectl -n {ns} get events --field-selector involvedObject.name={}",
                     self.name
                 ),
@@ -1333,6 +1352,7 @@ fn missing_serving_secret(objects: &ServerCertObjects) -> Option<Finding> {
     };
     let s = CertSecret {
         ns,
+        controller_ns: objects.controller_ns(),
         name,
         managed: None,
     };
@@ -1375,7 +1395,7 @@ pub fn server_certificates(
         return missing_serving_secret(objects).into_iter().collect();
     };
     let ns = objects.namespace.as_str();
-    let s = CertSecret::of(ns, serving, SERVER_TLS_SECRET);
+    let s = CertSecret::of(objects, serving, SERVER_TLS_SECRET);
     let chain = match secret_certs(serving) {
         Ok(chain) => chain,
         Err(why) => {
@@ -1424,7 +1444,7 @@ pub fn server_certificates(
         && let Ok(ca_certs) = secret_certs(ca)
     {
         out.extend(cert_expiry(
-            &CertSecret::of(ns, ca, SERVER_CA),
+            &CertSecret::of(objects, ca, SERVER_CA),
             &ca_certs[0],
             true,
             now,

@@ -432,7 +432,7 @@ async fn image_mode_objects_are_read_at_v1_else_v1alpha1() {
 /// --server-tls-secret, else doctor's flag); a caller who may not read Secrets gets no finding,
 /// and no error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_certificates_are_read_from_the_install_namespace() {
+async fn server_certificates_are_read_where_the_controller_keeps_them() {
     use crate::server_certs::{bundle, ca, controller_config, serving, tls_secret};
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 
@@ -578,6 +578,53 @@ async fn server_certificates_are_read_from_the_install_namespace() {
         ),
         "{text}"
     );
+
+    // On OpenShift the controller keeps upstream's objects in upstream's namespace: doctor
+    // reads them there, and still points at the controller in the install namespace.
+    const OPENSHIFT_NS: &str = "openshift-machine-config-operator";
+    create(
+        &Api::<Namespace>::all(admin.clone()),
+        json!({"metadata": {"name": OPENSHIFT_NS}}),
+    )
+    .await;
+    let mut upstream_bundle = bundle(&[&ca_pem], true);
+    upstream_bundle.metadata.namespace = Some(OPENSHIFT_NS.into());
+    Api::<ConfigMap>::namespaced(admin.clone(), OPENSHIFT_NS)
+        .create(&pp, &upstream_bundle)
+        .await
+        .unwrap();
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), NS)
+        .patch(
+            "mco-controller",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{
+                    "op": "replace",
+                    "path": "/spec/template/spec/containers/0/args/1",
+                    "value": format!("--server-certs-namespace={OPENSHIFT_NS}"),
+                }]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    let upstream = mco_cli::client::fetch_server_certs(&admin, NS, None)
+        .await
+        .unwrap();
+    assert_eq!(upstream.namespace, OPENSHIFT_NS);
+    assert_eq!(upstream.controller_namespace.as_deref(), Some(NS));
+    let text = mco_cli::doctor::render(
+        &mco_cli::doctor::server_certificates(&upstream, None, jiff::Timestamp::now()),
+        None,
+    );
+    for words in [
+        "Secret openshift-machine-config-operator/machine-config-server-tls does not exist",
+        "--server-certs-namespace=openshift-machine-config-operator",
+        "kubectl -n mco-system get deployment mco-controller",
+        "kubectl -n openshift-machine-config-operator create secret tls machine-config-server-tls",
+    ] {
+        assert!(text.contains(words), "{words}\n{text}");
+    }
 
     // A ServiceAccount without roles may not read the Secrets: no finding, no error.
     let nobody = server.service_account("default", "nobody").await;

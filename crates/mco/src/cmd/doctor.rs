@@ -18,10 +18,11 @@ pub struct Args {
     /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// The namespace mco is installed in, where the machine config server's certificates are.
+    /// The namespace mco is installed in. The machine config server's certificates are read
+    /// where the controller Deployment there keeps them (its --server-certs-namespace), else here.
     #[arg(long, default_value = mco_manifests::DEFAULT_NAMESPACE)]
     namespace: String,
-    /// The machine config server's serving Secret in --namespace (on OpenShift, upstream's
+    /// The machine config server's serving Secret (on OpenShift, upstream's
     /// `machine-config-server-tls`). Default: the one the controller Deployment's
     /// --server-tls-secret names, where readable, else `mco-server-tls`.
     #[arg(long)]
