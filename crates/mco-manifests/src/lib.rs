@@ -254,7 +254,11 @@ pub fn generate(opts: &Options, parts: &[Part]) -> Result<Vec<Manifest>, Error> 
                 for role in rbac::controller_pull_secret_roles(opts) {
                     out.push(Manifest::new(part, &role)?);
                 }
-                if let Some(role) = rbac::controller_server_certs_role(opts) {
+                out.push(Manifest::new(
+                    part,
+                    &rbac::controller_server_certs_role(opts),
+                )?);
+                for role in rbac::controller_user_data_roles(opts) {
                     out.push(Manifest::new(part, &role)?);
                 }
                 for binding in rbac::role_bindings(opts) {

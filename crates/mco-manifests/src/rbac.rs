@@ -1,10 +1,14 @@
 //! Least-privilege identities. Each rule names what a code path of the controller or daemon
 //! does; tests pin the exact sets so that widening one is a deliberate, reviewed change.
 //!
-//! The only Secret any rule grants is the cluster's pull secret, `pull-secret`, to the
-//! controller, by name, in the install namespace and (with `--openshift`) in upstream's
-//! `openshift-config`. What RBAC cannot express (a daemon may write only its own Node and
-//! MachineConfigNode) is enforced by the admission policies in [`crate::admission`].
+//! Only the controller is granted Secrets: the cluster's pull secret, `pull-secret`, by name, in
+//! the install namespace and (with `--openshift`) in upstream's `openshift-config`; the machine
+//! config server's CA and serving certificate, by name, in the install namespace (with
+//! `--openshift`, upstream's, in `openshift-machine-config-operator`); and, with `--openshift`,
+//! the Secrets of `openshift-machine-api`, whose user-data Secrets it keeps (which those are is
+//! told by their content, so RBAC cannot name them). What RBAC cannot express (a daemon may
+//! write only its own Node and MachineConfigNode) is enforced by the admission policies in
+//! [`crate::admission`].
 
 use std::collections::BTreeMap;
 
@@ -303,7 +307,8 @@ pub fn events_rules() -> Vec<PolicyRule> {
     ]
 }
 
-/// The namespaces the events role is bound in (and nowhere else).
+/// The namespaces the events role is bound in for both identities; the controller alone also
+/// has it in [`controller_event_namespaces`].
 pub fn event_namespaces(opts: &Options) -> Vec<String> {
     let mut out = vec!["default".to_string()];
     if opts.namespace != "default" {
@@ -423,15 +428,50 @@ pub fn controller_pull_secret_roles(opts: &Options) -> Vec<Role> {
 /// The name of the Role and RoleBinding that grant [`controller_server_certs_rules`].
 pub const SERVER_CERTS_ROLE: &str = "mco-controller-server-certs";
 
-/// The machine config server's CA and serving certificate, which the controller keeps and
-/// rotates: read and rewrite the three objects by name; `create` cannot be limited to names.
-pub fn controller_server_certs_rules() -> Vec<PolicyRule> {
+/// Upstream's namespace of the machine config server's certificates, where the controller keeps
+/// them with `--openshift`.
+pub const OPENSHIFT_SERVER_CERTS_NAMESPACE: &str = "openshift-machine-config-operator";
+/// Upstream's serving Secret, which upstream's machine config server mounts.
+pub const OPENSHIFT_SERVER_TLS_SECRET: &str = "machine-config-server-tls";
+/// The Machine API's namespace, whose user-data Secrets the controller keeps with
+/// `--openshift`.
+pub const OPENSHIFT_USER_DATA_NAMESPACE: &str = "openshift-machine-api";
+
+/// Where the controller keeps the machine config server's certificates: the install namespace,
+/// or upstream's with `--openshift`, where upstream's server serves them.
+pub fn server_certs_namespace(opts: &Options) -> String {
+    if opts.openshift {
+        OPENSHIFT_SERVER_CERTS_NAMESPACE.to_string()
+    } else {
+        opts.namespace.clone()
+    }
+}
+
+/// The serving certificate's Secret: mco's, or upstream's with `--openshift`.
+pub fn server_tls_secret(opts: &Options) -> &'static str {
+    if opts.openshift {
+        OPENSHIFT_SERVER_TLS_SECRET
+    } else {
+        names::SERVER_TLS_SECRET
+    }
+}
+
+/// Where the controller keeps the Machine API's user-data Secrets pointing at the server's CA
+/// bundle: with `--openshift` only, as upstream's cert rotation controller does.
+pub fn user_data_namespace(opts: &Options) -> Option<&'static str> {
+    opts.openshift.then_some(OPENSHIFT_USER_DATA_NAMESPACE)
+}
+
+/// The machine config server's CA and serving certificate (`serving_secret`), which the
+/// controller keeps and rotates: read and rewrite the three objects by name; `create` cannot be
+/// limited to names.
+pub fn controller_server_certs_rules(serving_secret: &str) -> Vec<PolicyRule> {
     vec![
         rule(&[""], &["secrets", "configmaps"], &["create"]),
         named_rule(
             &[""],
             &["secrets"],
-            &[names::SERVER_CA, names::SERVER_TLS_SECRET],
+            &[names::SERVER_CA, serving_secret],
             &["get", "update"],
         ),
         named_rule(
@@ -443,17 +483,65 @@ pub fn controller_server_certs_rules() -> Vec<PolicyRule> {
     ]
 }
 
-/// Whether the controller keeps the machine config server's certificates: on OpenShift, OKD
-/// and UCCPS upstream's server and its certificates stay (docs/deploy.md).
-pub fn controller_keeps_server_certs(opts: &Options) -> bool {
-    !opts.openshift
+pub fn controller_server_certs_role(opts: &Options) -> Role {
+    Role {
+        metadata: namespaced_meta(
+            SERVER_CERTS_ROLE,
+            &server_certs_namespace(opts),
+            "controller",
+        ),
+        rules: Some(controller_server_certs_rules(server_tls_secret(opts))),
+    }
 }
 
-pub fn controller_server_certs_role(opts: &Options) -> Option<Role> {
-    controller_keeps_server_certs(opts).then(|| Role {
-        metadata: namespaced_meta(SERVER_CERTS_ROLE, &opts.namespace, "controller"),
-        rules: Some(controller_server_certs_rules()),
-    })
+/// The name of the Roles and RoleBindings that grant [`controller_user_data_roles`].
+pub const USER_DATA_ROLE: &str = "mco-controller-user-data";
+
+/// What the user-data keeper needs beyond [`controller_server_certs_rules`], with
+/// `--openshift`: in the Machine API's namespace, the Secrets, watched and rewritten (which are
+/// user-data Secrets is told by their content, so RBAC cannot name them); in the certificates'
+/// namespace, a watch of the bundle ConfigMap by name.
+pub fn controller_user_data_roles(opts: &Options) -> Vec<Role> {
+    let Some(ns) = user_data_namespace(opts) else {
+        return vec![];
+    };
+    vec![
+        Role {
+            metadata: namespaced_meta(USER_DATA_ROLE, ns, "controller"),
+            rules: Some(vec![rule(
+                &[""],
+                &["secrets"],
+                &["get", "list", "watch", "update"],
+            )]),
+        },
+        Role {
+            metadata: namespaced_meta(USER_DATA_ROLE, &server_certs_namespace(opts), "controller"),
+            rules: Some(vec![named_rule(
+                &[""],
+                &["configmaps"],
+                &[names::SERVER_CA],
+                &["list", "watch"],
+            )]),
+        },
+    ]
+}
+
+/// Namespaces outside [`event_namespaces`] where the controller records Events about the
+/// objects it keeps there: upstream's certificates' and the Machine API's, with `--openshift`.
+pub fn controller_event_namespaces(opts: &Options) -> Vec<String> {
+    let shared = event_namespaces(opts);
+    let mut out = vec![];
+    if opts.openshift {
+        for ns in [
+            server_certs_namespace(opts),
+            OPENSHIFT_USER_DATA_NAMESPACE.to_string(),
+        ] {
+            if !shared.contains(&ns) && !out.contains(&ns) {
+                out.push(ns);
+            }
+        }
+    }
+    out
 }
 
 pub fn controller_lease_role(opts: &Options) -> Role {
@@ -484,10 +572,19 @@ pub fn role_bindings(opts: &Options) -> Vec<RoleBinding> {
             subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
         });
     }
-    if controller_keeps_server_certs(opts) {
+    out.push(RoleBinding {
+        metadata: namespaced_meta(
+            SERVER_CERTS_ROLE,
+            &server_certs_namespace(opts),
+            "controller",
+        ),
+        role_ref: role_ref("Role", SERVER_CERTS_ROLE),
+        subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
+    });
+    for role in controller_user_data_roles(opts) {
         out.push(RoleBinding {
-            metadata: namespaced_meta(SERVER_CERTS_ROLE, &opts.namespace, "controller"),
-            role_ref: role_ref("Role", SERVER_CERTS_ROLE),
+            metadata: role.metadata,
+            role_ref: role_ref("Role", USER_DATA_ROLE),
             subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
         });
     }
@@ -496,6 +593,13 @@ pub fn role_bindings(opts: &Options) -> Vec<RoleBinding> {
             metadata: namespaced_meta(EVENTS_ROLE, &ns, "events"),
             role_ref: role_ref("ClusterRole", EVENTS_ROLE),
             subjects: Some(vec![sa_subject(opts, CONTROLLER), sa_subject(opts, DAEMON)]),
+        });
+    }
+    for ns in controller_event_namespaces(opts) {
+        out.push(RoleBinding {
+            metadata: namespaced_meta(EVENTS_ROLE, &ns, "events"),
+            role_ref: role_ref("ClusterRole", EVENTS_ROLE),
+            subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
         });
     }
     out

@@ -352,10 +352,19 @@ fn controller_args(opts: &Options) -> Vec<String> {
         "--identity=$(POD_NAME)".to_string(),
     ];
     // The server's CA and certificate, for the host of the ControllerConfig's
-    // apiServerInternalURI (which `--apiserver-url` sets in a fresh install).
-    if crate::rbac::controller_keeps_server_certs(opts) {
-        args.push(format!("--server-certs-namespace={}", opts.namespace));
-        args.push(format!("--server-tls-secret={SERVER_TLS_SECRET}"));
+    // apiServerInternalURI (which `--apiserver-url` sets in a fresh install); on OpenShift,
+    // upstream's, which upstream's server serves, and the Machine API's user-data Secrets that
+    // point new machines at their bundle.
+    args.push(format!(
+        "--server-certs-namespace={}",
+        crate::rbac::server_certs_namespace(opts)
+    ));
+    args.push(format!(
+        "--server-tls-secret={}",
+        crate::rbac::server_tls_secret(opts)
+    ));
+    if let Some(ns) = crate::rbac::user_data_namespace(opts) {
+        args.push(format!("--user-data-namespace={ns}"));
     }
     args
 }

@@ -83,16 +83,28 @@ fn every_object_has_api_version_kind_and_name_and_is_unique() {
             assert!(seen.insert(id.clone()), "duplicate {id:?}");
         }
         // Namespaced objects live in the install namespace, except the events binding in
-        // `default` and, on OpenShift, the pull secret's Role and binding in `openshift-config`.
+        // `default` and, on OpenShift, the pull secret's Role and binding in `openshift-config`
+        // and the controller's Roles and bindings where it keeps upstream's certificates and the
+        // Machine API's user-data Secrets.
         for m in ms.iter().filter(|m| m.namespace().is_some()) {
             let ns = m.namespace().unwrap();
             let pull_secret = opts.openshift
                 && ns == "openshift-config"
                 && m.name() == Some("mco-controller-pull-secret");
+            let kept = opts.openshift
+                && ["openshift-machine-config-operator", "openshift-machine-api"].contains(&ns)
+                && [Some("Role"), Some("RoleBinding")].contains(&m.kind())
+                && [
+                    Some("mco-controller-server-certs"),
+                    Some("mco-controller-user-data"),
+                    Some("mco-events"),
+                ]
+                .contains(&m.name());
             assert!(
                 ns == opts.namespace
                     || (ns == "default" && m.kind() == Some("RoleBinding"))
-                    || pull_secret,
+                    || pull_secret
+                    || kept,
                 "{:?} {:?} in {ns}",
                 m.kind(),
                 m.name()
@@ -313,8 +325,8 @@ fn events_are_granted_only_in_default_and_the_install_namespace() {
 }
 
 /// The Secrets any role grants: the pull secret, to the controller, by name, in the install
-/// namespace and, on OpenShift, in `openshift-config`; and, without `--openshift`, the machine
-/// config server's CA and serving certificate, by name, in the install namespace (below).
+/// namespace and, on OpenShift, in `openshift-config`; the machine config server's CA and
+/// serving certificate, by name (below); and, on OpenShift, the Machine API's Secrets (below).
 #[test]
 fn only_the_controller_may_read_a_secret_and_only_the_pull_secret() {
     for (opts, namespaces) in [
@@ -377,6 +389,7 @@ fn only_the_controller_may_read_a_secret_and_only_the_pull_secret() {
             .filter(|m| {
                 m.name() != Some("mco-controller-pull-secret")
                     && m.name() != Some("mco-controller-server-certs")
+                    && m.name() != Some("mco-controller-user-data")
             })
             .collect();
         let yaml = mco_manifests::to_yaml(&others).unwrap();
@@ -384,76 +397,193 @@ fn only_the_controller_may_read_a_secret_and_only_the_pull_secret() {
     }
 }
 
-/// The machine config server's certificates: the controller may create Secrets and ConfigMaps
-/// in the install namespace (RBAC cannot name what is created) and read and rewrite only the
-/// CA and the serving certificate, by name; on OpenShift, where upstream's server and its
-/// certificates stay, nothing. The Deployment is told so.
-#[test]
-fn the_controller_keeps_the_servers_certificates_by_name_without_openshift() {
-    let ms = all(&Options::default());
-    let roles: Vec<Role> = ms
+fn controller_args(opts: &Options) -> Vec<String> {
+    let d: k8s_openapi::api::apps::v1::Deployment = all(opts)
         .iter()
-        .filter(|m| m.kind() == Some("Role") && m.name() == Some("mco-controller-server-certs"))
+        .filter(|m| m.kind() == Some("Deployment"))
         .map(typed)
-        .collect();
-    assert_eq!(roles.len(), 1);
-    assert_eq!(roles[0].metadata.namespace.as_deref(), Some("mco-system"));
-    assert_eq!(
-        grants(roles[0].rules.as_deref().unwrap()),
-        expand(&[
-            "core secrets create",
-            "core configmaps create",
-            "core secrets get,update machine-config-server-ca,mco-server-tls",
-            "core configmaps get,update machine-config-server-ca",
-        ])
-    );
-    let bindings: Vec<RoleBinding> = ms
-        .iter()
-        .filter(|m| {
-            m.kind() == Some("RoleBinding") && m.name() == Some("mco-controller-server-certs")
-        })
-        .map(typed)
-        .collect();
-    assert_eq!(bindings.len(), 1);
-    assert_eq!(bindings[0].role_ref.name, "mco-controller-server-certs");
-    let subjects = bindings[0].subjects.as_deref().unwrap();
-    assert_eq!(subjects.len(), 1);
-    assert_eq!(subjects[0].name, "mco-controller");
-    let args = |opts: &Options| -> Vec<String> {
-        let d: k8s_openapi::api::apps::v1::Deployment = all(opts)
-            .iter()
-            .filter(|m| m.kind() == Some("Deployment"))
-            .map(typed)
-            .next()
-            .unwrap();
-        d.spec.unwrap().template.spec.unwrap().containers[0]
-            .args
-            .clone()
-            .unwrap()
-    };
-    let a = args(&Options::default());
-    assert!(
-        a.contains(&"--server-certs-namespace=mco-system".to_string()),
-        "{a:?}"
-    );
-    assert!(
-        a.contains(&"--server-tls-secret=mco-server-tls".to_string()),
-        "{a:?}"
-    );
+        .next()
+        .unwrap();
+    d.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap()
+}
 
+fn roles_named(opts: &Options, name: &str) -> Vec<Role> {
+    all(opts)
+        .iter()
+        .filter(|m| m.kind() == Some("Role") && m.name() == Some(name))
+        .map(typed)
+        .collect()
+}
+
+/// The namespaces of the RoleBindings named `name`, each binding `role` to these subjects only.
+fn bindings_named(opts: &Options, name: &str, role: &str, subjects: &[&str]) -> Vec<String> {
+    let bindings: Vec<RoleBinding> = all(opts)
+        .iter()
+        .filter(|m| m.kind() == Some("RoleBinding") && m.name() == Some(name))
+        .map(typed)
+        .collect();
+    for b in &bindings {
+        assert_eq!(b.role_ref.name, role);
+        let got: Vec<&str> = b
+            .subjects
+            .as_deref()
+            .unwrap()
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(got, subjects, "{:?}", b.metadata.namespace);
+    }
+    bindings
+        .iter()
+        .map(|b| b.metadata.namespace.clone().unwrap())
+        .collect()
+}
+
+/// The machine config server's certificates: the controller may create Secrets and ConfigMaps
+/// where it keeps them (RBAC cannot name what is created) and read and rewrite only the CA and
+/// the serving certificate, by name: mco's in the install namespace, or, on OpenShift,
+/// upstream's in `openshift-machine-config-operator`. The Deployment is told so.
+#[test]
+fn the_controller_keeps_the_servers_certificates_by_name() {
     let openshift = Options {
         openshift: true,
         ..Default::default()
     };
+    for (opts, ns, serving) in [
+        (Options::default(), "mco-system", "mco-server-tls"),
+        (
+            openshift,
+            "openshift-machine-config-operator",
+            "machine-config-server-tls",
+        ),
+    ] {
+        let roles = roles_named(&opts, "mco-controller-server-certs");
+        assert_eq!(roles.len(), 1);
+        assert_eq!(roles[0].metadata.namespace.as_deref(), Some(ns));
+        assert_eq!(
+            grants(roles[0].rules.as_deref().unwrap()),
+            expand(&[
+                "core secrets create",
+                "core configmaps create",
+                &format!("core secrets get,update machine-config-server-ca,{serving}"),
+                "core configmaps get,update machine-config-server-ca",
+            ])
+        );
+        assert_eq!(
+            bindings_named(
+                &opts,
+                "mco-controller-server-certs",
+                "mco-controller-server-certs",
+                &["mco-controller"]
+            ),
+            [ns]
+        );
+        let a = controller_args(&opts);
+        assert!(
+            a.contains(&format!("--server-certs-namespace={ns}")),
+            "{a:?}"
+        );
+        assert!(
+            a.contains(&format!("--server-tls-secret={serving}")),
+            "{a:?}"
+        );
+    }
+}
+
+/// On OpenShift the controller keeps the Machine API's user-data Secrets pointing at the
+/// bundle, as upstream's cert rotation controller does: it may watch and rewrite the Secrets of
+/// `openshift-machine-api` (which are user-data Secrets is told by their content), watch the
+/// bundle ConfigMap by name, and record Events in both namespaces. Without `--openshift`,
+/// none of it.
+#[test]
+fn on_openshift_the_controller_keeps_the_machine_apis_user_data() {
+    let openshift = Options {
+        openshift: true,
+        ..Default::default()
+    };
+    let a = controller_args(&openshift);
     assert!(
-        !all(&openshift)
+        a.contains(&"--user-data-namespace=openshift-machine-api".to_string()),
+        "{a:?}"
+    );
+    let roles = roles_named(&openshift, "mco-controller-user-data");
+    let by_ns: Vec<(String, BTreeSet<String>)> = roles
+        .iter()
+        .map(|r| {
+            (
+                r.metadata.namespace.clone().unwrap(),
+                grants(r.rules.as_deref().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_ns,
+        [
+            (
+                "openshift-machine-api".to_string(),
+                expand(&["core secrets get,list,watch,update"])
+            ),
+            (
+                "openshift-machine-config-operator".to_string(),
+                expand(&["core configmaps list,watch machine-config-server-ca"])
+            ),
+        ]
+    );
+    assert_eq!(
+        bindings_named(
+            &openshift,
+            "mco-controller-user-data",
+            "mco-controller-user-data",
+            &["mco-controller"]
+        ),
+        ["openshift-machine-api", "openshift-machine-config-operator"]
+    );
+    // Events about the objects kept there, recorded there: the controller's alone.
+    let events: Vec<RoleBinding> = all(&openshift)
+        .iter()
+        .filter(|m| m.kind() == Some("RoleBinding") && m.name() == Some("mco-events"))
+        .map(typed)
+        .filter(|b: &RoleBinding| {
+            b.metadata
+                .namespace
+                .as_deref()
+                .unwrap()
+                .starts_with("openshift-")
+        })
+        .collect();
+    let ns: Vec<&str> = events
+        .iter()
+        .map(|b| b.metadata.namespace.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        ns,
+        ["openshift-machine-config-operator", "openshift-machine-api"]
+    );
+    for b in &events {
+        assert_eq!(b.role_ref.kind, "ClusterRole");
+        let subjects: Vec<&str> = b
+            .subjects
+            .as_deref()
+            .unwrap()
             .iter()
-            .any(|m| m.name() == Some("mco-controller-server-certs"))
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(subjects, ["mco-controller"]);
+    }
+
+    let plain = Options::default();
+    assert!(
+        !controller_args(&plain)
+            .iter()
+            .any(|a| a.starts_with("--user-data-namespace"))
     );
     assert!(
-        !args(&openshift)
+        !all(&plain)
             .iter()
-            .any(|a| a.starts_with("--server-certs-namespace"))
+            .any(|m| m.name() == Some("mco-controller-user-data"))
     );
 }
 
