@@ -539,13 +539,53 @@ pub fn tls_secret(
     }
 }
 
-/// Keeps the three objects, every `opts.period`, while this controller leads.
+/// Keeps the three objects while this controller leads: checked on every change of one of them
+/// (each watched by name, so a deleted serving Secret is made again at once) and every
+/// `opts.period`, for the renewals that time alone brings.
 pub async fn run(ctx: Arc<Ctx>, opts: ServerCerts) {
+    use futures::{FutureExt, StreamExt, TryStreamExt};
+    use kube::runtime::watcher::Event;
+    let ns = opts.namespace.as_str();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
+    // The events that can change a decision: a watch's (re)start lists the object again.
+    fn changed<T>(e: &Event<T>) -> bool {
+        matches!(e, Event::Apply(_) | Event::Delete(_) | Event::InitDone)
+    }
+    let watched = |s: futures::stream::BoxStream<'static, _>| {
+        crate::by_name::changes(s, "machine config server certificates", false).boxed()
+    };
+    let mut changes = futures::stream::select_all([
+        watched(
+            crate::by_name::watch(secrets.clone(), CA_NAME)
+                .try_filter(|e| std::future::ready(changed(e)))
+                .map_ok(drop)
+                .boxed(),
+        ),
+        watched(
+            crate::by_name::watch(secrets, &opts.serving_secret)
+                .try_filter(|e| std::future::ready(changed(e)))
+                .map_ok(drop)
+                .boxed(),
+        ),
+        watched(
+            crate::by_name::watch(maps, CA_NAME)
+                .try_filter(|e| std::future::ready(changed(e)))
+                .map_ok(drop)
+                .boxed(),
+        ),
+    ]);
     let mut tick = tokio::time::interval(opts.period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_error: Option<String> = None;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            Some(()) = changes.next() => {
+                // One check for a burst: the three watches' starts, or this check's own writes.
+                while let Some(Some(())) = changes.next().now_or_never() {}
+            }
+        }
         match check(&ctx, &opts, Timestamp::now()).await {
             Ok(_) => last_error = None,
             Err(e) => {

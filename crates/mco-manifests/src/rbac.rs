@@ -463,7 +463,8 @@ pub fn user_data_namespace(opts: &Options) -> Option<&'static str> {
 }
 
 /// The machine config server's CA and serving certificate (`serving_secret`), which the
-/// controller keeps and rotates: read and rewrite the three objects by name; `create` cannot be
+/// controller keeps and rotates: read, watch (by a `metadata.name` field selector, which RBAC
+/// allows with a rule for that name) and rewrite the three objects by name; `create` cannot be
 /// limited to names.
 pub fn controller_server_certs_rules(serving_secret: &str) -> Vec<PolicyRule> {
     vec![
@@ -472,13 +473,13 @@ pub fn controller_server_certs_rules(serving_secret: &str) -> Vec<PolicyRule> {
             &[""],
             &["secrets"],
             &[names::SERVER_CA, serving_secret],
-            &["get", "update"],
+            &["get", "list", "watch", "update"],
         ),
         named_rule(
             &[""],
             &["configmaps"],
             &[names::SERVER_CA],
-            &["get", "update"],
+            &["get", "list", "watch", "update"],
         ),
     ]
 }
@@ -497,33 +498,22 @@ pub fn controller_server_certs_role(opts: &Options) -> Role {
 /// The name of the Roles and RoleBindings that grant [`controller_user_data_roles`].
 pub const USER_DATA_ROLE: &str = "mco-controller-user-data";
 
-/// What the user-data keeper needs beyond [`controller_server_certs_rules`], with
-/// `--openshift`: in the Machine API's namespace, the Secrets, watched and rewritten (which are
-/// user-data Secrets is told by their content, so RBAC cannot name them); in the certificates'
-/// namespace, a watch of the bundle ConfigMap by name.
+/// What the user-data keeper needs beyond [`controller_server_certs_rules`] (which let it
+/// watch the bundle), with `--openshift`: in the Machine API's namespace, the Secrets, watched
+/// and rewritten (which are user-data Secrets is told by their content, so RBAC cannot name
+/// them).
 pub fn controller_user_data_roles(opts: &Options) -> Vec<Role> {
     let Some(ns) = user_data_namespace(opts) else {
         return vec![];
     };
-    vec![
-        Role {
-            metadata: namespaced_meta(USER_DATA_ROLE, ns, "controller"),
-            rules: Some(vec![rule(
-                &[""],
-                &["secrets"],
-                &["get", "list", "watch", "update"],
-            )]),
-        },
-        Role {
-            metadata: namespaced_meta(USER_DATA_ROLE, &server_certs_namespace(opts), "controller"),
-            rules: Some(vec![named_rule(
-                &[""],
-                &["configmaps"],
-                &[names::SERVER_CA],
-                &["list", "watch"],
-            )]),
-        },
-    ]
+    vec![Role {
+        metadata: namespaced_meta(USER_DATA_ROLE, ns, "controller"),
+        rules: Some(vec![rule(
+            &[""],
+            &["secrets"],
+            &["get", "list", "watch", "update"],
+        )]),
+    }]
 }
 
 /// Namespaces outside [`event_namespaces`] where the controller records Events about the

@@ -125,14 +125,14 @@ pub fn controller_config() -> mco_controller::Config {
     // The lease the shipped Deployment uses: its role grants no other.
     c.lease.namespace = mco_manifests::DEFAULT_NAMESPACE.into();
     c.lease.name = mco_manifests::CONTROLLER.into();
-    // The machine config server's certificates, kept as the shipped Deployment keeps them;
-    // checked every 2 s so that a deleted one is back at once. The hosts are those nodes
-    // reach the server at, filled in at the start ([`server_hosts`]).
+    // The machine config server's certificates, kept as the shipped Deployment keeps them
+    // (watched, so a deleted one is back at once). The hosts are those nodes reach the server
+    // at, filled in at the start ([`server_hosts`]).
     c.server_certs = Some(mco_controller::server_certs::ServerCerts {
         namespace: mco_manifests::DEFAULT_NAMESPACE.into(),
         serving_secret: mco_manifests::SERVER_TLS_SECRET.into(),
         hostnames: vec![],
-        period: Duration::from_secs(2),
+        period: mco_controller::server_certs::PERIOD,
     });
     c
 }

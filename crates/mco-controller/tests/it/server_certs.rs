@@ -289,3 +289,41 @@ async fn no_host_no_serving_certificate_and_an_administrators_ca_signs_it() {
     assert_eq!(crt(&ca), ca_pem.as_bytes());
     assert!(ca.metadata.labels.is_none(), "{:?}", ca.metadata.labels);
 }
+
+/// The three objects are watched: with a period of an hour, a deleted serving Secret and a
+/// deleted bundle are made again at once, not at the next period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_object_is_made_again_at_once_not_at_the_next_period() {
+    let env = env().await;
+    let c = &env.client;
+    create_namespace(c).await;
+    set_api_int(c, "https://api-int.one.example.com:6443").await;
+    let mut config = keeping_certs();
+    config.server_certs.as_mut().unwrap().period = Duration::from_secs(3600);
+    let _ctl = start_controller(c, config);
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), NS);
+    let maps: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
+    // The first check runs at the start.
+    let first = eventually("the serving certificate", 20, || async {
+        secrets.get_opt(SERVING).await.ok().flatten()
+    })
+    .await;
+    eventually("the bundle", 20, || async {
+        maps.get_opt(CA_NAME).await.ok().flatten()
+    })
+    .await;
+
+    secrets.delete(SERVING, &Default::default()).await.unwrap();
+    let made = eventually("the serving certificate made again", 10, || async {
+        secrets.get_opt(SERVING).await.ok().flatten()
+    })
+    .await;
+    assert_ne!(crt(&made), crt(&first), "a new certificate");
+
+    maps.delete(CA_NAME, &Default::default()).await.unwrap();
+    let bundle = eventually("the bundle made again", 10, || async {
+        maps.get_opt(CA_NAME).await.ok().flatten()
+    })
+    .await;
+    assert_eq!(certs_in(&bundle), 1);
+}

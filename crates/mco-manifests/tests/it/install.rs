@@ -468,8 +468,8 @@ fn the_controller_keeps_the_servers_certificates_by_name() {
             expand(&[
                 "core secrets create",
                 "core configmaps create",
-                &format!("core secrets get,update machine-config-server-ca,{serving}"),
-                "core configmaps get,update machine-config-server-ca",
+                &format!("core secrets get,list,watch,update machine-config-server-ca,{serving}"),
+                "core configmaps get,list,watch,update machine-config-server-ca",
             ])
         );
         assert_eq!(
@@ -495,8 +495,8 @@ fn the_controller_keeps_the_servers_certificates_by_name() {
 
 /// On OpenShift the controller keeps the Machine API's user-data Secrets pointing at the
 /// bundle, as upstream's cert rotation controller does: it may watch and rewrite the Secrets of
-/// `openshift-machine-api` (which are user-data Secrets is told by their content), watch the
-/// bundle ConfigMap by name, and record Events in both namespaces. Without `--openshift`,
+/// `openshift-machine-api` (which are user-data Secrets is told by their content) and record
+/// Events in both namespaces. Without `--openshift`,
 /// none of it.
 #[test]
 fn on_openshift_the_controller_keeps_the_machine_apis_user_data() {
@@ -519,18 +519,13 @@ fn on_openshift_the_controller_keeps_the_machine_apis_user_data() {
             )
         })
         .collect();
+    // The bundle's watch is granted with the certificates' Role.
     assert_eq!(
         by_ns,
-        [
-            (
-                "openshift-machine-api".to_string(),
-                expand(&["core secrets get,list,watch,update"])
-            ),
-            (
-                "openshift-machine-config-operator".to_string(),
-                expand(&["core configmaps list,watch machine-config-server-ca"])
-            ),
-        ]
+        [(
+            "openshift-machine-api".to_string(),
+            expand(&["core secrets get,list,watch,update"])
+        )]
     );
     assert_eq!(
         bindings_named(
@@ -539,7 +534,7 @@ fn on_openshift_the_controller_keeps_the_machine_apis_user_data() {
             "mco-controller-user-data",
             &["mco-controller"]
         ),
-        ["openshift-machine-api", "openshift-machine-config-operator"]
+        ["openshift-machine-api"]
     );
     // Events about the objects kept there, recorded there: the controller's alone.
     let events: Vec<RoleBinding> = all(&openshift)
