@@ -15,7 +15,7 @@
 //!
 //! Beyond upstream, a Secret is rewritten only while the bundle verifies the certificate the
 //! server actually serves: the first certificate of the serving Secret's `tls.crt` must be
-//! issued by a CA of the bundle ([`serving_issuer_in_bundle`]). Otherwise new machines would
+//! issued by a CA of the bundle, its signature verified ([`serving_issuer_in_bundle`]). Otherwise new machines would
 //! trust a CA that did not issue the served certificate and could not join; that happens when
 //! an administrator's serving Secret (one without the managed label, which
 //! [`crate::server_certs`] serves as it is) was issued by another CA. The keeper then waits,
@@ -36,10 +36,8 @@ use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
+use mco_pki::Leniency;
 use serde_json::Value;
-use x509_parser::certificate::X509Certificate;
-use x509_parser::extensions::ParsedExtension;
-use x509_parser::pem::Pem;
 
 use mco_rollout::plan::EventKind;
 
@@ -193,42 +191,11 @@ pub fn decide(secret: &Secret, bundle: &[u8]) -> Result<Decision, Refusal> {
     rewrite(&user_data.0, bundle)
 }
 
-/// The certificates of a PEM text, at most `max` (their DER, for parsing again).
-fn certificates(pem: &[u8], max: usize) -> Result<Vec<Vec<u8>>, String> {
-    let mut out = vec![];
-    for (i, block) in Pem::iter_from_buffer(pem).enumerate() {
-        let block = block.map_err(|e| format!("block {}: {e}", i + 1))?;
-        if block.label != "CERTIFICATE" {
-            continue;
-        }
-        if out.len() == max {
-            return Err(format!("more than {max} certificates"));
-        }
-        out.push(block.contents);
-    }
-    Ok(out)
-}
-
-fn subject_key_id<'a>(c: &'a X509Certificate<'_>) -> Option<&'a [u8]> {
-    c.iter_extensions()
-        .find_map(|e| match e.parsed_extension() {
-            ParsedExtension::SubjectKeyIdentifier(k) => Some(k.0),
-            _ => None,
-        })
-}
-
-fn authority_key_id<'a>(c: &'a X509Certificate<'_>) -> Option<&'a [u8]> {
-    c.iter_extensions()
-        .find_map(|e| match e.parsed_extension() {
-            ParsedExtension::AuthorityKeyIdentifier(a) => a.key_identifier.as_ref().map(|k| k.0),
-            _ => None,
-        })
-}
-
 /// Whether the bundle holds the CA that issued the serving certificate (the first certificate of
-/// `serving_crt`), by X.509's chain rules: a CA certificate whose subject is the serving
-/// certificate's issuer, byte for byte, and whose subject key identifier, when both carry one,
-/// is the serving certificate's authority key identifier. `Err` says why not, naming the names.
+/// `serving_crt`), by X.509's chain rules ([`mco_pki::issued_by`]): a CA certificate whose
+/// subject is the serving certificate's issuer, byte for byte, and whose public key verifies the
+/// serving certificate's signature. A CA of the same name (and key identifier) but another key
+/// does not. `Err` says why not, naming the names.
 pub fn serving_issuer_in_bundle(bundle: &[u8], serving_crt: &[u8]) -> Result<(), String> {
     if bundle.len() > crate::certs::MAX_BUNDLE_BYTES {
         return Err(format!(
@@ -244,42 +211,58 @@ pub fn serving_issuer_in_bundle(bundle: &[u8], serving_crt: &[u8]) -> Result<(),
             crate::certs::MAX_BUNDLE_BYTES
         ));
     }
-    let leaf = certificates(serving_crt, 1)
-        .map_err(|e| format!("the serving certificate: {e}"))?
-        .into_iter()
-        .next()
-        .ok_or("the serving Secret's tls.crt holds no certificate")?;
-    let (_, leaf) = x509_parser::parse_x509_certificate(&leaf)
-        .map_err(|e| format!("the serving certificate: {e}"))?;
-    let cas =
-        certificates(bundle, MAX_BUNDLE_CERTIFICATES).map_err(|e| format!("the bundle: {e}"))?;
-    let mut names = vec![];
-    for der in &cas {
-        let Ok((_, ca)) = x509_parser::parse_x509_certificate(der) else {
-            continue;
-        };
-        names.push(crate::certs::go_name(ca.subject()));
-        if !ca.is_ca() || ca.subject().as_raw() != leaf.issuer().as_raw() {
-            continue;
-        }
-        match (subject_key_id(&ca), authority_key_id(&leaf)) {
-            (Some(ski), Some(aki)) if ski != aki => continue,
-            _ => return Ok(()),
-        }
+    // The first certificate is the served one; what follows it (a chain) is not read.
+    let served = mco_pki::read(serving_crt, "", Leniency::SkipOtherBlocks, 1);
+    let leaf = match (served.certificates.into_iter().next(), served.error) {
+        (Some(leaf), _) => leaf,
+        (None, Some(e)) => return Err(format!("the serving certificate: {}", reason(e))),
+        (None, None) => return Err("the serving Secret's tls.crt holds no certificate".into()),
+    };
+    // A certificate of the bundle that does not parse is not the issuer; text that is not PEM
+    // and too many certificates are the bundle's fault.
+    let cas = mco_pki::read(bundle, "", Leniency::Go, MAX_BUNDLE_CERTIFICATES);
+    if let Some(e @ (mco_pki::Error::NotPem { .. } | mco_pki::Error::TooMany { .. })) = cas.error {
+        return Err(format!("the bundle: {}", reason(e)));
     }
-    let held = if names.is_empty() {
+    if cas
+        .certificates
+        .iter()
+        .any(|ca| mco_pki::issued_by(&leaf, ca))
+    {
+        return Ok(());
+    }
+    let held = if cas.certificates.is_empty() {
         "no certificate".to_string()
     } else {
-        names
+        cas.certificates
             .iter()
-            .map(|n| format!("{n:?}"))
+            .map(|c| format!("{:?}", c.subject.go))
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let same_name = if cas
+        .certificates
+        .iter()
+        .any(|ca| ca.subject.raw == leaf.issuer.raw)
+    {
+        "; the CA of that name is not a CA or its key did not sign the serving certificate"
+    } else {
+        ""
+    };
     Err(format!(
-        "the serving certificate is issued by {:?}, and the bundle holds {held}",
-        crate::certs::go_name(leaf.issuer())
+        "the serving certificate is issued by {:?}, and the bundle holds {held}{same_name}",
+        leaf.issuer.go
     ))
+}
+
+/// Why a block was not read, in this module's words.
+fn reason(e: mco_pki::Error) -> String {
+    match e {
+        mco_pki::Error::NotPem { block, reason, .. } => format!("block {block}: {reason}"),
+        mco_pki::Error::Malformed { reason, .. } => reason,
+        mco_pki::Error::TooMany { max, .. } => format!("more than {max} certificates"),
+        e @ mco_pki::Error::NotCertificate { .. } => e.to_string(),
+    }
 }
 
 /// The keeper's state between reconciles: what it last said, so each cause is said once.
@@ -760,12 +743,15 @@ mod tests {
     }
 
     #[test]
-    fn a_ca_of_the_same_name_but_another_key_does_not_verify() {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    fn a_ca_of_the_same_name_and_key_identifier_but_another_key_does_not_verify() {
+        use rcgen::KeyPair;
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyIdMethod};
+        // Two CAs alike in every name and identifier a chain is matched by; only the key differs.
         let ca = |key: &KeyPair| {
             let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
             p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
             p.distinguished_name.push(DnType::CommonName, "root-ca");
+            p.key_identifier_method = KeyIdMethod::PreSpecified(b"root-ca-key-id".to_vec());
             (p.clone().self_signed(key).unwrap(), p)
         };
         let (k1, k2) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
@@ -775,11 +761,52 @@ mod tests {
         let leaf = leaf
             .signed_by(&KeyPair::generate().unwrap(), &Issuer::new(p1, k1))
             .unwrap();
+        // What the check compared before it verified signatures: all equal.
+        let one = |pem: String| {
+            let r = mco_pki::read(pem.as_bytes(), "t", Leniency::Strict, 1);
+            r.into_result().unwrap().remove(0)
+        };
+        let (c1, c2, l) = (one(ca1.pem()), one(ca2.pem()), one(leaf.pem()));
+        assert_eq!(c2.subject.raw, l.issuer.raw);
+        assert_eq!(c2.subject_key_id, l.authority_key_id);
+        assert_eq!(c1.subject_key_id, c2.subject_key_id);
+        assert!(c2.is_ca);
+
         assert_eq!(
             serving_issuer_in_bundle(ca1.pem().as_bytes(), leaf.pem().as_bytes()),
             Ok(())
         );
-        assert!(serving_issuer_in_bundle(ca2.pem().as_bytes(), leaf.pem().as_bytes()).is_err());
+        assert_eq!(
+            serving_issuer_in_bundle(ca2.pem().as_bytes(), leaf.pem().as_bytes()).unwrap_err(),
+            "the serving certificate is issued by \"CN=root-ca\", and the bundle holds \
+             \"CN=root-ca\"; the CA of that name is not a CA or its key did not sign the \
+             serving certificate"
+        );
+        // The forged CA beside the real one: the real one verifies.
+        let both = format!("{}{}", ca2.pem(), ca1.pem());
+        assert_eq!(
+            serving_issuer_in_bundle(both.as_bytes(), leaf.pem().as_bytes()),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_first_certificate_of_the_serving_chain_is_checked() {
+        let now = at("2026-12-06T12:00:00Z");
+        let (ours, ours_signer) = signer("openshift-machine-config-operator", now);
+        let served = new_serving(
+            &ours_signer,
+            &["api-int.c.example.com".into()],
+            VALIDITY,
+            now,
+        )
+        .unwrap();
+        // The serving certificate, then its CA, as a chain is sent.
+        let chain = format!("{}{}", served.cert_pem, ours.cert_pem);
+        assert_eq!(
+            serving_issuer_in_bundle(ours.cert_pem.as_bytes(), chain.as_bytes()),
+            Ok(())
+        );
     }
 
     #[test]
