@@ -2,7 +2,8 @@
 //! them in `status.controllerCertificates`: pure parsing, no I/O.
 //!
 //! Bundles are read in upstream's order: `KubeAPIServerServingCAData`, `CloudProviderCAData`,
-//! `RootCAData`, `AdditionalTrustBundle`, then each registry bundle (named by its `file`). Each
+//! `RootCAData`, `AdditionalTrustBundle`, then each registry bundle (named by its `file`), each
+//! strictly ([`mco_pki::Leniency::Strict`]). Each
 //! certificate's subject and issuer are printed as Go's `pkix.Name.String()` prints them, so
 //! `mco` and upstream report the same text. Where upstream only logs a malformed bundle, mco
 //! also returns the error, naming the field, so the controller can put it in a condition; the
@@ -10,8 +11,7 @@
 
 use base64::Engine as _;
 use mco_api::{ControllerCertificate, ControllerConfigSpec};
-use x509_parser::pem::Pem;
-use x509_parser::x509::X509Name;
+use mco_pki::Leniency;
 
 pub use mco_api::controllerconfig::MAX_BUNDLE_BYTES;
 /// Certificates listed in status, over every bundle: each entry is a few hundred bytes of the
@@ -158,130 +158,53 @@ pub fn parse_bundle(
         let len = pem.len();
         return (vec![], Some(CertError::TooLarge { field, len }));
     }
-    let mut certs = vec![];
-    for (i, block) in Pem::iter_from_buffer(pem).enumerate() {
-        let block_no = i + 1;
-        let block = match block {
-            Ok(b) => b,
-            Err(e) => {
-                let reason = e.to_string();
-                let err = CertError::NotPem {
-                    field,
-                    block: block_no,
-                    reason,
-                };
-                return (certs, Some(err));
-            }
-        };
-        if block.label != "CERTIFICATE" {
-            let label = block.label;
-            let err = CertError::NotCertificate {
-                field,
-                block: block_no,
-                label,
-            };
-            return (certs, Some(err));
-        }
-        let cert = match block.parse_x509() {
-            Ok(c) => c,
-            Err(e) => {
-                let reason = e.to_string();
-                let err = CertError::Malformed {
-                    field,
-                    block: block_no,
-                    reason,
-                };
-                return (certs, Some(err));
-            }
-        };
-        if certs.len() == room {
-            return (certs, Some(CertError::TooMany { field }));
-        }
-        let validity = cert.validity();
-        certs.push(ControllerCertificate {
-            subject: go_name(cert.subject()),
-            signer: go_name(cert.issuer()),
-            not_before: Some(rfc3339(validity.not_before.timestamp())),
-            not_after: Some(rfc3339(validity.not_after.timestamp())),
+    let read = mco_pki::read(pem, &field, Leniency::Strict, room);
+    let certs: Vec<ControllerCertificate> = read
+        .certificates
+        .iter()
+        .map(|c| ControllerCertificate {
+            subject: c.subject.go.clone(),
+            signer: c.issuer.go.clone(),
+            // Whole seconds, as `metav1.Time` prints them.
+            not_before: Some(c.not_before.to_string()),
+            not_after: Some(c.not_after.to_string()),
             bundle_file: name.to_owned(),
-        });
-    }
-    if certs.is_empty() && !pem.iter().all(u8::is_ascii_whitespace) {
-        return (certs, Some(CertError::NoCertificates { field }));
-    }
-    (certs, None)
-}
-
-/// Seconds since the epoch as `metav1.Time` prints them.
-fn rfc3339(secs: i64) -> String {
-    match jiff::Timestamp::from_second(secs) {
-        Ok(t) => t.to_string(),
-        Err(_) => secs.to_string(),
-    }
-}
-
-/// The attributes Go's `pkix.Name` keeps by name, in the order `ToRDNSequence` emits them.
-const GO_ORDER: [(&str, &str); 9] = [
-    ("2.5.4.6", "C"),
-    ("2.5.4.8", "ST"),
-    ("2.5.4.7", "L"),
-    ("2.5.4.9", "STREET"),
-    ("2.5.4.17", "POSTALCODE"),
-    ("2.5.4.10", "O"),
-    ("2.5.4.11", "OU"),
-    ("2.5.4.3", "CN"),
-    ("2.5.4.5", "SERIALNUMBER"),
-];
-
-/// A name as Go's `pkix.Name.String()` prints it: the known attributes regrouped in Go's order,
-/// other attributes after them (by dotted OID), the sequence reversed and joined with `,`, and
-/// several values of one attribute joined with `+`.
-pub fn go_name(name: &X509Name<'_>) -> String {
-    let attrs: Vec<(String, String)> = name
-        .iter_attributes()
-        .map(|a| {
-            let value = match a.as_str() {
-                Ok(s) => s.to_owned(),
-                Err(_) => String::from_utf8_lossy(a.as_slice()).into_owned(),
-            };
-            (a.attr_type().to_id_string(), value)
         })
         .collect();
-    let mut rdns: Vec<String> = vec![];
-    for (oid, short) in GO_ORDER {
-        let values: Vec<String> = attrs
-            .iter()
-            .filter(|(o, _)| o == oid)
-            .map(|(_, v)| format!("{short}={}", escape(v)))
-            .collect();
-        if !values.is_empty() {
-            rdns.push(values.join("+"));
-        }
+    let err = read.error.map(|e| match e {
+        mco_pki::Error::NotPem {
+            object,
+            block,
+            reason,
+        } => CertError::NotPem {
+            field: object,
+            block,
+            reason,
+        },
+        mco_pki::Error::NotCertificate {
+            object,
+            block,
+            label,
+        } => CertError::NotCertificate {
+            field: object,
+            block,
+            label,
+        },
+        mco_pki::Error::Malformed {
+            object,
+            block,
+            reason,
+        } => CertError::Malformed {
+            field: object,
+            block,
+            reason,
+        },
+        mco_pki::Error::TooMany { object, .. } => CertError::TooMany { field: object },
+    });
+    if err.is_none() && certs.is_empty() && !pem.iter().all(u8::is_ascii_whitespace) {
+        return (certs, Some(CertError::NoCertificates { field }));
     }
-    for (oid, value) in &attrs {
-        if !GO_ORDER.iter().any(|(o, _)| o == oid) {
-            rdns.push(format!("{oid}={}", escape(value)));
-        }
-    }
-    rdns.reverse();
-    rdns.join(",")
-}
-
-/// RFC 2253 escaping, as Go's `AttributeTypeAndValue` printing does it.
-fn escape(v: &str) -> String {
-    let chars: Vec<char> = v.chars().collect();
-    let mut out = String::with_capacity(v.len());
-    for (i, &c) in chars.iter().enumerate() {
-        let edge_space = c == ' ' && (i == 0 || i == chars.len() - 1);
-        if matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
-            || edge_space
-            || (i == 0 && c == '#')
-        {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
+    (certs, err)
 }
 
 #[cfg(test)]

@@ -28,11 +28,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
+use mco_pki::Leniency;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
-use x509_parser::pem::Pem;
 
 use mco_rollout::plan::EventKind;
 
@@ -345,45 +345,32 @@ pub struct Signer {
     pub not_after: Timestamp,
 }
 
-/// One certificate of a PEM text: its DER, subject common name and validity.
-struct Parsed {
-    der: Vec<u8>,
-    common_name: String,
-    not_before: Timestamp,
-    not_after: Timestamp,
-}
-
-fn parse_all(pem: &str, object: &str) -> Result<Vec<Parsed>, CertError> {
-    let invalid = |message: String| CertError::Invalid {
-        object: object.to_string(),
-        message,
-    };
-    let mut out = vec![];
-    for (i, block) in Pem::iter_from_buffer(pem.as_bytes()).enumerate() {
-        let block = block.map_err(|e| invalid(format!("block {}: {e}", i + 1)))?;
-        if block.label != "CERTIFICATE" {
-            continue;
+/// The certificates of a PEM text, as library-go's `CertsFromPEM` reads them: blocks of other
+/// types are skipped, a certificate that does not parse is an error.
+fn parse_all(pem: &str, object: &str) -> Result<Vec<mco_pki::Certificate>, CertError> {
+    mco_pki::read(
+        pem.as_bytes(),
+        object,
+        Leniency::SkipOtherBlocks,
+        usize::MAX,
+    )
+    .into_result()
+    .map_err(|e| {
+        let message = match e {
+            mco_pki::Error::NotPem { block, reason, .. } => format!("block {block}: {reason}"),
+            mco_pki::Error::Malformed { block, reason, .. } => {
+                format!("certificate {block}: {reason}")
+            }
+            // Not met here: there is no limit, and other blocks are skipped.
+            e @ (mco_pki::Error::TooMany { .. } | mco_pki::Error::NotCertificate { .. }) => {
+                e.to_string()
+            }
+        };
+        CertError::Invalid {
+            object: object.to_string(),
+            message,
         }
-        let cert = block
-            .parse_x509()
-            .map_err(|e| invalid(format!("certificate {}: {e}", i + 1)))?;
-        let cn = cert
-            .subject()
-            .iter_common_name()
-            .next()
-            .and_then(|a| a.as_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        let v = cert.validity();
-        let ts = |s: i64| Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH);
-        out.push(Parsed {
-            der: block.contents.clone(),
-            common_name: cn,
-            not_before: ts(v.not_before.timestamp()),
-            not_after: ts(v.not_after.timestamp()),
-        });
-    }
-    Ok(out)
+    })
 }
 
 /// The CA a Secret holds: `tls.crt` (its first certificate) and `tls.key`.
@@ -422,7 +409,7 @@ pub fn signer_of(secret: &Secret) -> Result<Signer, CertError> {
     Ok(Signer {
         cert_pem,
         key_pem,
-        common_name: first.common_name,
+        common_name: first.subject.common_name.unwrap_or_default(),
         not_before: first.not_before,
         not_after: first.not_after,
     })
@@ -444,7 +431,10 @@ pub fn merged_bundle(
     let mut seen = std::collections::HashSet::new();
     certs.retain(|c| seen.insert(c.der.clone()));
     certs.sort_by(|a, b| a.der.cmp(&b.der));
-    let names = certs.iter().map(|c| c.common_name.clone()).collect();
+    let names = certs
+        .iter()
+        .map(|c| c.subject.common_name.clone().unwrap_or_default())
+        .collect();
     let pem = certs.iter().map(|c| pem_block(&c.der)).collect::<String>();
     Ok((pem, names))
 }
@@ -672,7 +662,7 @@ pub async fn check(ctx: &Ctx, opts: &ServerCerts, now: Timestamp) -> Result<(), 
                 .unwrap_or_default();
             parse_all(&text, &object)?
                 .into_iter()
-                .map(|c| c.common_name)
+                .map(|c| c.subject.common_name.unwrap_or_default())
                 .collect()
         }
         _ => {
