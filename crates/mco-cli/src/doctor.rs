@@ -13,6 +13,7 @@ use mco_api::generators::GeneratorStatus;
 use mco_api::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool,
 };
+use mco_pki::{Certificate, Leniency};
 
 use crate::drain::{BlockedDrain, blocked_drains};
 use crate::local::{self, DriftKind, LocalFacts};
@@ -936,79 +937,27 @@ pub struct ServerCertObjects {
     pub server_daemonset: Option<String>,
 }
 
-/// What the checks need of one certificate.
-struct CertFacts {
-    der: Vec<u8>,
-    subject: String,
-    issuer: String,
-    not_before: jiff::Timestamp,
-    not_after: jiff::Timestamp,
-    dns: Vec<String>,
-    ips: Vec<std::net::IpAddr>,
-}
-
 /// The certificates of a PEM text, in order: those that parse, as Go's `AppendCertsFromPEM`
 /// takes a bundle; the first problem met is the error only where none parses.
-fn pem_certs(pem: &[u8]) -> Result<Vec<CertFacts>, String> {
-    use x509_parser::error::PEMError;
-    use x509_parser::extensions::GeneralName;
-    let mut out = vec![];
-    let mut problem = None;
-    for (i, block) in x509_parser::pem::Pem::iter_from_buffer(pem).enumerate() {
-        let block = match block {
-            Ok(block) => block,
-            // Only text after the last block.
-            Err(PEMError::MissingHeader) => break,
-            Err(e) => {
-                problem.get_or_insert(format!("PEM block {}: {e}", i + 1));
-                break;
+fn pem_certs(pem: &[u8]) -> Result<Vec<Certificate>, String> {
+    let read = mco_pki::read(pem, "", Leniency::Go, usize::MAX);
+    match read.error {
+        Some(e) if read.certificates.is_empty() => Err(match e {
+            mco_pki::Error::NotPem { block, reason, .. } => format!("PEM block {block}: {reason}"),
+            mco_pki::Error::Malformed { block, reason, .. } => {
+                format!("certificate {block}: {reason}")
             }
-        };
-        if block.label != "CERTIFICATE" {
-            continue;
-        }
-        let cert = match block.parse_x509() {
-            Ok(cert) => cert,
-            Err(e) => {
-                problem.get_or_insert(format!("certificate {}: {e}", i + 1));
-                continue;
+            // Not met here: there is no limit, and other blocks are skipped.
+            e @ (mco_pki::Error::TooMany { .. } | mco_pki::Error::NotCertificate { .. }) => {
+                e.to_string()
             }
-        };
-        let ts = |s: i64| jiff::Timestamp::from_second(s).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-        let (mut dns, mut ips) = (vec![], vec![]);
-        if let Ok(Some(san)) = cert.subject_alternative_name() {
-            for name in &san.value.general_names {
-                match name {
-                    GeneralName::DNSName(d) => dns.push(d.to_string()),
-                    GeneralName::IPAddress(b) => {
-                        if let Ok(v4) = <[u8; 4]>::try_from(*b) {
-                            ips.push(v4.into());
-                        } else if let Ok(v6) = <[u8; 16]>::try_from(*b) {
-                            ips.push(v6.into());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        out.push(CertFacts {
-            der: block.contents.clone(),
-            subject: cert.subject().to_string(),
-            issuer: cert.issuer().to_string(),
-            not_before: ts(cert.validity().not_before.timestamp()),
-            not_after: ts(cert.validity().not_after.timestamp()),
-            dns,
-            ips,
-        });
-    }
-    match problem {
-        Some(p) if out.is_empty() => Err(p),
-        _ => Ok(out),
+        }),
+        _ => Ok(read.certificates),
     }
 }
 
 /// The certificates of a Secret's `data.tls.crt`, at least one.
-fn secret_certs(secret: &Secret) -> Result<Vec<CertFacts>, String> {
+fn secret_certs(secret: &Secret) -> Result<Vec<Certificate>, String> {
     let pem = secret
         .data
         .as_ref()
@@ -1024,24 +973,16 @@ fn secret_certs(secret: &Secret) -> Result<Vec<CertFacts>, String> {
 
 /// Whether `parent` signed `child`: its subject is the child's issuer and its key verifies the
 /// child's signature (or the algorithm is one ring cannot check, when the names alone decide).
-fn signed_by(child: &CertFacts, parent: &CertFacts) -> bool {
-    use x509_parser::prelude::{FromDer, X509Certificate, X509Error};
-    let (Ok((_, c)), Ok((_, p))) = (
-        X509Certificate::from_der(&child.der),
-        X509Certificate::from_der(&parent.der),
-    ) else {
-        return false;
-    };
-    c.issuer().as_raw() == p.subject().as_raw()
-        && match c.verify_signature(Some(p.public_key())) {
-            Ok(()) | Err(X509Error::SignatureUnsupportedAlgorithm) => true,
-            Err(_) => false,
-        }
+/// Unlike [`mco_pki::issued_by`], `parent` need not be marked a CA: Go's TLS client does not ask
+/// that of a root it trusts.
+fn signed_by(child: &Certificate, parent: &Certificate) -> bool {
+    child.issuer.raw == parent.subject.raw
+        && mco_pki::signature(child, parent) != mco_pki::Signature::Invalid
 }
 
 /// Whether the serving chain (`chain[0]` the serving certificate, then what the server sends
 /// with it) leads to a CA of `bundle`.
-fn chains_to(chain: &[CertFacts], bundle: &[CertFacts]) -> bool {
+fn chains_to(chain: &[Certificate], bundle: &[Certificate]) -> bool {
     let mut current = &chain[0];
     for _ in 0..chain.len() {
         if bundle.iter().any(|ca| signed_by(current, ca)) {
@@ -1068,12 +1009,12 @@ fn server_host(cc: &ControllerConfig) -> Option<(String, String)> {
 /// Whether a certificate names `host`: an IP among its IP SANs, a name among its DNS SANs (a
 /// `*.` wildcard standing for one label), as TLS clients match it (the subject's CN is not
 /// read).
-fn names_host(cert: &CertFacts, host: &str) -> bool {
+fn names_host(cert: &Certificate, host: &str) -> bool {
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-        return cert.ips.contains(&ip);
+        return cert.ip_addresses.contains(&ip);
     }
     let host = host.trim_end_matches('.');
-    cert.dns.iter().any(|d| {
+    cert.dns_names.iter().any(|d| {
         let d = d.trim_end_matches('.').to_ascii_lowercase();
         match d.strip_prefix("*.") {
             Some(suffix) => host
@@ -1084,12 +1025,12 @@ fn names_host(cert: &CertFacts, host: &str) -> bool {
     })
 }
 
-fn sans(cert: &CertFacts) -> String {
+fn sans(cert: &Certificate) -> String {
     let all: Vec<String> = cert
-        .dns
+        .dns_names
         .iter()
         .cloned()
-        .chain(cert.ips.iter().map(|i| i.to_string()))
+        .chain(cert.ip_addresses.iter().map(|i| i.to_string()))
         .collect();
     if all.is_empty() {
         "no host (it has no subject alternative names)".into()
@@ -1099,11 +1040,11 @@ fn sans(cert: &CertFacts) -> String {
 }
 
 /// Go's words for a certificate that does not name `host`, as a new machine's Ignition logs them.
-fn go_name_mismatch(cert: &CertFacts, host: &str) -> String {
+fn go_name_mismatch(cert: &Certificate, host: &str) -> String {
     let names: Vec<String> = if host.parse::<std::net::IpAddr>().is_ok() {
-        cert.ips.iter().map(|i| i.to_string()).collect()
+        cert.ip_addresses.iter().map(|i| i.to_string()).collect()
     } else {
-        cert.dns.clone()
+        cert.dns_names.clone()
     };
     if names.is_empty() {
         format!("x509: certificate is not valid for any names, but wanted to match {host}")
@@ -1253,7 +1194,7 @@ impl<'a> CertSecret<'a> {
 /// Whether the certificate of `secret` expires within [`CERT_WARN_WITHIN`] of `now`, or has.
 fn cert_expiry(
     s: &CertSecret<'_>,
-    cert: &CertFacts,
+    cert: &Certificate,
     is_ca: bool,
     now: jiff::Timestamp,
 ) -> Option<Finding> {
@@ -1320,7 +1261,7 @@ fn cert_expiry(
         &title,
         format!(
             "The certificate in Secret {}/{} (data.tls.crt, {}) {when}. {effect}{ownership}",
-            s.ns, s.name, cert.subject
+            s.ns, s.name, cert.subject.text
         ),
         fixes,
     ))
@@ -1501,7 +1442,7 @@ pub fn server_certificates(
             } else {
                 bundle
                     .iter()
-                    .map(|c| c.subject.as_str())
+                    .map(|c| c.subject.text.as_str())
                     .collect::<Vec<_>>()
                     .join("; ")
             };
@@ -1544,7 +1485,7 @@ pub fn server_certificates(
                      Secret {ns}/{} (issuer {}): they refuse it (x509: certificate signed by \
                      unknown authority) and cannot fetch their Ignition.{}",
                     s.name,
-                    leaf.issuer,
+                    leaf.issuer.text,
                     s.ownership(
                         "reissues it at once when its CA leaves the bundle",
                         true,
