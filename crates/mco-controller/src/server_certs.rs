@@ -600,7 +600,8 @@ pub enum CheckError {
     NoHostnames(String),
 }
 
-fn reference<K: Resource<DynamicType = ()>>(ns: &str, name: &str) -> ObjectReference {
+/// A reference to the object `name` of kind `K` in `ns`, for an Event about it.
+pub(crate) fn reference<K: Resource<DynamicType = ()>>(ns: &str, name: &str) -> ObjectReference {
     ObjectReference {
         api_version: Some(K::api_version(&()).into_owned()),
         kind: Some(K::kind(&()).into_owned()),

@@ -43,7 +43,7 @@ use mco_rollout::plan::EventKind;
 
 use crate::Error;
 use crate::ctx::Ctx;
-use crate::server_certs::{BUNDLE_KEY, CA_NAME};
+use crate::server_certs::{BUNDLE_KEY, CA_NAME, reference};
 
 /// The key of the Ignition config in a Machine API user-data Secret (upstream's `UserDataKey`).
 pub const USER_DATA_KEY: &str = "userData";
@@ -278,16 +278,6 @@ struct Keeper {
 
 /// Why the keeper waits, and what about.
 type Waiting = (ObjectReference, String);
-
-fn reference<K: Resource<DynamicType = ()>>(ns: &str, name: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(K::api_version(&()).into_owned()),
-        kind: Some(K::kind(&()).into_owned()),
-        namespace: Some(ns.to_string()),
-        name: Some(name.to_string()),
-        ..Default::default()
-    }
-}
 
 impl Keeper {
     /// The bundle, if the serving certificate chains to it; else why the keeper waits, and the
