@@ -79,7 +79,7 @@ fn name_of<K: Resource>(obj: &K) -> String {
     obj.meta().name.clone().unwrap_or_default()
 }
 
-fn ticker(every: Duration) -> impl Stream<Item = ()> + Send {
+pub(crate) fn ticker(every: Duration) -> impl Stream<Item = ()> + Send {
     futures::stream::unfold(tokio::time::interval(every), |mut i| async move {
         i.tick().await;
         Some(((), i))

@@ -437,14 +437,6 @@ async fn reconcile(secret: Arc<Secret>, k: Arc<Keeper>) -> Result<Action, Error>
     )))
 }
 
-fn ticker(every: Duration) -> impl futures::Stream<Item = ()> + Send {
-    futures::stream::unfold(tokio::time::interval(every), |mut i| async move {
-        i.tick().await;
-        Some(((), i))
-    })
-    .skip(1)
-}
-
 /// Keeps the user-data Secrets of `opts.namespace` while this controller leads: each on its own
 /// change, every one on a change of the bundle ConfigMap (watched by name) and every
 /// `opts.resync`.
@@ -464,7 +456,10 @@ pub async fn run(ctx: Arc<Ctx>, opts: UserData) {
         refused: Mutex::new(HashMap::new()),
     });
     Controller::new(secrets, watcher::Config::default())
-        .reconcile_all_on(futures::stream::select(bundle_changes, ticker(opts.resync)))
+        .reconcile_all_on(futures::stream::select(
+            bundle_changes,
+            crate::controllers::ticker(opts.resync),
+        ))
         .run(
             reconcile,
             |s, e, _| {
