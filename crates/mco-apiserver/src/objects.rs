@@ -331,7 +331,7 @@ fn invalid_defaults(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
 /// kube-apiserver's words.
 pub fn fold_string_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
     use base64::Engine as _;
-    if !(info.group.is_empty() && info.plural == "secrets") {
+    if !crate::secret::is_secret(info) {
         return Ok(());
     }
     let Some(sd) = obj.as_object_mut().and_then(|o| o.remove("stringData")) else {

@@ -19,6 +19,29 @@ use crate::registry::ResourceInfo;
 use crate::secret;
 use crate::store::{Action, Outcome};
 
+/// A new object as it would be stored, by create or by an apply that creates: `stringData`
+/// folded, a Secret's type defaulted, server-set fields filled, a custom resource admitted by its
+/// schema, and a Secret validated.
+fn admit_new(
+    info: &ResourceInfo,
+    version: &str,
+    obj: &mut Value,
+    name: &str,
+    strict: bool,
+) -> Result<(), ApiError> {
+    objects::fold_string_data(info, obj)?;
+    secret::default_type(info, obj);
+    objects::prepare_create(info, version, obj);
+    if info.is_custom() {
+        objects::admit_custom(info, version, obj, name, strict)?;
+    }
+    let causes = secret::validate(info, obj);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&info.rref(), name, causes));
+    }
+    Ok(())
+}
+
 fn ensure_namespace(app: &App, info: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
     if info.namespaced && app.store.get("/namespaces", "", ns).is_none() {
         return Err(
@@ -142,16 +165,7 @@ pub async fn create(
         return Err(ApiError::forbidden(msg));
     }
     ensure_namespace(app, info, ns)?;
-    objects::fold_string_data(info, &mut obj)?;
-    secret::default_type(info, &mut obj);
-    objects::prepare_create(info, version, &mut obj);
-    if info.is_custom() {
-        objects::admit_custom(info, version, &mut obj, &name, ctx.strict)?;
-    }
-    let causes = secret::validate(info, &obj);
-    if !causes.is_empty() {
-        return Err(ApiError::invalid(&info.rref(), &name, causes));
-    }
+    admit_new(info, version, &mut obj, &name, ctx.strict)?;
     let is_crd = is_crd(info);
     if is_crd {
         let causes = objects::validate_crd(&obj, &name);
@@ -491,16 +505,7 @@ pub(super) async fn patch(
                 if !causes.is_empty() {
                     return Err(ApiError::invalid(&info.rref(), n2, causes));
                 }
-                objects::fold_string_data(info, &mut obj)?;
-                secret::default_type(info, &mut obj);
-                objects::prepare_create(info, version, &mut obj);
-                if info.is_custom() {
-                    objects::admit_custom(info, version, &mut obj, n2, c2.strict)?;
-                }
-                let causes = secret::validate(info, &obj);
-                if !causes.is_empty() {
-                    return Err(ApiError::invalid(&info.rref(), n2, causes));
-                }
+                admit_new(info, version, &mut obj, n2, c2.strict)?;
                 return Ok(Action::Put(obj));
             };
             let base = out(info, version, cur);
