@@ -811,8 +811,12 @@ impl fmt::Display for FieldSelector {
 /// The default resolver: a dotted path into the object (`spec.nodeName`,
 /// `involvedObject.kind`). Strings are returned as-is, booleans and numbers
 /// in their JSON spelling (so `spec.hostNetwork=true` works); objects, lists
-/// and `null` resolve to nothing.
+/// and `null` resolve to nothing. An Event's `source` is its `source.component`, as
+/// kube-apiserver selects it.
 pub fn resolve_field_path(obj: &Value, path: &str) -> Option<String> {
+    if path == "source" && obj.get("source").is_some_and(Value::is_object) {
+        return resolve_field_path(obj, "source.component");
+    }
     let mut cur = obj;
     for seg in path.split('.') {
         cur = cur.get(seg)?;
@@ -843,8 +847,12 @@ pub fn json_needles(labels: &LabelSelector, fields: &FieldSelector) -> Vec<Vec<S
         let Some(key) = t.field.rsplit('.').next().filter(|k| !k.is_empty()) else {
             continue;
         };
+        let mut alts = vec![format!("{}:{}", quoted(key), quoted(&t.value))];
+        if t.field == "source" {
+            // An Event's `source` is selected by its `component` (see resolve_field_path).
+            alts.push(format!("\"component\":{}", quoted(&t.value)));
+        }
         let key = quoted(key);
-        let mut alts = vec![format!("{key}:{}", quoted(&t.value))];
         // resolve_field_path compares booleans and numbers by their text, which is how compact
         // JSON writes them.
         if serde_json::from_str::<Value>(&t.value).is_ok_and(|v| v.is_boolean() || v.is_number()) {
@@ -991,6 +999,34 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    /// An Event's `source` field is its source's component, as kube-apiserver selects it, both
+    /// when matching and in the text prefilter.
+    #[test]
+    fn an_events_source_is_its_component() {
+        let ev = json!({"metadata": {"name": "worker-0.1"}, "reason": "Reboot",
+            "source": {"component": "machineconfigdaemon", "host": "worker-0"}});
+        let text = serde_json::to_string(&ev).unwrap();
+        for (f, want) in [
+            ("source=machineconfigdaemon", true),
+            ("source=kubelet", false),
+            ("source!=kubelet", true),
+            ("source=machineconfigdaemon,reason=Reboot", true),
+        ] {
+            let fs = FieldSelector::parse(f).unwrap();
+            assert_eq!(fs.matches(&ev), want, "{f}");
+            if want {
+                let needles = json_needles(&LabelSelector::everything(), &fs);
+                assert!(
+                    may_match_json(&text, &needles),
+                    "{f} rejected by the prefilter"
+                );
+            }
+        }
+        // A string `source` elsewhere is compared as it is.
+        let plain = json!({"source": "x"});
+        assert!(FieldSelector::parse("source=x").unwrap().matches(&plain));
+    }
 
     /// Every object a selector matches passes the text prefilter, and the prefilter rejects the
     /// obvious non-matches.
