@@ -75,10 +75,45 @@ pub enum Phase {
     },
 }
 
+/// A Node event of upstream's daemon, by its reason and message: sent best effort, as
+/// upstream's recorder sends them, so it never aborts an update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEvent {
+    /// `Warning` rather than `Normal`.
+    pub warning: bool,
+    /// Upstream's reason, e.g. `OSUpdateStarted`.
+    pub reason: &'static str,
+    /// Upstream's message.
+    pub message: String,
+}
+
+impl NodeEvent {
+    /// A `Normal` event.
+    pub fn normal(reason: &'static str, message: impl Into<String>) -> NodeEvent {
+        NodeEvent {
+            warning: false,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// A `Warning` event.
+    pub fn warning(reason: &'static str, message: impl Into<String>) -> NodeEvent {
+        NodeEvent {
+            warning: true,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
 /// Receives the phases of an update; the kube layer turns them into API writes.
 pub trait Reporter {
     /// Records one phase. An error aborts (and rolls back) the update.
     fn report(&mut self, phase: &Phase) -> Result<(), ReportError>;
+
+    /// Records a Node event; best effort, never an error.
+    fn event(&mut self, _event: &NodeEvent) {}
 
     /// Blocks until the node is drained for `config` (annotation `desiredDrain=drain-<config>`
     /// answered by `lastAppliedDrain`). An error aborts the update before anything is written.
@@ -105,6 +140,8 @@ pub struct RecordingReporter {
     pub phases: Vec<Phase>,
     /// Every drain requested.
     pub drains: Vec<String>,
+    /// Every Node event.
+    pub events: Vec<NodeEvent>,
 }
 
 impl Reporter for RecordingReporter {
@@ -112,6 +149,11 @@ impl Reporter for RecordingReporter {
         tracing::info!(?phase, "update phase");
         self.phases.push(phase.clone());
         Ok(())
+    }
+
+    fn event(&mut self, event: &NodeEvent) {
+        tracing::info!(reason = event.reason, message = %event.message, "node event");
+        self.events.push(event.clone());
     }
 
     fn drain(&mut self, config: &str) -> Result<(), ReportError> {
@@ -522,6 +564,13 @@ impl Engine {
                 ),
             })
             .map_err(EngineError::Report)?;
+        // Upstream's events around the OS part, on a host whose OS is managed.
+        let os_events = self.managed_os() && plan.os_update();
+        if os_events {
+            for ev in plan.os_started_events() {
+                reporter.event(&ev);
+            }
+        }
         let (applied, mut journal) = apply::apply_journalled(
             &self.host,
             &plan,
@@ -529,6 +578,11 @@ impl Engine {
                 managed_os: self.managed_os(),
             },
         )?;
+        if os_events {
+            for ev in plan.os_staged_events() {
+                reporter.event(&ev);
+            }
+        }
         let mut message = format!(
             "Applied files and new OS config to node. OS did {}need an update. SSH Keys did {}need an update",
             not_if(applied.os_updated),

@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use mco_api::MachineConfig;
 use mco_render::actions::{self, DisruptionPolicies, PostConfigAction};
-use mco_render::diff::{ConfigDiff, ConfigView};
+use mco_render::diff::{ConfigDiff, ConfigView, canonical_kernel_type};
 use mco_render::ignition::{self, Ignition, IgnitionError};
 use mco_render::reconcile::{self, ReconcileError, StorageOverrides};
+
+use super::NodeEvent;
 
 /// Upstream's name for the empty config an update starts from when there is none.
 pub const EMPTY_CONFIG_NAME: &str = "mco-empty-mc";
@@ -179,6 +181,69 @@ impl UpdatePlan {
         self.diff.ssh_keys_changed || self.diff.password_hash_changed
     }
 
+    /// Upstream's Node events as the OS part starts (`applyOSChanges`): `InClusterUpgrade` when
+    /// the OS image or the kernel type changes, then `OSUpdateStarted` naming the changes.
+    pub fn os_started_events(&self) -> Vec<NodeEvent> {
+        let d = &self.diff;
+        let mut events = vec![];
+        if d.os_image_changed || d.kernel_type_changed {
+            events.push(NodeEvent::normal(
+                "InClusterUpgrade",
+                format!(
+                    "Updating from oscontainer {}",
+                    self.new.mc.spec.os_image_url
+                ),
+            ));
+        }
+        let changes: Vec<&str> = [
+            (d.os_image_changed, "Upgrading OS"),
+            (d.kernel_type_changed, "Changing kernel type"),
+            (d.kernel_arguments_changed, "Changing kernel arguments"),
+        ]
+        .into_iter()
+        .filter_map(|(changed, what)| changed.then_some(what))
+        .collect();
+        let reason = if changes.is_empty() {
+            // A forced re-apply changes nothing, and upstream says which kernel it stays on.
+            format!(
+                "Updating to a target config with {} kernel",
+                canonical_kernel_type(&self.new.mc.spec.kernel_type)
+            )
+        } else {
+            changes.join("; ")
+        };
+        events.push(NodeEvent::normal("OSUpdateStarted", reason));
+        events
+    }
+
+    /// Upstream's Node events once the OS part is staged: `OSUpgradeApplied` for a new OS
+    /// image, else `OSUpgradeSkipped`, then `OSUpdateStaged`.
+    pub fn os_staged_events(&self) -> Vec<NodeEvent> {
+        let (old, new) = (&self.old.mc, &self.new.mc);
+        let new_name = new.metadata.name.as_deref().unwrap_or_default();
+        let url = &new.spec.os_image_url;
+        let upgrade = if self.diff.os_image_changed {
+            NodeEvent::normal(
+                "OSUpgradeApplied",
+                format!(
+                    "OS upgrade applied; new MachineConfig ({new_name}) has new OS image ({url})"
+                ),
+            )
+        } else {
+            NodeEvent::normal(
+                "OSUpgradeSkipped",
+                format!(
+                    "OS upgrade skipped; new MachineConfig ({new_name}) has same OS image ({url}) as old MachineConfig ({})",
+                    old.metadata.name.as_deref().unwrap_or_default()
+                ),
+            )
+        };
+        vec![
+            upgrade,
+            NodeEvent::normal("OSUpdateStaged", "Changes to OS staged"),
+        ]
+    }
+
     /// The `UpdatePrepared=True` message.
     pub fn prepared_message(&self) -> String {
         actions::update_prepared_message(&self.actions, self.drain)
@@ -254,6 +319,69 @@ mod tests {
         // Without the cluster's policy the same change reboots.
         let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Disruption).unwrap();
         assert!(p.reboots());
+    }
+
+    fn reasons(events: &[NodeEvent]) -> Vec<(&str, &str)> {
+        events
+            .iter()
+            .map(|e| (e.reason, e.message.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn os_events_name_the_os_changes_in_upstreams_words() {
+        let old = mc("rendered-a", "quay.io/os@sha256:1", ign(json!([])));
+        let mut new = mc("rendered-b", "quay.io/os@sha256:2", ign(json!([])));
+        new.spec.kernel_arguments = Some(vec!["nosmt".into()]);
+        let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Disruption).unwrap();
+        assert_eq!(
+            reasons(&p.os_started_events()),
+            vec![
+                (
+                    "InClusterUpgrade",
+                    "Updating from oscontainer quay.io/os@sha256:2"
+                ),
+                ("OSUpdateStarted", "Upgrading OS; Changing kernel arguments"),
+            ]
+        );
+        assert_eq!(
+            reasons(&p.os_staged_events()),
+            vec![
+                (
+                    "OSUpgradeApplied",
+                    "OS upgrade applied; new MachineConfig (rendered-b) has new OS image (quay.io/os@sha256:2)"
+                ),
+                ("OSUpdateStaged", "Changes to OS staged"),
+            ]
+        );
+
+        // Kernel arguments alone: no new oscontainer, and the upgrade is skipped.
+        let mut new = mc("rendered-c", "quay.io/os@sha256:1", ign(json!([])));
+        new.spec.kernel_arguments = Some(vec!["nosmt".into()]);
+        let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Disruption).unwrap();
+        assert_eq!(
+            reasons(&p.os_started_events()),
+            vec![("OSUpdateStarted", "Changing kernel arguments")]
+        );
+        assert_eq!(
+            reasons(&p.os_staged_events())[0],
+            (
+                "OSUpgradeSkipped",
+                "OS upgrade skipped; new MachineConfig (rendered-c) has same OS image (quay.io/os@sha256:1) as old MachineConfig (rendered-a)"
+            )
+        );
+
+        // A forced re-apply of the same config names the kernel it stays on.
+        let mut same = old.clone();
+        same.spec.kernel_type = "realtime".into();
+        let p = UpdatePlan::new(&same, &same, true, &ActionPolicy::Disruption).unwrap();
+        assert_eq!(
+            reasons(&p.os_started_events()),
+            vec![(
+                "OSUpdateStarted",
+                "Updating to a target config with realtime kernel"
+            )]
+        );
     }
 
     #[test]

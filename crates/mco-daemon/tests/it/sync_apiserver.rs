@@ -947,6 +947,18 @@ async fn a_reboot_update_costs_the_daemon_few_requests() {
     }
     task.abort();
     let sent = f.sent.lock().unwrap().clone();
+    // Upstream's Node events, one request each, sent beside the update rather than in its way:
+    // the monitor stopped, cordon, drain and reboot before; after, the monitor started, the
+    // uncordon and Done.
+    let (events, sent): (Vec<String>, Vec<String>) =
+        sent.into_iter().partition(|r| r.contains("/events"));
+    assert_eq!(events.len(), 7, "the update's events: {events:#?}");
+    assert!(
+        events
+            .iter()
+            .all(|r| r.starts_with("POST /api/v1/namespaces/default/events")),
+        "{events:#?}"
+    );
     let lists: Vec<&String> = sent
         .iter()
         .filter(|r| {
@@ -973,6 +985,87 @@ async fn a_reboot_update_costs_the_daemon_few_requests() {
         "the daemon sent {} requests for one reboot update: {sent:#?}",
         sent.len()
     );
+}
+
+/// A drain nobody answers ends in upstream's words: the update fails, and a Warning event
+/// `FailedToDrain` on the Node says why, after the `Cordon` and `Drain` events of the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
+    let (server, admin, mcs) = serve_with_crds().await;
+    for m in [
+        mc("rendered-worker-0", "", ign(json!([]), json!([]))),
+        mc(
+            "rendered-worker-1",
+            "",
+            ign(
+                json!([file("/etc/mco-test-file", "hello", 0o644)]),
+                json!([]),
+            ),
+        ),
+    ] {
+        mcs.create(&PostParams::default(), &m).await.unwrap();
+    }
+    let (nodes, _mcns) = settled_node(&admin).await;
+    // The boot's uncordon is answered already; nothing answers the drain.
+    set_annotation(
+        &nodes,
+        ann::LAST_APPLIED_DRAIN,
+        "uncordon-rendered-worker-0",
+    )
+    .await;
+    let sim = SimNode::new(true);
+    let mut opts = SyncOptions::new(NODE);
+    opts.poll_interval = Duration::from_millis(50);
+    opts.drain_timeout = Duration::from_secs(2);
+    opts.max_backoff = Duration::from_secs(60);
+    let daemon = Daemon::new(node_client(&server).await, sim.engine(), opts);
+    let task = tokio::spawn(async move { daemon.run(std::future::pending()).await });
+    wait_done(&nodes, "rendered-worker-0").await;
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
+
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin, "default");
+    let want = "failed to drain node: worker-0 after 2s. Please see machine-config-controller logs for more information";
+    let seen = eventually("FailedToDrain", 30, || async {
+        let mut list = events.list(&Default::default()).await.ok()?.items;
+        list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let reasons: Vec<(String, String, String)> = list
+            .into_iter()
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect();
+        reasons
+            .iter()
+            .any(|(_, r, _)| r == "FailedToDrain")
+            .then_some(reasons)
+    })
+    .await;
+    let tail: Vec<(&str, &str, &str)> = seen
+        .iter()
+        .map(|(t, r, m)| (t.as_str(), r.as_str(), m.as_str()))
+        .skip_while(|(_, r, _)| *r != "Cordon")
+        .collect();
+    assert_eq!(
+        tail,
+        vec![
+            ("Normal", "Cordon", "Cordoned node to apply update"),
+            ("Normal", "Drain", "Draining node to update config."),
+            ("Warning", "FailedToDrain", want),
+        ],
+        "{seen:#?}"
+    );
+    let n = nodes.get(NODE).await.unwrap();
+    assert_eq!(annotation(&n, ann::STATE), "Degraded");
+    assert_eq!(
+        sim.read("/etc/mco-test-file"),
+        None,
+        "nothing written undrained"
+    );
+    task.abort();
 }
 
 /// A machine the machine config server provisioned starts bootstrapping: Ignition wrote the

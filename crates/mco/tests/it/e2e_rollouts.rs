@@ -111,6 +111,60 @@ fn file_machineconfig_rolls_out_within_max_unavailable(server: Server) {
             PHASES.iter().zip(&seq).collect::<Vec<_>>()
         );
     }
+
+    // Each worker's daemon told the update's story in Node events, in upstream's reasons and
+    // words, the last of them sent after the reboot by the new daemon.
+    for w in &workers {
+        let reboot = format!("Node will reboot into config {new}");
+        let uncordon = format!("Update completed for config {new} and node has been uncordoned");
+        let done = format!("Setting node {w}, currentConfig {new} to Done");
+        let want = [
+            ("ConfigDriftMonitorStopped", "Config Drift Monitor stopped"),
+            ("Cordon", "Cordoned node to apply update"),
+            ("Drain", "Draining node to update config."),
+            ("Reboot", reboot.as_str()),
+            (
+                "ConfigDriftMonitorStarted",
+                &format!("Config Drift Monitor started, watching against {new}"),
+            ),
+            ("Uncordon", uncordon.as_str()),
+            ("NodeDone", done.as_str()),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(r, m)| (r.to_string(), m.to_string()))
+            .collect();
+        wait_for(&format!("{w}'s update events, ending {want:?}"), 60, || {
+            daemon_events(&c, w).ends_with(&want).then_some(())
+        });
+    }
+}
+
+/// The events the daemon of `node` sent about it, oldest first, as (reason, message): their
+/// names end in the time they were made, in hexadecimal nanoseconds, as upstream's do.
+fn daemon_events(c: &Cluster, node: &str) -> Vec<(String, String)> {
+    let selector =
+        format!("involvedObject.kind=Node,involvedObject.name={node},source=machineconfigdaemon");
+    let list = c.get_json(&["events", "-n", "default", "--field-selector", &selector]);
+    let mut events: Vec<(String, String, String)> = list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["reportingComponent"], "machineconfigdaemon", "{e}");
+            (
+                e["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                e["reason"].as_str().unwrap_or_default().to_string(),
+                e["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    events.sort();
+    events.into_iter().map(|(_, r, m)| (r, m)).collect()
 }
 
 fn rebootless_ssh_key_and_registries_change(server: Server) {

@@ -9,7 +9,7 @@ use super::decide::Target;
 use super::update::{drift_monitor, target_of};
 use super::{Daemon, Exit, SyncError, annotation, blocking};
 use crate::agent::mcn::{Status, Write};
-use crate::engine::{BootCheck, EngineError, UpdateOutcome, apply};
+use crate::engine::{BootCheck, EngineError, NodeEvent, UpdateOutcome, apply};
 use crate::error::HostError;
 use crate::host::paths;
 
@@ -85,9 +85,10 @@ impl Daemon {
         });
         let (check, monitor) = match checked.await {
             Err(SyncError::Engine(e)) => {
-                inner
-                    .event("Warning", "OnDiskStateValidationFailed", &e.to_string())
-                    .await;
+                inner.event(NodeEvent::warning(
+                    "OnDiskStateValidationFailed",
+                    e.to_string(),
+                ));
                 return Err(e.into());
             }
             other => other?,
@@ -95,9 +96,13 @@ impl Daemon {
         self.booted = true;
         if check == BootCheck::RebootPending {
             let rationale = format!("Node will reboot into config {current_name}");
-            inner
-                .annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))])
-                .await?;
+            inner.event(NodeEvent::normal("Reboot", rationale.clone()));
+            let (written, ()) = futures::future::join(
+                inner.annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))]),
+                inner.events.flush(super::REBOOT_FLUSH),
+            )
+            .await;
+            written?;
             let engine = Arc::clone(&inner.engine);
             blocking(move || {
                 engine
@@ -143,6 +148,15 @@ impl Daemon {
         // Another desired config or image is the next sync's change.
         if desired.config.is_empty() || desired == current_target {
             inner.complete(&current_target, Some(current)).await?;
+        } else {
+            inner.event(NodeEvent::normal(
+                "BootResync",
+                format!(
+                    "Booting node {}, currentConfig {current_name}, desiredConfig {}",
+                    inner.name(),
+                    desired.config
+                ),
+            ));
         }
         Ok(None)
     }

@@ -17,6 +17,7 @@ use mco_api::constants::names;
 use tokio::time::Instant;
 
 use super::{Inner, blocking, due};
+use crate::engine::NodeEvent;
 
 pub(super) async fn run(inner: Arc<Inner>) {
     let cfg =
@@ -62,7 +63,7 @@ pub(super) async fn run(inner: Arc<Inner>) {
                         if !problems.is_empty() {
                             let message = problems.join("; ");
                             tracing::warn!(%message, "ControllerConfig bundles skipped");
-                            inner.event("Warning", "CertificateWriteFailed", &message).await;
+                            inner.event(NodeEvent::warning("CertificateWriteFailed", message));
                         }
                         written = Some(spec);
                         backoff = Duration::from_secs(1);
@@ -70,7 +71,7 @@ pub(super) async fn run(inner: Arc<Inner>) {
                     Err(e) => {
                         let message = format!("writing the ControllerConfig's certificates: {e}");
                         tracing::warn!(%message);
-                        inner.event("Warning", "CertificateWriteFailed", &message).await;
+                        inner.event(NodeEvent::warning("CertificateWriteFailed", message));
                         latest = Some((spec, rv));
                         retry_at = Some(Instant::now() + backoff);
                         backoff = (backoff * 2).min(inner.opts.max_backoff);

@@ -46,18 +46,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use mco_api::constants::{MAX_REASON_LEN, annotations as ann, mcn_conditions as c, states};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfiguration};
 use tracing::Instrument;
 
+use crate::agent::events::{self, EventSink, EventTask};
 use crate::agent::mcn::{Status, Write};
 use crate::agent::metrics::{Metrics, OsLabels};
 use crate::engine::drift::DriftMonitor;
 use crate::engine::image_mode;
-use crate::engine::{Engine, EngineError, UpdateOutcome};
+use crate::engine::{Engine, EngineError, NodeEvent, UpdateOutcome};
 use crate::error::HostError;
 use crate::host::paths;
 use decide::Change;
@@ -160,13 +161,19 @@ pub enum Exit {
     Shutdown,
 }
 
+/// How long a reboot request waits for the events queued before it (the `Reboot` one last).
+const REBOOT_FLUSH: Duration = Duration::from_secs(2);
+/// How long a daemon that stops waits for its queued events.
+const EXIT_FLUSH: Duration = Duration::from_secs(2);
+
 struct Inner {
     opts: SyncOptions,
     engine: Arc<Engine>,
     metrics: Metrics,
     drift: Mutex<Option<DriftMonitor>>,
     drift_tx: tokio::sync::mpsc::UnboundedSender<String>,
-    events: Api<Event>,
+    /// Upstream's Node events, queued for [`Daemon::run`]'s sending task.
+    events: EventSink,
     nodes: Api<Node>,
     mcs: Api<MachineConfig>,
     mcns: mco_api::mcn::client::McnApi,
@@ -207,6 +214,8 @@ pub struct Daemon {
     drift_rx: tokio::sync::mpsc::UnboundedReceiver<String>,
     /// Taken by [`Daemon::run`] for the task that feeds `Inner::watched`.
     watched_tx: Option<tokio::sync::watch::Sender<Option<Arc<Node>>>>,
+    /// Taken by [`Daemon::run`]: the task that sends `Inner::events`.
+    event_task: Option<EventTask>,
 }
 
 /// Aborts the node-watch task when [`Daemon::run`] returns, however it returns.
@@ -352,6 +361,10 @@ impl Daemon {
             .set(1);
         let (drift_tx, drift_rx) = tokio::sync::mpsc::unbounded_channel();
         let (watched_tx, watched) = tokio::sync::watch::channel(None);
+        let (events, event_task) = EventSink::new(
+            Api::namespaced(client.clone(), events::NAMESPACE),
+            &opts.node,
+        );
         Daemon {
             inner: Arc::new(Inner {
                 nodes: Api::all(client.clone()),
@@ -361,7 +374,7 @@ impl Daemon {
                 controller_configs: Api::all(client.clone()),
                 pinned_sets: Api::all(client.clone()),
                 pools: Api::all(client.clone()),
-                events: Api::namespaced(client, "default"),
+                events,
                 engine: Arc::new(engine),
                 metrics,
                 drift: Mutex::new(None),
@@ -379,6 +392,7 @@ impl Daemon {
             booted: false,
             drift_rx,
             watched_tx: Some(watched_tx),
+            event_task: Some(event_task),
         }
     }
 
@@ -524,8 +538,20 @@ impl Daemon {
     }
 
     /// Runs until a reboot is requested or `shutdown` resolves. A sync in progress is not cut
-    /// short, except that a wait on the drain controller gives up.
+    /// short, except that a wait on the drain controller gives up. The events queued by then
+    /// are sent before it returns, for at most [`EXIT_FLUSH`].
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<Exit, SyncError> {
+        let inner = Arc::clone(&self.inner);
+        let _event_task = self
+            .event_task
+            .take()
+            .map(|t| AbortOnDrop(tokio::spawn(t.run().in_current_span())));
+        let exit = self.run_syncs(shutdown).await;
+        inner.events.flush(EXIT_FLUSH).await;
+        exit
+    }
+
+    async fn run_syncs(&mut self, shutdown: impl Future<Output = ()>) -> Result<Exit, SyncError> {
         let inner = Arc::clone(&self.inner);
         let cfg = watcher::Config::default().fields(&format!("metadata.name={}", inner.name()));
         // The watch runs in its own task so that it is also consumed while a sync (and so a
@@ -561,7 +587,7 @@ impl Daemon {
                     inner.metrics.config_drift.set(
                         k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0,
                     );
-                    inner.event("Warning", "ConfigDriftDetected", &reason).await;
+                    inner.event(NodeEvent::warning("ConfigDriftDetected", reason.clone()));
                     inner.mark_failed(&SyncError::Drift(reason)).await;
                     retry_at = Some(tokio::time::Instant::now() + backoff);
                     backoff = (backoff * 2).min(inner.opts.max_backoff);

@@ -18,7 +18,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams, PostParams};
 use mco_api::constants::{annotations as ann, drain, mcn_conditions as c, states};
@@ -27,7 +27,7 @@ use serde_json::json;
 
 use super::{Inner, SyncError, annotation, rv, truncate_reason};
 use crate::agent::mcn::{self, NodeFacts, Status, Write};
-use crate::engine::Phase;
+use crate::engine::{NodeEvent, Phase};
 
 /// The field manager of every daemon write.
 pub const FIELD_MANAGER: &str = "machine-config-daemon";
@@ -194,25 +194,11 @@ pub fn post_action_events(actions: &[PostConfigAction]) -> Vec<(&'static str, St
 }
 
 impl Inner {
-    /// Emits a core/v1 Event on this Node; best effort, as upstream's recorder is.
-    pub(super) async fn event(&self, type_: &str, reason: &str, message: &str) {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let ev: Result<Event, _> = serde_json::from_value(json!({
-            "metadata": {"generateName": format!("{}.", self.opts.node)},
-            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": self.opts.node},
-            "type": type_,
-            "reason": reason,
-            "message": message,
-            "source": {"component": "machineconfigdaemon", "host": self.opts.node},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }));
-        if let Ok(ev) = ev
-            && let Err(e) = self.events.create(&PostParams::default(), &ev).await
-        {
-            tracing::debug!(error = %e, reason, "event not recorded");
-        }
+    /// Queues a core/v1 Event on this Node; best effort, as upstream's recorder is, and off
+    /// the update's path ([`crate::agent::events`]).
+    pub(super) fn event(&self, event: NodeEvent) {
+        let uid = self.known_node().and_then(|n| n.metadata.uid.clone());
+        self.events.emit(&event, uid.as_deref());
     }
 
     /// Merge-patches annotations, after any held ones, and returns the Node as written.
@@ -482,6 +468,14 @@ impl Inner {
             tracing::info!("{what} is already completed on this node");
             return Ok(());
         }
+        if what == "drain" {
+            // Upstream's daemon says so as it asks the drain controller.
+            self.event(NodeEvent::normal("Cordon", "Cordoned node to apply update"));
+            self.event(NodeEvent::normal(
+                "Drain",
+                "Draining node to update config.",
+            ));
+        }
         let written_rv = rv(&written);
         let deadline = Instant::now() + self.opts.drain_timeout;
         let mut next_get = Instant::now() + self.opts.poll_interval;
@@ -507,11 +501,18 @@ impl Inner {
                 next_get = Instant::now() + self.opts.poll_interval;
             }
             if Instant::now() >= deadline {
-                return Err(SyncError::Timeout(format!(
+                let message = format!(
                     "failed to {what} node: {} after {}. Please see machine-config-controller logs for more information",
                     self.opts.node,
                     human(self.opts.drain_timeout)
-                )));
+                );
+                let reason = if what == "drain" {
+                    "FailedToDrain"
+                } else {
+                    "FailedToUncordon"
+                };
+                self.event(NodeEvent::warning(reason, message.clone()));
+                return Err(SyncError::Timeout(message));
             }
             let wake = tokio::time::Instant::from_std(next_get.min(deadline));
             tokio::select! {
@@ -535,21 +536,26 @@ impl Inner {
             Phase::Applying { os: false, .. } => self.mcn_later(w),
             // The Rebooting phase follows at once and carries it.
             Phase::Applied { reboot: true, .. } => self.mcn_later(w),
-            Phase::Rebooting { .. } => {
+            Phase::Rebooting { rationale } => {
                 // The update has succeeded once the reboot is requested, which is next: the
                 // same write says so, rather than a write racing the reboot. A failed request
                 // is written over with its error. The Node and its MCN are separate objects,
-                // so the two writes go together: each is a round trip before the reboot.
+                // so the two writes go together: each is a round trip before the reboot. So
+                // does the wait for the queued events, the `Reboot` one last, which the
+                // reboot would otherwise take with the process.
+                self.event(NodeEvent::normal("Reboot", rationale.clone()));
                 let degraded = mcn::degraded(self.name(), None);
-                let (node, status) = futures::future::join(
+                let (node, status, ()) = futures::future::join3(
                     self.annotate(&[(ann::POST_CONFIG_ACTION, Some(states::REBOOTING))]),
                     self.mcn_all(&[w, degraded]),
+                    self.events.flush(super::REBOOT_FLUSH),
                 )
                 .await;
                 node?;
                 status?;
             }
             Phase::DrainNotRequired => {
+                self.event(NodeEvent::normal("Drain", "Drain not required, skipping"));
                 // `Working` waited for the drain request, and none comes. Separate objects:
                 // the two writes go together.
                 let (node, status) =
@@ -560,7 +566,7 @@ impl Inner {
             Phase::PostActionComplete { actions } => {
                 self.mcn(&w).await?;
                 for (reason, message) in post_action_events(actions) {
-                    self.event("Normal", reason, &message).await;
+                    self.event(NodeEvent::normal(reason, message));
                 }
             }
             _ => self.mcn(&w).await?,

@@ -18,15 +18,18 @@ use crate::engine::health;
 use crate::engine::image_mode;
 use crate::engine::plan::ParsedConfig;
 use crate::engine::{
-    Engine, EngineError, Phase, ReportError, Reporter, UpdateOptions, UpdateOutcome,
+    Engine, EngineError, NodeEvent, Phase, ReportError, Reporter, UpdateOptions, UpdateOutcome,
 };
 
 impl Inner {
     pub(super) fn stop_drift(&self) {
-        if let Ok(mut d) = self.drift.lock()
-            && d.take().is_some()
-        {
+        let stopped = self.drift.lock().is_ok_and(|mut d| d.take().is_some());
+        if stopped {
             tracing::info!("Config Drift Monitor stopped");
+            self.event(NodeEvent::normal(
+                "ConfigDriftMonitorStopped",
+                "Config Drift Monitor stopped",
+            ));
         }
     }
 
@@ -57,10 +60,16 @@ impl Inner {
 
     /// Keeps a monitor started by [`drift_monitor`], in place of any other.
     pub(super) fn keep_drift(&self, monitor: Option<DriftMonitor>) {
-        if let Some(m) = monitor
-            && let Ok(mut d) = self.drift.lock()
-        {
+        let Some(m) = monitor else {
+            return;
+        };
+        let message = format!(
+            "Config Drift Monitor started, watching against {}",
+            m.config()
+        );
+        if let Ok(mut d) = self.drift.lock() {
             *d = Some(m);
+            self.event(NodeEvent::normal("ConfigDriftMonitorStarted", message));
         }
     }
 
@@ -119,6 +128,10 @@ impl Inner {
         self.request_drain(&drain::uncordon(config), "uncordon")
             .await?;
         tracing::info!("Update completed for {target} and node has been successfully uncordoned");
+        self.event(NodeEvent::normal(
+            "Uncordon",
+            format!("Update completed for config {config} and node has been uncordoned"),
+        ));
         // The health checks' result goes out with Done, so a gate never sees an updated node
         // without it.
         let timeout = self.check_timeout().await;
@@ -136,6 +149,13 @@ impl Inner {
             time: jiff::Timestamp::now().to_string(),
         })
         .unwrap_or_default();
+        self.event(NodeEvent::normal(
+            "NodeDone",
+            format!(
+                "Setting node {}, currentConfig {config} to Done",
+                self.name()
+            ),
+        ));
         self.annotate(&[
             (ann::CURRENT_CONFIG, Some(config)),
             (ann::CURRENT_IMAGE, current_image(target)),
@@ -324,7 +344,7 @@ impl Inner {
         tracing::info!("{message}");
         self.metrics.set_state(states::DONE, "");
         self.metrics.set_update(&new_name, "");
-        self.event("Normal", "ConfigAdopted", &message).await;
+        self.event(NodeEvent::normal("ConfigAdopted", message.clone()));
         let report = self.irreconcilable(&new_name, Some(&new)).await;
         self.start_drift(new).await;
         self.mcn(
@@ -393,6 +413,10 @@ impl Reporter for KubeReporter {
         self.rt
             .block_on(self.inner.request_drain(&drain::drain(config), "drain"))
             .map_err(ReportError::new)
+    }
+
+    fn event(&mut self, event: &NodeEvent) {
+        self.inner.event(event.clone());
     }
 }
 

@@ -1,0 +1,261 @@
+//! The daemon's Node events, sent as upstream's daemon sends them: core/v1 Events in
+//! `default`, named `<node>.<hex nanoseconds>`, from source `machineconfigdaemon` on the node's
+//! host, in upstream's reasons and words.
+//!
+//! Sending is off the update's path: [`EventSink::emit`] queues and returns, and one task per
+//! daemon sends in order, as client-go's recorder does. Both limits are client-go's: at most
+//! [`QUEUE`] events wait (more are dropped, as its broadcaster drops when full), and a token
+//! bucket of [`BURST`] events refilled one per [`REFILL`] per daemon process
+//! (`EventSourceObjectSpamFilter`), so a loop that fails and retries cannot flood the server.
+//! A reboot request first waits, briefly, for what is queued ([`EventSink::flush`]), so the
+//! `Reboot` event is not lost with the process.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Api;
+use kube::api::PostParams;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::NodeEvent;
+
+/// Upstream's event source component for its daemon.
+pub const COMPONENT: &str = "machineconfigdaemon";
+/// The namespace of events about Nodes (cluster-scoped), as the controller's are.
+pub const NAMESPACE: &str = "default";
+/// Events waiting to be sent; more are dropped.
+pub const QUEUE: usize = 64;
+/// Events sent at once before the bucket limits them (client-go's `defaultSpamBurst`).
+pub const BURST: u32 = 25;
+/// One more event allowed per this long (client-go's `defaultSpamQPS`, 1/300).
+pub const REFILL: Duration = Duration::from_secs(300);
+
+/// A token bucket: [`BURST`] tokens, one more per [`REFILL`].
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    tokens: u32,
+    since: Instant,
+}
+
+impl Bucket {
+    /// A full bucket at `now`.
+    pub fn new(now: Instant) -> Bucket {
+        Bucket {
+            tokens: BURST,
+            since: now,
+        }
+    }
+
+    /// Takes a token at `now`, if one is left.
+    pub fn take(&mut self, now: Instant) -> bool {
+        let refills = now.saturating_duration_since(self.since).as_secs() / REFILL.as_secs();
+        if refills > 0 {
+            self.tokens = self
+                .tokens
+                .saturating_add(u32::try_from(refills).unwrap_or(u32::MAX))
+                .min(BURST);
+            self.since += REFILL * u32::try_from(refills).unwrap_or(u32::MAX);
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
+/// The Event upstream's recorder makes for `event` on Node `node` (with its `uid` when known)
+/// at `now`.
+pub fn event_object(
+    node: &str,
+    uid: Option<&str>,
+    event: &NodeEvent,
+    now: jiff::Timestamp,
+) -> Event {
+    let time = Time(now);
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{node}.{:x}", now.as_nanosecond())),
+            namespace: Some(NAMESPACE.into()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            uid: uid.map(str::to_owned),
+            ..Default::default()
+        },
+        type_: Some(if event.warning { "Warning" } else { "Normal" }.into()),
+        reason: Some(event.reason.into()),
+        message: Some(event.message.clone()),
+        source: Some(EventSource {
+            component: Some(COMPONENT.into()),
+            host: Some(node.into()),
+        }),
+        reporting_component: Some(COMPONENT.into()),
+        reporting_instance: Some(node.into()),
+        first_timestamp: Some(time.clone()),
+        last_timestamp: Some(time),
+        count: Some(1),
+        ..Default::default()
+    }
+}
+
+enum Queued {
+    Event(Box<Event>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// Queues a daemon's events for its sending task ([`EventSink::new`]).
+#[derive(Clone)]
+pub struct EventSink {
+    node: String,
+    tx: mpsc::Sender<Queued>,
+}
+
+/// The task that sends what an [`EventSink`] queues, until every sink is dropped.
+pub struct EventTask {
+    api: Api<Event>,
+    rx: mpsc::Receiver<Queued>,
+}
+
+impl EventSink {
+    /// A sink for Node `node`'s events, sent through `api` by the returned task once it runs.
+    pub fn new(api: Api<Event>, node: impl Into<String>) -> (EventSink, EventTask) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        (
+            EventSink {
+                node: node.into(),
+                tx,
+            },
+            EventTask { api, rx },
+        )
+    }
+
+    /// Queues `event` about the Node (whose `uid` is given when known); false when the queue
+    /// is full or its task gone, and the event dropped.
+    pub fn emit(&self, event: &NodeEvent, uid: Option<&str>) -> bool {
+        let ev = event_object(&self.node, uid, event, jiff::Timestamp::now());
+        match self.tx.try_send(Queued::Event(Box::new(ev))) {
+            Ok(()) => true,
+            Err(_) => {
+                tracing::debug!(reason = event.reason, "event queue full; event dropped");
+                false
+            }
+        }
+    }
+
+    /// Waits, at most `limit`, until everything queued before the call is sent (or refused).
+    pub async fn flush(&self, limit: Duration) {
+        let (done, sent) = oneshot::channel();
+        let queued = tokio::time::timeout(limit, self.tx.send(Queued::Flush(done)));
+        let start = Instant::now();
+        if let Ok(Ok(())) = queued.await {
+            let left = limit.saturating_sub(start.elapsed());
+            let _ = tokio::time::timeout(left, sent).await;
+        }
+    }
+}
+
+impl EventTask {
+    /// Sends in order until every sink is dropped. Refused events are logged, not retried: a
+    /// recorder is best effort.
+    pub async fn run(mut self) {
+        let mut bucket = Bucket::new(Instant::now());
+        while let Some(q) = self.rx.recv().await {
+            match q {
+                Queued::Flush(done) => {
+                    let _ = done.send(());
+                }
+                Queued::Event(ev) => {
+                    let reason = ev.reason.clone().unwrap_or_default();
+                    if !bucket.take(Instant::now()) {
+                        tracing::debug!(%reason, "event rate limit reached; event dropped");
+                        continue;
+                    }
+                    if let Err(e) = self.api.create(&PostParams::default(), &ev).await {
+                        tracing::debug!(error = %e, %reason, "event not recorded");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_allows_a_burst_then_one_per_refill() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(t0);
+        for i in 0..BURST {
+            assert!(b.take(t0), "event {i} of the burst");
+        }
+        assert!(!b.take(t0), "the burst is {BURST}");
+        assert!(!b.take(t0 + REFILL - Duration::from_secs(1)));
+        assert!(b.take(t0 + REFILL));
+        assert!(!b.take(t0 + REFILL));
+        // A long quiet spell refills the whole burst, no more.
+        let later = t0 + REFILL * 1000;
+        for _ in 0..BURST {
+            assert!(b.take(later));
+        }
+        assert!(!b.take(later));
+    }
+
+    #[test]
+    fn events_are_named_and_sourced_as_upstreams_recorder_does() {
+        let now: jiff::Timestamp = "2026-12-06T20:00:00.123456789Z".parse().unwrap();
+        let ev = event_object(
+            "worker-0",
+            Some("uid-1"),
+            &NodeEvent::normal("Reboot", "Node will reboot into config rendered-worker-1"),
+            now,
+        );
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(
+            v["metadata"]["name"],
+            format!("worker-0.{:x}", now.as_nanosecond())
+        );
+        assert_eq!(v["metadata"]["namespace"], "default");
+        assert_eq!(
+            v["involvedObject"],
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "name": "worker-0", "uid": "uid-1"})
+        );
+        assert_eq!(v["type"], "Normal");
+        assert_eq!(v["reason"], "Reboot");
+        assert_eq!(
+            v["source"],
+            serde_json::json!({"component": "machineconfigdaemon", "host": "worker-0"})
+        );
+        assert_eq!(v["reportingComponent"], "machineconfigdaemon");
+        assert_eq!(v["reportingInstance"], "worker-0");
+        assert_eq!(v["count"], 1);
+        assert_eq!(v["firstTimestamp"], v["lastTimestamp"]);
+        let warning = event_object("n", None, &NodeEvent::warning("FailedToDrain", "x"), now);
+        assert_eq!(warning.type_.as_deref(), Some("Warning"));
+        assert!(warning.involved_object.uid.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_says_so() {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        // No task runs: nothing leaves the queue.
+        let (sink, _task) = EventSink::new(Api::namespaced(client, NAMESPACE), "worker-0");
+        let ev = NodeEvent::normal("Drain", "Draining node to update config.");
+        for i in 0..QUEUE {
+            assert!(sink.emit(&ev, None), "event {i} fits");
+        }
+        assert!(!sink.emit(&ev, None), "the queue holds {QUEUE}");
+        // A flush with nothing sending gives up at its limit.
+        let start = Instant::now();
+        sink.flush(Duration::from_millis(100)).await;
+        assert!(start.elapsed() >= Duration::from_millis(100));
+    }
+}
