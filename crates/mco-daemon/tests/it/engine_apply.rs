@@ -284,6 +284,17 @@ fn os_rebase_pivot_and_container() {
     ));
     let st = node.engine().host.os.status().unwrap();
     assert_eq!(st.staged.unwrap().origin, Origin::Pivot(URL_122.into()));
+    // Upstream's events around the OS part, in its order.
+    let reasons: Vec<&str> = r.events.iter().map(|e| e.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            "InClusterUpgrade",
+            "OSUpdateStarted",
+            "OSUpgradeApplied",
+            "OSUpdateStaged"
+        ]
+    );
 
     let node = Node::new(true);
     node.sim_ostree()
@@ -363,6 +374,8 @@ fn non_ostree_host_skips_os_explicitly() {
         .unwrap();
     assert!(applied.contains("OS did not need an update"), "{applied}");
     assert!(applied.contains("skipping OS update"), "{applied}");
+    // Nothing is said of an OS left alone.
+    assert!(r.events.is_empty(), "{:?}", r.events);
     assert_eq!(node.read("/etc/x").unwrap(), "x");
     node.engine().validate(&new).unwrap();
 }
