@@ -18,6 +18,7 @@ pub mod pinned;
 pub mod pool;
 pub mod rollouts;
 pub mod select;
+pub mod user_agent;
 #[cfg(feature = "client")]
 pub mod watch;
 

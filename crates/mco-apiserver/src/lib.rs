@@ -300,21 +300,53 @@ impl ServerHandle {
     /// simulated nodes, whose TLS over loopback (both ends in this process) was about a
     /// tenth of a large rollout's CPU. Its requests fail once the server is shut down.
     pub async fn local_client(&self, id: Identity) -> Result<kube::Client, Error> {
-        let token = self.mint_token(id).await?;
-        let bearer = http::HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|e| Error::Data(format!("token header: {e}")))?;
-        Ok(self.local_transport(Some(bearer)))
+        let bearer = self.bearer_for(id).await?;
+        Ok(self.local_service(http::HeaderMap::from_iter([(
+            http::header::AUTHORIZATION,
+            bearer,
+        )])))
     }
 
-    /// [`ServerHandle::local_client`] without credentials unless `bearer` is given: for
-    /// callers that set `Authorization` on each request themselves.
+    /// [`ServerHandle::local_client`] whose requests carry `user_agent`: the field manager of
+    /// its writes without `fieldManager`, as over the network.
+    pub async fn local_client_as(
+        &self,
+        id: Identity,
+        user_agent: http::HeaderValue,
+    ) -> Result<kube::Client, Error> {
+        let bearer = self.bearer_for(id).await?;
+        Ok(self.local_service(http::HeaderMap::from_iter([
+            (http::header::AUTHORIZATION, bearer),
+            (http::header::USER_AGENT, user_agent),
+        ])))
+    }
+
+    /// `Authorization: Bearer <a new token for id>`.
+    async fn bearer_for(&self, id: Identity) -> Result<http::HeaderValue, Error> {
+        let token = self.mint_token(id).await?;
+        http::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|e| Error::Data(format!("token header: {e}")))
+    }
+
+    /// [`ServerHandle::local_client`] without credentials unless `bearer` is given, and without
+    /// a User-Agent: for callers that set `Authorization` and `User-Agent` on each request
+    /// themselves.
     pub fn local_transport(&self, bearer: Option<http::HeaderValue>) -> kube::Client {
+        self.local_service(
+            bearer
+                .map(|b| (http::header::AUTHORIZATION, b))
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    /// An in-process client that sets `headers` on every request.
+    fn local_service(&self, headers: http::HeaderMap) -> kube::Client {
         let app = Arc::downgrade(&self.app);
         let stopped = self.shutdown.subscribe();
         let svc = tower::service_fn(move |mut req: http::Request<kube::client::Body>| {
-            if let Some(b) = &bearer {
-                req.headers_mut()
-                    .insert(http::header::AUTHORIZATION, b.clone());
+            for (name, value) in &headers {
+                req.headers_mut().insert(name, value.clone());
             }
             req.extensions_mut().insert(rest::InProcess);
             let app = app.upgrade().filter(|_| !*stopped.borrow());

@@ -123,11 +123,15 @@ pub fn record_update(
     apply::record_update_owned(before, after, manager, opts)
 }
 
-/// The manager name of a non-apply write: `fieldManager`, else the User-Agent's program.
+/// The manager name of a non-apply write: `fieldManager`, else the User-Agent's program, else
+/// (no User-Agent, or one starting with `/`) `unknown`, as kube-apiserver names it.
 pub fn manager_for(field_manager: Option<&str>, user_agent: &str) -> String {
     match field_manager.filter(|m| !m.is_empty()) {
         Some(m) => m.to_string(),
-        None => apply::manager_from_user_agent(user_agent),
+        None => match apply::manager_from_user_agent(user_agent) {
+            m if m.is_empty() => "unknown".to_string(),
+            m => m,
+        },
     }
 }
 
@@ -148,6 +152,17 @@ pub fn schema_admit(schema: &Structural, obj: &mut Value) -> (Vec<String>, Vec<C
 mod tests {
     use super::*;
     use crate::registry::Registry;
+
+    /// As kube-apiserver's `managerOrUserAgent`, then `unknown` for an empty name.
+    #[test]
+    fn managers_of_writes_without_field_manager() {
+        let ua = "machine-config-daemon/v0.1.0 (linux/amd64) mco/v0.1.0";
+        assert_eq!(manager_for(None, ua), "machine-config-daemon");
+        assert_eq!(manager_for(Some(""), ua), "machine-config-daemon");
+        assert_eq!(manager_for(Some("m"), ua), "m");
+        assert_eq!(manager_for(None, ""), "unknown");
+        assert_eq!(manager_for(None, "/x"), "unknown");
+    }
 
     #[test]
     fn builtins_patch_strategically_and_customs_do_not() {

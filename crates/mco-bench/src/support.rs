@@ -25,7 +25,10 @@ impl LocalServer {
     }
 
     pub async fn admin(&self) -> Result<kube::Client, Error> {
-        Ok(self.handle.client_for(Identity::Admin).await?)
+        let mut cfg = self.handle.config_for(Identity::Admin).await?;
+        cfg.headers
+            .push(mco_api::user_agent::header(mco_api::user_agent::BENCH));
+        Ok(kube::Client::try_from(cfg)?)
     }
 }
 
@@ -41,9 +44,11 @@ pub(crate) fn scratch_dir(work_dir: &Path, prefix: &str) -> Result<tempfile::Tem
 pub(crate) async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, Error> {
     let kc =
         kube::config::Kubeconfig::read_from(path).map_err(|e| Error::Kubeconfig(e.to_string()))?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+    cfg.headers
+        .push(mco_api::user_agent::header(mco_api::user_agent::BENCH));
     Ok(kube::Client::try_from(cfg)?)
 }
 

@@ -40,19 +40,26 @@ pub enum Error {
     Local(#[from] local::LocalError),
 }
 
-/// A client from `kubeconfig`, or the usual defaults (in-cluster, `$KUBECONFIG`, `~/.kube/config`).
+/// A client from `kubeconfig`, or the usual defaults (in-cluster, `$KUBECONFIG`, `~/.kube/config`),
+/// with the `mco` command's User-Agent.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, Error> {
-    let Some(path) = kubeconfig else {
-        return Client::try_default().await.map_err(Error::Connect);
+    let mut cfg = match kubeconfig {
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Error::Connect(kube::Error::InferConfig(e)))?,
+        Some(path) => {
+            let err = |message: String| Error::Kubeconfig {
+                path: path.to_path_buf(),
+                message,
+            };
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| err(e.to_string()))?
+        }
     };
-    let err = |message: String| Error::Kubeconfig {
-        path: path.to_path_buf(),
-        message,
-    };
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .map_err(|e| err(e.to_string()))?;
+    cfg.headers
+        .push(mco_api::user_agent::header(mco_api::user_agent::CLI));
     Client::try_from(cfg).map_err(Error::Connect)
 }
 

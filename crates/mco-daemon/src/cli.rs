@@ -124,13 +124,16 @@ pub fn run_with(args: Args, workers: Workers) -> anyhow::Result<()> {
     }
     let rt = builder.enable_all().build()?;
     rt.block_on(async move {
-        let config = match &args.kubeconfig {
+        let mut config = match &args.kubeconfig {
             Some(path) => {
                 let kc = kube::config::Kubeconfig::read_from(path)?;
                 kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
             }
             None => kube::Config::infer().await?,
         };
+        config
+            .headers
+            .push(mco_api::user_agent::header(mco_api::user_agent::DAEMON));
         let client = kube::Client::try_from(config)?;
         let mut opts = SyncOptions::new(node);
         opts.drain_timeout = Duration::from_secs(args.drain_timeout);

@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, user_agent};
 use mco_apiserver::{Identity, Server, ServerHandle};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -223,7 +223,11 @@ impl Cluster {
         let mut server_cfg = mco_apiserver::Config::new(data_dir.clone(), opts.listen);
         server_cfg.durability = opts.store_durability;
         let server = Arc::new(Server::start(server_cfg).await?);
-        let admin = server.local_client(Identity::Admin).await?;
+        // Shared by the installer, the simulated kubelet and workloads, and the machine config
+        // server, which only reads: its writes are the simulation's.
+        let admin = server
+            .local_client_as(Identity::Admin, user_agent::header(user_agent::SIM).1)
+            .await?;
         install(&admin, &opts.crds).await?;
         init_fleet(&data_dir, &opts)?;
 
@@ -231,7 +235,12 @@ impl Cluster {
         let mut tasks = Vec::new();
         let (controller, certs) = with_server_hosts(opts.controller.clone(), opts.mcs_listen);
         if let Some(cfg) = controller {
-            let client = server.local_client(controller_identity()).await?;
+            let client = server
+                .local_client_as(
+                    controller_identity(),
+                    user_agent::header(user_agent::CONTROLLER).1,
+                )
+                .await?;
             let mut rx = stop_rx.clone();
             tasks.push(tokio::spawn(async move {
                 let shutdown = async move {
@@ -314,6 +323,8 @@ impl Cluster {
         let data_dir = make_data_dir(&opts.data_dir)?;
         ext.install(&mco_manifests::Options::default(), &opts.crds)
             .await?;
+        // As the embedded cluster's: the simulation's client, which the machine config server
+        // shares for its reads.
         let admin = ext.admin();
         install_defaults(&admin).await?;
         let marker = data_dir.join(ATTACHED);
@@ -327,7 +338,7 @@ impl Cluster {
             let token = ext
                 .token(&namespace, mco_manifests::CONTROLLER, None)
                 .await?;
-            let client = ext.client_for_token(&token)?;
+            let client = ext.client_for_token(&token, user_agent::CONTROLLER)?;
             let mut rx = stop_rx.clone();
             tasks.push(tokio::spawn(async move {
                 let shutdown = async move {

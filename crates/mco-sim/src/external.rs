@@ -36,7 +36,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ListParams, PostParams, ResourceExt};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use mco_api::MachineConfigPool;
+use mco_api::{MachineConfigPool, user_agent};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -77,12 +77,13 @@ impl External {
             SimError::Invalid(format!("reading kubeconfig {}: {e}", kubeconfig.display()))
         })?;
         let cluster = cluster_entry(&kc, &kubeconfig)?;
-        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
             .await
             .map_err(|e| SimError::Invalid(format!("kubeconfig {}: {e}", kubeconfig.display())))?;
         let server = config.cluster_url.to_string();
         let mut base = config.clone();
         base.auth_info = Default::default();
+        config.headers.push(user_agent::header(user_agent::SIM));
         let admin = kube::Client::try_from(config)?;
         match tokio::time::timeout(CONNECT_TIMEOUT, admin.apiserver_version()).await {
             Ok(Ok(_)) => {}
@@ -119,20 +120,23 @@ impl External {
         &self.server
     }
 
-    /// The kubeconfig's own client.
+    /// The kubeconfig's own client, with the simulation's User-Agent ([`user_agent::SIM`]).
     pub fn admin(&self) -> kube::Client {
         self.admin.clone()
     }
 
-    /// A client without credentials; a caller adds its own `Authorization` header.
+    /// A client without credentials or User-Agent; a caller adds its own `Authorization` and
+    /// `User-Agent` headers (a second `User-Agent` here would be appended, not replaced).
     pub fn transport(&self) -> Result<kube::Client> {
         Ok(kube::Client::try_from(self.base.clone())?)
     }
 
-    /// A client that authenticates with `token`.
-    pub fn client_for_token(&self, token: &str) -> Result<kube::Client> {
+    /// A client that authenticates with `token` and sends `component`'s User-Agent
+    /// ([`user_agent::for_component`]).
+    pub fn client_for_token(&self, token: &str, component: &str) -> Result<kube::Client> {
         let mut cfg = self.base.clone();
         cfg.auth_info.token = Some(token.to_string().into());
+        cfg.headers.push(user_agent::header(component));
         Ok(kube::Client::try_from(cfg)?)
     }
 

@@ -107,11 +107,12 @@ pub struct NodeEnv {
     pub data_dir: PathBuf,
     /// Where node credentials come from.
     pub backend: Backend,
-    /// An admin client (plays kubelet and the machine-config server).
+    /// An admin client with the simulation's User-Agent (plays kubelet and the machine-config
+    /// server).
     pub admin: kube::Client,
-    /// A client without credentials that calls the server in this process
+    /// A client without credentials or User-Agent that calls the server in this process
     /// (`ServerHandle::local_transport`); every in-process daemon sends its requests through
-    /// it with its own token added.
+    /// it with its own token and the daemon's User-Agent added.
     pub transport: kube::Client,
     /// How long a node is down during a reboot.
     pub reboot: Duration,
@@ -348,8 +349,8 @@ fn write_private(path: &std::path::Path, doc: &str) -> Result<()> {
         .map_err(|e| SimError::io("writing", path, e))
 }
 
-/// A node daemon's client over the shared transport: its own token, and every request fails
-/// once `cut` is set.
+/// A node daemon's client over the shared transport: its own token, the daemon's User-Agent,
+/// and every request fails once `cut` is set.
 fn cuttable_client(
     env: &NodeEnv,
     creds: &Credentials,
@@ -360,9 +361,11 @@ fn cuttable_client(
         .clone()
         .ok_or_else(|| SimError::Invalid("no in-process daemon credentials".into()))?;
     let transport = env.transport.clone();
+    let (ua_name, ua) = mco_api::user_agent::header(mco_api::user_agent::DAEMON);
     let svc = tower::service_fn(move |mut req: http::Request<kube::client::Body>| {
         req.headers_mut()
             .insert(http::header::AUTHORIZATION, bearer.clone());
+        req.headers_mut().insert(ua_name.clone(), ua.clone());
         let transport = transport.clone();
         let call = async move { transport.send(req).await.map_err(tower::BoxError::from) };
         fail_if_cut(cut.load(Ordering::Relaxed), call)

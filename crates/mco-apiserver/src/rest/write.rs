@@ -75,7 +75,7 @@ impl WriteCtx {
         let ua = headers
             .get(header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or("unknown");
+            .unwrap_or_default();
         WriteCtx {
             dry_run: dry_run(q),
             manager: machinery::manager_for(q.get("fieldManager").map(String::as_str), ua),

@@ -154,6 +154,8 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
         None => kube::Config::infer().await?,
     };
     cfg.default_retry = false;
+    cfg.headers
+        .push(mco_api::user_agent::header(mco_api::user_agent::CONTROLLER));
     Ok(kube::Client::try_from(cfg)?)
 }
 

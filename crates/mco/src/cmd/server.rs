@@ -145,13 +145,15 @@ pub fn bootstrap_kubeconfig(url: &str, dir: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
-    let cfg = match kubeconfig {
+    let mut cfg = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)?;
             kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
         }
         None => kube::Config::infer().await?,
     };
+    cfg.headers
+        .push(mco_api::user_agent::header(mco_api::user_agent::SERVER));
     Ok(kube::Client::try_from(cfg)?)
 }
 

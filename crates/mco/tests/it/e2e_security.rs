@@ -1,5 +1,6 @@
 //! End-to-end: what a stolen node kubeconfig, a curious local user or a damaged data dir meet
-//! in a real `mco up`, through the real `kubectl` and `mco`.
+//! in a real `mco up`, through the real `kubectl` and `mco`; and who an administrator sees in
+//! managedFields.
 
 use crate::e2e;
 
@@ -7,6 +8,8 @@ use e2e::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
+
+on_both_servers!(writes_name_their_component_in_managed_fields);
 
 fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
     let out = Command::new("kubectl")
@@ -164,4 +167,58 @@ fn a_damaged_store_is_named_with_what_to_do() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The field managers of `kubectl get ARGS`' managedFields.
+fn managers(c: &Cluster, args: &[&str]) -> Vec<String> {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json", "--show-managed-fields"]);
+    let obj: serde_json::Value = serde_json::from_str(&c.kubectl(&a)).unwrap();
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{args:?}: no managedFields: {obj}"))
+        .iter()
+        .map(|e| e["manager"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// After a rollout, the writes of the controller and the daemon are recorded under their
+/// components' names (the User-Agent's program, as client-go sends it), and none under
+/// kube-apiserver's `unknown` for a request without a User-Agent.
+fn writes_name_their_component_in_managed_fields(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        workers: 1,
+        ..Opts::default()
+    });
+    let old = c.pool_target("worker");
+    c.apply(&file_mc("99-worker-ua", "worker", "/etc/mco-ua", "who\n"));
+    let rendered = c.wait_rollout("worker", &old, 120);
+
+    let expect = |args: &[&str], named: &[&str]| {
+        let got = managers(&c, args);
+        for m in named {
+            assert!(got.iter().any(|g| g == m), "{args:?}: no {m} in {got:?}");
+        }
+        assert!(
+            !got.iter().any(|g| g.is_empty() || g == "unknown"),
+            "{args:?}: a write without a User-Agent: {got:?}"
+        );
+    };
+    let (controller, daemon, sim) = (
+        "machine-config-controller",
+        "machine-config-daemon",
+        "mco-sim",
+    );
+    // The simulated kubelet registers the Node and reports its status.
+    expect(&["node", "worker-0"], &[controller, daemon, sim]);
+    expect(&["machineconfignode", "worker-0"], &[controller, daemon]);
+    // `mco up` installs the pools and the ControllerConfig; the controller writes their status.
+    expect(&["mcp", "worker"], &[controller, sim]);
+    expect(&["mc", &rendered], &[controller]);
+    expect(
+        &["controllerconfig", "machine-config-controller"],
+        &[controller, sim],
+    );
 }
