@@ -34,6 +34,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use mco_pki::Leniency;
@@ -270,6 +271,10 @@ struct Keeper {
     ctx: Arc<Ctx>,
     opts: UserData,
     secrets: Api<Secret>,
+    /// The bundle ConfigMap and the serving Secret, as their watches (by name) last saw them:
+    /// a reconcile reads them here, not from the API server.
+    bundle: Store<ConfigMap>,
+    serving: Store<Secret>,
     /// Why the keeper waits, while it does.
     waiting: Mutex<Option<String>>,
     /// Per Secret, the refusal last said.
@@ -282,37 +287,38 @@ type Waiting = (ObjectReference, String);
 impl Keeper {
     /// The bundle, if the serving certificate chains to it; else why the keeper waits, and the
     /// object the reason is about (the bundle's ConfigMap, or the serving Secret).
-    async fn verified_bundle(&self) -> Result<Result<Vec<u8>, Waiting>, kube::Error> {
+    fn verified_bundle(&self) -> Result<Vec<u8>, Box<Waiting>> {
         let ns = self.opts.certs_namespace.as_str();
-        let maps: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), ns);
-        let secrets: Api<Secret> = Api::namespaced(self.ctx.client.clone(), ns);
-        let bundle = match maps.get_opt(CA_NAME).await?.as_ref().and_then(bundle_of) {
+        let bundle_ref = ObjectRef::<ConfigMap>::new(CA_NAME).within(ns);
+        let bundle = match self.bundle.get(&bundle_ref).as_deref().and_then(bundle_of) {
             Some(b) if !b.iter().all(u8::is_ascii_whitespace) => b,
             _ => {
-                return Ok(Err((
+                return Err(Box::new((
                     reference::<ConfigMap>(ns, CA_NAME),
                     format!("ConfigMap {ns}/{CA_NAME} holds no {BUNDLE_KEY}"),
                 )));
             }
         };
         let serving = self.opts.serving_secret.as_str();
-        let crt = secrets
-            .get_opt(serving)
-            .await?
-            .and_then(|s| s.data)
-            .and_then(|mut d| d.remove("tls.crt"));
+        let secret = self
+            .serving
+            .get(&ObjectRef::<Secret>::new(serving).within(ns));
+        let crt = secret
+            .as_deref()
+            .and_then(|s| s.data.as_ref())
+            .and_then(|d| d.get("tls.crt"));
         let about = reference::<Secret>(ns, serving);
         let Some(crt) = crt else {
-            return Ok(Err((
+            return Err(Box::new((
                 about,
                 format!("Secret {ns}/{serving} holds no tls.crt"),
             )));
         };
-        Ok(serving_issuer_in_bundle(&bundle, &crt.0)
+        serving_issuer_in_bundle(&bundle, &crt.0)
             .map(|()| bundle)
             .map_err(|e| {
-                (about, format!("ConfigMap {ns}/{CA_NAME} does not verify the certificate of Secret {ns}/{serving}: {e}"))
-            }))
+                Box::new((about, format!("ConfigMap {ns}/{CA_NAME} does not verify the certificate of Secret {ns}/{serving}: {e}")))
+            })
     }
 
     /// Says once why user-data Secrets keep their CA, in an Event about the object the reason
@@ -383,10 +389,10 @@ async fn reconcile(secret: Arc<Secret>, k: Arc<Keeper>) -> Result<Action, Error>
     };
     let mut current = (*secret).clone();
     for _ in 0..CONFLICT_RETRIES {
-        let bundle = match k.verified_bundle().await? {
+        let bundle = match k.verified_bundle() {
             Ok(b) => b,
             Err(why) => {
-                k.wait(why).await;
+                k.wait(*why).await;
                 return Ok(Action::await_change());
             }
         };
@@ -438,38 +444,74 @@ async fn reconcile(secret: Arc<Secret>, k: Arc<Keeper>) -> Result<Action, Error>
 }
 
 /// Keeps the user-data Secrets of `opts.namespace` while this controller leads: each on its own
-/// change, every one on a change of the bundle ConfigMap (watched by name) and every
-/// `opts.resync`.
+/// change, every one on a change of the bundle ConfigMap or of the serving Secret (each watched
+/// by name, and read from its watch) and every `opts.resync`.
 pub async fn run(ctx: Arc<Ctx>, opts: UserData) {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &opts.namespace);
-    let maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &opts.certs_namespace);
+    let ns = opts.certs_namespace.as_str();
+    let (bundle, bundle_w) = reflector::store();
+    let (serving, serving_w) = reflector::store();
     let bundle_changes = crate::by_name::changes(
-        crate::by_name::watch(maps, CA_NAME).touched_objects(),
+        reflector::reflector(
+            bundle_w,
+            crate::by_name::watch(
+                Api::<ConfigMap>::namespaced(ctx.client.clone(), ns),
+                CA_NAME,
+            ),
+        )
+        .touched_objects(),
         "machine config server CA bundle",
         false,
     );
+    let serving_changes = crate::by_name::changes(
+        reflector::reflector(
+            serving_w,
+            crate::by_name::watch(
+                Api::<Secret>::namespaced(ctx.client.clone(), ns),
+                &opts.serving_secret,
+            ),
+        )
+        .touched_objects(),
+        "machine config server certificate",
+        false,
+    );
+    // The watches run beside the controller, which starts once both have listed: before, a
+    // Secret would be judged against a bundle not yet seen.
+    let (changed, changes) = futures::channel::mpsc::unbounded::<()>();
+    let watches = futures::stream::select(bundle_changes, serving_changes).for_each(move |()| {
+        let _ = changed.unbounded_send(());
+        future::ready(())
+    });
     let keeper = Arc::new(Keeper {
         ctx,
         secrets: secrets.clone(),
         opts: opts.clone(),
+        bundle: bundle.clone(),
+        serving: serving.clone(),
         waiting: Mutex::new(None),
         refused: Mutex::new(HashMap::new()),
     });
-    Controller::new(secrets, watcher::Config::default())
-        .reconcile_all_on(futures::stream::select(
-            bundle_changes,
-            crate::controllers::ticker(opts.resync),
-        ))
-        .run(
-            reconcile,
-            |s, e, _| {
-                tracing::warn!(secret = %s.name_any(), error = %e, "user-data Secret");
-                Action::requeue(Duration::from_secs(5))
-            },
-            keeper,
-        )
-        .for_each(|_| future::ready(()))
-        .await;
+    let keep = async move {
+        if bundle.wait_until_ready().await.is_err() || serving.wait_until_ready().await.is_err() {
+            return;
+        }
+        Controller::new(secrets, watcher::Config::default())
+            .reconcile_all_on(futures::stream::select(
+                changes,
+                crate::controllers::ticker(opts.resync),
+            ))
+            .run(
+                reconcile,
+                |s, e, _| {
+                    tracing::warn!(secret = %s.name_any(), error = %e, "user-data Secret");
+                    Action::requeue(Duration::from_secs(5))
+                },
+                keeper,
+            )
+            .for_each(|_| future::ready(()))
+            .await;
+    };
+    future::join(watches, keep).await;
 }
 
 #[cfg(test)]

@@ -218,7 +218,15 @@ async fn user_data_waits_while_the_bundle_does_not_verify_the_served_certificate
         .await
         .unwrap();
     create_user_data(c, "worker-user-data", "data:,installers", json!({})).await;
-    let _ctl = start_controller(c, keeping_user_data());
+    // Periods longer than the test: only the watches move either controller.
+    let mut config = keeping_user_data();
+    if let Some(s) = config.server_certs.as_mut() {
+        s.period = Duration::from_secs(3600);
+    }
+    if let Some(u) = config.user_data.as_mut() {
+        u.resync = Duration::from_secs(3600);
+    }
+    let _ctl = start_controller(c, config);
 
     // (Until server_certs has made the bundle, it waits for that.)
     let note = eventually(
@@ -242,7 +250,8 @@ async fn user_data_waits_while_the_bundle_does_not_verify_the_served_certificate
     );
     assert!(event_with(c, MAPI_NS, REASON_UPDATED).await.is_none());
 
-    // Their Secret gone, server_certs issues one from the bundle's CA; the keeper follows.
+    // Their Secret gone, server_certs issues one from the bundle's CA; the keeper follows at
+    // once, on the serving Secret's watch: the bundle did not change.
     ca_secrets
         .delete(SERVING, &Default::default())
         .await
