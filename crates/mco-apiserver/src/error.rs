@@ -163,16 +163,19 @@ impl ApiError {
     }
 
     pub fn invalid(r: &ResRef<'_>, name: &str, causes: Vec<Cause>) -> Self {
-        let joined = causes
-            .iter()
-            .map(|c| {
-                if c.field.is_empty() {
-                    c.message.clone()
-                } else {
-                    format!("{}: {}", c.field, c.message)
-                }
-            })
-            .collect::<Vec<_>>();
+        // Every cause is listed, but the message names each distinct error once, as
+        // apimachinery's aggregate does (an Event's changed reason is reported twice).
+        let mut joined: Vec<String> = Vec::new();
+        for c in &causes {
+            let line = if c.field.is_empty() {
+                c.message.clone()
+            } else {
+                format!("{}: {}", c.field, c.message)
+            };
+            if !joined.contains(&line) {
+                joined.push(line);
+            }
+        }
         let msg = if joined.len() == 1 {
             joined[0].clone()
         } else {

@@ -30,6 +30,7 @@ mod datadir;
 pub mod discovery;
 mod disruption;
 pub mod error;
+mod event;
 mod listen;
 mod machinery;
 pub mod metrics;

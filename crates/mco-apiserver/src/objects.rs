@@ -56,8 +56,13 @@ pub fn validate_meta(obj: &Value) -> Vec<Cause> {
         .collect()
 }
 
-/// Upstream's name validation: DNS-1123 labels for namespaces, subdomains otherwise.
+/// Upstream's name validation: DNS-1123 labels for namespaces, subdomains otherwise. An Event's
+/// name is judged with the Event, in upstream's order, by `crate::event`: a core one needs only
+/// be a path segment.
 pub fn validate_name(info: &ResourceInfo, name: &str) -> Option<Cause> {
+    if crate::event::is_event(info) {
+        return None;
+    }
     let label = info.group.is_empty() && info.plural == "namespaces";
     if label && !is_dns_label(name) {
         return Some(Cause::new(

@@ -235,7 +235,7 @@ fn config_map_key_errors(key: &str) -> Vec<String> {
 }
 
 /// A string quoted as Go's `%q` (`strconv.Quote`) does.
-fn go_quote(s: &str) -> String {
+pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

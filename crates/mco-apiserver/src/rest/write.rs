@@ -13,6 +13,7 @@ use super::{App, Target, dry_run};
 use crate::admission::{self, Write};
 use crate::auth::Identity;
 use crate::error::{ApiError, Cause};
+use crate::event;
 use crate::machinery;
 use crate::objects::{self, Part, meta_mut, meta_str};
 use crate::registry::ResourceInfo;
@@ -21,7 +22,7 @@ use crate::store::{Action, Outcome};
 
 /// A new object as it would be stored, by create or by an apply that creates: `stringData`
 /// folded, a Secret's type defaulted, server-set fields filled, a custom resource admitted by its
-/// schema, and a Secret validated.
+/// schema, and a Secret or an Event validated.
 fn admit_new(
     info: &ResourceInfo,
     version: &str,
@@ -35,7 +36,8 @@ fn admit_new(
     if info.is_custom() {
         objects::admit_custom(info, version, obj, name, strict)?;
     }
-    let causes = secret::validate(info, obj);
+    let mut causes = secret::validate(info, obj);
+    causes.extend(event::validate(info, version, obj));
     if !causes.is_empty() {
         return Err(ApiError::invalid(&info.rref(), name, causes));
     }
@@ -381,6 +383,7 @@ fn finish(
     if let Some(v) = &new {
         let mut causes = objects::validate_meta(v);
         causes.extend(secret::validate_update(info, cur, v));
+        causes.extend(event::validate_update(info, version, cur, v));
         if !causes.is_empty() {
             let name = meta_str(cur, "name").unwrap_or("");
             return Err(ApiError::invalid(&info.rref(), name, causes));

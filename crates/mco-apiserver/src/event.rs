@@ -1,0 +1,969 @@
+//! An Event's rules, as kube-apiserver's validation of an Event and its registry strategy have
+//! them (Kubernetes 1.37, the version the differential check runs against).
+//!
+//! Both served APIs, core `v1` and `events.k8s.io/v1`, store the same internal Event; the
+//! request's API decides how strictly it is judged:
+//!
+//! * Every write passes the "legacy" rules. An Event without `eventTime` (the old style) must
+//!   be in its involved object's namespace, or in `default` (or no namespace) when that object
+//!   is cluster-scoped. An Event with `eventTime` (the new style) about a cluster-scoped
+//!   object must be in `default` or `kube-system`, and needs a `reportingController` (a
+//!   qualified name), a `reportingInstance`, an `action` and a `reason` of at most 128 bytes
+//!   each, and a message (`note`) of at most 1,024 bytes.
+//! * A write through `events.k8s.io/v1` is also judged strictly: the name must be a DNS
+//!   subdomain, `eventTime` is required, `type` is `Normal` or `Warning`, the deprecated
+//!   fields (`deprecatedSource`, `deprecatedFirstTimestamp`, `deprecatedLastTimestamp`,
+//!   `deprecatedCount`) stay unset, a `series` counts at least 2 and has a
+//!   `lastObservedTime`; an update may change only `series` (and metadata).
+//!
+//! Field paths are the internal Event's, whichever API was used (`involvedObject`, `message`,
+//! `source`, `count`...), except that a core `v1` request names the reporting controller
+//! `reportingComponent`, its field there: kube-apiserver prints them so.
+//!
+//! Neither API defaults anything on an Event beyond the metadata every object gets.
+
+use serde_json::Value;
+
+use crate::error::Cause;
+use crate::objects::meta_str;
+use crate::registry::ResourceInfo;
+use crate::secret::go_quote;
+
+/// The most bytes of `reportingInstance`.
+pub const REPORTING_INSTANCE_LENGTH_LIMIT: usize = 128;
+/// The most bytes of `action`.
+pub const ACTION_LENGTH_LIMIT: usize = 128;
+/// The most bytes of `reason`.
+pub const REASON_LENGTH_LIMIT: usize = 128;
+/// The most bytes of the message (`note` in `events.k8s.io/v1`).
+pub const NOTE_LENGTH_LIMIT: usize = 1024;
+
+const EVENTS_GROUP: &str = "events.k8s.io";
+
+/// Whether `info` is an Event of either API.
+pub fn is_event(info: &ResourceInfo) -> bool {
+    info.plural == "events" && (info.group.is_empty() || info.group == EVENTS_GROUP)
+}
+
+/// How the request's API judges an Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// core `v1`: legacy rules only, the controller named `reportingComponent`.
+    CoreV1,
+    /// `events.k8s.io/v1beta1`: legacy rules only.
+    EventsV1beta1,
+    /// `events.k8s.io/v1` (and anything newer): legacy and strict rules.
+    Strict,
+}
+
+impl Api {
+    fn of(info: &ResourceInfo, version: &str) -> Api {
+        match (info.group.as_str(), version) {
+            ("", _) => Api::CoreV1,
+            (_, "v1beta1") => Api::EventsV1beta1,
+            _ => Api::Strict,
+        }
+    }
+
+    fn controller_field(self) -> &'static str {
+        match self {
+            Api::CoreV1 => "reportingComponent",
+            _ => "reportingController",
+        }
+    }
+}
+
+/// An object reference as the internal type holds it (absent strings are empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reference<'a> {
+    kind: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+    uid: &'a str,
+    api_version: &'a str,
+    resource_version: &'a str,
+    field_path: &'a str,
+}
+
+impl<'a> Reference<'a> {
+    fn of(v: Option<&'a Value>) -> Reference<'a> {
+        let s = |k: &str| {
+            v.and_then(|v| v.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        Reference {
+            kind: s("kind"),
+            namespace: s("namespace"),
+            name: s("name"),
+            uid: s("uid"),
+            api_version: s("apiVersion"),
+            resource_version: s("resourceVersion"),
+            field_path: s("fieldPath"),
+        }
+    }
+
+    /// As Go's `encoding/json` writes the internal type, which has no JSON tags.
+    fn go_json(&self) -> String {
+        format!(
+            "{{\"Kind\":{},\"Namespace\":{},\"Name\":{},\"UID\":{},\"APIVersion\":{},\"ResourceVersion\":{},\"FieldPath\":{}}}",
+            json_str(self.kind),
+            json_str(self.namespace),
+            json_str(self.name),
+            json_str(self.uid),
+            json_str(self.api_version),
+            json_str(self.resource_version),
+            json_str(self.field_path),
+        )
+    }
+}
+
+/// A point in time as `metav1.Time` or `MicroTime` holds it; `None` is Go's zero time
+/// (absent, `null`, empty, or `0001-01-01T00:00:00Z`).
+type Time = Option<jiff::Timestamp>;
+
+fn time(v: Option<&Value>) -> Time {
+    let t: jiff::Timestamp = v?.as_str()?.parse().ok()?;
+    (t != go_zero_time()).then_some(t)
+}
+
+fn go_zero_time() -> jiff::Timestamp {
+    jiff::Timestamp::from_second(-62_135_596_800).expect("year 1 is in range")
+}
+
+/// `metav1.Time` keeps whole seconds once stored.
+fn to_second(t: Time) -> Time {
+    t.and_then(|t| jiff::Timestamp::from_second(t.as_second()).ok())
+}
+
+/// `MicroTime` keeps microseconds.
+fn to_micro(t: Time) -> Time {
+    t.and_then(|t| jiff::Timestamp::from_microsecond(t.as_microsecond()).ok())
+}
+
+/// A time as Go's `json.Marshal` writes a `metav1.Time` (`micro` false) or a `MicroTime`.
+fn time_json(t: Time, micro: bool) -> String {
+    let Some(t) = t else {
+        return "null".into();
+    };
+    let dt = t.to_zoned(jiff::tz::TimeZone::UTC).datetime();
+    let secs = dt.strftime("%Y-%m-%dT%H:%M:%S");
+    if micro {
+        format!("\"{secs}.{:06}Z\"", dt.subsec_nanosecond() / 1000)
+    } else {
+        format!("\"{secs}Z\"")
+    }
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// The internal Event's fields, read from either API's JSON.
+#[derive(Debug, Clone)]
+struct Fields<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    generate_name: &'a str,
+    involved: Reference<'a>,
+    reason: &'a str,
+    message: &'a str,
+    source: (&'a str, &'a str),
+    first_timestamp: Time,
+    last_timestamp: Time,
+    count: i64,
+    type_: &'a str,
+    event_time: Time,
+    series: Option<(i64, Time)>,
+    action: &'a str,
+    related: Option<Reference<'a>>,
+    reporting_controller: &'a str,
+    reporting_instance: &'a str,
+}
+
+impl<'a> Fields<'a> {
+    fn of(info: &ResourceInfo, obj: &'a Value) -> Fields<'a> {
+        let core = info.group.is_empty();
+        let pick = |core_name: &str, events_name: &str| {
+            obj.get(if core { core_name } else { events_name })
+                .filter(|v| !v.is_null())
+        };
+        let s = |core_name: &str, events_name: &str| {
+            pick(core_name, events_name)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        let source = pick("source", "deprecatedSource");
+        let source_str = |k: &str| {
+            source
+                .and_then(|s| s.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        let series = obj.get("series").filter(|v| !v.is_null()).map(|s| {
+            (
+                s.get("count").and_then(Value::as_i64).unwrap_or(0),
+                time(s.get("lastObservedTime")),
+            )
+        });
+        Fields {
+            namespace: meta_str(obj, "namespace").unwrap_or(""),
+            name: meta_str(obj, "name").unwrap_or(""),
+            generate_name: meta_str(obj, "generateName").unwrap_or(""),
+            involved: Reference::of(pick("involvedObject", "regarding")),
+            reason: s("reason", "reason"),
+            message: s("message", "note"),
+            source: (source_str("component"), source_str("host")),
+            first_timestamp: time(pick("firstTimestamp", "deprecatedFirstTimestamp")),
+            last_timestamp: time(pick("lastTimestamp", "deprecatedLastTimestamp")),
+            count: pick("count", "deprecatedCount")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            type_: s("type", "type"),
+            event_time: time(obj.get("eventTime")),
+            series,
+            action: s("action", "action"),
+            related: obj
+                .get("related")
+                .filter(|v| !v.is_null())
+                .map(|r| Reference::of(Some(r))),
+            reporting_controller: s("reportingComponent", "reportingController"),
+            reporting_instance: s("reportingInstance", "reportingInstance"),
+        }
+    }
+}
+
+fn invalid(field: &str, quoted_value: &str, detail: &str) -> Cause {
+    Cause::new(
+        "FieldValueInvalid",
+        field,
+        format!("Invalid value: {quoted_value}: {detail}"),
+    )
+}
+
+fn required(field: &str) -> Cause {
+    Cause::new("FieldValueRequired", field, "Required value")
+}
+
+fn too_long(field: &str, limit: usize) -> Cause {
+    invalid(
+        field,
+        "\"\"",
+        &format!("can have at most {limit} characters"),
+    )
+}
+
+/// kube-apiserver's checks of an Event being created through `version` of `info`'s API.
+pub fn validate(info: &ResourceInfo, version: &str, obj: &Value) -> Vec<Cause> {
+    if !is_event(info) {
+        return Vec::new();
+    }
+    let api = Api::of(info, version);
+    let e = Fields::of(info, obj);
+    let mut causes = legacy(&e, api);
+    if api == Api::Strict {
+        causes.extend(strict_create(&e));
+    }
+    if causes.is_empty() {
+        // The generic metadata check kube-apiserver runs once the Event's own pass.
+        causes.extend(path_segment_name(&e));
+    }
+    causes
+}
+
+/// kube-apiserver's checks of an Event being updated from `old` to `new` through `version` of
+/// `info`'s API.
+pub fn validate_update(info: &ResourceInfo, version: &str, old: &Value, new: &Value) -> Vec<Cause> {
+    if !is_event(info) {
+        return Vec::new();
+    }
+    let api = Api::of(info, version);
+    let (o, n) = (Fields::of(info, old), Fields::of(info, new));
+    let mut causes = legacy(&n, api);
+    if api == Api::Strict {
+        causes.extend(strict_update(&o, &n));
+    }
+    causes
+}
+
+/// `legacyValidateEvent`: what every Event must satisfy, whichever API wrote it.
+fn legacy(e: &Fields<'_>, api: Api) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let ns_mismatch = || {
+        invalid(
+            "involvedObject.namespace",
+            &go_quote(e.involved.namespace),
+            "does not match event.namespace",
+        )
+    };
+    if e.event_time.is_none() {
+        let fits = if e.involved.namespace.is_empty() {
+            e.namespace.is_empty() || e.namespace == "default"
+        } else {
+            e.namespace == e.involved.namespace
+        };
+        if !fits {
+            causes.push(ns_mismatch());
+        }
+        return causes;
+    }
+    if e.involved.namespace.is_empty() && e.namespace != "default" && e.namespace != "kube-system" {
+        causes.push(ns_mismatch());
+    }
+    let controller = api.controller_field();
+    if e.reporting_controller.is_empty() {
+        causes.push(required(controller));
+    }
+    for msg in label_key_errors(e.reporting_controller) {
+        causes.push(invalid(controller, &go_quote(e.reporting_controller), &msg));
+    }
+    if e.reporting_instance.is_empty() {
+        causes.push(required("reportingInstance"));
+    }
+    if e.reporting_instance.len() > REPORTING_INSTANCE_LENGTH_LIMIT {
+        causes.push(too_long(
+            "reportingInstance",
+            REPORTING_INSTANCE_LENGTH_LIMIT,
+        ));
+    }
+    if e.action.is_empty() {
+        causes.push(required("action"));
+    }
+    if e.action.len() > ACTION_LENGTH_LIMIT {
+        causes.push(too_long("action", ACTION_LENGTH_LIMIT));
+    }
+    if e.reason.is_empty() {
+        causes.push(required("reason"));
+    }
+    if e.reason.len() > REASON_LENGTH_LIMIT {
+        causes.push(too_long("reason", REASON_LENGTH_LIMIT));
+    }
+    if e.message.len() > NOTE_LENGTH_LIMIT {
+        causes.push(too_long("message", NOTE_LENGTH_LIMIT));
+    }
+    causes
+}
+
+/// `ValidateEventCreate`'s strict part, for `events.k8s.io/v1`.
+fn strict_create(e: &Fields<'_>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    // ValidateObjectMeta with NameIsDNSSubdomain (labels and annotations are checked for
+    // every kind elsewhere).
+    if !e.generate_name.is_empty() {
+        for msg in dns1123_subdomain_errors(&mask_trailing_dash(e.generate_name)) {
+            causes.push(invalid(
+                "metadata.generateName",
+                &go_quote(e.generate_name),
+                &msg,
+            ));
+        }
+    }
+    if e.name.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "metadata.name",
+            "Required value: name or generateName is required",
+        ));
+    } else {
+        for msg in dns1123_subdomain_errors(e.name) {
+            causes.push(invalid("metadata.name", &go_quote(e.name), &msg));
+        }
+    }
+    causes.extend(series(e));
+    if e.event_time.is_none() {
+        causes.push(required("eventTime"));
+    }
+    if e.type_ != "Normal" && e.type_ != "Warning" {
+        causes.push(invalid(
+            "type",
+            "\"\"",
+            &format!("has invalid value: {}", e.type_),
+        ));
+    }
+    let unset = |causes: &mut Vec<Cause>, field: &str| {
+        causes.push(invalid(field, "\"\"", "needs to be unset"));
+    };
+    if e.first_timestamp.is_some() {
+        unset(&mut causes, "firstTimestamp");
+    }
+    if e.last_timestamp.is_some() {
+        unset(&mut causes, "lastTimestamp");
+    }
+    if e.count != 0 {
+        unset(&mut causes, "count");
+    }
+    if !e.source.0.is_empty() || !e.source.1.is_empty() {
+        unset(&mut causes, "source");
+    }
+    causes
+}
+
+/// `validateV1EventSeries`.
+fn series(e: &Fields<'_>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if let Some((count, last_observed)) = e.series {
+        if count < 2 {
+            causes.push(invalid("series.count", "\"\"", "should be at least 2"));
+        }
+        if last_observed.is_none() {
+            causes.push(required("series.lastObservedTime"));
+        }
+    }
+    causes
+}
+
+/// `ValidateEventUpdate`'s strict part, for `events.k8s.io/v1`: only `series` may change.
+fn strict_update(old: &Fields<'_>, new: &Fields<'_>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let micro_series = |s: Option<(i64, Time)>| s.map(|(c, t)| (c, to_micro(t)));
+    if micro_series(new.series) != micro_series(old.series) {
+        causes.extend(series(new));
+    }
+    let mut immutable = |field: &str, changed: bool, value: String| {
+        if changed {
+            causes.push(invalid(field, &value, "field is immutable"));
+        }
+    };
+    immutable(
+        "involvedObject",
+        new.involved != old.involved,
+        new.involved.go_json(),
+    );
+    let reason_changed = new.reason != old.reason;
+    immutable("reason", reason_changed, go_quote(new.reason));
+    immutable("message", new.message != old.message, go_quote(new.message));
+    immutable(
+        "source",
+        new.source != old.source,
+        format!(
+            "{{\"Component\":{},\"Host\":{}}}",
+            json_str(new.source.0),
+            json_str(new.source.1)
+        ),
+    );
+    // The stored times are whole seconds; the sent ones are compared as sent.
+    immutable(
+        "firstTimestamp",
+        new.first_timestamp != to_second(old.first_timestamp),
+        time_json(new.first_timestamp, false),
+    );
+    immutable(
+        "lastTimestamp",
+        new.last_timestamp != to_second(old.last_timestamp),
+        time_json(new.last_timestamp, false),
+    );
+    immutable("count", new.count != old.count, new.count.to_string());
+    // Upstream checks the reason twice.
+    immutable("reason", reason_changed, go_quote(new.reason));
+    immutable("type", new.type_ != old.type_, go_quote(new.type_));
+    // Changes below a microsecond are tolerated.
+    immutable(
+        "eventTime",
+        to_micro(new.event_time) != to_micro(old.event_time),
+        time_json(new.event_time, true),
+    );
+    immutable("action", new.action != old.action, go_quote(new.action));
+    immutable(
+        "related",
+        new.related != old.related,
+        new.related
+            .as_ref()
+            .map_or_else(|| "null".to_string(), Reference::go_json),
+    );
+    immutable(
+        "reportingController",
+        new.reporting_controller != old.reporting_controller,
+        go_quote(new.reporting_controller),
+    );
+    immutable(
+        "reportingInstance",
+        new.reporting_instance != old.reporting_instance,
+        go_quote(new.reporting_instance),
+    );
+    causes
+}
+
+/// The generic check of every object's name: it must be usable as a path segment.
+fn path_segment_name(e: &Fields<'_>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if !e.generate_name.is_empty() {
+        for msg in path_segment_errors(e.generate_name, true) {
+            causes.push(invalid(
+                "metadata.generateName",
+                &go_quote(e.generate_name),
+                &msg,
+            ));
+        }
+    }
+    for msg in path_segment_errors(e.name, false) {
+        causes.push(invalid("metadata.name", &go_quote(e.name), &msg));
+    }
+    causes
+}
+
+/// apimachinery's `IsPathSegmentName` (`prefix`: `IsPathSegmentPrefix`).
+fn path_segment_errors(name: &str, prefix: bool) -> Vec<String> {
+    if !prefix && (name == "." || name == "..") {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|c| name.contains(*c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
+}
+
+/// A `generateName` is checked with its trailing dash made a letter, as upstream does.
+fn mask_trailing_dash(name: &str) -> String {
+    match name.strip_suffix('-') {
+        Some(rest) if name.len() > 1 => format!("{rest}a"),
+        _ => name.to_string(),
+    }
+}
+
+const DNS1123_SUBDOMAIN_MAX: usize = 253;
+const LABEL_KEY_NAME_MAX: usize = 63;
+
+fn max_len_error(n: usize) -> String {
+    format!("must be no more than {n} bytes")
+}
+
+fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty() && ok(b[0]) && ok(b[b.len() - 1]) && b.iter().all(|&c| ok(c) || c == b'-')
+}
+
+/// apimachinery's `IsDNS1123Subdomain`, in 1.37's words.
+fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
+    }
+    if !value.split('.').all(is_dns1123_label) {
+        errs.push(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \
+             '-' or '.', and must start and end with an alphanumeric character (e.g. \
+             'example.com', regex used for validation is \
+             '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+                .to_string(),
+        );
+    }
+    errs
+}
+
+fn is_label_key_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: u8| c.is_ascii_alphanumeric();
+    !b.is_empty()
+        && alnum(b[0])
+        && alnum(b[b.len() - 1])
+        && b.iter()
+            .all(|&c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+}
+
+const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must \
+     start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
+     '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// apimachinery's `IsQualifiedName` (`IsLabelKey`), in 1.37's words.
+fn label_key_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts[..] {
+        [name] => name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            name
+        }
+        _ => {
+            return vec![format!(
+                "a valid label key {LABEL_KEY_MSG} with an optional DNS subdomain prefix and '/' \
+                 (e.g. 'example.com/MyName')"
+            )];
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > LABEL_KEY_NAME_MAX {
+        errs.push(format!("name part {}", max_len_error(LABEL_KEY_NAME_MAX)));
+    }
+    if !is_label_key_name(name) {
+        errs.push(format!("name part {LABEL_KEY_MSG}"));
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::Registry;
+
+    fn core() -> ResourceInfo {
+        Registry::new().lookup("", "v1", "events").unwrap()
+    }
+
+    fn events_v1() -> ResourceInfo {
+        Registry::new()
+            .lookup(EVENTS_GROUP, "v1", "events")
+            .unwrap()
+    }
+
+    fn lines(causes: Vec<Cause>) -> Vec<String> {
+        causes
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    fn create(info: &ResourceInfo, obj: &Value) -> Vec<String> {
+        lines(validate(info, "v1", obj))
+    }
+
+    fn update(info: &ResourceInfo, old: &Value, new: &Value) -> Vec<String> {
+        lines(validate_update(info, "v1", old, new))
+    }
+
+    /// An old-style core Event about a Node, as mco's daemon writes it.
+    fn daemon_event(ns: &str) -> Value {
+        json!({
+            "metadata": {"name": "worker-0.18eec29322d9ccb2", "namespace": ns},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": "worker-0"},
+            "reason": "OSUpdateStarted", "message": "Changing OS", "type": "Normal",
+            "source": {"component": "machineconfigdaemon", "host": "worker-0"},
+            "reportingComponent": "machineconfigdaemon", "reportingInstance": "worker-0",
+            "firstTimestamp": "2026-01-02T03:04:05Z", "lastTimestamp": "2026-01-02T03:04:05Z",
+            "count": 1,
+        })
+    }
+
+    /// A new-style Event as kube-runtime's `Recorder` writes it.
+    fn recorder_event() -> Value {
+        json!({
+            "metadata": {"name": "worker-0.18eec29322d9ccb2", "namespace": "default"},
+            "regarding": {"apiVersion": "v1", "kind": "Node", "name": "worker-0"},
+            "eventTime": "2026-01-02T03:04:05.123456Z",
+            "reportingController": "machineconfigcontroller",
+            "reportingInstance": "mco-controller-0",
+            "action": "Reconcile", "reason": "RolloutStarted", "note": "rolling", "type": "Normal",
+        })
+    }
+
+    const NS_MISMATCH: &str =
+        "involvedObject.namespace: Invalid value: \"\": does not match event.namespace";
+
+    #[test]
+    fn old_style_events_live_in_their_objects_namespace() {
+        let info = core();
+        assert!(create(&info, &daemon_event("default")).is_empty());
+        assert!(create(&info, &daemon_event("")).is_empty());
+        assert_eq!(create(&info, &daemon_event("diff")), [NS_MISMATCH]);
+        let mut pod = daemon_event("diff");
+        pod["involvedObject"] = json!({"kind": "Pod", "name": "p", "namespace": "diff"});
+        assert!(create(&info, &pod).is_empty());
+        pod["involvedObject"]["namespace"] = json!("other");
+        assert_eq!(
+            create(&info, &pod),
+            ["involvedObject.namespace: Invalid value: \"other\": does not match event.namespace"]
+        );
+        // mco-sim's join event: generateName, no reporting fields.
+        let sim = json!({
+            "metadata": {"generateName": "worker-0.", "name": "worker-0.abcde", "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": "worker-0", "apiVersion": "v1"},
+            "reason": "Provisioned", "message": "joined", "type": "Normal",
+            "source": {"component": "ignition", "host": "worker-0"}, "count": 1,
+        });
+        assert!(create(&info, &sim).is_empty());
+    }
+
+    #[test]
+    fn new_style_events_about_cluster_objects_live_in_default_or_kube_system() {
+        let info = events_v1();
+        let mut e = recorder_event();
+        assert!(create(&info, &e).is_empty());
+        e["metadata"]["namespace"] = json!("kube-system");
+        assert!(create(&info, &e).is_empty());
+        e["metadata"]["namespace"] = json!("diff");
+        assert_eq!(create(&info, &e), [NS_MISMATCH]);
+        // An Event about a namespaced object is not held to its namespace once it has an
+        // eventTime.
+        e["regarding"] = json!({"kind": "Pod", "name": "p", "namespace": "elsewhere"});
+        assert!(create(&info, &e).is_empty());
+    }
+
+    #[test]
+    fn new_style_events_need_their_reporting_fields() {
+        let mut e = recorder_event();
+        for k in [
+            "reportingController",
+            "reportingInstance",
+            "action",
+            "reason",
+        ] {
+            e.as_object_mut().unwrap().remove(k);
+        }
+        let name_part = format!("name part {LABEL_KEY_MSG}");
+        assert_eq!(
+            create(&events_v1(), &e),
+            [
+                "reportingController: Required value".to_string(),
+                "reportingController: Invalid value: \"\": name part must be non-empty".into(),
+                format!("reportingController: Invalid value: \"\": {name_part}"),
+                "reportingInstance: Required value".into(),
+                "action: Required value".into(),
+                "reason: Required value".into(),
+            ]
+        );
+        // Through core v1 the controller is called by its field there; the rules are the
+        // legacy ones only.
+        let mut c = daemon_event("default");
+        c["eventTime"] = json!("2026-01-02T03:04:05.000000Z");
+        c["action"] = json!("Update");
+        c.as_object_mut().unwrap().remove("reportingComponent");
+        assert_eq!(create(&core(), &c)[0], "reportingComponent: Required value");
+        c["reportingComponent"] = json!("a/b/c");
+        assert_eq!(
+            create(&core(), &c),
+            [format!(
+                "reportingComponent: Invalid value: \"a/b/c\": a valid label key {LABEL_KEY_MSG} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )]
+        );
+        c["reportingComponent"] = json!("example.com/machine-config");
+        assert!(create(&core(), &c).is_empty());
+        c["reportingComponent"] = json!(format!("x/{}", "a".repeat(64)));
+        assert_eq!(
+            create(&core(), &c),
+            [format!(
+                "reportingComponent: Invalid value: \"x/{}\": name part must be no more than 63 bytes",
+                "a".repeat(64)
+            )]
+        );
+    }
+
+    #[test]
+    fn lengths_are_limited_at_exactly_their_limit() {
+        let info = events_v1();
+        for (field, path, limit) in [
+            (
+                "reportingInstance",
+                "reportingInstance",
+                REPORTING_INSTANCE_LENGTH_LIMIT,
+            ),
+            ("action", "action", ACTION_LENGTH_LIMIT),
+            ("reason", "reason", REASON_LENGTH_LIMIT),
+            ("note", "message", NOTE_LENGTH_LIMIT),
+        ] {
+            let mut e = recorder_event();
+            e[field] = json!("x".repeat(limit));
+            assert!(create(&info, &e).is_empty(), "{field} at {limit}");
+            e[field] = json!("x".repeat(limit + 1));
+            assert_eq!(
+                create(&info, &e),
+                [format!(
+                    "{path}: Invalid value: \"\": can have at most {limit} characters"
+                )],
+                "{field} over {limit}"
+            );
+            // Bytes count, not characters.
+            e[field] = json!("é".repeat(limit / 2 + 1));
+            assert_eq!(create(&info, &e).len(), 1, "{field} in bytes");
+        }
+        // Old-style Events are not limited.
+        let mut old = daemon_event("default");
+        old["reason"] = json!("x".repeat(REASON_LENGTH_LIMIT + 1));
+        assert!(create(&core(), &old).is_empty());
+    }
+
+    #[test]
+    fn events_k8s_io_v1_is_strict_on_create() {
+        let info = events_v1();
+        let mut e = recorder_event();
+        e.as_object_mut().unwrap().remove("eventTime");
+        e["type"] = json!("Info");
+        e["deprecatedFirstTimestamp"] = json!("2026-01-02T03:04:05Z");
+        e["deprecatedLastTimestamp"] = json!("2026-01-02T03:04:05Z");
+        e["deprecatedCount"] = json!(1);
+        e["deprecatedSource"] = json!({"host": "worker-0"});
+        e["series"] = json!({"count": 1});
+        // Without eventTime the legacy rules are the old style's: the Node's Event in default
+        // passes them.
+        assert_eq!(
+            create(&info, &e),
+            [
+                "series.count: Invalid value: \"\": should be at least 2",
+                "series.lastObservedTime: Required value",
+                "eventTime: Required value",
+                "type: Invalid value: \"\": has invalid value: Info",
+                "firstTimestamp: Invalid value: \"\": needs to be unset",
+                "lastTimestamp: Invalid value: \"\": needs to be unset",
+                "count: Invalid value: \"\": needs to be unset",
+                "source: Invalid value: \"\": needs to be unset",
+            ]
+        );
+        let mut e = recorder_event();
+        e["series"] = json!({"count": 2, "lastObservedTime": "2026-01-02T03:04:06.000000Z"});
+        assert!(create(&info, &e).is_empty());
+        // The same Event through core v1 is judged by the legacy rules only.
+        let mut c = daemon_event("default");
+        c["type"] = json!("Info");
+        c["series"] = json!({"count": 1});
+        assert!(create(&core(), &c).is_empty());
+    }
+
+    #[test]
+    fn names_are_dns_subdomains_through_events_k8s_io_and_path_segments_through_core() {
+        let mut e = recorder_event();
+        e["metadata"]["name"] = json!("Node_A");
+        let subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+        assert_eq!(
+            create(&events_v1(), &e),
+            [format!(
+                "metadata.name: Invalid value: \"Node_A\": {subdomain}"
+            )]
+        );
+        e["metadata"]["name"] = json!("a".repeat(253));
+        assert!(create(&events_v1(), &e).is_empty());
+        e["metadata"]["name"] = json!("a".repeat(254));
+        assert_eq!(
+            create(&events_v1(), &e),
+            [format!(
+                "metadata.name: Invalid value: \"{}\": must be no more than 253 bytes",
+                "a".repeat(254)
+            )]
+        );
+        // A legacy error comes first.
+        e["metadata"]["namespace"] = json!("diff");
+        assert_eq!(create(&events_v1(), &e)[0], NS_MISMATCH);
+
+        let mut c = daemon_event("default");
+        c["metadata"]["name"] = json!("Node_A");
+        assert!(create(&core(), &c).is_empty());
+        c["metadata"]["name"] = json!("a%b");
+        assert_eq!(
+            create(&core(), &c),
+            ["metadata.name: Invalid value: \"a%b\": may not contain '%'"]
+        );
+        c["metadata"]["name"] = json!("..");
+        assert_eq!(
+            create(&core(), &c),
+            ["metadata.name: Invalid value: \"..\": may not be '..'"]
+        );
+        // The name is judged only when the Event's own rules pass.
+        c["metadata"]["namespace"] = json!("diff");
+        assert_eq!(create(&core(), &c), [NS_MISMATCH]);
+    }
+
+    #[test]
+    fn events_k8s_io_v1_updates_change_only_the_series() {
+        let info = events_v1();
+        let old = recorder_event();
+        // kube-runtime's Recorder counts a repeat by patching the series in.
+        let mut new = old.clone();
+        new["series"] = json!({"count": 2, "lastObservedTime": "2026-01-02T03:05:00.000000Z"});
+        assert!(update(&info, &old, &new).is_empty());
+        new["series"]["count"] = json!(1);
+        assert_eq!(
+            update(&info, &old, &new),
+            ["series.count: Invalid value: \"\": should be at least 2"]
+        );
+        // An unchanged bad series is not judged again.
+        assert!(update(&info, &new, &new).is_empty());
+
+        let mut new = old.clone();
+        new["reason"] = json!("Other");
+        assert_eq!(
+            update(&info, &old, &new),
+            [
+                "reason: Invalid value: \"Other\": field is immutable",
+                "reason: Invalid value: \"Other\": field is immutable",
+            ]
+        );
+        let mut new = old.clone();
+        new["regarding"]["name"] = json!("worker-1");
+        new["note"] = json!("changed");
+        new["type"] = json!("Warning");
+        new["action"] = json!("Drain");
+        new["reportingController"] = json!("other");
+        new["reportingInstance"] = json!("other-0");
+        new["related"] = json!({"kind": "Pod", "name": "p", "namespace": "default"});
+        new["deprecatedSource"] = json!({"component": "c"});
+        new["deprecatedFirstTimestamp"] = json!("2026-01-02T03:04:05Z");
+        new["deprecatedLastTimestamp"] = json!("2026-01-02T03:04:05.5Z");
+        new["deprecatedCount"] = json!(3);
+        new["eventTime"] = json!("2026-01-02T03:04:06.000000Z");
+        assert_eq!(
+            update(&info, &old, &new),
+            [
+                "involvedObject: Invalid value: {\"Kind\":\"Node\",\"Namespace\":\"\",\"Name\":\"worker-1\",\"UID\":\"\",\"APIVersion\":\"v1\",\"ResourceVersion\":\"\",\"FieldPath\":\"\"}: field is immutable",
+                "message: Invalid value: \"changed\": field is immutable",
+                "source: Invalid value: {\"Component\":\"c\",\"Host\":\"\"}: field is immutable",
+                "firstTimestamp: Invalid value: \"2026-01-02T03:04:05Z\": field is immutable",
+                "lastTimestamp: Invalid value: \"2026-01-02T03:04:05Z\": field is immutable",
+                "count: Invalid value: 3: field is immutable",
+                "type: Invalid value: \"Warning\": field is immutable",
+                "eventTime: Invalid value: \"2026-01-02T03:04:06.000000Z\": field is immutable",
+                "action: Invalid value: \"Drain\": field is immutable",
+                "related: Invalid value: {\"Kind\":\"Pod\",\"Namespace\":\"default\",\"Name\":\"p\",\"UID\":\"\",\"APIVersion\":\"\",\"ResourceVersion\":\"\",\"FieldPath\":\"\"}: field is immutable",
+                "reportingController: Invalid value: \"other\": field is immutable",
+                "reportingInstance: Invalid value: \"other-0\": field is immutable",
+            ]
+        );
+        // Below a microsecond the eventTime may move; the same instant written otherwise is
+        // the same time.
+        let mut new = old.clone();
+        new["eventTime"] = json!("2026-01-02T03:04:05.123456789Z");
+        assert!(update(&info, &old, &new).is_empty());
+        new["eventTime"] = json!("2026-01-02T04:04:05.123456+01:00");
+        assert!(update(&info, &old, &new).is_empty());
+        let mut new = old.clone();
+        new["related"] = Value::Null;
+        assert!(update(&info, &old, &new).is_empty());
+        new["regarding"]["uid"] = json!("");
+        assert!(update(&info, &old, &new).is_empty());
+    }
+
+    #[test]
+    fn core_v1_updates_are_judged_as_creates_are() {
+        let info = core();
+        let old = daemon_event("default");
+        let mut new = old.clone();
+        new["count"] = json!(2);
+        new["reason"] = json!("Other");
+        new["lastTimestamp"] = json!("2026-01-02T03:05:00Z");
+        assert!(update(&info, &old, &new).is_empty());
+        new["involvedObject"]["namespace"] = json!("diff");
+        assert_eq!(
+            update(&info, &old, &new),
+            ["involvedObject.namespace: Invalid value: \"diff\": does not match event.namespace"]
+        );
+    }
+
+    #[test]
+    fn times_print_as_go_marshals_them() {
+        let t = time(Some(&json!("2026-01-02T03:04:05.1234567Z")));
+        assert_eq!(time_json(t, true), "\"2026-01-02T03:04:05.123456Z\"");
+        assert_eq!(time_json(t, false), "\"2026-01-02T03:04:05Z\"");
+        assert_eq!(time_json(None, false), "null");
+        assert_eq!(time(Some(&json!("0001-01-01T00:00:00Z"))), None);
+        assert_eq!(time(Some(&Value::Null)), None);
+        assert_eq!(mask_trailing_dash("node-"), "nodea");
+        assert_eq!(mask_trailing_dash("-"), "-");
+    }
+
+    #[test]
+    fn other_kinds_are_not_events() {
+        let cm = Registry::new().lookup("", "v1", "configmaps").unwrap();
+        assert!(!is_event(&cm));
+        assert!(validate(&cm, "v1", &json!({})).is_empty());
+    }
+}
