@@ -7,6 +7,7 @@ mod api;
 mod apply_yaml;
 mod common;
 mod crash;
+mod events;
 mod kubectl;
 mod kubectl_crds;
 mod limits;
