@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod diff;
+pub mod extensions;
 pub mod ignition;
 pub mod irreconcilable;
 pub mod merge;

@@ -24,16 +24,8 @@ use thiserror::Error;
 use crate::ignition::{self, Ignition, IgnitionError, Violation};
 use crate::merge::{self, KERNEL_TYPE_64K_PAGES, KERNEL_TYPE_DEFAULT, KERNEL_TYPE_REALTIME};
 
-/// Upstream's supported extensions (`SupportedExtensions`); each maps to OS packages.
-pub const SUPPORTED_EXTENSIONS: &[&str] = &[
-    "two-node-ha",
-    "ipsec",
-    "usbguard",
-    "kerberos",
-    "kernel-devel",
-    "sandboxed-containers",
-    "sysstat",
-];
+/// Upstream's supported extensions with their packages; the names are validated against it.
+pub use crate::extensions::SUPPORTED_EXTENSIONS;
 
 /// The API version of every object mco renders or references.
 pub const API_VERSION: &str = "machineconfiguration.openshift.io/v1";
@@ -164,7 +156,7 @@ fn check_spec(name: &str, spec: &MachineConfigSpec) -> Result<(), RenderError> {
     let exts = spec.extensions.as_deref().unwrap_or_default();
     let bad: Vec<String> = exts
         .iter()
-        .filter(|e| !SUPPORTED_EXTENSIONS.contains(&e.as_str()))
+        .filter(|e| !crate::extensions::is_supported(e))
         .cloned()
         .collect();
     if !bad.is_empty() {
