@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use ignition_config::v3_5::{File, Unit};
 use mco_render::actions::PostConfigAction;
+use mco_render::extensions as mco_extensions;
 use mco_render::ignition::{self, IgnitionError};
 
 use crate::engine::image_mode;
@@ -20,6 +21,7 @@ use crate::engine::plan::{ParsedConfig, UpdatePlan};
 use crate::error::HostError;
 use crate::host::Host;
 use crate::host::backup;
+use crate::host::extensions;
 use crate::host::fs::{DEFAULT_FILE_MODE, EntryKind, FileAttrs, HostFs};
 use crate::host::ostree::{self, KernelType, Origin, RebaseMode};
 use crate::host::passwd;
@@ -334,6 +336,9 @@ pub struct Applied {
 pub struct ApplyOptions {
     /// Whether the host's OS is managed (`/run/ostree-booted`).
     pub managed_os: bool,
+    /// Whether the config's `extensions` are installed: an EL CoreOS host
+    /// ([`crate::engine::Engine::installs_extensions`]).
+    pub extensions: bool,
 }
 
 /// The message logged and reported when the OS part of a config is skipped.
@@ -396,7 +401,7 @@ fn apply_inner(
     fail::fail_point!("apply::after-ssh");
     if plan.os_update() {
         if opts.managed_os {
-            applied.os_updated = update_os(host, plan, journal)?;
+            applied.os_updated = update_os(host, plan, opts, journal)?;
         } else {
             let msg = os_skipped_message(&plan.new.mc.spec.os_image_url);
             tracing::info!("{msg}");
@@ -665,13 +670,84 @@ pub fn rebase_mode(booted: &Origin, url: &str, image_mode: bool) -> RebaseMode {
     }
 }
 
-fn update_os(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<bool, ApplyError> {
+/// Whether the update runs on on-cluster image mode (either side has an image): upstream's
+/// `oclEnabled`, where the image carries the kernel and packages, so neither the extensions
+/// repo nor extensions apply.
+fn image_mode_update(plan: &UpdatePlan) -> bool {
+    !image_mode::image_of(&plan.old.mc).is_empty() || !image_mode::image_of(&plan.new.mc).is_empty()
+}
+
+/// The extensions image to provide as the `coreos-extensions` repo for this OS update, as
+/// upstream decides it in `applyLayeredOSChanges`: when either config has extensions or a
+/// non-default kernel (whose packages come from the same repo, and rpm-ostree needs the repo of
+/// layered packages to carry them over a rebase), outside image mode, on a host that installs
+/// extensions.
+pub fn extensions_image(plan: &UpdatePlan, opts: ApplyOptions) -> Option<&str> {
+    let image = plan.new.mc.spec.base_os_extensions_container_image.as_str();
+    let has_extensions = |c: &ParsedConfig| {
+        !c.mc
+            .spec
+            .extensions
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+    };
+    let has_kernel = |c: &ParsedConfig| {
+        mco_render::diff::canonical_kernel_type(&c.mc.spec.kernel_type)
+            != KernelType::Default.as_mc()
+    };
+    let wanted = has_extensions(&plan.old)
+        || has_extensions(&plan.new)
+        || has_kernel(&plan.old)
+        || has_kernel(&plan.new);
+    (opts.extensions && !image.is_empty() && wanted && !image_mode_update(plan)).then_some(image)
+}
+
+/// Whether the layered extension packages are reconciled in this update (upstream's
+/// `applyExtensions`): some config has extensions, and they or the OS image changed; a forced
+/// re-apply reconciles them too, as it re-applies everything.
+fn extensions_to_apply(plan: &UpdatePlan, opts: ApplyOptions) -> bool {
+    let old = plan.old.mc.spec.extensions.as_deref().unwrap_or_default();
+    let new = plan.new.mc.spec.extensions.as_deref().unwrap_or_default();
+    opts.extensions
+        && !image_mode_update(plan)
+        && !(old.is_empty() && new.is_empty())
+        && (plan.force || plan.diff.extensions_changed || plan.diff.os_image_changed)
+}
+
+fn update_os(
+    host: &Host,
+    plan: &UpdatePlan,
+    opts: ApplyOptions,
+    journal: &mut Journal,
+) -> Result<bool, ApplyError> {
     let url = plan.new.mc.spec.os_image_url.clone();
     let os_err = |source: HostError| ApplyError::Os {
         url: url.clone(),
         source,
     };
     journal.record_os(&host.fs)?;
+    let Some(image) = extensions_image(plan, opts) else {
+        return update_os_steps(host, plan, opts);
+    };
+    // Journalled so that a crash with the repo in place removes it; the content is under /run.
+    journal.record(&host.fs, extensions::REPO_FILE)?;
+    tracing::info!(image, "providing the extensions repo");
+    let dir = host.extensions.provide(image).map_err(os_err)?;
+    let result = update_os_steps(host, plan, opts);
+    if let Err(e) = host.extensions.withdraw(&dir) {
+        tracing::warn!(error = %e, dir, "could not remove the extensions repo");
+    }
+    result
+}
+
+/// The OS steps in upstream's order: rebase, kernel arguments, kernel type, extensions.
+fn update_os_steps(host: &Host, plan: &UpdatePlan, opts: ApplyOptions) -> Result<bool, ApplyError> {
+    let url = plan.new.mc.spec.os_image_url.clone();
+    let os_err = |source: HostError| ApplyError::Os {
+        url: url.clone(),
+        source,
+    };
     host.os.cleanup_pending().map_err(os_err)?;
     let status = host.os.status().map_err(os_err)?;
     let booted_url = status.booted.os_image_url();
@@ -704,7 +780,32 @@ fn update_os(host: &Host, plan: &UpdatePlan, journal: &mut Journal) -> Result<bo
         host.os.set_kernel_type(kernel).map_err(os_err)?;
         changed = true;
     }
+    if extensions_to_apply(plan, opts) {
+        changed |= apply_extensions(host, plan).map_err(os_err)?;
+    }
     Ok(changed)
+}
+
+/// Moves the layered extension packages from what the booted deployment requests to the new
+/// config's extensions in one `rpm-ostree update`, then checks the staged deployment requests
+/// them all before any reboot (upstream's `applyExtensions` and `verifyExtensionsStaged`).
+/// Returns whether a deployment was staged.
+fn apply_extensions(host: &Host, plan: &UpdatePlan) -> Result<bool, HostError> {
+    let wanted = plan.new.mc.spec.extensions.as_deref().unwrap_or_default();
+    let installed = host.os.status()?.booted.requested_packages;
+    let args = mco_extensions::extension_args(&installed, wanted);
+    if args.is_empty() {
+        tracing::info!("No extension updates required");
+        return Ok(false);
+    }
+    tracing::info!(?args, "Applying extensions");
+    host.os.update_packages(&args)?;
+    let staged = host.os.status()?.staged.ok_or_else(|| {
+        HostError::State("no staged deployment found after applying extensions".into())
+    })?;
+    mco_extensions::verify_staged(&staged.requested_packages, wanted).map_err(HostError::State)?;
+    tracing::info!(config = %plan.new.name, "verified the extension packages are staged");
+    Ok(true)
 }
 
 /// Writes `/etc/machine-config-daemon/currentconfig` and `currentimage`, the source of truth

@@ -197,6 +197,9 @@ pub enum EngineError {
     /// The reboot could not be requested; the update was rolled back.
     #[error(transparent)]
     Reboot(HostError),
+    /// The booted deployment lacks a package of the config's extensions (upstream's words).
+    #[error("extension package verification failed: {0}")]
+    Extensions(String),
 }
 
 impl From<ValidationError> for EngineError {
@@ -310,6 +313,32 @@ impl Engine {
         self.os.is_managed_ostree()
     }
 
+    /// Whether a config's `extensions` are installed on this host: a managed EL CoreOS
+    /// ([`HostOs::is_el`]), as upstream's daemon installs them on RHCOS and SCOS only.
+    pub fn installs_extensions(&self) -> bool {
+        self.managed_os() && self.os.is_el()
+    }
+
+    /// Upstream's `verifyExtensionPackages`: every extension of `mc` is installed, by any of
+    /// its valid package sets. Upstream asks `rpm -q`; mco takes the booted deployment's
+    /// requested (layered) packages as the installed set, which is where the daemon put them.
+    /// Nothing to check on a host that does not install extensions, or on an image-mode
+    /// image, whose packages are built in rather than layered.
+    pub fn verify_extensions(&self, mc: &MachineConfig) -> Result<(), EngineError> {
+        let extensions = mc.spec.extensions.as_deref().unwrap_or_default();
+        if !self.installs_extensions()
+            || extensions.is_empty()
+            || !image_mode::image_of(mc).is_empty()
+        {
+            return Ok(());
+        }
+        let installed = self.host.os.status()?.booted.requested_packages;
+        mco_render::extensions::verify_installed(&installed, extensions)
+            .map_err(EngineError::Extensions)?;
+        tracing::info!("Successfully verified all extension packages are installed");
+        Ok(())
+    }
+
     /// Writes the ControllerConfig's CA bundles (see [`certs`]): the paths changed, and each
     /// bundle skipped with why.
     pub fn write_certificates(
@@ -412,7 +441,10 @@ impl Engine {
 
     /// Upstream's start-up check: a reboot owed by an interrupted update comes first; then the
     /// force file skips validation (and asks for a forced update); otherwise the disk must
-    /// match `current`.
+    /// match `current`, and its extensions be installed ([`Engine::verify_extensions`]), so a
+    /// node that booted into a config without its packages never reports Done. Upstream
+    /// verifies the extensions only when `current` is also the desired config; here any start
+    /// does, and the force file is the way past it.
     pub fn boot_check(&self, current: &MachineConfig) -> Result<BootCheck, EngineError> {
         let name = current.metadata.name.as_deref().unwrap_or_default();
         if let Some(pending) = PendingReboot::read(&self.host.fs)? {
@@ -453,6 +485,8 @@ impl Engine {
             return Err(e);
         }
         tracing::info!("Validated on-disk state");
+        // Booted into the config: its extensions must be there before it can be Done.
+        self.verify_extensions(current)?;
         Ok(BootCheck::Valid)
     }
 
@@ -576,6 +610,7 @@ impl Engine {
             &plan,
             ApplyOptions {
                 managed_os: self.managed_os(),
+                extensions: self.installs_extensions(),
             },
         )?;
         if os_events {

@@ -168,12 +168,13 @@ impl UpdatePlan {
         actions::requires_reboot(&self.actions)
     }
 
-    /// Whether the OS (image, kernel arguments, kernel type) is touched.
+    /// Whether the OS (image, kernel arguments, kernel type, extensions) is touched.
     pub fn os_update(&self) -> bool {
         self.force
             || self.diff.os_image_changed
             || self.diff.kernel_arguments_changed
             || self.diff.kernel_type_changed
+            || self.diff.extensions_changed
     }
 
     /// Whether the `core` user's SSH keys or password are touched.
@@ -182,11 +183,12 @@ impl UpdatePlan {
     }
 
     /// Upstream's Node events as the OS part starts (`applyOSChanges`): `InClusterUpgrade` when
-    /// the OS image or the kernel type changes, then `OSUpdateStarted` naming the changes.
+    /// the OS image, the extensions or the kernel type change, then `OSUpdateStarted` naming
+    /// the changes. Upstream sends them from the diff alone, whatever the host installs.
     pub fn os_started_events(&self) -> Vec<NodeEvent> {
         let d = &self.diff;
         let mut events = vec![];
-        if d.os_image_changed || d.kernel_type_changed {
+        if d.os_image_changed || d.extensions_changed || d.kernel_type_changed {
             events.push(NodeEvent::normal(
                 "InClusterUpgrade",
                 format!(
@@ -197,6 +199,7 @@ impl UpdatePlan {
         }
         let changes: Vec<&str> = [
             (d.os_image_changed, "Upgrading OS"),
+            (d.extensions_changed, "Installing extensions"),
             (d.kernel_type_changed, "Changing kernel type"),
             (d.kernel_arguments_changed, "Changing kernel arguments"),
         ]
@@ -382,6 +385,41 @@ mod tests {
                 "Updating to a target config with realtime kernel"
             )]
         );
+    }
+
+    #[test]
+    fn an_extensions_change_is_an_os_change_in_upstreams_words() {
+        let old = mc("rendered-a", "quay.io/os@sha256:1", ign(json!([])));
+        let mut new = mc("rendered-b", "quay.io/os@sha256:1", ign(json!([])));
+        new.spec.extensions = Some(vec!["usbguard".into()]);
+        let p = UpdatePlan::new(&old, &new, false, &ActionPolicy::Disruption).unwrap();
+        assert!(p.os_update());
+        assert!(p.reboots() && p.drain);
+        assert_eq!(
+            reasons(&p.os_started_events()),
+            vec![
+                (
+                    "InClusterUpgrade",
+                    "Updating from oscontainer quay.io/os@sha256:1"
+                ),
+                ("OSUpdateStarted", "Installing extensions"),
+            ]
+        );
+        // With a new image and kernel arguments, in upstream's order.
+        let mut newer = mc("rendered-c", "quay.io/os@sha256:2", ign(json!([])));
+        newer.spec.extensions = Some(vec!["usbguard".into()]);
+        newer.spec.kernel_arguments = Some(vec!["nosmt".into()]);
+        let p = UpdatePlan::new(&old, &newer, false, &ActionPolicy::Disruption).unwrap();
+        assert_eq!(
+            reasons(&p.os_started_events())[1],
+            (
+                "OSUpdateStarted",
+                "Upgrading OS; Installing extensions; Changing kernel arguments"
+            )
+        );
+        // The same extensions: no extension change.
+        let p = UpdatePlan::new(&new, &new, false, &ActionPolicy::Disruption).unwrap();
+        assert!(!p.os_update());
     }
 
     #[test]

@@ -7,12 +7,14 @@
 
 pub mod backup;
 pub mod cmd;
+pub mod extensions;
 pub mod fs;
 pub mod images;
 pub mod osrelease;
 pub mod ostree;
 pub mod passwd;
 pub mod paths;
+pub mod podman;
 pub mod reboot;
 pub mod systemd;
 pub mod units;
@@ -22,6 +24,7 @@ use std::path::Path;
 
 use crate::error::{HostError, Result};
 use crate::host::cmd::CommandRunner;
+use crate::host::extensions::{ExtensionsRepo, PodmanExtensions, SimExtensions};
 use crate::host::fs::{Durability, FileAttrs, HostFs};
 use crate::host::images::{ContainerImages, Crictl, SimImages};
 use crate::host::osrelease::HostOs;
@@ -50,6 +53,8 @@ pub struct Host {
     pub rebooter: Box<dyn Rebooter>,
     /// Its container images (CRI-O's), for PinnedImageSets.
     pub images: Box<dyn ContainerImages>,
+    /// How the extensions image's packages reach rpm-ostree (podman, or simulated).
+    pub extensions: Box<dyn ExtensionsRepo>,
     kind: HostKind,
 }
 
@@ -74,6 +79,7 @@ impl Host {
         Ok(Host {
             os: Box::new(RpmOstree::new(runner.clone())),
             images: Box::new(Crictl::new(runner.clone())),
+            extensions: Box::new(PodmanExtensions::new(fs.try_clone()?, runner.clone())),
             systemd: Box::new(Systemctl::new(runner.clone())),
             rebooter: Box::new(
                 SystemdRunRebooter::new(runner).after_ostree_finalize(ostree_booted),
@@ -89,6 +95,7 @@ impl Host {
         Ok(Host {
             os: Box::new(SimOstree::new(fs.try_clone()?)),
             images: Box::new(SimImages::new(fs.try_clone()?)),
+            extensions: Box::new(SimExtensions::new(fs.try_clone()?)),
             systemd: Box::new(SimSystemd::new(fs.try_clone()?)),
             rebooter: Box::new(SimRebooter::new(fs.try_clone()?)),
             fs,
@@ -99,6 +106,12 @@ impl Host {
     /// Replaces the rebooter (a simulated node's supervisor plugs in its notifier).
     pub fn with_rebooter(mut self, rebooter: Box<dyn Rebooter>) -> Host {
         self.rebooter = rebooter;
+        self
+    }
+
+    /// Replaces the extensions repo provider (tests plug in a podman fake).
+    pub fn with_extensions(mut self, extensions: Box<dyn ExtensionsRepo>) -> Host {
+        self.extensions = extensions;
         self
     }
 

@@ -2,7 +2,8 @@
 //!
 //! Seed 000: a node whose os-release said `ID="uos"` was not recognised as an ostree host, so
 //! first boot skipped the OS and an upgrade months later degraded the cluster. Here identity is
-//! for reporting only; management is decided by `/run/ostree-booted` alone.
+//! for reporting, and for one thing upstream also keeps to its own OS family: installing
+//! `extensions` ([`HostOs::is_el`]). Management is decided by `/run/ostree-booted` alone.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,7 +31,8 @@ pub struct OsRelease {
     pub fields: BTreeMap<String, String>,
 }
 
-/// Which OS family a host reports; for logs, metrics and MCN messages, never for decisions.
+/// Which OS family a host reports; for logs, metrics and MCN messages, and whether extensions
+/// are installed ([`OsKind::is_el`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OsKind {
     /// UnionTech UOS (`ID=uos`), the seed's host.
@@ -64,6 +66,13 @@ impl OsKind {
             OsKind::Rhel => "rhel",
             OsKind::Unknown => "unknown",
         }
+    }
+}
+
+impl OsKind {
+    /// RHCOS, SCOS, or a layered EL CoreOS: see [`HostOs::is_el`].
+    pub fn is_el(self) -> bool {
+        matches!(self, OsKind::Rhcos | OsKind::Scos | OsKind::ElCoreos)
     }
 }
 
@@ -215,6 +224,15 @@ impl HostOs {
         self.identity.kind()
     }
 
+    /// Whether the host is an "EL" CoreOS, as upstream's `IsEL`: RHCOS, SCOS, or either
+    /// reporting its base distro (`rhel`/`centos` with `VARIANT_ID=coreos`). The one decision
+    /// identity makes: extensions are installed (and verified) on EL hosts only, as upstream's
+    /// daemon does; on any other host (Fedora CoreOS, UOS, USwift, unknown) a config's
+    /// `extensions` change nothing.
+    pub fn is_el(&self) -> bool {
+        self.kind().is_el()
+    }
+
     /// One line for logs and MCN messages, e.g. `uos 20.20230625.uccps.0 (UOS Server 20), ostree`.
     pub fn describe(&self) -> String {
         let name = if self.identity.pretty_name.is_empty() {
@@ -276,6 +294,20 @@ mod tests {
         assert_eq!(k("ID=centos\nVARIANT_ID=coreos"), OsKind::ElCoreos);
         assert_eq!(k("ID=rhel"), OsKind::Rhel);
         assert_eq!(k("ID=debian"), OsKind::Unknown);
+        let el: Vec<OsKind> = [
+            OsKind::Uos,
+            OsKind::USwift,
+            OsKind::Rhcos,
+            OsKind::Scos,
+            OsKind::FedoraCoreos,
+            OsKind::ElCoreos,
+            OsKind::Rhel,
+            OsKind::Unknown,
+        ]
+        .into_iter()
+        .filter(|k| k.is_el())
+        .collect();
+        assert_eq!(el, vec![OsKind::Rhcos, OsKind::Scos, OsKind::ElCoreos]);
     }
 
     #[test]

@@ -717,3 +717,209 @@ fn an_image_update_stores_both_files_and_a_failure_restores_them() {
     .unwrap_err();
     assert_eq!(node.read(paths::CURRENT_IMAGE), None);
 }
+
+const EXTENSIONS_IMAGE: &str = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:e7";
+
+/// A rendered config with `extensions` and the cluster's extensions image.
+fn with_extensions(name: &str, extensions: &[&str]) -> mco_api::MachineConfig {
+    let mut m = mc(name, "", ign(json!([]), json!([])));
+    m.spec.extensions = Some(extensions.iter().map(|e| e.to_string()).collect());
+    m.spec.base_os_extensions_container_image = EXTENSIONS_IMAGE.into();
+    m
+}
+
+/// An ostree-booted simulated node that says it is RHCOS.
+fn el_node() -> Node {
+    let node = Node::new(true);
+    node.write("/etc/os-release", &support::fixture("os-release/rhcos"));
+    node
+}
+
+fn extensions_log(node: &Node) -> Vec<String> {
+    node.read(mco_daemon::host::extensions::SIM_LOG)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// upstream's applyExtensions on RHCOS: the extensions repo is provided for the update and
+/// withdrawn after it, `usbguard` is layered in a staged deployment booted at the reboot, the
+/// events say so, and removing the extension uninstalls it.
+#[test]
+fn extensions_are_installed_and_removed_on_an_el_node() {
+    let node = el_node();
+    let old = with_extensions("rendered-worker-0", &[]);
+    let new = with_extensions("rendered-worker-1", &["usbguard"]);
+    let (out, r) = update(&node, &old, &new);
+    assert_eq!(out, UpdateOutcome::Rebooting);
+    let staged = node.engine().host.os.status().unwrap().staged.unwrap();
+    assert_eq!(staged.requested_packages, vec!["usbguard"]);
+    let events: Vec<(&str, &str)> = r
+        .events
+        .iter()
+        .map(|e| (e.reason, e.message.as_str()))
+        .collect();
+    assert_eq!(
+        &events[..2],
+        &[
+            ("InClusterUpgrade", "Updating from oscontainer "),
+            ("OSUpdateStarted", "Installing extensions"),
+        ]
+    );
+    assert!(r.phases.iter().any(
+        |p| matches!(p, Phase::Applied { message, .. } if message.contains("OS did need an update"))
+    ));
+    // Provided from the image, then withdrawn: neither the repo nor the content is left.
+    let log = extensions_log(&node);
+    assert_eq!(log.len(), 2, "{log:?}");
+    let dir = log[0]
+        .strip_prefix(&format!("provide {EXTENSIONS_IMAGE} "))
+        .unwrap();
+    assert!(dir.starts_with("/run/mco-extensions/os-extensions-content-"));
+    assert_eq!(log[1], format!("withdraw {dir}"));
+    assert!(
+        !node
+            .fs
+            .exists(mco_daemon::host::extensions::REPO_FILE)
+            .unwrap()
+    );
+    assert!(!node.fs.exists(dir).unwrap());
+
+    // Booted into it, the node's check passes; the extension is in the booted deployment.
+    complete_sim_reboot(&node.fs).unwrap();
+    let e = node.engine();
+    assert_eq!(
+        e.host.os.status().unwrap().booted.requested_packages,
+        vec!["usbguard"]
+    );
+    assert_eq!(
+        e.boot_check(&new).unwrap(),
+        mco_daemon::engine::BootCheck::Valid
+    );
+
+    // Removed: uninstalled, other extensions installed in the same transaction.
+    let next = with_extensions("rendered-worker-2", &["sysstat"]);
+    update(&node, &new, &next);
+    let staged = node.engine().host.os.status().unwrap().staged.unwrap();
+    assert_eq!(staged.requested_packages, vec!["sysstat"]);
+    complete_sim_reboot(&node.fs).unwrap();
+    let none = with_extensions("rendered-worker-3", &[]);
+    let (_, r) = update(&node, &next, &none);
+    let staged = node.engine().host.os.status().unwrap().staged.unwrap();
+    assert!(staged.requested_packages.is_empty());
+    assert!(
+        r.events
+            .iter()
+            .any(|e| e.reason == "OSUpdateStarted" && e.message == "Installing extensions")
+    );
+}
+
+/// A node that booted into a config whose extensions are not installed is not Done: the boot
+/// check fails in upstream's words; one that has them passes.
+#[test]
+fn an_el_node_booted_without_its_extensions_fails_its_boot_check() {
+    let node = el_node();
+    let cfg = with_extensions("rendered-worker-1", &["usbguard", "kerberos"]);
+    let err = node.engine().boot_check(&cfg).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "extension package verification failed: extension \"usbguard\" verification failed: no valid package set is fully installed. Tried 1 package set(s), missing packages per set: [[usbguard]]"
+    );
+    // The same disk on a host that does not install extensions is valid.
+    let node = Node::new(true);
+    assert_eq!(
+        node.engine().boot_check(&cfg).unwrap(),
+        mco_daemon::engine::BootCheck::Valid
+    );
+}
+
+/// Not an EL host (the seed's UOS): extensions are neither provided nor installed, though the
+/// events still name the change, as upstream's do.
+#[test]
+fn a_non_el_node_installs_no_extensions() {
+    let node = Node::new(true);
+    let old = with_extensions("rendered-worker-0", &[]);
+    let new = with_extensions("rendered-worker-1", &["usbguard"]);
+    let (out, r) = update(&node, &old, &new);
+    assert_eq!(out, UpdateOutcome::Rebooting);
+    let st = node.engine().host.os.status().unwrap();
+    assert!(st.staged.is_none(), "{st:?}");
+    assert!(extensions_log(&node).is_empty());
+    assert!(
+        r.events
+            .iter()
+            .any(|e| e.reason == "OSUpdateStarted" && e.message == "Installing extensions")
+    );
+}
+
+/// An OS updater whose `rpm-ostree update` stages a deployment without the packages, as the
+/// upstream bug behind `verifyExtensionsStaged` (OCPBUGS-65645) did.
+struct DropsPackages(mco_daemon::host::ostree::SimOstree);
+
+impl OsUpdater for DropsPackages {
+    fn status(&self) -> mco_daemon::error::Result<mco_daemon::host::ostree::OsStatus> {
+        self.0.status()
+    }
+    fn rebase(
+        &self,
+        url: &str,
+        mode: &mco_daemon::host::ostree::RebaseMode,
+    ) -> mco_daemon::error::Result<()> {
+        self.0.rebase(url, mode)
+    }
+    fn kargs(&self) -> mco_daemon::error::Result<Vec<String>> {
+        self.0.kargs()
+    }
+    fn set_kargs(&self, delete: &[String], append: &[String]) -> mco_daemon::error::Result<()> {
+        self.0.set_kargs(delete, append)
+    }
+    fn set_kernel_type(
+        &self,
+        kernel: mco_daemon::host::ostree::KernelType,
+    ) -> mco_daemon::error::Result<()> {
+        self.0.set_kernel_type(kernel)
+    }
+    fn update_packages(&self, _: &[String]) -> mco_daemon::error::Result<()> {
+        // Stages something, but not the packages.
+        self.0.set_kargs(&[], &["quiet".into()])
+    }
+    fn cleanup_pending(&self) -> mco_daemon::error::Result<()> {
+        self.0.cleanup_pending()
+    }
+    fn cleanup_rollback(&self) -> mco_daemon::error::Result<()> {
+        self.0.cleanup_rollback()
+    }
+}
+
+/// The staged deployment is checked before the reboot: missing packages fail the update in
+/// upstream's words, and the rollback drops the staged deployment.
+#[test]
+fn packages_missing_from_the_staged_deployment_fail_the_update() {
+    let node = el_node();
+    let mut host = mco_daemon::Host::sim(node.dir.path()).unwrap();
+    host.os = Box::new(DropsPackages(node.sim_ostree()));
+    let engine = mco_daemon::engine::Engine::new(host).unwrap();
+    let old = with_extensions("rendered-worker-0", &[]);
+    let new = with_extensions("rendered-worker-1", &["kernel-devel"]);
+    let err = engine
+        .update(
+            &old,
+            &new,
+            UpdateOptions::default(),
+            &mut RecordingReporter::default(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "failed to update OS to : the following extension packages are missing from the staged deployment: [kernel-devel kernel-headers]"
+    );
+    assert!(node.engine().host.os.status().unwrap().staged.is_none());
+    assert!(
+        !node
+            .fs
+            .exists(mco_daemon::host::extensions::REPO_FILE)
+            .unwrap()
+    );
+}

@@ -11,6 +11,7 @@ mod engine_apply;
 mod firstboot_seed000;
 mod host;
 mod osrelease;
+mod podman;
 mod rpm_ostree;
 mod sim_ostree;
 #[path = "../support/mod.rs"]

@@ -342,3 +342,37 @@ fn fake_first_on_child_path() {
         vec![argv(&["cleanup", "-p"])]
     );
 }
+
+/// Extensions go in one `rpm-ostree update` transaction; nothing to do runs nothing.
+#[test]
+fn extensions_update_exact_argv() {
+    let t = tempfile::tempdir().unwrap();
+    let r = fake(t.path(), "staged-update.json", "");
+    let installed = r.status().unwrap().booted.requested_packages;
+    let args =
+        mco_render::extensions::extension_args(&installed, &argv(&["usbguard", "kernel-devel"]));
+    r.update_packages(&args).unwrap();
+    r.update_packages(&[]).unwrap();
+    // The staged deployment of the capture requests usbguard, which verification accepts.
+    let staged = r.status().unwrap().staged.unwrap();
+    assert_eq!(
+        mco_render::extensions::verify_staged(&staged.requested_packages, &argv(&["usbguard"])),
+        Ok(())
+    );
+    assert_eq!(
+        calls(t.path(), "rpm-ostree"),
+        vec![
+            argv(&["status", "--json"]),
+            argv(&[
+                "update",
+                "--install",
+                "kernel-devel",
+                "--install",
+                "kernel-headers",
+                "--install",
+                "usbguard"
+            ]),
+            argv(&["status", "--json"]),
+        ]
+    );
+}

@@ -185,3 +185,44 @@ fn unseeded_node_reports_missing_state() {
     let err = s.status().unwrap_err().to_string();
     assert!(err.contains("/var/lib/mco-sim/ostree.json"), "{err}");
 }
+
+/// `rpm-ostree update --install/--uninstall` stages a deployment requesting the new set, booted
+/// at the next reboot; rpm-ostree's refusals are the simulation's too.
+#[test]
+fn package_updates_stage_then_boot() {
+    let (t, s) = sim("seed-unpivoted.json");
+    s.update_packages(&argv(&["--install", "usbguard", "--install", "sysstat"]))
+        .unwrap();
+    let st = s.status().unwrap();
+    assert_eq!(
+        st.staged.unwrap().requested_packages,
+        argv(&["usbguard", "sysstat"])
+    );
+    assert!(st.booted.requested_packages.is_empty());
+    s.update_packages(&[]).unwrap();
+    assert!(s.finalize_reboot().unwrap());
+    assert_eq!(
+        s.status().unwrap().booted.requested_packages,
+        argv(&["usbguard", "sysstat"])
+    );
+    s.update_packages(&argv(&["--uninstall", "usbguard"]))
+        .unwrap();
+    assert_eq!(
+        s.status().unwrap().staged.unwrap().requested_packages,
+        argv(&["sysstat"])
+    );
+    let err = s
+        .update_packages(&argv(&["--install", "sysstat"]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "error: Package 'sysstat' is already requested");
+    let err = s
+        .update_packages(&argv(&["--uninstall", "usbguard"]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "error: Package/capability 'usbguard' is not currently requested"
+    );
+    drop(t);
+}

@@ -480,6 +480,14 @@ pub trait OsUpdater: Send + Sync {
     /// Switches the kernel flavour; a no-op when it is already the requested one.
     fn set_kernel_type(&self, kernel: KernelType) -> Result<()>;
 
+    /// Applies extension arguments (`--install P`, `--uninstall Q`, as
+    /// [`mco_render::extensions::extension_args`] makes them) in one transaction, `rpm-ostree
+    /// update --install P ... --uninstall Q ...`, staging a deployment that requests them on top
+    /// of the merge deployment (staged, else booted); a no-op when `args` is empty. The packages
+    /// come from the repositories enabled on the host, the extensions repo among them
+    /// ([`crate::host::extensions`]).
+    fn update_packages(&self, args: &[String]) -> Result<()>;
+
     /// Drops a staged/pending deployment (`rpm-ostree cleanup -p`).
     fn cleanup_pending(&self) -> Result<()>;
 

@@ -138,6 +138,13 @@ impl RpmOstree {
         args
     }
 
+    /// The argv applying extension arguments: `update --install P ... --uninstall Q ...`.
+    pub fn update_packages_args(args: &[String]) -> Vec<String> {
+        let mut argv = vec!["update".to_string()];
+        argv.extend(args.iter().cloned());
+        argv
+    }
+
     /// The argv sequence switching kernels: back to the default first when leaving a
     /// non-default kernel, then to the target.
     pub fn kernel_type_commands(from: KernelType, to: KernelType) -> Vec<Vec<String>> {
@@ -195,6 +202,13 @@ impl OsUpdater for RpmOstree {
             self.run(&cmd)?;
         }
         Ok(())
+    }
+
+    fn update_packages(&self, args: &[String]) -> Result<()> {
+        if args.is_empty() {
+            return Ok(());
+        }
+        self.run(&Self::update_packages_args(args)).map(drop)
     }
 
     fn cleanup_pending(&self) -> Result<()> {

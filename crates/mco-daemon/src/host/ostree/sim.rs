@@ -305,6 +305,47 @@ impl OsUpdater for SimOstree {
         })
     }
 
+    fn update_packages(&self, args: &[String]) -> Result<()> {
+        if args.is_empty() {
+            return Ok(());
+        }
+        self.update(|s| {
+            let idx = SimOstree::stage_from_merge(s)?;
+            let requested = &mut s.deployments[idx].requested_packages;
+            let mut it = args.iter();
+            while let Some(flag) = it.next() {
+                let pkg = it.next().ok_or_else(|| {
+                    HostError::State(format!("rpm-ostree update: {flag} without a package"))
+                })?;
+                // rpm-ostree's own refusals, so the simulation is no more lenient than a host.
+                match flag.as_str() {
+                    "--install" if requested.contains(pkg) => {
+                        return Err(HostError::State(format!(
+                            "error: Package '{pkg}' is already requested"
+                        )));
+                    }
+                    "--install" => requested.push(pkg.clone()),
+                    "--uninstall" => match requested.iter().position(|p| p == pkg) {
+                        Some(i) => {
+                            requested.remove(i);
+                        }
+                        None => {
+                            return Err(HostError::State(format!(
+                                "error: Package/capability '{pkg}' is not currently requested"
+                            )));
+                        }
+                    },
+                    other => {
+                        return Err(HostError::State(format!(
+                            "rpm-ostree update: unsupported argument {other}"
+                        )));
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn cleanup_pending(&self) -> Result<()> {
         self.update(|s| {
             let booted_idx = booted_index(s)?;
