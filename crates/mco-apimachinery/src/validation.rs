@@ -94,8 +94,15 @@ fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
     s
 }
 
+/// `util/validation`'s `MaxLenError`, which object names still use.
 fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")
+}
+
+/// The `content` package's `MaxLenError`, which label keys and values and what `content`
+/// validates use in the pinned kube-apiserver.
+fn max_len_bytes_error(n: usize) -> String {
+    format!("must be no more than {n} bytes")
 }
 
 fn alnum(c: u8) -> bool {
@@ -118,11 +125,22 @@ fn is_dns1123_label(s: &str) -> bool {
     !b.is_empty() && ok(b[0]) && ok(b[b.len() - 1]) && b.iter().all(|&c| ok(c) || c == b'-')
 }
 
-/// Why `value` is not a DNS-1123 subdomain (`IsDNS1123Subdomain`).
+/// Why `value` is not a DNS-1123 subdomain (`util/validation.IsDNS1123Subdomain`, which object
+/// names use).
 pub fn dns1123_subdomain(value: &str) -> Vec<String> {
+    subdomain_errors(value, max_len_error)
+}
+
+/// Why `value` is not a DNS-1123 subdomain in the `content` package's words
+/// (`content.IsDNS1123Subdomain`: label key prefixes, Event names).
+pub fn dns1123_subdomain_content(value: &str) -> Vec<String> {
+    subdomain_errors(value, max_len_bytes_error)
+}
+
+fn subdomain_errors(value: &str, too_long: fn(usize) -> String) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > DNS1123_SUBDOMAIN_MAX {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
+        errs.push(too_long(DNS1123_SUBDOMAIN_MAX));
     }
     if !value.split('.').all(is_dns1123_label) {
         errs.push(regex_error(
@@ -134,7 +152,8 @@ pub fn dns1123_subdomain(value: &str) -> Vec<String> {
     errs
 }
 
-/// Why `value` is not a qualified name, `[prefix/]name` (`IsQualifiedName`).
+/// Why `value` is not a qualified name, `[prefix/]name` (`IsQualifiedName`, which is the
+/// `content` package's `IsLabelKey` in the pinned kube-apiserver, in its words).
 pub fn qualified_name(value: &str) -> Vec<String> {
     let name_regex = || {
         regex_error(
@@ -152,7 +171,7 @@ pub fn qualified_name(value: &str) -> Vec<String> {
                 errs.push("prefix part must be non-empty".to_string());
             } else {
                 errs.extend(
-                    dns1123_subdomain(prefix)
+                    dns1123_subdomain_content(prefix)
                         .into_iter()
                         .map(|m| format!("prefix part {m}")),
                 );
@@ -161,7 +180,7 @@ pub fn qualified_name(value: &str) -> Vec<String> {
         }
         _ => {
             return vec![format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
                 name_regex()
             )];
         }
@@ -169,7 +188,10 @@ pub fn qualified_name(value: &str) -> Vec<String> {
     if name.is_empty() {
         errs.push("name part must be non-empty".to_string());
     } else if name.len() > LABEL_VALUE_MAX {
-        errs.push(format!("name part {}", max_len_error(LABEL_VALUE_MAX)));
+        errs.push(format!(
+            "name part {}",
+            max_len_bytes_error(LABEL_VALUE_MAX)
+        ));
     }
     if !is_qualified_name_part(name) {
         errs.push(format!("name part {}", name_regex()));
@@ -177,11 +199,11 @@ pub fn qualified_name(value: &str) -> Vec<String> {
     errs
 }
 
-/// Why `value` is not a label value (`IsValidLabelValue`).
+/// Why `value` is not a label value (`IsValidLabelValue`, `content.IsLabelValue`).
 pub fn label_value(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > LABEL_VALUE_MAX {
-        errs.push(max_len_error(LABEL_VALUE_MAX));
+        errs.push(max_len_bytes_error(LABEL_VALUE_MAX));
     }
     if !value.is_empty() && !is_qualified_name_part(value) {
         errs.push(regex_error(
@@ -347,7 +369,7 @@ mod tests {
         assert_eq!(
             messages(json!({"metadata": {"labels": {"a": over}}})),
             [format!(
-                "metadata.labels: Invalid value: \"{over}\": must be no more than 63 characters"
+                "metadata.labels: Invalid value: \"{over}\": must be no more than 63 bytes"
             )]
         );
     }
@@ -362,14 +384,14 @@ mod tests {
         assert_eq!(
             messages(json!({"metadata": {"labels": {&long: "v"}}})),
             [format!(
-                "metadata.labels: Invalid value: \"{long}\": name part must be no more than 63 characters"
+                "metadata.labels: Invalid value: \"{long}\": name part must be no more than 63 bytes"
             )]
         );
         let m = messages(json!({"metadata": {"labels": {"Example.com/a": "v"}}}));
         assert_eq!(m.len(), 1);
         assert!(m[0].starts_with("metadata.labels: Invalid value: \"Example.com/a\": prefix part a lowercase RFC 1123 subdomain"), "{m:?}");
         let m = messages(json!({"metadata": {"labels": {"a/b/c": "v", "/a": "v", "": "v"}}}));
-        assert!(m[0].contains("a qualified name must consist of"), "{m:?}");
+        assert!(m[0].contains("a valid label key must consist of"), "{m:?}");
         assert!(m[1].contains("prefix part must be non-empty"), "{m:?}");
         assert!(m[2].contains("name part must be non-empty"), "{m:?}");
     }

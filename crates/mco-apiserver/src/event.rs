@@ -22,6 +22,7 @@
 //!
 //! Neither API defaults anything on an Event beyond the metadata every object gets.
 
+use mco_apimachinery::validation;
 use serde_json::Value;
 
 use crate::error::Cause;
@@ -314,7 +315,7 @@ fn legacy(e: &Fields<'_>, api: Api) -> Vec<Cause> {
     if e.reporting_controller.is_empty() {
         causes.push(required(controller));
     }
-    for msg in label_key_errors(e.reporting_controller) {
+    for msg in validation::qualified_name(e.reporting_controller) {
         causes.push(invalid(controller, &go_quote(e.reporting_controller), &msg));
     }
     if e.reporting_instance.is_empty() {
@@ -350,7 +351,7 @@ fn strict_create(e: &Fields<'_>) -> Vec<Cause> {
     // ValidateObjectMeta with NameIsDNSSubdomain (labels and annotations are checked for
     // every kind elsewhere).
     if !e.generate_name.is_empty() {
-        for msg in dns1123_subdomain_errors(&mask_trailing_dash(e.generate_name)) {
+        for msg in validation::dns1123_subdomain_content(&mask_trailing_dash(e.generate_name)) {
             causes.push(invalid(
                 "metadata.generateName",
                 &go_quote(e.generate_name),
@@ -365,7 +366,7 @@ fn strict_create(e: &Fields<'_>) -> Vec<Cause> {
             "Required value: name or generateName is required",
         ));
     } else {
-        for msg in dns1123_subdomain_errors(e.name) {
+        for msg in validation::dns1123_subdomain_content(e.name) {
             causes.push(invalid("metadata.name", &go_quote(e.name), &msg));
         }
     }
@@ -521,89 +522,12 @@ fn mask_trailing_dash(name: &str) -> String {
     }
 }
 
-const DNS1123_SUBDOMAIN_MAX: usize = 253;
-const LABEL_KEY_NAME_MAX: usize = 63;
-
-fn max_len_error(n: usize) -> String {
-    format!("must be no more than {n} bytes")
-}
-
-fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty() && ok(b[0]) && ok(b[b.len() - 1]) && b.iter().all(|&c| ok(c) || c == b'-')
-}
-
-/// apimachinery's `IsDNS1123Subdomain`, in 1.37's words.
-fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_SUBDOMAIN_MAX {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
-    }
-    if !value.split('.').all(is_dns1123_label) {
-        errs.push(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \
-             '-' or '.', and must start and end with an alphanumeric character (e.g. \
-             'example.com', regex used for validation is \
-             '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-                .to_string(),
-        );
-    }
-    errs
-}
-
-fn is_label_key_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    let alnum = |c: u8| c.is_ascii_alphanumeric();
-    !b.is_empty()
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
-        && b.iter()
-            .all(|&c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
-}
-
-const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must \
-     start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
-     '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-
-/// apimachinery's `IsQualifiedName` (`IsLabelKey`), in 1.37's words.
-fn label_key_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts[..] {
-        [name] => name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(
-                    dns1123_subdomain_errors(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
-            }
-            name
-        }
-        _ => {
-            return vec![format!(
-                "a valid label key {LABEL_KEY_MSG} with an optional DNS subdomain prefix and '/' \
-                 (e.g. 'example.com/MyName')"
-            )];
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > LABEL_KEY_NAME_MAX {
-        errs.push(format!("name part {}", max_len_error(LABEL_KEY_NAME_MAX)));
-    }
-    if !is_label_key_name(name) {
-        errs.push(format!("name part {LABEL_KEY_MSG}"));
-    }
-    errs
-}
-
 #[cfg(test)]
 mod tests {
+    /// The pinned kube-apiserver's words for a label key's name part.
+    const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and \
+         must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
+         '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
     use serde_json::json;
 
     use super::*;

@@ -518,7 +518,7 @@ async fn kubectl_sees_metadata_validation() {
     let err = k.fails(&["create", "-f", &f]);
     assert!(
         err.contains(&format!(
-            "metadata.labels: Invalid value: \"{long}\": name part must be no more than 63 characters"
+            "metadata.labels: Invalid value: \"{long}\": name part must be no more than 63 bytes"
         )),
         "{err}"
     );
