@@ -441,10 +441,8 @@ impl Engine {
 
     /// Upstream's start-up check: a reboot owed by an interrupted update comes first; then the
     /// force file skips validation (and asks for a forced update); otherwise the disk must
-    /// match `current`, and its extensions be installed ([`Engine::verify_extensions`]), so a
-    /// node that booted into a config without its packages never reports Done. Upstream
-    /// verifies the extensions only when `current` is also the desired config; here any start
-    /// does, and the force file is the way past it.
+    /// match `current`. The extensions are checked apart ([`Engine::verify_extensions`]), as
+    /// upstream does, only when `current` is also the desired config.
     pub fn boot_check(&self, current: &MachineConfig) -> Result<BootCheck, EngineError> {
         let name = current.metadata.name.as_deref().unwrap_or_default();
         if let Some(pending) = PendingReboot::read(&self.host.fs)? {
@@ -485,8 +483,6 @@ impl Engine {
             return Err(e);
         }
         tracing::info!("Validated on-disk state");
-        // Booted into the config: its extensions must be there before it can be Done.
-        self.verify_extensions(current)?;
         Ok(BootCheck::Valid)
     }
 

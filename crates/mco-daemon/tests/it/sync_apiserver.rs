@@ -1058,8 +1058,12 @@ async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
         ],
         "{seen:#?}"
     );
-    let n = nodes.get(NODE).await.unwrap();
-    assert_eq!(annotation(&n, ann::STATE), "Degraded");
+    // The event is sent beside the failure's writes, so the state may follow it.
+    eventually("Degraded", 30, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        (annotation(&n, ann::STATE) == "Degraded").then_some(())
+    })
+    .await;
     assert_eq!(
         sim.read("/etc/mco-test-file"),
         None,

@@ -147,6 +147,11 @@ impl Daemon {
         inner.keep_drift(monitor);
         // Another desired config or image is the next sync's change.
         if desired.config.is_empty() || desired == current_target {
+            // In its desired config: its extensions must be installed before it is Done
+            // (upstream's verifyExtensionPackages). A node booted short of its target is not
+            // held back by the config it is leaving.
+            let (engine, booted) = (Arc::clone(&inner.engine), current.clone());
+            blocking(move || engine.verify_extensions(&booted)).await?;
             inner.complete(&current_target, Some(current)).await?;
         } else {
             inner.event(NodeEvent::normal(
