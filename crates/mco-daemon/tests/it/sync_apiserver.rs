@@ -1072,6 +1072,52 @@ async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
     task.abort();
 }
 
+/// An RHCOS node whose booted deployment lacks its config's extensions: booted into its
+/// desired config it is not Done (upstream's verifyExtensionPackages words); pointed at a
+/// config without them, it is not held back by the one it leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_in_its_desired_config_is_not_done_without_its_extensions() {
+    let (server, admin, mcs) = serve_with_crds().await;
+    let mut with_ext = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    with_ext.spec.extensions = Some(vec!["usbguard".into()]);
+    for m in [
+        with_ext,
+        mc("rendered-worker-1", "", ign(json!([]), json!([]))),
+    ] {
+        mcs.create(&PostParams::default(), &m).await.unwrap();
+    }
+    let (nodes, _mcns) = settled_node(&admin).await;
+    set_annotation(
+        &nodes,
+        ann::LAST_APPLIED_DRAIN,
+        "uncordon-rendered-worker-0",
+    )
+    .await;
+    drain_controller(nodes.clone());
+    let sim = SimNode::new(true);
+    sim.write("/etc/os-release", &support::fixture("os-release/rhcos"));
+    let task = start_daemon(node_client(&server).await, &sim);
+    eventually("Degraded for the missing extension", 30, || async {
+        let n = nodes.get(NODE).await.ok()?;
+        let reason = annotation(&n, ann::REASON);
+        (annotation(&n, ann::STATE) == "Degraded"
+            && reason.contains("extension package verification failed")
+            && reason.contains("usbguard"))
+        .then_some(())
+    })
+    .await;
+    // A target without the extension: the node updates to it (drained, written, its reboot
+    // requested) instead of staying Degraded over the config it leaves.
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
+    eventually(
+        "the reboot into rendered-worker-1 requested",
+        30,
+        || async { SimRebooter::pending(&sim.fs).ok().flatten().map(|_| ()) },
+    )
+    .await;
+    task.abort();
+}
+
 /// A machine the machine config server provisioned starts bootstrapping: Ignition wrote the
 /// file, first boot stored the encapsulated config (its Ignition empty) as `currentconfig`, and
 /// `node-annotations.json` is there. The daemon's first start stores the cluster's config in its
