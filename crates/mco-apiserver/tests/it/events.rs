@@ -19,50 +19,7 @@ fn events_path(ns: &str) -> String {
     format!("/apis/events.k8s.io/v1/namespaces/{ns}/events")
 }
 
-/// An HTTP answer: its status and its JSON body.
-struct Answer {
-    code: u16,
-    body: Value,
-}
-
-impl Answer {
-    fn message(&self) -> &str {
-        self.body["message"].as_str().unwrap_or_default()
-    }
-
-    fn causes(&self) -> Vec<(String, String, String)> {
-        self.body["details"]["causes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-                (s("reason"), s("field"), s("message"))
-            })
-            .collect()
-    }
-}
-
-async fn send(client: &kube::Client, method: &str, path: &str, ct: &str, body: &Value) -> Answer {
-    let body = match body {
-        Value::Null => Vec::new(),
-        Value::String(s) => s.clone().into_bytes(),
-        other => serde_json::to_vec(other).unwrap(),
-    };
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", ct)
-        .body(kube::client::Body::from(body))
-        .unwrap();
-    let resp = client.send(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect_bytes().await.unwrap();
-    Answer {
-        code,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
-}
+use common::{Answer, send};
 
 async fn post(client: &kube::Client, path: &str, body: Value) -> Answer {
     send(client, "POST", path, "application/json", &body).await

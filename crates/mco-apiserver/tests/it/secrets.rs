@@ -14,46 +14,7 @@ fn b64(s: impl AsRef<[u8]>) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-/// An HTTP answer: its status, its `Warning` headers and its JSON body.
-struct Answer {
-    code: u16,
-    warnings: Vec<String>,
-    body: Value,
-}
-
-impl Answer {
-    fn message(&self) -> &str {
-        self.body["message"].as_str().unwrap_or_default()
-    }
-}
-
-async fn send(client: &kube::Client, method: &str, path: &str, ct: &str, body: &Value) -> Answer {
-    let body = match body {
-        Value::String(s) => s.clone().into_bytes(),
-        Value::Null => Vec::new(),
-        other => serde_json::to_vec(other).unwrap(),
-    };
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", ct)
-        .body(kube::client::Body::from(body))
-        .unwrap();
-    let resp = client.send(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let warnings = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_string())
-        .collect();
-    let bytes = resp.into_body().collect_bytes().await.unwrap();
-    Answer {
-        code,
-        warnings,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
-}
+use common::{Answer, send};
 
 async fn create(client: &kube::Client, secret: Value) -> Answer {
     send(client, "POST", NS, "application/json", &secret).await
