@@ -164,6 +164,19 @@ async fn settled_node(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
     (nodes, mcns)
 }
 
+/// [`settled_node`] whose start-up uncordon is answered already, so a daemon's boot needs no
+/// drain controller.
+async fn settled_node_uncordoned(admin: &Client) -> Api<Node> {
+    let (nodes, _mcns) = settled_node(admin).await;
+    set_annotation(
+        &nodes,
+        ann::LAST_APPLIED_DRAIN,
+        "uncordon-rendered-worker-0",
+    )
+    .await;
+    nodes
+}
+
 /// The Node of [`settled_node`] without its MachineConfigNode.
 async fn settled_node_alone(admin: &Client) -> (Api<Node>, Api<MachineConfigNode>) {
     let nodes: Api<Node> = Api::all(admin.clone());
@@ -1005,14 +1018,8 @@ async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
     ] {
         mcs.create(&PostParams::default(), &m).await.unwrap();
     }
-    let (nodes, _mcns) = settled_node(&admin).await;
-    // The boot's uncordon is answered already; nothing answers the drain.
-    set_annotation(
-        &nodes,
-        ann::LAST_APPLIED_DRAIN,
-        "uncordon-rendered-worker-0",
-    )
-    .await;
+    // Nothing answers the drain.
+    let nodes = settled_node_uncordoned(&admin).await;
     let sim = SimNode::new(true);
     let mut opts = SyncOptions::new(NODE);
     opts.poll_interval = Duration::from_millis(50);
@@ -1086,13 +1093,7 @@ async fn a_node_in_its_desired_config_is_not_done_without_its_extensions() {
     ] {
         mcs.create(&PostParams::default(), &m).await.unwrap();
     }
-    let (nodes, _mcns) = settled_node(&admin).await;
-    set_annotation(
-        &nodes,
-        ann::LAST_APPLIED_DRAIN,
-        "uncordon-rendered-worker-0",
-    )
-    .await;
+    let nodes = settled_node_uncordoned(&admin).await;
     drain_controller(nodes.clone());
     let sim = SimNode::new(true);
     sim.write("/etc/os-release", &support::fixture("os-release/rhcos"));
