@@ -46,15 +46,13 @@ pub trait ExtensionsRepo: Send + Sync {
     fn provide(&self, image: &str) -> Result<String>;
 
     /// Removes [`REPO_FILE`] and the content directory `provide` returned.
-    fn withdraw(&self, content_dir: &str) -> Result<()> {
-        let fs = self.fs();
-        fs.remove_file(REPO_FILE)?;
-        fs.remove_all(content_dir)?;
-        Ok(())
-    }
+    fn withdraw(&self, content_dir: &str) -> Result<()>;
+}
 
-    /// The node's files, where the repo file and the content go.
-    fn fs(&self) -> &HostFs;
+/// What [`ExtensionsRepo::withdraw`] removes, on either kind of node.
+fn remove_repo(fs: &HostFs, content_dir: &str) -> Result<()> {
+    fs.remove_file(REPO_FILE)?;
+    fs.remove_all(content_dir).map(drop)
 }
 
 /// The real host's: podman copies the image's files out.
@@ -133,8 +131,8 @@ impl ExtensionsRepo for PodmanExtensions {
         }
     }
 
-    fn fs(&self) -> &HostFs {
-        &self.fs
+    fn withdraw(&self, content_dir: &str) -> Result<()> {
+        remove_repo(&self.fs, content_dir)
     }
 }
 
@@ -164,14 +162,9 @@ impl ExtensionsRepo for SimExtensions {
     }
 
     fn withdraw(&self, content_dir: &str) -> Result<()> {
-        self.fs.remove_file(REPO_FILE)?;
-        self.fs.remove_all(content_dir)?;
+        remove_repo(&self.fs, content_dir)?;
         self.fs
             .append(SIM_LOG, format!("withdraw {content_dir}\n").as_bytes())
-    }
-
-    fn fs(&self) -> &HostFs {
-        &self.fs
     }
 }
 
