@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -26,6 +27,7 @@ use crate::host::fs::{DEFAULT_FILE_MODE, EntryKind, FileAttrs, HostFs};
 use crate::host::ostree::{self, KernelType, Origin, RebaseMode};
 use crate::host::passwd;
 use crate::host::paths;
+use crate::host::retry;
 use crate::host::units::{self, DropinSpec, UnitSpec};
 use crate::host::users;
 
@@ -59,6 +61,18 @@ pub enum ApplyError {
         /// Target image.
         url: String,
         /// Why.
+        #[source]
+        source: HostError,
+    },
+    /// Every attempt of a rebase failed (upstream's wording, the last attempt's error and
+    /// apimachinery's `ErrWaitTimeout`).
+    #[error(
+        "failed to update OS to {url} after retries: {source}: timed out waiting for the condition"
+    )]
+    OsRetries {
+        /// Target image.
+        url: String,
+        /// The last attempt's error.
         #[source]
         source: HostError,
     },
@@ -741,6 +755,42 @@ fn update_os(
     result
 }
 
+/// The waits between attempts of a remote rebase: upstream's backoff (10 s doubling, capped at
+/// 60 s, 7 steps; OCPBUGS-43406: a pull that fails while, say, CoreDNS restarts succeeds on a
+/// later try). Reaching the cap ends it, so upstream tries 4 times over 70 s, and so does mco.
+pub fn rebase_waits() -> Vec<Duration> {
+    retry::backoff_waits(Duration::from_secs(10), 2, 7, Duration::from_secs(60))
+}
+
+/// Rebases to `url`, trying again after each of [`rebase_waits`] while the pull fails. The
+/// engine holds the node in its update meanwhile (drained, `Working`), as upstream's daemon
+/// does, instead of failing the update at the first transient registry or DNS error.
+fn rebase(host: &Host, url: &str, mode: &RebaseMode) -> Result<(), ApplyError> {
+    let what = format!("rebase to {url}");
+    // Linking the pull secret fails only on the node itself: that ends the update at once.
+    let mut local = None;
+    let pulled = retry::retry(&rebase_waits(), &host.pause, &what, || {
+        // Before every pull: the pull secret may have changed since the last one, and a
+        // reboot empties /run. Not journalled: it holds a path, not contents, and the next pull
+        // relinks it anyway.
+        if let Err(e) = ostree::link_pull_secret(&host.fs) {
+            local = Some(e);
+            return Ok(());
+        }
+        host.os.rebase(url, mode)
+    });
+    if let Some(source) = local {
+        return Err(ApplyError::Os {
+            url: url.to_string(),
+            source,
+        });
+    }
+    pulled.map_err(|e| ApplyError::OsRetries {
+        url: url.to_string(),
+        source: e.last,
+    })
+}
+
 /// The OS steps in upstream's order: rebase, kernel arguments, kernel type, extensions.
 fn update_os_steps(host: &Host, plan: &UpdatePlan, opts: ApplyOptions) -> Result<bool, ApplyError> {
     let url = plan.new.mc.spec.os_image_url.clone();
@@ -756,11 +806,7 @@ fn update_os_steps(host: &Host, plan: &UpdatePlan, opts: ApplyOptions) -> Result
         let layered = !image_mode::image_of(&plan.new.mc).is_empty();
         let mode = rebase_mode(&status.booted.origin, &url, layered);
         tracing::info!(from = ?booted_url, to = %url, ?mode, "rebasing OS");
-        // Before every pull: the pull secret may have changed since the last one, and a reboot
-        // empties /run. Not journalled: it holds a path, not contents, and the next pull
-        // relinks it anyway.
-        ostree::link_pull_secret(&host.fs).map_err(os_err)?;
-        host.os.rebase(&url, &mode).map_err(os_err)?;
+        rebase(host, &url, &mode)?;
         changed = true;
     } else if url == booted_url.clone().unwrap_or_default() {
         tracing::info!(url = %url, "already booted into the target OS image; skipping rebase");

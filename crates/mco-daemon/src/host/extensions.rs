@@ -16,11 +16,14 @@ use crate::host::cmd::CommandRunner;
 use crate::host::fs::{FileAttrs, HostFs};
 use crate::host::paths;
 use crate::host::podman::{CONTAINER_NAME_PREFIX, Podman};
+use crate::host::retry::{self, Pause};
 
 /// The yum repo file rpm-ostree reads, as upstream names it.
 pub const REPO_FILE: &str = "/etc/yum.repos.d/coreos-extensions.repo";
 /// Where the extensions image's files are copied, one directory per update.
 pub const CONTENT_BASE_DIR: &str = "/run/mco-extensions";
+/// Retries of a podman pull or copy after a failure, as upstream's (`numRetriesNetCommands`).
+pub const PODMAN_RETRIES: u32 = 5;
 /// A simulated node's record of provided and withdrawn repos, one line each.
 pub const SIM_LOG: &str = "/var/log/mco-sim/extensions.log";
 
@@ -62,6 +65,7 @@ pub struct PodmanExtensions {
     podman: Podman,
     chcon: PathBuf,
     runner: CommandRunner,
+    pause: Pause,
 }
 
 impl PodmanExtensions {
@@ -73,7 +77,14 @@ impl PodmanExtensions {
             podman: Podman::new(runner.clone()),
             chcon: PathBuf::from("chcon"),
             runner,
+            pause: retry::Pause::sleeping(),
         }
+    }
+
+    /// Replaces the waits between retries (tests record them).
+    pub fn with_pause(mut self, pause: Pause) -> PodmanExtensions {
+        self.pause = pause;
+        self
     }
 
     /// Replaces podman (tests bound its time).
@@ -91,13 +102,26 @@ impl PodmanExtensions {
                 .exists(paths::KUBELET_AUTH_FILE)?
                 .then_some(paths::KUBELET_AUTH_FILE);
             tracing::info!(image, "pulling the extensions image");
-            self.podman.pull(image, auth).map_err(|e| {
+            retry::retry(
+                &retry::command_waits(PODMAN_RETRIES),
+                &self.pause,
+                "podman pull",
+                || self.podman.pull(image, auth),
+            )
+            .map_err(|e| {
+                let e = e.command_error("podman");
                 HostError::State(format!("error pulling extensions image {image}: {e}"))
             })?;
         }
         let name = format!("{CONTAINER_NAME_PREFIX}{}", uuid::Uuid::new_v4());
         let id = self.podman.create(&name, image)?;
-        let copied = self.podman.copy_out(&id, dir);
+        let copied = retry::retry(
+            &retry::command_waits(PODMAN_RETRIES),
+            &self.pause,
+            "podman cp",
+            || self.podman.copy_out(&id, dir),
+        )
+        .map_err(|e| e.command_error("podman"));
         if let Err(e) = self.podman.remove(&name) {
             tracing::warn!(container = %name, error = %e, "could not remove the extraction container");
         }

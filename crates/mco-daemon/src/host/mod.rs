@@ -16,6 +16,7 @@ pub mod passwd;
 pub mod paths;
 pub mod podman;
 pub mod reboot;
+pub mod retry;
 pub mod systemd;
 pub mod units;
 pub mod users;
@@ -55,6 +56,8 @@ pub struct Host {
     pub images: Box<dyn ContainerImages>,
     /// How the extensions image's packages reach rpm-ostree (podman, or simulated).
     pub extensions: Box<dyn ExtensionsRepo>,
+    /// Waits between retries of a failed pull: the thread sleeps; tests record.
+    pub pause: retry::Pause,
     kind: HostKind,
 }
 
@@ -84,6 +87,7 @@ impl Host {
             rebooter: Box::new(
                 SystemdRunRebooter::new(runner).after_ostree_finalize(ostree_booted),
             ),
+            pause: retry::Pause::sleeping(),
             fs,
             kind: HostKind::Real,
         })
@@ -98,6 +102,7 @@ impl Host {
             extensions: Box::new(SimExtensions::new(fs.try_clone()?)),
             systemd: Box::new(SimSystemd::new(fs.try_clone()?)),
             rebooter: Box::new(SimRebooter::new(fs.try_clone()?)),
+            pause: retry::Pause::sleeping(),
             fs,
             kind: HostKind::Sim,
         })

@@ -12,6 +12,9 @@ use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
 use mco_daemon::host::{paths, users};
 use mco_render::actions::PostConfigAction;
 use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use support::{Node, URL_122, file, ign, mc};
 
 fn update(
@@ -859,43 +862,153 @@ fn a_non_el_node_installs_no_extensions() {
     );
 }
 
-/// An OS updater whose `rpm-ostree update` stages a deployment without the packages, as the
-/// upstream bug behind `verifyExtensionsStaged` (OCPBUGS-65645) did.
-struct DropsPackages(mco_daemon::host::ostree::SimOstree);
+/// The simulated OS updater with faults: its first `failing_rebases` rebases fail as a pull
+/// does (each counted in `rebases`), and with `drops_packages` its `rpm-ostree update` stages a
+/// deployment without the packages, as the upstream bug behind `verifyExtensionsStaged`
+/// (OCPBUGS-65645) did.
+struct Faulty {
+    inner: mco_daemon::host::ostree::SimOstree,
+    failing_rebases: usize,
+    rebases: Arc<AtomicUsize>,
+    drops_packages: bool,
+}
 
-impl OsUpdater for DropsPackages {
+impl Faulty {
+    fn new(node: &Node) -> Faulty {
+        Faulty {
+            inner: node.sim_ostree(),
+            failing_rebases: 0,
+            rebases: Arc::default(),
+            drops_packages: false,
+        }
+    }
+}
+
+impl OsUpdater for Faulty {
     fn status(&self) -> mco_daemon::error::Result<mco_daemon::host::ostree::OsStatus> {
-        self.0.status()
+        self.inner.status()
     }
     fn rebase(
         &self,
         url: &str,
         mode: &mco_daemon::host::ostree::RebaseMode,
     ) -> mco_daemon::error::Result<()> {
-        self.0.rebase(url, mode)
+        if self.rebases.fetch_add(1, Ordering::SeqCst) < self.failing_rebases {
+            return Err(mco_daemon::error::HostError::State(format!(
+                "pulling {url}: dial tcp: lookup registry.example: no such host"
+            )));
+        }
+        self.inner.rebase(url, mode)
     }
     fn kargs(&self) -> mco_daemon::error::Result<Vec<String>> {
-        self.0.kargs()
+        self.inner.kargs()
     }
     fn set_kargs(&self, delete: &[String], append: &[String]) -> mco_daemon::error::Result<()> {
-        self.0.set_kargs(delete, append)
+        self.inner.set_kargs(delete, append)
     }
     fn set_kernel_type(
         &self,
         kernel: mco_daemon::host::ostree::KernelType,
     ) -> mco_daemon::error::Result<()> {
-        self.0.set_kernel_type(kernel)
+        self.inner.set_kernel_type(kernel)
     }
-    fn update_packages(&self, _: &[String]) -> mco_daemon::error::Result<()> {
-        // Stages something, but not the packages.
-        self.0.set_kargs(&[], &["quiet".into()])
+    fn update_packages(&self, args: &[String]) -> mco_daemon::error::Result<()> {
+        if self.drops_packages {
+            // Stages something, but not the packages.
+            return self.inner.set_kargs(&[], &["quiet".into()]);
+        }
+        self.inner.update_packages(args)
     }
     fn cleanup_pending(&self) -> mco_daemon::error::Result<()> {
-        self.0.cleanup_pending()
+        self.inner.cleanup_pending()
     }
     fn cleanup_rollback(&self) -> mco_daemon::error::Result<()> {
-        self.0.cleanup_rollback()
+        self.inner.cleanup_rollback()
     }
+}
+
+/// An engine on `node` whose OS updater is `os`, and the waits its retries took.
+fn faulty_engine(
+    node: &Node,
+    os: Faulty,
+) -> (mco_daemon::engine::Engine, Arc<Mutex<Vec<Duration>>>) {
+    let waits: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let mut host = mco_daemon::Host::sim(node.dir.path()).unwrap();
+    host.os = Box::new(os);
+    let recorded = Arc::clone(&waits);
+    host.pause = mco_daemon::host::retry::Pause::new(move |d| recorded.lock().unwrap().push(d));
+    (mco_daemon::engine::Engine::new(host).unwrap(), waits)
+}
+
+/// A pull that fails is tried again after upstream's backoff (10 s, then 20 s), and the update
+/// goes on to the reboot.
+#[test]
+fn a_failed_pull_is_retried_after_upstreams_backoff() {
+    let node = Node::new(true);
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    update(&node, &old, &old);
+    let new = mc("rendered-worker-1", URL_122, ign(json!([]), json!([])));
+    let os = Faulty {
+        failing_rebases: 2,
+        ..Faulty::new(&node)
+    };
+    let rebases = Arc::clone(&os.rebases);
+    let (engine, waits) = faulty_engine(&node, os);
+    let out = engine
+        .update(
+            &old,
+            &new,
+            UpdateOptions::default(),
+            &mut RecordingReporter::default(),
+        )
+        .unwrap();
+    assert_eq!(out, UpdateOutcome::Rebooting);
+    assert_eq!(rebases.load(Ordering::SeqCst), 3);
+    let s = Duration::from_secs;
+    assert_eq!(*waits.lock().unwrap(), vec![s(10), s(20)]);
+    assert!(node.engine().host.os.status().unwrap().staged.is_some());
+}
+
+/// A pull failing at every attempt (four, over 70 s) fails the update in upstream's words with
+/// the last attempt's error, and the update is rolled back.
+#[test]
+fn a_pull_failing_at_every_attempt_fails_the_update() {
+    let node = Node::new(true);
+    node.write("/etc/motd", "os\n");
+    let old = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    update(&node, &old, &old);
+    let new = mc(
+        "rendered-worker-1",
+        URL_122,
+        ign(json!([file("/etc/motd", "mco\n", 0o644)]), json!([])),
+    );
+    let os = Faulty {
+        failing_rebases: usize::MAX,
+        ..Faulty::new(&node)
+    };
+    let rebases = Arc::clone(&os.rebases);
+    let (engine, waits) = faulty_engine(&node, os);
+    let err = engine
+        .update(
+            &old,
+            &new,
+            UpdateOptions::default(),
+            &mut RecordingReporter::default(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "failed to update OS to {URL_122} after retries: pulling {URL_122}: dial tcp: lookup \
+             registry.example: no such host: timed out waiting for the condition"
+        )
+    );
+    assert_eq!(rebases.load(Ordering::SeqCst), 4);
+    let s = Duration::from_secs;
+    assert_eq!(*waits.lock().unwrap(), vec![s(10), s(20), s(40)]);
+    assert_eq!(node.read("/etc/motd").unwrap(), "os\n");
+    assert!(node.engine().host.os.status().unwrap().staged.is_none());
 }
 
 /// The staged deployment is checked before the reboot: missing packages fail the update in
@@ -903,9 +1016,11 @@ impl OsUpdater for DropsPackages {
 #[test]
 fn packages_missing_from_the_staged_deployment_fail_the_update() {
     let node = el_node();
-    let mut host = mco_daemon::Host::sim(node.dir.path()).unwrap();
-    host.os = Box::new(DropsPackages(node.sim_ostree()));
-    let engine = mco_daemon::engine::Engine::new(host).unwrap();
+    let os = Faulty {
+        drops_packages: true,
+        ..Faulty::new(&node)
+    };
+    let (engine, _) = faulty_engine(&node, os);
     let old = with_extensions("rendered-worker-0", &[]);
     let new = with_extensions("rendered-worker-1", &["kernel-devel"]);
     let err = engine

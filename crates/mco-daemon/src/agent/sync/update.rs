@@ -249,7 +249,9 @@ impl Inner {
         };
         let err = res.as_ref().err().map(|e| e.to_string());
         match &res {
-            Err(EngineError::Apply(ApplyError::Os { .. })) => self.metrics.pivot_errors.inc(),
+            Err(EngineError::Apply(ApplyError::Os { .. } | ApplyError::OsRetries { .. })) => {
+                self.metrics.pivot_errors.inc()
+            }
             Err(EngineError::Reboot(_)) => self.metrics.reboots_failed.inc(),
             _ => 0,
         };
