@@ -940,6 +940,22 @@ fn faulty_engine(
     (mco_daemon::engine::Engine::new(host).unwrap(), waits)
 }
 
+/// An update by `engine`, its error as text.
+fn update_on(
+    engine: &mco_daemon::engine::Engine,
+    old: &mco_api::MachineConfig,
+    new: &mco_api::MachineConfig,
+) -> Result<UpdateOutcome, String> {
+    engine
+        .update(
+            old,
+            new,
+            UpdateOptions::default(),
+            &mut RecordingReporter::default(),
+        )
+        .map_err(|e| e.to_string())
+}
+
 /// A pull that fails is tried again after upstream's backoff (10 s, then 20 s), and the update
 /// goes on to the reboot.
 #[test]
@@ -954,14 +970,7 @@ fn a_failed_pull_is_retried_after_upstreams_backoff() {
     };
     let rebases = Arc::clone(&os.rebases);
     let (engine, waits) = faulty_engine(&node, os);
-    let out = engine
-        .update(
-            &old,
-            &new,
-            UpdateOptions::default(),
-            &mut RecordingReporter::default(),
-        )
-        .unwrap();
+    let out = update_on(&engine, &old, &new).unwrap();
     assert_eq!(out, UpdateOutcome::Rebooting);
     assert_eq!(rebases.load(Ordering::SeqCst), 3);
     let s = Duration::from_secs;
@@ -988,15 +997,7 @@ fn a_pull_failing_at_every_attempt_fails_the_update() {
     };
     let rebases = Arc::clone(&os.rebases);
     let (engine, waits) = faulty_engine(&node, os);
-    let err = engine
-        .update(
-            &old,
-            &new,
-            UpdateOptions::default(),
-            &mut RecordingReporter::default(),
-        )
-        .unwrap_err()
-        .to_string();
+    let err = update_on(&engine, &old, &new).unwrap_err();
     assert_eq!(
         err,
         format!(
@@ -1023,15 +1024,7 @@ fn packages_missing_from_the_staged_deployment_fail_the_update() {
     let (engine, _) = faulty_engine(&node, os);
     let old = with_extensions("rendered-worker-0", &[]);
     let new = with_extensions("rendered-worker-1", &["kernel-devel"]);
-    let err = engine
-        .update(
-            &old,
-            &new,
-            UpdateOptions::default(),
-            &mut RecordingReporter::default(),
-        )
-        .unwrap_err()
-        .to_string();
+    let err = update_on(&engine, &old, &new).unwrap_err();
     assert_eq!(
         err,
         "failed to update OS to : the following extension packages are missing from the staged deployment: [kernel-devel kernel-headers]"
