@@ -480,7 +480,7 @@ pub fn apply(
     let mut conflicts = Vec::new();
     for e in entries.iter().filter(|e| !is_self(e)) {
         for p in &e.fields {
-            if changed(live_v, &merged, p) {
+            if changed_for_apply(live_v, &merged, p, lt) {
                 conflicts.push(Conflict {
                     manager: e.describe(),
                     field: display_path(p),
@@ -500,7 +500,7 @@ pub fn apply(
     for e in entries.iter_mut().filter(|e| !is_self(e)) {
         let snapshot = e.fields.clone();
         for p in snapshot {
-            if changed(live_v, &merged, &p) {
+            if changed_for_apply(live_v, &merged, &p, lt) {
                 e.fields.remove(&p);
             }
         }
@@ -607,12 +607,24 @@ fn record_update_general(
     }
     // Ownership walks never fail for stored objects: duplicates are tolerated.
     let new = owned_set(&obj, lt, opts.reset_fields, false).unwrap_or_default();
-    let mut same = SameFields::new(before_v, &obj);
-    let touched: BTreeSet<Path> = new
+    let typed = typed_before(before_v, &obj, lt);
+    let before_t = typed.as_ref().unwrap_or(before_v);
+    let mut same = SameFields::new(before_t, &obj);
+    let mut touched: BTreeSet<Path> = new
         .iter()
-        .filter(|p| !same.covers(p) && changed(before_v, &obj, p))
+        .filter(|p| !same.covers(p) && changed(before_t, &obj, p))
         .cloned()
         .collect();
+    added_containers(
+        Some(before_t),
+        &obj,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        lt,
+        &mut touched,
+    );
+    let excluded = excluded_paths(opts.reset_fields);
+    touched.retain(|p| !is_excluded(p, &excluded));
     let is_self = |e: &ManagedEntry| {
         e.same_identity(manager, Operation::Update, &api_version, opts.subresource)
     };
@@ -742,6 +754,129 @@ fn excluded_paths(reset: &[&str]) -> Vec<Path> {
         .collect()
 }
 
+/// Whether nobody owns `p`: it lies under an excluded path, or it is `metadata` itself,
+/// which kube-apiserver strips from every field set (its fields are owned one by one).
+fn is_excluded(p: &Path, excluded: &[Path]) -> bool {
+    (p.len() == 1 && p[0] == "f:metadata") || excluded.iter().any(|x| p.starts_with(x))
+}
+
+/// `before` as kube-apiserver's typed form of it has it, when that differs from its JSON:
+/// the objects [`MergeKeys::always_present`] names are there, empty, wherever `after` has
+/// them and their parent is there. `None` when nothing is missing.
+fn typed_before(before: &Value, after: &Value, lt: &dyn MergeKeys) -> Option<Value> {
+    fn missing(
+        before: Option<&Value>,
+        after: &Value,
+        names: &mut Vec<String>,
+        lt: &dyn MergeKeys,
+        out: &mut Vec<Vec<String>>,
+    ) {
+        let Some(m) = after.as_object() else {
+            return;
+        };
+        for (k, child) in m {
+            if !child.is_object() {
+                continue;
+            }
+            names.push(k.clone());
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            if lt.always_present(&refs) {
+                let old = before.and_then(|b| b.get(k));
+                if old.is_none() {
+                    out.push(names.clone());
+                }
+                if old.is_none_or(Value::is_object) {
+                    missing(old, child, names, lt, out);
+                }
+            }
+            names.pop();
+        }
+    }
+    if !before.is_object() {
+        return None;
+    }
+    let mut paths = Vec::new();
+    missing(Some(before), after, &mut Vec::new(), lt, &mut paths);
+    if paths.is_empty() {
+        return None;
+    }
+    let mut typed = before.clone();
+    // Parents come before their children: each insertion finds its parent.
+    for p in paths {
+        let Some((last, parents)) = p.split_last() else {
+            continue;
+        };
+        let parent = parents
+            .iter()
+            .try_fold(&mut typed, |cur, name| cur.get_mut(name.as_str()));
+        if let Some(m) = parent.and_then(Value::as_object_mut) {
+            m.entry(last.clone())
+                .or_insert_with(|| Value::Object(Map::new()));
+        }
+    }
+    Some(typed)
+}
+
+/// The maps, lists and list items `after` has where `before` has no such container: the
+/// write added them, so it owns them itself (a `.` in `fieldsV1`), as structured-merge-diff's
+/// comparison marks every added node. Only parts that differ are walked.
+fn added_containers(
+    before: Option<&Value>,
+    after: &Value,
+    wire: &mut Path,
+    names: &mut Vec<String>,
+    lt: &dyn MergeKeys,
+    out: &mut BTreeSet<Path>,
+) {
+    match after {
+        Value::Object(m) if !m.is_empty() || wire.is_empty() => {
+            if !wire.is_empty() && !before.is_some_and(Value::is_object) {
+                out.insert(wire.clone());
+            }
+            let b = before.and_then(Value::as_object);
+            for (k, child) in m {
+                let old = b.and_then(|b| b.get(k));
+                if crate::value::equal_opt(old, Some(child)) {
+                    continue;
+                }
+                wire.push(format!("f:{k}"));
+                names.push(k.clone());
+                added_containers(old, child, wire, names, lt, out);
+                names.pop();
+                wire.pop();
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let keys = match resolve_list_type(lt, &name_refs) {
+                ListType::Atomic => return,
+                ListType::Set => None,
+                ListType::Map(keys) => Some(keys),
+            };
+            if !before.is_some_and(Value::is_array) {
+                out.insert(wire.clone());
+            }
+            let Some(keys) = keys else {
+                return;
+            };
+            let b = before.and_then(Value::as_array);
+            for item in items {
+                let Some(fields) = item_key_fields(item, &keys) else {
+                    continue;
+                };
+                let old = b.and_then(|b| b.iter().find(|i| key_matches(i, &fields)));
+                if crate::value::equal_opt(old, Some(item)) {
+                    continue;
+                }
+                wire.push(format!("k:{}", Value::Object(fields)));
+                added_containers(old, item, wire, names, lt, out);
+                wire.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
 fn walk_set(
     v: &Value,
     wire: &mut Path,
@@ -753,7 +888,15 @@ fn walk_set(
     match v {
         Value::Object(m) if !m.is_empty() || wire.is_empty() => {
             for (k, child) in m {
+                // A map entry is owned itself, not only through its leaves.
+                let free = (child.is_object() || child.is_array()) && {
+                    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                    lt.free_key(&name_refs, k)
+                };
                 wire.push(format!("f:{k}"));
+                if free {
+                    out.insert(wire.clone());
+                }
                 names.push(k.clone());
                 walk_set(child, wire, names, lt, strict, out)?;
                 names.pop();
@@ -936,6 +1079,19 @@ fn changed(a: &Value, b: &Value, p: &Path) -> bool {
             !(by_presence || (x.is_object() && y.is_object()) || x == y)
         }
     }
+}
+
+/// [`changed`] for an apply's conflicts: a list merged by items or as a set, there before and
+/// after, is unchanged itself (an owner of the list as a whole, a `.` in its `fieldsV1`, is
+/// not in conflict when items change), as only an atomic list is one value.
+fn changed_for_apply(a: &Value, b: &Value, p: &Path, lt: &dyn MergeKeys) -> bool {
+    if let (Some(Value::Array(_)), Some(Value::Array(_))) = (lookup(a, p), lookup(b, p)) {
+        let names: Vec<&str> = p.iter().filter_map(|e| e.strip_prefix("f:")).collect();
+        if resolve_list_type(lt, &names) != ListType::Atomic {
+            return false;
+        }
+    }
+    changed(a, b, p)
 }
 
 fn remove_path(root: &mut Value, path: &[String]) {
@@ -1599,6 +1755,202 @@ mod tests {
         assert_eq!(
             manager_from_user_agent(&"x".repeat(300)).len(),
             MAX_MANAGER_LEN
+        );
+    }
+
+    /// The `fieldsV1` of the entry of `manager`.
+    fn fields_of(obj: &Value, manager: &str) -> Value {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["manager"] == manager)
+            .unwrap_or_else(|| panic!("no entry of {manager} in {obj}"))["fieldsV1"]
+            .clone()
+    }
+
+    /// A custom resource's schema: a struct `spec` with a free-form `config`, and
+    /// conditions keyed by type under `status`.
+    fn pool_keys() -> MergeKeyTable {
+        MergeKeyTable::from_openapi_schema(&json!({"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "properties": {
+                "paused": {"type": "boolean"},
+                "config": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "selector": {"type": "object", "properties": {
+                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}}}},
+            "status": {"type": "object", "properties": {
+                "machineCount": {"type": "integer"},
+                "conditions": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["type"],
+                    "items": {"type": "object", "properties": {
+                        "type": {"type": "string"}, "status": {"type": "string"}}}}}}}}))
+    }
+
+    /// A create adds every map it sets: `labels` and `data` are owned themselves (`.`).
+    #[test]
+    fn create_owns_the_maps_it_adds() {
+        let keys = MergeKeyTable::builtin("", "ConfigMap").unwrap();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"generateName": "gen-", "labels": {"gen": "yes"}}, "data": {"k": "v"}});
+        let out = record_update(None, &cm, "creator", ApplyOptions::new(T1, &keys));
+        assert_eq!(
+            fields_of(&out, "creator"),
+            json!({"f:data": {".": {}, "f:k": {}},
+                   "f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:gen": {}}}})
+        );
+    }
+
+    /// An update that adds a map owns it; one that changes a leaf of a map that was there
+    /// owns the leaf only, and the map's owner keeps it (`.` alone) when it loses the leaf.
+    #[test]
+    fn update_owns_an_added_map_not_an_existing_one() {
+        let keys = MergeKeyTable::builtin("", "ConfigMap").unwrap();
+        let o = ApplyOptions::new(T1, &keys);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"a": "1"}});
+        let live = record_update(None, &cm, "creator", o);
+        let labeled = merge_patch(&live, &json!({"metadata": {"labels": {"tier": "x"}}})).unwrap();
+        let live = record_update(Some(&live), &labeled, "labeler", o);
+        assert_eq!(
+            fields_of(&live, "labeler"),
+            json!({"f:metadata": {"f:labels": {".": {}, "f:tier": {}}}})
+        );
+        let edited = merge_patch(
+            &live,
+            &json!({"metadata": {"labels": {"tier": "y"}}, "data": {"a": "2"}}),
+        )
+        .unwrap();
+        let out = record_update(Some(&live), &edited, "editor", o);
+        assert_eq!(
+            fields_of(&out, "editor"),
+            json!({"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {"f:tier": {}}}})
+        );
+        assert_eq!(fields_of(&out, "creator"), json!({"f:data": {}}));
+        assert_eq!(
+            fields_of(&out, "labeler"),
+            json!({"f:metadata": {"f:labels": {}}})
+        );
+    }
+
+    /// A status write adding `status` and a keyed condition owns the map, the list and the
+    /// item; a later condition added to the list owns its item only.
+    #[test]
+    fn status_patch_owns_the_condition_it_adds() {
+        let keys = pool_keys();
+        let o = ApplyOptions::for_status(T1, &keys);
+        let pool = json!({"apiVersion": "x.io/v1", "kind": "Pool", "metadata": {"name": "p"},
+            "spec": {"paused": false}});
+        let live = record_update(None, &pool, "creator", ApplyOptions::new(T1, &keys));
+        assert_eq!(
+            fields_of(&live, "creator"),
+            json!({"f:spec": {".": {}, "f:paused": {}}})
+        );
+        let ready = merge_patch(
+            &live,
+            &json!({"status": {"machineCount": 2, "conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .unwrap();
+        let live = record_update(Some(&live), &ready, "controller", o);
+        assert_eq!(
+            fields_of(&live, "controller"),
+            json!({"f:status": {".": {}, "f:conditions": {".": {},
+                "k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}},
+                "f:machineCount": {}}})
+        );
+        let mut degraded = live.clone();
+        degraded["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "Degraded", "status": "False"}));
+        let out = record_update(Some(&live), &degraded, "daemon", o);
+        assert_eq!(
+            fields_of(&out, "daemon"),
+            json!({"f:status": {"f:conditions": {
+                "k:{\"type\":\"Degraded\"}": {".": {}, "f:status": {}, "f:type": {}}}}})
+        );
+    }
+
+    /// A by-value struct of a built-in kind (a Node's `spec` and `status`, a Lease's `spec`)
+    /// is in kube-apiserver's typed object before the write: nobody adds it.
+    #[test]
+    fn builtin_structs_are_never_added() {
+        let keys = MergeKeyTable::builtin("", "Node").unwrap();
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"bootID": "b"}}});
+        let out = record_update(None, &node, "kubelet", ApplyOptions::new(T1, &keys));
+        assert_eq!(
+            fields_of(&out, "kubelet"),
+            json!({"f:spec": {"f:unschedulable": {}}, "f:status": {
+                "f:conditions": {".": {}, "k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}},
+                "f:nodeInfo": {"f:bootID": {}}}})
+        );
+        // An empty `spec` where the stored JSON had none is no change either.
+        let bare = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "m"}});
+        let live = record_update(None, &bare, "kubelet", ApplyOptions::new(T1, &keys));
+        let mut specced = live.clone();
+        specced["spec"] = json!({});
+        let out = record_update(Some(&live), &specced, "other", ApplyOptions::new(T1, &keys));
+        assert!(out["metadata"].get("managedFields").is_none(), "{out}");
+        let lease_keys = MergeKeyTable::builtin("coordination.k8s.io", "Lease").unwrap();
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}});
+        let out = record_update(None, &lease, "holder", ApplyOptions::new(T1, &lease_keys));
+        assert_eq!(
+            fields_of(&out, "holder"),
+            json!({"f:spec": {"f:holderIdentity": {}}})
+        );
+    }
+
+    /// An apply owns keyed list items and map entries themselves, never declared fields:
+    /// `labels` and `spec` have no `.`, an entry of a free-form object does.
+    #[test]
+    fn apply_owns_items_and_map_entries() {
+        let keys = pool_keys();
+        let pool = json!({"apiVersion": "x.io/v1", "kind": "Pool",
+            "metadata": {"name": "p", "labels": {"a": "1"}},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}, "flat": 1},
+                     "selector": {"matchLabels": {"role": "worker"}}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let out = apply(None, &pool, "applier", false, ApplyOptions::new(T1, &keys)).unwrap();
+        assert_eq!(
+            fields_of(&out, "applier"),
+            json!({"f:metadata": {"f:labels": {"f:a": {}}},
+                   "f:spec": {"f:config": {"f:flat": {}, "f:ignition": {".": {}, "f:version": {}}},
+                              "f:selector": {"f:matchLabels": {"f:role": {}}}},
+                   "f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}}}})
+        );
+    }
+
+    /// A map owned itself by one manager and its entries by others: an apply conflicts only
+    /// with the entry's owner, and dropping its entry leaves the map to its owner.
+    #[test]
+    fn apply_treats_a_map_owner_apart_from_its_entries() {
+        let keys = MergeKeyTable::builtin("", "ConfigMap").unwrap();
+        let o = ApplyOptions::new(T1, &keys);
+        let cm = |labels: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "c", "labels": labels}})
+        };
+        let live = record_update(None, &cm(json!({"a": "1"})), "creator", o);
+        let live = apply(Some(&live), &cm(json!({"a": "2"})), "applier", true, o).unwrap();
+        assert_eq!(
+            fields_of(&live, "creator"),
+            json!({"f:metadata": {"f:labels": {}}})
+        );
+        let err = apply(Some(&live), &cm(json!({"a": "3"})), "third", false, o).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"applier\": .metadata.labels.a"
+        );
+        let bare = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let out = apply(Some(&live), &bare, "applier", false, o).unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({}));
+        assert_eq!(
+            fields_of(&out, "creator"),
+            json!({"f:metadata": {"f:labels": {}}})
         );
     }
 

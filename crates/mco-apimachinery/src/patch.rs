@@ -7,7 +7,7 @@
 //! serves built-in kinds ([`MergeKeyTable::builtin`]), CRD schemas
 //! ([`MergeKeyTable::from_openapi_schema`]) and server-side apply.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -44,6 +44,23 @@ impl ListType {
 /// `["spec", "template", "spec", "containers", "env"]`.
 pub trait MergeKeys {
     fn list_type(&self, path: &[&str]) -> ListType;
+
+    /// Whether the child `key` of the object at `path` is a map entry (an
+    /// `additionalProperties` key, or any key under
+    /// `x-kubernetes-preserve-unknown-fields` or a schema-less object) rather
+    /// than a declared field. Server-side apply owns such an entry itself, not
+    /// only its leaves, as structured-merge-diff's `ToFieldSet` does.
+    fn free_key(&self, _path: &[&str], _key: &str) -> bool {
+        false
+    }
+
+    /// Whether the object at `path` is always there in kube-apiserver's typed
+    /// form of an object whose parent is there (a Go struct held by value, such
+    /// as a Node's `spec`): a write that sets it for the first time in JSON did
+    /// not add it, so it does not take ownership of it.
+    fn always_present(&self, _path: &[&str]) -> bool {
+        false
+    }
 }
 
 impl<F> MergeKeys for F
@@ -64,10 +81,15 @@ pub(crate) fn resolve_list_type(keys: &dyn MergeKeys, path: &[&str]) -> ListType
     }
 }
 
-/// A [`MergeKeys`] lookup held as a table from dotted paths to list types.
+/// A [`MergeKeys`] lookup held as a table from dotted paths to list types,
+/// with the object shapes of a CRD schema and a built-in kind's by-value structs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MergeKeyTable {
     entries: HashMap<String, ListType>,
+    /// Where objects take keys beyond their declared fields (CRD schemas).
+    shape: Option<Shape>,
+    /// Dotted paths of the objects [`MergeKeys::always_present`] names.
+    present: HashSet<String>,
 }
 
 impl MergeKeys for MergeKeyTable {
@@ -76,6 +98,86 @@ impl MergeKeys for MergeKeyTable {
             .get(&path.join("."))
             .cloned()
             .unwrap_or_default()
+    }
+
+    fn free_key(&self, path: &[&str], key: &str) -> bool {
+        // `metadata` is ObjectMeta whatever a CRD's schema says of it.
+        if path.first() == Some(&"metadata") || (path.is_empty() && key == "metadata") {
+            return false;
+        }
+        self.shape.as_ref().is_some_and(|s| s.free_key(path, key))
+    }
+
+    fn always_present(&self, path: &[&str]) -> bool {
+        !self.present.is_empty() && self.present.contains(&path.join("."))
+    }
+}
+
+/// Which keys of an object are declared fields, as structured-merge-diff's
+/// schema conversion of an OpenAPI schema decides (kube-openapi `schemaconv`).
+/// A list's node stands for its items, as list positions are left out of paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Shape {
+    /// Any value, every key of any object in it a map entry: an object
+    /// without properties, or `additionalProperties: true`.
+    Deduced,
+    Object {
+        fields: HashMap<String, Shape>,
+        /// The shape of keys that are not fields, when the object takes them.
+        others: Option<Box<Shape>>,
+    },
+}
+
+impl Shape {
+    /// `preserve` is inherited: `x-kubernetes-preserve-unknown-fields` opens
+    /// every object below it to unknown keys.
+    fn of(schema: &Value, preserve: bool) -> Shape {
+        let preserve = preserve
+            || schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        if schema.get("type").and_then(Value::as_str) == Some("array") {
+            return match schema.get("items") {
+                Some(items) if items.is_object() => Shape::of(items, preserve),
+                _ => Shape::Deduced,
+            };
+        }
+        let props = schema.get("properties").and_then(Value::as_object);
+        let fields: HashMap<String, Shape> = props
+            .into_iter()
+            .flatten()
+            .map(|(k, s)| (k.clone(), Shape::of(s, preserve)))
+            .collect();
+        let others = match schema.get("additionalProperties") {
+            Some(Value::Bool(false)) => None,
+            Some(ap) if ap.is_object() => Some(Box::new(Shape::of(ap, preserve))),
+            Some(_) => Some(Box::new(Shape::Deduced)),
+            None if preserve || fields.is_empty() => Some(Box::new(Shape::Deduced)),
+            None => None,
+        };
+        if fields.is_empty() && others.as_deref() == Some(&Shape::Deduced) {
+            return Shape::Deduced;
+        }
+        Shape::Object { fields, others }
+    }
+
+    fn child(&self, key: &str) -> Option<&Shape> {
+        match self {
+            Shape::Deduced => Some(self),
+            Shape::Object { fields, others } => fields.get(key).or(others.as_deref()),
+        }
+    }
+
+    fn free_key(&self, path: &[&str], key: &str) -> bool {
+        let mut node = self;
+        for name in path {
+            match node.child(name) {
+                Some(n) => node = n,
+                None => return false,
+            }
+        }
+        match node {
+            Shape::Deduced => true,
+            Shape::Object { fields, others } => !fields.contains_key(key) && others.is_some(),
+        }
     }
 }
 
@@ -108,6 +210,7 @@ impl MergeKeyTable {
     /// server do the same.
     pub fn builtin(group: &str, kind: &str) -> Option<Self> {
         let mut t = Self::metadata_only();
+        // The by-value structs of each kind's Go type (`always_present`).
         match (group, kind) {
             ("", "Node") => {
                 // `spec.taints` stays atomic, as upstream: `kubectl taint`
@@ -115,6 +218,13 @@ impl MergeKeyTable {
                 t.insert("spec.podCIDRs", ListType::Set)
                     .insert("status.conditions", ListType::map(["type"]))
                     .insert("status.addresses", ListType::map(["type"]));
+                t.add_present(&[
+                    "spec",
+                    "status",
+                    "status.daemonEndpoints",
+                    "status.daemonEndpoints.kubeletEndpoint",
+                    "status.nodeInfo",
+                ]);
             }
             ("", "Pod") => {
                 t.add_pod_spec("spec");
@@ -122,28 +232,60 @@ impl MergeKeyTable {
                     .insert("status.podIPs", ListType::map(["ip"]))
                     .insert("status.hostIPs", ListType::map(["ip"]))
                     .insert("status.resourceClaimStatuses", ListType::map(["name"]));
+                t.add_present(&["spec", "status"]);
+                for s in [
+                    "containerStatuses",
+                    "initContainerStatuses",
+                    "ephemeralContainerStatuses",
+                ] {
+                    t.add_present(&[
+                        &format!("status.{s}.state"),
+                        &format!("status.{s}.lastState"),
+                    ]);
+                }
             }
             ("apps", "Deployment" | "DaemonSet" | "ReplicaSet" | "StatefulSet") => {
                 t.add_object_meta("spec.template.metadata");
                 t.add_pod_spec("spec.template.spec");
                 t.insert("status.conditions", ListType::map(["type"]));
+                t.add_present(&[
+                    "spec",
+                    "status",
+                    "spec.template",
+                    "spec.template.metadata",
+                    "spec.template.spec",
+                ]);
+                match kind {
+                    "Deployment" => t.add_present(&["spec.strategy"]),
+                    "DaemonSet" | "StatefulSet" => t.add_present(&["spec.updateStrategy"]),
+                    _ => &mut t,
+                };
             }
             ("policy", "PodDisruptionBudget") => {
                 t.insert("status.conditions", ListType::map(["type"]));
+                t.add_present(&["spec", "status"]);
             }
             ("", "Namespace") => {
                 t.insert("status.conditions", ListType::map(["type"]));
+                t.add_present(&["spec", "status"]);
             }
             ("", "ServiceAccount") => {
                 t.insert("secrets", ListType::map(["name"]));
             }
-            ("", "ConfigMap" | "Secret" | "Event")
-            | ("events.k8s.io", "Event")
-            | ("coordination.k8s.io", "Lease")
-            | (
-                "rbac.authorization.k8s.io",
-                "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding",
-            ) => {}
+            ("", "Event") => {
+                t.add_present(&["involvedObject", "source"]);
+            }
+            ("events.k8s.io", "Event") => {
+                t.add_present(&["regarding", "deprecatedSource"]);
+            }
+            ("coordination.k8s.io", "Lease") => {
+                t.add_present(&["spec"]);
+            }
+            ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+                t.add_present(&["roleRef"]);
+            }
+            ("", "ConfigMap" | "Secret")
+            | ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {}
             _ => return None,
         }
         Some(t)
@@ -156,7 +298,15 @@ impl MergeKeyTable {
         let mut t = Self::metadata_only();
         let mut path = Vec::new();
         collect_schema_lists(schema, &mut path, &mut t);
+        t.shape = Some(Shape::of(schema, false));
         t
+    }
+
+    /// Declares the objects at these dotted paths always present (see
+    /// [`MergeKeys::always_present`]).
+    fn add_present(&mut self, paths: &[&str]) -> &mut Self {
+        self.present.extend(paths.iter().map(|p| p.to_string()));
+        self
     }
 
     fn add_object_meta(&mut self, prefix: &str) {
@@ -166,6 +316,7 @@ impl MergeKeyTable {
 
     fn add_pod_spec(&mut self, p: &str) {
         for c in ["containers", "initContainers", "ephemeralContainers"] {
+            self.add_present(&[&format!("{p}.{c}.resources")]);
             self.insert(format!("{p}.{c}"), ListType::map(["name"]))
                 .insert(format!("{p}.{c}.env"), ListType::map(["name"]))
                 .insert(

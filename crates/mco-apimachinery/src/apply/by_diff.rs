@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use super::{
-    ApplyOptions, EntryHead, Operation, Path, excluded_paths, item_key_fields, key_matches,
-    parse_elem,
+    ApplyOptions, EntryHead, Operation, Path, excluded_paths, is_excluded, item_key_fields,
+    key_matches, parse_elem, typed_before,
 };
 use crate::patch::{ListType, MergeKeys, resolve_list_type};
 use crate::value::{equal, equal_opt, identical};
@@ -50,20 +50,21 @@ pub(super) fn record_update(
     // Compared once here: every walk below starts from a difference.
     let changed = !equal(before, &obj);
     let mut touched = BTreeSet::new();
-    if changed
-        && !touched_paths(
-            Some(before),
+    if changed {
+        let typed = typed_before(before, &obj, opts.list_types);
+        if !touched_paths(
+            Some(typed.as_ref().unwrap_or(before)),
             &obj,
             &mut Vec::new(),
             &mut Vec::new(),
             opts.list_types,
             &mut touched,
-        )
-    {
-        return Err(obj);
+        ) {
+            return Err(obj);
+        }
     }
     let excluded = excluded_paths(opts.reset_fields);
-    touched.retain(|p| !excluded.iter().any(|x| p.starts_with(x)));
+    touched.retain(|p| !is_excluded(p, &excluded));
 
     let api_version = opts.api_version_for(&obj);
     let entries = match carried {
@@ -161,8 +162,8 @@ struct Entry {
     raw: Value,
 }
 
-/// The paths `after` sets whose value the write changed (the general path's `touched`), for
-/// values known to differ. Each child is compared once, by its parent, before anything is
+/// The paths `after` sets whose value the write changed and the containers it added (the
+/// general path's `touched`), for values known to differ. Each child is compared once, by its parent, before anything is
 /// allocated for it: a write changes a few corners of an object, and comparing a changed
 /// subtree again at every level below was most of the cost. `false` when a keyed item is not
 /// the one a lookup by its key finds (duplicate or overlapping keys), which only the general
@@ -177,6 +178,9 @@ fn touched_paths(
 ) -> bool {
     match after {
         Value::Object(m) if !m.is_empty() || wire.is_empty() => {
+            if !wire.is_empty() && !before.is_some_and(Value::is_object) {
+                out.insert(wire.clone());
+            }
             let b = before.and_then(Value::as_object);
             for (k, child) in m {
                 let old = b.and_then(|b| b.get(k));
@@ -201,6 +205,9 @@ fn touched_paths(
                     out.insert(wire.clone());
                 }
                 ListType::Set => {
+                    if b.is_none() {
+                        out.insert(wire.clone());
+                    }
                     for item in items {
                         if !b.is_some_and(|b| b.contains(item)) {
                             let mut p = wire.clone();
@@ -210,6 +217,9 @@ fn touched_paths(
                     }
                 }
                 ListType::Map(keys) => {
+                    if b.is_none() {
+                        out.insert(wire.clone());
+                    }
                     let before_index = match b {
                         Some(b) => key_index(b, &keys).map(Some),
                         None => Some(None),
