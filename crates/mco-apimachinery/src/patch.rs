@@ -57,7 +57,8 @@ pub trait MergeKeys {
     /// Whether the object at `path` is always there in kube-apiserver's typed
     /// form of an object whose parent is there (a Go struct held by value, such
     /// as a Node's `spec`): a write that sets it for the first time in JSON did
-    /// not add it, so it does not take ownership of it.
+    /// not add it, so it does not take ownership of it. Asked only of objects
+    /// reached through objects from the root, not through list items.
     fn always_present(&self, _path: &[&str]) -> bool {
         false
     }
@@ -233,16 +234,6 @@ impl MergeKeyTable {
                     .insert("status.hostIPs", ListType::map(["ip"]))
                     .insert("status.resourceClaimStatuses", ListType::map(["name"]));
                 t.add_present(&["spec", "status"]);
-                for s in [
-                    "containerStatuses",
-                    "initContainerStatuses",
-                    "ephemeralContainerStatuses",
-                ] {
-                    t.add_present(&[
-                        &format!("status.{s}.state"),
-                        &format!("status.{s}.lastState"),
-                    ]);
-                }
             }
             ("apps", "Deployment" | "DaemonSet" | "ReplicaSet" | "StatefulSet") => {
                 t.add_object_meta("spec.template.metadata");
@@ -316,7 +307,6 @@ impl MergeKeyTable {
 
     fn add_pod_spec(&mut self, p: &str) {
         for c in ["containers", "initContainers", "ephemeralContainers"] {
-            self.add_present(&[&format!("{p}.{c}.resources")]);
             self.insert(format!("{p}.{c}"), ListType::map(["name"]))
                 .insert(format!("{p}.{c}.env"), ListType::map(["name"]))
                 .insert(
