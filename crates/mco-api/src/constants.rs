@@ -125,6 +125,14 @@ pub mod names {
     /// Secret the controller may read.
     pub const PULL_SECRET_NAMESPACE: &str = "openshift-config";
     pub const PULL_SECRET: &str = "pull-secret";
+    /// The namespace mco is installed in unless told otherwise (`mco manifests --namespace`).
+    /// Events about cluster-scoped objects (Nodes, pools) are recorded there, as upstream
+    /// records them in `openshift-machine-config-operator`, never in `default`.
+    pub const DEFAULT_NAMESPACE: &str = "mco-system";
+    /// The variable the controller and the daemon learn their namespace from when no
+    /// `--namespace` is given; the shipped workloads set it from the downward API
+    /// (`metadata.namespace`).
+    pub const NAMESPACE_ENV: &str = "POD_NAMESPACE";
 }
 
 /// MachineConfigPool condition types.

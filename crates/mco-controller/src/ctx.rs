@@ -323,7 +323,8 @@ impl Ctx {
         remember(&self.written_mcns, mcn);
     }
 
-    /// Publish an event; failures are logged, never fatal (events are best effort).
+    /// Publish an event; failures are logged, never fatal (events are best effort). One about
+    /// a cluster-scoped object is recorded in mco's namespace ([`in_namespace`]).
     pub async fn publish(
         &self,
         reference: &ObjectReference,
@@ -345,7 +346,8 @@ impl Ctx {
             EventKind::Normal => tracing::info!(object = ?reference.name, reason, message),
             EventKind::Warning => tracing::warn!(object = ?reference.name, reason, message),
         }
-        if let Err(e) = self.recorder.publish(&ev, reference).await {
+        let reference = in_namespace(reference, &self.config.namespace);
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
             tracing::debug!(error = %e, reason, "publishing event");
         }
     }
@@ -368,6 +370,18 @@ impl Ctx {
         self.publish(&reference, ev.kind, ev.reason, &ev.message)
             .await;
     }
+}
+
+/// `reference` as events record it: a cluster-scoped object's (no namespace) names `namespace`,
+/// so that its Event is created there rather than in `default`, as upstream's
+/// `ensureEventNamespace` does; a namespaced object's is kept, and its Event stays in its
+/// namespace.
+pub fn in_namespace(reference: &ObjectReference, namespace: &str) -> ObjectReference {
+    let mut out = reference.clone();
+    if out.namespace.as_deref().is_none_or(str::is_empty) {
+        out.namespace = Some(namespace.to_string());
+    }
+    out
 }
 
 /// A reference to a node, with its uid when the cache has it.
@@ -443,6 +457,42 @@ pub async fn update_pool_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_about_cluster_scoped_objects_are_recorded_in_mcos_namespace() {
+        let node = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some("worker-0".into()),
+            uid: Some("u".into()),
+            ..Default::default()
+        };
+        let moved = in_namespace(&node, "mco-system");
+        assert_eq!(moved.namespace.as_deref(), Some("mco-system"));
+        assert_eq!(
+            ObjectReference {
+                namespace: None,
+                ..moved
+            },
+            node,
+            "nothing else changes"
+        );
+        let empty = ObjectReference {
+            namespace: Some(String::new()),
+            ..node
+        };
+        assert_eq!(
+            in_namespace(&empty, "mco-system").namespace.as_deref(),
+            Some("mco-system")
+        );
+        let secret = ObjectReference {
+            kind: Some("Secret".into()),
+            name: Some("mco-server-tls".into()),
+            namespace: Some("openshift-machine-config-operator".into()),
+            ..Default::default()
+        };
+        assert_eq!(in_namespace(&secret, "mco-system"), secret);
+    }
 
     #[test]
     fn failed_reconciles_back_off_per_object_and_reset_on_success() {

@@ -155,6 +155,10 @@ pub struct Config {
     /// Keep the Machine API's user-data Secrets pointing at the server's CA bundle
     /// ([`user_data`]); `None` leaves them alone.
     pub user_data: Option<user_data::UserData>,
+    /// mco's namespace: Events about cluster-scoped objects (Nodes, pools, MachineConfigs)
+    /// are recorded there, with their reference naming it, as upstream's
+    /// `NamespacedEventRecorder` records them in its own; never in `default`.
+    pub namespace: String,
 }
 
 /// Environment variable naming the node the controller runs on; a Deployment sets it from the
@@ -178,6 +182,7 @@ impl Default for Config {
             lend_caches: None,
             server_certs: None,
             user_data: None,
+            namespace: mco_api::constants::names::DEFAULT_NAMESPACE.into(),
         }
     }
 }

@@ -27,6 +27,14 @@ pub struct Args {
     /// This node's name (the daemon watches only this Node).
     #[arg(long, required = false)]
     pub node: Option<String>,
+    /// The namespace mco is installed in, where the events about this Node are recorded (the
+    /// DaemonSet sets $POD_NAMESPACE to its own).
+    #[arg(
+        long,
+        env = mco_api::constants::names::NAMESPACE_ENV,
+        default_value = mco_api::constants::names::DEFAULT_NAMESPACE
+    )]
+    pub namespace: String,
     /// The node's root directory.
     #[arg(long, default_value = "/")]
     pub root: PathBuf,
@@ -136,6 +144,7 @@ pub fn run_with(args: Args, workers: Workers) -> anyhow::Result<()> {
             .push(mco_api::user_agent::header(mco_api::user_agent::DAEMON));
         let client = kube::Client::try_from(config)?;
         let mut opts = SyncOptions::new(node);
+        opts.namespace = args.namespace.clone();
         opts.drain_timeout = Duration::from_secs(args.drain_timeout);
         let daemon = Daemon::new(client, engine, opts);
         if !args.metrics_listen.is_empty() {
@@ -211,6 +220,8 @@ mod tests {
         assert_eq!(cli.args.host, HostImpl::Sim);
         assert_eq!(cli.args.metrics_listen, "");
         assert!(cli.args.command.is_none());
+        let cli = Standalone::try_parse_from(["mco-daemon", "--namespace", "ops"]).unwrap();
+        assert_eq!(cli.args.namespace, "ops");
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod rbac;
 pub mod workloads;
 
 /// The namespace mco's workloads, ServiceAccounts and Lease live in.
-pub const DEFAULT_NAMESPACE: &str = "mco-system";
+pub const DEFAULT_NAMESPACE: &str = mco_api::constants::names::DEFAULT_NAMESPACE;
 /// Where release images are published; `docs/deploy.md` documents the same name.
 pub const IMAGE_REPOSITORY: &str = "ghcr.io/mco-rs/mco";
 /// The controller's ServiceAccount, ClusterRole, Deployment and leader-election Lease.

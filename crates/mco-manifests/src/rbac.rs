@@ -298,8 +298,8 @@ pub fn controller_rules() -> Vec<PolicyRule> {
     ]
 }
 
-/// Events on Nodes and pools (cluster-scoped objects, so recorded in `default`) and on
-/// objects in the install namespace.
+/// Events on Nodes and pools (cluster-scoped objects, recorded in the install namespace, as
+/// upstream records them in its own) and on objects in the install namespace.
 pub fn events_rules() -> Vec<PolicyRule> {
     vec![
         rule(&[""], &["events"], &["create", "patch"]),
@@ -307,14 +307,11 @@ pub fn events_rules() -> Vec<PolicyRule> {
     ]
 }
 
-/// The namespaces the events role is bound in for both identities; the controller alone also
+/// The namespaces the events role is bound in for both identities: the install namespace
+/// only, where both record the Events about cluster-scoped objects. The controller alone also
 /// has it in [`controller_event_namespaces`].
 pub fn event_namespaces(opts: &Options) -> Vec<String> {
-    let mut out = vec!["default".to_string()];
-    if opts.namespace != "default" {
-        out.push(opts.namespace.clone());
-    }
-    out
+    vec![opts.namespace.clone()]
 }
 
 pub fn cluster_roles(opts: &Options) -> Vec<ClusterRole> {

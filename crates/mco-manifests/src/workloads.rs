@@ -20,6 +20,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use mco_api::constants::names::NAMESPACE_ENV;
+
 use crate::rbac::labels;
 use crate::{
     CONTROLLER, CONTROLLER_METRICS_PORT, DAEMON, DAEMON_METRICS_PORT, NODE_BOOTSTRAPPER_TOKEN,
@@ -119,10 +121,12 @@ pub fn controller(opts: &Options) -> Deployment {
         image: Some(opts.image.clone()),
         args: Some(controller_args(opts)),
         // NODE_NAME lets the controller update the node it runs on last, so a rollout does not
-        // drain its own leader before the other nodes are done.
+        // drain its own leader before the other nodes are done; POD_NAMESPACE is where it
+        // records Events about cluster-scoped objects.
         env: Some(vec![
             field_env("POD_NAME", "metadata.name"),
             field_env("NODE_NAME", "spec.nodeName"),
+            field_env(NAMESPACE_ENV, "metadata.namespace"),
         ]),
         ports: Some(metrics_port(CONTROLLER_METRICS_PORT)),
         liveness_probe: Some(http_probe("/healthz", 10, 3)),
@@ -254,9 +258,11 @@ pub fn daemon(opts: &Options) -> DaemonSet {
             // on every other interface of the host, as 0.0.0.0 would be.
             format!("--metrics-listen=$(POD_IP):{DAEMON_METRICS_PORT}"),
         ]),
+        // POD_NAMESPACE: where the daemon records its Node's Events.
         env: Some(vec![
             field_env("NODE_NAME", "spec.nodeName"),
             field_env("POD_IP", "status.podIP"),
+            field_env(NAMESPACE_ENV, "metadata.namespace"),
         ]),
         ports: Some(vec![ContainerPort {
             name: Some("metrics".to_string()),
@@ -509,6 +515,21 @@ mod tests {
         let c = container(controller(&Options::default()).spec, |s| s.template.spec);
         assert_eq!(env_path(&c, "NODE_NAME"), Some("spec.nodeName"));
         assert_eq!(env_path(&c, "POD_NAME"), Some("metadata.name"));
+    }
+
+    #[test]
+    fn controller_and_daemon_know_their_namespace() {
+        let opts = Options::default();
+        let controller = container(controller(&opts).spec, |s| s.template.spec);
+        let daemon = container(daemon(&opts).spec, |s| s.template.spec);
+        for c in [controller, daemon] {
+            assert_eq!(
+                env_path(&c, "POD_NAMESPACE"),
+                Some("metadata.namespace"),
+                "{}",
+                c.name
+            );
+        }
     }
 
     #[test]

@@ -286,6 +286,7 @@ impl Cluster {
             reboot: opts.reboot,
             os_update_mode: opts.os_update_mode,
             daemon: opts.daemon.clone(),
+            namespace: mco_manifests::DEFAULT_NAMESPACE.into(),
             join,
         });
         tasks.push(tokio::spawn(run_fleet(env, stop_rx)));
@@ -384,6 +385,7 @@ impl Cluster {
             reboot: opts.reboot,
             os_update_mode: opts.os_update_mode,
             daemon: opts.daemon.clone(),
+            namespace: mco_manifests::DEFAULT_NAMESPACE.into(),
             join,
         });
         tasks.push(tokio::spawn(run_fleet(env, stop_rx)));

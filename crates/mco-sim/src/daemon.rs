@@ -31,6 +31,7 @@ pub async fn run(ctx: DaemonContext) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
     let mut opts = SyncOptions::new(&ctx.node);
+    opts.namespace = ctx.namespace;
     opts.poll_interval = POLL;
     let mut shutdown = ctx.shutdown;
     let stop = async move {

@@ -46,6 +46,8 @@ const CUT_GRACE: Duration = Duration::from_secs(10);
 pub struct DaemonContext {
     /// The node it runs for.
     pub node: String,
+    /// mco's namespace, where the daemon records its events.
+    pub namespace: String,
     /// The node's root (`Host::sim(root)`).
     pub root: PathBuf,
     /// A client authenticated as the `mco-daemon` ServiceAccount, bound to the node.
@@ -67,8 +69,8 @@ pub type DaemonFn =
 pub enum DaemonMode {
     /// A task in this process.
     InProcess(DaemonFn),
-    /// `PROGRAM daemon --node NAME --root ROOT --host sim --kubeconfig FILE --metrics-listen=`
-    /// per node (metrics off), so a test can SIGKILL one.
+    /// `PROGRAM daemon --node NAME --namespace NS --root ROOT --host sim --kubeconfig FILE
+    /// --metrics-listen=` per node (metrics off), so a test can SIGKILL one.
     Process {
         /// The `mco` binary.
         program: PathBuf,
@@ -120,6 +122,8 @@ pub struct NodeEnv {
     pub os_update_mode: OsUpdateMode,
     /// How daemons run.
     pub daemon: DaemonMode,
+    /// mco's namespace, where the daemons record their events.
+    pub namespace: String,
     /// Where new nodes get their Ignition.
     pub join: crate::join::Join,
 }
@@ -533,6 +537,7 @@ impl Daemon {
                 let (tx, rx) = watch::channel(false);
                 let ctx = DaemonContext {
                     node: spec.name.clone(),
+                    namespace: env.namespace.clone(),
                     root: root.path().to_path_buf(),
                     client,
                     kubeconfig,
@@ -570,6 +575,8 @@ impl Daemon {
                     .arg("daemon")
                     .arg("--node")
                     .arg(&spec.name)
+                    .arg("--namespace")
+                    .arg(&env.namespace)
                     .arg("--root")
                     .arg(root.path())
                     .arg("--host")

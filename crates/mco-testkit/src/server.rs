@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
@@ -97,6 +99,24 @@ pub async fn install_crds(client: &Client) {
         }
     })
     .await;
+}
+
+/// Creates mco's namespace ([`mco_api::constants::names::DEFAULT_NAMESPACE`]): the controller
+/// and the daemon record their Events about Nodes and pools there, and the server, as
+/// kube-apiserver, refuses an object in a namespace that does not exist.
+pub async fn install_namespace(client: &Client) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(mco_api::constants::names::DEFAULT_NAMESPACE.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create mco's namespace");
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Events validated as kube-apiserver validates them, through both served APIs: core `v1`
 //! (the legacy rules) and `events.k8s.io/v1` (the legacy and the strict rules, and on update
 //! only `series` may change). A refused create stores nothing; a refused update, patch of any
-//! type or apply leaves the Event as it was. mco's own writers (the daemon's core Events, the
-//! controller's `Recorder`) pass.
+//! type or apply leaves the Event as it was. mco's own writers (the daemon's core Events and
+//! its repeats' patches, the controller's `Recorder`) pass, in mco's namespace.
 
 use crate::common;
 
@@ -351,14 +351,42 @@ async fn an_events_k8s_io_v1_event_changes_only_its_series() {
 async fn mcos_own_event_writers_pass() {
     let s = common::start().await;
     let c = s.admin().await;
-    // The daemon's core Event about its Node, in default.
-    let daemon: Api<core::Event> = Api::namespaced(c.clone(), "default");
-    let e: core::Event = serde_json::from_value(node_event("node-a.18eec29322d9ccb2")).unwrap();
+    // Both record Events about cluster-scoped objects in mco's namespace, with the reference
+    // naming it, as upstream's recorders do in theirs.
+    let ns = "mco-system";
+    namespace(&c, ns).await;
+    // The daemon's core Event about its Node, then a repeat of it folded into its count by a
+    // strategic merge patch, as client-go's correlator sends it.
+    let daemon: Api<core::Event> = Api::namespaced(c.clone(), ns);
+    let mut e = node_event("node-a.18eec29322d9ccb2");
+    e["involvedObject"]["namespace"] = json!(ns);
+    let e: core::Event = serde_json::from_value(e).unwrap();
     daemon.create(&PostParams::default(), &e).await.unwrap();
+    let repeat =
+        json!({"count": 2, "lastTimestamp": "2026-01-02T03:09:05Z", "message": "Changing OS"});
+    let patched = daemon
+        .patch(
+            "node-a.18eec29322d9ccb2",
+            &PatchParams::default(),
+            &Patch::Strategic(repeat),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.count, Some(2));
+    assert_eq!(
+        patched.last_timestamp.unwrap().0,
+        "2026-01-02T03:09:05Z".parse::<jiff::Timestamp>().unwrap()
+    );
+    assert_eq!(patched.involved_object.namespace.as_deref(), Some(ns));
+    // The same Event without the reference's namespace is refused there, as kube-apiserver
+    // refuses it.
+    let a = post(&c, &core_path(ns), node_event("node-a.18eec29322d9ccb4")).await;
+    assert_eq!(a.code, 422, "{}", a.body);
     // The controller's Recorder: a create, then a repeat patched in as a series.
-    let recorder: Api<events::Event> = Api::namespaced(c.clone(), "default");
-    let mut e: events::Event =
-        serde_json::from_value(recorder_event("node-a.18eec29322d9ccb3")).unwrap();
+    let recorder: Api<events::Event> = Api::namespaced(c.clone(), ns);
+    let mut e = recorder_event("node-a.18eec29322d9ccb3");
+    e["regarding"]["namespace"] = json!(ns);
+    let mut e: events::Event = serde_json::from_value(e).unwrap();
     recorder.create(&PostParams::default(), &e).await.unwrap();
     e.series = Some(events::EventSeries {
         count: 2,

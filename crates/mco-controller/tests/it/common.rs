@@ -15,7 +15,7 @@ use mco_api::{ControllerConfig, ControllerConfigSpec, MachineConfig, MachineConf
 use mco_apiserver::{Identity, ServerHandle};
 use mco_controller::{Config, DrainTimeouts, LeaseConfig, Metrics};
 pub use mco_testkit::eventually;
-use mco_testkit::server::{TestServer, install_crds};
+use mco_testkit::server::{TestServer, install_crds, install_namespace};
 use mco_testkit::{MachineConfigBuilder, NodeBuilder, PoolBuilder};
 use serde_json::json;
 
@@ -43,8 +43,10 @@ pub async fn env() -> Env {
     }
 }
 
-/// The CRDs, the ControllerConfig and the worker pool with its base MachineConfig.
+/// mco's namespace (where the controller records its Events), the CRDs, the ControllerConfig
+/// and the worker pool with its base MachineConfig.
 pub async fn install(client: &Client) {
+    install_namespace(client).await;
     install_crds(client).await;
     let ccs: Api<ControllerConfig> = Api::all(client.clone());
     let cc = ControllerConfig::new(
@@ -147,6 +149,7 @@ pub fn fast_config(identity: &str) -> Config {
         lend_caches: None,
         server_certs: None,
         user_data: None,
+        namespace: names::DEFAULT_NAMESPACE.into(),
     }
 }
 

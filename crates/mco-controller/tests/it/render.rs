@@ -293,17 +293,23 @@ async fn events_metrics_and_probes() {
     .await;
 
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(c.clone());
-    eventually("RenderedConfigGenerated event", 30, || {
+    let ev = eventually("RenderedConfigGenerated event", 30, || {
         let events = events.clone();
         async move {
             let list = events.list(&Default::default()).await.ok()?;
             list.items
-                .iter()
-                .any(|e| e.reason.as_deref() == Some("RenderedConfigGenerated"))
-                .then_some(())
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("RenderedConfigGenerated"))
         }
     })
     .await;
+    // The pool is cluster-scoped: its event is in mco's namespace, which its reference names,
+    // as upstream's are in its own.
+    let ns = mco_api::constants::names::DEFAULT_NAMESPACE;
+    assert_eq!(ev.metadata.namespace.as_deref(), Some(ns), "{ev:?}");
+    let regarding = ev.regarding.unwrap_or_default();
+    assert_eq!(regarding.kind.as_deref(), Some("MachineConfigPool"));
+    assert_eq!(regarding.namespace.as_deref(), Some(ns));
 }
 
 /// In a rollout the pool's status is written several times a second. Such writes must not hold

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::common::*;
 
+/// mco's namespace, which [`env`] makes.
 const NS: &str = "mco-system";
 const SERVING: &str = "mco-server-tls";
 
@@ -69,17 +70,6 @@ where
 /// How often the controller checks, in these tests.
 const PERIOD: Duration = Duration::from_millis(200);
 
-async fn create_namespace(c: &Client) {
-    let namespaces: Api<Namespace> = Api::all(c.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
-}
-
 /// A controller keeping the server's certificates in [`NS`] every [`PERIOD`].
 fn keeping_certs() -> mco_controller::Config {
     mco_controller::Config {
@@ -97,7 +87,6 @@ fn keeping_certs() -> mco_controller::Config {
 async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours() {
     let env = env().await;
     let c = &env.client;
-    create_namespace(c).await;
     set_api_int(c, "https://api-int.one.example.com:6443").await;
     let config = keeping_certs();
     let ctl = start_controller(c, config);
@@ -239,7 +228,6 @@ async fn the_servers_certificates_are_made_rotated_and_left_alone_when_not_ours(
 async fn no_host_no_serving_certificate_and_an_administrators_ca_signs_it() {
     let env = env().await;
     let c = &env.client;
-    create_namespace(c).await;
     let secrets: Api<Secret> = Api::namespaced(c.clone(), NS);
     let maps: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
     // The administrator's CA, before the controller starts.
@@ -296,7 +284,6 @@ async fn no_host_no_serving_certificate_and_an_administrators_ca_signs_it() {
 async fn a_deleted_object_is_made_again_at_once_not_at_the_next_period() {
     let env = env().await;
     let c = &env.client;
-    create_namespace(c).await;
     set_api_int(c, "https://api-int.one.example.com:6443").await;
     let mut config = keeping_certs();
     config.server_certs.as_mut().unwrap().period = Duration::from_secs(3600);

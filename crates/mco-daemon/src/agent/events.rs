@@ -1,6 +1,8 @@
-//! The daemon's Node events, sent as upstream's daemon sends them: core/v1 Events in
-//! `default`, named `<node>.<hex nanoseconds>`, from source `machineconfigdaemon` on the node's
-//! host, in upstream's reasons and words.
+//! The daemon's Node events, sent as upstream's daemon sends them: core/v1 Events in mco's
+//! namespace (upstream's recorder puts events about cluster-scoped objects in its own
+//! namespace, `openshift-machine-config-operator`, never in `default`), with the Node's
+//! reference carrying that namespace, named `<node>.<hex nanoseconds>`, from source
+//! `machineconfigdaemon` on the node's host, in upstream's reasons and words.
 //!
 //! Sending is off the update's path: [`EventSink::emit`] queues and returns, and one task per
 //! daemon sends in order, as client-go's recorder does. Both limits are client-go's: at most
@@ -14,16 +16,14 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::Api;
 use kube::api::PostParams;
+use kube::{Api, Client};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::NodeEvent;
 
 /// Upstream's event source component for its daemon.
 pub const COMPONENT: &str = "machineconfigdaemon";
-/// The namespace of events about Nodes (cluster-scoped), as the controller's are.
-pub const NAMESPACE: &str = "default";
 /// Events waiting to be sent; more are dropped.
 pub const QUEUE: usize = 64;
 /// Events sent at once before the bucket limits them (client-go's `defaultSpamBurst`).
@@ -66,8 +66,9 @@ impl Bucket {
 }
 
 /// The Event upstream's recorder makes for `event` on Node `node` (with its `uid` when known)
-/// at `now`.
+/// at `now`, recorded in `namespace`, mco's own.
 pub fn event_object(
+    namespace: &str,
     node: &str,
     uid: Option<&str>,
     event: &NodeEvent,
@@ -77,13 +78,16 @@ pub fn event_object(
     Event {
         metadata: ObjectMeta {
             name: Some(format!("{node}.{:x}", now.as_nanosecond())),
-            namespace: Some(NAMESPACE.into()),
+            namespace: Some(namespace.into()),
             ..Default::default()
         },
+        // A core Event must be in its involved object's namespace (or, for one without, in
+        // `default`): the Node's reference names mco's, as upstream's does.
         involved_object: ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Node".into()),
             name: Some(node.into()),
+            namespace: Some(namespace.into()),
             uid: uid.map(str::to_owned),
             ..Default::default()
         },
@@ -111,6 +115,7 @@ enum Queued {
 /// Queues a daemon's events for its sending task ([`EventSink::new`]).
 #[derive(Clone)]
 pub struct EventSink {
+    namespace: String,
     node: String,
     tx: mpsc::Sender<Queued>,
 }
@@ -122,22 +127,38 @@ pub struct EventTask {
 }
 
 impl EventSink {
-    /// A sink for Node `node`'s events, sent through `api` by the returned task once it runs.
-    pub fn new(api: Api<Event>, node: impl Into<String>) -> (EventSink, EventTask) {
+    /// A sink for Node `node`'s events, recorded in `namespace` through `client` by the
+    /// returned task once it runs.
+    pub fn new(
+        client: Client,
+        namespace: impl Into<String>,
+        node: impl Into<String>,
+    ) -> (EventSink, EventTask) {
+        let namespace = namespace.into();
         let (tx, rx) = mpsc::channel(QUEUE);
         (
             EventSink {
                 node: node.into(),
                 tx,
+                namespace: namespace.clone(),
             },
-            EventTask { api, rx },
+            EventTask {
+                api: Api::namespaced(client, &namespace),
+                rx,
+            },
         )
     }
 
     /// Queues `event` about the Node (whose `uid` is given when known); false when the queue
     /// is full or its task gone, and the event dropped.
     pub fn emit(&self, event: &NodeEvent, uid: Option<&str>) -> bool {
-        let ev = event_object(&self.node, uid, event, jiff::Timestamp::now());
+        let ev = event_object(
+            &self.namespace,
+            &self.node,
+            uid,
+            event,
+            jiff::Timestamp::now(),
+        );
         match self.tx.try_send(Queued::Event(Box::new(ev))) {
             Ok(()) => true,
             Err(_) => {
@@ -211,6 +232,7 @@ mod tests {
     fn events_are_named_and_sourced_as_upstreams_recorder_does() {
         let now: jiff::Timestamp = "2026-12-06T20:00:00.123456789Z".parse().unwrap();
         let ev = event_object(
+            "mco-system",
             "worker-0",
             Some("uid-1"),
             &NodeEvent::normal("Reboot", "Node will reboot into config rendered-worker-1"),
@@ -221,10 +243,11 @@ mod tests {
             v["metadata"]["name"],
             format!("worker-0.{:x}", now.as_nanosecond())
         );
-        assert_eq!(v["metadata"]["namespace"], "default");
+        assert_eq!(v["metadata"]["namespace"], "mco-system");
         assert_eq!(
             v["involvedObject"],
-            serde_json::json!({"apiVersion": "v1", "kind": "Node", "name": "worker-0", "uid": "uid-1"})
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "name": "worker-0",
+                               "namespace": "mco-system", "uid": "uid-1"})
         );
         assert_eq!(v["type"], "Normal");
         assert_eq!(v["reason"], "Reboot");
@@ -236,7 +259,13 @@ mod tests {
         assert_eq!(v["reportingInstance"], "worker-0");
         assert_eq!(v["count"], 1);
         assert_eq!(v["firstTimestamp"], v["lastTimestamp"]);
-        let warning = event_object("n", None, &NodeEvent::warning("FailedToDrain", "x"), now);
+        let warning = event_object(
+            "ns",
+            "n",
+            None,
+            &NodeEvent::warning("FailedToDrain", "x"),
+            now,
+        );
         assert_eq!(warning.type_.as_deref(), Some("Warning"));
         assert!(warning.involved_object.uid.is_none());
     }
@@ -247,7 +276,7 @@ mod tests {
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
                 .unwrap();
         // No task runs: nothing leaves the queue.
-        let (sink, _task) = EventSink::new(Api::namespaced(client, NAMESPACE), "worker-0");
+        let (sink, _task) = EventSink::new(client, "mco-system", "worker-0");
         let ev = NodeEvent::normal("Drain", "Draining node to update config.");
         for i in 0..QUEUE {
             assert!(sink.emit(&ev, None), "event {i} fits");

@@ -25,7 +25,7 @@ use mco_daemon::host::images::ContainerImages;
 use mco_daemon::host::ostree::{OsUpdater, RebaseMode};
 use mco_daemon::host::paths;
 use mco_daemon::host::reboot::{SimRebooter, complete_sim_reboot};
-use mco_testkit::server::{TestServer, install_crds};
+use mco_testkit::server::{TestServer, install_crds, install_namespace};
 use mco_testkit::{NodeBuilder, PoolBuilder, eventually};
 use serde_json::json;
 use support::{Node as SimNode, file, ign, mc};
@@ -205,6 +205,8 @@ async fn create_mcn(mcns: &Api<MachineConfigNode>) {
 async fn serve_with_crds() -> (TestServer, Client, Api<MachineConfig>) {
     let server = mco_testkit::server::start().await;
     let admin = server.admin().await;
+    // Where the daemon records its Node's events.
+    install_namespace(&admin).await;
     install_crds(&admin).await;
     let mcs: Api<MachineConfig> = Api::all(admin.clone());
     (server, admin, mcs)
@@ -1030,7 +1032,10 @@ async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
     wait_done(&nodes, "rendered-worker-0").await;
     set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
 
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin, "default");
+    // In mco's namespace, which the Node's reference names, as upstream's daemon records them
+    // in its own; none in `default`.
+    let ns = mco_api::constants::names::DEFAULT_NAMESPACE;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), ns);
     let want = "failed to drain node: worker-0 after 2s. Please see machine-config-controller logs for more information";
     let seen = eventually("FailedToDrain", 30, || async {
         let mut list = events.list(&Default::default()).await.ok()?.items;
@@ -1038,6 +1043,7 @@ async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
         let reasons: Vec<(String, String, String)> = list
             .into_iter()
             .map(|e| {
+                assert_eq!(e.involved_object.namespace.as_deref(), Some(ns), "{e:?}");
                 (
                     e.type_.unwrap_or_default(),
                     e.reason.unwrap_or_default(),
@@ -1064,6 +1070,12 @@ async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
             ("Warning", "FailedToDrain", want),
         ],
         "{seen:#?}"
+    );
+    let in_default: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin, "default");
+    assert_eq!(
+        in_default.list(&Default::default()).await.unwrap().items,
+        vec![],
+        "nothing in default"
     );
     // The event is sent beside the failure's writes, so the state may follow it.
     eventually("Degraded", 30, || async {

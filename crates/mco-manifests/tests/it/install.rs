@@ -82,10 +82,10 @@ fn every_object_has_api_version_kind_and_name_and_is_unique() {
             );
             assert!(seen.insert(id.clone()), "duplicate {id:?}");
         }
-        // Namespaced objects live in the install namespace, except the events binding in
-        // `default` and, on OpenShift, the pull secret's Role and binding in `openshift-config`
-        // and the controller's Roles and bindings where it keeps upstream's certificates and the
-        // Machine API's user-data Secrets.
+        // Namespaced objects live in the install namespace (nothing in `default`, where no
+        // event is recorded) except, on OpenShift, the pull secret's Role and binding in
+        // `openshift-config` and the controller's Roles and bindings where it keeps upstream's
+        // certificates and the Machine API's user-data Secrets.
         for m in ms.iter().filter(|m| m.namespace().is_some()) {
             let ns = m.namespace().unwrap();
             let pull_secret = opts.openshift
@@ -101,10 +101,7 @@ fn every_object_has_api_version_kind_and_name_and_is_unique() {
                 ]
                 .contains(&m.name());
             assert!(
-                ns == opts.namespace
-                    || (ns == "default" && m.kind() == Some("RoleBinding"))
-                    || pull_secret
-                    || kept,
+                ns == opts.namespace || pull_secret || kept,
                 "{:?} {:?} in {ns}",
                 m.kind(),
                 m.name()
@@ -288,8 +285,10 @@ fn controller_permissions_are_exactly_these() {
     );
 }
 
+/// Both record the Events about Nodes and pools in the install namespace, as upstream records
+/// them in its own: the events role is bound there and nowhere else, `default` included.
 #[test]
-fn events_are_granted_only_in_default_and_the_install_namespace() {
+fn events_are_granted_only_in_the_install_namespace() {
     assert_eq!(
         cluster_role_grants(&Options::default(), "mco-events"),
         expand(&[
@@ -297,30 +296,35 @@ fn events_are_granted_only_in_default_and_the_install_namespace() {
             "events.k8s.io events create,patch"
         ])
     );
-    let ms = all(&Options::default());
-    let bindings: Vec<RoleBinding> = ms
-        .iter()
-        .filter(|m| m.kind() == Some("RoleBinding") && m.name() == Some("mco-events"))
-        .map(typed)
-        .collect();
-    let namespaces: Vec<&str> = bindings
-        .iter()
-        .map(|b| b.metadata.namespace.as_deref().unwrap())
-        .collect();
-    assert_eq!(namespaces, ["default", "mco-system"]);
-    for b in &bindings {
-        assert_eq!(b.role_ref.kind, "ClusterRole");
-        let subjects: Vec<String> = b
-            .subjects
-            .as_deref()
-            .unwrap()
+    for ns in ["mco-system", "ops"] {
+        let opts = Options {
+            namespace: ns.to_string(),
+            ..Options::default()
+        };
+        let bindings: Vec<RoleBinding> = all(&opts)
             .iter()
-            .map(|s| format!("{}/{}", s.namespace.as_deref().unwrap(), s.name))
+            .filter(|m| m.kind() == Some("RoleBinding") && m.name() == Some("mco-events"))
+            .map(typed)
             .collect();
-        assert_eq!(
-            subjects,
-            ["mco-system/mco-controller", "mco-system/mco-daemon"]
-        );
+        let namespaces: Vec<&str> = bindings
+            .iter()
+            .map(|b| b.metadata.namespace.as_deref().unwrap())
+            .collect();
+        assert_eq!(namespaces, [ns]);
+        for b in &bindings {
+            assert_eq!(b.role_ref.kind, "ClusterRole");
+            let subjects: Vec<String> = b
+                .subjects
+                .as_deref()
+                .unwrap()
+                .iter()
+                .map(|s| format!("{}/{}", s.namespace.as_deref().unwrap(), s.name))
+                .collect();
+            assert_eq!(
+                subjects,
+                [format!("{ns}/mco-controller"), format!("{ns}/mco-daemon")]
+            );
+        }
     }
 }
 

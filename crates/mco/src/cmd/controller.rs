@@ -48,6 +48,14 @@ pub struct Args {
     /// After failing this long: DrainFailed event and mcc_drain_err=1 (retries go on).
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     drain_failed_after: Duration,
+    /// The namespace mco is installed in: Events about cluster-scoped objects (Nodes, pools)
+    /// are recorded there (the Deployment sets $POD_NAMESPACE to its own).
+    #[arg(
+        long,
+        env = mco_api::constants::names::NAMESPACE_ENV,
+        default_value = mco_api::constants::names::DEFAULT_NAMESPACE
+    )]
+    namespace: String,
     /// Namespace of the leader-election Lease.
     #[arg(long, default_value = "kube-system")]
     lease_namespace: String,
@@ -139,6 +147,7 @@ impl Args {
                     serving_secret: self.server_tls_secret.clone(),
                     resync: self.server_certs_period,
                 }),
+            namespace: self.namespace.clone(),
         }
     }
 }

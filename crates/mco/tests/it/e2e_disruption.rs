@@ -70,9 +70,10 @@ fn published_paths(o: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Node events with this reason whose message mentions `needle`, per node name.
+/// Node events with this reason whose message mentions `needle`, per node name: in mco's
+/// namespace, as upstream's are in its own.
 fn node_events(c: &Cluster, reason: &str, needle: &str) -> Vec<String> {
-    let list = c.get_json(&["events", "-n", "default"]);
+    let list = c.get_json(&["events", "-n", "mco-system"]);
     list["items"]
         .as_array()
         .cloned()

@@ -338,7 +338,8 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
     let before = c.get_json(&["mc", "99-worker-generated-registries"]);
     c.apply(CONFLICTING_MIRROR);
     wait_for("InvalidRegistriesConfig event", 60, || {
-        let events = c.get_json(&["events.events.k8s.io", "-n", "default"]);
+        // The mirror set is cluster-scoped: its event is in mco's namespace.
+        let events = c.get_json(&["events.events.k8s.io", "-n", "mco-system"]);
         events["items"].as_array()?.iter().find_map(|e| {
             (e["reason"] == "InvalidRegistriesConfig"
                 && e["regarding"]["kind"] == "ImageDigestMirrorSet"
@@ -524,7 +525,7 @@ fn openshift_node_settings_and_feature_gates_reach_the_kubelets() {
     }
     latency("Default");
     wait_for("the ActionProhibited event", 60, || {
-        let events = c.get_json(&["events.events.k8s.io", "-n", "default"]);
+        let events = c.get_json(&["events.events.k8s.io", "-n", "mco-system"]);
         events["items"].as_array()?.iter().find_map(|e| {
             (e["reason"] == "ActionProhibited" && e["regarding"]["kind"] == "Node")
                 .then(|| e["note"].as_str().unwrap_or_default().to_owned())

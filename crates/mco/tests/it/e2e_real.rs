@@ -313,6 +313,26 @@ fn shipped_service_accounts_may_do_what_the_docs_say_and_nothing_more() {
             undocumented.is_empty() && missing.is_empty(),
             "{sa}: granted but not in docs/deploy.md: {undocumented:?}; documented but not granted: {missing:?}"
         );
+        // Events about Nodes and pools are recorded in the install namespace, none in
+        // `default`.
+        let out = Command::new("kubectl")
+            .env("KUBECONFIG", &kube.kubeconfig)
+            .args([
+                "auth",
+                "can-i",
+                "create",
+                "events",
+                "-n",
+                "default",
+                &format!("--as=system:serviceaccount:mco-system:{sa}"),
+            ])
+            .output()
+            .expect("kubectl on PATH");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "no",
+            "{sa} may create events in default: {out:?}"
+        );
     }
     drop(kube);
     let _ = std::fs::remove_dir_all(&dir);
@@ -440,7 +460,7 @@ fn prose_rules(docs: &str, sa: &str) -> BTreeSet<Rule> {
             "update",
         ));
     }
-    let events = "**Events**: ClusterRole `mco-events` grants `create` and `patch` on `events`, in both the core and `events.k8s.io` groups. It is bound by RoleBindings only in `default` and in the install namespace.";
+    let events = "**Events**: ClusterRole `mco-events` grants `create` and `patch` on `events`, in both the core and `events.k8s.io` groups. It is bound by RoleBindings only in the install namespace.";
     assert!(flat.contains(events), "docs/deploy.md lacks {events:?}");
     // The machine config server records no events, nor do joining machines' kubelets.
     if sa != "mco-server" && sa != "node-bootstrapper" {

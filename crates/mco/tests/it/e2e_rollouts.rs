@@ -141,11 +141,12 @@ fn file_machineconfig_rolls_out_within_max_unavailable(server: Server) {
 }
 
 /// The events the daemon of `node` sent about it, oldest first, as (reason, message): their
-/// names end in the time they were made, in hexadecimal nanoseconds, as upstream's do.
+/// names end in the time they were made, in hexadecimal nanoseconds, as upstream's do. They are
+/// in mco's namespace, as upstream's are in its own, read as docs/deploy.md says.
 fn daemon_events(c: &Cluster, node: &str) -> Vec<(String, String)> {
     let selector =
         format!("involvedObject.kind=Node,involvedObject.name={node},source=machineconfigdaemon");
-    let list = c.get_json(&["events", "-n", "default", "--field-selector", &selector]);
+    let list = c.get_json(&["events", "-n", "mco-system", "--field-selector", &selector]);
     let mut events: Vec<(String, String, String)> = list["items"]
         .as_array()
         .cloned()

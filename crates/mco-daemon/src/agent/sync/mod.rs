@@ -53,7 +53,7 @@ use mco_api::constants::{MAX_REASON_LEN, annotations as ann, mcn_conditions as c
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigNode, MachineConfiguration};
 use tracing::Instrument;
 
-use crate::agent::events::{self, EventSink, EventTask};
+use crate::agent::events::{EventSink, EventTask};
 use crate::agent::mcn::{Status, Write};
 use crate::agent::metrics::{Metrics, OsLabels};
 use crate::engine::drift::DriftMonitor;
@@ -71,6 +71,8 @@ pub use outbox::{FIELD_MANAGER, phase_write};
 pub struct SyncOptions {
     /// This node.
     pub node: String,
+    /// mco's namespace, where the events about this Node are recorded.
+    pub namespace: String,
     /// How long to wait for the drain controller (upstream: 1 hour).
     pub drain_timeout: Duration,
     /// How often to re-read the node while waiting for the drain controller, in case the node
@@ -82,10 +84,11 @@ pub struct SyncOptions {
 }
 
 impl SyncOptions {
-    /// Upstream's defaults for `node`.
+    /// Upstream's defaults for `node`, in mco's default namespace.
     pub fn new(node: impl Into<String>) -> SyncOptions {
         SyncOptions {
             node: node.into(),
+            namespace: mco_api::constants::names::DEFAULT_NAMESPACE.into(),
             drain_timeout: Duration::from_secs(3600),
             poll_interval: Duration::from_secs(10),
             max_backoff: Duration::from_secs(60),
@@ -361,10 +364,7 @@ impl Daemon {
             .set(1);
         let (drift_tx, drift_rx) = tokio::sync::mpsc::unbounded_channel();
         let (watched_tx, watched) = tokio::sync::watch::channel(None);
-        let (events, event_task) = EventSink::new(
-            Api::namespaced(client.clone(), events::NAMESPACE),
-            &opts.node,
-        );
+        let (events, event_task) = EventSink::new(client.clone(), &opts.namespace, &opts.node);
         Daemon {
             inner: Arc::new(Inner {
                 nodes: Api::all(client.clone()),
