@@ -2,9 +2,10 @@
 //! image, [`crate::host::extensions`]). Upstream's command lines: `podman images --format=json
 //! --filter reference=IMG` to see whether the image is there, `podman pull -q [--authfile F]
 //! IMG`, `podman create --net=none --annotation=... --name NAME IMG`, `podman cp CID:/ DIR`,
-//! `podman rm -f NAME`. Run in the host's root like every host tool ([`CommandRunner`]).
+//! `podman rm -f NAME`, the pull and the copy under `nice -- ionice -c 3`. Run in the host's
+//! root like every host tool ([`CommandRunner`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -50,10 +51,18 @@ impl Podman {
         self.runner.run(&self.program, &args)
     }
 
+    /// A pull or a copy: bounded in time, and at idle CPU and I/O priority (`nice -- ionice -c 3
+    /// podman ...`), as upstream's `RunExtBackground` runs them, so that unpacking an image of
+    /// a gigabyte does not starve what still runs on the drained node (its DaemonSets).
     fn run_long(&self, args: &[&str]) -> Result<CmdOutput> {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let args: Vec<String> = ["--", "ionice", "-c", "3"]
+            .into_iter()
+            .map(str::to_string)
+            .chain(std::iter::once(self.program.display().to_string()))
+            .chain(args.iter().map(|s| s.to_string()))
+            .collect();
         self.runner
-            .run_bounded(&self.program, &args, self.timeout, MAX_OUTPUT)
+            .run_bounded(Path::new("nice"), &args, self.timeout, MAX_OUTPUT)
     }
 
     /// Whether `image` is in podman's store: `podman images --format=json --filter

@@ -38,6 +38,9 @@ fn setup(
     );
     fake_tool(bin.path(), "podman", &body);
     fake_tool(bin.path(), "chcon", "exit 0");
+    // They log their arguments and run the rest of them, as the real ones do.
+    fake_tool(bin.path(), "nice", "shift; exec \"$@\"");
+    fake_tool(bin.path(), "ionice", "shift 2; exec \"$@\"");
     let path = format!(
         "{}:{}",
         bin.path().display(),
@@ -98,6 +101,22 @@ fn an_absent_image_is_pulled_with_the_pull_secret_and_copied_out() {
         ])
     );
     assert_eq!(c[3], argv(&["cp", "9f2c1e0d7b6a:/", &dir]));
+    // The pull and the copy at idle CPU and I/O priority, as upstream's.
+    let idle = |rest: &[&str]| argv(&[&["--", "ionice", "-c", "3", "podman"], rest].concat());
+    assert_eq!(
+        calls(bin.path(), "nice"),
+        vec![
+            idle(&[
+                "pull",
+                "-q",
+                "--authfile",
+                "/var/lib/kubelet/config.json",
+                IMAGE
+            ]),
+            idle(&["cp", "9f2c1e0d7b6a:/", &dir]),
+        ]
+    );
+    assert_eq!(calls(bin.path(), "ionice").len(), 2);
     assert_eq!(c[4], argv(&["rm", "-f", name]));
     assert_eq!(
         calls(bin.path(), "chcon"),
