@@ -185,6 +185,15 @@ impl ApiError {
             .iter()
             .map(|c| json!({"reason": c.reason, "field": c.field, "message": c.message}))
             .collect();
+        // It names the stored kind, and kube-apiserver stores an events.k8s.io Event as a core
+        // one.
+        let r = match (r.group, r.kind) {
+            ("events.k8s.io", "Event") => ResRef {
+                group: "",
+                ..r.clone()
+            },
+            _ => r.clone(),
+        };
         ApiError::new(
             422,
             "Invalid",

@@ -214,7 +214,7 @@ async fn events_k8s_io_v1_is_strict_on_create() {
     invalid(
         &a,
         &format!(
-            "Event.events.k8s.io \"no-controller\" is invalid: [reportingController: Required value, reportingController: Invalid value: \"\": name part must be non-empty, reportingController: Invalid value: \"\": {name_part}]"
+            "Event \"no-controller\" is invalid: [reportingController: Required value, reportingController: Invalid value: \"\": name part must be non-empty, reportingController: Invalid value: \"\": {name_part}]"
         ),
         &[
             (
@@ -245,7 +245,7 @@ async fn events_k8s_io_v1_is_strict_on_create() {
     let a = post(&c, &path, e).await;
     invalid(
         &a,
-        "Event.events.k8s.io \"reason-129\" is invalid: reason: Invalid value: \"\": can have at most 128 characters",
+        "Event \"reason-129\" is invalid: reason: Invalid value: \"\": can have at most 128 characters",
         &[(
             "FieldValueInvalid",
             "reason",
@@ -261,7 +261,7 @@ async fn events_k8s_io_v1_is_strict_on_create() {
     let a = post(&c, &path, e).await;
     assert_eq!(
         a.message(),
-        "Event.events.k8s.io \"old-style\" is invalid: [eventTime: Required value, type: Invalid value: \"\": has invalid value: Info, count: Invalid value: \"\": needs to be unset]"
+        "Event \"old-style\" is invalid: [eventTime: Required value, type: Invalid value: \"\": has invalid value: Info, count: Invalid value: \"\": needs to be unset]"
     );
     // Names are DNS subdomains there.
     let a = post(&c, &path, recorder_event("Node_A.1")).await;
@@ -289,7 +289,7 @@ async fn an_events_k8s_io_v1_event_changes_only_its_series() {
         201
     );
     let before = get(&c, &path).await.body;
-    let msg = "Event.events.k8s.io \"node-a.1\" is invalid: reason: Invalid value: \"Other\": field is immutable";
+    let msg = "Event \"node-a.1\" is invalid: reason: Invalid value: \"Other\": field is immutable";
     let cause = (
         "FieldValueInvalid",
         "reason",
@@ -329,7 +329,7 @@ async fn an_events_k8s_io_v1_event_changes_only_its_series() {
     .await;
     assert_eq!(
         a.message(),
-        "Event.events.k8s.io \"node-a.1\" is invalid: message: Invalid value: \"changed\": field is immutable"
+        "Event \"node-a.1\" is invalid: message: Invalid value: \"changed\": field is immutable"
     );
     let a = send(
         &c,
@@ -341,7 +341,7 @@ async fn an_events_k8s_io_v1_event_changes_only_its_series() {
     .await;
     assert_eq!(
         a.message(),
-        "Event.events.k8s.io \"node-a.1\" is invalid: series.count: Invalid value: \"\": should be at least 2"
+        "Event \"node-a.1\" is invalid: series.count: Invalid value: \"\": should be at least 2"
     );
     assert_eq!(get(&c, &path).await.body, before);
     s.handle.shutdown().await;
