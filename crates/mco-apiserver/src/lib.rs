@@ -12,7 +12,7 @@
 //!
 //! The modules form layers, each using only the layers listed before it:
 //!
-//! 1. [`error`], [`registry`], [`objects`] with `machinery` (these two use each other),
+//! 1. [`error`], [`registry`], `strategy`, [`objects`] with `machinery` (these two use each other),
 //!    [`tables`], [`discovery`], [`rbac`], [`admission`], [`metrics`], `protobuf`, `tls`: what a resource
 //!    is, how its objects are checked, changed and shown, and the server's plumbing;
 //! 2. [`store`]: objects on SQLite, the writer thread, watches (it knows nothing of HTTP,
@@ -41,6 +41,7 @@ pub mod registry;
 mod rest;
 mod secret;
 pub mod store;
+mod strategy;
 pub mod tables;
 mod tls;
 

@@ -49,11 +49,61 @@ fn is_dns_subdomain(s: &str) -> bool {
 /// `mco_apimachinery::validation::MAX_OBJECT_DEPTH`).
 pub fn validate_meta(obj: &Value) -> Vec<Cause> {
     use mco_apimachinery::validation;
-    validation::too_deep(obj, validation::MAX_OBJECT_DEPTH)
-        .into_iter()
-        .chain(validation::object_meta(obj))
-        .map(|e| Cause::new(e.reason(), &e.field, e.body()))
+    let deep = validation::too_deep(obj, validation::MAX_OBJECT_DEPTH)
+        .map(|e| Cause::new(e.reason(), &e.field, e.body()));
+    // Where `ValidateObjectMeta` checks it: before the labels.
+    let generation = meta(obj)
+        .get("generation")
+        .and_then(Value::as_i64)
+        .filter(|g| *g < 0)
+        .map(|g| {
+            Cause::new(
+                "FieldValueInvalid",
+                "metadata.generation",
+                format!("Invalid value: {g}: must be greater than or equal to 0"),
+            )
+        });
+    deep.into_iter()
+        .chain(generation)
+        .chain(
+            validation::object_meta(obj)
+                .into_iter()
+                .map(|e| Cause::new(e.reason(), &e.field, e.body())),
+        )
         .collect()
+}
+
+/// A new object's `metadata.generation`, before it is validated: 1 where the kind's strategy
+/// keeps one, what the client sent otherwise (kube-apiserver stores it as sent, dropping a
+/// zero as Go's `omitempty` does). A value that is no integer is refused as kube-apiserver's
+/// decoder refuses it (a custom resource's is set whatever it was).
+pub fn created_generation(
+    info: &ResourceInfo,
+    version: &str,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    let m = meta_mut(obj);
+    match m.get("generation") {
+        _ if info.is_custom() => {}
+        None | Some(Value::Null) => {}
+        Some(Value::Number(n)) if n.is_i64() => {}
+        Some(other) => {
+            let what = match other {
+                Value::Number(n) => format!("number {n}"),
+                v => json_kind(v).to_string(),
+            };
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: json: cannot unmarshal {what} into Go struct field ObjectMeta.metadata.generation of type int64",
+                kind = info.kind
+            )));
+        }
+    }
+    if crate::strategy::of(info).generation.tracked() {
+        m.insert("generation".into(), json!(1));
+    } else if m.get("generation").and_then(Value::as_i64).unwrap_or(0) == 0 {
+        m.remove("generation");
+    }
+    Ok(())
 }
 
 /// Upstream's name validation: DNS-1123 labels for namespaces, subdomains otherwise. An Event's
@@ -93,22 +143,6 @@ pub fn name_suffix() -> String {
     (0..5)
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect()
-}
-
-/// Whether the spec differs: everything except metadata (and status, when it is a
-/// subresource) counts as spec. Compared in place, as [`same_object`] is.
-fn spec_changed(a: &Value, b: &Value, has_status: bool) -> bool {
-    let counts = |k: &String| {
-        let k = k.as_str();
-        k != "metadata" && k != "apiVersion" && k != "kind" && !(has_status && k == "status")
-    };
-    let empty = Map::new();
-    let x = a.as_object().unwrap_or(&empty);
-    let y = b.as_object().unwrap_or(&empty);
-    x.keys().filter(|k| counts(k)).count() != y.keys().filter(|k| counts(k)).count()
-        || x.iter()
-            .filter(|(k, _)| counts(k))
-            .any(|(k, v)| !y.get(k).is_some_and(|w| equal(v, w)))
 }
 
 /// Equality that ignores what every write rewrites anyway.
@@ -395,7 +429,6 @@ pub fn prepare_create(info: &ResourceInfo, version: &str, obj: &mut Value) {
         Value::String(uuid::Uuid::new_v4().to_string()),
     );
     m.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
-    m.insert("generation".into(), json!(1));
     for k in [
         "resourceVersion",
         "deletionTimestamp",
@@ -432,7 +465,8 @@ pub enum Part {
 }
 
 /// Turns a proposed new object into what is stored, given the current one: keeps
-/// server-owned metadata, separates status, bumps generation, and reports no-ops.
+/// server-owned metadata, separates status, bumps generation where the kind keeps one
+/// ([`crate::strategy`]), and reports no-ops.
 /// `None` means nothing changes.
 pub fn finish_update(
     info: &ResourceInfo,
@@ -532,7 +566,8 @@ pub fn finish_update(
     if info.is_custom() {
         admit_custom(info, version, &mut new, &name, strict && part == Part::Main)?;
     }
-    if spec_changed(cur, &new, has_status) {
+    // Status strategies never move it: a status write changes nothing it counts.
+    if part == Part::Main && crate::strategy::of(info).generation.bumped(cur, &new) {
         let g = meta(cur)
             .get("generation")
             .and_then(Value::as_i64)
@@ -723,11 +758,11 @@ mod tests {
     #[test]
     fn generation_moves_only_on_spec_with_status_subresource() {
         let r = Registry::new();
-        let node = r.lookup("", "v1", "nodes").unwrap();
+        let pod = r.lookup("", "v1", "pods").unwrap();
         let cur = json!({"metadata": {"name": "n", "generation": 1, "uid": "u", "resourceVersion": "5"}, "spec": {}, "status": {"a": 1}});
         // status change through the main endpoint is ignored: a no-op
         let same = finish_update(
-            &node,
+            &pod,
             "v1",
             &cur,
             json!({"metadata": {"name": "n"}, "spec": {}, "status": {"a": 2}}),
@@ -737,7 +772,7 @@ mod tests {
         .unwrap();
         assert!(same.is_none());
         let st = finish_update(
-            &node,
+            &pod,
             "v1",
             &cur,
             json!({"metadata": {"name": "n"}, "status": {"a": 2}}),
@@ -748,10 +783,78 @@ mod tests {
         .unwrap();
         assert_eq!(st["status"]["a"], 2);
         assert_eq!(st["metadata"]["generation"], 1);
-        let sp = finish_update(&node, "v1", &cur, json!({"metadata": {"name": "n", "labels": {"x": "y"}}, "spec": {"unschedulable": true}}), Part::Main, false).unwrap().unwrap();
+        let sp = finish_update(
+            &pod,
+            "v1",
+            &cur,
+            json!({"metadata": {"name": "n", "labels": {"x": "y"}}, "spec": {"nodeName": "a"}}),
+            Part::Main,
+            false,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(sp["metadata"]["generation"], 2);
         assert_eq!(sp["status"]["a"], 1);
         assert_eq!(sp["metadata"]["uid"], "u");
+    }
+
+    #[test]
+    fn a_kind_without_a_generation_keeps_what_it_has() {
+        let r = Registry::new();
+        let node = r.lookup("", "v1", "nodes").unwrap();
+        let body = json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}});
+        let bare = json!({"metadata": {"name": "n", "uid": "u"}, "spec": {}});
+        let new = finish_update(&node, "v1", &bare, body.clone(), Part::Main, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(new["metadata"].get("generation"), None);
+        // One stored with a generation (sent on create) keeps it, whatever an update sends.
+        let sent = json!({"metadata": {"name": "n", "uid": "u", "generation": 5}, "spec": {}});
+        let mut body = body;
+        body["metadata"]["generation"] = json!(9);
+        let new = finish_update(&node, "v1", &sent, body, Part::Main, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(new["metadata"]["generation"], 5);
+    }
+
+    #[test]
+    fn a_created_generation_is_one_where_the_kind_keeps_it_and_as_sent_elsewhere() {
+        let r = Registry::new();
+        let cm = r.lookup("", "v1", "configmaps").unwrap();
+        let pdb = r.lookup("policy", "v1", "poddisruptionbudgets").unwrap();
+        let created = |info: &ResourceInfo, g: Value| {
+            let mut obj = json!({"metadata": {"name": "n", "generation": g}});
+            created_generation(info, "v1", &mut obj)
+                .map(|()| obj["metadata"].get("generation").cloned())
+        };
+        assert_eq!(created(&cm, Value::Null).unwrap(), None);
+        assert_eq!(created(&cm, json!(0)).unwrap(), None);
+        assert_eq!(created(&cm, json!(7)).unwrap(), Some(json!(7)));
+        assert_eq!(created(&pdb, Value::Null).unwrap(), Some(json!(1)));
+        assert_eq!(created(&pdb, json!(7)).unwrap(), Some(json!(1)));
+        assert_eq!(
+            created(&cm, json!(1.5)).unwrap_err().message,
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number 1.5 into Go struct field ObjectMeta.metadata.generation of type int64"
+        );
+        assert!(
+            created(&cm, json!("x"))
+                .unwrap_err()
+                .message
+                .contains("unmarshal string into")
+        );
+        // A negative one is stored by no kind.
+        let causes = validate_meta(&json!({"metadata": {"name": "n", "generation": -1}}));
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| (c.field.as_str(), c.message.as_str()))
+                .collect::<Vec<_>>(),
+            [(
+                "metadata.generation",
+                "Invalid value: -1: must be greater than or equal to 0"
+            )]
+        );
     }
 
     #[test]

@@ -468,8 +468,15 @@ async fn resource(
         (&Method::PUT, true, sub) => {
             let obj = decode_body(headers, &body)?;
             let m = Modify::from_request(&t, sub, q, headers, id);
-            let v = update(app, &t, obj, &m).await?;
-            Ok(warned(&t, &v, object_response(&t, headers, q, 200, &v)))
+            // A PUT that creates needs the create verb too.
+            let may_create = || {
+                crate::auth::authorize(&app.rbac, &app.store, id, || rbac::Request {
+                    verb: "create".into(),
+                    ..request_attributes(method, &t, q)
+                })
+            };
+            let (code, v) = update(app, &t, obj, &m, may_create).await?;
+            Ok(warned(&t, &v, object_response(&t, headers, q, code, &v)))
         }
         (&Method::PATCH, true, sub) => {
             let ct = headers

@@ -18,7 +18,8 @@ use crate::machinery;
 use crate::objects::{self, Part, meta_mut, meta_str};
 use crate::registry::ResourceInfo;
 use crate::secret;
-use crate::store::{Action, Outcome};
+use crate::store::{Action, Outcome, Store};
+use crate::strategy;
 
 /// A new object as it would be stored, by create or by an apply that creates: `stringData`
 /// folded, a Secret's type defaulted, server-set fields filled, a custom resource admitted by its
@@ -44,8 +45,8 @@ fn admit_new(
     Ok(())
 }
 
-fn ensure_namespace(app: &App, info: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
-    if info.namespaced && app.store.get("/namespaces", "", ns).is_none() {
+fn ensure_namespace(store: &Store, info: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
+    if info.namespaced && store.get("/namespaces", "", ns).is_none() {
         return Err(
             ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"))
                 .with_details(json!({"name": ns, "kind": "namespaces"})),
@@ -99,6 +100,7 @@ pub async fn create(
 ) -> Result<Arc<Value>, ApiError> {
     obj["apiVersion"] = json!(info.api_version(version));
     obj["kind"] = json!(info.kind);
+    objects::created_generation(info, version, &mut obj)?;
     let m = meta_mut(&mut obj);
     if info.namespaced {
         match m.get("namespace").and_then(Value::as_str) {
@@ -166,7 +168,7 @@ pub async fn create(
     {
         return Err(ApiError::forbidden(msg));
     }
-    ensure_namespace(app, info, ns)?;
+    ensure_namespace(&app.store, info, ns)?;
     admit_new(info, version, &mut obj, &name, ctx.strict)?;
     let is_crd = is_crd(info);
     if is_crd {
@@ -247,6 +249,26 @@ impl Modify {
                 self.name
             ))),
             _ => Ok(()),
+        }
+    }
+
+    /// A PUT's body names the object of the URL, in its namespace, as upstream requires.
+    fn check_put(&self, body: &Value, ns: Option<&str>) -> Result<(), ApiError> {
+        let sent = meta_str(body, "namespace").filter(|n| !n.is_empty());
+        if self.info.namespaced
+            && let (Some(sent), Some(ns)) = (sent, ns)
+            && sent != ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        match meta_str(body, "name").filter(|n| !n.is_empty()) {
+            None => Err(ApiError::bad_request(format!(
+                "the name of the object ({} based on URL) was undeterminable: name must be provided",
+                self.name
+            ))),
+            Some(_) => self.check_name(body),
         }
     }
 
@@ -335,18 +357,33 @@ impl Modify {
     }
 }
 
+/// A PUT: replaces the object, or creates it where the kind's strategy allows that
+/// (kube-apiserver's `AllowCreateOnUpdate`: Events, Leases, RBAC objects), checked as a create
+/// is and only for a caller `may_create` allows; other kinds answer 404. Returns the HTTP
+/// status, 201 for a create.
 pub(super) async fn update(
     app: &App,
     t: &Target,
     obj: Value,
     m: &Modify,
-) -> Result<Arc<Value>, ApiError> {
-    m.check_name(&obj)?;
+    may_create: impl FnOnce() -> Result<(), ApiError>,
+) -> Result<(u16, Arc<Value>), ApiError> {
+    m.check_put(&obj, t.ns.as_deref())?;
+    let creates = m.part == Part::Main && strategy::of(&m.info).create_on_update;
+    // Decided once, before the write: the closure may run more than once.
+    let on_missing: Option<Result<(), ApiError>> = creates.then(may_create);
+    let store = Arc::clone(&app.store);
+    let ns = t.ns.clone();
     let m2 = m.clone();
-    let (_, v) = m
+    let (created, v) = m
         .write(app, t, "update", move |cur| {
             let m = &m2;
-            let cur = cur.ok_or_else(|| ApiError::not_found(&m.info.rref(), &m.name))?;
+            let Some(cur) = cur else {
+                return match &on_missing {
+                    None => Err(ApiError::not_found(&m.info.rref(), &m.name)),
+                    Some(may) => create_on_update(&store, m, ns.as_deref(), obj.clone(), may),
+                };
+            };
             if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty())
                 && Some(rv) != meta_str(cur, "resourceVersion")
             {
@@ -355,7 +392,48 @@ pub(super) async fn update(
             finish(&m.info, &m.version, cur, obj.clone(), m.part, &m.ctx, true)
         })
         .await?;
-    Ok(v)
+    Ok((if created { 201 } else { 200 }, v))
+}
+
+/// The object a PUT of a missing one creates: the request's metadata that only the server
+/// sets is dropped (a resourceVersion too: there is nothing to compare it with), then it is
+/// judged as a create is, in kube-apiserver's order: the namespace, the object, then whether
+/// the caller may create.
+fn create_on_update(
+    store: &Store,
+    m: &Modify,
+    ns: Option<&str>,
+    mut obj: Value,
+    may_create: &Result<(), ApiError>,
+) -> Result<Action, ApiError> {
+    let info = &m.info;
+    ensure_namespace(store, info, ns.unwrap_or(""))?;
+    obj["apiVersion"] = json!(info.api_version(&m.version));
+    obj["kind"] = json!(info.kind);
+    objects::created_generation(info, &m.version, &mut obj)?;
+    let meta = meta_mut(&mut obj);
+    meta.insert("name".into(), json!(m.name));
+    match ns {
+        Some(ns) if info.namespaced => {
+            meta.insert("namespace".into(), json!(ns));
+        }
+        _ => {
+            meta.remove("namespace");
+        }
+    }
+    if let Some(c) = objects::validate_name(info, &m.name) {
+        return Err(ApiError::invalid(&info.rref(), &m.name, vec![c]));
+    }
+    let causes = objects::validate_meta(&obj);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&info.rref(), &m.name, causes));
+    }
+    admit_new(info, &m.version, &mut obj, &m.name, m.ctx.strict)?;
+    may_create.clone()?;
+    if !m.ctx.manager.is_empty() {
+        obj = machinery::record_update(info, &m.version, Part::Main, None, obj, &m.ctx.manager);
+    }
+    Ok(Action::Put(obj))
 }
 
 /// Shared tail of update and patch: status separation, validation, no-op detection,
@@ -470,7 +548,7 @@ pub(super) async fn patch(
         if let Some(c) = objects::validate_name(&t.info, name) {
             return Err(ApiError::invalid(&t.info.rref(), name, vec![c]));
         }
-        ensure_namespace(app, &t.info, t.ns_str())?;
+        ensure_namespace(&app.store, &t.info, t.ns_str())?;
     }
     let ns = t.ns.clone();
     let m2 = m.clone();
@@ -504,6 +582,7 @@ pub(super) async fn patch(
                 if let Some(ns) = &ns {
                     m.insert("namespace".into(), json!(ns));
                 }
+                objects::created_generation(info, version, &mut obj)?;
                 let causes = objects::validate_meta(&obj);
                 if !causes.is_empty() {
                     return Err(ApiError::invalid(&info.rref(), n2, causes));

@@ -1214,3 +1214,125 @@ async fn apply_with_a_stale_resource_version_conflicts() {
         .await
         .expect("no resourceVersion, no precondition");
 }
+
+/// A PUT of a missing object creates it where kube-apiserver's strategy allows it (Events,
+/// Leases), judged as a create is and only for a caller that may create; other kinds answer
+/// 404. Only kinds whose strategy keeps `metadata.generation` get one.
+#[tokio::test]
+async fn a_put_creates_where_the_kind_allows_it() {
+    let s = common::start().await;
+    let admin = s.admin().await;
+    let put = |c: &kube::Client, path: &str, body: Value| {
+        let (c, path) = (c.clone(), path.to_string());
+        async move { common::send(&c, "PUT", &path, "application/json", &body).await }
+    };
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = |name: &str, holder: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "resourceVersion": "999", "generation": 3},
+            "spec": {"holderIdentity": holder}})
+    };
+    // Created (the resourceVersion has nothing to match), as sent: a Lease has no generation
+    // of the server's.
+    let a = put(&admin, &format!("{leases}/l1"), lease("l1", "a")).await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    assert!(a.body["metadata"]["uid"].is_string());
+    assert_eq!(a.body["metadata"]["generation"], 3);
+    let mut again = lease("l1", "b");
+    again["metadata"]["resourceVersion"] = a.body["metadata"]["resourceVersion"].clone();
+    let a = put(&admin, &format!("{leases}/l1"), again).await;
+    assert_eq!(
+        (a.code, &a.body["spec"]["holderIdentity"]),
+        (200, &json!("b"))
+    );
+    assert_eq!(a.body["metadata"]["generation"], 3);
+
+    // A ConfigMap is not created by a PUT.
+    let a = put(
+        &admin,
+        "/api/v1/namespaces/default/configmaps/c1",
+        json!({"metadata": {"name": "c1"}, "data": {"a": "1"}}),
+    )
+    .await;
+    assert_eq!((a.code, a.message()), (404, "configmaps \"c1\" not found"));
+    // Nor anything without a name, or in a namespace that does not exist.
+    let a = put(&admin, &format!("{leases}/l2"), json!({"spec": {}})).await;
+    assert_eq!(
+        (a.code, a.message()),
+        (
+            400,
+            "the name of the object (l2 based on URL) was undeterminable: name must be provided"
+        )
+    );
+    let a = put(
+        &admin,
+        "/apis/coordination.k8s.io/v1/namespaces/nowhere/leases/l2",
+        lease("l2", "a"),
+    )
+    .await;
+    assert_eq!(
+        (a.code, a.message()),
+        (404, "namespaces \"nowhere\" not found")
+    );
+
+    // An Event is validated as on create: refused, nothing is stored; valid, it is created.
+    let events = "/api/v1/namespaces/default/events";
+    let event = json!({"metadata": {"name": "e1"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "other"},
+        "reason": "R", "message": "m", "type": "Normal", "source": {"component": "c"}});
+    let a = put(&admin, &format!("{events}/e1"), event.clone()).await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.causes(),
+        [(
+            "FieldValueInvalid".to_string(),
+            "involvedObject.namespace".to_string(),
+            "Invalid value: \"other\": does not match event.namespace".to_string()
+        )]
+    );
+    let mut ok = event;
+    ok["involvedObject"]["namespace"] = json!("default");
+    let a = put(&admin, &format!("{events}/e1"), ok).await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    assert_eq!(a.body["metadata"].get("generation"), None);
+
+    // A caller that may update Leases but not create them cannot create one by a PUT.
+    let rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default";
+    let post = |path: String, body: Value| {
+        let c = admin.clone();
+        async move { common::send(&c, "POST", &path, "application/json", &body).await }
+    };
+    let a = post(
+        format!("{rbac}/roles"),
+        json!({"metadata": {"name": "renew"}, "rules": [{"apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"], "verbs": ["get", "update"]}]}),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    let a = post(
+        format!("{rbac}/rolebindings"),
+        json!({"metadata": {"name": "renew"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "renew"},
+            "subjects": [{"kind": "ServiceAccount", "name": "renewer", "namespace": "default"}]}),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    let renewer = s
+        .handle
+        .client_for(Identity::service_account("default", "renewer", None))
+        .await
+        .unwrap();
+    let mut renewal = lease("l1", "c");
+    renewal["metadata"]["resourceVersion"] = json!("");
+    let a = put(&renewer, &format!("{leases}/l1"), renewal).await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    let a = put(&renewer, &format!("{leases}/l3"), lease("l3", "c")).await;
+    assert_eq!(
+        (a.code, a.message()),
+        (
+            403,
+            "leases.coordination.k8s.io \"l3\" is forbidden: User \"system:serviceaccount:default:renewer\" cannot create resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"default\""
+        )
+    );
+    s.handle.shutdown().await;
+}
