@@ -156,13 +156,21 @@ async fn daemon_token_is_least_privilege() {
         .await
         .unwrap();
     assert_eq!(patched.data["status"]["health"], "Healthy");
+    // Its Node's events, in the install namespace as upstream's daemon records them; nowhere
+    // else.
     create(
         &daemon,
         &json!({"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": "e1", "namespace": "default"},
-            "involvedObject": {"kind": "Node", "name": "a"}, "reason": "Test"}),
+            "metadata": {"name": "e1", "namespace": ns},
+            "involvedObject": {"kind": "Node", "name": "a", "namespace": ns}, "reason": "Test"}),
     )
     .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(daemon.clone(), "default");
+    let e: k8s_openapi::api::core::v1::Event =
+        serde_json::from_value(json!({"metadata": {"name": "e2", "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": "a"}, "reason": "Test"}))
+        .unwrap();
+    forbidden(events.create(&PostParams::default(), &e).await);
 
     // Another node's MachineConfigNode: RBAC allows the verb, the owner-node guard refuses.
     let st = forbidden(
