@@ -5,10 +5,14 @@
 //! `machineconfigdaemon` on the node's host, in upstream's reasons and words.
 //!
 //! Sending is off the update's path: [`EventSink::emit`] queues and returns, and one task per
-//! daemon sends in order, as client-go's recorder does. Both limits are client-go's: at most
-//! [`QUEUE`] events wait (more are dropped, as its broadcaster drops when full), and a token
-//! bucket of [`BURST`] events refilled one per [`REFILL`] per daemon process
-//! (`EventSourceObjectSpamFilter`), so a loop that fails and retries cannot flood the server.
+//! daemon sends in order, as client-go's recorder does, through its correlation
+//! ([`crate::agent::correlate`]): a repeat is counted on the Event already recorded (a patch of
+//! `count`, `lastTimestamp` and `message`), and alike events with many messages are combined,
+//! so a Degraded daemon retrying every minute shows one Event with a growing count. Both limits
+//! are client-go's: at most [`QUEUE`] events wait (more are dropped, as its broadcaster drops
+//! when full), and a token bucket of [`BURST`] events refilled one per [`REFILL`] per daemon
+//! process (`EventSourceObjectSpamFilter`), so a loop that fails and retries cannot flood the
+//! server.
 //! A reboot request first waits, briefly, for what is queued ([`EventSink::flush`]), so the
 //! `Reboot` event is not lost with the process.
 
@@ -16,10 +20,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::agent::correlate::{Correlator, Send};
 use crate::engine::NodeEvent;
 
 /// Upstream's event source component for its daemon.
@@ -185,6 +190,7 @@ impl EventTask {
     /// recorder is best effort.
     pub async fn run(mut self) {
         let mut bucket = Bucket::new(Instant::now());
+        let mut correlator = Correlator::default();
         while let Some(q) = self.rx.recv().await {
             match q {
                 Queued::Flush(done) => {
@@ -192,13 +198,37 @@ impl EventTask {
                 }
                 Queued::Event(ev) => {
                     let reason = ev.reason.clone().unwrap_or_default();
+                    // Correlated before the bucket, as client-go does: a dropped repeat still
+                    // counts, and the next one sent carries it.
+                    let send = correlator.correlate(*ev, jiff::Timestamp::now());
                     if !bucket.take(Instant::now()) {
                         tracing::debug!(%reason, "event rate limit reached; event dropped");
                         continue;
                     }
-                    if let Err(e) = self.api.create(&PostParams::default(), &ev).await {
-                        tracing::debug!(error = %e, %reason, "event not recorded");
+                    match self.send(send).await {
+                        Ok(recorded) => correlator.recorded(&recorded),
+                        Err(e) => tracing::debug!(error = %e, %reason, "event not recorded"),
                     }
+                }
+            }
+        }
+    }
+
+    /// Creates or patches, as `send` says; a repeat of an Event deleted meanwhile (404) is
+    /// created again, as client-go does.
+    async fn send(&self, send: Send) -> Result<Event, kube::Error> {
+        match send {
+            Send::Create(ev) => self.api.create(&PostParams::default(), &ev).await,
+            Send::Patch { name, body, event } => {
+                let patched = self
+                    .api
+                    .patch(&name, &PatchParams::default(), &Patch::Strategic(&body))
+                    .await;
+                match patched {
+                    Err(kube::Error::Api(s)) if s.code == 404 => {
+                        self.api.create(&PostParams::default(), &event).await
+                    }
+                    other => other,
                 }
             }
         }
@@ -268,6 +298,50 @@ mod tests {
         );
         assert_eq!(warning.type_.as_deref(), Some("Warning"));
         assert!(warning.involved_object.uid.is_none());
+    }
+
+    /// Against the API server: the same event twice is one Event with `count: 2`, and a
+    /// repeat of one deleted meanwhile creates it again with its count.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_repeat_is_counted_on_the_recorded_event() {
+        let server = mco_testkit::server::start().await;
+        let admin = server.admin().await;
+        mco_testkit::server::install_namespace(&admin).await;
+        let ns = mco_api::constants::names::DEFAULT_NAMESPACE;
+        let node = server
+            .handle
+            .client_for(mco_apiserver::Identity::Node("worker-0".into()))
+            .await
+            .unwrap();
+        let (sink, task) = EventSink::new(node, ns, "worker-0");
+        let task = tokio::spawn(task.run());
+        let failed = NodeEvent::warning(
+            "OnDiskStateValidationFailed",
+            "unexpected on-disk state validating against rendered-worker-1",
+        );
+        let events: Api<Event> = Api::namespaced(admin, ns);
+        let mut name = None;
+        for count in [1, 2] {
+            assert!(sink.emit(&failed, Some("uid-1")));
+            sink.flush(Duration::from_secs(30)).await;
+            let list = events.list(&Default::default()).await.unwrap().items;
+            assert_eq!(list.len(), 1, "{list:#?}");
+            assert_eq!(list[0].count, Some(count), "{list:#?}");
+            assert_eq!(list[0].message.as_deref(), Some(failed.message.as_str()));
+            name.get_or_insert(list[0].metadata.name.clone().unwrap());
+            assert_eq!(list[0].metadata.name.as_ref(), name.as_ref());
+        }
+        let name = name.unwrap();
+        events.delete(&name, &Default::default()).await.unwrap();
+        assert!(sink.emit(&failed, Some("uid-1")));
+        sink.flush(Duration::from_secs(30)).await;
+        let list = events.list(&Default::default()).await.unwrap().items;
+        assert_eq!(list.len(), 1, "{list:#?}");
+        assert_eq!(list[0].metadata.name.as_deref(), Some(name.as_str()));
+        assert_eq!(list[0].count, Some(3));
+        drop(sink);
+        task.await.unwrap();
+        server.handle.shutdown().await;
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! The kube-facing agent: the sync loop that drives the engine from the node's annotations,
 //! the MachineConfigNode status it writes, and the daemon's metrics.
 
+pub mod correlate;
 pub mod events;
 pub mod mcn;
 pub mod metrics;
