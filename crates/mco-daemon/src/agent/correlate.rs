@@ -4,9 +4,10 @@
 //! one recorded, so `kubectl get events` shows `x5 over 20m` instead of five rows. Pure: the
 //! caller gives the time and sends what [`Correlator::correlate`] returns.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use hashlink::LruCache;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -37,51 +38,6 @@ pub enum Send {
     },
 }
 
-/// A map of at most `cap` entries that forgets its least recently used entry first.
-#[derive(Debug)]
-struct Lru<V> {
-    cap: usize,
-    tick: u64,
-    entries: HashMap<String, (V, u64)>,
-    order: BTreeMap<u64, String>,
-}
-
-impl<V> Lru<V> {
-    fn new(cap: usize) -> Lru<V> {
-        Lru {
-            cap: cap.max(1),
-            tick: 0,
-            entries: HashMap::new(),
-            order: BTreeMap::new(),
-        }
-    }
-
-    /// The entry of `key`, now the most recently used.
-    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        let (_, used) = self.entries.get_mut(key)?;
-        self.order.remove(used);
-        self.tick += 1;
-        *used = self.tick;
-        self.order.insert(self.tick, key.to_string());
-        self.entries.get_mut(key).map(|(v, _)| v)
-    }
-
-    /// Sets `key`, the most recently used; forgets the least recently used beyond `cap`.
-    fn put(&mut self, key: String, value: V) {
-        self.tick += 1;
-        if let Some((_, used)) = self.entries.insert(key.clone(), (value, self.tick)) {
-            self.order.remove(&used);
-        }
-        self.order.insert(self.tick, key);
-        while self.entries.len() > self.cap {
-            let Some((_, oldest)) = self.order.pop_first() else {
-                break;
-            };
-            self.entries.remove(&oldest);
-        }
-    }
-}
-
 /// Alike events seen lately: their distinct messages and when the last came.
 #[derive(Debug)]
 struct Aggregate {
@@ -100,8 +56,8 @@ struct Recorded {
 /// The state of one recorder's correlation; see the module.
 #[derive(Debug)]
 pub struct Correlator {
-    aggregates: Lru<Aggregate>,
-    recorded: Lru<Recorded>,
+    aggregates: LruCache<String, Aggregate>,
+    recorded: LruCache<String, Recorded>,
 }
 
 impl Default for Correlator {
@@ -161,8 +117,8 @@ impl Correlator {
     /// A correlator whose caches hold at most `entries` each.
     pub fn with_capacity(entries: usize) -> Correlator {
         Correlator {
-            aggregates: Lru::new(entries),
-            recorded: Lru::new(entries),
+            aggregates: LruCache::new(entries.max(1)),
+            recorded: LruCache::new(entries.max(1)),
         }
     }
 
@@ -179,7 +135,7 @@ impl Correlator {
         let Some(name) = event.metadata.name.clone() else {
             return;
         };
-        self.recorded.put(
+        self.recorded.insert(
             event_key(event),
             Recorded {
                 name,
@@ -207,7 +163,7 @@ impl Correlator {
                     messages: BTreeSet::from([message.clone()]),
                     last: now,
                 };
-                self.aggregates.put(key.clone(), fresh);
+                self.aggregates.insert(key.clone(), fresh);
                 1
             }
         };
@@ -240,7 +196,7 @@ impl Correlator {
     /// `event` to create, or, if one under `key` was recorded, the patch that counts it there.
     fn observe(&mut self, mut event: Event, key: String) -> Send {
         let Some(last) = self.recorded.get_mut(&key).cloned() else {
-            self.recorded.put(
+            self.recorded.insert(
                 key,
                 Recorded {
                     name: event.metadata.name.clone().unwrap_or_default(),
@@ -254,7 +210,7 @@ impl Correlator {
         event.metadata.name = Some(last.name.clone());
         event.first_timestamp = last.first.clone();
         event.count = Some(count);
-        self.recorded.put(
+        self.recorded.insert(
             key,
             Recorded {
                 count,
@@ -279,7 +235,7 @@ impl Correlator {
     /// How many entries each cache holds, for tests of the bound.
     #[cfg(test)]
     fn sizes(&self) -> (usize, usize) {
-        (self.aggregates.entries.len(), self.recorded.entries.len())
+        (self.aggregates.len(), self.recorded.len())
     }
 }
 
