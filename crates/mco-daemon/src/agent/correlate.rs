@@ -1,8 +1,8 @@
 //! client-go's event correlation, which upstream's daemon gets from its recorder: events alike
 //! but for their message are combined once too many come in a window ([`AGGREGATE_MAX`] within
 //! [`AGGREGATE_WINDOW`]), and an event already recorded is not created again but counted on the
-//! one recorded, so `kubectl get events` shows `x5 over 20m` instead of five rows. Pure: the
-//! caller gives the time and sends what [`Correlator::correlate`] returns.
+//! one recorded, so `kubectl get events -o wide` shows one row with COUNT 5, not five rows.
+//! Pure: the caller gives the time and sends what [`Correlator::correlate`] returns.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
