@@ -10,7 +10,9 @@
 //!
 //! Apply and update on `/status` use the same functions with
 //! [`ApplyOptions::for_status`]: the entries get `subresource: status`, and
-//! `spec` in the request is ignored (neither merged nor owned). The caller
+//! what the kind's status strategy resets ([`status_reset_fields`]: for a
+//! custom resource `metadata` and `spec`) is ignored in the request (neither
+//! merged nor owned). The caller
 //! may pass the whole object or only `apiVersion`, `kind`, `metadata.name`
 //! and `status`. On the main endpoint of a kind with a status subresource,
 //! use [`ApplyOptions::with_reset_fields`]`(&["status"])` so that status in the
@@ -360,12 +362,14 @@ impl<'a> ApplyOptions<'a> {
         }
     }
 
-    /// Options for the `/status` subresource: entries get
-    /// `subresource: status`, and `spec` in the request is ignored.
+    /// Options for a custom resource's `/status` subresource: entries get
+    /// `subresource: status`, and the request owns nothing outside `status`
+    /// ([`status_reset_fields`]; a built-in kind's are set with
+    /// [`Self::with_reset_fields`]).
     pub fn for_status(time: &'a str, list_types: &'a dyn MergeKeys) -> Self {
         Self {
             subresource: Some("status"),
-            reset_fields: &["spec"],
+            reset_fields: status_reset_fields("", "", true),
             ..Self::new(time, list_types)
         }
     }
@@ -394,6 +398,24 @@ impl<'a> ApplyOptions<'a> {
                     .map(str::to_string)
             })
             .unwrap_or_default()
+    }
+}
+
+/// What a write through `/status` neither changes nor owns, as each kind's status strategy in
+/// kube-apiserver resets it (`GetResetFields`, which its field manager leaves out of every
+/// field set the write takes): a custom resource's `metadata` and `spec`, a Pod's `spec`,
+/// deletion timestamp and owner references, a Deployment's `spec` and labels, and any other
+/// kind's `spec`.
+pub fn status_reset_fields(group: &str, kind: &str, custom: bool) -> &'static [&'static str] {
+    match (group, kind) {
+        _ if custom => &["metadata", "spec"],
+        ("", "Pod") => &[
+            "spec",
+            "metadata.deletionTimestamp",
+            "metadata.ownerReferences",
+        ],
+        ("apps", "Deployment") => &["spec", "metadata.labels"],
+        _ => &["spec"],
     }
 }
 
@@ -612,7 +634,7 @@ fn record_update_general(
     let mut same = SameFields::new(before_t, &obj);
     let mut touched: BTreeSet<Path> = new
         .iter()
-        .filter(|p| !same.covers(p) && changed(before_t, &obj, p))
+        .filter(|p| !same.covers(p) && changed(before_t, &obj, p, lt))
         .cloned()
         .collect();
     added_containers(
@@ -829,6 +851,8 @@ fn added_containers(
     out: &mut BTreeSet<Path>,
 ) {
     match after {
+        // An atomic object is a leaf: owned through the comparison of values.
+        Value::Object(_) if is_atomic(lt, names) => {}
         Value::Object(m) if !m.is_empty() || wire.is_empty() => {
             if !wire.is_empty() && !before.is_some_and(Value::is_object) {
                 out.insert(wire.clone());
@@ -886,6 +910,10 @@ fn walk_set(
     out: &mut BTreeSet<Path>,
 ) -> Result<(), ApplyError> {
     match v {
+        // An atomic object is owned whole, as a leaf is.
+        Value::Object(_) if is_atomic(lt, names) => {
+            out.insert(wire.clone());
+        }
         Value::Object(m) if !m.is_empty() || wire.is_empty() => {
             for (k, child) in m {
                 // A map entry is owned itself, not only through its leaves.
@@ -1068,7 +1096,7 @@ impl<'v, 'p> SameFields<'v, 'p> {
     }
 }
 
-fn changed(a: &Value, b: &Value, p: &Path) -> bool {
+fn changed(a: &Value, b: &Value, p: &Path, lt: &dyn MergeKeys) -> bool {
     match (lookup(a, p), lookup(b, p)) {
         (None, None) => false,
         (Some(_), None) | (None, Some(_)) => true,
@@ -1076,9 +1104,27 @@ fn changed(a: &Value, b: &Value, p: &Path) -> bool {
             let by_presence = p
                 .last()
                 .is_some_and(|e| e.starts_with("k:") || e.starts_with("v:"));
-            !(by_presence || (x.is_object() && y.is_object()) || x == y)
+            if x == y {
+                return false;
+            }
+            // An atomic object (or keyed item) is one value, compared whole.
+            if (by_presence || (x.is_object() && y.is_object())) && x.is_object() {
+                let names: Vec<&str> = p.iter().filter_map(|e| e.strip_prefix("f:")).collect();
+                return lt.atomic(&names);
+            }
+            !by_presence
         }
     }
+}
+
+/// Whether the object at `names` (field names from the root, list positions left out) is
+/// atomic; the root never is.
+fn is_atomic(lt: &dyn MergeKeys, names: &[String]) -> bool {
+    if names.is_empty() {
+        return false;
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    lt.atomic(&refs)
 }
 
 /// [`changed`] for an apply's conflicts: a list merged by items or as a set, there before and
@@ -1091,7 +1137,7 @@ fn changed_for_apply(a: &Value, b: &Value, p: &Path, lt: &dyn MergeKeys) -> bool
             return false;
         }
     }
-    changed(a, b, p)
+    changed(a, b, p, lt)
 }
 
 fn remove_path(root: &mut Value, path: &[String]) {
@@ -1167,6 +1213,11 @@ fn merge_values(
     lt: &dyn MergeKeys,
 ) -> Value {
     match (live, config) {
+        // An atomic object is replaced whole, its `null`s dropped as a new object's are.
+        (Some(Value::Object(l)), Value::Object(_)) if !l.is_empty() && is_atomic(lt, names) => {
+            let empty = Value::Object(Map::new());
+            merge_values(Some(&empty), config, names, lt)
+        }
         (Some(Value::Object(l)), Value::Object(c)) => {
             let mut out = l.clone();
             for (k, cv) in c {
@@ -1952,6 +2003,131 @@ mod tests {
             fields_of(&out, "creator"),
             json!({"f:metadata": {"f:labels": {}}})
         );
+    }
+
+    fn event() -> Value {
+        json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "e.1", "namespace": "ns"},
+            "involvedObject": {"kind": "ConfigMap", "namespace": "ns", "name": "cm", "uid": "u1"},
+            "reason": "Created", "message": "m", "type": "Normal"})
+    }
+
+    /// An atomic struct (an Event's `involvedObject`) is owned whole by the write that sets
+    /// it, and a change to any of its fields takes it whole.
+    #[test]
+    fn an_atomic_struct_is_owned_whole() {
+        let keys = MergeKeyTable::builtin("", "Event").unwrap();
+        let o = ApplyOptions::new(T1, &keys);
+        let live = record_update(None, &event(), "creator", o);
+        assert_eq!(
+            fields_of(&live, "creator"),
+            json!({"f:involvedObject": {}, "f:message": {}, "f:reason": {}, "f:type": {}})
+        );
+        let mut moved = live.clone();
+        moved["involvedObject"]["fieldPath"] = json!("data.k");
+        let out = record_update(Some(&live), &moved, "mover", o);
+        assert_eq!(fields_of(&out, "mover"), json!({"f:involvedObject": {}}));
+        assert_eq!(
+            fields_of(&out, "creator"),
+            json!({"f:message": {}, "f:reason": {}, "f:type": {}})
+        );
+    }
+
+    /// An apply replaces an atomic struct whole, and conflicts over it as one field.
+    #[test]
+    fn apply_replaces_an_atomic_struct_whole() {
+        let keys = MergeKeyTable::builtin("", "Event").unwrap();
+        let o = ApplyOptions::new(T1, &keys);
+        let live = record_update(None, &event(), "creator", o);
+        let applied = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "e.1", "namespace": "ns"},
+            "involvedObject": {"kind": "ConfigMap", "namespace": "ns", "name": "cm", "fieldPath": "data.k"}});
+        let err = apply(Some(&live), &applied, "applier", false, o).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"creator\" using v1: .involvedObject"
+        );
+        let out = apply(Some(&live), &applied, "applier", true, o).unwrap();
+        assert_eq!(out["involvedObject"], applied["involvedObject"]);
+        assert_eq!(fields_of(&out, "applier"), json!({"f:involvedObject": {}}));
+    }
+
+    /// Owner references are atomic items of a keyed list: each is owned as `k:{..}` alone, and
+    /// a change to one of its fields takes it.
+    #[test]
+    fn owner_references_are_atomic_items() {
+        let keys = MergeKeyTable::builtin("", "ConfigMap").unwrap();
+        let o = ApplyOptions::new(T1, &keys);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u1"}]}});
+        let live = record_update(None, &cm, "creator", o);
+        assert_eq!(
+            fields_of(&live, "creator"),
+            json!({"f:metadata": {"f:ownerReferences": {".": {}, "k:{\"uid\":\"u1\"}": {}}}})
+        );
+        let mut adopted = live.clone();
+        adopted["metadata"]["ownerReferences"][0]["controller"] = json!(true);
+        let out = record_update(Some(&live), &adopted, "adopter", o);
+        assert_eq!(
+            fields_of(&out, "adopter"),
+            json!({"f:metadata": {"f:ownerReferences": {"k:{\"uid\":\"u1\"}": {}}}})
+        );
+        assert_eq!(
+            fields_of(&out, "creator"),
+            json!({"f:metadata": {"f:ownerReferences": {}}})
+        );
+    }
+
+    /// A CRD schema's `x-kubernetes-map-type: atomic` makes its object one value.
+    #[test]
+    fn a_schema_atomic_map_is_one_value() {
+        let keys = MergeKeyTable::from_openapi_schema(&json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "selector": {"type": "object", "x-kubernetes-map-type": "atomic", "properties": {
+                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}}}}}}));
+        let o = ApplyOptions::new(T1, &keys);
+        let pool = json!({"apiVersion": "x.io/v1", "kind": "Pool", "metadata": {"name": "p"},
+            "spec": {"selector": {"matchLabels": {"a": "1", "b": "2"}}}});
+        let live = apply(None, &pool, "applier", false, o).unwrap();
+        assert_eq!(
+            fields_of(&live, "applier"),
+            json!({"f:spec": {"f:selector": {}}})
+        );
+        let narrowed = json!({"apiVersion": "x.io/v1", "kind": "Pool", "metadata": {"name": "p"},
+            "spec": {"selector": {"matchLabels": {"a": "1"}}}});
+        let out = apply(Some(&live), &narrowed, "applier", false, o).unwrap();
+        assert_eq!(out["spec"]["selector"], json!({"matchLabels": {"a": "1"}}));
+    }
+
+    /// A custom resource's status write owns nothing outside `status`: a label it carries is
+    /// neither owned nor, through an apply, set.
+    #[test]
+    fn a_status_write_owns_only_status() {
+        let keys = pool_keys();
+        let o = ApplyOptions::for_status(T1, &keys);
+        let pool = json!({"apiVersion": "x.io/v1", "kind": "Pool", "metadata": {"name": "p"},
+            "spec": {"paused": false}});
+        let live = record_update(None, &pool, "creator", ApplyOptions::new(T1, &keys));
+        let patched = merge_patch(
+            &live,
+            &json!({"metadata": {"labels": {"l": "x"}}, "status": {"machineCount": 2}}),
+        )
+        .unwrap();
+        let out = record_update(Some(&live), &patched, "controller", o);
+        assert_eq!(
+            fields_of(&out, "controller"),
+            json!({"f:status": {".": {}, "f:machineCount": {}}})
+        );
+        let applied = json!({"apiVersion": "x.io/v1", "kind": "Pool",
+            "metadata": {"name": "p", "labels": {"l": "x"}}, "status": {"machineCount": 3}});
+        let out = apply(Some(&live), &applied, "daemon", false, o).unwrap();
+        assert_eq!(out["metadata"].get("labels"), None);
+        assert_eq!(
+            fields_of(&out, "daemon"),
+            json!({"f:status": {"f:machineCount": {}}})
+        );
+        // A Node's status strategy resets only its spec.
+        assert_eq!(status_reset_fields("", "Node", false), ["spec"]);
     }
 
     #[test]

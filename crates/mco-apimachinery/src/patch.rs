@@ -62,6 +62,16 @@ pub trait MergeKeys {
     fn always_present(&self, _path: &[&str]) -> bool {
         false
     }
+
+    /// Whether the object at `path` (a struct marked `+structType=atomic`, a map
+    /// marked `+mapType=atomic`, or a schema's `x-kubernetes-map-type: atomic`)
+    /// is one value: owned as a whole (`f:involvedObject: {}`, nothing under
+    /// it), replaced whole by an apply, and changed when any part of it
+    /// changes. A list's items are asked by the list's path. Strategic merge
+    /// patch does not ask: upstream's merges such objects key by key.
+    fn atomic(&self, _path: &[&str]) -> bool {
+        false
+    }
 }
 
 impl<F> MergeKeys for F
@@ -91,6 +101,10 @@ pub struct MergeKeyTable {
     shape: Option<Shape>,
     /// Dotted paths of the objects [`MergeKeys::always_present`] names.
     present: HashSet<String>,
+    /// Dotted paths of the objects [`MergeKeys::atomic`] names, and their last
+    /// names: most objects are ruled out by their name without joining a path.
+    atomic: HashSet<String>,
+    atomic_last: HashSet<String>,
 }
 
 impl MergeKeys for MergeKeyTable {
@@ -111,6 +125,11 @@ impl MergeKeys for MergeKeyTable {
 
     fn always_present(&self, path: &[&str]) -> bool {
         !self.present.is_empty() && self.present.contains(&path.join("."))
+    }
+
+    fn atomic(&self, path: &[&str]) -> bool {
+        path.last().is_some_and(|l| self.atomic_last.contains(*l))
+            && self.atomic.contains(&path.join("."))
     }
 }
 
@@ -236,6 +255,7 @@ impl MergeKeyTable {
                 t.add_present(&["spec", "status"]);
             }
             ("apps", "Deployment" | "DaemonSet" | "ReplicaSet" | "StatefulSet") => {
+                t.add_atomic(&["spec.selector"]);
                 t.add_object_meta("spec.template.metadata");
                 t.add_pod_spec("spec.template.spec");
                 t.insert("status.conditions", ListType::map(["type"]));
@@ -254,6 +274,7 @@ impl MergeKeyTable {
             }
             ("policy", "PodDisruptionBudget") => {
                 t.insert("status.conditions", ListType::map(["type"]));
+                t.add_atomic(&["spec.selector"]);
                 t.add_present(&["spec", "status"]);
             }
             ("", "Namespace") => {
@@ -262,18 +283,22 @@ impl MergeKeyTable {
             }
             ("", "ServiceAccount") => {
                 t.insert("secrets", ListType::map(["name"]));
+                t.add_atomic(&["secrets"]);
             }
             ("", "Event") => {
                 t.add_present(&["involvedObject", "source"]);
+                t.add_atomic(&["involvedObject", "related"]);
             }
             ("events.k8s.io", "Event") => {
                 t.add_present(&["regarding", "deprecatedSource"]);
+                t.add_atomic(&["regarding", "related"]);
             }
             ("coordination.k8s.io", "Lease") => {
                 t.add_present(&["spec"]);
             }
             ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
                 t.add_present(&["roleRef"]);
+                t.add_atomic(&["roleRef"]);
             }
             ("", "ConfigMap" | "Secret")
             | ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {}
@@ -282,8 +307,8 @@ impl MergeKeyTable {
         Some(t)
     }
 
-    /// Collects `x-kubernetes-list-type` / `x-kubernetes-list-map-keys` from
-    /// a structural `openAPIV3Schema`, for custom resources. Lists under
+    /// Collects `x-kubernetes-list-type` / `x-kubernetes-list-map-keys` and
+    /// `x-kubernetes-map-type: atomic` from a structural `openAPIV3Schema`, for custom resources. Lists under
     /// `additionalProperties` are skipped: their path has no fixed name.
     pub fn from_openapi_schema(schema: &Value) -> Self {
         let mut t = Self::metadata_only();
@@ -300,13 +325,59 @@ impl MergeKeyTable {
         self
     }
 
+    /// Declares the object at the dotted `path` atomic (see [`MergeKeys::atomic`]).
+    pub fn insert_atomic(&mut self, path: &str) -> &mut Self {
+        let last = path.rsplit('.').next().unwrap_or(path);
+        self.atomic_last.insert(last.to_string());
+        self.atomic.insert(path.to_string());
+        self
+    }
+
+    fn add_atomic(&mut self, paths: &[&str]) -> &mut Self {
+        for p in paths {
+            self.insert_atomic(p);
+        }
+        self
+    }
+
     fn add_object_meta(&mut self, prefix: &str) {
         self.insert(format!("{prefix}.ownerReferences"), ListType::map(["uid"]))
             .insert(format!("{prefix}.finalizers"), ListType::Set);
+        // Each owner reference is an atomic struct.
+        self.add_atomic(&[&format!("{prefix}.ownerReferences")]);
     }
 
     fn add_pod_spec(&mut self, p: &str) {
+        // The atomic structs and maps of a PodSpec outside atomic lists (whose
+        // contents are never looked into).
+        for a in [
+            "nodeSelector",
+            "imagePullSecrets",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+            "topologySpreadConstraints.labelSelector",
+            "volumes.iscsi.secretRef",
+            "volumes.cinder.secretRef",
+            "volumes.rbd.secretRef",
+            "volumes.cephfs.secretRef",
+            "volumes.flexVolume.secretRef",
+            "volumes.scaleIO.secretRef",
+            "volumes.storageos.secretRef",
+            "volumes.csi.nodePublishSecretRef",
+            "volumes.ephemeral.volumeClaimTemplate.spec.selector",
+            "volumes.ephemeral.volumeClaimTemplate.spec.dataSource",
+        ] {
+            self.add_atomic(&[&format!("{p}.{a}")]);
+        }
         for c in ["containers", "initContainers", "ephemeralContainers"] {
+            for r in [
+                "fieldRef",
+                "resourceFieldRef",
+                "configMapKeyRef",
+                "secretKeyRef",
+                "fileKeyRef",
+            ] {
+                self.add_atomic(&[&format!("{p}.{c}.env.valueFrom.{r}")]);
+            }
             self.insert(format!("{p}.{c}"), ListType::map(["name"]))
                 .insert(format!("{p}.{c}.env"), ListType::map(["name"]))
                 .insert(
@@ -335,6 +406,12 @@ impl MergeKeyTable {
 }
 
 fn collect_schema_lists(schema: &Value, path: &mut Vec<String>, t: &mut MergeKeyTable) {
+    // An object one value; the root and `metadata` keep their fixed semantics.
+    if schema.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
+        && path.first().is_some_and(|f| f != "metadata")
+    {
+        t.add_atomic(&[&path.join(".")]);
+    }
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (name, sub) in props {
             path.push(name.clone());

@@ -73,7 +73,13 @@ fn options<'a>(
     part: Part,
 ) -> ApplyOptions<'a> {
     match part {
-        Part::Status => ApplyOptions::for_status(time, keys).with_api_version(api_version),
+        Part::Status => ApplyOptions::for_status(time, keys)
+            .with_api_version(api_version)
+            .with_reset_fields(apply::status_reset_fields(
+                &info.group,
+                &info.kind,
+                info.is_custom(),
+            )),
         Part::Main if info.has_status(version) => ApplyOptions::new(time, keys)
             .with_api_version(api_version)
             .with_reset_fields(&["status"]),

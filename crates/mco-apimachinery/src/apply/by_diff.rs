@@ -177,6 +177,10 @@ fn touched_paths(
     out: &mut BTreeSet<Path>,
 ) -> bool {
     match after {
+        // An atomic object is one value, and it differs.
+        Value::Object(_) if super::is_atomic(lt, names) => {
+            out.insert(wire.clone());
+        }
         Value::Object(m) if !m.is_empty() || wire.is_empty() => {
             if !wire.is_empty() && !before.is_some_and(Value::is_object) {
                 out.insert(wire.clone());
@@ -410,7 +414,8 @@ mod tests {
         let mut t = MergeKeyTable::metadata_only();
         t.insert("status.conditions", ListType::map(["type"]))
             .insert("spec.taints", ListType::map(["key", "effect"]))
-            .insert("spec.cidrs", ListType::Set);
+            .insert("spec.cidrs", ListType::Set)
+            .insert_atomic("spec.ref");
         t
     }
 
@@ -432,7 +437,7 @@ mod tests {
                 .cloned()
                 .unwrap_or_default()
         };
-        match kind % 12 {
+        match kind % 14 {
             0 => obj["metadata"]["annotations"][name] = val,
             1 => {
                 if let Some(m) = obj["metadata"]["annotations"].as_object_mut() {
@@ -505,7 +510,30 @@ mod tests {
                 }
                 obj["spec"]["taints"] = Value::Array(ts);
             }
-            _ => obj["spec"]["cidrs"] = json!([val, "10.0.0.0/8"]),
+            11 => obj["spec"]["cidrs"] = json!([val, "10.0.0.0/8"]),
+            // An atomic struct: one field changed, or the whole replaced.
+            12 => match b % 3 {
+                0 => obj["spec"]["ref"] = json!({}),
+                _ => {
+                    if !obj["spec"]["ref"].is_object() {
+                        obj["spec"]["ref"] = json!({});
+                    }
+                    obj["spec"]["ref"][name] = val;
+                }
+            },
+            // Owner references: atomic items of a keyed list.
+            _ => {
+                let mut rs = obj["metadata"]["ownerReferences"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                match rs.iter_mut().find(|r| r["uid"] == name) {
+                    Some(r) if a % 5 == 4 => r["controller"] = json!(b % 2 == 0),
+                    Some(r) => r["name"] = val,
+                    None => rs.push(json!({"uid": name, "name": val, "kind": "K"})),
+                }
+                obj["metadata"]["ownerReferences"] = Value::Array(rs);
+            }
         }
     }
 
