@@ -11,6 +11,7 @@ mod events;
 mod kubectl;
 mod kubectl_crds;
 mod limits;
+mod managed_fields;
 mod rbac;
 mod secrets;
 mod security;
