@@ -1109,7 +1109,11 @@ fn changed(a: &Value, b: &Value, p: &Path, lt: &dyn MergeKeys) -> bool {
             }
             // An atomic object (or keyed item) is one value, compared whole.
             if (by_presence || (x.is_object() && y.is_object())) && x.is_object() {
-                let names: Vec<&str> = p.iter().filter_map(|e| e.strip_prefix("f:")).collect();
+                let names: Vec<String> = p
+                    .iter()
+                    .filter_map(|e| e.strip_prefix("f:"))
+                    .map(str::to_string)
+                    .collect();
                 return lt.atomic(&names);
             }
             !by_presence
@@ -1120,11 +1124,7 @@ fn changed(a: &Value, b: &Value, p: &Path, lt: &dyn MergeKeys) -> bool {
 /// Whether the object at `names` (field names from the root, list positions left out) is
 /// atomic; the root never is.
 fn is_atomic(lt: &dyn MergeKeys, names: &[String]) -> bool {
-    if names.is_empty() {
-        return false;
-    }
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    lt.atomic(&refs)
+    !names.is_empty() && lt.atomic(names)
 }
 
 /// [`changed`] for an apply's conflicts: a list merged by items or as a set, there before and

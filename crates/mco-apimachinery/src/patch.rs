@@ -68,8 +68,10 @@ pub trait MergeKeys {
     /// is one value: owned as a whole (`f:involvedObject: {}`, nothing under
     /// it), replaced whole by an apply, and changed when any part of it
     /// changes. A list's items are asked by the list's path. Strategic merge
-    /// patch does not ask: upstream's merges such objects key by key.
-    fn atomic(&self, _path: &[&str]) -> bool {
+    /// patch does not ask: upstream's merges such objects key by key. Asked of
+    /// every object a write walks, so `path` is the walk's own names, not a
+    /// slice built for the question.
+    fn atomic(&self, _path: &[String]) -> bool {
         false
     }
 }
@@ -127,8 +129,8 @@ impl MergeKeys for MergeKeyTable {
         !self.present.is_empty() && self.present.contains(&path.join("."))
     }
 
-    fn atomic(&self, path: &[&str]) -> bool {
-        path.last().is_some_and(|l| self.atomic_last.contains(*l))
+    fn atomic(&self, path: &[String]) -> bool {
+        path.last().is_some_and(|l| self.atomic_last.contains(l))
             && self.atomic.contains(&path.join("."))
     }
 }
