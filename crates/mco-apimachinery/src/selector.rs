@@ -20,7 +20,10 @@ const MAX_PREFIX_LEN: usize = 253;
 /// A label selector could not be parsed or is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SelectorError {
-    /// The text could not be understood; `part` is the offending fragment.
+    /// The text does not follow the grammar; worded as upstream's parser words it.
+    #[error("{0}")]
+    Syntax(String),
+    /// A requirement's values break its operator's rule; `part` is the key.
     #[error("unable to parse requirement: {part:?}: {reason}")]
     Parse { part: String, reason: String },
     /// A key or value does not satisfy the label syntax rules.
@@ -210,26 +213,24 @@ impl LabelSelector {
     pub fn parse(s: &str) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
         let mut lexer = Lexer::new(s);
-        if lexer.peek_token() == Token::End {
-            return Ok(Self::everything());
-        }
         loop {
-            requirements.push(parse_requirement(&mut lexer)?);
-            match lexer.next_token() {
+            match lexer.peek_token() {
                 Token::End => break,
-                Token::Comma => {
-                    if lexer.peek_token() == Token::End {
-                        return Err(SelectorError::Parse {
-                            part: s.to_string(),
-                            reason: "found trailing ',', expected: identifier".into(),
-                        });
+                Token::Ident(_) | Token::In | Token::NotIn | Token::Bang => {
+                    requirements.push(parse_requirement(&mut lexer)?);
+                    match lexer.next_token() {
+                        Token::End => break,
+                        Token::Comma => match lexer.peek_token() {
+                            Token::Ident(_) | Token::In | Token::NotIn | Token::Bang => {}
+                            other => {
+                                return Err(syntax(&other, "identifier after ','"));
+                            }
+                        },
+                        other => return Err(syntax(&other, "',' or 'end of string'")),
                     }
                 }
                 other => {
-                    return Err(SelectorError::Parse {
-                        part: other.text(),
-                        reason: "found unexpected token, expected: ',' or end of input".into(),
-                    });
+                    return Err(syntax(&other, "!, identifier, or 'end of string'"));
                 }
             }
         }
@@ -471,7 +472,7 @@ enum Token {
 impl Token {
     fn text(&self) -> String {
         match self {
-            Token::End => "<end of input>".into(),
+            Token::End => String::new(),
             Token::Ident(s) => s.clone(),
             Token::Comma => ",".into(),
             Token::Equals => "=".into(),
@@ -543,35 +544,46 @@ fn is_ident_char(c: char) -> bool {
     !c.is_whitespace() && !matches!(c, ',' | '=' | '!' | '(' | ')' | '>' | '<')
 }
 
-fn parse_requirement(lexer: &mut Lexer<'_>) -> Result<Requirement, SelectorError> {
-    let (negated, key) = match lexer.next_token() {
-        Token::Bang => match lexer.next_token() {
-            Token::Ident(k) => (true, k),
-            other => {
-                return Err(SelectorError::Parse {
-                    part: other.text(),
-                    reason: "expected an identifier after '!'".into(),
-                });
-            }
-        },
-        // `in` and `notin` are only keywords in operator position.
-        Token::Ident(k) => (false, k),
-        Token::In => (false, "in".to_string()),
-        Token::NotIn => (false, "notin".to_string()),
-        other => {
-            return Err(SelectorError::Parse {
-                part: other.text(),
-                reason: "expected an identifier".into(),
-            });
+/// apimachinery's `found '<literal>', expected: <what>`.
+fn syntax(found: &Token, expected: &str) -> SelectorError {
+    SelectorError::Syntax(format!("found '{}', expected: {expected}", found.text()))
+}
+
+/// A syntax error inside one requirement, which upstream's parser prefixes.
+fn in_requirement(err: SelectorError) -> SelectorError {
+    match err {
+        SelectorError::Syntax(m) => {
+            SelectorError::Syntax(format!("unable to parse requirement: {m}"))
         }
-    };
+        other => other,
+    }
+}
+
+/// `in` and `notin` are keywords only in operator position; elsewhere they
+/// are plain words (a key or value may be `in`).
+fn word(tok: &Token) -> Option<String> {
+    match tok {
+        Token::Ident(w) => Some(w.clone()),
+        Token::In | Token::NotIn => Some(tok.text()),
+        _ => None,
+    }
+}
+
+fn parse_requirement(lexer: &mut Lexer<'_>) -> Result<Requirement, SelectorError> {
+    let mut tok = lexer.next_token();
+    let negated = tok == Token::Bang;
+    if negated {
+        tok = lexer.next_token();
+    }
+    let key = word(&tok).ok_or_else(|| in_requirement(syntax(&tok, "identifier")))?;
+    validate_key(&key)?;
     if negated {
         return Requirement::new(key, Operator::DoesNotExist, Vec::<String>::new());
     }
-    let op = match lexer.peek_token() {
-        Token::End | Token::Comma => {
-            return Requirement::new(key, Operator::Exists, Vec::<String>::new());
-        }
+    if matches!(lexer.peek_token(), Token::End | Token::Comma) {
+        return Requirement::new(key, Operator::Exists, Vec::<String>::new());
+    }
+    let op = match lexer.next_token() {
         Token::Equals => Operator::Equals,
         Token::DoubleEquals => Operator::DoubleEquals,
         Token::NotEquals => Operator::NotEquals,
@@ -580,80 +592,72 @@ fn parse_requirement(lexer: &mut Lexer<'_>) -> Result<Requirement, SelectorError
         Token::In => Operator::In,
         Token::NotIn => Operator::NotIn,
         other => {
-            return Err(SelectorError::Parse {
-                part: other.text(),
-                reason: "expected one of '=', '==', '!=', '>', '<', 'in', 'notin'".into(),
-            });
+            return Err(in_requirement(syntax(
+                &other,
+                "in, notin, =, ==, !=, gt, lt",
+            )));
         }
     };
-    lexer.next_token();
     let values = match op {
-        Operator::In | Operator::NotIn => parse_set(lexer, &key)?,
+        Operator::In | Operator::NotIn => parse_set(lexer).map_err(in_requirement)?,
         _ => match lexer.peek_token() {
             // `a=` selects an empty value.
             Token::End | Token::Comma => vec![String::new()],
-            Token::Ident(v) => {
-                lexer.next_token();
-                vec![v]
-            }
-            Token::In | Token::NotIn => vec![lexer.next_token().text()],
-            other => {
-                return Err(SelectorError::Parse {
-                    part: format!("{key}: {}", other.text()),
-                    reason: "expected a value".into(),
-                });
+            _ => {
+                let tok = lexer.next_token();
+                vec![word(&tok).ok_or_else(|| in_requirement(syntax(&tok, "identifier")))?]
             }
         },
     };
     Requirement::new(key, op, values)
 }
 
-fn parse_set(lexer: &mut Lexer<'_>, key: &str) -> Result<Vec<String>, SelectorError> {
-    if lexer.next_token() != Token::Open {
-        return Err(SelectorError::Parse {
-            part: key.to_string(),
-            reason: "expected '(' after 'in'/'notin'".into(),
-        });
+/// `(a,b,...)`; empty values are allowed anywhere (`()`, `(,a)`, `(a,)`).
+fn parse_set(lexer: &mut Lexer<'_>) -> Result<Vec<String>, SelectorError> {
+    let open = lexer.next_token();
+    if open != Token::Open {
+        // Upstream's wording has no comma here.
+        return Err(SelectorError::Syntax(format!(
+            "found '{}' expected: '('",
+            open.text()
+        )));
     }
     let mut values = Vec::new();
-    let mut expect_value = true;
+    match lexer.peek_token() {
+        Token::Close => {
+            lexer.next_token();
+            return Ok(vec![String::new()]);
+        }
+        Token::Comma | Token::Ident(_) | Token::In | Token::NotIn => {}
+        other => return Err(syntax(&other, "',', ')' or identifier")),
+    }
     loop {
-        match lexer.next_token() {
-            Token::Close => {
-                // `(a,)` has an empty trailing value, as upstream.
-                if expect_value && !values.is_empty() {
+        let tok = lexer.next_token();
+        if let Some(v) = word(&tok) {
+            values.push(v);
+            match lexer.peek_token() {
+                Token::Comma => continue,
+                Token::Close => break,
+                other => return Err(syntax(&other, "',' or ')'")),
+            }
+        } else if tok == Token::Comma {
+            if values.is_empty() {
+                values.push(String::new());
+            }
+            match lexer.peek_token() {
+                Token::Close => {
                     values.push(String::new());
+                    break;
                 }
-                return Ok(values);
+                Token::Comma => values.push(String::new()),
+                _ => {}
             }
-            Token::Comma => {
-                if expect_value {
-                    values.push(String::new());
-                }
-                expect_value = true;
-            }
-            Token::Ident(v) if expect_value => {
-                values.push(v);
-                expect_value = false;
-            }
-            tok @ (Token::In | Token::NotIn) if expect_value => {
-                values.push(tok.text());
-                expect_value = false;
-            }
-            Token::End => {
-                return Err(SelectorError::Parse {
-                    part: key.to_string(),
-                    reason: "missing ')'".into(),
-                });
-            }
-            other => {
-                return Err(SelectorError::Parse {
-                    part: format!("{key}: {}", other.text()),
-                    reason: "unexpected token in value set".into(),
-                });
-            }
+        } else {
+            return Err(syntax(&tok, "',', or identifier"));
         }
     }
+    lexer.next_token();
+    Ok(values)
 }
 
 // ---------------------------------------------------------------------------
@@ -666,6 +670,12 @@ pub enum FieldSelectorError {
     /// Upstream wording: `invalid selector: '<all>'; can't understand '<term>'`.
     #[error("invalid selector: '{selector}'; can't understand '{term}'")]
     Parse { selector: String, term: String },
+    /// A backslash not followed by `\\`, `,` or `=`.
+    #[error("invalid field selector: invalid escape sequence: {0}")]
+    InvalidEscape(String),
+    /// An unescaped `,` or `=` in a value; upstream prints the character's code point.
+    #[error("invalid field selector: unescaped character in value: {}", u32::from(*.0))]
+    UnescapedRune(char),
     /// Upstream wording for a field the resource does not index.
     #[error("field label not supported: {0}")]
     Unsupported(String),
@@ -702,27 +712,25 @@ impl FieldSelector {
     /// values, as upstream's `fields.EscapeValue`.
     pub fn parse(s: &str) -> Result<Self, FieldSelectorError> {
         let mut terms = Vec::new();
-        if s.trim().is_empty() {
+        if s.is_empty() {
             return Ok(Self::everything());
         }
-        for raw in split_unescaped(s, ',') {
+        // Upstream parses the terms sorted, so the first bad one in that order is reported.
+        let mut parts = split_unescaped(s, ',');
+        parts.sort_unstable();
+        for raw in parts {
             // Upstream skips empty terms (`a=b,,c=d`).
             if raw.is_empty() {
                 continue;
             }
-            let err = || FieldSelectorError::Parse {
+            let (field, op, value) = split_term(raw).ok_or_else(|| FieldSelectorError::Parse {
                 selector: s.to_string(),
                 term: raw.to_string(),
-            };
-            let (field, op, value) = split_term(raw).ok_or_else(err)?;
-            let field = field.trim();
-            if field.is_empty() {
-                return Err(err());
-            }
+            })?;
             terms.push(FieldTerm {
                 field: field.to_string(),
                 op,
-                value: unescape(value).ok_or_else(err)?,
+                value: unescape(value)?,
             });
         }
         Ok(Self { terms })
@@ -946,13 +954,13 @@ fn split_unescaped(s: &str, sep: char) -> Vec<&str> {
     out
 }
 
-/// Finds the first unescaped operator; `!=` and `==` win over `=`.
+/// Finds the first operator; `!=` and `==` win over `=`. Field names have no
+/// escapes, so a backslash before it does not hide it.
 fn split_term(term: &str) -> Option<(&str, FieldOperator, &str)> {
     let bytes = term.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'\\' => i += 2,
             b'!' if bytes.get(i + 1) == Some(&b'=') => {
                 return Some((&term[..i], FieldOperator::NotEquals, &term[i + 2..]));
             }
@@ -966,21 +974,22 @@ fn split_term(term: &str) -> Option<(&str, FieldOperator, &str)> {
     None
 }
 
-fn unescape(v: &str) -> Option<String> {
+fn unescape(v: &str) -> Result<String, FieldSelectorError> {
     let mut out = String::with_capacity(v.len());
     let mut chars = v.chars();
     while let Some(c) = chars.next() {
         match c {
-            '\\' => match chars.next()? {
-                c @ ('\\' | ',' | '=') => out.push(c),
-                _ => return None,
+            '\\' => match chars.next() {
+                Some(c @ ('\\' | ',' | '=')) => out.push(c),
+                Some(c) => return Err(FieldSelectorError::InvalidEscape(format!("\\{c}"))),
+                None => return Err(FieldSelectorError::InvalidEscape("\\".into())),
             },
             // Unescaped operators inside a value are ambiguous; upstream rejects them.
-            '=' | ',' => return None,
+            '=' | ',' => return Err(FieldSelectorError::UnescapedRune(c)),
             c => out.push(c),
         }
     }
-    Some(out)
+    Ok(out)
 }
 
 fn escape(v: &str) -> String {
@@ -1139,23 +1148,74 @@ mod tests {
     #[test]
     fn label_parse_errors_name_the_part() {
         let cases: &[(&str, &str)] = &[
-            ("app=web,", "trailing"),
-            ("app in ()", "can't be empty"),
-            ("app in (a", "missing ')'"),
-            ("app in a", "'('"),
-            ("a b", "\"b\""),
+            ("gen>x", "one integer value"),
             ("-bad=x", "-bad"),
             ("app=-x", "-x"),
-            ("app=web=x", "="),
             ("Bad_Prefix.com/x=y", "Bad_Prefix.com/x"),
-            ("!", "<end of input>"),
-            ("a=(x)", "("),
-            ("gen>x", "one integer value"),
         ];
         for (sel, needle) in cases {
             let err = LabelSelector::parse(sel).expect_err(sel).to_string();
             assert!(err.contains(needle), "{sel:?} -> {err}");
         }
+    }
+
+    #[test]
+    fn label_syntax_errors_are_worded_as_upstream() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "a in (b",
+                "unable to parse requirement: found '', expected: ',' or ')'",
+            ),
+            ("app=web,", "found '', expected: identifier after ','"),
+            ("a,,b", "found ',', expected: identifier after ','"),
+            (
+                "app in a",
+                "unable to parse requirement: found 'a' expected: '('",
+            ),
+            (
+                "a b",
+                "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt",
+            ),
+            ("!a b", "found 'b', expected: ',' or 'end of string'"),
+            ("app=web=x", "found '=', expected: ',' or 'end of string'"),
+            (
+                "!",
+                "unable to parse requirement: found '', expected: identifier",
+            ),
+            (
+                "a=(x)",
+                "unable to parse requirement: found '(', expected: identifier",
+            ),
+            (
+                "a in (=",
+                "unable to parse requirement: found '=', expected: ',', ')' or identifier",
+            ),
+            (
+                "a in (b,",
+                "unable to parse requirement: found '', expected: ',', or identifier",
+            ),
+            (
+                ",a",
+                "found ',', expected: !, identifier, or 'end of string'",
+            ),
+        ];
+        for (sel, want) in cases {
+            let err = LabelSelector::parse(sel).expect_err(sel).to_string();
+            assert_eq!(err, *want, "{sel:?}");
+        }
+    }
+
+    #[test]
+    fn empty_value_sets_hold_the_empty_value() {
+        for sel in ["a in ()", "a in (,)", "a in (,b)", "a in (b,)"] {
+            let s = LabelSelector::parse(sel).unwrap_or_else(|e| panic!("{sel}: {e}"));
+            assert!(
+                s.matches_object(&json!({"metadata": {"labels": {"a": ""}}})),
+                "{sel}"
+            );
+        }
+        let s = LabelSelector::parse("a in (in, notin)").unwrap();
+        assert_eq!(s.to_string(), "a in (in,notin)");
     }
 
     #[test]
@@ -1273,9 +1333,24 @@ mod tests {
             err.to_string(),
             "invalid selector: 'metadata.name'; can't understand 'metadata.name'"
         );
-        assert!(FieldSelector::parse("=x").is_err());
+        // An empty field name parses; the server then names it unsupported.
+        assert_eq!(FieldSelector::parse("=x").unwrap().terms()[0].field, "");
         assert_eq!(FieldSelector::parse("a=b,,c=d").unwrap().terms().len(), 2);
-        assert!(FieldSelector::parse("a=b=c").is_err());
+        let msg = |sel: &str| FieldSelector::parse(sel).unwrap_err().to_string();
+        assert_eq!(
+            msg("a=b=c"),
+            "invalid field selector: unescaped character in value: 61"
+        );
+        assert_eq!(
+            msg(r"a=b\x"),
+            r"invalid field selector: invalid escape sequence: \x"
+        );
+        assert_eq!(
+            msg(r"a=b\"),
+            r"invalid field selector: invalid escape sequence: \"
+        );
+        // Terms are checked in sorted order.
+        assert_eq!(msg("z,a"), "invalid selector: 'z,a'; can't understand 'a'");
     }
 
     #[test]

@@ -278,14 +278,14 @@ impl TableConvertor {
                         "Internal-IP",
                         "string",
                         "",
-                        "List of addresses reachable to the node. Queried from cloud provider, if available.",
+                        "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP).",
                         1,
                     ),
                     C::new(
                         "External-IP",
                         "string",
                         "",
-                        "List of addresses reachable to the node. Queried from cloud provider, if available.",
+                        "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP).",
                         1,
                     ),
                     C::new(
@@ -348,21 +348,21 @@ impl TableConvertor {
                         "Node",
                         "string",
                         "",
-                        "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName.",
+                        "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename",
                         1,
                     ),
                     C::new(
                         "Nominated Node",
                         "string",
                         "",
-                        "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods.",
+                        "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled.",
                         1,
                     ),
                     C::new(
                         "Readiness Gates",
                         "string",
                         "",
-                        "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\"",
+                        "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates",
                         1,
                     ),
                 ],
@@ -383,7 +383,7 @@ impl TableConvertor {
                         "Data",
                         "string",
                         "",
-                        "Data contains the configuration data.",
+                        "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.",
                         0,
                     ),
                     age,
@@ -397,27 +397,21 @@ impl TableConvertor {
                         "Type",
                         "string",
                         "",
-                        "Used to facilitate programmatic handling of secret data.",
+                        "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types",
                         0,
                     ),
-                    C::new("Data", "string", "", "Data contains the secret data.", 0),
-                    age,
-                ],
-            ),
-            ("", "serviceaccounts") => (
-                Printer::ServiceAccount,
-                vec![
-                    name,
                     C::new(
-                        "Secrets",
+                        "Data",
                         "string",
                         "",
-                        "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
+                        "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4",
                         0,
                     ),
                     age,
                 ],
             ),
+            // kube-apiserver 1.37 prints no Secrets column.
+            ("", "serviceaccounts") => (Printer::ServiceAccount, vec![name, age]),
             ("coordination.k8s.io", "leases") => (
                 Printer::Lease,
                 vec![
@@ -426,7 +420,7 @@ impl TableConvertor {
                         "Holder",
                         "string",
                         "",
-                        "holderIdentity contains the identity of the holder of a current lease.",
+                        "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.",
                         0,
                     ),
                     age,
@@ -495,7 +489,7 @@ impl TableConvertor {
                         "Subobject",
                         "string",
                         "",
-                        "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement.",
+                        "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: \"spec.containers{name}\" (where \"name\" refers to the name of the container that triggered the event) or if no container name is specified \"spec.containers[2]\" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object.",
                         1,
                     ),
                     C::new(
@@ -544,14 +538,14 @@ impl TableConvertor {
                         "Up-to-date",
                         "string",
                         "",
-                        "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                        "Total number of non-terminating pods targeted by this deployment that have the desired template spec.",
                         0,
                     ),
                     C::new(
                         "Available",
                         "string",
                         "",
-                        "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                        "Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment.",
                         0,
                     ),
                     age,
@@ -573,7 +567,7 @@ impl TableConvertor {
                         "Selector",
                         "string",
                         "",
-                        "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
+                        "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment. It must match the pod template's labels.",
                         1,
                     ),
                 ],
@@ -586,21 +580,21 @@ impl TableConvertor {
                         "Desired",
                         "integer",
                         "",
-                        "Replicas is the number of desired replicas.",
+                        "Replicas is the number of desired pods. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset",
                         0,
                     ),
                     C::new(
                         "Current",
                         "integer",
                         "",
-                        "Replicas is the most recently observed number of replicas.",
+                        "Replicas is the most recently observed number of non-terminating pods. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset",
                         0,
                     ),
                     C::new(
                         "Ready",
                         "integer",
                         "",
-                        "The number of ready replicas for this replica set.",
+                        "The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition.",
                         0,
                     ),
                     age,
@@ -622,7 +616,7 @@ impl TableConvertor {
                         "Selector",
                         "string",
                         "",
-                        "Selector is a label query over pods that should match the replica count.",
+                        "Selector is a label query over pods that should match the replica count. Label keys and values that must match in order to be controlled by this replica set. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
                         1,
                     ),
                 ],
@@ -635,21 +629,21 @@ impl TableConvertor {
                         "Desired",
                         "integer",
                         "",
-                        "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).",
+                        "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod). More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/",
                         0,
                     ),
                     C::new(
                         "Current",
                         "integer",
                         "",
-                        "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
+                        "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod. More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/",
                         0,
                     ),
                     C::new(
                         "Ready",
                         "integer",
                         "",
-                        "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
+                        "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
                         0,
                     ),
                     C::new(
@@ -670,7 +664,7 @@ impl TableConvertor {
                         "Node Selector",
                         "string",
                         "",
-                        "NodeSelector is a selector which must be true for the pod to fit on a node.",
+                        "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node. More info: https://kubernetes.io/docs/concepts/configuration/assign-pod-node/",
                         0,
                     ),
                     age,
@@ -692,7 +686,7 @@ impl TableConvertor {
                         "Selector",
                         "string",
                         "",
-                        "A label query over pods that are managed by the daemon set.",
+                        "A label query over pods that are managed by the daemon set. Must match in order to be controlled. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
                         1,
                     ),
                 ],
@@ -736,13 +730,7 @@ impl TableConvertor {
                     json!(created),
                 ]
             }
-            Printer::ServiceAccount => {
-                let n = obj
-                    .pointer("/secrets")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                vec![name, json!(n), json!(created)]
-            }
+            Printer::ServiceAccount => vec![name, json!(created)],
             Printer::Lease => vec![
                 name,
                 json!(str_at(obj, "/spec/holderIdentity")),
@@ -838,7 +826,10 @@ impl TableConvertor {
             row.insert("conditions".into(), c);
         }
         match include {
-            IncludeObject::None => {}
+            // TableRow's object is a RawExtension, which Go's encoder writes as null when empty.
+            IncludeObject::None => {
+                row.insert("object".into(), Value::Null);
+            }
             IncludeObject::Object => {
                 row.insert("object".into(), obj.clone());
             }
@@ -1152,9 +1143,17 @@ fn node_cells(node: &Value, name: Value, created: String) -> Vec<Value> {
         json!(address("InternalIP")),
         json!(address("ExternalIP")),
         json!(info("osImage")),
-        json!(info("kernelVersion")),
+        json!(kernel_cell(node, info("kernelVersion"))),
         json!(info("containerRuntimeVersion")),
     ]
+}
+
+/// The KERNEL-VERSION cell: kube-apiserver 1.37 adds the architecture when the node reports one.
+fn kernel_cell(node: &Value, kernel: String) -> String {
+    match str_at(node, "/status/nodeInfo/architecture") {
+        "" => kernel,
+        arch => format!("{kernel} ({arch})"),
+    }
 }
 
 fn terminated_at(status: &Value) -> Option<Timestamp> {
@@ -1452,5 +1451,53 @@ mod tests {
             Some(IncludeObject::None)
         );
         assert_eq!(IncludeObject::from_query(Some("Everything")), None);
+    }
+
+    #[test]
+    fn node_kernel_version_names_the_architecture() {
+        let now: Timestamp = "2026-11-30T10:00:00Z".parse().unwrap();
+        let t = TableConvertor::for_builtin("", "nodes");
+        let kernel = |info: Value| {
+            let node = json!({"metadata": {"name": "n"}, "status": {"nodeInfo": info}});
+            t.cells(&node, now)[8].clone()
+        };
+        assert_eq!(
+            kernel(json!({"kernelVersion": "6.11.0", "architecture": "arm64"})),
+            json!("6.11.0 (arm64)")
+        );
+        assert_eq!(kernel(json!({"kernelVersion": "6.11.0"})), json!("6.11.0"));
+        assert_eq!(
+            kernel(json!({"architecture": "amd64"})),
+            json!("<unknown> (amd64)")
+        );
+    }
+
+    #[test]
+    fn column_descriptions_are_the_full_field_docs() {
+        let node = TableConvertor::for_builtin("", "nodes");
+        let ip = &node.column_definitions()[5];
+        assert_eq!(ip.name, "Internal-IP");
+        assert!(
+            ip.description
+                .ends_with("consumers of the downward API (status.hostIP).")
+        );
+        let pods = TableConvertor::for_builtin("", "pods");
+        assert!(pods.column_definitions()[6].description.ends_with(
+            "https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename"
+        ));
+    }
+
+    #[test]
+    fn service_accounts_have_name_and_age_only() {
+        let now: Timestamp = "2026-11-30T10:00:00Z".parse().unwrap();
+        let t = TableConvertor::for_builtin("", "serviceaccounts");
+        let names: Vec<&str> = t
+            .column_definitions()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["Name", "Age"]);
+        let sa = json!({"metadata": {"name": "default", "creationTimestamp": "2026-11-30T09:00:00Z"}, "secrets": [{"name": "s"}]});
+        assert_eq!(t.cells(&sa, now), vec![json!("default"), json!("60m")]);
     }
 }

@@ -140,7 +140,7 @@ fn include_object_variants() {
     assert_eq!(full["rows"][0]["object"], o);
     assert_eq!(full["metadata"], json!({"resourceVersion": "1004"}));
     let none = conv.object_table(&o, now(), IncludeObject::None);
-    assert!(none["rows"][0].get("object").is_none());
+    assert_eq!(none["rows"][0].get("object"), Some(&Value::Null));
     assert_eq!(none["rows"][0]["cells"][0], "worker-0");
 }
 
