@@ -504,8 +504,10 @@ pub fn finish_update(
                     continue;
                 }
                 let mine = sent.remove(k);
-                let kept = if k == "metadata" {
+                let kept = if k == "metadata" && info.is_custom() {
                     status_write_metadata(v, mine, managed.is_some())
+                } else if k == "metadata" {
+                    builtin_status_metadata(info, v, mine, managed.is_some())
                 } else {
                     match mine {
                         Some(m) if identical(&m, v) => m,
@@ -580,11 +582,49 @@ pub fn finish_update(
     Ok(Some(new))
 }
 
-/// The stored metadata for a status write, which keeps it: the request's copy where it is the
-/// stored one but for managedFields, keys in the same order (a patch's is), the stored one
-/// otherwise. The stored managedFields are copied only when the request brings none, and keep
-/// their place either way: the caller's insert of the request's entries replaces them where
-/// they stand.
+/// The metadata of a built-in kind's status write: the request's, as its status strategy
+/// resets only `spec` (a Node, a PodDisruptionBudget) and a few metadata fields (a Pod's owner
+/// references, a Deployment's labels), which come back from `stored`. The fields no update
+/// changes are restored by the caller; the stored managedFields keep their place, as in
+/// [`status_write_metadata`].
+fn builtin_status_metadata(
+    info: &ResourceInfo,
+    stored: &Value,
+    sent: Option<Value>,
+    replaced: bool,
+) -> Value {
+    const MF: &str = "managedFields";
+    let (Some(cm), Some(Value::Object(mut out))) = (stored.as_object(), sent) else {
+        return status_write_metadata(stored, None, replaced);
+    };
+    out.shift_remove(MF);
+    let reset = mco_apimachinery::apply::status_reset_fields(&info.group, &info.kind, false);
+    for field in reset.iter().filter_map(|f| f.strip_prefix("metadata.")) {
+        match cm.get(field) {
+            Some(v) => {
+                out.insert(field.into(), v.clone());
+            }
+            None => {
+                out.shift_remove(field);
+            }
+        }
+    }
+    if let Some(at) = cm.keys().position(|k| k == MF) {
+        let mf = if replaced {
+            Value::Null
+        } else {
+            cm[MF].clone()
+        };
+        out.shift_insert(at.min(out.len()), MF.into(), mf);
+    }
+    Value::Object(out)
+}
+
+/// The stored metadata for a custom resource's status write, which keeps it: the request's
+/// copy where it is the stored one but for managedFields, keys in the same order (a patch's
+/// is), the stored one otherwise. The stored managedFields are copied only when the request
+/// brings none, and keep their place either way: the caller's insert of the request's entries
+/// replaces them where they stand.
 fn status_write_metadata(stored: &Value, sent: Option<Value>, replaced: bool) -> Value {
     const MF: &str = "managedFields";
     let Some(cm) = stored.as_object() else {
@@ -869,7 +909,8 @@ mod tests {
                 .unwrap()
                 .unwrap()
         };
-        // The request's spec and labels are not taken; its status is, where the old one stood.
+        // The request's spec is not taken; its labels (a Node's status strategy resets only
+        // the spec) and its status are, the status where the old one stood.
         let st = write(json!({"metadata": {"name": "n", "labels": {"a": "c"}},
             "spec": {"unschedulable": false}, "status": {"phase": "new"}}));
         let keys: Vec<&str> = st.as_object().unwrap().keys().map(String::as_str).collect();
@@ -879,7 +920,8 @@ mod tests {
         );
         assert_eq!(st["status"], json!({"phase": "new"}));
         assert_eq!(st["spec"], cur["spec"]);
-        assert_eq!(st["metadata"]["labels"], cur["metadata"]["labels"]);
+        assert_eq!(st["metadata"]["labels"], json!({"a": "c"}));
+        assert_eq!(st["metadata"]["uid"], cur["metadata"]["uid"]);
         // A write without a status clears it; one to an object without a status adds it last.
         assert!(
             write(json!({"metadata": {"name": "n"}}))
@@ -931,15 +973,20 @@ mod tests {
         let st = write(patched);
         assert_eq!(st["metadata"]["managedFields"], json!([{"manager": "new"}]));
         assert_eq!(keys(&st), ["name", "managedFields", "labels"]);
-        // Metadata in another order or with other labels is not taken; the stored is.
+        // A Node's metadata in another order, with other labels, is taken (its status strategy
+        // resets only the spec), the entries still where the stored ones stood.
         let st = write(json!({"metadata": {"labels": {"a": "c"}, "name": "n",
             "managedFields": [{"manager": "new"}]}, "status": {"phase": "new"}}));
-        assert_eq!(st["metadata"]["labels"], json!({"a": "b"}));
+        assert_eq!(st["metadata"]["labels"], json!({"a": "c"}));
         assert_eq!(st["metadata"]["managedFields"], json!([{"manager": "new"}]));
-        assert_eq!(keys(&st), ["name", "managedFields", "labels"]);
-        // Without entries of its own, the stored ones stay.
+        assert_eq!(keys(&st), ["labels", "managedFields", "name"]);
+        // Without entries of its own, the stored ones stay; labels it leaves out go, as a PUT
+        // to kube-apiserver's `nodes/status` drops them.
         let st = write(json!({"metadata": {"name": "n"}, "status": {"phase": "new"}}));
-        assert_eq!(st["metadata"], cur["metadata"]);
+        assert_eq!(
+            st["metadata"],
+            json!({"name": "n", "managedFields": [{"manager": "old"}]})
+        );
     }
 
     #[test]

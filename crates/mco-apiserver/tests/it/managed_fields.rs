@@ -1,5 +1,6 @@
-//! managedFields of atomic structs through the server's write paths: an Event's
-//! `involvedObject` is owned whole and replaced whole by a server-side apply.
+//! managedFields through the server's write paths: an Event's `involvedObject` is owned whole
+//! and replaced whole by a server-side apply, and a status write owns and keeps what its
+//! kind's status strategy lets it change.
 
 use crate::common;
 
@@ -82,5 +83,67 @@ async fn an_events_involved_object_is_owned_and_applied_whole() {
         fields_of(&forced.body, "creator")
             .get("f:involvedObject")
             .is_none()
+    );
+}
+
+/// A Node's status strategy resets only its spec: a label sent to `nodes/status` is kept and
+/// owned by the status writer, while a custom resource's status write keeps no label.
+#[tokio::test]
+async fn a_node_status_write_keeps_and_owns_its_label() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}});
+    let created = send(&client, "POST", "/api/v1/nodes", "application/json", &node).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let patched = send(
+        &client,
+        "PATCH",
+        "/api/v1/nodes/n1/status?fieldManager=kubelet",
+        "application/merge-patch+json",
+        &json!({"metadata": {"labels": {"zone": "a"}}, "spec": {"unschedulable": true},
+                "status": {"phase": "Running"}}),
+    )
+    .await;
+    assert_eq!(patched.code, 200, "{}", patched.body);
+    assert_eq!(patched.body["metadata"]["labels"], json!({"zone": "a"}));
+    assert_eq!(
+        patched
+            .body
+            .get("spec")
+            .and_then(|s| s.get("unschedulable")),
+        None
+    );
+    assert_eq!(
+        fields_of(&patched.body, "kubelet"),
+        json!({"f:metadata": {"f:labels": {".": {}, "f:zone": {}}}, "f:status": {"f:phase": {}}})
+    );
+}
+
+/// A Pod's status strategy resets its owner references: a status write cannot change them.
+#[tokio::test]
+async fn a_pod_status_write_keeps_the_stored_owner_references() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let pods = "/api/v1/namespaces/default/pods";
+    let created = send(&client, "POST", pods, "application/json", &pod).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let patched = send(
+        &client,
+        "PATCH",
+        &format!("{pods}/p1/status?fieldManager=kubelet"),
+        "application/merge-patch+json",
+        &json!({"metadata": {"labels": {"l": "x"}, "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u1"}]},
+                "status": {"phase": "Running"}}),
+    )
+    .await;
+    assert_eq!(patched.code, 200, "{}", patched.body);
+    assert_eq!(patched.body["metadata"]["labels"], json!({"l": "x"}));
+    assert_eq!(patched.body["metadata"].get("ownerReferences"), None);
+    assert_eq!(
+        fields_of(&patched.body, "kubelet"),
+        json!({"f:metadata": {"f:labels": {".": {}, "f:l": {}}}, "f:status": {"f:phase": {}}})
     );
 }
