@@ -1,5 +1,6 @@
-//! Identities behind bearer tokens, the tokens themselves, their authorization, the node guard
-//! ([`crate::admission`]) keyed on them, and the refusal of impersonation.
+//! Identities behind bearer tokens, the tokens themselves, their authorization, and the node
+//! guard ([`crate::admission`]) keyed on them. Impersonated users are [`Identity::User`]
+//! (`crate::impersonation`).
 //!
 //! Authorization: `Admin` bypasses RBAC (like `system:masters`). A `ServiceAccount` is always
 //! authorized by the RBAC objects in the store ([`crate::rbac`]), as kube-apiserver would. The
@@ -9,12 +10,13 @@
 //! tokens instead. Discovery, OpenAPI, `/version` and health paths are open to every
 //! authenticated user, as kube's `system:discovery` and `system:public-info-viewer` make them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{ApiError, Error};
+use crate::impersonation::MASTERS;
 use crate::rbac::{self, Policy, User};
 use crate::store::{Store, TokenRow, token_digest};
 
@@ -32,7 +34,17 @@ pub enum Identity {
         name: String,
         node: Option<String>,
     },
+    /// Someone a caller impersonates (`Impersonate-User`): authorized by RBAC as this user,
+    /// bypassing it only as a member of `system:masters`. Never stored with a token.
+    User {
+        user: User,
+        /// `Impersonate-Extra-*`, keys lowercased.
+        extra: BTreeMap<String, Vec<String>>,
+    },
 }
+
+/// The user extra a node-bound ServiceAccount token carries (kube's `NodeNameKey`).
+pub const NODE_NAME_EXTRA: &str = "authentication.kubernetes.io/node-name";
 
 impl Identity {
     pub fn parse(s: &str) -> Option<Identity> {
@@ -74,6 +86,24 @@ impl Identity {
         match self {
             Identity::Node(n) => Some(n),
             Identity::ServiceAccount { node, .. } => node.as_deref(),
+            Identity::User { extra, .. } => match extra.get(NODE_NAME_EXTRA).map(Vec::as_slice) {
+                Some([n]) => Some(n),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The user RBAC authorizes this identity as; `None` for identities it does not govern
+    /// (`admin`, members of `system:masters`, and the older `controller` and `node:<name>`).
+    pub fn rbac_user(&self) -> Option<User> {
+        match self {
+            Identity::ServiceAccount {
+                namespace, name, ..
+            } => Some(User::service_account(namespace, name)),
+            Identity::User { user, .. } if !user.groups.iter().any(|g| g == MASTERS) => {
+                Some(user.clone())
+            }
             _ => None,
         }
     }
@@ -87,6 +117,7 @@ impl Identity {
             Identity::ServiceAccount {
                 namespace, name, ..
             } => format!("system:serviceaccount:{namespace}:{name}"),
+            Identity::User { user, .. } => user.name.clone(),
         }
     }
 }
@@ -108,6 +139,8 @@ impl fmt::Display for Identity {
                     None => Ok(()),
                 }
             }
+            // Not a form `parse` reads: impersonated users have no tokens.
+            Identity::User { user, .. } => write!(f, "user={}", user.name),
         }
     }
 }
@@ -119,39 +152,6 @@ pub use crate::admission::{MCN_GROUP, MCN_PLURAL};
 /// owns. `None` means allowed; identities bound to no node are not guarded.
 pub fn node_guard(id: &Identity, w: &crate::admission::Write) -> Option<String> {
     crate::admission::node_guard(id.node()?, w)
-}
-
-/// The `Impersonate-*` headers kube-apiserver acts on.
-const IMPERSONATION: &[&str] = &["impersonate-user", "impersonate-group", "impersonate-uid"];
-
-/// A request that asks to act as someone else is refused: serving it as the caller would
-/// hand out the caller's rights while the caller believes they gave them up.
-pub fn refuse_impersonation(headers: &http::HeaderMap) -> Result<(), ApiError> {
-    let asked = headers.keys().find(|k| {
-        let k = k.as_str();
-        IMPERSONATION.contains(&k) || k.starts_with("impersonate-extra-")
-    });
-    match asked {
-        Some(h) => Err(ApiError::forbidden(format!(
-            "impersonation is not supported by the embedded API server: the request carries the {} header",
-            canonical(h.as_str())
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// `impersonate-extra-scopes` as clients write it: `Impersonate-Extra-Scopes`.
-fn canonical(header: &str) -> String {
-    header
-        .split('-')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect::<Vec<_>>()
-        .join("-")
 }
 
 /// The store keys (`group/plural`) of the RBAC resources the policy is read from.
@@ -188,18 +188,36 @@ impl PolicyCache {
                 .filter_map(|v| serde_json::from_value(v.as_ref().clone()).ok())
                 .collect()
         }
-        let p = Arc::new(Policy {
-            cluster_roles: all(store, CLUSTER_ROLES),
-            roles: all(store, ROLES),
-            cluster_role_bindings: all(store, CLUSTER_ROLE_BINDINGS),
-            role_bindings: all(store, ROLE_BINDINGS),
-        });
+        let p = Arc::new(
+            Policy {
+                cluster_roles: all(store, CLUSTER_ROLES),
+                roles: all(store, ROLES),
+                cluster_role_bindings: all(store, CLUSTER_ROLE_BINDINGS),
+                role_bindings: all(store, ROLE_BINDINGS),
+            }
+            .with_bootstrap(),
+        );
         *held = Some((generation, p.clone()));
         p
     }
 }
 
-/// Authorizes a resource request: 403 in kube-apiserver's words when RBAC denies it.
+/// kube-apiserver's authorizer chain for `id`: whether `req` is allowed, and the reason.
+/// Identities RBAC does not govern are allowed with no reason, as kube's privileged-group
+/// authorizer answers for `system:masters`.
+pub(crate) fn decide(
+    policy: &PolicyCache,
+    store: &Store,
+    id: &Identity,
+    req: &rbac::Request,
+) -> (bool, String) {
+    match id.rbac_user() {
+        None => (true, String::new()),
+        Some(user) => rbac::decide(&policy.get(store), &user, req),
+    }
+}
+
+/// Authorizes a request: 403 in kube-apiserver's words when RBAC denies it.
 /// `attributes` are the request's RBAC attributes, worked out only for identities RBAC governs.
 pub(crate) fn authorize(
     policy: &PolicyCache,
@@ -207,18 +225,17 @@ pub(crate) fn authorize(
     id: &Identity,
     attributes: impl FnOnce() -> rbac::Request,
 ) -> Result<(), ApiError> {
-    let Identity::ServiceAccount {
-        namespace, name, ..
-    } = id
-    else {
+    let Some(user) = id.rbac_user() else {
         return Ok(());
     };
-    let user = User::service_account(namespace, name);
     let req = attributes();
-    if rbac::authorize(&policy.get(store), &user, &req) {
+    let (allowed, reason) = rbac::decide(&policy.get(store), &user, &req);
+    if allowed {
         Ok(())
     } else {
-        Err(ApiError::forbidden(rbac::forbidden_message(&user, &req)))
+        Err(ApiError::forbidden(rbac::forbidden_message_with(
+            &user, &req, &reason,
+        )))
     }
 }
 
@@ -365,33 +382,6 @@ mod tests {
         assert!(node_guard(&sa, &w).is_some());
         let unbound = Identity::service_account("mco-system", "mco-daemon", None);
         assert!(node_guard(&unbound, &w).is_none());
-    }
-
-    #[test]
-    fn impersonation_headers_are_refused_by_name() {
-        let mut h = http::HeaderMap::new();
-        h.insert("user-agent", "kubectl".parse().unwrap());
-        assert!(refuse_impersonation(&h).is_ok());
-        for (header, shown) in [
-            ("Impersonate-User", "Impersonate-User"),
-            ("impersonate-group", "Impersonate-Group"),
-            ("Impersonate-Uid", "Impersonate-Uid"),
-            ("Impersonate-Extra-Scopes", "Impersonate-Extra-Scopes"),
-        ] {
-            let mut h = h.clone();
-            h.insert(
-                http::HeaderName::from_bytes(header.as_bytes()).unwrap(),
-                "x".parse().unwrap(),
-            );
-            let e = refuse_impersonation(&h).unwrap_err();
-            assert_eq!(e.code, 403);
-            assert_eq!(
-                e.message,
-                format!(
-                    "impersonation is not supported by the embedded API server: the request carries the {shown} header"
-                )
-            );
-        }
     }
 
     #[tokio::test]

@@ -116,6 +116,11 @@ fn groups(reg: &Registry) -> Vec<GroupVersions> {
     out
 }
 
+/// The verbs a resource serves: only `create` for an access review.
+fn verbs(r: &ResourceInfo) -> &'static [&'static str] {
+    if r.review { &["create"] } else { VERBS }
+}
+
 pub fn legacy_resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
     let mut any = false;
@@ -126,7 +131,7 @@ pub fn legacy_resource_list(reg: &Registry, group: &str, version: &str) -> Optio
     {
         any = true;
         let mut e = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-            "kind": r.kind, "verbs": VERBS});
+            "kind": r.kind, "verbs": verbs(&r)});
         if !r.short_names.is_empty() {
             e["shortNames"] = json!(r.short_names);
         }
@@ -183,7 +188,7 @@ pub fn legacy_group(reg: &Registry, group: &str) -> Option<Value> {
 fn aggregated_resource(r: &ResourceInfo, version: &str) -> Value {
     let kind = json!({"group": r.group, "version": version, "kind": r.kind});
     let mut e = json!({"resource": r.plural, "responseKind": kind, "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
-        "singularResource": r.singular, "verbs": VERBS});
+        "singularResource": r.singular, "verbs": verbs(r)});
     if !r.short_names.is_empty() {
         e["shortNames"] = json!(r.short_names);
     }

@@ -18,7 +18,8 @@
 //! 2. [`store`]: objects on SQLite, the writer thread, watches (it knows nothing of HTTP,
 //!    identities or the controllers);
 //! 3. [`auth`]: identities and their tokens (persisted by the store), RBAC decisions on the
-//!    policy read from the store, the node guard;
+//!    policy read from the store, the node guard; `impersonation`: `Impersonate-*` headers,
+//!    authorized on that policy;
 //! 4. `disruption`: what PodDisruptionBudgets allow, read from the store;
 //! 5. `rest`: the HTTP surface, routing each request to a verb's handler;
 //! 6. `controllers`: the server's own loops, writing through the REST verbs.
@@ -31,6 +32,7 @@ pub mod discovery;
 mod disruption;
 pub mod error;
 mod event;
+mod impersonation;
 mod listen;
 mod machinery;
 pub mod metrics;

@@ -1,6 +1,7 @@
 //! Just enough of the Kubernetes protobuf encoding to accept the bodies kubectl's typed
 //! generators send (`kubectl create configmap|secret|namespace`): the `k8s\0` envelope
-//! around `runtime.Unknown`, ObjectMeta's plain fields, and those three kinds.
+//! around `runtime.Unknown`, ObjectMeta's plain fields, and those three kinds; and the access
+//! reviews `kubectl auth can-i` sends (SelfSubjectAccessReview, SelfSubjectRulesReview).
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -131,6 +132,9 @@ pub fn decode(body: &[u8]) -> Option<Value> {
             _ => {}
         }
     }
+    if api_version == "authorization.k8s.io/v1" {
+        return review(&api_version, &kind, raw?);
+    }
     if api_version != "v1" {
         return None;
     }
@@ -182,6 +186,63 @@ pub fn decode(body: &[u8]) -> Option<Value> {
     Some(obj)
 }
 
+/// The string fields of a message by number, as JSON under their names; empty strings (which
+/// the protobuf encoding always carries) are left out, as JSON's `omitempty` does.
+fn strings(b: &[u8], names: &[(u64, &str)]) -> Option<Value> {
+    let mut m = Map::new();
+    for (n, f) in fields(b)? {
+        if let (Some((_, name)), Field::Bytes(x)) = (names.iter().find(|(k, _)| *k == n), f)
+            && !x.is_empty()
+        {
+            m.insert(name.to_string(), json!(text(x)?));
+        }
+    }
+    Some(Value::Object(m))
+}
+
+/// A SelfSubjectAccessReview's or SelfSubjectRulesReview's spec (authorization/v1's
+/// `generated.proto`); `None` for other kinds of the group.
+fn review(api_version: &str, kind: &str, raw: &[u8]) -> Option<Value> {
+    let mut obj = json!({"apiVersion": api_version, "kind": kind, "metadata": {}, "spec": {}});
+    for (n, f) in fields(raw)? {
+        let (n, Field::Bytes(x)) = (n, f) else {
+            continue;
+        };
+        match (kind, n) {
+            (_, 1) => obj["metadata"] = object_meta(x)?,
+            ("SelfSubjectAccessReview", 2) => {
+                for (sn, sf) in fields(x)? {
+                    match (sn, sf) {
+                        (1, Field::Bytes(r)) => {
+                            obj["spec"]["resourceAttributes"] = strings(
+                                r,
+                                &[
+                                    (1, "namespace"),
+                                    (2, "verb"),
+                                    (3, "group"),
+                                    (4, "version"),
+                                    (5, "resource"),
+                                    (6, "subresource"),
+                                    (7, "name"),
+                                ],
+                            )?
+                        }
+                        (2, Field::Bytes(r)) => {
+                            obj["spec"]["nonResourceAttributes"] =
+                                strings(r, &[(1, "path"), (2, "verb")])?
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            ("SelfSubjectRulesReview", 2) => obj["spec"] = strings(x, &[(1, "namespace")])?,
+            ("SelfSubjectAccessReview" | "SelfSubjectRulesReview", _) => {}
+            _ => return None,
+        }
+    }
+    matches!(kind, "SelfSubjectAccessReview" | "SelfSubjectRulesReview").then_some(obj)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +271,39 @@ mod tests {
             "metadata": {"name": "demo", "namespace": "default", "labels": {"app": "web"}}, "data": {"a": "1"}})
         );
         assert!(decode(b"{}").is_none());
+    }
+
+    #[test]
+    fn decodes_an_access_review() {
+        let attrs = [
+            ld(1, b""),
+            ld(2, b"patch"),
+            ld(5, b"nodes"),
+            ld(6, b"status"),
+        ]
+        .concat();
+        let ssar = [ld(1, &[]), ld(2, &ld(1, &attrs))].concat();
+        let tm = [
+            ld(1, b"authorization.k8s.io/v1"),
+            ld(2, b"SelfSubjectAccessReview"),
+        ]
+        .concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &ssar)].concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "metadata": {},
+                "spec": {"resourceAttributes": {"verb": "patch", "resource": "nodes", "subresource": "status"}}})
+        );
+        let ssrr = ld(2, &ld(1, b"mco-system"));
+        let tm = [
+            ld(1, b"authorization.k8s.io/v1"),
+            ld(2, b"SelfSubjectRulesReview"),
+        ]
+        .concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &ssrr)].concat();
+        assert_eq!(
+            decode(&body).unwrap()["spec"],
+            json!({"namespace": "mco-system"})
+        );
     }
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::rbac::v1::{
 };
 
 /// An authenticated user: kube's user name and groups.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct User {
     pub name: String,
     pub groups: Vec<String>,
@@ -28,7 +28,8 @@ impl User {
     }
 }
 
-/// What a resource request does (kube's `authorizer.Attributes`).
+/// What a request does (kube's `authorizer.Attributes`): a resource request, or with `path`
+/// a non-resource one (then only `verb` and `path` count).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Request {
     pub verb: String,
@@ -39,6 +40,8 @@ pub struct Request {
     pub name: String,
     /// Empty at the cluster scope.
     pub namespace: String,
+    /// Set for a non-resource request (`/version`, `/apis`): the URL path.
+    pub path: Option<String>,
 }
 
 /// A snapshot of the RBAC objects. The server builds one per change to them and shares it,
@@ -72,6 +75,151 @@ impl Policy {
     }
 }
 
+/// The ClusterRoles and ClusterRoleBindings of kube's bootstrap policy that every authenticated
+/// user and every ServiceAccount holds (`system:basic-user`, `system:discovery`,
+/// `system:public-info-viewer`, `system:service-account-issuer-discovery`,
+/// `system:cluster-trust-bundle-discovery`). The embedded server does not store them; the
+/// authorizer adds them, so access reviews and rule lists answer as kube-apiserver's do.
+pub fn bootstrap() -> (Vec<ClusterRole>, Vec<ClusterRoleBinding>) {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let strings = |items: &[&str]| items.iter().map(|i| i.to_string()).collect::<Vec<_>>();
+    let resource = |group: &str, resources: &[&str], verbs: &[&str]| PolicyRule {
+        api_groups: Some(strings(&[group])),
+        resources: Some(strings(resources)),
+        verbs: strings(verbs),
+        ..Default::default()
+    };
+    let urls = |urls: &[&str]| PolicyRule {
+        non_resource_urls: Some(strings(urls)),
+        verbs: strings(&["get"]),
+        ..Default::default()
+    };
+    let roles = [
+        (
+            "system:basic-user",
+            vec![
+                resource(
+                    "authorization.k8s.io",
+                    &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                    &["create"],
+                ),
+                resource(
+                    "authentication.k8s.io",
+                    &["selfsubjectreviews"],
+                    &["create"],
+                ),
+            ],
+            &["system:authenticated"][..],
+        ),
+        (
+            "system:cluster-trust-bundle-discovery",
+            vec![resource(
+                "certificates.k8s.io",
+                &["clustertrustbundles"],
+                &["get", "list", "watch"],
+            )],
+            &["system:serviceaccounts"][..],
+        ),
+        (
+            "system:discovery",
+            vec![urls(&[
+                "/livez",
+                "/readyz",
+                "/healthz",
+                "/version",
+                "/version/",
+                "/openapi",
+                "/openapi/*",
+                "/api",
+                "/api/*",
+                "/apis",
+                "/apis/*",
+            ])],
+            &["system:authenticated"][..],
+        ),
+        (
+            "system:public-info-viewer",
+            vec![urls(&[
+                "/livez",
+                "/readyz",
+                "/healthz",
+                "/version",
+                "/version/",
+            ])],
+            &["system:authenticated", "system:unauthenticated"][..],
+        ),
+        (
+            "system:service-account-issuer-discovery",
+            vec![urls(&[
+                "/.well-known/openid-configuration",
+                "/.well-known/openid-configuration/",
+                "/openid/v1/jwks",
+                "/openid/v1/jwks/",
+            ])],
+            &["system:serviceaccounts"][..],
+        ),
+    ];
+    let meta = |name: &str| ObjectMeta {
+        name: Some(name.into()),
+        ..Default::default()
+    };
+    let mut cluster_roles = Vec::new();
+    let mut bindings = Vec::new();
+    for (name, rules, groups) in roles {
+        cluster_roles.push(ClusterRole {
+            metadata: meta(name),
+            rules: Some(rules),
+            ..Default::default()
+        });
+        bindings.push(ClusterRoleBinding {
+            metadata: meta(name),
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: name.into(),
+            },
+            subjects: Some(
+                groups
+                    .iter()
+                    .map(|g| Subject {
+                        api_group: Some("rbac.authorization.k8s.io".into()),
+                        kind: "Group".into(),
+                        name: g.to_string(),
+                        namespace: None,
+                    })
+                    .collect(),
+            ),
+        });
+    }
+    (cluster_roles, bindings)
+}
+
+impl Policy {
+    /// This policy with [`bootstrap`]'s roles and bindings, where the store has none of
+    /// those names (a stored one wins, as kube's reconciled objects do).
+    pub fn with_bootstrap(mut self) -> Policy {
+        let (roles, bindings) = bootstrap();
+        for r in roles {
+            if self
+                .cluster_role(r.metadata.name.as_deref().unwrap_or(""))
+                .is_none()
+            {
+                self.cluster_roles.push(r);
+            }
+        }
+        for b in bindings {
+            if !self
+                .cluster_role_bindings
+                .iter()
+                .any(|s| s.metadata.name == b.metadata.name)
+            {
+                self.cluster_role_bindings.push(b);
+            }
+        }
+        self
+    }
+}
+
 impl Policy {
     fn cluster_role(&self, name: &str) -> Option<&ClusterRole> {
         self.cluster_roles
@@ -90,8 +238,21 @@ fn has(items: &[String], want: &str) -> bool {
     items.iter().any(|i| i == "*" || i == want)
 }
 
-/// Whether `rule` grants `req` (kube's `RuleAllows` for resource requests).
+/// Whether a rule's `nonResourceURLs` entry covers `path`: exactly, `*`, or as a prefix
+/// ending in `*` (kube's `NonResourceURLMatches`).
+fn url_matches(rule_url: &str, path: &str) -> bool {
+    match rule_url.strip_suffix('*') {
+        Some(prefix) => path.starts_with(prefix),
+        None => rule_url == path,
+    }
+}
+
+/// Whether `rule` grants `req` (kube's `RuleAllows`).
 pub fn rule_allows(rule: &PolicyRule, req: &Request) -> bool {
+    if let Some(path) = &req.path {
+        let urls = rule.non_resource_urls.as_deref().unwrap_or_default();
+        return has(&rule.verbs, &req.verb) && urls.iter().any(|u| url_matches(u, path));
+    }
     let groups = rule.api_groups.as_deref().unwrap_or_default();
     let resources = rule.resources.as_deref().unwrap_or_default();
     if !has(&rule.verbs, &req.verb) || !has(groups, &req.api_group) {
@@ -129,48 +290,206 @@ pub fn subject_matches(subject: &Subject, user: &User, binding_ns: &str) -> bool
     }
 }
 
-fn rules_of<'a>(p: &'a Policy, role_ref: &RoleRef, binding_ns: &str) -> &'a [PolicyRule] {
+/// The rules `role_ref` grants, or kube's error when the role does not exist.
+fn rules_of<'a>(
+    p: &'a Policy,
+    role_ref: &RoleRef,
+    binding_ns: &str,
+) -> Result<&'a [PolicyRule], String> {
     let rules = match role_ref.kind.as_str() {
         "ClusterRole" => p
             .cluster_role(&role_ref.name)
-            .and_then(|r| r.rules.as_deref()),
+            .map(|r| r.rules.as_deref().unwrap_or_default()),
         "Role" if !binding_ns.is_empty() => p
             .role(binding_ns, &role_ref.name)
-            .and_then(|r| r.rules.as_deref()),
-        _ => None,
+            .map(|r| r.rules.as_deref().unwrap_or_default()),
+        _ => {
+            return Err(format!(
+                "unsupported role reference kind: {:?}",
+                role_ref.kind
+            ));
+        }
     };
-    rules.unwrap_or_default()
+    rules.ok_or_else(|| {
+        format!(
+            "{}.rbac.authorization.k8s.io {:?} not found",
+            role_ref.kind.to_lowercase(),
+            role_ref.name
+        )
+    })
+}
+
+/// kube's `describeSubject`: a ServiceAccount as `name/namespace`.
+fn describe_subject(s: &Subject, binding_ns: &str) -> String {
+    match s.kind.as_str() {
+        "ServiceAccount" => {
+            let ns = s
+                .namespace
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(binding_ns);
+            format!("{} {:?}", s.kind, format!("{}/{ns}", s.name))
+        }
+        _ => format!("{} {:?}", s.kind, s.name),
+    }
+}
+
+/// What [`visit_rules`] calls: the binding's description (made only when asked) and a rule or
+/// the error of a missing role; `false` stops the walk.
+type Visitor<'a, 'v> = dyn FnMut(&dyn Fn() -> String, Result<&'a PolicyRule, String>) -> bool + 'v;
+
+/// Calls `visit` with each rule bound to `user` for `namespace`, in kube's rule resolver's
+/// order (ClusterRoleBindings, then the namespace's RoleBindings), with the binding's words
+/// as kube's authorizer names it (`ClusterRoleBinding "b" of ClusterRole "r" to User "u"`);
+/// a binding whose role is missing is visited once with `Err`. Stops when `visit` says so.
+fn visit_rules<'a>(p: &'a Policy, user: &User, namespace: &str, visit: &mut Visitor<'a, '_>) {
+    let first = |subjects: &'a Option<Vec<Subject>>, ns: &str| {
+        subjects
+            .iter()
+            .flatten()
+            .find(|s| subject_matches(s, user, ns))
+    };
+    for b in &p.cluster_role_bindings {
+        let Some(subject) = first(&b.subjects, "") else {
+            continue;
+        };
+        let source = || {
+            format!(
+                "ClusterRoleBinding {:?} of {} {:?} to {}",
+                b.metadata.name.as_deref().unwrap_or(""),
+                b.role_ref.kind,
+                b.role_ref.name,
+                describe_subject(subject, "")
+            )
+        };
+        match rules_of(p, &b.role_ref, "") {
+            Ok(rules) => {
+                for r in rules {
+                    if !visit(&source, Ok(r)) {
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                if !visit(&source, Err(e)) {
+                    return;
+                }
+            }
+        }
+    }
+    if namespace.is_empty() {
+        return;
+    }
+    for b in p
+        .role_bindings
+        .iter()
+        .filter(|b| b.metadata.namespace.as_deref() == Some(namespace))
+    {
+        let Some(subject) = first(&b.subjects, namespace) else {
+            continue;
+        };
+        let source = || {
+            format!(
+                "RoleBinding {:?} of {} {:?} to {}",
+                format!("{}/{namespace}", b.metadata.name.as_deref().unwrap_or("")),
+                b.role_ref.kind,
+                b.role_ref.name,
+                describe_subject(subject, namespace)
+            )
+        };
+        match rules_of(p, &b.role_ref, namespace) {
+            Ok(rules) => {
+                for r in rules {
+                    if !visit(&source, Ok(r)) {
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                if !visit(&source, Err(e)) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// kube's RBAC authorizer's answer: whether a rule bound to `user` allows `req`, and its reason
+/// (`RBAC: allowed by ...`, or on a denial the missing roles met on the way, else empty).
+pub fn decide(p: &Policy, user: &User, req: &Request) -> (bool, String) {
+    let mut allowed = None;
+    let mut errors = Vec::new();
+    visit_rules(p, user, &req.namespace, &mut |source, rule| match rule {
+        Ok(r) if rule_allows(r, req) => {
+            allowed = Some(format!("RBAC: allowed by {}", source()));
+            false
+        }
+        Ok(_) => true,
+        Err(e) => {
+            errors.push(e);
+            true
+        }
+    });
+    match allowed {
+        Some(reason) => (true, reason),
+        None => (false, aggregate_reason(&errors)),
+    }
+}
+
+/// `RBAC: <errors>` as apimachinery's aggregate prints them (`[a, b]` for more than one).
+fn aggregate_reason(errors: &[String]) -> String {
+    match errors {
+        [] => String::new(),
+        [one] => format!("RBAC: {one}"),
+        many => format!("RBAC: [{}]", many.join(", ")),
+    }
 }
 
 /// Whether any binding reachable for `req`'s scope grants it to `user`. ClusterRoleBindings
 /// apply everywhere; RoleBindings (to a Role or a ClusterRole) only in their namespace.
 pub fn authorize(p: &Policy, user: &User, req: &Request) -> bool {
-    let bound = |subjects: &Option<Vec<Subject>>, ns: &str| {
-        subjects
-            .iter()
-            .flatten()
-            .any(|s| subject_matches(s, user, ns))
-    };
-    let grants = |rules: &[PolicyRule]| rules.iter().any(|r| rule_allows(r, req));
-    if p.cluster_role_bindings
-        .iter()
-        .filter(|b| bound(&b.subjects, ""))
-        .any(|b| grants(rules_of(p, &b.role_ref, "")))
-    {
-        return true;
-    }
-    if req.namespace.is_empty() {
-        return false;
-    }
-    p.role_bindings
-        .iter()
-        .filter(|b| b.metadata.namespace.as_deref() == Some(req.namespace.as_str()))
-        .filter(|b| bound(&b.subjects, &req.namespace))
-        .any(|b| grants(rules_of(p, &b.role_ref, &req.namespace)))
+    decide(p, user, req).0
 }
 
-/// kube-apiserver's 403 message for a denied resource request.
+/// The rules bound to `user` in `namespace` (cluster-wide ones included), in kube's rule
+/// resolver's order, and the error for missing roles (then the list is incomplete).
+pub fn rules_for(p: &Policy, user: &User, namespace: &str) -> (Vec<PolicyRule>, String) {
+    let mut rules = Vec::new();
+    let mut errors = Vec::new();
+    visit_rules(p, user, namespace, &mut |_, rule| {
+        match rule {
+            Ok(r) => rules.push(r.clone()),
+            Err(e) => errors.push(e),
+        }
+        true
+    });
+    let error = match errors.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    (rules, error)
+}
+
+/// kube-apiserver's 403 message for a denied request.
 pub fn forbidden_message(user: &User, req: &Request) -> String {
+    forbidden_message_with(user, req, "")
+}
+
+/// [`forbidden_message`] with the authorizer's `reason` appended (`...: reason`), as
+/// kube-apiserver words a refusal that has one.
+pub fn forbidden_message_with(user: &User, req: &Request, reason: &str) -> String {
+    let why = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    };
+    if let Some(path) = &req.path {
+        return format!(
+            "forbidden: User {:?} cannot {} path {path:?}{why}",
+            user.name, req.verb
+        );
+    }
     let qualified = if req.api_group.is_empty() {
         req.resource.clone()
     } else {
@@ -190,9 +509,9 @@ pub fn forbidden_message(user: &User, req: &Request) -> String {
         user.name, req.verb, req.api_group
     );
     if req.name.is_empty() {
-        format!("{qualified} is forbidden: {reason}")
+        format!("{qualified} is forbidden: {reason}{why}")
     } else {
-        format!("{qualified} \"{}\" is forbidden: {reason}", req.name)
+        format!("{qualified} \"{}\" is forbidden: {reason}{why}", req.name)
     }
 }
 
@@ -222,6 +541,7 @@ mod tests {
             subresource: sub.map(String::from),
             name: name.into(),
             namespace: String::new(),
+            path: None,
         }
     }
 

@@ -40,6 +40,9 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub status: bool,
     pub eviction: bool,
+    /// An access review (`authorization.k8s.io`): created to be answered, never stored; the
+    /// only verb is `create`.
+    pub review: bool,
     /// Set for custom resources: per-version schema and printer columns. Shared, because
     /// every request clones its resource's info.
     pub crd: Option<Arc<[CrdVersion]>>,
@@ -104,6 +107,7 @@ fn builtin(
         namespaced,
         status,
         eviction: false,
+        review: false,
         crd: None,
         crd_object: None,
     }
@@ -112,7 +116,22 @@ fn builtin(
 fn builtins() -> Vec<ResourceInfo> {
     let mut pods = builtin("", "v1", "Pod", "pods", &["po"], &["all"], true, true);
     pods.eviction = true;
+    let review = |kind: &str, plural: &str| ResourceInfo {
+        review: true,
+        ..builtin(
+            "authorization.k8s.io",
+            "v1",
+            kind,
+            plural,
+            &[],
+            &[],
+            false,
+            false,
+        )
+    };
     vec![
+        review("SelfSubjectAccessReview", "selfsubjectaccessreviews"),
+        review("SelfSubjectRulesReview", "selfsubjectrulesreviews"),
         builtin(
             "",
             "v1",
@@ -487,6 +506,7 @@ pub fn crd_to_info(crd: &Value) -> Option<ResourceInfo> {
         namespaced,
         status,
         eviction: false,
+        review: false,
         crd: Some(versions.into()),
         crd_object: Some(Arc::new(crd.clone())),
     })

@@ -171,7 +171,8 @@ mod tests {
     fn every_served_built_in_kind_is_in_the_table() {
         let r = Registry::new();
         for info in r.all() {
-            if info.is_custom() {
+            // Access reviews are never stored, so no strategy applies.
+            if info.is_custom() || info.review {
                 continue;
             }
             assert!(

@@ -9,6 +9,7 @@ mod delete;
 mod encode;
 mod evict;
 mod list;
+mod review;
 mod watch;
 mod write;
 
@@ -131,13 +132,19 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
         segs_ref.first(),
         Some(&"version" | &"healthz" | &"livez" | &"readyz")
     );
-    let identity = authenticate(app, &headers)?;
-    let identity = match (identity, public) {
-        (Some(id), _) => id,
-        (None, true) => Identity::Admin,
-        (None, false) => return Err(ApiError::unauthorized()),
+    let caller = authenticate(app, &headers)?;
+    if caller.is_none() && !public {
+        return Err(ApiError::unauthorized());
+    }
+    let identity = match (crate::impersonation::wanted(&headers)?, caller) {
+        // Checked before routing, as kube-apiserver's filter runs before its handlers.
+        (Some(w), caller) => {
+            let attrs = attributes_of(app, &method, &segs_ref, &query, uri.path());
+            crate::impersonation::impersonate(&app.rbac, &app.store, caller.as_ref(), &w, &attrs)?
+        }
+        (None, Some(id)) => id,
+        (None, None) => Identity::Admin,
     };
-    crate::auth::refuse_impersonation(&headers)?;
     let body = if matches!(
         method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
@@ -210,6 +217,30 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
             counted(app, &method, t, &identity, &query, &headers, body).await
         }
         _ => Err(ApiError::not_found_path()),
+    }
+}
+
+/// The RBAC attributes of a request: of its resource when the path names a served one, else
+/// of its path (verb: the method in lower case), as kube's request info parses them.
+fn attributes_of(
+    app: &App,
+    method: &Method,
+    segs: &[&str],
+    q: &HashMap<String, String>,
+    path: &str,
+) -> rbac::Request {
+    let target = match segs {
+        ["api", v, rest @ ..] if !rest.is_empty() => resolve(app, "", v, rest).ok(),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => resolve(app, g, v, rest).ok(),
+        _ => None,
+    };
+    match target {
+        Some(t) => request_attributes(method, &t, q),
+        None => rbac::Request {
+            verb: method.as_str().to_lowercase(),
+            path: Some(path.to_string()),
+            ..Default::default()
+        },
     }
 }
 
@@ -385,6 +416,7 @@ fn request_attributes(method: &Method, t: &Target, q: &HashMap<String, String>) 
         subresource: t.sub.clone(),
         name,
         namespace: t.ns.clone().unwrap_or_default(),
+        path: None,
     }
 }
 
@@ -404,6 +436,9 @@ async fn resource(
     crate::auth::authorize(&app.rbac, &app.store, id, || {
         request_attributes(method, &t, q)
     })?;
+    if t.info.review {
+        return review::review(app, method, &t, id, q, headers, &body).await;
+    }
     let is_write = matches!(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE

@@ -562,3 +562,98 @@ async fn daemon_token_changes_only_its_own_node() {
         .await
         .unwrap();
 }
+
+/// An access review's or rules review's answer to `client`.
+async fn review(client: &Client, plural: &str, spec: Value) -> Value {
+    let kind = if plural == "selfsubjectaccessreviews" {
+        "SelfSubjectAccessReview"
+    } else {
+        "SelfSubjectRulesReview"
+    };
+    let a = common::send(
+        client,
+        "POST",
+        &format!("/apis/authorization.k8s.io/v1/{plural}"),
+        "application/json",
+        &json!({"apiVersion": "authorization.k8s.io/v1", "kind": kind, "spec": spec}),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{:?}", a.body);
+    a.body["status"].clone()
+}
+
+#[tokio::test]
+async fn daemon_reviews_its_own_access_and_rules() {
+    let (s, admin) = cluster().await;
+    let ns = Options::default().namespace;
+    let daemon = s
+        .handle
+        .client_for(sa("mco-daemon", Some("a")))
+        .await
+        .unwrap();
+    let st = review(
+        &daemon,
+        "selfsubjectaccessreviews",
+        json!({"resourceAttributes": {"verb": "list", "resource": "secrets", "namespace": "kube-system"}}),
+    )
+    .await;
+    assert_eq!(st, json!({"allowed": false}));
+    let st = review(
+        &daemon,
+        "selfsubjectaccessreviews",
+        json!({"resourceAttributes": {"verb": "patch", "group": MCO, "resource": "machineconfignodes", "subresource": "status", "name": "a"}}),
+    )
+    .await;
+    assert_eq!(st["allowed"], json!(true), "{st}");
+    assert!(
+        st["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("RBAC: allowed by ClusterRoleBinding "),
+        "{st}"
+    );
+    let st = review(
+        &daemon,
+        "selfsubjectaccessreviews",
+        json!({"nonResourceAttributes": {"verb": "get", "path": "/apis/x"}}),
+    )
+    .await;
+    assert_eq!(
+        st["reason"],
+        json!(
+            "RBAC: allowed by ClusterRoleBinding \"system:discovery\" of ClusterRole \"system:discovery\" to Group \"system:authenticated\""
+        )
+    );
+    let st = review(&daemon, "selfsubjectrulesreviews", json!({"namespace": ns})).await;
+    assert_eq!(st["incomplete"], json!(false));
+    let resources: Vec<&Value> = st["resourceRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["resources"].as_array().unwrap())
+        .collect();
+    assert!(resources.contains(&&json!("machineconfignodes")), "{st}");
+    assert!(
+        resources.contains(&&json!("selfsubjectrulesreviews")),
+        "{st}"
+    );
+    // A review is never a list, a get or a stored object (authorized first, as upstream).
+    let a = common::send(
+        &admin,
+        "GET",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(a.code, 405, "{:?}", a.body);
+    let a = common::send(
+        &daemon,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        "application/json",
+        &json!({"spec": {}}),
+    )
+    .await;
+    assert_eq!((a.code, a.message()), (400, "no namespace on request"));
+}

@@ -92,35 +92,160 @@ async fn kubectl_with_a_node_kubeconfig_changes_only_its_own_node() {
     assert_eq!(w1.spec.and_then(|s| s.unschedulable), None);
 }
 
+/// A raw request as `client`'s identity (or nobody) carrying `headers`.
+async fn get_with(client: &kube::Client, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut req = http::Request::builder().uri(path);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client
+        .send(req.body(kube::client::Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect_bytes().await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    (code, v["message"].as_str().unwrap_or_default().to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_as_another_user_is_refused() {
+async fn impersonation_needs_the_impersonate_verb() {
     let s = common::start().await;
     let home = tempfile::tempdir().unwrap();
     let kc = s.kubeconfig();
-    let (ok, out) = kubectl(&kc, home.path(), &["get", "nodes"]);
-    assert!(ok, "{out}");
-    for (args, header) in [
-        (&["--as=someone", "get", "nodes"][..], "Impersonate-User"),
-        (
-            &["--as=someone", "--as-group=devs", "get", "nodes"],
-            "Impersonate-",
+    // admin may act as the daemon's ServiceAccount, which then has only its own rights.
+    let (ok, out) = kubectl(
+        &kc,
+        home.path(),
+        &[
+            "get",
+            "secrets",
+            "-n",
+            "kube-system",
+            "--as=system:serviceaccount:mco-system:mco-daemon",
+        ],
+    );
+    assert!(
+        !ok && out.contains(
+            "secrets is forbidden: User \"system:serviceaccount:mco-system:mco-daemon\" cannot list resource \"secrets\" in API group \"\" in the namespace \"kube-system\""
         ),
-        (
-            &["--as=someone", "--as-uid=1", "get", "nodes"],
-            "Impersonate-",
-        ),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &kc,
+        home.path(),
+        &["auth", "can-i", "get", "nodes", "--as=someone"],
+    );
+    assert!(!ok && out.starts_with("no\n"), "{out}");
+    // A ServiceAccount with no impersonate rights is refused in the first mode's words.
+    let sa = s.service_account("default", "nobody").await;
+    let (code, msg) = get_with(&sa, "/api/v1/nodes", &[("Impersonate-User", "someone")]).await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        msg,
+        "nodes is forbidden: User \"system:serviceaccount:default:nobody\" cannot impersonate-on:user-info:list resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    // The node and controller identities, which RBAC does not govern, may not shed the guard.
+    let node = s
+        .handle
+        .client_for(Identity::Node("worker-0".into()))
+        .await
+        .unwrap();
+    let (code, msg) = get_with(
+        &node,
+        "/api/v1/nodes",
+        &[(
+            "Impersonate-User",
+            "system:serviceaccount:mco-system:mco-daemon",
+        )],
+    )
+    .await;
+    assert_eq!(code, 403, "{msg}");
+    assert!(
+        msg.contains("User \"node-worker-0\" cannot impersonate-on:serviceaccount:list"),
+        "{msg}"
+    );
+    // Nobody unauthenticated impersonates, not even on a public path.
+    let anonymous = s.handle.local_transport(None);
+    let (code, msg) = get_with(&anonymous, "/version", &[("Impersonate-User", "admin")]).await;
+    assert_eq!(code, 403, "{msg}");
+    assert_eq!(
+        msg,
+        "forbidden: User \"system:anonymous\" cannot impersonate-on:user-info:get path \"/version\""
+    );
+    // Groups without a user are a bad request.
+    let admin = s.admin().await;
+    let (code, msg) = get_with(&admin, "/api/v1/nodes", &[("Impersonate-Group", "devs")]).await;
+    assert_eq!(code, 400);
+    assert!(msg.ends_with("without impersonating a user name"), "{msg}");
+    // Once granted `impersonate` on users (not groups), users alone pass.
+    for o in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "imp"},
+            "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "imp"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "imp"},
+            "subjects": [{"kind": "ServiceAccount", "name": "nobody", "namespace": "default"}]}),
     ] {
-        let (ok, out) = kubectl(&kc, home.path(), args);
-        assert!(!ok, "kubectl {args:?} succeeded: {out}");
-        assert!(
-            out.contains("Error from server (Forbidden)")
-                && out.contains(
-                    "impersonation is not supported by the embedded API server: the request carries the "
-                )
-                && out.contains(header),
-            "kubectl {args:?}: {out}"
-        );
+        let plural = format!("{}s", o["kind"].as_str().unwrap().to_lowercase());
+        let a = common::send(
+            &admin,
+            "POST",
+            &format!("/apis/rbac.authorization.k8s.io/v1/{plural}"),
+            "application/json",
+            &o,
+        )
+        .await;
+        assert_eq!(a.code, 201, "{:?}", a.body);
     }
+    let (code, msg) = get_with(&sa, "/api/v1/nodes", &[("Impersonate-User", "someone")]).await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        msg,
+        "nodes is forbidden: User \"someone\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    let (code, msg) = get_with(
+        &sa,
+        "/api/v1/nodes",
+        &[
+            ("Impersonate-User", "someone"),
+            ("Impersonate-Group", "devs"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 403);
+    assert!(
+        msg.contains("cannot impersonate-on:user-info:list"),
+        "{msg}"
+    );
+    // The access review answers as the impersonated user, with kube's reason.
+    let a = send_as(
+        &admin,
+        "system:serviceaccount:default:nobody",
+        json!({"spec": {"resourceAttributes": {"verb": "impersonate", "resource": "users", "name": "x"}}}),
+    )
+    .await;
+    assert_eq!(
+        a,
+        json!({"allowed": true, "reason": "RBAC: allowed by ClusterRoleBinding \"imp\" of ClusterRole \"imp\" to ServiceAccount \"nobody/default\""})
+    );
+}
+
+/// A SelfSubjectAccessReview's status as `user` (impersonated by `admin`).
+async fn send_as(admin: &kube::Client, user: &str, review: serde_json::Value) -> serde_json::Value {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+        .header("content-type", "application/json")
+        .header("Impersonate-User", user)
+        .body(kube::client::Body::from(
+            serde_json::to_vec(&review).unwrap(),
+        ))
+        .unwrap();
+    let resp = admin.send(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let body = resp.into_body().collect_bytes().await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    v["status"].clone()
 }
 
 fn mode(p: &Path) -> u32 {

@@ -251,6 +251,9 @@ async fn send(
     if let Some(accept) = http["accept"].as_str() {
         req = req.header("accept", accept);
     }
+    for (name, value) in http["headers"].as_object().into_iter().flatten() {
+        req = req.header(name.as_str(), value.as_str().unwrap_or_default());
+    }
     let body = match &http["body"] {
         Value::Null => Vec::new(),
         Value::String(s) => substitute(s, vars).into_bytes(),
