@@ -107,11 +107,14 @@ impl ApiError {
     }
 
     pub fn with_details(mut self, mut details: Value) -> Self {
-        // StatusDetails' group is `omitempty`: the core group sends none.
-        if let Some(m) = details.as_object_mut()
-            && m.get("group").is_some_and(|g| g == "")
-        {
-            m.remove("group");
+        // StatusDetails' group and name are `omitempty`: the core group sends none, and
+        // neither does an error about options, which have no name.
+        if let Some(m) = details.as_object_mut() {
+            for key in ["group", "name"] {
+                if m.get(key).is_some_and(|v| v == "") {
+                    m.remove(key);
+                }
+            }
         }
         self.details = Some(Box::new(details));
         self

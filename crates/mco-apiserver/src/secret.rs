@@ -260,6 +260,11 @@ pub(crate) fn go_quote(s: &str) -> String {
     out
 }
 
+/// The syntax error Go's `encoding/json` reports for `bytes`, or none when they are JSON.
+pub(crate) fn go_json_syntax_error(bytes: &[u8]) -> Option<String> {
+    Scanner { b: bytes, i: 0 }.document().err()
+}
+
 /// The error Go's `json.Unmarshal` gives decoding `bytes` into a `map[string]interface{}`,
 /// or none.
 fn go_unmarshal_map_error(bytes: &[u8]) -> Option<String> {

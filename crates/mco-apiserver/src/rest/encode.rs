@@ -262,6 +262,49 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     )))
 }
 
+/// The body of a create or update of a `kind`. JSON that does not parse is refused in
+/// the words of kube-apiserver's decoder, which fails finding the body's kind.
+pub(super) fn decode_object(
+    headers: &HeaderMap,
+    body: &[u8],
+    kind: &str,
+) -> Result<Value, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if matches!(
+        ct.split(';').next().unwrap_or("").trim(),
+        "" | "application/json"
+    ) && let Some(err) = crate::secret::go_json_syntax_error(body)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {err} ({})",
+            summarize(body)
+        )));
+    }
+    decode_body(headers, body)
+}
+
+/// How kube-apiserver quotes a body it cannot decode: at most 30 bytes, as text when it
+/// starts as an object, else in hex.
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let (head, more) = if body.len() > MAX {
+        (&body[..MAX], " ...")
+    } else {
+        (body, "")
+    };
+    match body.first() {
+        None => "<empty>".into(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => {
+            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
+}
+
 fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
@@ -276,6 +319,31 @@ fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn malformed_objects_are_refused_as_kube_apiserver_words_it() {
+        let headers = HeaderMap::new();
+        let e = decode_object(&headers, br#"{"metadata": {"name": "#, "ConfigMap").unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(
+            e.message,
+            r#"the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: unexpected end of JSON input ({"metadata": {"name": )"#
+        );
+        let e = decode_object(
+            &headers,
+            br#"{"metadata": {"name": "a-rather-long-name"}, x}"#,
+            "Secret",
+        )
+        .unwrap_err();
+        assert!(
+            e.message.ends_with(r#"json parse error: invalid character 'x' looking for beginning of object key string ({"metadata": {"name": "a-rathe ...)"#),
+            "{}",
+            e.message
+        );
+        assert_eq!(summarize(b""), "<empty>");
+        assert_eq!(summarize(b"[1"), "5b31");
+        assert!(decode_object(&headers, br#"{"a": 1}"#, "ConfigMap").is_ok());
+    }
 
     /// Served from its text, an object is the same bytes as served from its parsed value:
     /// escapes, numbers, key order, and `managedFields` left out only when slim.

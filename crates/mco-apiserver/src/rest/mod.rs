@@ -36,7 +36,7 @@ pub use write::{WriteCtx, create};
 
 use delete::delete_collection;
 use encode::{
-    ServedText, decode_body, json_response, object_response, typed_json, typed_response,
+    ServedText, decode_object, json_response, object_response, typed_json, typed_response,
     wants_table,
 };
 use evict::evict;
@@ -368,8 +368,10 @@ fn resolve(app: &App, group: &str, version: &str, rest: &[&str]) -> Result<Targe
     }
     match sub.as_deref() {
         None => {}
-        Some("status") if info.has_status(version) => {}
-        Some("eviction") if info.eviction => {}
+        Some(s) if subresource_served(&info, version, s) => {}
+        // kube-apiserver's CRD handler takes every subresource path of a named custom object
+        // and, once the request is authorized, answers an unserved one as the object not found.
+        Some(_) if info.is_custom() && name.is_some() => {}
         Some(_) => return Err(ApiError::not_found_path()),
     }
     Ok(Target {
@@ -380,6 +382,15 @@ fn resolve(app: &App, group: &str, version: &str, rest: &[&str]) -> Result<Targe
         sub,
         slim: false,
     })
+}
+
+/// Whether `sub` is a subresource `info` serves at `version`.
+fn subresource_served(info: &ResourceInfo, version: &str, sub: &str) -> bool {
+    match sub {
+        "status" => info.has_status(version),
+        "eviction" => info.eviction,
+        _ => false,
+    }
 }
 
 /// kube's verb for a resource request.
@@ -436,6 +447,11 @@ async fn resource(
     crate::auth::authorize(&app.rbac, &app.store, id, || {
         request_attributes(method, &t, q)
     })?;
+    if let (Some(sub), Some(name)) = (t.sub.as_deref(), t.name.as_deref())
+        && !subresource_served(&t.info, &t.version, sub)
+    {
+        return Err(ApiError::not_found(&t.info.rref(), name));
+    }
     if t.info.review {
         return review::review(app, method, &t, id, q, headers, &body).await;
     }
@@ -494,14 +510,14 @@ async fn resource(
             if t.info.namespaced && t.ns.is_none() {
                 return Err(ApiError::not_found_path());
             }
-            let obj = decode_body(headers, &body)?;
+            let obj = decode_object(headers, &body, &t.info.kind)?;
             let ctx = WriteCtx::from_request(q, headers, id);
             let v = create(app, &t.info, &t.version, t.ns_str(), obj, &ctx).await?;
             Ok(warned(&t, &v, object_response(&t, headers, q, 201, &v)))
         }
         (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
         (&Method::PUT, true, sub) => {
-            let obj = decode_body(headers, &body)?;
+            let obj = decode_object(headers, &body, &t.info.kind)?;
             let m = Modify::from_request(&t, sub, q, headers, id);
             // A PUT that creates needs the create verb too.
             let may_create = || {

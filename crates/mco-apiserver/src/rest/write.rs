@@ -12,7 +12,7 @@ use super::encode::out;
 use super::{App, Target, dry_run};
 use crate::admission::{self, Write};
 use crate::auth::Identity;
-use crate::error::{ApiError, Cause};
+use crate::error::{ApiError, Cause, ResRef};
 use crate::event;
 use crate::machinery;
 use crate::objects::{self, Part, meta_mut, meta_str};
@@ -496,6 +496,28 @@ pub(super) fn after_write(app: &App, info: &ResourceInfo, outcome: &Outcome) {
     }
 }
 
+/// apimachinery's `ValidatePatchOptions`: an apply names its field manager, and only an
+/// apply may force.
+fn patch_options_causes(pt: PatchType, q: &HashMap<String, String>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if pt == PatchType::Apply {
+        if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                "fieldManager",
+                "Required value: is required for apply patch",
+            ));
+        }
+    } else if q.contains_key("force") {
+        causes.push(Cause::new(
+            "FieldValueForbidden",
+            "force",
+            "Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    causes
+}
+
 pub(super) async fn patch(
     app: &App,
     t: &Target,
@@ -521,19 +543,25 @@ pub(super) async fn patch(
         return Err(unsupported());
     }
     let keys = keys.unwrap_or_else(machinery::metadata_keys);
+    // The options are checked before the body is decoded, as kube-apiserver does.
+    let causes = patch_options_causes(pt, q);
+    if !causes.is_empty() {
+        let options = ResRef {
+            group: "meta.k8s.io",
+            plural: "patchoptions",
+            kind: "PatchOptions",
+        };
+        return Err(ApiError::invalid(&options, "", causes));
+    }
     let patch_doc: Value = match pt {
         PatchType::Apply => mco_apimachinery::yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
-        _ => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
-        })?,
+        // kube-apiserver checks only that the body is JSON, and says no more.
+        _ => {
+            serde_json::from_slice(body).map_err(|_| ApiError::bad_request("invalid JSON patch"))?
+        }
     };
     if pt == PatchType::Apply {
-        if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
-            return Err(ApiError::bad_request(
-                "PATCH requests with apply-patch+yaml must have a fieldManager",
-            ));
-        }
         if !patch_doc.is_object() {
             return Err(ApiError::bad_request(
                 "the applied configuration must be an object",
@@ -622,4 +650,58 @@ pub(super) async fn patch(
         })
         .await?;
     Ok((if created { 201 } else { 200 }, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn apply_without_field_manager_is_invalid_patch_options() {
+        let causes = patch_options_causes(PatchType::Apply, &query(&[("fieldManager", "")]));
+        let options = ResRef {
+            group: "meta.k8s.io",
+            plural: "patchoptions",
+            kind: "PatchOptions",
+        };
+        let status = ApiError::invalid(&options, "", causes).to_status();
+        assert_eq!(
+            status,
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "code": 422, "reason": "Invalid",
+                "message": "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                "details": {"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [
+                    {"reason": "FieldValueRequired", "field": "fieldManager", "message": "Required value: is required for apply patch"}
+                ]}
+            })
+        );
+        assert!(
+            patch_options_causes(PatchType::Apply, &query(&[("fieldManager", "m")])).is_empty()
+        );
+    }
+
+    #[test]
+    fn only_an_apply_may_force() {
+        let forced = query(&[("force", "true")]);
+        let causes = patch_options_causes(PatchType::Merge, &forced);
+        assert_eq!(
+            causes,
+            vec![Cause::new(
+                "FieldValueForbidden",
+                "force",
+                "Forbidden: may not be specified for non-apply patch"
+            )]
+        );
+        assert!(patch_options_causes(PatchType::Merge, &query(&[])).is_empty());
+        let apply = query(&[("fieldManager", "m"), ("force", "true")]);
+        assert!(patch_options_causes(PatchType::Apply, &apply).is_empty());
+    }
 }
