@@ -49,7 +49,15 @@ fn builtin_keys(group: &str, kind: &str) -> Option<Arc<MergeKeyTable>> {
 
 fn patch_error(e: PatchError) -> ApiError {
     match e {
-        PatchError::JsonPatchFailed { .. } => ApiError::new(422, "Invalid", e.to_string()),
+        // kube-apiserver answers a JSON patch that does not apply with its generic 422, which
+        // names neither the operation nor the reason (kubectl prints "The request is invalid:
+        // the server rejected our request due to an error in our request").
+        PatchError::JsonPatchFailed { .. } => ApiError::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        )
+        .with_details(json!({})),
         _ => ApiError::bad_request(e.to_string()),
     }
 }
@@ -202,7 +210,14 @@ mod tests {
             &keys,
         )
         .unwrap_err();
-        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.to_status(),
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "code": 422, "reason": "Invalid", "details": {},
+                "message": "the server rejected our request due to an error in our request"
+            })
+        );
     }
 
     #[test]
