@@ -2,6 +2,7 @@
 //! except where a caller passes one in. The embedded API server is built on it.
 
 pub mod apply;
+pub mod defaults;
 pub mod jsonpath;
 pub mod openapi;
 pub mod patch;

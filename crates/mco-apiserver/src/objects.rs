@@ -420,6 +420,13 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// The defaults kube-apiserver gives a decoded core/v1 Node or Pod, on every write.
+pub fn default_core(info: &ResourceInfo, obj: &mut Value) {
+    if info.group.is_empty() {
+        mco_apimachinery::defaults::on_decode(&info.kind, obj);
+    }
+}
+
 /// Fills in what the server owns on create.
 pub fn prepare_create(info: &ResourceInfo, version: &str, obj: &mut Value) {
     let has_status = info.has_status(version);
@@ -582,6 +589,13 @@ pub fn finish_update(
     Ok(Some(new))
 }
 
+/// The managed fields a request brings when they differ from the stored ones (a PUT or a
+/// patch of `metadata.managedFields`); a request without them keeps the stored ones.
+pub fn sent_managed_fields(cur: &Value, new: &Value) -> Option<Value> {
+    let sent = new.pointer("/metadata/managedFields")?;
+    (cur.pointer("/metadata/managedFields") != Some(sent)).then(|| sent.clone())
+}
+
 /// The metadata of a built-in kind's status write: the request's, as its status strategy
 /// resets only `spec` (a Node, a PodDisruptionBudget) and a few metadata fields (a Pod's owner
 /// references, a Deployment's labels), which come back from `stored`. The fields no update
@@ -672,6 +686,21 @@ pub fn should_remove(v: &Value) -> bool {
 mod tests {
     use super::*;
     use crate::registry::Registry;
+
+    #[test]
+    fn sent_managed_fields_are_those_that_differ() {
+        let cur = json!({"metadata": {"name": "n", "managedFields": [{"manager": "a"}]}});
+        let moved = json!({"metadata": {"name": "n", "managedFields": [{"manager": "b"}]}});
+        assert_eq!(
+            sent_managed_fields(&cur, &moved),
+            Some(json!([{"manager": "b"}]))
+        );
+        assert_eq!(sent_managed_fields(&cur, &cur), None);
+        assert_eq!(
+            sent_managed_fields(&cur, &json!({"metadata": {"name": "n"}})),
+            None
+        );
+    }
 
     #[test]
     fn same_object_ignores_only_resource_version_and_managed_fields() {

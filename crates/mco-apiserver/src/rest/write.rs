@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::{HeaderMap, header};
+use mco_apimachinery::defaults;
 use mco_apimachinery::patch::PatchType;
 use serde_json::{Value, json};
 
@@ -33,7 +34,11 @@ fn admit_new(
 ) -> Result<(), ApiError> {
     objects::fold_string_data(info, obj)?;
     secret::default_type(info, obj);
+    objects::default_core(info, obj);
     objects::prepare_create(info, version, obj);
+    if info.group.is_empty() && info.plural == "pods" {
+        defaults::on_pod_create(obj, &objects::name_suffix());
+    }
     if info.is_custom() {
         objects::admit_custom(info, version, obj, name, strict)?;
     }
@@ -449,6 +454,7 @@ fn finish(
 ) -> Result<Action, ApiError> {
     objects::fold_string_data(info, &mut new)?;
     secret::default_type(info, &mut new);
+    objects::default_core(info, &mut new);
     if is_crd(info) && part == Part::Main {
         let name = meta_str(cur, "name").unwrap_or("");
         let causes = objects::validate_crd(&new, name);
@@ -456,7 +462,21 @@ fn finish(
             return Err(ApiError::invalid(&info.rref(), name, causes));
         }
     }
-    let new = objects::finish_update(info, version, cur, new, part, ctx.strict)?;
+    let sent_managed = if record {
+        objects::sent_managed_fields(cur, &new)
+    } else {
+        None
+    };
+    let mut new = objects::finish_update(info, version, cur, new, part, ctx.strict)?;
+    if new.is_none()
+        && let Some(mf) = sent_managed
+    {
+        // Only the managed fields change (kubectl moving a client-side apply's fields to
+        // its server-side manager): kube-apiserver stores them.
+        let mut kept = (**cur).clone();
+        meta_mut(&mut kept).insert("managedFields".into(), mf);
+        new = Some(kept);
+    }
     // What would be stored is checked, so a status write is judged by the metadata it keeps.
     if let Some(v) = &new {
         let mut causes = objects::validate_meta(v);

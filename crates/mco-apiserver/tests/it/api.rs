@@ -1426,3 +1426,49 @@ async fn unserved_subresources_options_and_selectors_answer_as_upstream() {
     );
     s.handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn nodes_and_pods_are_stored_with_kube_apiservers_defaults() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let pp = PostParams::default();
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n: Node = serde_json::from_value(json!({"metadata": {"name": "defaulted"}})).unwrap();
+    let n = nodes.create(&pp, &n).await.unwrap();
+    assert!(n.spec.is_some(), "spec: {{}} is always written");
+    let port = n
+        .status
+        .and_then(|st| st.daemon_endpoints)
+        .and_then(|d| d.kubelet_endpoint)
+        .map(|k| k.port);
+    assert_eq!(port, Some(0));
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let p: Pod = serde_json::from_value(json!({"metadata": {"name": "defaulted"},
+        "spec": {"containers": [{"name": "c", "image": "web:latest"}]}}))
+    .unwrap();
+    let p = pods.create(&pp, &p).await.unwrap();
+    let spec = p.spec.clone().unwrap();
+    assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirst"));
+    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+    assert_eq!(spec.termination_grace_period_seconds, Some(30));
+    assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+    assert_eq!(spec.priority, Some(0));
+    assert_eq!(spec.tolerations.map(|t| t.len()), Some(2));
+    let c = &spec.containers[0];
+    assert_eq!(c.image_pull_policy.as_deref(), Some("Always"));
+    let volume = spec.volumes.unwrap()[0].name.clone();
+    assert!(volume.starts_with("kube-api-access-"), "{volume}");
+    let mounts = c.volume_mounts.clone().unwrap();
+    assert_eq!(mounts[0].name, volume);
+    assert_eq!(
+        p.status.clone().and_then(|st| st.qos_class).as_deref(),
+        Some("BestEffort")
+    );
+    // The defaulted object sent back unchanged is a no-op.
+    let again = pods.replace("defaulted", &pp, &p).await.unwrap();
+    assert_eq!(again.metadata.resource_version, p.metadata.resource_version);
+    s.handle.shutdown().await;
+}

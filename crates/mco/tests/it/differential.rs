@@ -395,7 +395,7 @@ fn is_age(t: &str) -> bool {
 fn normalize_text(s: &str) -> String {
     let mut lines = Vec::new();
     for line in s.lines() {
-        let line = replace_uuids(&replace_rfc3339(&replace_servers(line)));
+        let line = replace_token_volumes(&replace_uuids(&replace_rfc3339(&replace_servers(line))));
         let tokens: Vec<&str> = line.split_whitespace().collect();
         let mut out: Vec<String> = Vec::new();
         let mut i = 0;
@@ -436,6 +436,27 @@ fn normalize_text(s: &str) -> String {
         lines.pop();
     }
     lines.join("\n")
+}
+
+/// The ServiceAccount admission plugin's volume, `kube-api-access-` and 5 random characters:
+/// a generated name.
+fn replace_token_volumes(s: &str) -> String {
+    const PREFIX: &str = "kube-api-access-";
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find(PREFIX) {
+        let after = &rest[at + PREFIX.len()..];
+        let n = after.bytes().take_while(u8::is_ascii_alphanumeric).count();
+        out.push_str(&rest[..at + PREFIX.len()]);
+        if n == 5 {
+            out.push_str("<generated>");
+            rest = &after[5..];
+        } else {
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn replace_servers(s: &str) -> String {
@@ -875,6 +896,10 @@ fn normalization_hides_only_what_differs_by_nature() {
     );
     // Values that only look alike stay.
     assert_eq!(normalize_text("5 x3 s5 2026-12-03"), "5 x3 s5 2026-12-03");
+    assert_eq!(
+        normalize_text("kube-api-access-4ktzt: kube-api-access-x"),
+        "kube-api-access-<generated>: kube-api-access-x"
+    );
     let mut v = json!({"metadata": {"generateName": "w-", "name": "w-x7k2p", "uid": "u",
         "resourceVersion": "12"}, "spec": {"n": 1}});
     normalize_json(&mut v);
