@@ -286,6 +286,7 @@ pub struct Conflict {
     pub manager: String,
     /// The field in upstream notation, e.g. `.spec.paused`.
     pub field: String,
+    path: Path,
     sort_key: (String, Operation, String, Option<String>),
 }
 
@@ -506,6 +507,7 @@ pub fn apply(
                 conflicts.push(Conflict {
                     manager: e.describe(),
                     field: display_path(p),
+                    path: p.clone(),
                     sort_key: (
                         e.manager.clone(),
                         e.operation,
@@ -514,6 +516,13 @@ pub fn apply(
                     ),
                 });
             }
+        }
+    }
+    if !conflicts.is_empty() && !force && manager == KUBECTL_MANAGER {
+        // kubectl's server-side apply takes over, without a conflict, the fields its
+        // client-side apply set and that still hold the value last applied.
+        if let Some(allowed) = allowed_by_last_applied(live_v, &api_version, lt) {
+            conflicts.retain(|c| !allowed.contains(&c.path));
         }
     }
     if !conflicts.is_empty() && !force {
@@ -554,7 +563,97 @@ pub fn apply(
         remove_path(&mut merged, p);
     }
 
+    if manager == KUBECTL_MANAGER {
+        refresh_last_applied(&mut merged, applied);
+    }
     finish(merged, entries)
+}
+
+/// The field manager of `kubectl apply --server-side`, the one manager whose applies
+/// kube-apiserver reconciles with the client-side `last-applied-configuration` annotation.
+pub const KUBECTL_MANAGER: &str = "kubectl";
+
+/// The annotation `kubectl apply` (client-side) records the applied configuration in.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The fields of `live`'s last-applied configuration whose value `live` still holds: a
+/// client-side apply set them, so kubectl's server-side apply may take them over. `None`
+/// without an annotation, or with one that does not parse or names another version.
+fn allowed_by_last_applied(
+    live: &Value,
+    api_version: &str,
+    lt: &dyn MergeKeys,
+) -> Option<BTreeSet<Path>> {
+    let text = live
+        .pointer("/metadata/annotations")?
+        .get(LAST_APPLIED_ANNOTATION)?
+        .as_str()
+        .filter(|t| !t.is_empty())?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    if last.get("apiVersion").and_then(Value::as_str) != Some(api_version) {
+        return None;
+    }
+    let mut set = owned_set(&last, lt, &[], false).ok()?;
+    set.retain(|p| !changed(&last, live, p, lt));
+    Some(set)
+}
+
+/// Keeps a client-side last-applied annotation, where the object has one, equal to what
+/// kubectl applied server-side (without the annotation itself), encoded as kube-apiserver
+/// encodes an unstructured object: compact JSON, keys sorted, HTML escaped, newline-ended.
+fn refresh_last_applied(obj: &mut Value, applied: &Value) {
+    let Some(Value::String(current)) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(|a| a.get_mut(LAST_APPLIED_ANNOTATION))
+    else {
+        return;
+    };
+    if current.is_empty() {
+        return;
+    }
+    let mut config = applied.clone();
+    if let Some(a) = config
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(LAST_APPLIED_ANNOTATION);
+    }
+    *current = go_json(&sorted_keys(config));
+}
+
+/// `v` as Go's `json.Encoder` writes it: HTML characters escaped, a newline at the end.
+fn go_json(v: &Value) -> String {
+    let mut out = String::new();
+    for c in v.to_string().chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// `v` with every object's keys in byte order, as Go encodes a map.
+fn sorted_keys(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut pairs: Vec<(String, Value)> = m.into_iter().collect();
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                pairs
+                    .into_iter()
+                    .map(|(k, v)| (k, sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted_keys).collect()),
+        other => other,
+    }
 }
 
 /// Records a non-apply write (create, update, any patch) by `manager` as an
@@ -1479,6 +1578,102 @@ mod tests {
         assert!(mine.owns(".spec.kernelArguments"));
         // Apply entries sort before Update entries.
         assert_eq!(es[0].operation, Operation::Apply);
+    }
+
+    /// A ConfigMap as `kubectl apply` (client-side) leaves it: the configuration in the
+    /// last-applied annotation, every field owned by an Update entry.
+    fn client_side_applied(data: Value, keys: &MergeKeyTable) -> Value {
+        let config = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm2", "labels": {"tier": "diff"}}, "data": data});
+        let mut obj = config.clone();
+        obj["metadata"]["annotations"] =
+            json!({LAST_APPLIED_ANNOTATION: sorted_keys(config).to_string()});
+        record_update(
+            None,
+            &obj,
+            "kubectl-client-side-apply",
+            ApplyOptions::new(T1, keys),
+        )
+    }
+
+    #[test]
+    fn kubectl_takes_over_fields_client_side_apply_last_applied() {
+        let keys = MergeKeyTable::metadata_only();
+        let o = ApplyOptions::new(T2, &keys);
+        let live = client_side_applied(json!({"true": "2"}), &keys);
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm2"}, "data": {"true": "3"}});
+
+        let out = apply(Some(&live), &body, KUBECTL_MANAGER, false, o).unwrap();
+        assert_eq!(out["data"], json!({"true": "3"}));
+        let es = managed_entries(&out);
+        let mine = es.iter().find(|e| e.manager == "kubectl").unwrap();
+        assert!(mine.owns(".data.true"), "{es:?}");
+        let csa = es
+            .iter()
+            .find(|e| e.manager == "kubectl-client-side-apply")
+            .unwrap();
+        assert!(!csa.owns(".data.true") && csa.owns(".metadata.labels.tier"));
+        // The annotation now records what kubectl applied, keys sorted.
+        assert_eq!(
+            out["metadata"]["annotations"][LAST_APPLIED_ANNOTATION],
+            json!(
+                "{\"apiVersion\":\"v1\",\"data\":{\"true\":\"3\"},\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"cm2\"}}\n"
+            )
+        );
+
+        // Any other manager still conflicts.
+        let err = apply(Some(&live), &body, "other", false, o).unwrap_err();
+        assert!(err.to_string().contains(".data.true"), "{err}");
+    }
+
+    #[test]
+    fn last_applied_is_encoded_as_go_does() {
+        let v = json!({"b": "<a&b>\u{2028}", "a": 1});
+        assert_eq!(
+            go_json(&sorted_keys(v)),
+            "{\"a\":1,\"b\":\"\\u003ca\\u0026b\\u003e\\u2028\"}\n"
+        );
+    }
+
+    #[test]
+    fn kubectl_still_conflicts_where_the_live_value_left_last_applied() {
+        let keys = MergeKeyTable::metadata_only();
+        let live = client_side_applied(json!({"a": "1", "b": "1"}), &keys);
+        // Someone else changed `a` after the client-side apply: it is no longer the value
+        // last applied, so only `b` may be taken over.
+        let mut edited = live.clone();
+        edited["data"]["a"] = json!("9");
+        let edited = record_update(Some(&live), &edited, "editor", ApplyOptions::new(T2, &keys));
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm2"}, "data": {"a": "2", "b": "2"}});
+        let err = apply(
+            Some(&edited),
+            &body,
+            KUBECTL_MANAGER,
+            false,
+            ApplyOptions::new(T2, &keys),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"editor\" using v1: .data.a"
+        );
+        // Without an annotation nothing is exempt.
+        let mut bare = live.clone();
+        bare["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
+        let err = apply(
+            Some(&bare),
+            &body,
+            KUBECTL_MANAGER,
+            false,
+            ApplyOptions::new(T2, &keys),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("2 conflicts"), "{err}");
     }
 
     #[test]

@@ -1,9 +1,7 @@
 //! The write sequences kubectl and kube-rs produce, run through the pure
 //! machinery the way the API server chains it: patch, then record ownership.
 
-use mco_apimachinery::apply::{
-    ApplyError, ApplyOptions, Operation, apply, managed_entries, record_update,
-};
+use mco_apimachinery::apply::{ApplyOptions, Operation, apply, managed_entries, record_update};
 use mco_apimachinery::patch::{MergeKeyTable, PatchType, apply_patch, is_noop};
 use mco_apimachinery::selector::LabelSelector;
 use mco_testkit::MachineConfigBuilder;
@@ -43,16 +41,25 @@ fn client_side_apply_then_server_side_apply() {
         ApplyOptions::new(T2, &keys),
     )
     .unwrap();
-    assert!(
-        is_noop(&live, &ssa),
-        "same values change nothing but managedFields"
-    );
+    // Same values change nothing but managedFields and the last-applied annotation,
+    // which now records what kubectl applied server-side.
+    assert_eq!(ssa["spec"], live["spec"]);
+    let recorded: Value = serde_json::from_str(
+        ssa["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(recorded, mc(&["nosmt"]));
 
-    // The second PATCH kubectl sends, as `kubectl-last-applied`.
+    // The second PATCH kubectl sends, as `kubectl-last-applied`: the annotation the first
+    // one returned.
+    let annotation =
+        ssa["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].clone();
     let last_applied = json!({
         "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
         "metadata": {"name": "99-worker-custom",
-                     "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}\n"}}
+                     "annotations": {"kubectl.kubernetes.io/last-applied-configuration": annotation}}
     });
     let ssa = apply(
         Some(&ssa),
@@ -64,27 +71,28 @@ fn client_side_apply_then_server_side_apply() {
     .unwrap();
     assert_eq!(managed_entries(&ssa).len(), 3);
 
-    // A changed list conflicts with the client-side applier, worded as upstream.
+    // A changed list conflicts with the client-side applier (and kubectl, which shares the
+    // field) for any other manager, worded as upstream.
     let err = apply(
         Some(&ssa),
         &mc(&["nosmt", "mitigations=off"]),
-        "kubectl",
+        "kube-rs",
         false,
         o,
     )
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using machineconfiguration.openshift.io/v1: .spec.kernelArguments"
+        "Apply failed with 2 conflicts: conflicts with \"kubectl\":\n- .spec.kernelArguments\nconflicts with \"kubectl-client-side-apply\" using machineconfiguration.openshift.io/v1:\n- .spec.kernelArguments"
     );
-    assert!(matches!(err, ApplyError::Conflict(ref cs) if cs.len() == 1));
 
-    // --force-conflicts takes the field over.
+    // kubectl takes it over without --force-conflicts: the client-side apply's last
+    // applied value is still the live one.
     let forced = apply(
         Some(&ssa),
         &mc(&["nosmt", "mitigations=off"]),
         "kubectl",
-        true,
+        false,
         o,
     )
     .unwrap();
