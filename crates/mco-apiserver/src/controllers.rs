@@ -1,5 +1,5 @@
 //! The server's own background loops: CRD status, PodDisruptionBudget status,
-//! garbage collection of dependents and namespace cleanup.
+//! garbage collection of dependents, namespace cleanup and the root-CA ConfigMap.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -399,9 +399,114 @@ async fn on_event(app: &App, e: &Event) {
     }
 }
 
-/// Runs until the store's event stream closes.
-pub async fn run(app: Arc<App>) {
+const CM_GR: &str = "/configmaps";
+const NS_GR: &str = "/namespaces";
+/// kube-controller-manager's root-CA publisher's ConfigMap, in every namespace.
+pub const ROOT_CA_NAME: &str = "kube-root-ca.crt";
+const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+
+/// What the root-CA publisher writes over `cur` (`None`: a new ConfigMap); `None` if `cur`
+/// already carries the CA and the description.
+fn root_ca_configmap(ns: &str, ca_pem: &str, cur: Option<&Value>) -> Option<Value> {
+    let data = json!({"ca.crt": ca_pem});
+    let Some(cur) = cur else {
+        return Some(json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": ROOT_CA_NAME,
+                "namespace": ns,
+                "uid": uuid::Uuid::new_v4().to_string(),
+                "creationTimestamp": crate::objects::now_rfc3339(),
+                "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION},
+            },
+            "data": data,
+        }));
+    };
+    let described = cur
+        .pointer("/metadata/annotations/kubernetes.io~1description")
+        .and_then(Value::as_str)
+        .is_some_and(|d| !d.is_empty());
+    if cur.get("data") == Some(&data) && described {
+        return None;
+    }
+    let mut v = cur.clone();
+    v["data"] = data;
+    let m = meta_mut(&mut v);
+    if !m.get("annotations").is_some_and(Value::is_object) {
+        m.insert("annotations".into(), json!({}));
+    }
+    m["annotations"]["kubernetes.io/description"] = json!(ROOT_CA_DESCRIPTION);
+    Some(v)
+}
+
+/// Puts the CA ConfigMap back in `ns`, unless the namespace is gone or going.
+async fn publish_root_ca(app: &App, ns: &str, ca_pem: &str) {
+    let live = app
+        .store
+        .get(NS_GR, "", ns)
+        .is_some_and(|n| meta(&n).get("deletionTimestamp").is_none_or(Value::is_null));
+    if !live {
+        return;
+    }
+    let Some(info) = app.registry.by_gr("", "configmaps") else {
+        return;
+    };
+    let (ns2, ca) = (ns.to_string(), ca_pem.to_string());
+    let res = app
+        .store
+        .write(
+            CM_GR,
+            ns,
+            ROOT_CA_NAME,
+            false,
+            Box::new(move |cur| {
+                let cur = cur.map(|c| c.as_ref());
+                Ok(match root_ca_configmap(&ns2, &ca, cur) {
+                    None => Action::Keep,
+                    Some(v) => Action::Put(crate::machinery::record_update(
+                        &info,
+                        "v1",
+                        crate::objects::Part::Main,
+                        cur,
+                        v,
+                        "kube-controller-manager",
+                    )),
+                })
+            }),
+        )
+        .await;
+    if let Err(e) = res {
+        tracing::warn!(error = %e.message, namespace = ns, "publishing {ROOT_CA_NAME}");
+    }
+}
+
+/// The namespace whose root-CA ConfigMap an event may have removed or changed, or whose
+/// creation needs one.
+fn root_ca_namespace(e: &Event) -> Option<&str> {
+    match (e.gr.as_str(), e.typ) {
+        (NS_GR, EventType::Deleted) => None,
+        (NS_GR, _) => Some(&e.name),
+        (CM_GR, _) if e.name == ROOT_CA_NAME => Some(&e.ns),
+        _ => None,
+    }
+}
+
+/// Publishes the CA ConfigMap in every namespace.
+pub async fn publish_root_ca_everywhere(app: &App, ca_pem: &str) {
+    let (_, nss, _) = app.store.list(NS_GR, None, None, None, &|_| true);
+    for n in nss {
+        if let Some(ns) = meta_str(&n, "name") {
+            publish_root_ca(app, ns, ca_pem).await;
+        }
+    }
+}
+
+/// Runs until the store's event stream closes. `ca_pem` is the cluster CA the root-CA
+/// publisher hands every namespace.
+pub async fn run(app: Arc<App>, ca_pem: String) {
     let mut rx = app.store.subscribe();
+    publish_root_ca_everywhere(&app, &ca_pem).await;
     // Catch up on what a previous run may have left undone.
     let (_, crds, _) = app.store.list(CRD_GR, None, None, None, &|_| true);
     for v in crds {
@@ -419,8 +524,14 @@ pub async fn run(app: Arc<App>) {
     }
     loop {
         match rx.recv().await {
-            Ok(e) => on_event(&app, &e).await,
+            Ok(e) => {
+                on_event(&app, &e).await;
+                if let Some(ns) = root_ca_namespace(&e) {
+                    publish_root_ca(&app, ns, &ca_pem).await;
+                }
+            }
             Err(RecvError::Lagged(_)) => {
+                publish_root_ca_everywhere(&app, &ca_pem).await;
                 collect_garbage(&app).await;
                 let (_, pdbs, _) = app.store.list(PDB_GR, None, None, None, &|_| true);
                 let nss: HashSet<String> = pdbs
@@ -459,6 +570,24 @@ mod tests {
             .into_iter()
             .map(|(_, h, v)| (h.name.clone(), v))
             .collect()
+    }
+
+    #[test]
+    fn the_root_ca_configmap_is_written_until_it_carries_the_ca_and_description() {
+        let new = root_ca_configmap("n", "CA", None).unwrap();
+        assert_eq!(new["data"], json!({"ca.crt": "CA"}));
+        assert_eq!(
+            new.pointer("/metadata/annotations/kubernetes.io~1description"),
+            Some(&json!(ROOT_CA_DESCRIPTION))
+        );
+        assert_eq!(root_ca_configmap("n", "CA", Some(&new)), None);
+        let mut changed = new.clone();
+        changed["data"]["extra"] = json!("x");
+        changed["metadata"]["annotations"] = json!({"a": "b"});
+        let fixed = root_ca_configmap("n", "CA", Some(&changed)).unwrap();
+        assert_eq!(fixed["data"], json!({"ca.crt": "CA"}));
+        assert_eq!(fixed["metadata"]["annotations"]["a"], json!("b"));
+        assert_eq!(root_ca_configmap("n", "CA", Some(&fixed)), None);
     }
 
     #[test]

@@ -210,7 +210,9 @@ impl Server {
             &cfg.data_dir.join("kubeconfig"),
             &tls::kubeconfig(&addr, &certs.ca_pem, "admin", &admin),
         )?;
-        tokio::spawn(controllers::run(app.clone()));
+        // Every namespace has its CA ConfigMap before the first request, as on a settled cluster.
+        controllers::publish_root_ca_everywhere(&app, &certs.ca_pem).await;
+        tokio::spawn(controllers::run(app.clone(), certs.ca_pem.clone()));
         let (shutdown, rx) = watch::channel(false);
         let slots = Arc::new(Semaphore::new(cfg.limits.max_connections));
         let router = axum::Router::new()

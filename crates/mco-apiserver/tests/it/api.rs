@@ -198,7 +198,10 @@ async fn list_paging_and_selectors() {
         .unwrap();
     }
     let mut names = Vec::new();
-    let mut lp = ListParams::default().limit(2);
+    // Every namespace also holds the root-CA ConfigMap, as on a real cluster.
+    let mut lp = ListParams::default()
+        .limit(2)
+        .fields("metadata.name!=kube-root-ca.crt");
     let mut pages = 0;
     loop {
         let page = cms.list(&lp).await.unwrap();
@@ -220,14 +223,19 @@ async fn list_paging_and_selectors() {
         count(ListParams::default().labels("tier in (a,b),tier!=a")).await,
         2
     );
-    assert_eq!(count(ListParams::default().labels("!tier")).await, 0);
+    assert_eq!(
+        count(ListParams::default().labels("!tier")).await,
+        1,
+        "kube-root-ca.crt"
+    );
     assert_eq!(
         count(ListParams::default().fields("metadata.name=cm-3")).await,
         1
     );
     assert_eq!(
         count(ListParams::default().fields("metadata.name!=cm-3,metadata.namespace=default")).await,
-        4
+        5,
+        "cm-0, cm-1, cm-2, cm-4 and kube-root-ca.crt"
     );
     let bad = status(
         cms.list(&ListParams::default().fields("data.a=1"))
@@ -879,7 +887,7 @@ async fn bad_input_is_rejected_and_not_stored() {
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     assert!(
-        cms.list(&ListParams::default())
+        cms.list(&ListParams::default().fields("metadata.name!=kube-root-ca.crt"))
             .await
             .unwrap()
             .items
@@ -979,7 +987,10 @@ async fn local_client_is_the_same_api_in_process() {
     let admin = s.handle.local_client(Identity::Admin).await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
     let mut w = cms
-        .watch(&WatchParams::default(), "0")
+        .watch(
+            &WatchParams::default().fields("metadata.name!=kube-root-ca.crt"),
+            "0",
+        )
         .await
         .unwrap()
         .boxed();
@@ -1059,8 +1070,9 @@ async fn in_process_clients_are_served_without_managed_fields() {
     let local = s.handle.local_client(Identity::Admin).await.unwrap();
     let http = s.handle.client_for(Identity::Admin).await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(local, "default");
+    let not_ca = "metadata.name!=kube-root-ca.crt";
     let mut w = cms
-        .watch(&WatchParams::default(), "0")
+        .watch(&WatchParams::default().fields(not_ca), "0")
         .await
         .unwrap()
         .boxed();
@@ -1077,7 +1089,10 @@ async fn in_process_clients_are_served_without_managed_fields() {
         .await
         .unwrap();
     let got = cms.get("slim").await.unwrap();
-    let listed = cms.list(&ListParams::default()).await.unwrap();
+    let listed = cms
+        .list(&ListParams::default().fields(not_ca))
+        .await
+        .unwrap();
     // Watched until the patch is seen (the first event may already show it).
     let mut watched = vec![];
     while !watched
@@ -1470,5 +1485,54 @@ async fn nodes_and_pods_are_stored_with_kube_apiservers_defaults() {
     // The defaulted object sent back unchanged is a no-op.
     let again = pods.replace("defaulted", &pp, &p).await.unwrap();
     assert_eq!(again.metadata.resource_version, p.metadata.resource_version);
+    s.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_namespace_keeps_the_root_ca_configmap() {
+    let s = common::start().await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let ca = s.handle.ca_pem().to_string();
+    let holds_ca = |cm: &ConfigMap| {
+        cm.data.as_ref().and_then(|d| d.get("ca.crt")) == Some(&ca)
+            && cm
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("kubernetes.io/description"))
+    };
+    let default: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert!(holds_ca(&default.get("kube-root-ca.crt").await.unwrap()));
+
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({"metadata": {"name": "fresh"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let fresh: Api<ConfigMap> = Api::namespaced(client.clone(), "fresh");
+    eventually("the CA in a new namespace", 10, || async {
+        holds_ca(&fresh.get("kube-root-ca.crt").await.ok()?).then_some(())
+    })
+    .await;
+
+    // Changed or deleted, it is put back.
+    fresh
+        .patch(
+            "kube-root-ca.crt",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"ca.crt": "other"}})),
+        )
+        .await
+        .unwrap();
+    eventually("the CA restored", 10, || async {
+        holds_ca(&fresh.get("kube-root-ca.crt").await.ok()?).then_some(())
+    })
+    .await;
+    fresh
+        .delete("kube-root-ca.crt", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the CA recreated", 10, || async {
+        holds_ca(&fresh.get("kube-root-ca.crt").await.ok()?).then_some(())
+    })
+    .await;
     s.handle.shutdown().await;
 }
