@@ -962,7 +962,8 @@ async fn a_reboot_update_costs_the_daemon_few_requests() {
     }
     task.abort();
     let sent = f.sent.lock().unwrap().clone();
-    // Upstream's Node events, one request each, sent beside the update rather than in its way:
+    // Upstream's Node events, one request each in the install namespace, sent beside the update
+    // rather than in its way:
     // the monitor stopped, cordon, drain and reboot before; after, the monitor started, the
     // uncordon and Done.
     let (events, sent): (Vec<String>, Vec<String>) =
@@ -971,7 +972,7 @@ async fn a_reboot_update_costs_the_daemon_few_requests() {
     assert!(
         events
             .iter()
-            .all(|r| r.starts_with("POST /api/v1/namespaces/default/events")),
+            .all(|r| r.starts_with("POST /api/v1/namespaces/mco-system/events")),
         "{events:#?}"
     );
     let lists: Vec<&String> = sent
