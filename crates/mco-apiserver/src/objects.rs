@@ -596,6 +596,25 @@ pub fn sent_managed_fields(cur: &Value, new: &Value) -> Option<Value> {
     (cur.pointer("/metadata/managedFields") != Some(sent)).then(|| sent.clone())
 }
 
+/// `out` with the stored managedFields (`Null` where the caller replaces them) at the place they
+/// have in `stored`, as a status write keeps them.
+fn with_stored_managed_fields(
+    stored: &Map<String, Value>,
+    mut out: Map<String, Value>,
+    replaced: bool,
+) -> Value {
+    const MF: &str = "managedFields";
+    if let Some(at) = stored.keys().position(|k| k == MF) {
+        let mf = if replaced {
+            Value::Null
+        } else {
+            stored[MF].clone()
+        };
+        out.shift_insert(at.min(out.len()), MF.into(), mf);
+    }
+    Value::Object(out)
+}
+
 /// The metadata of a built-in kind's status write: the request's, as its status strategy
 /// resets only `spec` (a Node, a PodDisruptionBudget) and a few metadata fields (a Pod's owner
 /// references, a Deployment's labels), which come back from `stored`. The fields no update
@@ -623,15 +642,7 @@ fn builtin_status_metadata(
             }
         }
     }
-    if let Some(at) = cm.keys().position(|k| k == MF) {
-        let mf = if replaced {
-            Value::Null
-        } else {
-            cm[MF].clone()
-        };
-        out.shift_insert(at.min(out.len()), MF.into(), mf);
-    }
-    Value::Object(out)
+    with_stored_managed_fields(cm, out, replaced)
 }
 
 /// The stored metadata for a custom resource's status write, which keeps it: the request's
@@ -652,7 +663,7 @@ fn status_write_metadata(stored: &Value, sent: Option<Value>, replaced: bool) ->
                 .zip(m)
                 .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
     };
-    let mut out = match sent {
+    let out = match sent {
         Some(Value::Object(m)) if same(&m) => m,
         _ => cm
             .iter()
@@ -660,15 +671,7 @@ fn status_write_metadata(stored: &Value, sent: Option<Value>, replaced: bool) ->
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     };
-    if let Some(at) = cm.keys().position(|k| k == MF) {
-        let mf = if replaced {
-            Value::Null
-        } else {
-            cm[MF].clone()
-        };
-        out.shift_insert(at.min(out.len()), MF.into(), mf);
-    }
-    Value::Object(out)
+    with_stored_managed_fields(cm, out, replaced)
 }
 
 /// An object whose deletion was requested and whose last finalizer is gone is removed.

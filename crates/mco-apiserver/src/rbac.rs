@@ -338,6 +338,21 @@ fn describe_subject(s: &Subject, binding_ns: &str) -> String {
 /// the error of a missing role; `false` stops the walk.
 type Visitor<'a, 'v> = dyn FnMut(&dyn Fn() -> String, Result<&'a PolicyRule, String>) -> bool + 'v;
 
+/// Visits the rules of one binding's role (or the error of a missing one); `false` once `visit`
+/// asks to stop.
+fn visit_role<'a>(
+    p: &'a Policy,
+    role_ref: &RoleRef,
+    binding_ns: &str,
+    source: &dyn Fn() -> String,
+    visit: &mut Visitor<'a, '_>,
+) -> bool {
+    match rules_of(p, role_ref, binding_ns) {
+        Ok(rules) => rules.iter().all(|r| visit(source, Ok(r))),
+        Err(e) => visit(source, Err(e)),
+    }
+}
+
 /// Calls `visit` with each rule bound to `user` for `namespace`, in kube's rule resolver's
 /// order (ClusterRoleBindings, then the namespace's RoleBindings), with the binding's words
 /// as kube's authorizer names it (`ClusterRoleBinding "b" of ClusterRole "r" to User "u"`);
@@ -362,19 +377,8 @@ fn visit_rules<'a>(p: &'a Policy, user: &User, namespace: &str, visit: &mut Visi
                 describe_subject(subject, "")
             )
         };
-        match rules_of(p, &b.role_ref, "") {
-            Ok(rules) => {
-                for r in rules {
-                    if !visit(&source, Ok(r)) {
-                        return;
-                    }
-                }
-            }
-            Err(e) => {
-                if !visit(&source, Err(e)) {
-                    return;
-                }
-            }
+        if !visit_role(p, &b.role_ref, "", &source, visit) {
+            return;
         }
     }
     if namespace.is_empty() {
@@ -397,19 +401,8 @@ fn visit_rules<'a>(p: &'a Policy, user: &User, namespace: &str, visit: &mut Visi
                 describe_subject(subject, namespace)
             )
         };
-        match rules_of(p, &b.role_ref, namespace) {
-            Ok(rules) => {
-                for r in rules {
-                    if !visit(&source, Ok(r)) {
-                        return;
-                    }
-                }
-            }
-            Err(e) => {
-                if !visit(&source, Err(e)) {
-                    return;
-                }
-            }
+        if !visit_role(p, &b.role_ref, namespace, &source, visit) {
+            return;
         }
     }
 }
