@@ -82,12 +82,26 @@ fn a_node_kubeconfig_changes_only_its_own_node_and_dies_with_a_restart() {
         "{err}"
     );
 
-    // The admin's kubeconfig may not act as someone else.
+    // The admin may act as someone else, who then has only their own rights; a node's
+    // credentials may not impersonate (they would shed the node guard).
     let err = c
         .kubectl_try(&["--as=someone", "get", "nodes"])
         .unwrap_err();
     assert!(
-        err.contains("impersonation is not supported by the embedded API server: the request carries the Impersonate-User header"),
+        err.contains("nodes is forbidden: User \"someone\" cannot list resource \"nodes\""),
+        "{err}"
+    );
+    let err = kubectl_as(
+        &kc0,
+        &[
+            "--as=system:serviceaccount:mco-system:mco-daemon",
+            "get",
+            "nodes",
+        ],
+    )
+    .expect_err("refused");
+    assert!(
+        err.contains("Error from server (Forbidden)") && err.contains("cannot impersonate"),
         "{err}"
     );
 
