@@ -1,0 +1,356 @@
+//! Serving a router: as given over plain HTTP ([`Mode::None`]: nothing else is built), or over
+//! TLS behind a [`Gate`] ([`Mode::Delegated`]), some paths (the probes) left open as kube
+//! components leave `/healthz` and `/readyz` open.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+use crate::gate::{Gate, Limits, Outcome, Reviewer};
+use crate::{Error, Mode, Settings};
+
+/// The server, until dropped or failed.
+pub type Serving = Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>;
+
+/// From accept to the end of the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes under way at once; further clients wait in the kernel's backlog.
+const HANDSHAKES: usize = 64;
+
+/// Serves `router` on `listener` as `settings` say; with [`Mode::Delegated`] callers are
+/// reviewed through `client`, except on the `open` paths.
+pub fn serve(
+    listener: TcpListener,
+    router: Router,
+    settings: &Settings,
+    client: Option<kube::Client>,
+    open: &'static [&'static str],
+) -> Result<Serving, Error> {
+    settings.validate()?;
+    match settings.mode {
+        Mode::None => Ok(Box::pin(axum::serve(listener, router).into_future())),
+        Mode::Delegated => {
+            let client = client.ok_or(Error::NoClient)?;
+            let files = settings
+                .cert_file
+                .as_deref()
+                .zip(settings.key_file.as_deref());
+            let tls = crate::tls::serving(files)?;
+            let gate = Gate::new(crate::review::Kube::new(client), Limits::default());
+            Ok(serve_gated(
+                listener,
+                router,
+                tls.config,
+                Arc::new(gate),
+                open,
+            ))
+        }
+    }
+}
+
+/// Serves `router` over TLS, every path but the `open` ones behind `gate`.
+pub fn serve_gated<R: Reviewer>(
+    listener: TcpListener,
+    router: Router,
+    tls: Arc<rustls::ServerConfig>,
+    gate: Arc<Gate<R>>,
+    open: &'static [&'static str],
+) -> Serving {
+    let guarded = router.layer(axum::middleware::from_fn_with_state(
+        (gate, open),
+        guard::<R>,
+    ));
+    let listener = TlsListener::new(listener, TlsAcceptor::from(tls));
+    Box::pin(axum::serve(listener, guarded).into_future())
+}
+
+async fn guard<R: Reviewer>(
+    State((gate, open)): State<(Arc<Gate<R>>, &'static [&'static str])>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path();
+    if open.contains(&path) {
+        return next.run(req).await;
+    }
+    let verb = req.method().as_str().to_ascii_lowercase();
+    let outcome = gate
+        .decide(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .map(HeaderValue::as_bytes),
+            &verb,
+            path,
+            Instant::now(),
+        )
+        .await;
+    match &outcome {
+        Outcome::Allowed => return next.run(req).await,
+        Outcome::Unauthenticated => tracing::debug!(path, "metrics: unauthenticated request"),
+        Outcome::Denied { user, reason } => {
+            tracing::debug!(path, user, reason, "metrics: request denied")
+        }
+        Outcome::AuthenticationFailed(e) => {
+            tracing::warn!(error = %e, "metrics: token review failed")
+        }
+        Outcome::AuthorizationFailed { user, error } => {
+            tracing::warn!(user, %error, "metrics: access review failed")
+        }
+    }
+    let status = StatusCode::from_u16(outcome.status()).unwrap_or(StatusCode::FORBIDDEN);
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        outcome.body(),
+    )
+        .into_response()
+}
+
+/// TLS connections, handshaken off the accept loop so a slow client holds up nobody.
+struct TlsListener {
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: std::io::Result<SocketAddr>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl TlsListener {
+    fn new(listener: TcpListener, acceptor: TlsAcceptor) -> TlsListener {
+        let local = listener.local_addr();
+        let (tx, ready) = mpsc::channel(HANDSHAKES);
+        let accepting = tokio::spawn(async move {
+            let slots = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES));
+            loop {
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Out of descriptors or similar: wait a little instead of spinning.
+                        tracing::warn!(error = %e, "metrics: accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                if tx.is_closed() {
+                    return;
+                }
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    if let Ok(Ok(tls)) =
+                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                    {
+                        let _ = tx.send((tls, peer)).await;
+                    }
+                });
+            }
+        });
+        TlsListener {
+            ready,
+            local,
+            accepting,
+        }
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(c) => c,
+            // The accept loop only ends with this listener.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match &self.local {
+            Ok(a) => Ok(*a),
+            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{Access, ReviewError};
+    use k8s_openapi::api::authentication::v1::UserInfo;
+    use rustls::pki_types::ServerName;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    struct OneReader;
+
+    impl Reviewer for OneReader {
+        async fn authenticate(&self, token: &str) -> Result<Option<UserInfo>, ReviewError> {
+            Ok(["reader", "nobody"].contains(&token).then(|| UserInfo {
+                username: Some(token.to_string()),
+                ..Default::default()
+            }))
+        }
+
+        async fn authorize(
+            &self,
+            user: &UserInfo,
+            _: &str,
+            _: &str,
+        ) -> Result<Access, ReviewError> {
+            Ok(Access {
+                allowed: user.username.as_deref() == Some("reader"),
+                reason: String::new(),
+            })
+        }
+    }
+
+    fn router() -> Router {
+        Router::new()
+            .route("/metrics", axum::routing::get(|| async { "mcd_state 1\n" }))
+            .route("/healthz", axum::routing::get(|| async { "ok" }))
+    }
+
+    /// A GET over TLS, trusting only `cert` for `localhost`; the whole response.
+    async fn get(
+        addr: SocketAddr,
+        cert: &rustls::pki_types::CertificateDer<'static>,
+        path: &str,
+        token: Option<&str>,
+    ) -> String {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let mut tls = connector
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .expect("the handshake verifies the self-signed certificate");
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        tls.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        tls.read_to_string(&mut out).await.unwrap_or_default();
+        out
+    }
+
+    #[tokio::test]
+    async fn tls_with_the_self_signed_certificate_and_only_the_probes_open() {
+        let tls = crate::tls::serving(None).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let gate = Arc::new(Gate::new(OneReader, Limits::default()));
+        let task = tokio::spawn(serve_gated(
+            listener,
+            router(),
+            tls.config.clone(),
+            gate,
+            &["/healthz"],
+        ));
+
+        let anonymous = get(addr, &tls.certificate, "/metrics", None).await;
+        assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+        assert!(anonymous.ends_with("\r\n\r\nUnauthorized\n"), "{anonymous}");
+        assert!(!anonymous.contains("mcd_state"), "{anonymous}");
+
+        let probe = get(addr, &tls.certificate, "/healthz", None).await;
+        assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+        assert!(probe.ends_with("ok"), "{probe}");
+
+        let denied = get(addr, &tls.certificate, "/metrics", Some("nobody")).await;
+        assert!(denied.starts_with("HTTP/1.1 403"), "{denied}");
+        assert!(
+            denied.ends_with("Authorization denied for user nobody\n"),
+            "{denied}"
+        );
+
+        let allowed = get(addr, &tls.certificate, "/metrics", Some("reader")).await;
+        assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
+        assert!(allowed.ends_with("mcd_state 1\n"), "{allowed}");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_client_that_never_handshakes_holds_up_nobody() {
+        let tls = crate::tls::serving(None).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let gate = Arc::new(Gate::new(OneReader, Limits::default()));
+        let task = tokio::spawn(serve_gated(
+            listener,
+            router(),
+            tls.config.clone(),
+            gate,
+            &["/healthz"],
+        ));
+        let _silent = TcpStream::connect(addr).await.unwrap();
+        // A deadline, not a wait: a handshake on the accept loop would block here for good.
+        let probe = tokio::time::timeout(
+            Duration::from_secs(5),
+            get(addr, &tls.certificate, "/healthz", None),
+        )
+        .await
+        .expect("served while another client's handshake is pending");
+        assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn none_serves_plain_http_and_delegated_needs_a_client() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let fut = serve(listener, router(), &Settings::default(), None, &[]).unwrap();
+        let task = tokio::spawn(fut);
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        task.abort();
+
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let delegated = Settings {
+            mode: Mode::Delegated,
+            ..Default::default()
+        };
+        let e = serve(listener, router(), &delegated, None, &[])
+            .err()
+            .unwrap();
+        assert!(matches!(e, Error::NoClient), "{e}");
+    }
+}
