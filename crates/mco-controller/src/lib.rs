@@ -59,6 +59,8 @@ use std::time::Duration;
 // The lease settings are part of [`Config`].
 pub use mco_rollout::leader::LeaseConfig;
 pub use metrics::Metrics;
+// Its settings are part of [`Config`]; the command line parses them with its types.
+pub use mco_metrics_auth as metrics_auth;
 
 /// Why a reconcile or the controller failed.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +141,9 @@ pub struct Config {
     pub lease: LeaseConfig,
     /// Where `/metrics`, `/healthz` and `/readyz` are served; `None` serves nothing.
     pub metrics_addr: Option<SocketAddr>,
+    /// Who may read `/metrics` (the probes stay open): anyone over plain HTTP, or over TLS
+    /// whoever the API server authenticates and authorizes.
+    pub metrics_auth: metrics_auth::Settings,
     /// The node this controller runs on, updated last in its pool so a rollout does not drain
     /// the controller midway. `None`: taken from [`OWN_NODE_ENV`] when [`run`] starts.
     pub own_node: Option<String>,
@@ -177,6 +182,7 @@ impl Default for Config {
             drain: DrainTimeouts::default(),
             lease: LeaseConfig::default(),
             metrics_addr: None,
+            metrics_auth: Default::default(),
             own_node: None,
             templates: true,
             lend_caches: None,
@@ -213,8 +219,9 @@ pub async fn run_with_metrics(
     }
     let mut server = None;
     if let Some(addr) = config.metrics_addr {
-        let (bound, fut) = metrics::serve(addr, metrics.clone()).await?;
-        tracing::info!(%bound, "serving /metrics, /healthz and /readyz");
+        let (bound, fut) =
+            metrics::serve(addr, metrics.clone(), &config.metrics_auth, client.clone()).await?;
+        tracing::info!(%bound, auth = %config.metrics_auth.mode, "serving /metrics, /healthz and /readyz");
         server = Some(tokio::spawn(fut));
     }
     let _server = AbortOnDrop(server);

@@ -270,17 +270,23 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
         .with_state(metrics)
 }
 
-/// Serve the routes on `addr` until the future is dropped. Returns the bound address.
+/// The paths served without a token, as kube components serve them: the kubelet's probes.
+pub const OPEN_PATHS: &[&str] = &["/healthz", "/readyz"];
+
+/// Serve the routes on `addr` as `auth` says until the future is dropped. Returns the bound
+/// address.
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
-) -> std::io::Result<(
-    SocketAddr,
-    impl std::future::Future<Output = std::io::Result<()>>,
-)> {
+    auth: &mco_metrics_auth::Settings,
+    client: kube::Client,
+) -> std::io::Result<(SocketAddr, mco_metrics_auth::serve::Serving)> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    Ok((bound, axum::serve(listener, router(metrics)).into_future()))
+    let serving =
+        mco_metrics_auth::serve(listener, router(metrics), auth, Some(client), OPEN_PATHS)
+            .map_err(std::io::Error::other)?;
+    Ok((bound, serving))
 }
 
 #[cfg(test)]

@@ -50,6 +50,29 @@ pub struct Args {
     /// Where to serve Prometheus metrics (`/metrics`); empty disables.
     #[arg(long, default_value = "127.0.0.1:8797")]
     pub metrics_listen: String,
+    /// Who may read /metrics: `none` (plain HTTP, anyone) or `delegated` (HTTPS; the caller's
+    /// bearer token is checked with a TokenReview, then `get` on /metrics with a
+    /// SubjectAccessReview).
+    #[arg(long, default_value = "none")]
+    pub metrics_auth: mco_metrics_auth::Mode,
+    /// The metrics serving certificate (PEM) with --metrics-auth=delegated; without it a
+    /// self-signed one is generated at start.
+    #[arg(long, requires = "metrics_tls_key_file")]
+    pub metrics_tls_cert_file: Option<PathBuf>,
+    /// The key of --metrics-tls-cert-file (PEM).
+    #[arg(long, requires = "metrics_tls_cert_file")]
+    pub metrics_tls_key_file: Option<PathBuf>,
+}
+
+impl Args {
+    /// The metrics port's `--metrics-auth` and certificate flags.
+    pub fn metrics_auth(&self) -> mco_metrics_auth::Settings {
+        mco_metrics_auth::Settings {
+            mode: self.metrics_auth,
+            cert_file: self.metrics_tls_cert_file.clone(),
+            key_file: self.metrics_tls_key_file.clone(),
+        }
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -122,6 +145,8 @@ pub fn run_with(args: Args, workers: Workers) -> anyhow::Result<()> {
     if let Some(DaemonCommand::FirstbootCompleteMachineconfig(f)) = args.command {
         return firstboot(f);
     }
+    let metrics_auth = args.metrics_auth();
+    metrics_auth.validate()?;
     let node = args
         .node
         .context("--node is required (the name of the Node this daemon runs on)")?;
@@ -146,14 +171,19 @@ pub fn run_with(args: Args, workers: Workers) -> anyhow::Result<()> {
         let mut opts = SyncOptions::new(node);
         opts.namespace = args.namespace.clone();
         opts.drain_timeout = Duration::from_secs(args.drain_timeout);
+        // Only a delegating metrics port asks the API server about its callers.
+        let reviews = (metrics_auth.mode == mco_metrics_auth::Mode::Delegated).then(|| client.clone());
         let daemon = Daemon::new(client, engine, opts);
         if !args.metrics_listen.is_empty() {
             let listener = tokio::net::TcpListener::bind(&args.metrics_listen)
                 .await
                 .with_context(|| format!("binding metrics on {}", args.metrics_listen))?;
-            let metrics = daemon.metrics();
+            let router = crate::agent::metrics::router(daemon.metrics());
+            let serving = mco_metrics_auth::serve(listener, router, &metrics_auth, reviews, &[])
+                .context("serving metrics")?;
+            tracing::info!(addr = %args.metrics_listen, auth = %metrics_auth.mode, "serving /metrics");
             tokio::spawn(async move {
-                if let Err(e) = crate::agent::metrics::serve(listener, metrics).await {
+                if let Err(e) = serving.await {
                     tracing::error!(error = %e, "metrics server stopped");
                 }
             });
@@ -219,6 +249,7 @@ mod tests {
         assert_eq!(cli.args.root, PathBuf::from("/rootfs"));
         assert_eq!(cli.args.host, HostImpl::Sim);
         assert_eq!(cli.args.metrics_listen, "");
+        assert_eq!(cli.args.metrics_auth, mco_metrics_auth::Mode::None);
         assert!(cli.args.command.is_none());
         let cli = Standalone::try_parse_from(["mco-daemon", "--namespace", "ops"]).unwrap();
         assert_eq!(cli.args.namespace, "ops");
@@ -240,6 +271,29 @@ mod tests {
             }
             None => panic!("subcommand not parsed"),
         }
+    }
+
+    #[test]
+    fn metrics_auth_flags_parse_and_pair() {
+        let cli = Standalone::try_parse_from([
+            "mco-daemon",
+            "--metrics-auth=delegated",
+            "--metrics-tls-cert-file=/tls/tls.crt",
+            "--metrics-tls-key-file=/tls/tls.key",
+        ])
+        .unwrap();
+        let s = cli.args.metrics_auth();
+        assert_eq!(s.mode, mco_metrics_auth::Mode::Delegated);
+        assert_eq!(s.cert_file, Some(PathBuf::from("/tls/tls.crt")));
+        assert_eq!(s.key_file, Some(PathBuf::from("/tls/tls.key")));
+        let e = Standalone::try_parse_from(["mco-daemon", "--metrics-auth=tls"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("neither \"none\" nor \"delegated\""), "{e}");
+        assert!(
+            Standalone::try_parse_from(["mco-daemon", "--metrics-tls-cert-file=/c"]).is_err(),
+            "a certificate without its key"
+        );
     }
 
     #[test]

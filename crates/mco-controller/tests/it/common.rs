@@ -143,6 +143,7 @@ pub fn fast_config(identity: &str) -> Config {
             ..Default::default()
         },
         metrics_addr: None,
+        metrics_auth: Default::default(),
         own_node: None,
         // These tests write their own base configs; `templates.rs` turns it on.
         templates: false,

@@ -148,9 +148,9 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` on `listener` (upstream: `127.0.0.1:8797`) until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics) -> std::io::Result<()> {
-    let app = axum::Router::new().route(
+/// `GET /metrics`.
+pub fn router(metrics: Metrics) -> axum::Router {
+    axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
             let m = metrics.clone();
@@ -164,8 +164,13 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics) -> std::
                 )
             }
         }),
-    );
-    axum::serve(listener, app).await
+    )
+}
+
+/// Serves [`router`] over plain HTTP on `listener` (upstream: `127.0.0.1:8797`) until the
+/// task is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics) -> std::io::Result<()> {
+    axum::serve(listener, router(metrics)).await
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mco_controller::{Config, DrainTimeouts, LeaseConfig, parse_duration};
+use mco_controller::{Config, DrainTimeouts, LeaseConfig, metrics_auth, parse_duration};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,6 +18,10 @@ pub struct Args {
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, default_value = "127.0.0.1:9797")]
     metrics_addr: SocketAddr,
+    // Boxed: `mco`'s command enum holds every role's flags, and this keeps the controller's
+    // variant near the others in size.
+    #[command(flatten)]
+    metrics_auth: Box<MetricsAuthArgs>,
     /// Coalesce bursts of MachineConfig and pool changes into one render.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     render_debounce: Duration,
@@ -96,7 +100,32 @@ pub struct Args {
     user_data_namespace: Option<String>,
 }
 
+#[derive(Debug, clap::Args)]
+struct MetricsAuthArgs {
+    /// Who may read /metrics: `none` (plain HTTP, anyone) or `delegated` (HTTPS; the caller's
+    /// bearer token is checked with a TokenReview, then `get` on /metrics with a
+    /// SubjectAccessReview). /healthz and /readyz stay open.
+    #[arg(long, default_value = "none")]
+    metrics_auth: metrics_auth::Mode,
+    /// The metrics serving certificate (PEM) with --metrics-auth=delegated; without it a
+    /// self-signed one is generated at start.
+    #[arg(long, requires = "metrics_tls_key_file")]
+    metrics_tls_cert_file: Option<PathBuf>,
+    /// The key of --metrics-tls-cert-file (PEM).
+    #[arg(long, requires = "metrics_tls_cert_file")]
+    metrics_tls_key_file: Option<PathBuf>,
+}
+
 impl Args {
+    fn metrics_auth(&self) -> metrics_auth::Settings {
+        let a = &self.metrics_auth;
+        metrics_auth::Settings {
+            mode: a.metrics_auth,
+            cert_file: a.metrics_tls_cert_file.clone(),
+            key_file: a.metrics_tls_key_file.clone(),
+        }
+    }
+
     fn config(&self) -> Config {
         let mut lease = LeaseConfig {
             namespace: self.lease_namespace.clone(),
@@ -125,6 +154,7 @@ impl Args {
             },
             lease,
             metrics_addr: Some(self.metrics_addr),
+            metrics_auth: self.metrics_auth(),
             // Taken from $NODE_NAME (the Deployment's downward API) when the controller starts.
             own_node: None,
             templates: self.templates,
@@ -188,6 +218,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // Bad flags fail before any connection is made.
+    args.metrics_auth().validate()?;
     rt.block_on(async {
         let client = client(args.kubeconfig.as_ref()).await?;
         mco_controller::run(client, args.config(), shutdown_signal()).await?;
