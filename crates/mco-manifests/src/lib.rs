@@ -37,6 +37,13 @@ pub const NODE_BOOTSTRAPPER_TOKEN: &str = "node-bootstrapper-token";
 pub const SERVER_TLS_SECRET: &str = mco_api::constants::names::SERVER_TLS_SECRET;
 /// The ClusterRole both identities use to record events, bound only where events are written.
 pub const EVENTS_ROLE: &str = "mco-events";
+/// What an administrator binds Prometheus's ServiceAccount to: `get` on `/metrics`.
+pub const METRICS_READER_ROLE: &str = "mco-metrics-reader";
+/// The binding of the controller's and the daemon's ServiceAccounts to Kubernetes'
+/// `system:auth-delegator`, so their metrics ports can review their callers.
+pub const AUTH_DELEGATOR_BINDING: &str = "mco-auth-delegator";
+/// The metrics ports' `--metrics-auth`: TLS, the caller's token and access reviewed.
+pub const METRICS_AUTH: &str = "delegated";
 /// Serves the controller's `/metrics`, `/healthz` and `/readyz`.
 pub const CONTROLLER_METRICS_PORT: i32 = 9797;
 /// Serves the daemon's `/metrics` on the node's own address. The daemon runs on the host

@@ -21,7 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mco_api::constants::names;
 
 use crate::{
-    CONTROLLER, DAEMON, EVENTS_ROLE, NODE_BOOTSTRAPPER, NODE_BOOTSTRAPPER_TOKEN, Options, SERVER,
+    AUTH_DELEGATOR_BINDING, CONTROLLER, DAEMON, EVENTS_ROLE, METRICS_READER_ROLE,
+    NODE_BOOTSTRAPPER, NODE_BOOTSTRAPPER_TOKEN, Options, SERVER,
 };
 
 const MCO_GROUP: &str = mco_api::GROUP;
@@ -336,7 +337,22 @@ pub fn cluster_roles(opts: &Options) -> Vec<ClusterRole> {
             rules: Some(events_rules()),
             ..Default::default()
         },
+        ClusterRole {
+            metadata: cluster_meta(METRICS_READER_ROLE, "metrics"),
+            rules: Some(metrics_reader_rules()),
+            ..Default::default()
+        },
     ]
+}
+
+/// What reading the metrics ports takes (`--metrics-auth=delegated` asks the API server
+/// exactly this); bound to nobody: the administrator binds Prometheus's ServiceAccount.
+pub fn metrics_reader_rules() -> Vec<PolicyRule> {
+    vec![PolicyRule {
+        non_resource_urls: Some(strings(&["/metrics"])),
+        verbs: strings(&["get"]),
+        ..Default::default()
+    }]
 }
 
 fn sa_subject(opts: &Options, name: &str) -> Subject {
@@ -367,6 +383,13 @@ pub fn cluster_role_bindings(opts: &Options) -> Vec<ClusterRoleBinding> {
             subjects: Some(vec![sa_subject(opts, name)]),
         })
         .collect();
+    // The metrics ports review their callers: create TokenReviews and SubjectAccessReviews,
+    // with Kubernetes' own role for it, as kube-rbac-proxy deployments bind it.
+    out.push(ClusterRoleBinding {
+        metadata: cluster_meta(AUTH_DELEGATOR_BINDING, "metrics"),
+        role_ref: role_ref("ClusterRole", "system:auth-delegator"),
+        subjects: Some(vec![sa_subject(opts, CONTROLLER), sa_subject(opts, DAEMON)]),
+    });
     out.push(ClusterRoleBinding {
         metadata: cluster_meta(NODE_BOOTSTRAPPER, "server"),
         role_ref: role_ref("ClusterRole", "system:node-bootstrapper"),

@@ -69,11 +69,13 @@ fn metrics_port(port: i32) -> Vec<ContainerPort> {
     }]
 }
 
+/// The kubelet's probe of an open path of the metrics port, which serves TLS.
 fn http_probe(path: &str, period: i32, failures: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.to_string()),
             port: IntOrString::String("metrics".to_string()),
+            scheme: Some("HTTPS".to_string()),
             ..Default::default()
         }),
         period_seconds: Some(period),
@@ -257,6 +259,9 @@ pub fn daemon(opts: &Options) -> DaemonSet {
             // On the host network the pod IP is the node's: reachable by Prometheus, but not
             // on every other interface of the host, as 0.0.0.0 would be.
             format!("--metrics-listen=$(POD_IP):{DAEMON_METRICS_PORT}"),
+            // Only callers the API server authenticates and authorizes for `get` on /metrics,
+            // over TLS: the port is on the host network, where NetworkPolicies do not reach.
+            format!("--metrics-auth={}", crate::METRICS_AUTH),
         ]),
         // POD_NAMESPACE: where the daemon records its Node's Events.
         env: Some(vec![
@@ -353,6 +358,7 @@ fn controller_args(opts: &Options) -> Vec<String> {
     let mut args = vec![
         "controller".to_string(),
         format!("--metrics-addr=0.0.0.0:{CONTROLLER_METRICS_PORT}"),
+        format!("--metrics-auth={}", crate::METRICS_AUTH),
         format!("--lease-namespace={}", opts.namespace),
         format!("--lease-name={CONTROLLER}"),
         "--identity=$(POD_NAME)".to_string(),
@@ -537,6 +543,7 @@ mod tests {
         let c = container(daemon(&Options::default()).spec, |s| s.template.spec);
         let args = c.args.clone().unwrap();
         assert!(args.contains(&"--metrics-listen=$(POD_IP):9101".to_string()));
+        assert!(args.contains(&"--metrics-auth=delegated".to_string()));
         assert_eq!(env_path(&c, "POD_IP"), Some("status.podIP"));
         let port = &c.ports.as_ref().unwrap()[0];
         assert_eq!(

@@ -285,6 +285,38 @@ fn controller_permissions_are_exactly_these() {
     );
 }
 
+/// The metrics ports review their callers through `system:auth-delegator`, bound to the
+/// controller and the daemon only; reading them is `mco-metrics-reader`, bound to nobody.
+#[test]
+fn metrics_are_reviewed_by_the_two_workloads_and_read_with_one_role() {
+    let ms = all(&Options {
+        namespace: "ops".to_string(),
+        ..Default::default()
+    });
+    let b = find(&ms, "ClusterRoleBinding", "mco-auth-delegator");
+    assert_eq!(
+        b.object["roleRef"],
+        serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"})
+    );
+    assert_eq!(
+        b.object["subjects"],
+        serde_json::json!([
+            {"kind": "ServiceAccount", "name": "mco-controller", "namespace": "ops"},
+            {"kind": "ServiceAccount", "name": "mco-daemon", "namespace": "ops"},
+        ])
+    );
+    let reader: ClusterRole = typed(find(&ms, "ClusterRole", "mco-metrics-reader"));
+    assert_eq!(
+        serde_json::to_value(reader.rules.unwrap()).unwrap(),
+        serde_json::json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+    );
+    let bound: Vec<&Manifest> = ms
+        .iter()
+        .filter(|m| m.object["roleRef"]["name"] == "mco-metrics-reader")
+        .collect();
+    assert!(bound.is_empty(), "mco binds the reader role to nobody");
+}
+
 /// Both record the Events about Nodes and pools in the install namespace, as upstream records
 /// them in its own: the events role is bound there and nowhere else, `default` included.
 #[test]
@@ -800,6 +832,19 @@ fn controller_deployment_is_restricted_and_probed() {
     };
     assert_eq!(probe_path(&c.liveness_probe), "/healthz");
     assert_eq!(probe_path(&c.readiness_probe), "/readyz");
+    // The metrics port serves TLS (`--metrics-auth=delegated`); the probes' paths stay open.
+    assert!(args.contains(&"--metrics-auth=delegated".to_string()));
+    for p in [&c.liveness_probe, &c.readiness_probe] {
+        let scheme = p
+            .as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap()
+            .scheme
+            .clone();
+        assert_eq!(scheme.as_deref(), Some("HTTPS"));
+    }
     let port = &c.ports.as_ref().unwrap()[0];
     assert_eq!(
         (port.name.as_deref(), port.container_port),
