@@ -78,8 +78,9 @@ impl Policy {
 /// The ClusterRoles and ClusterRoleBindings of kube's bootstrap policy that every authenticated
 /// user and every ServiceAccount holds (`system:basic-user`, `system:discovery`,
 /// `system:public-info-viewer`, `system:service-account-issuer-discovery`,
-/// `system:cluster-trust-bundle-discovery`). The embedded server does not store them; the
-/// authorizer adds them, so access reviews and rule lists answer as kube-apiserver's do.
+/// `system:cluster-trust-bundle-discovery`), and `system:auth-delegator`, which kube ships
+/// unbound for delegating components to be bound to. The embedded server does not store them;
+/// the authorizer adds them, so access reviews and rule lists answer as kube-apiserver's do.
 pub fn bootstrap() -> (Vec<ClusterRole>, Vec<ClusterRoleBinding>) {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     let strings = |items: &[&str]| items.iter().map(|i| i.to_string()).collect::<Vec<_>>();
@@ -95,6 +96,18 @@ pub fn bootstrap() -> (Vec<ClusterRole>, Vec<ClusterRoleBinding>) {
         ..Default::default()
     };
     let roles = [
+        (
+            "system:auth-delegator",
+            vec![
+                resource("authentication.k8s.io", &["tokenreviews"], &["create"]),
+                resource(
+                    "authorization.k8s.io",
+                    &["subjectaccessreviews"],
+                    &["create"],
+                ),
+            ],
+            &[][..],
+        ),
         (
             "system:basic-user",
             vec![
@@ -171,6 +184,9 @@ pub fn bootstrap() -> (Vec<ClusterRole>, Vec<ClusterRoleBinding>) {
             rules: Some(rules),
             ..Default::default()
         });
+        if groups.is_empty() {
+            continue;
+        }
         bindings.push(ClusterRoleBinding {
             metadata: meta(name),
             role_ref: RoleRef {
@@ -734,5 +750,37 @@ mod tests {
         );
         let r = req("create", "", "pods", Some("eviction"), "p");
         assert!(forbidden_message(&u, &r).contains("cannot create resource \"pods/eviction\""));
+    }
+
+    #[test]
+    fn auth_delegator_is_in_the_policy_but_bound_to_nobody() {
+        let sa = User::service_account("mco-system", "mco-controller");
+        let review = |group: &str, resource: &str| req("create", group, resource, None, "");
+        let bare = Policy::default().with_bootstrap();
+        assert!(!authorize(
+            &bare,
+            &sa,
+            &review("authentication.k8s.io", "tokenreviews")
+        ));
+        let binding = serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "delegate"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
+            "subjects": [{"kind": "ServiceAccount", "name": "mco-controller", "namespace": "mco-system"}]});
+        let bound = Policy::from_objects([&binding]).with_bootstrap();
+        assert!(authorize(
+            &bound,
+            &sa,
+            &review("authentication.k8s.io", "tokenreviews")
+        ));
+        assert!(authorize(
+            &bound,
+            &sa,
+            &review("authorization.k8s.io", "subjectaccessreviews")
+        ));
+        assert!(!authorize(
+            &bound,
+            &sa,
+            &review("authorization.k8s.io", "localsubjectaccessreviews")
+        ));
     }
 }
