@@ -108,6 +108,26 @@ impl Identity {
         }
     }
 
+    /// The user this identity authenticates as, as a TokenReview reports it: `admin` is a
+    /// member of `system:masters`; every token's user is in `system:authenticated`.
+    pub fn user(&self) -> User {
+        use crate::impersonation::AUTHENTICATED;
+        match self {
+            Identity::Admin => User {
+                name: self.user_name(),
+                groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+            },
+            Identity::Controller | Identity::Node(_) => User {
+                name: self.user_name(),
+                groups: vec![AUTHENTICATED.into()],
+            },
+            Identity::ServiceAccount {
+                namespace, name, ..
+            } => User::service_account(namespace, name),
+            Identity::User { user, .. } => user.clone(),
+        }
+    }
+
     /// The user name a kubeconfig shows for this identity.
     pub fn user_name(&self) -> String {
         match self {

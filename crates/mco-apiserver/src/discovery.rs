@@ -101,6 +101,8 @@ fn groups(reg: &Registry) -> Vec<GroupVersions> {
         "",
         "apps",
         "events.k8s.io",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
         "coordination.k8s.io",
         "policy",
         "rbac.authorization.k8s.io",
@@ -116,7 +118,7 @@ fn groups(reg: &Registry) -> Vec<GroupVersions> {
     out
 }
 
-/// The verbs a resource serves: only `create` for an access review.
+/// The verbs a resource serves: only `create` for a review.
 fn verbs(r: &ResourceInfo) -> &'static [&'static str] {
     if r.review { &["create"] } else { VERBS }
 }

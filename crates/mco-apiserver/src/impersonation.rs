@@ -21,15 +21,15 @@ use crate::store::Store;
 
 const AUTHENTICATION: &str = "authentication.k8s.io";
 pub const MASTERS: &str = "system:masters";
-const AUTHENTICATED: &str = "system:authenticated";
+pub(crate) const AUTHENTICATED: &str = "system:authenticated";
 const UNAUTHENTICATED: &str = "system:unauthenticated";
 const ANONYMOUS: &str = "system:anonymous";
 /// Checks of this many groups or extra values first try the wildcard name `*`, as kube does.
 const MANY: usize = 4;
-/// Bounds on what a request may ask for, so one request cannot make the server evaluate
-/// RBAC without end.
-const MAX_VALUES: usize = 64;
-const MAX_VALUE_LEN: usize = 1024;
+/// Bounds on what a request may ask for (here, and a SubjectAccessReview's groups and extras),
+/// so one request cannot make the server evaluate RBAC without end.
+pub(crate) const MAX_VALUES: usize = 64;
+pub(crate) const MAX_VALUE_LEN: usize = 1024;
 
 /// What a request's `Impersonate-*` headers ask for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -373,7 +373,7 @@ fn refusal(user: &User, req: &rbac::Request, reason: &str) -> ApiError {
 }
 
 /// Go's `%q` of a string slice: `["a" "b"]`.
-fn go_quoted(items: &[String]) -> String {
+pub(crate) fn go_quoted(items: &[String]) -> String {
     let q: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
     format!("[{}]", q.join(" "))
 }

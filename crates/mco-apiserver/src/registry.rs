@@ -40,8 +40,8 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub status: bool,
     pub eviction: bool,
-    /// An access review (`authorization.k8s.io`): created to be answered, never stored; the
-    /// only verb is `create`.
+    /// A review (`authorization.k8s.io` access reviews, `authentication.k8s.io` TokenReview):
+    /// created to be answered, never stored; the only verb is `create`.
     pub review: bool,
     /// Set for custom resources: per-version schema and printer columns. Shared, because
     /// every request clones its resource's info.
@@ -116,22 +116,37 @@ fn builtin(
 fn builtins() -> Vec<ResourceInfo> {
     let mut pods = builtin("", "v1", "Pod", "pods", &["po"], &["all"], true, true);
     pods.eviction = true;
-    let review = |kind: &str, plural: &str| ResourceInfo {
+    let review = |group: &str, kind: &str, plural: &str, namespaced: bool| ResourceInfo {
         review: true,
-        ..builtin(
-            "authorization.k8s.io",
-            "v1",
-            kind,
-            plural,
-            &[],
-            &[],
-            false,
-            false,
-        )
+        ..builtin(group, "v1", kind, plural, &[], &[], namespaced, false)
     };
+    let authz = "authorization.k8s.io";
     vec![
-        review("SelfSubjectAccessReview", "selfsubjectaccessreviews"),
-        review("SelfSubjectRulesReview", "selfsubjectrulesreviews"),
+        review(
+            authz,
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+        ),
+        review(
+            authz,
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            false,
+        ),
+        review(authz, "SubjectAccessReview", "subjectaccessreviews", false),
+        review(
+            authz,
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            true,
+        ),
+        review(
+            "authentication.k8s.io",
+            "TokenReview",
+            "tokenreviews",
+            false,
+        ),
         builtin(
             "",
             "v1",

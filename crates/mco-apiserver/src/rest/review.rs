@@ -1,9 +1,11 @@
-//! `authorization.k8s.io/v1` SelfSubjectAccessReview and SelfSubjectRulesReview: created to be
-//! answered, never stored. An access review asks the authorizer every request goes through
-//! (`auth::decide`); a rules review lists the caller's RBAC rules in a namespace as
-//! kube-apiserver's rule resolver does.
+//! The reviews: created to be answered, never stored. `authorization.k8s.io/v1`
+//! SelfSubjectAccessReview, SubjectAccessReview and LocalSubjectAccessReview ask the
+//! authorizer every request goes through (`auth::decide`) about the caller or a given user;
+//! SelfSubjectRulesReview lists the caller's RBAC rules in a namespace as kube-apiserver's rule
+//! resolver does; `authentication.k8s.io/v1` TokenReview says whom a bearer token of this
+//! server stands for, as kube-apiserver's token authenticators word it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -14,13 +16,26 @@ use serde_json::{Value, json};
 
 use super::encode::{decode_body, json_response};
 use super::{App, Target};
-use crate::auth::Identity;
+use crate::auth::{Identity, NODE_NAME_EXTRA};
 use crate::error::{ApiError, Cause};
-use crate::rbac;
+use crate::impersonation::{MAX_VALUE_LEN, MAX_VALUES, go_quoted};
+use crate::rbac::{self, User};
+use crate::registry::ResourceInfo;
 
 /// The longest attribute value an access review may carry (names are at most 253 bytes,
 /// paths and selectors-free attributes stay far below this).
 const MAX_ATTRIBUTE: usize = 1024;
+
+/// The audience of this server's tokens: kube-apiserver's default API audience, its
+/// ServiceAccount issuer (`https://kubernetes.default.svc.cluster.local`).
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// The longest token a TokenReview may carry: this server's tokens are 40 bytes, kube's
+/// JWTs a few KiB, and delegating proxies read at most 8 KiB of `Authorization` header.
+const MAX_TOKEN: usize = 8 * 1024;
+
+/// kube's bearer-token authenticator's error for a token no authenticator accepts.
+const INVALID_TOKEN: &str = "invalid bearer token";
 
 pub(super) async fn review(
     app: &Arc<App>,
@@ -34,13 +49,29 @@ pub(super) async fn review(
     if *method != Method::POST || t.name.is_some() {
         return Err(ApiError::method_not_allowed());
     }
+    // A namespaced review is only created in a namespace.
+    if t.info.namespaced && t.ns.is_none() {
+        return Err(ApiError::not_found_path());
+    }
     let obj = decode_body(headers, body)?;
+    let metadata = review_metadata(t.ns.as_deref(), &obj)?;
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
     let status = match t.info.kind.as_str() {
         "SelfSubjectAccessReview" => {
-            let req = access_attributes(&t.info, &obj)?;
+            let mut causes = Vec::new();
+            let req = access_attributes(&t.info, spec, &mut causes)?;
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(&t.info.rref(), "", causes));
+            }
             let (allowed, reason) = crate::auth::decide(&app.rbac, &app.store, id, &req);
             access_status(allowed, &reason)
         }
+        "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            let (subject, req) = subject_access(&t.info, &metadata, spec)?;
+            let (allowed, reason) = crate::auth::decide(&app.rbac, &app.store, &subject, &req);
+            access_status(allowed, &reason)
+        }
+        "TokenReview" => token_review(app, &t.info, spec)?,
         _ => {
             let ns = obj
                 .pointer("/spec/namespace")
@@ -56,7 +87,7 @@ pub(super) async fn review(
     let asked = json!({
         "kind": t.info.kind,
         "apiVersion": t.info.api_version(&t.version),
-        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        "metadata": metadata,
         "spec": obj.get("spec").cloned().unwrap_or_else(|| json!({})),
     });
     // kube-apiserver's create handler records the caller's fields before the review is
@@ -93,51 +124,268 @@ pub(super) async fn review(
     Ok(json_response(201, &answer))
 }
 
-fn invalid(
-    info: &crate::registry::ResourceInfo,
-    field: &str,
-    reason: &str,
-    msg: String,
-) -> ApiError {
+/// A review's metadata as kube's create handler leaves it: a cluster-scoped review's namespace
+/// is dropped, a namespaced one's is the URL's (400 in kube's words when the body names another).
+fn review_metadata(ns: Option<&str>, obj: &Value) -> Result<Value, ApiError> {
+    let mut meta = obj
+        .get("metadata")
+        .filter(|m| m.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let given = meta.get("namespace").and_then(Value::as_str).unwrap_or("");
+    match ns {
+        Some(ns) if !given.is_empty() && given != ns => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        Some(ns) => {
+            meta["namespace"] = json!(ns);
+            Ok(meta)
+        }
+        None => {
+            if let Some(m) = meta.as_object_mut() {
+                m.remove("namespace");
+            }
+            Ok(meta)
+        }
+    }
+}
+
+fn invalid(info: &ResourceInfo, field: &str, reason: &str, msg: String) -> ApiError {
     ApiError::invalid(&info.rref(), "", vec![Cause::new(reason, field, msg)])
 }
 
-fn check_len(info: &crate::registry::ResourceInfo, field: &str, v: &str) -> Result<(), ApiError> {
-    if v.len() > MAX_ATTRIBUTE {
+fn check_len(info: &ResourceInfo, field: &str, v: &str) -> Result<(), ApiError> {
+    check_len_at(info, field, v, MAX_ATTRIBUTE)
+}
+
+fn check_len_at(info: &ResourceInfo, field: &str, v: &str, max: usize) -> Result<(), ApiError> {
+    if v.len() > max {
         return Err(invalid(
             info,
             field,
             "FieldValueTooLong",
-            format!("Too long: may not be more than {MAX_ATTRIBUTE} bytes"),
+            format!("Too long: may not be more than {max} bytes"),
         ));
     }
     Ok(())
 }
 
-/// The RBAC attributes a SelfSubjectAccessReview asks about (kube's `ResourceAttributesFrom`
-/// and `NonResourceAttributesFrom`), each bounded; 422 naming the field otherwise.
-fn access_attributes(
-    info: &crate::registry::ResourceInfo,
-    obj: &Value,
-) -> Result<rbac::Request, ApiError> {
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    let resource = spec.get("resourceAttributes").filter(|v| !v.is_null());
-    let non_resource = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
-    let field = |at: &Value, section: &str, name: &str| -> Result<String, ApiError> {
-        let path = format!("spec.{section}.{name}");
-        match at.get(name) {
-            None | Some(Value::Null) => Ok(String::new()),
-            Some(Value::String(s)) => {
-                check_len(info, &path, s)?;
-                Ok(s.clone())
-            }
-            Some(other) => Err(invalid(
-                info,
-                &path,
-                "FieldValueTypeInvalid",
-                format!("Invalid value: {other}: must be a string"),
-            )),
+fn check_count(info: &ResourceInfo, field: &str, n: usize) -> Result<(), ApiError> {
+    if n > MAX_VALUES {
+        return Err(invalid(
+            info,
+            field,
+            "FieldValueTooMany",
+            format!("Too many: {n}: must have at most {MAX_VALUES} items"),
+        ));
+    }
+    Ok(())
+}
+
+fn type_error(info: &ResourceInfo, field: &str, v: &Value, want: &str) -> ApiError {
+    invalid(
+        info,
+        field,
+        "FieldValueTypeInvalid",
+        format!("Invalid value: {v}: must be {want}"),
+    )
+}
+
+/// A string field of `at`, empty when absent, bounded by `max` bytes.
+fn string_at(
+    info: &ResourceInfo,
+    at: &Value,
+    name: &str,
+    path: &str,
+    max: usize,
+) -> Result<String, ApiError> {
+    match at.get(name) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => {
+            check_len_at(info, path, s, max)?;
+            Ok(s.clone())
         }
+        Some(other) => Err(type_error(info, path, other, "a string")),
+    }
+}
+
+/// A list of strings (`spec.groups`, `spec.audiences`): at most [`MAX_VALUES`] items of at
+/// most [`MAX_VALUE_LEN`] bytes.
+fn string_list(
+    info: &ResourceInfo,
+    v: Option<&Value>,
+    path: &str,
+) -> Result<Vec<String>, ApiError> {
+    let items = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(other) => return Err(type_error(info, path, other, "a list of strings")),
+    };
+    check_count(info, path, items.len())?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let at = format!("{path}[{i}]");
+            let s = item
+                .as_str()
+                .ok_or_else(|| type_error(info, &at, item, "a string"))?;
+            check_len_at(info, &at, s, MAX_VALUE_LEN)?;
+            Ok(s.to_string())
+        })
+        .collect()
+}
+
+/// `spec.extra`: at most [`MAX_VALUES`] keys and as many values in all, each of at most
+/// [`MAX_VALUE_LEN`] bytes.
+fn extra_of(
+    info: &ResourceInfo,
+    v: Option<&Value>,
+) -> Result<BTreeMap<String, Vec<String>>, ApiError> {
+    let map = match v {
+        None | Some(Value::Null) => return Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m,
+        Some(other) => {
+            return Err(type_error(
+                info,
+                "spec.extra",
+                other,
+                "a map of string lists",
+            ));
+        }
+    };
+    check_count(info, "spec.extra", map.len())?;
+    let total = map.values().map(|v| v.as_array().map_or(0, Vec::len)).sum();
+    check_count(info, "spec.extra", total)?;
+    let mut extra = BTreeMap::new();
+    for (key, values) in map {
+        check_len_at(info, "spec.extra", key, MAX_VALUE_LEN)?;
+        let path = format!("spec.extra[{key}]");
+        extra.insert(key.clone(), string_list(info, Some(values), &path)?);
+    }
+    Ok(extra)
+}
+
+/// Go's `%v`-free JSON of kube's internal `NonResourceAttributes` (no JSON tags, so the
+/// fields keep their Go names), as its validation errors print the value.
+fn non_resource_value(n: &Value) -> String {
+    let s = |k: &str| json!(n.get(k).and_then(Value::as_str).unwrap_or(""));
+    format!("{{\"Path\":{},\"Verb\":{}}}", s("path"), s("verb"))
+}
+
+/// Whether `meta` holds anything but `managedFields` (and, for a local review, `namespace`):
+/// kube's review validation requires it empty. Null and empty values count as absent.
+fn metadata_is_empty(meta: &Value, local: bool) -> bool {
+    meta.as_object().into_iter().flatten().all(|(k, v)| {
+        k == "managedFields"
+            || (local && k == "namespace")
+            || match v {
+                Value::Null => true,
+                Value::String(s) => s.is_empty(),
+                Value::Object(o) => o.is_empty(),
+                Value::Array(a) => a.is_empty(),
+                _ => false,
+            }
+    })
+}
+
+/// Whom a SubjectAccessReview or LocalSubjectAccessReview asks about, and what: kube's
+/// validation (all its errors in one 422, in its order and words), then the user with
+/// exactly the given groups and extras (kube's `AuthorizationAttributesFrom`).
+fn subject_access(
+    info: &ResourceInfo,
+    metadata: &Value,
+    spec: &Value,
+) -> Result<(Identity, rbac::Request), ApiError> {
+    let mut causes = Vec::new();
+    let req = access_attributes(info, spec, &mut causes)?;
+    let name = string_at(info, spec, "user", "spec.user", MAX_VALUE_LEN)?;
+    string_at(info, spec, "uid", "spec.uid", MAX_VALUE_LEN)?;
+    let groups = string_list(info, spec.get("groups"), "spec.groups")?;
+    let extra = extra_of(info, spec.get("extra"))?;
+    if name.is_empty() && groups.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.user",
+            "Invalid value: \"\": at least one of user or group must be specified",
+        ));
+    }
+    let local = info.kind == "LocalSubjectAccessReview";
+    if !metadata_is_empty(metadata, local) {
+        let want = if local {
+            "must be empty except for namespace"
+        } else {
+            "must be empty"
+        };
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "metadata",
+            format!("Invalid value: {metadata}: {want}"),
+        ));
+    }
+    if local {
+        let ns = metadata
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if let Some(r) = present(spec, "resourceAttributes") {
+            let asked = r.get("namespace").and_then(Value::as_str).unwrap_or("");
+            if asked != ns {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    "spec.resourceAttributes.namespace",
+                    format!(
+                        "Invalid value: {}: must match metadata.namespace",
+                        json!(asked)
+                    ),
+                ));
+            }
+        }
+        if let Some(n) = present(spec, "nonResourceAttributes") {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "spec.nonResourceAttributes",
+                format!(
+                    "Invalid value: {}: disallowed on this kind of request",
+                    non_resource_value(n)
+                ),
+            ));
+        }
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&info.rref(), "", causes));
+    }
+    Ok((
+        Identity::User {
+            user: User { name, groups },
+            extra,
+        },
+        req,
+    ))
+}
+
+fn present<'a>(spec: &'a Value, name: &str) -> Option<&'a Value> {
+    spec.get(name).filter(|v| !v.is_null())
+}
+
+/// The RBAC attributes an access review asks about (kube's `ResourceAttributesFrom` and
+/// `NonResourceAttributesFrom`), each bounded (422 naming the field otherwise); unless exactly
+/// one kind is given, kube's union error joins `causes`.
+fn access_attributes(
+    info: &ResourceInfo,
+    spec: &Value,
+    causes: &mut Vec<Cause>,
+) -> Result<rbac::Request, ApiError> {
+    let resource = present(spec, "resourceAttributes");
+    let non_resource = present(spec, "nonResourceAttributes");
+    let field = |at: &Value, section: &str, name: &str| {
+        string_at(
+            info,
+            at,
+            name,
+            &format!("spec.{section}.{name}"),
+            MAX_ATTRIBUTE,
+        )
     };
     match (resource, non_resource) {
         (Some(r), None) => {
@@ -160,14 +408,146 @@ fn access_attributes(
             path: Some(field(n, "nonResourceAttributes", "path")?),
             ..Default::default()
         }),
-        _ => Err(invalid(
-            info,
-            "spec",
-            "FieldValueInvalid",
-            "Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified".into(),
-        )),
+        _ => {
+            // kube prints the nonResourceAttributes it was given (null when neither is).
+            let value = non_resource.map_or_else(|| "null".to_string(), non_resource_value);
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "spec",
+                format!(
+                    "Invalid value: {value}: exactly one of nonResourceAttributes or resourceAttributes must be specified"
+                ),
+            ));
+            Ok(rbac::Request::default())
+        }
     }
 }
+
+/// A TokenReview's `status`: whom `spec.token` stands for on this server, for
+/// `spec.audiences` (this server's audience when none are given). A token this server does
+/// not know, or not for those audiences, is `authenticated: false` with kube's error; a
+/// missing token is 400 in kube's words.
+fn token_review(app: &App, info: &ResourceInfo, spec: &Value) -> Result<Value, ApiError> {
+    let token = string_at(info, spec, "token", "spec.token", MAX_TOKEN)?;
+    if token.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+    let requested = string_list(info, spec.get("audiences"), "spec.audiences")?;
+    let Some(id) = app.tokens.identity_for(&token) else {
+        return Ok(unauthenticated(INVALID_TOKEN));
+    };
+    let audiences = match token_audiences(&id, &requested) {
+        Ok(a) => a,
+        Err(e) => return Ok(unauthenticated(&e)),
+    };
+    let uid_of = |gr: &str, ns: &str, name: &str| {
+        app.store
+            .get(gr, ns, name)
+            .and_then(|o| o.pointer("/metadata/uid")?.as_str().map(String::from))
+    };
+    let uids = match &id {
+        Identity::ServiceAccount {
+            namespace,
+            name,
+            node,
+        } => Uids {
+            service_account: uid_of("/serviceaccounts", namespace, name),
+            node: node.as_deref().and_then(|n| uid_of("/nodes", "", n)),
+        },
+        _ => Uids::default(),
+    };
+    let digest = crate::store::token_digest(&token);
+    let credential = format!(
+        "TokenSHA256={}",
+        digest.strip_prefix("sha256:").unwrap_or(&digest)
+    );
+    Ok(json!({
+        "authenticated": true,
+        "user": user_info(&id, &uids, &credential),
+        "audiences": audiences,
+    }))
+}
+
+/// A TokenReview's `status` for a token that is not accepted.
+fn unauthenticated(error: &str) -> Value {
+    json!({"user": {}, "error": error})
+}
+
+/// The audiences a token of `id` is good for among `requested` (this server's when none are):
+/// every token here is for [`API_AUDIENCE`]. None in common is kube's error: a ServiceAccount
+/// token's authenticator names the audiences, the others (audience-agnostic) only refuse.
+fn token_audiences(id: &Identity, requested: &[String]) -> Result<Vec<String>, String> {
+    let ours = vec![API_AUDIENCE.to_string()];
+    let requested = if requested.is_empty() {
+        ours.as_slice()
+    } else {
+        requested
+    };
+    let common: Vec<String> = ours
+        .iter()
+        .filter(|a| requested.contains(a))
+        .cloned()
+        .collect();
+    if !common.is_empty() {
+        return Ok(common);
+    }
+    Err(match id {
+        Identity::ServiceAccount { .. } => format!(
+            "[{INVALID_TOKEN}, token audiences {} is invalid for the target audiences {}]",
+            go_quoted(&ours),
+            go_quoted(requested)
+        ),
+        _ => INVALID_TOKEN.to_string(),
+    })
+}
+
+/// The stored objects' uids a ServiceAccount token's user names, where they exist.
+#[derive(Default)]
+struct Uids {
+    service_account: Option<String>,
+    node: Option<String>,
+}
+
+/// `status.user` of a TokenReview, as kube fills it for a bound ServiceAccount token: the
+/// ServiceAccount's uid, its credential's id and the node it is bound to (name, and uid when
+/// the Node is stored). This server's tokens are never bound to a pod, so `pod-name` and
+/// `pod-uid` never appear. `extra` is left out when empty, as kube's `omitempty` does.
+fn user_info(id: &Identity, uids: &Uids, credential: &str) -> Value {
+    let User { name, groups } = id.user();
+    let mut extra = BTreeMap::new();
+    let mut uid = None;
+    match id {
+        Identity::ServiceAccount { node, .. } => {
+            uid = uids.service_account.clone();
+            extra.insert(
+                CREDENTIAL_ID_EXTRA.to_string(),
+                vec![credential.to_string()],
+            );
+            if let Some(n) = node {
+                extra.insert(NODE_NAME_EXTRA.to_string(), vec![n.clone()]);
+                if let Some(u) = &uids.node {
+                    extra.insert(NODE_UID_EXTRA.to_string(), vec![u.clone()]);
+                }
+            }
+        }
+        Identity::User { extra: e, .. } => extra = e.clone(),
+        _ => {}
+    }
+    let mut user = json!({"username": name, "groups": groups});
+    if let Some(uid) = uid {
+        user["uid"] = json!(uid);
+    }
+    if !extra.is_empty() {
+        user["extra"] = json!(extra);
+    }
+    user
+}
+
+/// kube's user extras of a bound ServiceAccount token.
+const CREDENTIAL_ID_EXTRA: &str = "authentication.kubernetes.io/credential-id";
+const NODE_UID_EXTRA: &str = "authentication.kubernetes.io/node-uid";
 
 /// `status` of an access review: `denied` and `reason` only when set, as kube omits them.
 fn access_status(allowed: bool, reason: &str) -> Value {
@@ -256,29 +636,43 @@ mod tests {
     #[test]
     fn access_attributes_are_read_and_bounded() {
         let i = info("SelfSubjectAccessReview");
+        let mut causes = Vec::new();
         let r = access_attributes(
             &i,
-            &json!({"spec": {"resourceAttributes": {"verb": "patch", "resource": "nodes", "subresource": "status"}}}),
+            &json!({"resourceAttributes": {"verb": "patch", "resource": "nodes", "subresource": "status"}}),
+            &mut causes,
         )
         .unwrap();
         assert_eq!(r.verb, "patch");
         assert_eq!(r.subresource.as_deref(), Some("status"));
         let n = access_attributes(
             &i,
-            &json!({"spec": {"nonResourceAttributes": {"verb": "get", "path": "/api"}}}),
+            &json!({"nonResourceAttributes": {"verb": "get", "path": "/api"}}),
+            &mut causes,
         )
         .unwrap();
         assert_eq!(n.path.as_deref(), Some("/api"));
-        let e = access_attributes(&i, &json!({"spec": {}})).unwrap_err();
-        assert_eq!(e.code, 422);
-        assert!(
-            e.message
-                .contains("exactly one of nonResourceAttributes or resourceAttributes")
+        assert!(causes.is_empty());
+        access_attributes(&i, &json!({}), &mut causes).unwrap();
+        access_attributes(
+            &i,
+            &json!({"resourceAttributes": {"verb": "get"}, "nonResourceAttributes": {"verb": "get", "path": "/metrics"}}),
+            &mut causes,
+        )
+        .unwrap();
+        let messages: Vec<&str> = causes.iter().map(|c| c.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                "Invalid value: {\"Path\":\"/metrics\",\"Verb\":\"get\"}: exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            ]
         );
         let long = "x".repeat(MAX_ATTRIBUTE + 1);
         let e = access_attributes(
             &i,
-            &json!({"spec": {"resourceAttributes": {"verb": "get", "name": long}}}),
+            &json!({"resourceAttributes": {"verb": "get", "name": long}}),
+            &mut causes,
         )
         .unwrap_err();
         assert!(
@@ -287,6 +681,205 @@ mod tests {
             ),
             "{}",
             e.message
+        );
+    }
+
+    fn subject(
+        kind: &str,
+        ns: Option<&str>,
+        spec: Value,
+    ) -> Result<(Identity, rbac::Request), ApiError> {
+        let meta = review_metadata(ns, &json!({"spec": spec})).unwrap();
+        subject_access(&info(kind), &meta, &spec)
+    }
+
+    #[test]
+    fn a_subject_access_review_asks_about_exactly_the_given_user() {
+        let (id, req) = subject(
+            "SubjectAccessReview",
+            None,
+            json!({"user": "bob", "groups": ["g"], "uid": "u", "extra": {"k": ["v"]},
+                "nonResourceAttributes": {"verb": "get", "path": "/metrics"}}),
+        )
+        .unwrap();
+        let Identity::User { user, extra } = id else {
+            panic!("{id:?}")
+        };
+        // No system:authenticated is added: kube authorizes the groups as given.
+        assert_eq!(
+            (user.name.as_str(), user.groups),
+            ("bob", vec!["g".to_string()])
+        );
+        assert_eq!(extra["k"], ["v"]);
+        assert_eq!(req.path.as_deref(), Some("/metrics"));
+        let e = subject("SubjectAccessReview", None, json!({})).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "SubjectAccessReview.authorization.k8s.io \"\" is invalid: [spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified, spec.user: Invalid value: \"\": at least one of user or group must be specified]"
+        );
+    }
+
+    #[test]
+    fn a_local_review_stays_in_its_namespace() {
+        let (_, req) = subject(
+            "LocalSubjectAccessReview",
+            Some("a"),
+            json!({"user": "bob", "resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "a"}}),
+        )
+        .unwrap();
+        assert_eq!(req.namespace, "a");
+        let e = subject(
+            "LocalSubjectAccessReview",
+            Some("a"),
+            json!({"user": "bob", "resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "b"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.ends_with(
+                "spec.resourceAttributes.namespace: Invalid value: \"b\": must match metadata.namespace"
+            ),
+            "{}",
+            e.message
+        );
+        let e = subject(
+            "LocalSubjectAccessReview",
+            Some("a"),
+            json!({"user": "bob", "nonResourceAttributes": {"verb": "get", "path": "/metrics"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.ends_with(
+                "spec.nonResourceAttributes: Invalid value: {\"Path\":\"/metrics\",\"Verb\":\"get\"}: disallowed on this kind of request"
+            ),
+            "{}",
+            e.message
+        );
+        let e = review_metadata(Some("a"), &json!({"metadata": {"namespace": "b"}})).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(
+            review_metadata(None, &json!({"metadata": {"name": "x", "namespace": "b"}})).unwrap(),
+            json!({"name": "x"})
+        );
+        let e = subject(
+            "SubjectAccessReview",
+            None,
+            json!({"user": "bob", "resourceAttributes": {"verb": "get"}}),
+        );
+        assert!(e.is_ok());
+        assert!(!metadata_is_empty(&json!({"name": "x"}), false));
+        assert!(metadata_is_empty(
+            &json!({"creationTimestamp": null, "managedFields": [{}]}),
+            false
+        ));
+    }
+
+    #[test]
+    fn groups_and_extras_are_bounded() {
+        let groups = |n: usize, len: usize| -> Vec<String> {
+            (0..n).map(|i| format!("{i:0>len$}")).collect()
+        };
+        let at_limit = json!({"groups": groups(MAX_VALUES, MAX_VALUE_LEN),
+            "extra": {"k": groups(MAX_VALUES, MAX_VALUE_LEN)},
+            "resourceAttributes": {"verb": "get"}});
+        subject("SubjectAccessReview", None, at_limit).unwrap();
+        let e = subject(
+            "SubjectAccessReview",
+            None,
+            json!({"groups": groups(MAX_VALUES + 1, 1), "resourceAttributes": {"verb": "get"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .ends_with("spec.groups: Too many: 65: must have at most 64 items"),
+            "{}",
+            e.message
+        );
+        let e = subject(
+            "SubjectAccessReview",
+            None,
+            json!({"groups": groups(1, MAX_VALUE_LEN + 1), "resourceAttributes": {"verb": "get"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .ends_with("spec.groups[0]: Too long: may not be more than 1024 bytes"),
+            "{}",
+            e.message
+        );
+        let e = subject(
+            "SubjectAccessReview",
+            None,
+            json!({"user": "u", "extra": {"a": groups(MAX_VALUES, 1), "b": ["x"]},
+                "resourceAttributes": {"verb": "get"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .ends_with("spec.extra: Too many: 65: must have at most 64 items"),
+            "{}",
+            e.message
+        );
+        let e = subject(
+            "SubjectAccessReview",
+            None,
+            json!({"user": "u", "extra": {"a": [1]}, "resourceAttributes": {"verb": "get"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .ends_with("spec.extra[a][0]: Invalid value: 1: must be a string"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn tokens_are_for_this_servers_audience() {
+        let sa = Identity::service_account("ns", "x", None);
+        assert_eq!(token_audiences(&sa, &[]).unwrap(), [API_AUDIENCE]);
+        let both = vec!["foo".to_string(), API_AUDIENCE.to_string()];
+        assert_eq!(token_audiences(&sa, &both).unwrap(), [API_AUDIENCE]);
+        let foo = vec!["foo".to_string(), "bar".to_string()];
+        assert_eq!(
+            token_audiences(&sa, &foo).unwrap_err(),
+            "[invalid bearer token, token audiences [\"https://kubernetes.default.svc.cluster.local\"] is invalid for the target audiences [\"foo\" \"bar\"]]"
+        );
+        assert_eq!(
+            token_audiences(&Identity::Admin, &foo).unwrap_err(),
+            "invalid bearer token"
+        );
+    }
+
+    #[test]
+    fn token_users_are_filled_as_kube_fills_them() {
+        let uids = Uids {
+            service_account: Some("sa-uid".into()),
+            node: Some("node-uid".into()),
+        };
+        let bound = Identity::service_account("mco-system", "mco-daemon", Some("worker-0"));
+        assert_eq!(
+            user_info(&bound, &uids, "TokenSHA256=ab"),
+            json!({"username": "system:serviceaccount:mco-system:mco-daemon", "uid": "sa-uid",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:mco-system", "system:authenticated"],
+                "extra": {"authentication.kubernetes.io/credential-id": ["TokenSHA256=ab"],
+                    "authentication.kubernetes.io/node-name": ["worker-0"],
+                    "authentication.kubernetes.io/node-uid": ["node-uid"]}})
+        );
+        let unbound = Identity::service_account("ns", "x", None);
+        let u = user_info(&unbound, &Uids::default(), "TokenSHA256=ab");
+        assert_eq!(u.get("uid"), None);
+        assert_eq!(
+            u["extra"],
+            json!({"authentication.kubernetes.io/credential-id": ["TokenSHA256=ab"]})
+        );
+        assert_eq!(
+            user_info(&Identity::Admin, &uids, "c"),
+            json!({"username": "admin", "groups": ["system:masters", "system:authenticated"]})
+        );
+        assert_eq!(
+            user_info(&Identity::Node("w".into()), &uids, "c"),
+            json!({"username": "node-w", "groups": ["system:authenticated"]})
         );
     }
 

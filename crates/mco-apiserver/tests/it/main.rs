@@ -13,5 +13,6 @@ mod kubectl_crds;
 mod limits;
 mod managed_fields;
 mod rbac;
+mod reviews;
 mod secrets;
 mod security;
