@@ -149,7 +149,7 @@ pub fn name_suffix() -> String {
 pub fn same_object(a: &Value, b: &Value) -> bool {
     // Compared in place: this runs on every update, and copying both objects to strip two
     // fields was a visible share of the writer's time.
-    const IGNORED: [&str; 2] = ["resourceVersion", "managedFields"];
+    const IGNORED: [&str; 2] = ["resourceVersion", MF];
     let same_meta = |x: Option<&Value>, y: Option<&Value>| match (x, y) {
         (Some(Value::Object(x)), Some(Value::Object(y))) => {
             let kept = |m: &'_ serde_json::Map<String, Value>| {
@@ -493,7 +493,7 @@ pub fn finish_update(
     match part {
         Part::Status => {
             let mut status = new.get_mut("status").map(Value::take);
-            let managed = meta_mut(&mut new).remove("managedFields");
+            let managed = meta_mut(&mut new).remove(MF);
             let mut sent = match new {
                 Value::Object(m) => m,
                 _ => Map::new(),
@@ -528,7 +528,7 @@ pub fn finish_update(
             }
             let mut fresh = Value::Object(fresh);
             if let Some(mf) = managed {
-                meta_mut(&mut fresh).insert("managedFields".into(), mf);
+                meta_mut(&mut fresh).insert(MF.into(), mf);
             }
             new = fresh;
         }
@@ -596,6 +596,9 @@ pub fn sent_managed_fields(cur: &Value, new: &Value) -> Option<Value> {
     (cur.pointer("/metadata/managedFields") != Some(sent)).then(|| sent.clone())
 }
 
+/// The metadata key of an object's field managers.
+const MF: &str = "managedFields";
+
 /// `out` with the stored managedFields (`Null` where the caller replaces them) at the place they
 /// have in `stored`, as a status write keeps them.
 fn with_stored_managed_fields(
@@ -603,7 +606,6 @@ fn with_stored_managed_fields(
     mut out: Map<String, Value>,
     replaced: bool,
 ) -> Value {
-    const MF: &str = "managedFields";
     if let Some(at) = stored.keys().position(|k| k == MF) {
         let mf = if replaced {
             Value::Null
@@ -626,7 +628,6 @@ fn builtin_status_metadata(
     sent: Option<Value>,
     replaced: bool,
 ) -> Value {
-    const MF: &str = "managedFields";
     let (Some(cm), Some(Value::Object(mut out))) = (stored.as_object(), sent) else {
         return status_write_metadata(stored, None, replaced);
     };
@@ -651,7 +652,6 @@ fn builtin_status_metadata(
 /// brings none, and keep their place either way: the caller's insert of the request's entries
 /// replaces them where they stand.
 fn status_write_metadata(stored: &Value, sent: Option<Value>, replaced: bool) -> Value {
-    const MF: &str = "managedFields";
     let Some(cm) = stored.as_object() else {
         return stored.clone();
     };
