@@ -1,8 +1,9 @@
 //! What only a real control plane shows, on both servers where the embedded one has it too:
 //! a daemon's identity confined to its own MachineConfigNode (the real server's node-name
 //! claim and the shipped admission policy; the embedded server's own check), and `mco up
-//! --kubeconfig` refusing bad input on a real cluster (`scripts/real-kube`, see `e2e`), and the
-//! shipped ServiceAccounts' permissions there equal to those `docs/deploy.md` documents.
+//! --kubeconfig` refusing bad input on a real cluster (`scripts/real-kube`, see `e2e`), the
+//! shipped ServiceAccounts' permissions there equal to those `docs/deploy.md` documents, and
+//! the metrics port readable only with a token bound to `mco-metrics-reader`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -470,4 +471,139 @@ fn prose_rules(docs: &str, sa: &str) -> BTreeSet<Rule> {
         }
     }
     rules
+}
+
+/// The shipped metrics protection on a real kube-apiserver: the controller, run as its shipped
+/// ServiceAccount (bound to `system:auth-delegator` by the shipped RBAC) with
+/// `--metrics-auth=delegated`, serves `/metrics` over TLS to a token bound to
+/// `mco-metrics-reader` only: 403 to another ServiceAccount's token, 401 without a token, and
+/// `/healthz` open to anyone.
+#[test]
+fn metrics_are_read_with_a_token_bound_to_the_reader_role_only() {
+    if e2e::skip_real() {
+        return;
+    }
+    let _slot = Slot::take();
+    let dir = e2e::tempdir();
+    let kube = RealKube::start(&dir);
+    let install = repo_root().join("manifests/install");
+    let kubectl = |kubeconfig: &Path, args: &[&str]| -> String {
+        let out = Command::new("kubectl")
+            .env("KUBECONFIG", kubeconfig)
+            .args(args)
+            .output()
+            .expect("kubectl on PATH");
+        assert!(out.status.success(), "kubectl {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let admin = kube.kubeconfig.as_path();
+    for file in ["00-namespace.yaml", "01-crds.yaml", "02-rbac.yaml"] {
+        kubectl(
+            admin,
+            &["apply", "-f", install.join(file).to_str().unwrap()],
+        );
+    }
+    for sa in ["mco-e2e-reader", "mco-e2e-nobody"] {
+        kubectl(admin, &["create", "serviceaccount", sa, "-n", "mco-system"]);
+    }
+    kubectl(
+        admin,
+        &[
+            "create",
+            "clusterrolebinding",
+            "mco-e2e-reader",
+            "--clusterrole=mco-metrics-reader",
+            "--serviceaccount=mco-system:mco-e2e-reader",
+        ],
+    );
+    let token = |sa: &str| {
+        kubectl(admin, &["create", "token", sa, "-n", "mco-system"])
+            .trim()
+            .to_string()
+    };
+
+    // The controller's own identity: the admin kubeconfig's cluster with its token.
+    let as_controller = dir.join("controller.kubeconfig");
+    std::fs::copy(admin, &as_controller).unwrap();
+    kubectl(
+        &as_controller,
+        &[
+            "config",
+            "set-credentials",
+            "mco-controller",
+            &format!("--token={}", token("mco-controller")),
+        ],
+    );
+    kubectl(
+        &as_controller,
+        &[
+            "config",
+            "set-context",
+            "--current",
+            "--user=mco-controller",
+        ],
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = dir.join("controller.log");
+    let mut cmd = Command::new(MCO);
+    cmd.args([
+        "controller",
+        "--kubeconfig",
+        as_controller.to_str().unwrap(),
+        &format!("--metrics-addr=127.0.0.1:{port}"),
+        "--metrics-auth=delegated",
+        "--namespace=mco-system",
+        "--lease-namespace=mco-system",
+        "--lease-name=mco-controller",
+    ]);
+    let mut controller = e2e::Group::spawn(cmd, &log, "mco controller");
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // (status, body) of a GET over TLS, the self-signed certificate not verified.
+    let get = |path: &str, token: Option<&str>| -> Option<(u16, String)> {
+        let mut c = Command::new("curl");
+        c.args(["-sk", "--max-time", "20", "-w", "\n%{http_code}"]);
+        if let Some(t) = token {
+            c.args(["-H", &format!("Authorization: Bearer {t}")]);
+        }
+        let out = c
+            .arg(format!("https://127.0.0.1:{port}{path}"))
+            .output()
+            .expect("curl on PATH");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n')?;
+        Some((code.parse().ok().filter(|c| *c != 0)?, body.to_string()))
+    };
+    let (status, body) = e2e::wait_for("the controller's /healthz over TLS", 60, || {
+        if let Some(s) = controller.exited() {
+            panic!("mco controller ended ({s}):\n{}", logs());
+        }
+        get("/healthz", None)
+    });
+    assert_eq!((status, body.as_str()), (200, "ok"), "{}", logs());
+
+    let anonymous = get("/metrics", None).unwrap();
+    assert_eq!(anonymous, (401, "Unauthorized\n".to_string()));
+
+    let nobody = get("/metrics", Some(&token("mco-e2e-nobody"))).unwrap();
+    assert_eq!(nobody.0, 403, "{nobody:?}");
+    assert!(
+        nobody.1.starts_with(
+            "Authorization denied for user system:serviceaccount:mco-system:mco-e2e-nobody"
+        ),
+        "{nobody:?}"
+    );
+
+    let reader = get("/metrics", Some(&token("mco-e2e-reader"))).unwrap();
+    assert_eq!(reader.0, 200, "{reader:?}\n{}", logs());
+    assert!(reader.1.contains("mcc_leader"), "{reader:?}");
+
+    assert!(controller.exited().is_none(), "{}", logs());
+    drop(controller);
+    drop(kube);
+    let _ = std::fs::remove_dir_all(&dir);
 }
