@@ -177,6 +177,7 @@ pub(super) fn watch(
         }
     }
     let (tx, brx) = tokio::sync::mpsc::channel::<Bytes>(256);
+    let store = app.store.clone();
     tokio::spawn(async move {
         for b in first {
             if tx.send(b).await.is_err() {
@@ -186,26 +187,42 @@ pub(super) fn watch(
         if end_now {
             return;
         }
+        // Sends one event if this watch has not sent it yet and may see it; false once the
+        // client is gone.
+        let send = async |e: Arc<Event>, last: &mut u64| -> bool {
+            if e.rv <= *last {
+                return true;
+            }
+            *last = e.rv;
+            match visible(&e, &gr, ns.as_deref(), &filter) {
+                Some((typ, obj)) => tx.send(fmt.event_line(&e, typ, &obj)).await.is_ok(),
+                None => true,
+            }
+        };
         let deadline = tokio::time::sleep(Duration::from_secs(timeout));
         tokio::pin!(deadline);
+        // As kube-apiserver's watch cache, a bookmark 2 s before the timeout as well as
+        // periodically, so a client resumes from as close to now as can be.
+        let pre_deadline = tokio::time::sleep(Duration::from_secs(timeout.saturating_sub(2)));
+        tokio::pin!(pre_deadline);
+        let mut pre_sent = !bookmarks || timeout <= 2;
         let mut tick = tokio::time::interval(Duration::from_secs(10));
         tick.tick().await;
         loop {
-            tokio::select! {
+            let progress = tokio::select! {
                 _ = &mut deadline => return,
-                _ = tick.tick(), if bookmarks => {
-                    if tx.send(fmt.bookmark(last, false)).await.is_err() { return; }
+                _ = tick.tick(), if bookmarks => true,
+                _ = &mut pre_deadline, if !pre_sent => {
+                    pre_sent = true;
+                    true
                 }
                 _ = tx.closed() => return,
                 ev = rx.recv() => match ev {
                     Some(e) => {
-                        if e.rv <= last { continue; }
-                        last = e.rv;
-                        if let Some((typ, obj)) = visible(&e, &gr, ns.as_deref(), &filter)
-                            && tx.send(fmt.event_line(&e, typ, &obj)).await.is_err()
-                        {
+                        if !send(e, &mut last).await {
                             return;
                         }
+                        false
                     }
                     None => {
                         if rx.overflowed() {
@@ -213,6 +230,20 @@ pub(super) fn watch(
                         }
                         return;
                     }
+                }
+            };
+            if progress {
+                // The store's progress, not only this watch's last event: once the events
+                // queued for it are sent, it has seen all it can up to there.
+                let mark = store.dispatched_rv();
+                while let Some(e) = rx.try_recv() {
+                    if !send(e, &mut last).await {
+                        return;
+                    }
+                }
+                last = last.max(mark);
+                if tx.send(fmt.bookmark(last, false)).await.is_err() {
+                    return;
                 }
             }
         }

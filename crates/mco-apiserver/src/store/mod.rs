@@ -381,7 +381,7 @@ impl Store {
             }),
             ring: Mutex::new(Ring::new(events, window_start)),
             tx,
-            watchers: Arc::default(),
+            watchers: Arc::new(Mutex::new(Watchers::from(rv))),
             writer: wtx,
             tokens: Mutex::new(tokens),
             boot,
@@ -565,6 +565,16 @@ impl Store {
     /// before reading the current state so no event falls between the two.
     pub fn watch(&self, key: WatchKey) -> Subscription {
         watch::register(&self.watchers, key, WATCH_BUFFER)
+    }
+
+    /// The resourceVersion up to which every committed event has been handed to the watches
+    /// keyed to it. A watch that reads this and then drains its queued events has seen all it
+    /// can up to here, so it may tell its client so with a bookmark of this version (as
+    /// kube-apiserver's watch cache sends its own progress), even when nothing it watches
+    /// changed: a client resuming from it is not sent back to relist by a quiet resource.
+    pub fn dispatched_rv(&self) -> u64 {
+        let w = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        w.dispatched
     }
 
     /// How many watches are open, so a caller can tell that a client's watch started.

@@ -102,9 +102,20 @@ struct WatchSlot {
 pub(super) struct Watchers {
     next: u64,
     by_key: HashMap<WatchKey, HashMap<u64, WatchSlot>>,
+    /// The resourceVersion up to which every committed event has been pushed to its watches:
+    /// a watch that has taken in its feed up to here has seen everything it could up to it.
+    pub(super) dispatched: u64,
 }
 
 impl Watchers {
+    /// No watches, with every event up to `rv` (a store's at open) taken as dispatched.
+    pub(super) fn from(rv: u64) -> Watchers {
+        Watchers {
+            dispatched: rv,
+            ..Watchers::default()
+        }
+    }
+
     /// How many watches are open.
     pub(super) fn open(&self) -> usize {
         self.by_key.values().map(HashMap::len).sum()
@@ -112,6 +123,7 @@ impl Watchers {
 
     /// Pushes `e` to every watch keyed to it without waiting; a full watch is closed.
     pub(super) fn dispatch(&mut self, e: &Arc<Event>) {
+        self.dispatched = self.dispatched.max(e.rv);
         let ns = Some(e.ns.clone());
         let name = Some(e.name.clone());
         for (kns, kname) in [(&None, &None), (&None, &name), (&ns, &None), (&ns, &name)] {
@@ -178,6 +190,11 @@ impl Subscription {
     /// says whether it ended because the watch fell too far behind.
     pub async fn recv(&mut self) -> Option<Arc<Event>> {
         self.rx.recv().await
+    }
+
+    /// The next event already queued, without waiting.
+    pub fn try_recv(&mut self) -> Option<Arc<Event>> {
+        self.rx.try_recv().ok()
     }
 
     pub fn overflowed(&self) -> bool {

@@ -388,6 +388,71 @@ async fn watch_resumes_and_expires() {
     s.handle.shutdown().await;
 }
 
+/// A watch whose objects stay quiet while others change is kept current by bookmarks of the
+/// server's progress (the last one 2 s before its timeout), so its client resumes from there
+/// instead of from a version the retained window has left behind.
+#[tokio::test]
+async fn quiet_watch_resumes_from_progress_bookmark() {
+    let s = common::start_with(|mut c| {
+        c.retained_events = 5;
+        c
+    })
+    .await;
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let quiet = WatchParams::default()
+        .fields("metadata.name=quiet")
+        .timeout(4);
+    let rv0 = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = cms.watch(&quiet, &rv0).await.unwrap().boxed();
+    let mut rv_last = 0u64;
+    for i in 0..8 {
+        let c = cms
+            .create(&PostParams::default(), &cm(&format!("busy-{i}"), &[]))
+            .await
+            .unwrap();
+        rv_last = c.metadata.resource_version.unwrap().parse().unwrap();
+    }
+    let mut bookmark = None;
+    while let Some(ev) = stream.next().await {
+        match ev.unwrap() {
+            WatchEvent::Bookmark(b) => bookmark = Some(b.metadata.resource_version),
+            other => panic!("the quiet watch saw {other:?}"),
+        }
+    }
+    let bookmark = bookmark.expect("no bookmark before the timeout");
+    assert!(
+        bookmark.parse::<u64>().unwrap() >= rv_last,
+        "bookmark {bookmark} behind the last write {rv_last}"
+    );
+    // rv0 has left the window; the bookmark has not.
+    let first = |rv: String| {
+        let cms = cms.clone();
+        async move {
+            let wp = WatchParams::default()
+                .fields("metadata.name=quiet")
+                .timeout(1);
+            cms.watch(&wp, &rv).await.unwrap().boxed().next().await
+        }
+    };
+    match first(rv0).await {
+        Some(Err(kube::Error::Api(s))) => assert_eq!(s.code, 410),
+        Some(Ok(WatchEvent::Error(e))) => assert_eq!(e.code, 410),
+        other => panic!("expected 410 from the start version, got {other:?}"),
+    }
+    match first(bookmark).await {
+        None | Some(Ok(WatchEvent::Bookmark(_))) => {}
+        other => panic!("expected the resumed watch to run, got {other:?}"),
+    }
+    s.handle.shutdown().await;
+}
+
 #[tokio::test]
 async fn watcher_relists_after_gone() {
     let s = common::start_with(|mut c| {
