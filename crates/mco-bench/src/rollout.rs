@@ -450,6 +450,18 @@ impl<'a> PoolWatch<'a> {
                 Some(Ok(WatchEvent::Deleted(_))) => {
                     return Err(Error::Bench("the worker pool was deleted".into()));
                 }
+                // The version fell out of the server's window: start again from the pool as
+                // it is now, as a watcher relists.
+                Some(Ok(WatchEvent::Error(e))) if e.code == 410 => {
+                    let pool = self.api.get("worker").await?;
+                    self.version = pool.resource_version().unwrap_or_default();
+                    self.events = self
+                        .api
+                        .watch(&Self::params(), &self.version)
+                        .await?
+                        .boxed();
+                    return Ok(Some(pool));
+                }
                 Some(Ok(WatchEvent::Error(e))) => {
                     return Err(Error::Bench(format!("watching the worker pool: {e}")));
                 }
