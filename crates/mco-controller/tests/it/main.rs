@@ -7,6 +7,7 @@
 mod common;
 mod generators;
 mod image_mode;
+mod metrics_auth;
 mod nodes;
 mod pinned;
 mod render;
