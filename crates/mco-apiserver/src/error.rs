@@ -107,10 +107,11 @@ impl ApiError {
     }
 
     pub fn with_details(mut self, mut details: Value) -> Self {
-        // StatusDetails' group and name are `omitempty`: the core group sends none, and
-        // neither does an error about options, which have no name.
+        // StatusDetails' group, name and kind are `omitempty`: the core group sends none,
+        // neither does an error about options, which have no name, nor one about an object
+        // whose kind kube had cleared when it failed.
         if let Some(m) = details.as_object_mut() {
-            for key in ["group", "name"] {
+            for key in ["group", "name", "kind"] {
                 if m.get(key).is_some_and(|v| v == "") {
                     m.remove(key);
                 }

