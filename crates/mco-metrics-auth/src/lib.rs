@@ -79,7 +79,8 @@ impl Settings {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("--metrics-auth: {0:?} is neither \"none\" nor \"delegated\"")]
+    /// Worded for clap, which names the flag before it.
+    #[error("{0:?} is neither \"none\" nor \"delegated\"")]
     Mode(String),
     #[error("{0}")]
     Flags(&'static str),
@@ -110,10 +111,7 @@ mod tests {
             assert_eq!(m.to_string().parse::<Mode>().unwrap(), m);
         }
         let e = "tls".parse::<Mode>().unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "--metrics-auth: \"tls\" is neither \"none\" nor \"delegated\""
-        );
+        assert_eq!(e, "\"tls\" is neither \"none\" nor \"delegated\"");
     }
 
     #[test]
