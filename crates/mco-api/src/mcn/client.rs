@@ -155,8 +155,8 @@ pub async fn detect(client: &Client) -> Result<Served, kube::Error> {
     let req = kube::core::Request::new(format!("/openapi/v3/apis/{GROUP}"))
         .get(&version, &GetParams::default())
         .map_err(kube::Error::BuildRequest)?;
-    Ok(match client.request::<Value>(req).await {
-        Ok(doc) => Served::from_openapi(&version, &doc),
+    Ok(match client.request_text(req).await {
+        Ok(doc) => Served::from_openapi_text(&version, &doc),
         Err(_) => Served::new(version, None),
     })
 }

@@ -76,6 +76,57 @@ impl Served {
         Served::new(version, schema)
     }
 
+    /// [`Served::from_openapi`] from the document's text, building only the matching
+    /// component: the group's document holds every kind of the group (434 KB on OpenShift),
+    /// and a daemon reads it at every start, so at every update that reboots. Parsed whole
+    /// into a tree it was the largest single cost of a simulated cluster's rollout; here each
+    /// component is only scanned for its group-version-kind. Text that is not such a document
+    /// gives no schema.
+    pub fn from_openapi_text(version: &str, text: &str) -> Served {
+        use serde::Deserialize;
+        use serde_json::value::RawValue;
+        use std::collections::HashMap;
+
+        #[derive(Deserialize)]
+        struct Doc<'a> {
+            #[serde(borrow, default)]
+            components: Option<Components<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct Components<'a> {
+            #[serde(borrow, default)]
+            schemas: HashMap<std::borrow::Cow<'a, str>, &'a RawValue>,
+        }
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow, default, rename = "x-kubernetes-group-version-kind")]
+            gvks: Vec<Gvk<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct Gvk<'a> {
+            #[serde(borrow, default)]
+            group: std::borrow::Cow<'a, str>,
+            #[serde(borrow, default)]
+            kind: std::borrow::Cow<'a, str>,
+            #[serde(borrow, default)]
+            version: std::borrow::Cow<'a, str>,
+        }
+        let schema = serde_json::from_str::<Doc>(text)
+            .ok()
+            .and_then(|d| d.components)
+            .and_then(|c| {
+                c.schemas.into_values().find(|raw| {
+                    serde_json::from_str::<Head>(raw.get()).is_ok_and(|h| {
+                        h.gvks
+                            .iter()
+                            .any(|g| g.group == GROUP && g.kind == KIND && g.version == version)
+                    })
+                })
+            })
+            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+        Served::new(version, schema)
+    }
+
     /// `machineconfiguration.openshift.io/<version>`.
     pub fn api_version(&self) -> String {
         format!("{GROUP}/{}", self.version)
@@ -272,5 +323,38 @@ mod tests {
         let s = Served::from_openapi("v1alpha1", &doc);
         assert!(s.has(&["spec", "nodeRef"]));
         assert!(!s.has(&["spec", "node"]));
+        let text = Served::from_openapi_text("v1alpha1", &doc.to_string());
+        assert_eq!(text, s);
+        assert!(text.schema.is_some());
+    }
+
+    #[test]
+    fn the_openapi_text_finds_only_the_version_asked_and_survives_junk() {
+        let doc = json!({"components": {"schemas": {
+            "a.v1.MachineConfigNode": {
+                "x-kubernetes-group-version-kind": [{"group": GROUP, "kind": KIND, "version": "v1"}],
+                "properties": {"spec": {"type": "object", "properties": {"node": {"type": "object"}}}}},
+            "a.v1.MachineConfigPool": {
+                "x-kubernetes-group-version-kind": [{"group": GROUP, "kind": "MachineConfigPool", "version": "v1alpha1"}]}}}})
+        .to_string();
+        assert!(Served::from_openapi_text("v1", &doc).has(&["spec", "node"]));
+        assert!(!Served::from_openapi_text("v1", &doc).has(&["spec", "nodeRef"]));
+        // No component for v1alpha1: no schema, so nothing is pruned.
+        assert_eq!(
+            Served::from_openapi_text("v1alpha1", &doc),
+            Served::new("v1alpha1", None)
+        );
+        for junk in [
+            "",
+            "[]",
+            "{\"components\": 3}",
+            "{\"components\": {\"schemas\": []}}",
+        ] {
+            assert_eq!(
+                Served::from_openapi_text("v1", junk),
+                Served::new("v1", None),
+                "{junk}"
+            );
+        }
     }
 }
