@@ -5,8 +5,12 @@
 //! ```sh
 //! cargo build --release -p mco --bin mco
 //! cargo build --release -p mco-daemon --features cli --bin mco-daemon
-//! cargo run --release -p mco-daemon --example bench_idle_rss -- [--mco target/release/mco] [--daemon-bin target/release/mco-daemon] [--files 200] [--idle-secs 10] [--rounds 1]
+//! cargo run --release -p mco-daemon --example bench_idle_rss -- [--mco target/release/mco] [--daemon-bin target/release/mco-daemon] [--files 200] [--idle-secs 10] [--rounds 1] [--metrics-auth none|delegated]
 //! ```
+//!
+//! With `--metrics-auth delegated` (as the shipped DaemonSet runs) the metrics port serves TLS
+//! and reviews its callers; once the node is `Done` it is scraped once with the admin token
+//! (one TokenReview and one SubjectAccessReview, their answers cached) before the idle wait.
 //!
 //! Each round measures both executables, each against a fresh API server and node. The node's
 //! root already holds the config (applied by the engine in this process, then a simulated
@@ -138,6 +142,7 @@ struct Args {
     files: usize,
     idle_secs: u64,
     rounds: usize,
+    metrics_auth: String,
 }
 
 fn args() -> Result<Args, Box<dyn Error>> {
@@ -147,6 +152,7 @@ fn args() -> Result<Args, Box<dyn Error>> {
         files: 200,
         idle_secs: 10,
         rounds: 1,
+        metrics_auth: "none".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -157,6 +163,7 @@ fn args() -> Result<Args, Box<dyn Error>> {
             "--rounds" => a.rounds = v.parse()?,
             "--files" => a.files = v.parse()?,
             "--idle-secs" => a.idle_secs = v.parse()?,
+            "--metrics-auth" => a.metrics_auth = v,
             _ => return Err(format!("unknown flag {flag}").into()),
         }
     }
@@ -263,6 +270,7 @@ async fn measure(a: &Args, daemon: &[OsString]) -> Result<Sample, Box<dyn Error>
     prepare_node(&root, &mc)?;
     let daemon_log = std::fs::File::create(work.path().join("daemon.log"))?;
     let started = Instant::now();
+    let metrics_addr = free_addr()?;
     let daemon = Reaped(
         Command::new(&daemon[0])
             .args(&daemon[1..])
@@ -271,7 +279,8 @@ async fn measure(a: &Args, daemon: &[OsString]) -> Result<Sample, Box<dyn Error>
             .arg(&root)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["--metrics-listen", &free_addr()?])
+            .args(["--metrics-listen", &metrics_addr])
+            .arg(format!("--metrics-auth={}", a.metrics_auth))
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(daemon_log)
@@ -294,6 +303,9 @@ async fn measure(a: &Args, daemon: &[OsString]) -> Result<Sample, Box<dyn Error>
         return Err(e);
     }
     let settled = started.elapsed();
+    if a.metrics_auth == "delegated" {
+        scrape(&kubeconfig, &metrics_addr)?;
+    }
     let at_done = kb(pid, "VmRSS")?;
     tokio::time::sleep(Duration::from_secs(a.idle_secs)).await;
     let sample = Sample {
@@ -307,6 +319,35 @@ async fn measure(a: &Args, daemon: &[OsString]) -> Result<Sample, Box<dyn Error>
     };
     drop(daemon);
     Ok(sample)
+}
+
+/// One scrape of the TLS metrics port with the kubeconfig's token, which must be let in.
+fn scrape(kubeconfig: &Path, addr: &str) -> Result<(), Box<dyn Error>> {
+    // The embedded server writes its admin kubeconfig with one `token:` line.
+    let text = std::fs::read_to_string(kubeconfig)?;
+    let token = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .ok_or("no token in the kubeconfig")?;
+    let out = Command::new("curl")
+        .args([
+            "-sk",
+            "--max-time",
+            "20",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .args(["-H", &format!("Authorization: Bearer {}", token)])
+        .arg(format!("https://{addr}/metrics"))
+        .output()
+        .map_err(|e| format!("curl: {e}"))?;
+    let code = String::from_utf8_lossy(&out.stdout).into_owned();
+    if code != "200" {
+        return Err(format!("scraping https://{addr}/metrics: {code}").into());
+    }
+    Ok(())
 }
 
 #[tokio::main(flavor = "current_thread")]
