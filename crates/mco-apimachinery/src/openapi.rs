@@ -199,15 +199,26 @@ pub fn gv_path(group: &str, version: &str) -> String {
 
 /// The `?hash=` of a document: upper-case hex SHA-512 of its JSON.
 pub fn document_hash(doc: &Value) -> String {
-    let bytes = serde_json::to_vec(doc).unwrap_or_default();
-    hex::encode_upper(Sha512::digest(&bytes))
+    hash_of(&serde_json::to_vec(doc).unwrap_or_default())
+}
+
+fn hash_of(json: &[u8]) -> String {
+    hex::encode_upper(Sha512::digest(json))
+}
+
+/// One group-version's document: as a tree, as the JSON served, and its hash.
+#[derive(Debug, Clone)]
+struct Built {
+    doc: Value,
+    json: Vec<u8>,
+    hash: String,
 }
 
 /// Every `/openapi/v3` document of a server, built once per change of the set
 /// of resources.
 #[derive(Debug, Clone, Default)]
 pub struct OpenApiV3 {
-    docs: BTreeMap<String, (Value, String)>,
+    docs: BTreeMap<String, Built>,
 }
 
 impl OpenApiV3 {
@@ -224,8 +235,9 @@ impl OpenApiV3 {
             .into_iter()
             .map(|(key, rs)| {
                 let doc = group_version_document(&rs);
-                let hash = document_hash(&doc);
-                (key, (doc, hash))
+                let json = serde_json::to_vec(&doc).unwrap_or_default();
+                let hash = hash_of(&json);
+                (key, Built { doc, json, hash })
             })
             .collect();
         OpenApiV3 { docs }
@@ -236,7 +248,7 @@ impl OpenApiV3 {
         let paths: Map<String, Value> = self
             .docs
             .iter()
-            .map(|(key, (_, hash))| {
+            .map(|(key, Built { hash, .. })| {
                 (
                     key.clone(),
                     json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
@@ -248,14 +260,22 @@ impl OpenApiV3 {
 
     /// `GET /openapi/v3/<key>` where `key` is `api/v1` or `apis/<g>/<v>`.
     pub fn document(&self, key: &str) -> Option<&Value> {
-        self.docs.get(key.trim_matches('/')).map(|(doc, _)| doc)
+        self.docs.get(key.trim_matches('/')).map(|b| &b.doc)
+    }
+
+    /// [`OpenApiV3::document`] as the JSON served, encoded once when built: a group's
+    /// document is hundreds of kilobytes, read by every client that learns a schema.
+    pub fn document_json(&self, key: &str) -> Option<&[u8]> {
+        self.docs
+            .get(key.trim_matches('/'))
+            .map(|b| b.json.as_slice())
     }
 
     /// The current hash of a document, for `ETag` and cache headers.
     pub fn hash(&self, key: &str) -> Option<&str> {
         self.docs
             .get(key.trim_matches('/'))
-            .map(|(_, h)| h.as_str())
+            .map(|b| b.hash.as_str())
     }
 
     /// The group-version keys, sorted.

@@ -111,6 +111,13 @@ fn root_points_at_every_group_version_with_its_hash() {
                 .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
         );
         assert_eq!(api.hash(key), Some(hash.as_str()));
+        // The JSON served is the document, encoded as the hash was taken.
+        let served = api.document_json(key).expect("served JSON");
+        assert_eq!(
+            &serde_json::from_slice::<serde_json::Value>(served).unwrap(),
+            doc
+        );
+        assert_eq!(served, serde_json::to_vec(doc).unwrap().as_slice());
         assert_eq!(
             root["paths"][key]["serverRelativeURL"],
             json!(format!("/openapi/v3/{key}?hash={hash}"))

@@ -328,8 +328,10 @@ async fn counted(
 
 fn openapi_doc(app: &App, key: &str, q: &HashMap<String, String>) -> Result<Response, ApiError> {
     let all = discovery::openapi(&app.registry);
-    let doc = all.document(key).ok_or_else(ApiError::not_found_path)?;
-    let mut r = json_response(200, doc);
+    let doc = all
+        .document_json(key)
+        .ok_or_else(ApiError::not_found_path)?;
+    let mut r = typed_json(200, doc.to_vec());
     if q.get("hash")
         .is_some_and(|h| Some(h.as_str()) == all.hash(key))
     {
