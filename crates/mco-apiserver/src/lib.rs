@@ -46,6 +46,7 @@ pub mod store;
 mod strategy;
 pub mod tables;
 mod tls;
+pub mod token_request;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

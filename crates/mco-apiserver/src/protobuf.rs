@@ -1,7 +1,8 @@
 //! Just enough of the Kubernetes protobuf encoding to accept the bodies kubectl's typed
 //! generators send (`kubectl create configmap|secret|namespace`): the `k8s\0` envelope
 //! around `runtime.Unknown`, ObjectMeta's plain fields, and those three kinds; and the access
-//! reviews `kubectl auth can-i` sends (SelfSubjectAccessReview, SelfSubjectRulesReview).
+//! reviews `kubectl auth can-i` sends (SelfSubjectAccessReview, SelfSubjectRulesReview), and
+//! the TokenRequest of `kubectl create token`.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -135,6 +136,9 @@ pub fn decode(body: &[u8]) -> Option<Value> {
     if api_version == "authorization.k8s.io/v1" {
         return review(&api_version, &kind, raw?);
     }
+    if api_version == "authentication.k8s.io/v1" && kind == "TokenRequest" {
+        return token_request(raw?);
+    }
     if api_version != "v1" {
         return None;
     }
@@ -243,6 +247,41 @@ fn review(api_version: &str, kind: &str, raw: &[u8]) -> Option<Value> {
     matches!(kind, "SelfSubjectAccessReview" | "SelfSubjectRulesReview").then_some(obj)
 }
 
+/// A TokenRequest (authentication/v1's `generated.proto`): `spec.audiences` (1),
+/// `spec.boundObjectRef` (3) and `spec.expirationSeconds` (4, set only when the caller chose
+/// one); the status a client may send is dropped, as the server writes it.
+fn token_request(raw: &[u8]) -> Option<Value> {
+    let mut obj = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "metadata": {}, "spec": {}});
+    for (n, f) in fields(raw)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => obj["metadata"] = object_meta(x)?,
+            (2, Field::Bytes(x)) => {
+                let mut audiences = Vec::new();
+                for (sn, sf) in fields(x)? {
+                    match (sn, sf) {
+                        (1, Field::Bytes(a)) => audiences.push(json!(text(a)?)),
+                        (3, Field::Bytes(r)) => {
+                            obj["spec"]["boundObjectRef"] = strings(
+                                r,
+                                &[(1, "kind"), (2, "apiVersion"), (3, "name"), (4, "uid")],
+                            )?
+                        }
+                        // int64 on the wire: a negative value is its two's complement.
+                        (4, Field::Varint(v)) => obj["spec"]["expirationSeconds"] = json!(v as i64),
+                        _ => {}
+                    }
+                }
+                if !audiences.is_empty() {
+                    obj["spec"]["audiences"] = Value::Array(audiences);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(obj)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +344,58 @@ mod tests {
             decode(&body).unwrap()["spec"],
             json!({"namespace": "mco-system"})
         );
+    }
+
+    fn varint_field(num: u64, mut v: u64) -> Vec<u8> {
+        let mut out = vec![(num << 3) as u8];
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                return out;
+            }
+            out.push(b | 0x80);
+        }
+    }
+
+    #[test]
+    fn decodes_a_token_request() {
+        let bound = [ld(1, b"Pod"), ld(2, b"v1"), ld(3, b"web-0"), ld(4, b"")].concat();
+        let spec = [
+            ld(1, b"api"),
+            ld(1, b"vault"),
+            ld(3, &bound),
+            varint_field(4, 7200),
+        ]
+        .concat();
+        let tr = [ld(1, &ld(1, b"ignored")), ld(2, &spec), ld(3, &ld(1, b"x"))].concat();
+        let tm = [ld(1, b"authentication.k8s.io/v1"), ld(2, b"TokenRequest")].concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &tr)].concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "metadata": {"name": "ignored"},
+                "spec": {"audiences": ["api", "vault"], "expirationSeconds": 7200,
+                    "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web-0"}}})
+        );
+        // What `kubectl create token sa` sends without flags: an empty spec.
+        let body = [
+            MAGIC.to_vec(),
+            ld(1, &tm),
+            ld(2, &[ld(1, &[]), ld(2, &[])].concat()),
+        ]
+        .concat();
+        assert_eq!(decode(&body).unwrap()["spec"], json!({}));
+        // A negative int64 arrives as ten bytes and decodes to itself, for validation to refuse.
+        let spec = varint_field(4, (-5i64) as u64);
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &ld(2, &spec))].concat();
+        assert_eq!(
+            decode(&body).unwrap()["spec"]["expirationSeconds"],
+            json!(-5)
+        );
+        // Other kinds of the group are not decoded here.
+        let tm = [ld(1, b"authentication.k8s.io/v1"), ld(2, b"TokenReview")].concat();
+        assert!(decode(&[MAGIC.to_vec(), ld(1, &tm), ld(2, &[])].concat()).is_none());
     }
 }
