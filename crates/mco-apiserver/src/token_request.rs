@@ -37,12 +37,20 @@ pub enum BoundKind {
 }
 
 impl BoundKind {
-    /// The store key (`group/plural`) of the bound object's resource.
-    pub fn gr(self) -> &'static str {
+    pub fn kind(self) -> &'static str {
         match self {
-            BoundKind::Pod => "/pods",
-            BoundKind::Secret => "/secrets",
-            BoundKind::Node => "/nodes",
+            BoundKind::Pod => "Pod",
+            BoundKind::Secret => "Secret",
+            BoundKind::Node => "Node",
+        }
+    }
+
+    /// The bound object's resource (core group).
+    pub fn resource(self) -> &'static str {
+        match self {
+            BoundKind::Pod => "pods",
+            BoundKind::Secret => "secrets",
+            BoundKind::Node => "nodes",
         }
     }
 }
@@ -186,6 +194,168 @@ fn bound_ref(r: &Value) -> Result<BoundRef, SpecError> {
     })
 }
 
+/// `unix` seconds as kube's `metav1.Time` writes them.
+fn rfc3339(unix: i64) -> String {
+    jiff::Timestamp::from_second(unix)
+        .unwrap_or(jiff::Timestamp::MAX)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The answer to a TokenRequest: the request's metadata with the ServiceAccount's uid and the
+/// time of issue, the defaulted spec (`boundObjectRef` is written even when null, as kube's
+/// JSON has no `omitempty` there) and the status carrying the token.
+pub fn response(request_meta: &Value, sa_uid: &str, spec: &Spec, now: i64, token: &str) -> Value {
+    let mut meta = match request_meta {
+        Value::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    meta.insert("uid".into(), Value::String(sa_uid.into()));
+    meta.insert("creationTimestamp".into(), Value::String(rfc3339(now)));
+    let bound = spec.bound.as_ref().map(|b| {
+        let mut r = serde_json::json!({"kind": b.kind.kind(), "apiVersion": "v1", "name": b.name});
+        if !b.uid.is_empty() {
+            r["uid"] = Value::String(b.uid.clone());
+        }
+        r
+    });
+    serde_json::json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": meta,
+        "spec": {
+            "audiences": spec.audiences,
+            "expirationSeconds": spec.expiration_seconds,
+            "boundObjectRef": bound,
+        },
+        "status": {
+            "token": token,
+            "expirationTimestamp": rfc3339(now.saturating_add(spec.expiration_seconds)),
+        },
+    })
+}
+
+/// Why a token cannot be bound to the object its request names, in kube-apiserver's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// Answered 404 as the object not found.
+    #[error("{resource} {name:?} not found")]
+    NotFound {
+        resource: &'static str,
+        name: String,
+    },
+    /// Answered 400.
+    #[error(
+        "cannot bind token for serviceaccount {0:?} to pod running with different serviceaccount name."
+    )]
+    OtherServiceAccount(String),
+    /// Answered 409.
+    #[error(
+        "the UID in the bound object reference ({0}) does not match the UID in record. The object might have been deleted and then recreated"
+    )]
+    UidMismatch(String),
+}
+
+/// What a token bound to `object` carries: the object's uid and, for a Pod, the node it runs
+/// on (kube's `node-name` extra). `object` is the stored object `r` names, if any.
+pub fn bind(
+    service_account: &str,
+    r: &BoundRef,
+    object: Option<&Value>,
+) -> Result<(String, Option<String>), BindError> {
+    let object = object.ok_or_else(|| BindError::NotFound {
+        resource: r.kind.resource(),
+        name: r.name.clone(),
+    })?;
+    let uid = object
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mut node = None;
+    if r.kind == BoundKind::Pod {
+        let spec = object.get("spec");
+        let sa = spec
+            .and_then(|s| s.get("serviceAccountName"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if sa != service_account {
+            return Err(BindError::OtherServiceAccount(service_account.into()));
+        }
+        node = spec
+            .and_then(|s| s.get("nodeName"))
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(String::from);
+    }
+    if !r.uid.is_empty() && r.uid != uid {
+        return Err(BindError::UidMismatch(r.uid.clone()));
+    }
+    Ok((uid, node))
+}
+
+/// Whether a bound token still holds: its object exists with the uid it was bound to, as
+/// kube's bound tokens stop working once their Pod or Secret is deleted. `stored_uid` is the
+/// uid of the object now stored under that name, if any.
+pub fn still_bound(bound_uid: &str, stored_uid: Option<&str>) -> bool {
+    stored_uid == Some(bound_uid)
+}
+
+/// The most tokens issued by TokenRequest held at once; past it, a request is refused until
+/// some expire, so callers cannot grow the server's memory without bound.
+pub const MAX_ISSUED: usize = 10_000;
+
+/// A token issued by a TokenRequest and what a TokenReview reports of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedToken {
+    pub namespace: String,
+    pub service_account: String,
+    pub audiences: Vec<String>,
+    /// Unix seconds after which the token no longer authenticates.
+    pub expires_at: i64,
+    /// The bound object's namespace (empty for a Node), reference and the node it binds to.
+    pub bound: Option<(String, BoundRef)>,
+    /// kube's `authentication.kubernetes.io/credential-id` extra: `JTI=<id>`.
+    pub credential_id: String,
+}
+
+/// Tokens issued by TokenRequest, keyed by their digest; expired ones are dropped when a new
+/// one is issued and never authenticate.
+#[derive(Default)]
+pub struct Issued(std::sync::Mutex<std::collections::HashMap<String, IssuedToken>>);
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("too many service account tokens issued: at most {MAX_ISSUED} may be valid at once")]
+pub struct TooManyTokens;
+
+impl Issued {
+    pub fn insert(&self, digest: String, t: IssuedToken, now: i64) -> Result<(), TooManyTokens> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= MAX_ISSUED {
+            m.retain(|_, t| t.expires_at > now);
+        }
+        if m.len() >= MAX_ISSUED {
+            return Err(TooManyTokens);
+        }
+        m.insert(digest, t);
+        Ok(())
+    }
+
+    /// The token with this digest while it has not expired.
+    pub fn get(&self, digest: &str, now: i64) -> Option<IssuedToken> {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(digest).filter(|t| t.expires_at > now).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +454,106 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn response_carries_the_token_and_its_expiry() {
+        let spec = parse_spec(&json!({"expirationSeconds": 600})).unwrap();
+        let v = response(&json!({"namespace": "ns"}), "sa-uid", &spec, 0, "tok");
+        assert_eq!(
+            v,
+            json!({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"namespace": "ns", "uid": "sa-uid", "creationTimestamp": "1970-01-01T00:00:00Z"},
+                "spec": {"audiences": [API_AUDIENCE], "expirationSeconds": 600, "boundObjectRef": null},
+                "status": {"token": "tok", "expirationTimestamp": "1970-01-01T00:10:00Z"}})
+        );
+        let spec = parse_spec(
+            &json!({"boundObjectRef": {"kind": "Secret", "apiVersion": "v1", "name": "s", "uid": "u"}}),
+        )
+        .unwrap();
+        let v = response(&Value::Null, "", &spec, 0, "tok");
+        assert_eq!(
+            v["spec"]["boundObjectRef"],
+            json!({"kind": "Secret", "apiVersion": "v1", "name": "s", "uid": "u"})
+        );
+    }
+
+    fn issued(expires_at: i64) -> IssuedToken {
+        IssuedToken {
+            namespace: "ns".into(),
+            service_account: "sa".into(),
+            audiences: vec![API_AUDIENCE.into()],
+            expires_at,
+            bound: None,
+            credential_id: "JTI=x".into(),
+        }
+    }
+
+    #[test]
+    fn issued_tokens_expire_and_are_bounded() {
+        let store = Issued::default();
+        store.insert("a".into(), issued(100), 0).unwrap();
+        assert!(store.get("a", 99).is_some());
+        assert!(store.get("a", 100).is_none(), "expired at its expiry");
+        assert!(store.get("b", 0).is_none());
+        for i in 1..MAX_ISSUED {
+            store.insert(i.to_string(), issued(1000), 0).unwrap();
+        }
+        assert_eq!(store.len(), MAX_ISSUED);
+        // Full of valid tokens: refused.
+        assert_eq!(
+            store.insert("x".into(), issued(1000), 50),
+            Err(TooManyTokens)
+        );
+        // Once one has expired, it is pruned to make room.
+        store.insert("x".into(), issued(1000), 100).unwrap();
+        assert_eq!(store.len(), MAX_ISSUED);
+        assert!(store.get("a", 0).is_none(), "pruned");
+        assert!(store.get("x", 100).is_some());
+    }
+
+    #[test]
+    fn binds_to_an_existing_object_with_its_uid() {
+        let pod = |sa: &str| json!({"metadata": {"uid": "p-1"}, "spec": {"serviceAccountName": sa, "nodeName": "worker-0"}});
+        let r = BoundRef {
+            kind: BoundKind::Pod,
+            name: "web".into(),
+            uid: String::new(),
+        };
+        assert_eq!(
+            bind("sa", &r, Some(&pod("sa"))),
+            Ok(("p-1".into(), Some("worker-0".into())))
+        );
+        assert_eq!(
+            bind("sa", &r, None),
+            Err(BindError::NotFound {
+                resource: "pods",
+                name: "web".into()
+            })
+        );
+        assert_eq!(
+            bind("sa", &r, Some(&pod("other"))).unwrap_err().to_string(),
+            "cannot bind token for serviceaccount \"sa\" to pod running with different serviceaccount name."
+        );
+        let r = BoundRef {
+            uid: "p-0".into(),
+            ..r
+        };
+        assert_eq!(
+            bind("sa", &r, Some(&pod("sa"))),
+            Err(BindError::UidMismatch("p-0".into()))
+        );
+        let secret = BoundRef {
+            kind: BoundKind::Secret,
+            name: "s".into(),
+            uid: "s-1".into(),
+        };
+        assert_eq!(
+            bind("sa", &secret, Some(&json!({"metadata": {"uid": "s-1"}}))),
+            Ok(("s-1".into(), None))
+        );
+        assert!(still_bound("s-1", Some("s-1")));
+        assert!(!still_bound("s-1", None), "deleted");
+        assert!(!still_bound("s-1", Some("s-2")), "deleted and made again");
     }
 }
