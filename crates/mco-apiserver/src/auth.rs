@@ -266,8 +266,14 @@ pub(crate) fn authorize(
 /// Each start of the server has a number ([`Store::boot`]). Minting a token for an identity
 /// revokes that identity's tokens of earlier starts, so a restart that hands a node new
 /// credentials takes the old ones away; tokens minted in the same run stay valid together.
+///
+/// Tokens issued by TokenRequest ([`crate::token_request`]) are held apart: they expire, and
+/// they last only as long as this process.
 #[derive(Default)]
-pub struct Tokens(RwLock<HashMap<String, (Identity, u64)>>);
+pub struct Tokens(
+    RwLock<HashMap<String, (Identity, u64)>>,
+    crate::token_request::Issued,
+);
 
 impl Tokens {
     /// The tokens the store read at open. A row naming no identity this server knows is
@@ -279,15 +285,42 @@ impl Tokens {
                 tokens.insert(row.token, (id, row.boot));
             }
         }
-        Tokens(RwLock::new(tokens))
+        Tokens(RwLock::new(tokens), Default::default())
     }
 
     pub fn identity_for(&self, token: &str) -> Option<Identity> {
-        self.0
+        let digest = token_digest(token);
+        if let Some((id, _)) = self
+            .0
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&token_digest(token))
-            .map(|(id, _)| id.clone())
+            .get(&digest)
+        {
+            return Some(id.clone());
+        }
+        let t = self.1.get(&digest, jiff::Timestamp::now().as_second())?;
+        Some(Identity::ServiceAccount {
+            namespace: t.namespace,
+            name: t.service_account,
+            node: t.node,
+        })
+    }
+
+    /// The TokenRequest that issued `token`, while it is valid: a TokenReview reports its
+    /// audiences and bound object.
+    pub fn issued(&self, token: &str) -> Option<crate::token_request::IssuedToken> {
+        self.1
+            .get(&token_digest(token), jiff::Timestamp::now().as_second())
+    }
+
+    /// Holds a token a TokenRequest issued, until it expires.
+    pub fn issue(
+        &self,
+        token: &str,
+        t: crate::token_request::IssuedToken,
+        now: i64,
+    ) -> Result<(), crate::token_request::TooManyTokens> {
+        self.1.insert(token_digest(token), t, now)
     }
 
     /// Stores `token` for `identity` as minted by this start. With `replace`, the

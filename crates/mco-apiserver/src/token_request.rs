@@ -82,6 +82,33 @@ pub enum SpecError {
 }
 
 impl SpecError {
+    /// The field error kube-apiserver lists in its 422 `details.causes`; `None` for a 400.
+    pub fn cause(&self) -> Option<crate::error::Cause> {
+        use crate::error::Cause;
+        Some(match self {
+            SpecError::Invalid {
+                field,
+                value,
+                message,
+            } => Cause::new(
+                "FieldValueInvalid",
+                field,
+                format!("Invalid value: {value}: {message}"),
+            ),
+            SpecError::TooMany { field, count } => Cause::new(
+                "FieldValueTooMany",
+                field,
+                format!("Too many: {count}: must have at most {MAX_VALUES} items"),
+            ),
+            SpecError::TooLong { field } => Cause::new(
+                "FieldValueTooLong",
+                field,
+                format!("Too long: may not be more than {MAX_VALUE_LEN} bytes"),
+            ),
+            SpecError::BadRequest(_) => return None,
+        })
+    }
+
     /// The HTTP status kube-apiserver answers this error with.
     pub fn code(&self) -> u16 {
         match self {
@@ -313,8 +340,10 @@ pub struct IssuedToken {
     pub audiences: Vec<String>,
     /// Unix seconds after which the token no longer authenticates.
     pub expires_at: i64,
-    /// The bound object's namespace (empty for a Node), reference and the node it binds to.
+    /// The bound object's namespace (empty for a Node) and reference, its uid filled in.
     pub bound: Option<(String, BoundRef)>,
+    /// The node a Node-bound token, or one bound to a scheduled Pod, names.
+    pub node: Option<String>,
     /// kube's `authentication.kubernetes.io/credential-id` extra: `JTI=<id>`.
     pub credential_id: String,
 }
@@ -354,6 +383,128 @@ impl Issued {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The kind errors of a TokenRequest are reported as.
+const TOKEN_REQUEST: crate::error::ResRef<'static> = crate::error::ResRef {
+    group: "authentication.k8s.io",
+    plural: "tokenrequests",
+    kind: "TokenRequest",
+};
+
+fn now_unix() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// `POST .../namespaces/{ns}/serviceaccounts/{name}/token`: issues a token for the
+/// ServiceAccount as kube-apiserver's TokenRequest does, and answers the TokenRequest.
+pub async fn create(
+    app: &crate::rest::App,
+    ns: &str,
+    name: &str,
+    body: &[u8],
+) -> Result<Value, crate::error::ApiError> {
+    use crate::error::{ApiError, Cause};
+    let req: Value = match crate::protobuf::decode(body) {
+        Some(v) => v,
+        None => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid TokenRequest body: {e}")))?,
+    };
+    let meta = req.get("metadata").cloned().unwrap_or(Value::Null);
+    for (key, want, what) in [
+        (
+            "name",
+            name,
+            "must match the service account name if specified",
+        ),
+        (
+            "namespace",
+            ns,
+            "must match the service account namespace if specified",
+        ),
+    ] {
+        if let Some(got) = meta.get(key).and_then(Value::as_str)
+            && !got.is_empty()
+            && got != want
+        {
+            return Err(ApiError::invalid(
+                &TOKEN_REQUEST,
+                name,
+                vec![Cause::new(
+                    "FieldValueInvalid",
+                    &format!("metadata.{key}"),
+                    format!("Invalid value: {got:?}: {what}"),
+                )],
+            ));
+        }
+    }
+    let sa_info = app
+        .registry
+        .lookup("", "v1", "serviceaccounts")
+        .ok_or_else(ApiError::not_found_path)?;
+    let sa = app
+        .store
+        .get_checked("/serviceaccounts", ns, name)?
+        .ok_or_else(|| ApiError::not_found(&sa_info.rref(), name))?;
+    let spec =
+        parse_spec(req.get("spec").unwrap_or(&Value::Null)).map_err(|e| match e.cause() {
+            Some(c) => ApiError::invalid(&TOKEN_REQUEST, "", vec![c]),
+            None => ApiError::bad_request(e.to_string()),
+        })?;
+    let mut node = None;
+    let mut bound = None;
+    if let Some(r) = &spec.bound {
+        let (object_ns, gr) = match r.kind {
+            BoundKind::Node => ("", "/nodes"),
+            BoundKind::Pod => (ns, "/pods"),
+            BoundKind::Secret => (ns, "/secrets"),
+        };
+        let object = app.store.get_checked(gr, object_ns, &r.name)?;
+        let (uid, pod_node) = bind(name, r, object.as_deref()).map_err(|e| match &e {
+            BindError::NotFound { resource, name } => ApiError::not_found(
+                &crate::error::ResRef {
+                    group: "",
+                    plural: resource,
+                    kind: r.kind.kind(),
+                },
+                name,
+            ),
+            BindError::OtherServiceAccount(_) => ApiError::bad_request(e.to_string()),
+            BindError::UidMismatch(_) => ApiError::new(
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {} \"{}\": {e}",
+                    r.kind.kind(),
+                    r.name
+                ),
+            ),
+        })?;
+        node = match r.kind {
+            BoundKind::Node => Some(r.name.clone()),
+            _ => pod_node,
+        };
+        bound = Some((object_ns.to_string(), BoundRef { uid, ..r.clone() }));
+    }
+    let now = now_unix();
+    let token = crate::auth::new_token();
+    let issued = IssuedToken {
+        namespace: ns.into(),
+        service_account: name.into(),
+        audiences: spec.audiences.clone(),
+        expires_at: now.saturating_add(spec.expiration_seconds),
+        bound,
+        node,
+        credential_id: format!("JTI={}", uuid::Uuid::new_v4()),
+    };
+    app.tokens
+        .issue(&token, issued, now)
+        .map_err(|e| ApiError::new(429, "TooManyRequests", e.to_string()))?;
+    let sa_uid = sa
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Ok(response(&meta, sa_uid, &spec, now, &token))
 }
 
 #[cfg(test)]
@@ -485,6 +636,7 @@ mod tests {
             audiences: vec![API_AUDIENCE.into()],
             expires_at,
             bound: None,
+            node: None,
             credential_id: "JTI=x".into(),
         }
     }
@@ -555,5 +707,108 @@ mod tests {
         assert!(still_bound("s-1", Some("s-1")));
         assert!(!still_bound("s-1", None), "deleted");
         assert!(!still_bound("s-1", Some("s-2")), "deleted and made again");
+    }
+
+    /// The server's side of `POST serviceaccounts/{name}/token`, against a running server's
+    /// store: what it answers, and that the token it issues authenticates as the account.
+    #[tokio::test]
+    async fn issues_a_token_that_authenticates_as_the_service_account() {
+        use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+        use kube::api::{Api, PostParams};
+        let dir = tempfile::tempdir().unwrap();
+        let server = crate::Server::start(crate::Config::new(
+            dir.path(),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .await
+        .unwrap();
+        let app = &server.app;
+        let e = create(app, "default", "robot", b"{}").await.unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (404, "serviceaccounts \"robot\" not found")
+        );
+        let client = server
+            .client_for(crate::auth::Identity::Admin)
+            .await
+            .unwrap();
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+        sas.create(&PostParams::default(), &sa).await.unwrap();
+
+        let v = create(app, "default", "robot", b"{}").await.unwrap();
+        assert_eq!(v["spec"]["expirationSeconds"], json!(3600));
+        assert_eq!(v["spec"]["audiences"], json!([API_AUDIENCE]));
+        let token = v["status"]["token"].as_str().unwrap();
+        assert_eq!(
+            app.tokens.identity_for(token),
+            Some(crate::auth::Identity::service_account(
+                "default", "robot", None
+            ))
+        );
+        let t = app.tokens.issued(token).unwrap();
+        assert!(t.credential_id.starts_with("JTI="), "{}", t.credential_id);
+
+        let e = create(
+            app,
+            "default",
+            "robot",
+            br#"{"spec": {"expirationSeconds": 599}}"#,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes"
+        );
+        let e = create(
+            app,
+            "default",
+            "robot",
+            br#"{"metadata": {"name": "other"}}"#,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, 422, "{}", e.message);
+        let bound = |kind: &str, name: &str| {
+            json!({"spec": {"boundObjectRef": {"kind": kind, "apiVersion": "v1", "name": name}}})
+                .to_string()
+        };
+        let e = create(app, "default", "robot", bound("ConfigMap", "x").as_bytes())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 400, "{}", e.message);
+        let e = create(app, "default", "robot", bound("Pod", "web").as_bytes())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (404, "pods \"web\" not found")
+        );
+
+        // A token bound to a scheduled Pod of the account names the Pod's node.
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "web"},
+            "spec": {"serviceAccountName": "robot", "nodeName": "worker-0",
+                "containers": [{"name": "c", "image": "busybox"}]}}))
+        .unwrap();
+        let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
+        let v = create(app, "default", "robot", bound("Pod", "web").as_bytes())
+            .await
+            .unwrap();
+        let token = v["status"]["token"].as_str().unwrap();
+        assert_eq!(
+            app.tokens.identity_for(token),
+            Some(crate::auth::Identity::service_account(
+                "default",
+                "robot",
+                Some("worker-0")
+            ))
+        );
+        let (_, r) = app.tokens.issued(token).unwrap().bound.unwrap();
+        assert_eq!(Some(r.uid), pod.metadata.uid);
+        server.shutdown().await;
     }
 }
