@@ -273,19 +273,21 @@ pub(crate) fn authorize(
 pub struct Tokens(
     RwLock<HashMap<String, (Identity, u64)>>,
     crate::token_request::Issued,
+    /// Where a bound token's object is looked up: it authenticates only while that exists.
+    Option<Arc<Store>>,
 );
 
 impl Tokens {
     /// The tokens the store read at open. A row naming no identity this server knows is
     /// skipped: its token authenticates nobody.
-    pub fn load(store: &Store) -> Tokens {
+    pub fn load(store: &Arc<Store>) -> Tokens {
         let mut tokens = HashMap::new();
         for row in store.take_tokens() {
             if let Some(id) = Identity::parse(&row.identity) {
                 tokens.insert(row.token, (id, row.boot));
             }
         }
-        Tokens(RwLock::new(tokens), Default::default())
+        Tokens(RwLock::new(tokens), Default::default(), Some(store.clone()))
     }
 
     pub fn identity_for(&self, token: &str) -> Option<Identity> {
@@ -298,7 +300,7 @@ impl Tokens {
         {
             return Some(id.clone());
         }
-        let t = self.1.get(&digest, jiff::Timestamp::now().as_second())?;
+        let t = self.issued(token)?;
         Some(Identity::ServiceAccount {
             namespace: t.namespace,
             name: t.service_account,
@@ -309,8 +311,19 @@ impl Tokens {
     /// The TokenRequest that issued `token`, while it is valid: a TokenReview reports its
     /// audiences and bound object.
     pub fn issued(&self, token: &str) -> Option<crate::token_request::IssuedToken> {
-        self.1
-            .get(&token_digest(token), jiff::Timestamp::now().as_second())
+        let t = self
+            .1
+            .get(&token_digest(token), jiff::Timestamp::now().as_second())?;
+        if let (Some((ns, r)), Some(store)) = (&t.bound, &self.2) {
+            let stored = store.get(&format!("/{}", r.kind.resource()), ns, &r.name);
+            let uid = stored
+                .as_deref()
+                .and_then(|o| o.pointer("/metadata/uid")?.as_str());
+            if !crate::token_request::still_bound(&r.uid, uid) {
+                return None;
+            }
+        }
+        Some(t)
     }
 
     /// Holds a token a TokenRequest issued, until it expires.

@@ -808,7 +808,37 @@ mod tests {
             ))
         );
         let (_, r) = app.tokens.issued(token).unwrap().bound.unwrap();
-        assert_eq!(Some(r.uid), pod.metadata.uid);
+        assert_eq!(Some(r.uid.clone()), pod.metadata.uid);
+
+        // A TokenReview reports the pod, the node and the credential as kube does.
+        use k8s_openapi::api::authentication::v1::TokenReview;
+        let reviews: Api<TokenReview> = Api::all(
+            server
+                .client_for(crate::auth::Identity::Admin)
+                .await
+                .unwrap(),
+        );
+        let review: TokenReview =
+            serde_json::from_value(json!({"spec": {"token": token}})).unwrap();
+        let status = reviews
+            .create(&PostParams::default(), &review)
+            .await
+            .unwrap()
+            .status
+            .unwrap();
+        assert_eq!(status.authenticated, Some(true), "{status:?}");
+        let extra = status.user.unwrap().extra.unwrap();
+        assert_eq!(extra["authentication.kubernetes.io/pod-name"], ["web"]);
+        assert_eq!(extra["authentication.kubernetes.io/pod-uid"], [r.uid]);
+        assert_eq!(
+            extra["authentication.kubernetes.io/node-name"],
+            ["worker-0"]
+        );
+        assert!(extra["authentication.kubernetes.io/credential-id"][0].starts_with("JTI="));
+
+        // Deleting the Pod ends the token.
+        pods.delete("web", &Default::default()).await.unwrap();
+        assert_eq!(app.tokens.identity_for(token), None);
         server.shutdown().await;
     }
 }

@@ -450,7 +450,11 @@ fn token_review(app: &App, info: &ResourceInfo, spec: &Value) -> Result<Value, A
     let Some(id) = app.tokens.identity_for(&token) else {
         return Ok(unauthenticated(INVALID_TOKEN));
     };
-    let audiences = match token_audiences(&id, &requested) {
+    let issued = app.tokens.issued(&token);
+    let ours = issued
+        .as_ref()
+        .map_or_else(|| vec![API_AUDIENCE.to_string()], |t| t.audiences.clone());
+    let audiences = match token_audiences(&id, &ours, &requested) {
         Ok(a) => a,
         Err(e) => return Ok(unauthenticated(&e)),
     };
@@ -471,13 +475,24 @@ fn token_review(app: &App, info: &ResourceInfo, spec: &Value) -> Result<Value, A
         _ => Uids::default(),
     };
     let digest = crate::store::token_digest(&token);
-    let credential = format!(
-        "TokenSHA256={}",
-        digest.strip_prefix("sha256:").unwrap_or(&digest)
-    );
+    let credential = match &issued {
+        Some(t) => t.credential_id.clone(),
+        None => format!(
+            "TokenSHA256={}",
+            digest.strip_prefix("sha256:").unwrap_or(&digest)
+        ),
+    };
+    let mut user = user_info(&id, &uids, &credential);
+    // A token bound to a Pod names it, as kube's pod-bound tokens do.
+    if let Some((_, r)) = issued.as_ref().and_then(|t| t.bound.as_ref())
+        && r.kind == crate::token_request::BoundKind::Pod
+    {
+        user["extra"][POD_NAME_EXTRA] = json!([r.name]);
+        user["extra"][POD_UID_EXTRA] = json!([r.uid]);
+    }
     Ok(json!({
         "authenticated": true,
-        "user": user_info(&id, &uids, &credential),
+        "user": user,
         "audiences": audiences,
     }))
 }
@@ -490,10 +505,14 @@ fn unauthenticated(error: &str) -> Value {
 /// The audiences a token of `id` is good for among `requested` (this server's when none are):
 /// every token here is for [`API_AUDIENCE`]. None in common is kube's error: a ServiceAccount
 /// token's authenticator names the audiences, the others (audience-agnostic) only refuse.
-fn token_audiences(id: &Identity, requested: &[String]) -> Result<Vec<String>, String> {
-    let ours = vec![API_AUDIENCE.to_string()];
+fn token_audiences(
+    id: &Identity,
+    ours: &[String],
+    requested: &[String],
+) -> Result<Vec<String>, String> {
+    let server = [API_AUDIENCE.to_string()];
     let requested = if requested.is_empty() {
-        ours.as_slice()
+        &server[..]
     } else {
         requested
     };
@@ -508,7 +527,7 @@ fn token_audiences(id: &Identity, requested: &[String]) -> Result<Vec<String>, S
     Err(match id {
         Identity::ServiceAccount { .. } => format!(
             "[{INVALID_TOKEN}, token audiences {} is invalid for the target audiences {}]",
-            go_quoted(&ours),
+            go_quoted(ours),
             go_quoted(requested)
         ),
         _ => INVALID_TOKEN.to_string(),
@@ -524,8 +543,8 @@ struct Uids {
 
 /// `status.user` of a TokenReview, as kube fills it for a bound ServiceAccount token: the
 /// ServiceAccount's uid, its credential's id and the node it is bound to (name, and uid when
-/// the Node is stored). This server's tokens are never bound to a pod, so `pod-name` and
-/// `pod-uid` never appear. `extra` is left out when empty, as kube's `omitempty` does.
+/// the Node is stored). A TokenRequest's Pod-bound token adds `pod-name` and `pod-uid`
+/// ([`token_review`]). `extra` is left out when empty, as kube's `omitempty` does.
 fn user_info(id: &Identity, uids: &Uids, credential: &str) -> Value {
     let User { name, groups } = id.user();
     let mut extra = BTreeMap::new();
@@ -560,6 +579,8 @@ fn user_info(id: &Identity, uids: &Uids, credential: &str) -> Value {
 /// kube's user extras of a bound ServiceAccount token.
 const CREDENTIAL_ID_EXTRA: &str = "authentication.kubernetes.io/credential-id";
 const NODE_UID_EXTRA: &str = "authentication.kubernetes.io/node-uid";
+const POD_NAME_EXTRA: &str = "authentication.kubernetes.io/pod-name";
+const POD_UID_EXTRA: &str = "authentication.kubernetes.io/pod-uid";
 
 /// `status` of an access review: `denied` and `reason` only when set, as kube omits them.
 fn access_status(allowed: bool, reason: &str) -> Value {
@@ -849,17 +870,25 @@ mod tests {
     #[test]
     fn tokens_are_for_this_servers_audience() {
         let sa = Identity::service_account("ns", "x", None);
-        assert_eq!(token_audiences(&sa, &[]).unwrap(), [API_AUDIENCE]);
+        let ours = [API_AUDIENCE.to_string()];
+        assert_eq!(token_audiences(&sa, &ours, &[]).unwrap(), [API_AUDIENCE]);
         let both = vec!["foo".to_string(), API_AUDIENCE.to_string()];
-        assert_eq!(token_audiences(&sa, &both).unwrap(), [API_AUDIENCE]);
+        assert_eq!(token_audiences(&sa, &ours, &both).unwrap(), [API_AUDIENCE]);
         let foo = vec!["foo".to_string(), "bar".to_string()];
         assert_eq!(
-            token_audiences(&sa, &foo).unwrap_err(),
+            token_audiences(&sa, &ours, &foo).unwrap_err(),
             "[invalid bearer token, token audiences [\"https://kubernetes.default.svc.cluster.local\"] is invalid for the target audiences [\"foo\" \"bar\"]]"
         );
         assert_eq!(
-            token_audiences(&Identity::Admin, &foo).unwrap_err(),
+            token_audiences(&Identity::Admin, &ours, &foo).unwrap_err(),
             "invalid bearer token"
+        );
+        // A TokenRequest's token is for the audiences it was issued for.
+        let vault = ["vault".to_string()];
+        assert_eq!(token_audiences(&sa, &vault, &vault).unwrap(), ["vault"]);
+        assert_eq!(
+            token_audiences(&sa, &vault, &[]).unwrap_err(),
+            "[invalid bearer token, token audiences [\"vault\"] is invalid for the target audiences [\"https://kubernetes.default.svc.cluster.local\"]]"
         );
     }
 
