@@ -149,6 +149,10 @@ pub fn legacy_resource_list(reg: &Registry, group: &str, version: &str) -> Optio
             resources.push(json!({"name": format!("{}/eviction", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
         }
+        if issues_tokens(&r) {
+            resources.push(json!({"name": format!("{}/token", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}));
+        }
     }
     any.then(|| {
         let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
@@ -204,6 +208,9 @@ fn aggregated_resource(r: &ResourceInfo, version: &str) -> Value {
     if r.eviction {
         subs.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
     }
+    if issues_tokens(r) {
+        subs.push(json!({"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}, "verbs": ["create"]}));
+    }
     if !subs.is_empty() {
         e["subresources"] = json!(subs);
     }
@@ -247,6 +254,11 @@ pub fn version_info() -> Value {
 
 /// Every OpenAPI v3 document for what is served right now, built again only when the set
 /// of resources changed.
+/// ServiceAccounts serve `token` (TokenRequest), as `kubectl create token` uses it.
+pub(crate) fn issues_tokens(r: &ResourceInfo) -> bool {
+    r.group.is_empty() && r.plural == "serviceaccounts"
+}
+
 pub fn openapi(reg: &Registry) -> Arc<OpenApiV3> {
     reg.openapi(|all| {
         let mut resources = builtin_resources();
@@ -291,6 +303,7 @@ mod tests {
             .collect();
         assert!(
             names.contains(&"pods/eviction")
+                && names.contains(&"serviceaccounts/token")
                 && names.contains(&"nodes/status")
                 && names.contains(&"configmaps")
         );

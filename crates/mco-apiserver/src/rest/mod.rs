@@ -391,6 +391,7 @@ fn subresource_served(info: &ResourceInfo, version: &str, sub: &str) -> bool {
     match sub {
         "status" => info.has_status(version),
         "eviction" => info.eviction,
+        "token" => crate::discovery::issues_tokens(info),
         _ => false,
     }
 }
@@ -518,6 +519,11 @@ async fn resource(
             Ok(warned(&t, &v, object_response(&t, headers, q, 201, &v)))
         }
         (&Method::POST, true, Some("eviction")) => evict(app, &t, &body).await,
+        (&Method::POST, true, Some("token")) => {
+            let name = t.name.as_deref().unwrap_or("");
+            let v = crate::token_request::create(app, t.ns_str(), name, &body).await?;
+            Ok(typed_json(201, serde_json::to_vec(&v).unwrap_or_default()))
+        }
         (&Method::PUT, true, sub) => {
             let obj = decode_object(headers, &body, &t.info.kind)?;
             let m = Modify::from_request(&t, sub, q, headers, id);

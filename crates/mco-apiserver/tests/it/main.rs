@@ -16,3 +16,4 @@ mod rbac;
 mod reviews;
 mod secrets;
 mod security;
+mod token_request;
