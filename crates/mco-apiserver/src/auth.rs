@@ -270,12 +270,13 @@ pub(crate) fn authorize(
 /// Tokens issued by TokenRequest ([`crate::token_request`]) are held apart: they expire, and
 /// they last only as long as this process.
 #[derive(Default)]
-pub struct Tokens(
-    RwLock<HashMap<String, (Identity, u64)>>,
-    crate::token_request::Issued,
+pub struct Tokens {
+    /// Minted tokens by digest, with the start that minted them.
+    minted: RwLock<HashMap<String, (Identity, u64)>>,
+    issued: crate::token_request::Issued,
     /// Where a bound token's object is looked up: it authenticates only while that exists.
-    Option<Arc<Store>>,
-);
+    store: Option<Arc<Store>>,
+}
 
 impl Tokens {
     /// The tokens the store read at open. A row naming no identity this server knows is
@@ -287,20 +288,24 @@ impl Tokens {
                 tokens.insert(row.token, (id, row.boot));
             }
         }
-        Tokens(RwLock::new(tokens), Default::default(), Some(store.clone()))
+        Tokens {
+            minted: RwLock::new(tokens),
+            issued: Default::default(),
+            store: Some(store.clone()),
+        }
     }
 
     pub fn identity_for(&self, token: &str) -> Option<Identity> {
         let digest = token_digest(token);
         if let Some((id, _)) = self
-            .0
+            .minted
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&digest)
         {
             return Some(id.clone());
         }
-        let t = self.issued(token)?;
+        let t = self.issued_by_digest(&digest)?;
         Some(Identity::ServiceAccount {
             namespace: t.namespace,
             name: t.service_account,
@@ -311,10 +316,14 @@ impl Tokens {
     /// The TokenRequest that issued `token`, while it is valid: a TokenReview reports its
     /// audiences and bound object.
     pub fn issued(&self, token: &str) -> Option<crate::token_request::IssuedToken> {
+        self.issued_by_digest(&token_digest(token))
+    }
+
+    fn issued_by_digest(&self, digest: &str) -> Option<crate::token_request::IssuedToken> {
         let t = self
-            .1
-            .get(&token_digest(token), jiff::Timestamp::now().as_second())?;
-        if let (Some((ns, r)), Some(store)) = (&t.bound, &self.2) {
+            .issued
+            .get(digest, jiff::Timestamp::now().as_second())?;
+        if let (Some((ns, r)), Some(store)) = (&t.bound, &self.store) {
             let stored = store.get(&format!("/{}", r.kind.resource()), ns, &r.name);
             let uid = stored
                 .as_deref()
@@ -333,7 +342,7 @@ impl Tokens {
         t: crate::token_request::IssuedToken,
         now: i64,
     ) -> Result<(), crate::token_request::TooManyTokens> {
-        self.1.insert(token_digest(token), t, now)
+        self.issued.insert(token_digest(token), t, now)
     }
 
     /// Stores `token` for `identity` as minted by this start. With `replace`, the
@@ -355,7 +364,7 @@ impl Tokens {
                 replace,
             })
             .await?;
-        let mut t = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let mut t = self.minted.write().unwrap_or_else(|e| e.into_inner());
         if replace {
             t.retain(|_, (id, b)| *id != identity || *b >= boot);
         }

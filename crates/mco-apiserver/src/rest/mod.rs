@@ -522,7 +522,7 @@ async fn resource(
         (&Method::POST, true, Some("token")) => {
             let name = t.name.as_deref().unwrap_or("");
             let v = crate::token_request::create(app, t.ns_str(), name, &body).await?;
-            Ok(typed_json(201, serde_json::to_vec(&v).unwrap_or_default()))
+            Ok(json_response(201, &v))
         }
         (&Method::PUT, true, sub) => {
             let obj = decode_object(headers, &body, &t.info.kind)?;
