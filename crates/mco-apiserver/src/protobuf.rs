@@ -2,7 +2,9 @@
 //! generators send (`kubectl create configmap|secret|namespace`): the `k8s\0` envelope
 //! around `runtime.Unknown`, ObjectMeta's plain fields, and those three kinds; and the access
 //! reviews `kubectl auth can-i` sends (SelfSubjectAccessReview, SelfSubjectRulesReview), and
-//! the TokenRequest of `kubectl create token`.
+//! the TokenRequest of `kubectl create token`, the ServiceAccount and PodDisruptionBudget of
+//! `kubectl create serviceaccount|poddisruptionbudget`, and the SelfSubjectReview of
+//! `kubectl auth whoami`.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -113,8 +115,7 @@ fn object_meta(b: &[u8]) -> Option<Value> {
     Some(Value::Object(m))
 }
 
-/// Decodes a protobuf body of a ConfigMap, Secret or Namespace into JSON; `None` for
-/// anything else.
+/// Decodes a protobuf body of one of the kinds above into JSON; `None` for anything else.
 pub fn decode(body: &[u8]) -> Option<Value> {
     let unknown = fields(body.strip_prefix(MAGIC)?)?;
     let (mut kind, mut api_version, mut raw) = (String::new(), String::new(), None);
@@ -139,10 +140,19 @@ pub fn decode(body: &[u8]) -> Option<Value> {
     if api_version == "authentication.k8s.io/v1" && kind == "TokenRequest" {
         return token_request(raw?);
     }
+    if api_version == "authentication.k8s.io/v1" && kind == "SelfSubjectReview" {
+        return self_subject_review(raw?);
+    }
+    if api_version == "policy/v1" && kind == "PodDisruptionBudget" {
+        return pod_disruption_budget(raw?);
+    }
     if api_version != "v1" {
         return None;
     }
     let raw = raw?;
+    if kind == "ServiceAccount" {
+        return service_account(raw);
+    }
     let mut obj = json!({"apiVersion": "v1", "kind": kind});
     let mut data = Map::new();
     let mut string_data = Map::new();
@@ -186,6 +196,138 @@ pub fn decode(body: &[u8]) -> Option<Value> {
     }
     if !string_data.is_empty() {
         obj["stringData"] = Value::Object(string_data);
+    }
+    Some(obj)
+}
+
+/// A ServiceAccount (core/v1's `generated.proto`): `secrets` (2, ObjectReferences),
+/// `imagePullSecrets` (3, LocalObjectReferences) and `automountServiceAccountToken` (4, sent
+/// only when set).
+fn service_account(raw: &[u8]) -> Option<Value> {
+    let mut obj = json!({"apiVersion": "v1", "kind": "ServiceAccount"});
+    let (mut secrets, mut pull) = (Vec::new(), Vec::new());
+    for (n, f) in fields(raw)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => obj["metadata"] = object_meta(x)?,
+            (2, Field::Bytes(x)) => secrets.push(strings(
+                x,
+                &[
+                    (1, "kind"),
+                    (2, "namespace"),
+                    (3, "name"),
+                    (4, "uid"),
+                    (5, "apiVersion"),
+                    (6, "resourceVersion"),
+                    (7, "fieldPath"),
+                ],
+            )?),
+            (3, Field::Bytes(x)) => pull.push(strings(x, &[(1, "name")])?),
+            (4, Field::Varint(v)) => obj["automountServiceAccountToken"] = json!(v != 0),
+            _ => {}
+        }
+    }
+    if !secrets.is_empty() {
+        obj["secrets"] = Value::Array(secrets);
+    }
+    if !pull.is_empty() {
+        obj["imagePullSecrets"] = Value::Array(pull);
+    }
+    Some(obj)
+}
+
+/// An IntOrString (`util/intstr`): `type` (1: 0 int, 1 string), `intVal` (2), `strVal` (3).
+fn int_or_string(b: &[u8]) -> Option<Value> {
+    let (mut is_string, mut int, mut string) = (false, 0i32, String::new());
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Varint(t)) => is_string = t == 1,
+            // int32 on the wire: a negative value is sign-extended to 64 bits.
+            (2, Field::Varint(v)) => int = v as i64 as i32,
+            (3, Field::Bytes(x)) => string = text(x)?,
+            _ => {}
+        }
+    }
+    Some(if is_string { json!(string) } else { json!(int) })
+}
+
+/// A LabelSelector (meta/v1): `matchLabels` (1, a map) and `matchExpressions` (2: key 1,
+/// operator 2, values 3).
+fn label_selector(b: &[u8]) -> Option<Value> {
+    let (mut labels, mut exprs) = (Map::new(), Vec::new());
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => {
+                let (k, v) = entry(x, false)?;
+                labels.insert(k, v);
+            }
+            (2, Field::Bytes(x)) => {
+                let mut req = Map::new();
+                let mut values = Vec::new();
+                for (rn, rf) in fields(x)? {
+                    match (rn, rf) {
+                        (1, Field::Bytes(k)) => {
+                            req.insert("key".into(), json!(text(k)?));
+                        }
+                        (2, Field::Bytes(o)) => {
+                            req.insert("operator".into(), json!(text(o)?));
+                        }
+                        (3, Field::Bytes(v)) => values.push(json!(text(v)?)),
+                        _ => {}
+                    }
+                }
+                if !values.is_empty() {
+                    req.insert("values".into(), Value::Array(values));
+                }
+                exprs.push(Value::Object(req));
+            }
+            _ => {}
+        }
+    }
+    let mut sel = Map::new();
+    if !labels.is_empty() {
+        sel.insert("matchLabels".into(), Value::Object(labels));
+    }
+    if !exprs.is_empty() {
+        sel.insert("matchExpressions".into(), Value::Array(exprs));
+    }
+    Some(Value::Object(sel))
+}
+
+/// A PodDisruptionBudget (policy/v1's `generated.proto`): spec's `minAvailable` (1),
+/// `selector` (2), `maxUnavailable` (3) and `unhealthyPodEvictionPolicy` (4), each sent only
+/// when set; the status a client sends (3) is dropped, as the server writes it.
+fn pod_disruption_budget(raw: &[u8]) -> Option<Value> {
+    let mut obj = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "spec": {}});
+    for (n, f) in fields(raw)? {
+        match (n, f) {
+            (1, Field::Bytes(x)) => obj["metadata"] = object_meta(x)?,
+            (2, Field::Bytes(x)) => {
+                for (sn, sf) in fields(x)? {
+                    let Field::Bytes(v) = sf else { continue };
+                    match sn {
+                        1 => obj["spec"]["minAvailable"] = int_or_string(v)?,
+                        2 => obj["spec"]["selector"] = label_selector(v)?,
+                        3 => obj["spec"]["maxUnavailable"] = int_or_string(v)?,
+                        4 => obj["spec"]["unhealthyPodEvictionPolicy"] = json!(text(v)?),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(obj)
+}
+
+/// A SelfSubjectReview (authentication/v1) has only metadata to send; its status is the
+/// server's answer, so whatever a client put there is dropped.
+fn self_subject_review(raw: &[u8]) -> Option<Value> {
+    let mut obj = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+        "metadata": {}});
+    for (n, f) in fields(raw)? {
+        if let (1, Field::Bytes(x)) = (n, f) {
+            obj["metadata"] = object_meta(x)?;
+        }
     }
     Some(obj)
 }
@@ -397,5 +539,104 @@ mod tests {
         // Other kinds of the group are not decoded here.
         let tm = [ld(1, b"authentication.k8s.io/v1"), ld(2, b"TokenReview")].concat();
         assert!(decode(&[MAGIC.to_vec(), ld(1, &tm), ld(2, &[])].concat()).is_none());
+    }
+
+    /// Bodies kubectl 1.32 sent, captured from the wire.
+    fn captured(name: &str) -> Vec<u8> {
+        let path = format!(
+            "{}/tests/data/protobuf/{name}.bin",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn decodes_what_kubectl_create_serviceaccount_sends() {
+        // kubectl create serviceaccount builder -n diff
+        assert_eq!(
+            decode(&captured("serviceaccount-create")).unwrap(),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "builder", "namespace": "diff"}})
+        );
+    }
+
+    #[test]
+    fn decodes_a_service_account_with_secrets_and_automount() {
+        let secret = [ld(1, b"Secret"), ld(3, b"builder-token"), ld(5, b"v1")].concat();
+        let sa = [
+            ld(1, &ld(1, b"builder")),
+            ld(2, &secret),
+            ld(3, &ld(1, b"pull-a")),
+            ld(3, &ld(1, b"pull-b")),
+            varint_field(4, 0),
+        ]
+        .concat();
+        let tm = [ld(1, b"v1"), ld(2, b"ServiceAccount")].concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &sa)].concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder"},
+                "secrets": [{"kind": "Secret", "name": "builder-token", "apiVersion": "v1"}],
+                "imagePullSecrets": [{"name": "pull-a"}, {"name": "pull-b"}],
+                "automountServiceAccountToken": false})
+        );
+    }
+
+    #[test]
+    fn decodes_what_kubectl_create_pdb_sends() {
+        // --selector=app=other --max-unavailable=1
+        assert_eq!(
+            decode(&captured("pdb-create-max-unavailable")).unwrap(),
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "other", "namespace": "diff"},
+                "spec": {"selector": {"matchLabels": {"app": "other"}}, "maxUnavailable": 1}})
+        );
+        // --selector=app=web,tier --min-available=50%
+        assert_eq!(
+            decode(&captured("pdb-create-min-available-percent")).unwrap()["spec"],
+            json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"},
+                "matchExpressions": [{"key": "tier", "operator": "Exists"}]}})
+        );
+        // --selector='env in (a,b),!legacy' --max-unavailable=25%
+        assert_eq!(
+            decode(&captured("pdb-create-match-expressions")).unwrap()["spec"],
+            json!({"maxUnavailable": "25%", "selector": {"matchExpressions": [
+                {"key": "env", "operator": "In", "values": ["a", "b"]},
+                {"key": "legacy", "operator": "DoesNotExist"}]}})
+        );
+    }
+
+    #[test]
+    fn decodes_int_or_string_at_its_limits() {
+        let int = |v: i64| [varint_field(1, 0), varint_field(2, v as u64)].concat();
+        assert_eq!(int_or_string(&int(0)).unwrap(), json!(0));
+        assert_eq!(int_or_string(&int(-1)).unwrap(), json!(-1));
+        assert_eq!(
+            int_or_string(&int(i32::MAX.into())).unwrap(),
+            json!(i32::MAX)
+        );
+        assert_eq!(
+            int_or_string(&int(i32::MIN.into())).unwrap(),
+            json!(i32::MIN)
+        );
+        let s = [varint_field(1, 1), ld(3, b"100%")].concat();
+        assert_eq!(int_or_string(&s).unwrap(), json!("100%"));
+        // A PDB's unhealthyPodEvictionPolicy travels as a plain string.
+        let spec = [ld(2, &[]), ld(4, b"AlwaysAllow")].concat();
+        let tm = [ld(1, b"policy/v1"), ld(2, b"PodDisruptionBudget")].concat();
+        let body = [MAGIC.to_vec(), ld(1, &tm), ld(2, &ld(2, &spec))].concat();
+        assert_eq!(
+            decode(&body).unwrap()["spec"],
+            json!({"selector": {}, "unhealthyPodEvictionPolicy": "AlwaysAllow"})
+        );
+    }
+
+    #[test]
+    fn decodes_what_kubectl_auth_whoami_sends() {
+        assert_eq!(
+            decode(&captured("selfsubjectreview-create")).unwrap(),
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                "metadata": {}})
+        );
     }
 }
