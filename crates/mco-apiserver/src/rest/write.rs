@@ -386,9 +386,14 @@ pub(super) async fn update(
             let Some(cur) = cur else {
                 return match &on_missing {
                     None => Err(ApiError::not_found(&m.info.rref(), &m.name)),
-                    Some(may) => create_on_update(&store, m, ns.as_deref(), obj.clone(), may),
+                    // kube checks the uid against the empty object it would create.
+                    Some(may) => {
+                        check_uid(&m.info, ns.as_deref(), &m.name, &obj, None)?;
+                        create_on_update(&store, m, ns.as_deref(), obj.clone(), may)
+                    }
                 };
             };
+            check_uid(&m.info, ns.as_deref(), &m.name, &obj, Some(cur))?;
             if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|s| !s.is_empty())
                 && Some(rv) != meta_str(cur, "resourceVersion")
             {
@@ -398,6 +403,54 @@ pub(super) async fn update(
         })
         .await?;
     Ok((if created { 201 } else { 200 }, v))
+}
+
+/// A PUT whose body names a uid is a precondition on the stored object's (kube's
+/// `defaultUpdatedObjectInfo.Preconditions`), checked before anything else of the update; a
+/// mismatch is kube's 409, worded by its storage layer, etcd key included.
+fn check_uid(
+    info: &ResourceInfo,
+    ns: Option<&str>,
+    name: &str,
+    body: &Value,
+    cur: Option<&Arc<Value>>,
+) -> Result<(), ApiError> {
+    let Some(sent) = meta_str(body, "uid").filter(|u| !u.is_empty()) else {
+        return Ok(());
+    };
+    let stored = cur.and_then(|c| meta_str(c, "uid")).unwrap_or("");
+    if sent == stored {
+        return Ok(());
+    }
+    let key = storage_key(info, ns, name);
+    Err(ApiError::conflict_msg(
+        &info.rref(),
+        name,
+        &format!(
+            "StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {sent}, UID in object meta: {stored}"
+        ),
+    ))
+}
+
+/// The etcd key kube-apiserver keeps an object under (default `/registry` prefix): built-in
+/// resources under their plural, a few under the historical names kube compiles in, and the
+/// apiextensions-apiserver's (CRDs and custom resources) under `group/plural`.
+fn storage_key(info: &ResourceInfo, ns: Option<&str>, name: &str) -> String {
+    let prefix = match (info.group.as_str(), info.plural.as_str()) {
+        ("", "nodes") => "minions".to_string(),
+        ("", "services") => "services/specs".to_string(),
+        ("", "endpoints") => "services/endpoints".to_string(),
+        ("", "replicationcontrollers") => "controllers".to_string(),
+        ("networking.k8s.io" | "extensions", "ingresses") => "ingress".to_string(),
+        (group, plural) if info.crd.is_some() || group == "apiextensions.k8s.io" => {
+            format!("{group}/{plural}")
+        }
+        (_, plural) => plural.to_string(),
+    };
+    match ns.filter(|_| info.namespaced) {
+        Some(ns) => format!("/registry/{prefix}/{ns}/{name}"),
+        None => format!("/registry/{prefix}/{name}"),
+    }
 }
 
 /// The object a PUT of a missing one creates: the request's metadata that only the server
@@ -681,6 +734,68 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    fn info_of(group: &str, plural: &str, namespaced: bool) -> ResourceInfo {
+        let mut info = crate::registry::Registry::default()
+            .all()
+            .into_iter()
+            .find(|r| r.plural == "configmaps")
+            .unwrap();
+        info.group = group.into();
+        info.plural = plural.into();
+        info.namespaced = namespaced;
+        info
+    }
+
+    #[test]
+    fn storage_keys_are_kube_apiservers() {
+        let cm = info_of("", "configmaps", true);
+        assert_eq!(
+            storage_key(&cm, Some("diff"), "a"),
+            "/registry/configmaps/diff/a"
+        );
+        let nodes = info_of("", "nodes", false);
+        assert_eq!(storage_key(&nodes, None, "n"), "/registry/minions/n");
+        let pdb = info_of("policy", "poddisruptionbudgets", true);
+        assert_eq!(
+            storage_key(&pdb, Some("ns"), "web"),
+            "/registry/poddisruptionbudgets/ns/web"
+        );
+        let crds = info_of("apiextensions.k8s.io", "customresourcedefinitions", false);
+        assert_eq!(
+            storage_key(&crds, Some("ignored"), "x.example.com"),
+            "/registry/apiextensions.k8s.io/customresourcedefinitions/x.example.com"
+        );
+    }
+
+    #[test]
+    fn a_uid_in_the_body_is_a_precondition() {
+        let cm = info_of("", "configmaps", true);
+        let cur = Arc::new(json!({"metadata": {"name": "a", "uid": "u1"}}));
+        let body = |uid: &str| json!({"metadata": {"name": "a", "uid": uid}});
+        // No uid, or the stored one: no precondition fails.
+        check_uid(&cm, Some("d"), "a", &json!({"metadata": {}}), Some(&cur)).unwrap();
+        check_uid(&cm, Some("d"), "a", &body(""), Some(&cur)).unwrap();
+        check_uid(&cm, Some("d"), "a", &body("u1"), Some(&cur)).unwrap();
+        let e = check_uid(&cm, Some("d"), "a", &body("u2"), Some(&cur)).unwrap_err();
+        let v = e.to_status();
+        assert_eq!(v["code"], 409);
+        assert_eq!(v["reason"], "Conflict");
+        assert_eq!(
+            v["message"],
+            "Operation cannot be fulfilled on configmaps \"a\": StorageError: invalid object, Code: 4, Key: /registry/configmaps/d/a, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: u2, UID in object meta: u1"
+        );
+        // A missing object is the empty one kube would create on update.
+        let e = check_uid(&cm, Some("d"), "a", &body("u2"), None).unwrap_err();
+        let v = e.to_status();
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("UID in precondition: u2, UID in object meta: "),
+            "{v}"
+        );
     }
 
     #[test]
