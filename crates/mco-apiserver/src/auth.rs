@@ -38,6 +38,8 @@ pub enum Identity {
     /// bypassing it only as a member of `system:masters`. Never stored with a token.
     User {
         user: User,
+        /// `Impersonate-Uid`; empty when none was given.
+        uid: String,
         /// `Impersonate-Extra-*`, keys lowercased.
         extra: BTreeMap<String, Vec<String>>,
     },

@@ -459,6 +459,7 @@ pub(crate) fn impersonate(
                         name: actual.name,
                         groups: actual.groups,
                     },
+                    uid: actual.uid,
                     extra: actual.extra,
                 });
             }

@@ -40,8 +40,8 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub status: bool,
     pub eviction: bool,
-    /// A review (`authorization.k8s.io` access reviews, `authentication.k8s.io` TokenReview):
-    /// created to be answered, never stored; the only verb is `create`.
+    /// A review (`authorization.k8s.io` access reviews, `authentication.k8s.io` TokenReview and
+    /// SelfSubjectReview): created to be answered, never stored; the only verb is `create`.
     pub review: bool,
     /// Set for custom resources: per-version schema and printer columns. Shared, because
     /// every request clones its resource's info.
@@ -145,6 +145,12 @@ fn builtins() -> Vec<ResourceInfo> {
             "authentication.k8s.io",
             "TokenReview",
             "tokenreviews",
+            false,
+        ),
+        review(
+            "authentication.k8s.io",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
             false,
         ),
         builtin(

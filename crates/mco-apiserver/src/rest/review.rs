@@ -3,7 +3,8 @@
 //! authorizer every request goes through (`auth::decide`) about the caller or a given user;
 //! SelfSubjectRulesReview lists the caller's RBAC rules in a namespace as kube-apiserver's rule
 //! resolver does; `authentication.k8s.io/v1` TokenReview says whom a bearer token of this
-//! server stands for, as kube-apiserver's token authenticators word it.
+//! server stands for, as kube-apiserver's token authenticators word it, and SelfSubjectReview
+//! whom the caller is (`kubectl auth whoami`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -54,36 +55,10 @@ pub(super) async fn review(
         return Err(ApiError::not_found_path());
     }
     let obj = decode_body(headers, body)?;
+    if t.info.kind == "SelfSubjectReview" {
+        return Ok(self_subject_review(app, &t.info, &t.version, id, headers));
+    }
     let metadata = review_metadata(t.ns.as_deref(), &obj)?;
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    let status = match t.info.kind.as_str() {
-        "SelfSubjectAccessReview" => {
-            let mut causes = Vec::new();
-            let req = access_attributes(&t.info, spec, &mut causes)?;
-            if !causes.is_empty() {
-                return Err(validation_failed(&t.info, causes));
-            }
-            let (allowed, reason) = crate::auth::decide(&app.rbac, &app.store, id, &req);
-            access_status(allowed, &reason)
-        }
-        "SubjectAccessReview" | "LocalSubjectAccessReview" => {
-            let (subject, req) = subject_access(&t.info, &metadata, spec)?;
-            let (allowed, reason) = crate::auth::decide(&app.rbac, &app.store, &subject, &req);
-            access_status(allowed, &reason)
-        }
-        "TokenReview" => token_review(app, &t.info, spec)?,
-        _ => {
-            let ns = obj
-                .pointer("/spec/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if ns.is_empty() {
-                return Err(ApiError::bad_request("no namespace on request"));
-            }
-            check_len(&t.info, "spec.namespace", ns)?;
-            rules_status(&rules_of(app, id, ns))
-        }
-    };
     let asked = json!({
         "kind": t.info.kind,
         "apiVersion": t.info.api_version(&t.version),
@@ -120,6 +95,40 @@ pub(super) async fn review(
             spec.remove(".");
         }
     }
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    // Validation sees the metadata with the managed fields already recorded, as kube's does.
+    let metadata = &answer["metadata"];
+    let status = match t.info.kind.as_str() {
+        "SelfSubjectAccessReview" => {
+            let mut causes = Vec::new();
+            let req = access_attributes(&t.info, spec, &mut causes)?;
+            if !metadata_is_empty(metadata, false) {
+                causes.push(metadata_not_empty(metadata, "must be empty"));
+            }
+            if !causes.is_empty() {
+                return Err(validation_failed(&t.info, causes));
+            }
+            let (allowed, reason) = crate::auth::decide(&app.rbac, &app.store, id, &req);
+            access_status(allowed, &reason)
+        }
+        "SubjectAccessReview" | "LocalSubjectAccessReview" => {
+            let (subject, req) = subject_access(&t.info, metadata, spec)?;
+            let (allowed, reason) = crate::auth::decide(&app.rbac, &app.store, &subject, &req);
+            access_status(allowed, &reason)
+        }
+        "TokenReview" => token_review(app, &t.info, spec)?,
+        _ => {
+            let ns = obj
+                .pointer("/spec/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if ns.is_empty() {
+                return Err(ApiError::bad_request("no namespace on request"));
+            }
+            check_len(&t.info, "spec.namespace", ns)?;
+            rules_status(&rules_of(app, id, ns))
+        }
+    };
     answer["status"] = status;
     Ok(json_response(201, &answer))
 }
@@ -312,7 +321,7 @@ fn subject_access(
     let mut causes = Vec::new();
     let req = access_attributes(info, spec, &mut causes)?;
     let name = string_at(info, spec, "user", "spec.user", MAX_VALUE_LEN)?;
-    string_at(info, spec, "uid", "spec.uid", MAX_VALUE_LEN)?;
+    let uid = string_at(info, spec, "uid", "spec.uid", MAX_VALUE_LEN)?;
     let groups = string_list(info, spec.get("groups"), "spec.groups")?;
     let extra = extra_of(info, spec.get("extra"))?;
     if name.is_empty() && groups.is_empty() {
@@ -329,11 +338,7 @@ fn subject_access(
         } else {
             "must be empty"
         };
-        causes.push(Cause::new(
-            "FieldValueInvalid",
-            "metadata",
-            format!("Invalid value: {metadata}: {want}"),
-        ));
+        causes.push(metadata_not_empty(metadata, want));
     }
     if local {
         let ns = metadata
@@ -370,10 +375,88 @@ fn subject_access(
     Ok((
         Identity::User {
             user: User { name, groups },
+            uid,
             extra,
         },
         req,
     ))
+}
+
+/// kube's 422 cause for a review's metadata that must be empty: the value printed as Go's
+/// `json.Marshal` prints an ObjectMeta (its fields in declaration order, map keys sorted,
+/// managed fields included).
+fn metadata_not_empty(metadata: &Value, want: &str) -> Cause {
+    Cause::new(
+        "FieldValueInvalid",
+        "metadata",
+        format!("Invalid value: {}: {want}", go_object_meta(metadata)),
+    )
+}
+
+/// ObjectMeta's JSON field order (`k8s.io/apimachinery/pkg/apis/meta/v1/types.go`).
+const OBJECT_META_ORDER: [&str; 15] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// ManagedFieldsEntry's JSON field order.
+const MANAGED_FIELDS_ORDER: [&str; 7] = [
+    "manager",
+    "operation",
+    "apiVersion",
+    "time",
+    "fieldsType",
+    "fieldsV1",
+    "subresource",
+];
+
+fn go_object_meta(meta: &Value) -> String {
+    fn ordered(v: &Value, order: &[&str]) -> Value {
+        let mut out = serde_json::Map::new();
+        for k in order {
+            if let Some(x) = v.get(*k).filter(|x| !is_empty_value(x)) {
+                out.insert((*k).to_string(), x.clone());
+            }
+        }
+        Value::Object(out)
+    }
+    let mut m = ordered(meta, &OBJECT_META_ORDER);
+    for key in ["labels", "annotations"] {
+        if let Some(Value::Object(map)) = m.get_mut(key) {
+            map.sort_keys();
+        }
+    }
+    if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+        for e in entries.iter_mut() {
+            *e = ordered(e, &MANAGED_FIELDS_ORDER);
+        }
+    }
+    m.to_string()
+}
+
+/// What Go's `omitempty` leaves out.
+fn is_empty_value(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Bool(b) => !b,
+    }
 }
 
 fn present<'a>(spec: &'a Value, name: &str) -> Option<&'a Value> {
@@ -458,6 +541,17 @@ fn token_review(app: &App, info: &ResourceInfo, spec: &Value) -> Result<Value, A
         Ok(a) => a,
         Err(e) => return Ok(unauthenticated(&e)),
     };
+    Ok(json!({
+        "authenticated": true,
+        "user": token_user(app, &id, &token),
+        "audiences": audiences,
+    }))
+}
+
+/// Whom a token of this server, standing for `id`, authenticates as: [`user_info`] with the
+/// stored uids and its credential's id, and a Pod-bound token's Pod.
+fn token_user(app: &App, id: &Identity, token: &str) -> Value {
+    let issued = app.tokens.issued(token);
     let uid_of = |gr: &str, ns: &str, name: &str| {
         app.store
             .get(gr, ns, name)
@@ -474,7 +568,7 @@ fn token_review(app: &App, info: &ResourceInfo, spec: &Value) -> Result<Value, A
         },
         _ => Uids::default(),
     };
-    let digest = crate::store::token_digest(&token);
+    let digest = crate::store::token_digest(token);
     let credential = match &issued {
         Some(t) => t.credential_id.clone(),
         None => format!(
@@ -482,7 +576,7 @@ fn token_review(app: &App, info: &ResourceInfo, spec: &Value) -> Result<Value, A
             digest.strip_prefix("sha256:").unwrap_or(&digest)
         ),
     };
-    let mut user = user_info(&id, &uids, &credential);
+    let mut user = user_info(id, &uids, Some(&credential));
     // A token bound to a Pod names it, as kube's pod-bound tokens do.
     if let Some((_, r)) = issued.as_ref().and_then(|t| t.bound.as_ref())
         && r.kind == crate::token_request::BoundKind::Pod
@@ -490,11 +584,39 @@ fn token_review(app: &App, info: &ResourceInfo, spec: &Value) -> Result<Value, A
         user["extra"][POD_NAME_EXTRA] = json!([r.name]);
         user["extra"][POD_UID_EXTRA] = json!([r.uid]);
     }
-    Ok(json!({
-        "authenticated": true,
-        "user": user,
-        "audiences": audiences,
-    }))
+    user
+}
+
+/// kube's SelfSubjectReview: the caller as it authenticated, in a new object whatever the body
+/// held (only a creation timestamp in its metadata, no managed fields). A caller with a token
+/// of this server is reported as a TokenReview of that token reports it; an impersonated one
+/// as impersonation made it (no uid, the `Impersonate-Extra-*` extras).
+fn self_subject_review(
+    app: &App,
+    info: &ResourceInfo,
+    version: &str,
+    id: &Identity,
+    headers: &HeaderMap,
+) -> Response {
+    let token = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|s| s.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| app.tokens.identity_for(t).as_ref() == Some(id));
+    let user = match token {
+        Some(token) => token_user(app, id, token),
+        None => user_info(id, &Uids::default(), None),
+    };
+    json_response(
+        201,
+        &json!({
+            "kind": info.kind,
+            "apiVersion": info.api_version(version),
+            "metadata": {"creationTimestamp": crate::objects::now_rfc3339()},
+            "status": {"userInfo": user},
+        }),
+    )
 }
 
 /// A TokenReview's `status` for a token that is not accepted.
@@ -545,17 +667,16 @@ struct Uids {
 /// ServiceAccount's uid, its credential's id and the node it is bound to (name, and uid when
 /// the Node is stored). A TokenRequest's Pod-bound token adds `pod-name` and `pod-uid`
 /// ([`token_review`]). `extra` is left out when empty, as kube's `omitempty` does.
-fn user_info(id: &Identity, uids: &Uids, credential: &str) -> Value {
+fn user_info(id: &Identity, uids: &Uids, credential: Option<&str>) -> Value {
     let User { name, groups } = id.user();
     let mut extra = BTreeMap::new();
     let mut uid = None;
     match id {
         Identity::ServiceAccount { node, .. } => {
             uid = uids.service_account.clone();
-            extra.insert(
-                CREDENTIAL_ID_EXTRA.to_string(),
-                vec![credential.to_string()],
-            );
+            if let Some(c) = credential {
+                extra.insert(CREDENTIAL_ID_EXTRA.to_string(), vec![c.to_string()]);
+            }
             if let Some(n) = node {
                 extra.insert(NODE_NAME_EXTRA.to_string(), vec![n.clone()]);
                 if let Some(u) = &uids.node {
@@ -563,7 +684,12 @@ fn user_info(id: &Identity, uids: &Uids, credential: &str) -> Value {
                 }
             }
         }
-        Identity::User { extra: e, .. } => extra = e.clone(),
+        Identity::User {
+            uid: u, extra: e, ..
+        } => {
+            uid = Some(u.clone()).filter(|u| !u.is_empty());
+            extra = e.clone();
+        }
         _ => {}
     }
     let mut user = json!({"username": name, "groups": groups});
@@ -735,7 +861,7 @@ mod tests {
                 "nonResourceAttributes": {"verb": "get", "path": "/metrics"}}),
         )
         .unwrap();
-        let Identity::User { user, extra } = id else {
+        let Identity::User { user, extra, .. } = id else {
             panic!("{id:?}")
         };
         // No system:authenticated is added: kube authorizes the groups as given.
@@ -893,6 +1019,23 @@ mod tests {
     }
 
     #[test]
+    fn metadata_prints_as_go_marshals_an_object_meta() {
+        let meta = json!({"labels": {"b": "2", "a": "1"}, "managedFields": [{"fieldsV1": {"f:spec": {}},
+            "time": "2026-01-01T00:00:00Z", "manager": "kubectl", "operation": "Update",
+            "fieldsType": "FieldsV1", "apiVersion": "authorization.k8s.io/v1"}],
+            "generation": 0, "name": "x", "uid": ""});
+        assert_eq!(
+            go_object_meta(&meta),
+            r#"{"name":"x","labels":{"a":"1","b":"2"},"managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"authorization.k8s.io/v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}"#
+        );
+        assert!(metadata_is_empty(
+            &json!({"managedFields": [{}], "name": ""}),
+            false
+        ));
+        assert!(!metadata_is_empty(&json!({"name": "x"}), false));
+    }
+
+    #[test]
     fn token_users_are_filled_as_kube_fills_them() {
         let uids = Uids {
             service_account: Some("sa-uid".into()),
@@ -900,7 +1043,7 @@ mod tests {
         };
         let bound = Identity::service_account("mco-system", "mco-daemon", Some("worker-0"));
         assert_eq!(
-            user_info(&bound, &uids, "TokenSHA256=ab"),
+            user_info(&bound, &uids, Some("TokenSHA256=ab")),
             json!({"username": "system:serviceaccount:mco-system:mco-daemon", "uid": "sa-uid",
                 "groups": ["system:serviceaccounts", "system:serviceaccounts:mco-system", "system:authenticated"],
                 "extra": {"authentication.kubernetes.io/credential-id": ["TokenSHA256=ab"],
@@ -908,18 +1051,18 @@ mod tests {
                     "authentication.kubernetes.io/node-uid": ["node-uid"]}})
         );
         let unbound = Identity::service_account("ns", "x", None);
-        let u = user_info(&unbound, &Uids::default(), "TokenSHA256=ab");
+        let u = user_info(&unbound, &Uids::default(), Some("TokenSHA256=ab"));
         assert_eq!(u.get("uid"), None);
         assert_eq!(
             u["extra"],
             json!({"authentication.kubernetes.io/credential-id": ["TokenSHA256=ab"]})
         );
         assert_eq!(
-            user_info(&Identity::Admin, &uids, "c"),
+            user_info(&Identity::Admin, &uids, Some("c")),
             json!({"username": "admin", "groups": ["system:masters", "system:authenticated"]})
         );
         assert_eq!(
-            user_info(&Identity::Node("w".into()), &uids, "c"),
+            user_info(&Identity::Node("w".into()), &uids, Some("c")),
             json!({"username": "node-w", "groups": ["system:authenticated"]})
         );
     }

@@ -279,6 +279,70 @@ async fn kubectl_reference_commands() {
         k.ok(&["get", "configmap", "generated", "-o", "jsonpath={.data.a}"]),
         "1"
     );
+    assert!(
+        k.ok(&["create", "serviceaccount", "builder", "-n", "team-a"])
+            .contains("serviceaccount/builder created")
+    );
+    k.ok(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "-n",
+        "team-a",
+        "--selector=app=web,tier",
+        "--max-unavailable=25%",
+    ]);
+    k.ok(&[
+        "create",
+        "pdb",
+        "db",
+        "-n",
+        "team-a",
+        "--selector=env in (a,b),!legacy",
+        "--min-available=1",
+    ]);
+    let spec = |name: &str| -> Value {
+        serde_json::from_str(&k.ok(&["get", "pdb", name, "-n", "team-a", "-o", "jsonpath={.spec}"]))
+            .unwrap()
+    };
+    assert_eq!(
+        spec("web"),
+        json!({"maxUnavailable": "25%", "selector": {"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "Exists"}]}})
+    );
+    assert_eq!(
+        spec("db"),
+        json!({"minAvailable": 1, "selector": {"matchExpressions": [
+            {"key": "env", "operator": "In", "values": ["a", "b"]},
+            {"key": "legacy", "operator": "DoesNotExist"}]}})
+    );
+
+    // auth whoami: a SelfSubjectReview (protobuf), of the caller and of whom it impersonates.
+    let me: Value = serde_json::from_str(&k.ok(&["auth", "whoami", "-o", "json"])).unwrap();
+    assert_eq!(
+        me["status"]["userInfo"],
+        json!({"username": "admin", "groups": ["system:masters", "system:authenticated"]})
+    );
+    let out = k.ok(&[
+        "auth",
+        "whoami",
+        "--as=jane",
+        "--as-group=devs",
+        "--as-uid=u-1",
+    ]);
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["ATTRIBUTE", "VALUE"],
+            vec!["Username", "jane"],
+            vec!["UID", "u-1"],
+            vec!["Groups", "[devs", "system:authenticated]"]
+        ]
+    );
 
     // get -w: the list, then one row per event, as a Table.
     let watches_before = s.handle.open_watches();

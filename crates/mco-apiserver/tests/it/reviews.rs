@@ -355,3 +355,142 @@ async fn only_callers_allowed_to_create_reviews_send_them() {
     .await;
     assert_eq!(a.code, 403, "{:?}", a.body);
 }
+
+const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+/// POSTs raw `body` with `headers`; the status and the JSON answer.
+async fn post_raw(
+    client: &kube::Client,
+    path: &str,
+    ct: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", ct);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client
+        .send(req.body(kube::client::Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect_bytes().await.unwrap();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_self_subject_review_names_the_caller_as_kube_does() {
+    let s = common::start().await;
+    let admin = s.admin().await;
+    seed(&admin).await;
+    let ssr = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+        "metadata": {"name": "ignored", "labels": {"a": "b"}}});
+    let body = serde_json::to_vec(&ssr).unwrap();
+
+    // The admin; the body's metadata is not kept, only a creation timestamp is set.
+    let (code, answer) = post_raw(
+        &admin,
+        SELF_SUBJECT_REVIEWS,
+        "application/json",
+        &[],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(code, 201, "{answer}");
+    assert_eq!(answer["kind"], "SelfSubjectReview");
+    assert_eq!(answer["apiVersion"], "authentication.k8s.io/v1");
+    let meta = answer["metadata"].as_object().unwrap();
+    assert_eq!(
+        meta.keys().collect::<Vec<_>>(),
+        ["creationTimestamp"],
+        "{answer}"
+    );
+    assert_eq!(
+        answer["status"],
+        json!({"userInfo": {"username": "admin", "groups": ["system:masters", "system:authenticated"]}})
+    );
+
+    // A node-bound ServiceAccount token: as a TokenReview of that token reports it.
+    let sa_uid = send(
+        &admin,
+        "GET",
+        "/api/v1/namespaces/demo/serviceaccounts/nobody",
+        "application/json",
+        &Value::Null,
+    )
+    .await
+    .body["metadata"]["uid"]
+        .clone();
+    let sa = s
+        .handle
+        .client_for(Identity::service_account(
+            "demo",
+            "nobody",
+            Some("worker-0"),
+        ))
+        .await
+        .unwrap();
+    // What `kubectl auth whoami` sends: protobuf. `nobody` has no binding: kube's
+    // `system:basic-user` lets every authenticated user ask.
+    let captured = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/protobuf/selfsubjectreview-create.bin"
+    ))
+    .unwrap();
+    let (code, answer) = post_raw(
+        &sa,
+        SELF_SUBJECT_REVIEWS,
+        "application/vnd.kubernetes.protobuf",
+        &[],
+        captured,
+    )
+    .await;
+    assert_eq!(code, 201, "{answer}");
+    let user = &answer["status"]["userInfo"];
+    assert_eq!(user["username"], "system:serviceaccount:demo:nobody");
+    assert_eq!(user["uid"], sa_uid);
+    assert_eq!(
+        user["extra"]["authentication.kubernetes.io/node-name"],
+        json!(["worker-0"])
+    );
+    let credential = user["extra"]["authentication.kubernetes.io/credential-id"][0]
+        .as_str()
+        .unwrap();
+    assert!(credential.starts_with("TokenSHA256="), "{credential}");
+
+    // Impersonated: the user, uid, groups and extras impersonation made.
+    let (code, answer) = post_raw(
+        &admin,
+        SELF_SUBJECT_REVIEWS,
+        "application/json",
+        &[
+            ("Impersonate-User", "jane"),
+            ("Impersonate-Group", "devs"),
+            ("Impersonate-Uid", "u-1"),
+            ("Impersonate-Extra-Scopes", "view"),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(code, 201, "{answer}");
+    assert_eq!(
+        answer["status"]["userInfo"],
+        json!({"username": "jane", "uid": "u-1", "groups": ["devs", "system:authenticated"],
+            "extra": {"scopes": ["view"]}})
+    );
+
+    // Only create is served.
+    let a = send(
+        &admin,
+        "GET",
+        SELF_SUBJECT_REVIEWS,
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(a.code, 405, "{:?}", a.body);
+}
