@@ -50,28 +50,15 @@ pub struct Args {
     /// Where to serve Prometheus metrics (`/metrics`); empty disables.
     #[arg(long, default_value = "127.0.0.1:8797")]
     pub metrics_listen: String,
-    /// Who may read /metrics: `none` (plain HTTP, anyone) or `delegated` (HTTPS; the caller's
-    /// bearer token is checked with a TokenReview, then `get` on /metrics with a
-    /// SubjectAccessReview).
-    #[arg(long, default_value = "none")]
-    pub metrics_auth: mco_metrics_auth::Mode,
-    /// The metrics serving certificate (PEM) with --metrics-auth=delegated; without it a
-    /// self-signed one is generated at start.
-    #[arg(long, requires = "metrics_tls_key_file")]
-    pub metrics_tls_cert_file: Option<PathBuf>,
-    /// The key of --metrics-tls-cert-file (PEM).
-    #[arg(long, requires = "metrics_tls_cert_file")]
-    pub metrics_tls_key_file: Option<PathBuf>,
+    // `--metrics-auth` and the serving certificate of the metrics port.
+    #[command(flatten)]
+    pub metrics: mco_metrics_auth::cli::Args,
 }
 
 impl Args {
     /// The metrics port's `--metrics-auth` and certificate flags.
     pub fn metrics_auth(&self) -> mco_metrics_auth::Settings {
-        mco_metrics_auth::Settings {
-            mode: self.metrics_auth,
-            cert_file: self.metrics_tls_cert_file.clone(),
-            key_file: self.metrics_tls_key_file.clone(),
-        }
+        self.metrics.settings()
     }
 }
 
@@ -249,7 +236,7 @@ mod tests {
         assert_eq!(cli.args.root, PathBuf::from("/rootfs"));
         assert_eq!(cli.args.host, HostImpl::Sim);
         assert_eq!(cli.args.metrics_listen, "");
-        assert_eq!(cli.args.metrics_auth, mco_metrics_auth::Mode::None);
+        assert_eq!(cli.args.metrics.metrics_auth, mco_metrics_auth::Mode::None);
         assert!(cli.args.command.is_none());
         let cli = Standalone::try_parse_from(["mco-daemon", "--namespace", "ops"]).unwrap();
         assert_eq!(cli.args.namespace, "ops");
@@ -293,6 +280,39 @@ mod tests {
         assert!(
             Standalone::try_parse_from(["mco-daemon", "--metrics-tls-cert-file=/c"]).is_err(),
             "a certificate without its key"
+        );
+    }
+
+    #[test]
+    fn metrics_auth_flags_keep_their_help() {
+        let cmd = <Standalone as clap::CommandFactory>::command();
+        let help = |id: &str| {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == id).unwrap();
+            (
+                arg.get_long().unwrap().to_string(),
+                arg.get_help().unwrap().to_string(),
+            )
+        };
+        assert_eq!(
+            help("metrics_auth"),
+            (
+                "metrics-auth".into(),
+                "Who may read /metrics: `none` (plain HTTP, anyone) or `delegated` (HTTPS; the caller's bearer token is checked with a TokenReview, then `get` on /metrics with a SubjectAccessReview)".into()
+            )
+        );
+        assert_eq!(
+            help("metrics_tls_cert_file"),
+            (
+                "metrics-tls-cert-file".into(),
+                "The metrics serving certificate (PEM) with --metrics-auth=delegated; without it a self-signed one is generated at start".into()
+            )
+        );
+        assert_eq!(
+            help("metrics_tls_key_file"),
+            (
+                "metrics-tls-key-file".into(),
+                "The key of --metrics-tls-cert-file (PEM)".into()
+            )
         );
     }
 

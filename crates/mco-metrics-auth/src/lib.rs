@@ -6,8 +6,11 @@
 //! - [`gate`]: the decision, pure but for the [`gate::Reviewer`] it asks, and its caches;
 //! - [`review`]: that reviewer against the API server;
 //! - [`tls`]: the serving certificate, from files or generated at start;
-//! - [`serve`]: plain HTTP ([`Mode::None`]) or all of the above ([`Mode::Delegated`]).
+//! - [`serve`]: plain HTTP ([`Mode::None`]) or all of the above ([`Mode::Delegated`]);
+//! - `cli` (feature `cli`): the flags that choose among them, for clap command lines.
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod gate;
 pub mod review;
 pub mod serve;

@@ -8,6 +8,11 @@ use std::time::Duration;
 use mco_controller::{Config, DrainTimeouts, LeaseConfig, metrics_auth, parse_duration};
 
 #[derive(Debug, clap::Args)]
+// This port serves the probes too, which no token guards.
+#[command(mut_arg(mco_metrics_auth::cli::Args::MODE_ID, |a| {
+    let help = a.get_help().map(ToString::to_string).unwrap_or_default();
+    a.help(format!("{help}. /healthz and /readyz stay open"))
+}))]
 pub struct Args {
     /// Kubeconfig to use (default: in-cluster config, then $KUBECONFIG / ~/.kube/config).
     #[arg(long)]
@@ -21,7 +26,7 @@ pub struct Args {
     // Boxed: `mco`'s command enum holds every role's flags, and this keeps the controller's
     // variant near the others in size.
     #[command(flatten)]
-    metrics_auth: Box<MetricsAuthArgs>,
+    metrics_auth: Box<mco_metrics_auth::cli::Args>,
     /// Coalesce bursts of MachineConfig and pool changes into one render.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     render_debounce: Duration,
@@ -100,30 +105,9 @@ pub struct Args {
     user_data_namespace: Option<String>,
 }
 
-#[derive(Debug, clap::Args)]
-struct MetricsAuthArgs {
-    /// Who may read /metrics: `none` (plain HTTP, anyone) or `delegated` (HTTPS; the caller's
-    /// bearer token is checked with a TokenReview, then `get` on /metrics with a
-    /// SubjectAccessReview). /healthz and /readyz stay open.
-    #[arg(long, default_value = "none")]
-    metrics_auth: metrics_auth::Mode,
-    /// The metrics serving certificate (PEM) with --metrics-auth=delegated; without it a
-    /// self-signed one is generated at start.
-    #[arg(long, requires = "metrics_tls_key_file")]
-    metrics_tls_cert_file: Option<PathBuf>,
-    /// The key of --metrics-tls-cert-file (PEM).
-    #[arg(long, requires = "metrics_tls_cert_file")]
-    metrics_tls_key_file: Option<PathBuf>,
-}
-
 impl Args {
     fn metrics_auth(&self) -> metrics_auth::Settings {
-        let a = &self.metrics_auth;
-        metrics_auth::Settings {
-            mode: a.metrics_auth,
-            cert_file: a.metrics_tls_cert_file.clone(),
-            key_file: a.metrics_tls_key_file.clone(),
-        }
+        self.metrics_auth.settings()
     }
 
     fn config(&self) -> Config {
@@ -225,4 +209,67 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         mco_controller::run(client, args.config(), shutdown_signal()).await?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn metrics_auth_flags_keep_their_help_and_pairing() {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let help = |id: &str| {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == id).unwrap();
+            (
+                arg.get_long().unwrap().to_string(),
+                arg.get_help().unwrap().to_string(),
+            )
+        };
+        assert_eq!(
+            help("metrics_auth"),
+            (
+                "metrics-auth".into(),
+                "Who may read /metrics: `none` (plain HTTP, anyone) or `delegated` (HTTPS; the caller's bearer token is checked with a TokenReview, then `get` on /metrics with a SubjectAccessReview). /healthz and /readyz stay open".into()
+            )
+        );
+        assert_eq!(
+            help("metrics_tls_cert_file"),
+            (
+                "metrics-tls-cert-file".into(),
+                "The metrics serving certificate (PEM) with --metrics-auth=delegated; without it a self-signed one is generated at start".into()
+            )
+        );
+        assert_eq!(
+            help("metrics_tls_key_file"),
+            (
+                "metrics-tls-key-file".into(),
+                "The key of --metrics-tls-cert-file (PEM)".into()
+            )
+        );
+
+        let cli = Cli::try_parse_from([
+            "mco",
+            "--metrics-auth=delegated",
+            "--metrics-tls-cert-file=/tls/tls.crt",
+            "--metrics-tls-key-file=/tls/tls.key",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.args.metrics_auth(),
+            metrics_auth::Settings {
+                mode: metrics_auth::Mode::Delegated,
+                cert_file: Some("/tls/tls.crt".into()),
+                key_file: Some("/tls/tls.key".into()),
+            }
+        );
+        assert!(Cli::try_parse_from(["mco", "--metrics-tls-key-file=/k"]).is_err());
+    }
 }
