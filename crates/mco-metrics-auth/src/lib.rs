@@ -5,7 +5,8 @@
 //!
 //! - [`gate`]: the decision, pure but for the [`gate::Reviewer`] it asks, and its caches;
 //! - [`review`]: that reviewer against the API server;
-//! - [`tls`]: the serving certificate, from files or generated at start;
+//! - [`tls`]: the serving certificate, from files (reloaded when they change) or generated at
+//!   start;
 //! - [`serve`]: plain HTTP ([`Mode::None`]) or all of the above ([`Mode::Delegated`]);
 //! - `cli` (feature `cli`): the flags that choose among them, for clap command lines.
 
@@ -94,6 +95,8 @@ pub enum Error {
     },
     #[error("{path}: {what}")]
     Pem { path: PathBuf, what: String },
+    #[error("{key}: not the key of the certificate in {cert}")]
+    KeyMismatch { key: PathBuf, cert: PathBuf },
     #[error("metrics serving certificate: {0}")]
     Rcgen(#[from] rcgen::Error),
     #[error("metrics TLS: {0}")]

@@ -49,22 +49,17 @@ pub fn serve(
                 .zip(settings.key_file.as_deref());
             let tls = crate::tls::serving(files)?;
             let gate = Gate::new(crate::review::Kube::new(client), Limits::default());
-            Ok(serve_gated(
-                listener,
-                router,
-                tls.config,
-                Arc::new(gate),
-                open,
-            ))
+            Ok(serve_gated(listener, router, tls, Arc::new(gate), open))
         }
     }
 }
 
-/// Serves `router` over TLS, every path but the `open` ones behind `gate`.
+/// Serves `router` over TLS, every path but the `open` ones behind `gate`; certificate files
+/// are reloaded for as long as the server runs.
 pub fn serve_gated<R: Reviewer>(
     listener: TcpListener,
     router: Router,
-    tls: Arc<rustls::ServerConfig>,
+    tls: crate::tls::Serving,
     gate: Arc<Gate<R>>,
     open: &'static [&'static str],
 ) -> Serving {
@@ -72,8 +67,17 @@ pub fn serve_gated<R: Reviewer>(
         (gate, open),
         guard::<R>,
     ));
-    let listener = TlsListener::new(listener, TlsAcceptor::from(tls));
-    Box::pin(axum::serve(listener, guarded).into_future())
+    let listener = TlsListener::new(listener, TlsAcceptor::from(tls.config));
+    let server = axum::serve(listener, guarded).into_future();
+    match tls.reload {
+        None => Box::pin(server),
+        Some(reload) => Box::pin(async move {
+            tokio::select! {
+                served = server => served,
+                never = reload.run() => match never {},
+            }
+        }),
+    }
 }
 
 async fn guard<R: Reviewer>(
@@ -270,34 +274,29 @@ mod tests {
     #[tokio::test]
     async fn tls_with_the_self_signed_certificate_and_only_the_probes_open() {
         let tls = crate::tls::serving(None).unwrap();
+        let cert = tls.certificate.clone();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let gate = Arc::new(Gate::new(OneReader, Limits::default()));
-        let task = tokio::spawn(serve_gated(
-            listener,
-            router(),
-            tls.config.clone(),
-            gate,
-            &["/healthz"],
-        ));
+        let task = tokio::spawn(serve_gated(listener, router(), tls, gate, &["/healthz"]));
 
-        let anonymous = get(addr, &tls.certificate, "/metrics", None).await;
+        let anonymous = get(addr, &cert, "/metrics", None).await;
         assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
         assert!(anonymous.ends_with("\r\n\r\nUnauthorized\n"), "{anonymous}");
         assert!(!anonymous.contains("mcd_state"), "{anonymous}");
 
-        let probe = get(addr, &tls.certificate, "/healthz", None).await;
+        let probe = get(addr, &cert, "/healthz", None).await;
         assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
         assert!(probe.ends_with("ok"), "{probe}");
 
-        let denied = get(addr, &tls.certificate, "/metrics", Some("nobody")).await;
+        let denied = get(addr, &cert, "/metrics", Some("nobody")).await;
         assert!(denied.starts_with("HTTP/1.1 403"), "{denied}");
         assert!(
             denied.ends_with("Authorization denied for user nobody\n"),
             "{denied}"
         );
 
-        let allowed = get(addr, &tls.certificate, "/metrics", Some("reader")).await;
+        let allowed = get(addr, &cert, "/metrics", Some("reader")).await;
         assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
         assert!(allowed.ends_with("mcd_state 1\n"), "{allowed}");
         task.abort();
@@ -306,24 +305,17 @@ mod tests {
     #[tokio::test]
     async fn a_client_that_never_handshakes_holds_up_nobody() {
         let tls = crate::tls::serving(None).unwrap();
+        let cert = tls.certificate.clone();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let gate = Arc::new(Gate::new(OneReader, Limits::default()));
-        let task = tokio::spawn(serve_gated(
-            listener,
-            router(),
-            tls.config.clone(),
-            gate,
-            &["/healthz"],
-        ));
+        let task = tokio::spawn(serve_gated(listener, router(), tls, gate, &["/healthz"]));
         let _silent = TcpStream::connect(addr).await.unwrap();
         // A deadline, not a wait: a handshake on the accept loop would block here for good.
-        let probe = tokio::time::timeout(
-            Duration::from_secs(5),
-            get(addr, &tls.certificate, "/healthz", None),
-        )
-        .await
-        .expect("served while another client's handshake is pending");
+        let probe =
+            tokio::time::timeout(Duration::from_secs(5), get(addr, &cert, "/healthz", None))
+                .await
+                .expect("served while another client's handshake is pending");
         assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
         task.abort();
     }
@@ -352,5 +344,110 @@ mod tests {
             .err()
             .unwrap();
         assert!(matches!(e, Error::NoClient), "{e}");
+    }
+
+    /// The leaf certificate a handshake presents, the client trusting any of `roots`.
+    async fn presented(
+        addr: SocketAddr,
+        roots: &[rustls::pki_types::CertificateDer<'static>],
+    ) -> rustls::pki_types::CertificateDer<'static> {
+        let mut store = rustls::RootCertStore::empty();
+        for r in roots {
+            store.add(r.clone()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let tls = connector
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .expect("a certificate the client trusts");
+        tls.get_ref().1.peer_certificates().unwrap()[0].clone()
+    }
+
+    /// Replaces `path` at once, as the kubelet updates a mounted Secret.
+    fn put(path: &std::path::Path, content: &[u8]) {
+        let new = path.with_extension("new");
+        std::fs::write(&new, content).unwrap();
+        std::fs::rename(&new, path).unwrap();
+    }
+
+    /// Polls `done` every few milliseconds until it holds, failing past a deadline.
+    async fn until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done().await {
+            assert!(Instant::now() < deadline, "{what}: not within 10 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn rewritten_certificate_files_are_served_without_a_restart() {
+        let dir = std::env::temp_dir().join(format!("mco-metrics-auth-r-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert_file, key_file) = (dir.join("tls.crt"), dir.join("tls.key"));
+        let pairs: Vec<_> = (0..3)
+            .map(|_| rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap())
+            .collect();
+        let roots: Vec<_> = pairs.iter().map(|p| p.cert.der().clone()).collect();
+        let write = |i: usize| {
+            put(&cert_file, pairs[i].cert.pem().as_bytes());
+            put(&key_file, pairs[i].signing_key.serialize_pem().as_bytes());
+        };
+        write(0);
+
+        let mut tls = crate::tls::serving(Some((&cert_file, &key_file))).unwrap();
+        let reload = tls.reload.as_mut().expect("files are reloaded");
+        reload.interval = Duration::from_millis(20);
+        let current = reload.current().clone();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let gate = Arc::new(Gate::new(OneReader, Limits::default()));
+        let task = tokio::spawn(serve_gated(listener, router(), tls, gate, &[]));
+        assert_eq!(presented(addr, &roots).await, roots[0]);
+
+        write(1);
+        until("the rewritten pair served", async || {
+            presented(addr, &roots).await == roots[1]
+        })
+        .await;
+
+        // A certificate file that is no PEM: the pair before serves on.
+        let rejected = current.rejected();
+        put(&cert_file, b"not a certificate\n");
+        until("the broken file read", async || {
+            current.rejected() > rejected
+        })
+        .await;
+        assert_eq!(presented(addr, &roots).await, roots[1]);
+
+        // A new certificate whose key has not come yet: likewise.
+        let rejected = current.rejected();
+        put(&cert_file, pairs[2].cert.pem().as_bytes());
+        until("the unmatched pair read", async || {
+            current.rejected() > rejected
+        })
+        .await;
+        assert_eq!(presented(addr, &roots).await, roots[1]);
+        assert_eq!(current.certificate(), roots[1]);
+
+        // Its key completes the pair.
+        put(&key_file, pairs[2].signing_key.serialize_pem().as_bytes());
+        until("the completed pair served", async || {
+            presented(addr, &roots).await == roots[2]
+        })
+        .await;
+        task.abort();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_self_signed_certificate_is_not_reloaded() {
+        assert!(crate::tls::serving(None).unwrap().reload.is_none());
     }
 }
