@@ -3,6 +3,11 @@
 //! user. Both answers are cached as k8s.io/apiserver's delegating authenticator and authorizer
 //! cache them for kube components, in bounded LRU caches keyed by a keyed hash (never the token
 //! itself). Time is the caller's argument, so the caches are tested without waiting.
+//!
+//! Only a cache miss costs a review, but every new token is a miss: the reviews under way at
+//! once are bounded, and a request that finds no room within a short wait is answered as the
+//! API server answers past its in-flight limit (`429`, `Retry-After: 1`), instead of adding
+//! to its load.
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -10,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use hashlink::LruCache;
 use k8s_openapi::api::authentication::v1::UserInfo;
+use tokio::sync::Semaphore;
 
 /// Longest `Authorization` header read; a longer one is refused before any review.
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
@@ -57,6 +63,11 @@ pub struct Limits {
     pub entries: usize,
     /// Each review call; one that takes longer fails the request with 500.
     pub timeout: Duration,
+    /// Review calls under way at once, TokenReviews and SubjectAccessReviews together.
+    pub reviews: usize,
+    /// How long a request that needs a review waits for one of those places before it is
+    /// answered [`Outcome::Busy`].
+    pub queue_wait: Duration,
 }
 
 impl Default for Limits {
@@ -67,6 +78,8 @@ impl Default for Limits {
             denied_ttl: Duration::from_secs(30),
             entries: 1024,
             timeout: Duration::from_secs(10),
+            reviews: 16,
+            queue_wait: Duration::from_secs(1),
         }
     }
 }
@@ -90,6 +103,9 @@ pub enum Outcome {
         user: String,
         error: ReviewError,
     },
+    /// A review was needed, and [`Limits::reviews`] were under way for all of
+    /// [`Limits::queue_wait`].
+    Busy,
 }
 
 impl Outcome {
@@ -99,6 +115,7 @@ impl Outcome {
             Outcome::Unauthenticated => 401,
             Outcome::Denied { .. } => 403,
             Outcome::AuthenticationFailed(_) | Outcome::AuthorizationFailed { .. } => 500,
+            Outcome::Busy => 429,
         }
     }
 
@@ -118,6 +135,7 @@ impl Outcome {
             Outcome::AuthorizationFailed { user, .. } => {
                 format!("Authorization for user {user} failed\n")
             }
+            Outcome::Busy => "Too many requests, please try again later.\n".into(),
         }
     }
 }
@@ -137,6 +155,13 @@ pub fn bearer_token(header: Option<&[u8]>) -> Option<&str> {
         return None;
     }
     Some(token)
+}
+
+/// Why a review gave no answer.
+enum Unanswered {
+    Failed(ReviewError),
+    /// Not asked: no room among the reviews under way.
+    Busy,
 }
 
 type Key = [u8; 32];
@@ -198,6 +223,8 @@ pub struct Gate<R> {
     secret: [u8; 32],
     authn: Cache<Option<UserInfo>>,
     authz: Cache<Access>,
+    /// One permit per review under way.
+    reviews: Semaphore,
 }
 
 impl<R: Reviewer> Gate<R> {
@@ -213,6 +240,7 @@ impl<R: Reviewer> Gate<R> {
             secret,
             authn: Cache::new(limits.entries),
             authz: Cache::new(limits.entries),
+            reviews: Semaphore::new(limits.reviews.max(1)),
         }
     }
 
@@ -234,7 +262,8 @@ impl<R: Reviewer> Gate<R> {
         let user = match self.authenticate(token, now).await {
             Ok(Some(user)) => user,
             Ok(None) => return Outcome::Unauthenticated,
-            Err(e) => return Outcome::AuthenticationFailed(e),
+            Err(Unanswered::Failed(e)) => return Outcome::AuthenticationFailed(e),
+            Err(Unanswered::Busy) => return Outcome::Busy,
         };
         let name = user.username.clone().unwrap_or_default();
         match self.authorize(&user, verb, path, now).await {
@@ -243,7 +272,8 @@ impl<R: Reviewer> Gate<R> {
                 user: name,
                 reason: a.reason,
             },
-            Err(error) => Outcome::AuthorizationFailed { user: name, error },
+            Err(Unanswered::Failed(error)) => Outcome::AuthorizationFailed { user: name, error },
+            Err(Unanswered::Busy) => Outcome::Busy,
         }
     }
 
@@ -251,7 +281,7 @@ impl<R: Reviewer> Gate<R> {
         &self,
         token: &str,
         now: Instant,
-    ) -> Result<Option<UserInfo>, ReviewError> {
+    ) -> Result<Option<UserInfo>, Unanswered> {
         let key = sha256(&[&self.secret, token.as_bytes()]);
         if let Some(user) = self.authn.get(&key, now) {
             return Ok(user);
@@ -268,7 +298,7 @@ impl<R: Reviewer> Gate<R> {
         verb: &str,
         path: &str,
         now: Instant,
-    ) -> Result<Access, ReviewError> {
+    ) -> Result<Access, Unanswered> {
         let key = access_key(user, verb, path);
         if let Some(access) = self.authz.get(&key, now) {
             return Ok(access);
@@ -285,16 +315,22 @@ impl<R: Reviewer> Gate<R> {
         Ok(access)
     }
 
+    /// `call` once a place among the reviews under way is free, within its time.
     async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, ReviewError>>,
-    ) -> Result<T, ReviewError> {
+    ) -> Result<T, Unanswered> {
+        let Ok(Ok(_place)) =
+            tokio::time::timeout(self.limits.queue_wait, self.reviews.acquire()).await
+        else {
+            return Err(Unanswered::Busy);
+        };
         match tokio::time::timeout(self.limits.timeout, call).await {
-            Ok(r) => r,
-            Err(_) => Err(ReviewError(format!(
+            Ok(r) => r.map_err(Unanswered::Failed),
+            Err(_) => Err(Unanswered::Failed(ReviewError(format!(
                 "no answer within {:?}",
                 self.limits.timeout
-            ))),
+            )))),
         }
     }
 }
@@ -630,5 +666,98 @@ mod tests {
             access_key(&u(&["g"]), "get", "/metrics"),
             access_key(&u(&["g"]), "get", "/metrics")
         );
+    }
+
+    /// Answers `known` at once; holds every other token's review until `release` closes.
+    struct Held {
+        in_flight: AtomicUsize,
+        release: tokio::sync::Semaphore,
+    }
+
+    impl Reviewer for Held {
+        async fn authenticate(&self, token: &str) -> Result<Option<UserInfo>, ReviewError> {
+            if token == "known" {
+                return Ok(Some(UserInfo {
+                    username: Some("reader".into()),
+                    ..Default::default()
+                }));
+            }
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            // Closed: every held review goes on.
+            let _ = self.release.acquire().await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            Ok(None)
+        }
+
+        async fn authorize(&self, _: &UserInfo, _: &str, _: &str) -> Result<Access, ReviewError> {
+            Ok(Access {
+                allowed: true,
+                reason: String::new(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn reviews_under_way_are_bounded_and_a_request_past_them_is_told_to_retry() {
+        let limits = Limits {
+            reviews: 16,
+            queue_wait: Duration::from_millis(50),
+            ..Limits::default()
+        };
+        assert_eq!(Limits::default().reviews, limits.reviews);
+        let held = Held {
+            in_flight: AtomicUsize::new(0),
+            release: tokio::sync::Semaphore::new(0),
+        };
+        let g = std::sync::Arc::new(Gate::new(held, limits));
+        let now = Instant::now();
+        let known = async || {
+            g.decide(Some(b"Bearer known"), "get", "/metrics", now)
+                .await
+        };
+        assert_eq!(known().await, Outcome::Allowed);
+
+        // At the limit: sixteen unknown tokens, all under review at once.
+        let held: Vec<_> = (0..16)
+            .map(|i| {
+                let g = g.clone();
+                tokio::spawn(async move {
+                    let header = format!("Bearer unknown-{i}");
+                    g.decide(Some(header.as_bytes()), "get", "/metrics", now)
+                        .await
+                })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while g.reviewer.in_flight.load(Ordering::SeqCst) < 16 {
+            assert!(std::time::Instant::now() < deadline, "16 reviews under way");
+            tokio::task::yield_now().await;
+        }
+
+        // Past it: a seventeenth waits its 50 ms, then is told to come back, unasked.
+        let o = tokio::time::timeout(
+            Duration::from_secs(10),
+            g.decide(Some(b"Bearer unknown-16"), "get", "/metrics", now),
+        )
+        .await
+        .expect("answered without waiting for a review");
+        assert_eq!(o, Outcome::Busy);
+        assert_eq!(
+            (o.status(), o.body().as_str()),
+            (429, "Too many requests, please try again later.\n")
+        );
+        assert_eq!(g.reviewer.in_flight.load(Ordering::SeqCst), 16);
+        // A cached answer needs no review.
+        assert_eq!(known().await, Outcome::Allowed);
+
+        g.reviewer.release.close();
+        for h in held {
+            assert_eq!(h.await.unwrap(), Outcome::Unauthenticated);
+        }
+        // Not remembered as busy: asked now that there is room.
+        let o = g
+            .decide(Some(b"Bearer unknown-16"), "get", "/metrics", now)
+            .await;
+        assert_eq!(o, Outcome::Unauthenticated);
     }
 }

@@ -112,9 +112,10 @@ async fn guard<R: Reviewer>(
         Outcome::AuthorizationFailed { user, error } => {
             tracing::warn!(user, %error, "metrics: access review failed")
         }
+        Outcome::Busy => tracing::debug!(path, "metrics: too many reviews under way"),
     }
     let status = StatusCode::from_u16(outcome.status()).unwrap_or(StatusCode::FORBIDDEN);
-    (
+    let mut response = (
         status,
         [
             (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
@@ -122,7 +123,14 @@ async fn guard<R: Reviewer>(
         ],
         outcome.body(),
     )
-        .into_response()
+        .into_response();
+    if outcome == Outcome::Busy {
+        // The API server's answer past its in-flight limit: try again in a second.
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
 }
 
 /// TLS connections, handshaken off the accept loop so a slow client holds up nobody.
@@ -449,5 +457,72 @@ mod tests {
     #[test]
     fn the_self_signed_certificate_is_not_reloaded() {
         assert!(crate::tls::serving(None).unwrap().reload.is_none());
+    }
+
+    /// Holds every review until `release` closes.
+    struct Holding {
+        in_flight: std::sync::atomic::AtomicUsize,
+        release: tokio::sync::Semaphore,
+    }
+
+    impl Reviewer for Holding {
+        async fn authenticate(&self, _: &str) -> Result<Option<UserInfo>, ReviewError> {
+            self.in_flight
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = self.release.acquire().await;
+            Ok(None)
+        }
+
+        async fn authorize(&self, _: &UserInfo, _: &str, _: &str) -> Result<Access, ReviewError> {
+            Ok(Access {
+                allowed: false,
+                reason: String::new(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn past_the_reviews_under_way_the_answer_is_429_with_retry_after() {
+        let tls = crate::tls::serving(None).unwrap();
+        let cert = tls.certificate.clone();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = Limits {
+            reviews: 1,
+            queue_wait: Duration::from_millis(50),
+            ..Limits::default()
+        };
+        let gate = Arc::new(Gate::new(
+            Holding {
+                in_flight: Default::default(),
+                release: tokio::sync::Semaphore::new(0),
+            },
+            limits,
+        ));
+        let task = tokio::spawn(serve_gated(listener, router(), tls, gate.clone(), &[]));
+        let first = {
+            let cert = cert.clone();
+            tokio::spawn(async move { get(addr, &cert, "/metrics", Some("first")).await })
+        };
+        let in_flight = || {
+            gate.reviewer()
+                .in_flight
+                .load(std::sync::atomic::Ordering::SeqCst)
+        };
+        until("the first review under way", async || in_flight() == 1).await;
+
+        let busy = get(addr, &cert, "/metrics", Some("second")).await;
+        assert!(busy.starts_with("HTTP/1.1 429"), "{busy}");
+        assert!(busy.contains("\r\nretry-after: 1\r\n"), "{busy}");
+        assert!(
+            busy.ends_with("Too many requests, please try again later.\n"),
+            "{busy}"
+        );
+        assert_eq!(in_flight(), 1, "the second token was not reviewed");
+
+        gate.reviewer().release.close();
+        let first = first.await.unwrap();
+        assert!(first.starts_with("HTTP/1.1 401"), "{first}");
+        task.abort();
     }
 }
