@@ -442,9 +442,25 @@ fn go_object_meta(meta: &Value) -> String {
     if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
         for e in entries.iter_mut() {
             *e = ordered(e, &MANAGED_FIELDS_ORDER);
+            if let Some(f) = e.get_mut("fieldsV1") {
+                sort_field_set(f);
+            }
         }
     }
     m.to_string()
+}
+
+/// A field set as kube serializes it: `.` first, then the members in byte order, at every
+/// level.
+fn sort_field_set(v: &mut Value) {
+    if let Value::Object(map) = v {
+        let mut entries: Vec<(String, Value)> = std::mem::take(map).into_iter().collect();
+        entries.sort_by(|(a, _), (b, _)| (a != ".", a.as_str()).cmp(&(b != ".", b.as_str())));
+        for (k, mut child) in entries {
+            sort_field_set(&mut child);
+            map.insert(k, child);
+        }
+    }
 }
 
 /// What Go's `omitempty` leaves out.
@@ -1020,13 +1036,13 @@ mod tests {
 
     #[test]
     fn metadata_prints_as_go_marshals_an_object_meta() {
-        let meta = json!({"labels": {"b": "2", "a": "1"}, "managedFields": [{"fieldsV1": {"f:spec": {}},
+        let meta = json!({"labels": {"b": "2", "a": "1"}, "managedFields": [{"fieldsV1": {"f:spec": {"f:user": {}, "f:resourceAttributes": {"f:verb": {}, ".": {}}}},
             "time": "2026-01-01T00:00:00Z", "manager": "kubectl", "operation": "Update",
             "fieldsType": "FieldsV1", "apiVersion": "authorization.k8s.io/v1"}],
             "generation": 0, "name": "x", "uid": ""});
         assert_eq!(
             go_object_meta(&meta),
-            r#"{"name":"x","labels":{"a":"1","b":"2"},"managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"authorization.k8s.io/v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}"#
+            r#"{"name":"x","labels":{"a":"1","b":"2"},"managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"authorization.k8s.io/v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:resourceAttributes":{".":{},"f:verb":{}},"f:user":{}}}}]}"#
         );
         assert!(metadata_is_empty(
             &json!({"managedFields": [{}], "name": ""}),
