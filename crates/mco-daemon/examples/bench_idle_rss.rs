@@ -4,8 +4,8 @@
 //!
 //! ```sh
 //! cargo build --release -p mco --bin mco
-//! cargo build --release -p mco-daemon --features cli --bin mco-daemon
-//! cargo run --release -p mco-daemon --example bench_idle_rss -- [--mco target/release/mco] [--daemon-bin target/release/mco-daemon] [--files 200] [--idle-secs 10] [--rounds 1] [--metrics-auth none|delegated]
+//! cargo build --profile daemon -p mco-daemon --features cli --bin mco-daemon
+//! cargo run --release -p mco-daemon --example bench_idle_rss -- [--mco target/release/mco] [--daemon-bin target/daemon/mco-daemon] [--files 200] [--idle-secs 10] [--rounds 1] [--metrics-auth none|delegated]
 //! ```
 //!
 //! With `--metrics-auth delegated` (as the shipped DaemonSet runs) the metrics port serves TLS
@@ -148,7 +148,7 @@ struct Args {
 fn args() -> Result<Args, Box<dyn Error>> {
     let mut a = Args {
         mco: PathBuf::from("target/release/mco"),
-        daemon_bin: PathBuf::from("target/release/mco-daemon"),
+        daemon_bin: PathBuf::from("target/daemon/mco-daemon"),
         files: 200,
         idle_secs: 10,
         rounds: 1,

@@ -222,17 +222,22 @@ fn builds_the_mco_binary_with_the_repositorys_toolchain_into_a_minimal_runtime()
 }
 
 /// The DaemonSet runs the daemon-only executable, so the image must build and ship it where
-/// the manifests say it is.
+/// the manifests say it is, with the size-optimised `daemon` profile its memory goal rests on.
 #[test]
 fn ships_the_daemon_only_executable_where_the_daemonset_runs_it() {
     let instructions = containerfile();
     assert!(
         instructions.iter().any(|i| i.keyword == "RUN"
             && i.args.contains(
-                "cargo build --release -p mco-daemon --features cli --bin mco-daemon --locked"
+                "cargo build --profile daemon -p mco-daemon --features cli --bin mco-daemon --locked"
             )
-            && i.args.contains("target/release/mco-daemon /out/mco-daemon")),
+            && i.args.contains("target/daemon/mco-daemon /out/mco-daemon")),
         "the builder builds and stages mco-daemon"
+    );
+    let manifest = read("Cargo.toml");
+    assert!(
+        manifest.contains("[profile.daemon]\ninherits = \"release\""),
+        "the workspace defines the daemon profile the image builds with"
     );
     let runtime_copies: Vec<&str> = instructions
         .iter()
