@@ -195,11 +195,28 @@ fn self_signed(provider: &CryptoProvider) -> Result<CertifiedKey, Error> {
     )?)
 }
 
+/// The most either PEM file may hold: a Secret, where they come from, holds at most 1 MiB in
+/// all, and they are read again every [`RELOAD_INTERVAL`].
+pub const MAX_PEM_BYTES: u64 = 1 << 20;
+
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|error| Error::File {
+    use std::io::Read;
+    let file = |error| Error::File {
         path: path.to_path_buf(),
         error,
-    })
+    };
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file at the limit from one over it.
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_PEM_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(file)?;
+    if bytes.len() as u64 > MAX_PEM_BYTES {
+        return Err(file(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_PEM_BYTES} bytes"),
+        )));
+    }
+    Ok(bytes)
 }
 
 /// The chain of `cert` and the key of `key`, each given as its path and its PEM, once the key
@@ -266,6 +283,23 @@ mod tests {
         std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
         let e = serving(Some((&empty, &key))).err().unwrap().to_string();
         assert_eq!(e, format!("{}: no CERTIFICATE block", empty.display()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_pem_file_over_the_limit_is_refused_and_one_at_it_is_read() {
+        let dir = std::env::temp_dir().join(format!("mco-metrics-auth-max-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let at = dir.join("at.crt");
+        let over = dir.join("over.crt");
+        std::fs::write(&at, vec![b'x'; MAX_PEM_BYTES as usize]).unwrap();
+        std::fs::write(&over, vec![b'x'; MAX_PEM_BYTES as usize + 1]).unwrap();
+        assert_eq!(read(&at).unwrap().len() as u64, MAX_PEM_BYTES);
+        let e = read(&over).unwrap_err().to_string();
+        assert_eq!(e, format!("{}: larger than 1048576 bytes", over.display()));
+        // Refused before any parsing, when serving starts.
+        let e = serving(Some((&over, &at))).err().unwrap().to_string();
+        assert!(e.contains("larger than 1048576 bytes"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
