@@ -116,6 +116,39 @@ mod tests {
     }
 
     #[test]
+    fn the_flags_keep_their_names_and_help() {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let help = |id: &str| {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == id).unwrap();
+            (
+                arg.get_long().unwrap().to_string(),
+                arg.get_help().unwrap().to_string(),
+            )
+        };
+        assert_eq!(
+            help("metrics_auth"),
+            (
+                "metrics-auth".into(),
+                "Who may read /metrics: `none` (plain HTTP, anyone) or `delegated` (HTTPS; the caller's bearer token is checked with a TokenReview, then `get` on /metrics with a SubjectAccessReview)".into()
+            )
+        );
+        assert_eq!(
+            help("metrics_tls_cert_file"),
+            (
+                "metrics-tls-cert-file".into(),
+                "The metrics serving certificate (PEM) with --metrics-auth=delegated; without it a self-signed one is generated at start".into()
+            )
+        );
+        assert_eq!(
+            help("metrics_tls_key_file"),
+            (
+                "metrics-tls-key-file".into(),
+                "The key of --metrics-tls-cert-file (PEM)".into()
+            )
+        );
+    }
+
+    #[test]
     fn the_mode_id_names_the_mode_flag() {
         let cmd = <Cli as clap::CommandFactory>::command();
         let arg = cmd

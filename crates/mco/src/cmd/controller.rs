@@ -224,35 +224,17 @@ mod tests {
     }
 
     #[test]
-    fn metrics_auth_flags_keep_their_help_and_pairing() {
+    fn metrics_auth_flags_parse_and_say_the_probes_stay_open() {
         let cmd = <Cli as clap::CommandFactory>::command();
-        let help = |id: &str| {
-            let arg = cmd.get_arguments().find(|a| a.get_id() == id).unwrap();
-            (
-                arg.get_long().unwrap().to_string(),
-                arg.get_help().unwrap().to_string(),
-            )
-        };
-        assert_eq!(
-            help("metrics_auth"),
-            (
-                "metrics-auth".into(),
-                "Who may read /metrics: `none` (plain HTTP, anyone) or `delegated` (HTTPS; the caller's bearer token is checked with a TokenReview, then `get` on /metrics with a SubjectAccessReview). /healthz and /readyz stay open".into()
-            )
-        );
-        assert_eq!(
-            help("metrics_tls_cert_file"),
-            (
-                "metrics-tls-cert-file".into(),
-                "The metrics serving certificate (PEM) with --metrics-auth=delegated; without it a self-signed one is generated at start".into()
-            )
-        );
-        assert_eq!(
-            help("metrics_tls_key_file"),
-            (
-                "metrics-tls-key-file".into(),
-                "The key of --metrics-tls-cert-file (PEM)".into()
-            )
+        let help = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "metrics_auth")
+            .and_then(|a| a.get_help())
+            .unwrap()
+            .to_string();
+        assert!(
+            help.ends_with("with a SubjectAccessReview). /healthz and /readyz stay open"),
+            "{help}"
         );
 
         let cli = Cli::try_parse_from([
