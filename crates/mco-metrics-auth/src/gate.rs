@@ -7,15 +7,18 @@
 //! Only a cache miss costs a review, but every new token is a miss: the reviews under way at
 //! once are bounded, and a request that finds no room within a short wait is answered as the
 //! API server answers past its in-flight limit (`429`, `Retry-After: 1`), instead of adding
-//! to its load.
+//! to its load. Requests that miss on the same key at once share one review, as the delegating
+//! authenticator's singleflight makes them: a burst of scrapes with one new token costs one
+//! TokenReview, and takes one place, not one each.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hashlink::LruCache;
 use k8s_openapi::api::authentication::v1::UserInfo;
-use tokio::sync::Semaphore;
+use tokio::sync::{OnceCell, Semaphore};
 
 /// Longest `Authorization` header read; a longer one is refused before any review.
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
@@ -158,6 +161,7 @@ pub fn bearer_token(header: Option<&[u8]>) -> Option<&str> {
 }
 
 /// Why a review gave no answer.
+#[derive(Clone)]
 enum Unanswered {
     Failed(ReviewError),
     /// Not asked: no room among the reviews under way.
@@ -197,6 +201,65 @@ impl<T: Clone> Cache<T> {
     }
 }
 
+type Flight<T> = Arc<OnceCell<Result<T, Unanswered>>>;
+
+/// The reviews under way, by cache key: one per key, whose answer every request that asked
+/// meanwhile gets. An entry lives only while a request waits on it, so there are never more
+/// than requests in progress.
+struct Flights<T>(Mutex<HashMap<Key, Flight<T>>>);
+
+impl<T: Clone> Flights<T> {
+    fn new() -> Flights<T> {
+        Flights(Mutex::new(HashMap::new()))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Flight<T>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `review`'s answer for `key`, or that of the review already under way for it. A request
+    /// that goes away mid-review hands the review to another waiting on it (the cell starts it
+    /// again for the next waiter), and the last one out removes the entry.
+    async fn join<F>(&self, key: Key, review: impl FnOnce() -> F) -> Result<T, Unanswered>
+    where
+        F: Future<Output = Result<T, Unanswered>>,
+    {
+        let flight = Arc::clone(self.lock().entry(key).or_default());
+        let seat = Seat {
+            flights: self,
+            key,
+            flight: Some(flight),
+        };
+        let cell = seat.flight.as_ref().expect("held until dropped");
+        cell.get_or_init(review).await.clone()
+    }
+}
+
+/// One request's hold on a [`Flight`]; see [`Flights::join`].
+struct Seat<'a, T> {
+    flights: &'a Flights<T>,
+    key: Key,
+    flight: Option<Flight<T>>,
+}
+
+impl<T> Drop for Seat<'_, T> {
+    fn drop(&mut self) {
+        let mut map = self.flights.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(flight) = self.flight.take() else {
+            return;
+        };
+        if let Some(current) = map.get(&self.key)
+            && Arc::ptr_eq(current, &flight)
+            // Answered (later requests read the cache), or no one else waits on it. Counted
+            // under the lock, where every other seat takes and drops its share.
+            && (flight.initialized() || Arc::strong_count(&flight) <= 2)
+        {
+            map.remove(&self.key);
+        }
+        drop(flight);
+    }
+}
+
 /// SHA-256, from the TLS provider already in the binary.
 fn sha256(parts: &[&[u8]]) -> Key {
     let rustls::SupportedCipherSuite::Tls13(suite) =
@@ -225,6 +288,8 @@ pub struct Gate<R> {
     authz: Cache<Access>,
     /// One permit per review under way.
     reviews: Semaphore,
+    authn_flights: Flights<Option<UserInfo>>,
+    authz_flights: Flights<Access>,
 }
 
 impl<R: Reviewer> Gate<R> {
@@ -241,6 +306,8 @@ impl<R: Reviewer> Gate<R> {
             authn: Cache::new(limits.entries),
             authz: Cache::new(limits.entries),
             reviews: Semaphore::new(limits.reviews.max(1)),
+            authn_flights: Flights::new(),
+            authz_flights: Flights::new(),
         }
     }
 
@@ -286,10 +353,14 @@ impl<R: Reviewer> Gate<R> {
         if let Some(user) = self.authn.get(&key, now) {
             return Ok(user);
         }
-        let user = self.bounded(self.reviewer.authenticate(token)).await?;
-        self.authn
-            .put(key, user.clone(), now + self.limits.authn_ttl);
-        Ok(user)
+        self.authn_flights
+            .join(key, || async {
+                let user = self.bounded(self.reviewer.authenticate(token)).await?;
+                self.authn
+                    .put(key, user.clone(), now + self.limits.authn_ttl);
+                Ok(user)
+            })
+            .await
     }
 
     async fn authorize(
@@ -303,16 +374,20 @@ impl<R: Reviewer> Gate<R> {
         if let Some(access) = self.authz.get(&key, now) {
             return Ok(access);
         }
-        let access = self
-            .bounded(self.reviewer.authorize(user, verb, path))
-            .await?;
-        let ttl = if access.allowed {
-            self.limits.allowed_ttl
-        } else {
-            self.limits.denied_ttl
-        };
-        self.authz.put(key, access.clone(), now + ttl);
-        Ok(access)
+        self.authz_flights
+            .join(key, || async {
+                let access = self
+                    .bounded(self.reviewer.authorize(user, verb, path))
+                    .await?;
+                let ttl = if access.allowed {
+                    self.limits.allowed_ttl
+                } else {
+                    self.limits.denied_ttl
+                };
+                self.authz.put(key, access.clone(), now + ttl);
+                Ok(access)
+            })
+            .await
     }
 
     /// `call` once a place among the reviews under way is free, within its time.
@@ -671,7 +746,18 @@ mod tests {
     /// Answers `known` at once; holds every other token's review until `release` closes.
     struct Held {
         in_flight: AtomicUsize,
+        calls: AtomicUsize,
         release: tokio::sync::Semaphore,
+    }
+
+    impl Default for Held {
+        fn default() -> Held {
+            Held {
+                in_flight: AtomicUsize::new(0),
+                calls: AtomicUsize::new(0),
+                release: tokio::sync::Semaphore::new(0),
+            }
+        }
     }
 
     impl Reviewer for Held {
@@ -683,6 +769,7 @@ mod tests {
                 }));
             }
             self.in_flight.fetch_add(1, Ordering::SeqCst);
+            self.calls.fetch_add(1, Ordering::SeqCst);
             // Closed: every held review goes on.
             let _ = self.release.acquire().await;
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -705,11 +792,7 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(Limits::default().reviews, limits.reviews);
-        let held = Held {
-            in_flight: AtomicUsize::new(0),
-            release: tokio::sync::Semaphore::new(0),
-        };
-        let g = std::sync::Arc::new(Gate::new(held, limits));
+        let g = std::sync::Arc::new(Gate::new(Held::default(), limits));
         let now = Instant::now();
         let known = async || {
             g.decide(Some(b"Bearer known"), "get", "/metrics", now)
@@ -759,5 +842,90 @@ mod tests {
             .decide(Some(b"Bearer unknown-16"), "get", "/metrics", now)
             .await;
         assert_eq!(o, Outcome::Unauthenticated);
+    }
+
+    /// Polls `what` until it holds, for at most 10 s.
+    async fn until(what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn waiting(g: &Gate<Held>) -> usize {
+        g.authn_flights
+            .lock()
+            .values()
+            .map(|f| Arc::strong_count(f) - 1)
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn requests_with_the_same_new_token_share_one_review_and_one_place() {
+        let limits = Limits {
+            reviews: 1,
+            queue_wait: Duration::from_millis(50),
+            ..Limits::default()
+        };
+        let g = Arc::new(Gate::new(Held::default(), limits));
+        let now = Instant::now();
+        // More than the places: unshared, all but one would be Busy.
+        let same: Vec<_> = (0..40)
+            .map(|_| {
+                let g = g.clone();
+                tokio::spawn(
+                    async move { g.decide(Some(b"Bearer new"), "get", "/metrics", now).await },
+                )
+            })
+            .collect();
+        until("40 requests waiting on one review", || waiting(&g) == 40).await;
+        assert_eq!(g.authn_flights.lock().len(), 1);
+        assert_eq!(g.reviewer.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(g.reviewer.in_flight.load(Ordering::SeqCst), 1);
+
+        g.reviewer.release.close();
+        for h in same {
+            assert_eq!(h.await.unwrap(), Outcome::Unauthenticated);
+        }
+        assert_eq!(g.reviewer.calls.load(Ordering::SeqCst), 1);
+        assert!(g.authn_flights.lock().is_empty(), "nothing left under way");
+    }
+
+    #[tokio::test]
+    async fn a_request_that_goes_away_hands_its_review_on_and_leaves_nothing_behind() {
+        let g = Arc::new(Gate::new(Held::default(), Limits::default()));
+        let now = Instant::now();
+        let ask = |g: &Arc<Gate<Held>>| {
+            let g = g.clone();
+            tokio::spawn(async move { g.decide(Some(b"Bearer new"), "get", "/metrics", now).await })
+        };
+
+        // Alone: gone mid-review, its entry goes with it.
+        let first = ask(&g);
+        until("the first review under way", || {
+            g.reviewer.in_flight.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        first.abort();
+        assert!(first.await.unwrap_err().is_cancelled());
+        until("the abandoned review's entry removed", || {
+            g.authn_flights.lock().is_empty()
+        })
+        .await;
+
+        // With company: the one who started it goes, the other gets an answer.
+        let starter = ask(&g);
+        until("a review under way", || waiting(&g) == 1).await;
+        let other = ask(&g);
+        until("two waiting on it", || waiting(&g) == 2).await;
+        starter.abort();
+        until("the review started again for the one left", || {
+            g.reviewer.calls.load(Ordering::SeqCst) == 3
+        })
+        .await;
+        g.reviewer.release.close();
+        assert_eq!(other.await.unwrap(), Outcome::Unauthenticated);
+        assert!(g.authn_flights.lock().is_empty());
     }
 }
