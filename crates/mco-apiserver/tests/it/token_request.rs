@@ -23,6 +23,16 @@ fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).to_string()
 }
 
+/// kubectl failed, and said `what`.
+#[track_caller]
+fn refused(o: &Output, what: &str) {
+    let err = text(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains(what),
+        "want {what:?}, got: {err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_token() {
     let s = common::start().await;
@@ -33,12 +43,7 @@ async fn kubectl_create_token() {
 
     // No such ServiceAccount: kube's 404.
     let o = k(&["create", "token", "robot"]);
-    assert!(!o.status.success());
-    assert!(
-        text(&o.stderr).contains(r#"serviceaccounts "robot" not found"#),
-        "{}",
-        text(&o.stderr)
-    );
+    refused(&o, r#"serviceaccounts "robot" not found"#);
 
     let sa: ServiceAccount =
         serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
@@ -52,20 +57,13 @@ async fn kubectl_create_token() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let token = text(&o.stdout).trim().to_string();
     let o = k(&["--token", &token, "get", "configmaps"]);
-    assert!(
-        text(&o.stderr).contains(
-            r#"User "system:serviceaccount:default:robot" cannot list resource "configmaps""#
-        ),
-        "{}",
-        text(&o.stderr)
+    refused(
+        &o,
+        r#"User "system:serviceaccount:default:robot" cannot list resource "configmaps""#,
     );
     // A token the server never issued is not authenticated at all.
     let o = k(&["--token", "not-issued", "get", "configmaps"]);
-    assert!(
-        text(&o.stderr).contains("Unauthorized"),
-        "{}",
-        text(&o.stderr)
-    );
+    refused(&o, "Unauthorized");
 
     // Expiry: the default, the minimum, one second under it.
     let o = k(&["create", "token", "robot", "-o", "json"]);
@@ -77,11 +75,9 @@ async fn kubectl_create_token() {
             .success()
     );
     let o = k(&["create", "token", "robot", "--duration=599s"]);
-    assert!(!o.status.success());
-    assert!(
-        text(&o.stderr).contains("spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes"),
-        "{}",
-        text(&o.stderr)
+    refused(
+        &o,
+        "spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes",
     );
 
     // Bound objects: a missing one is 404, a stale uid 409.
@@ -92,11 +88,7 @@ async fn kubectl_create_token() {
         "--bound-object-kind=Secret",
         "--bound-object-name=gone",
     ]);
-    assert!(
-        text(&o.stderr).contains(r#"secrets "gone" not found"#),
-        "{}",
-        text(&o.stderr)
-    );
+    refused(&o, r#"secrets "gone" not found"#);
     let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "held"}})).unwrap();
     Api::<Secret>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &secret)
@@ -110,12 +102,9 @@ async fn kubectl_create_token() {
         "--bound-object-name=held",
         "--bound-object-uid=stale",
     ]);
-    assert!(
-        text(&o.stderr).contains(
-            "the UID in the bound object reference (stale) does not match the UID in record"
-        ),
-        "{}",
-        text(&o.stderr)
+    refused(
+        &o,
+        "the UID in the bound object reference (stale) does not match the UID in record",
     );
     let o = k(&[
         "create",
@@ -133,9 +122,5 @@ async fn kubectl_create_token() {
     // Deleting the Secret ends its token.
     assert!(k(&["delete", "secret", "held"]).status.success());
     let o = k(&["--token", &bound, "get", "configmaps"]);
-    assert!(
-        text(&o.stderr).contains("Unauthorized"),
-        "{}",
-        text(&o.stderr)
-    );
+    refused(&o, "Unauthorized");
 }
