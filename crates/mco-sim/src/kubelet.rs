@@ -10,8 +10,16 @@
 //! two LISTs a second, of every simulated Node and of every pod, were a steady load on the
 //! control plane the rollout shares two cores with. A pod acted on is not acted on again until
 //! the watch delivers a newer version of it.
+//!
+//! A pass runs when the watches bring a change, as a kubelet's pod workers act on what its
+//! watch brings, at most every [`MIN_SPACING`], and at least every [`TICK`] for the Leases. A
+//! pod being deleted is confirmed in the next pass (its containers "stop" at once); a new pod
+//! is Running and Ready [`START_DELAY`] after its creation, as on the embedded cluster
+//! ([`crate::workload::WorkloadTiming`]). On a one-second tick, an evicted pod waited half a
+//! second on average for its confirmation, and the drain behind it as long.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,14 +30,18 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::error::Result;
 use crate::external::External;
 use crate::objects::{self, SIMULATED_LABEL};
 
-/// Between two passes.
+/// The longest time between two passes.
 const TICK: Duration = Duration::from_secs(1);
+/// The shortest: a burst of watch events makes one pass, not one each.
+const MIN_SPACING: Duration = Duration::from_millis(50);
+/// From a pod's creation to its Running and Ready status.
+const START_DELAY: Duration = Duration::from_secs(1);
 /// How often a node's Lease is renewed (kubelet's default: a quarter of its 40 s duration).
 const LEASE_RENEW: Duration = Duration::from_secs(10);
 /// The Lease's duration, as kubelet sets it.
@@ -46,8 +58,9 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// A store of `api`'s objects (those `cfg` selects), kept by a watch in its own task.
-fn reflect<K>(api: Api<K>, cfg: watcher::Config) -> (Store<K>, AbortOnDrop)
+/// A store of `api`'s objects (those `cfg` selects), kept by a watch in its own task, which
+/// wakes `changed` on every event.
+fn reflect<K>(api: Api<K>, cfg: watcher::Config, changed: Arc<Notify>) -> (Store<K>, AbortOnDrop)
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -59,9 +72,10 @@ where
 {
     let (store, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher::watcher(api, cfg).default_backoff());
-    let task = tokio::spawn(stream.for_each(|ev| {
-        if let Err(e) = ev {
-            tracing::warn!(error = %e, "simulated kubelet: watch");
+    let task = tokio::spawn(stream.for_each(move |ev| {
+        match ev {
+            Ok(_) => changed.notify_one(),
+            Err(e) => tracing::warn!(error = %e, "simulated kubelet: watch"),
         }
         futures::future::ready(())
     }));
@@ -70,11 +84,17 @@ where
 
 /// Runs until `stop` becomes true.
 pub async fn run(admin: kube::Client, mut stop: watch::Receiver<bool>) {
+    let changed = Arc::new(Notify::new());
     let (nodes, _nodes_task) = reflect(
         Api::<Node>::all(admin.clone()),
         watcher::Config::default().labels(&format!("{SIMULATED_LABEL}=true")),
+        Arc::clone(&changed),
     );
-    let (pods, _pods_task) = reflect(Api::<Pod>::all(admin.clone()), watcher::Config::default());
+    let (pods, _pods_task) = reflect(
+        Api::<Pod>::all(admin.clone()),
+        watcher::Config::default(),
+        Arc::clone(&changed),
+    );
     let mut renewed: BTreeMap<String, tokio::time::Instant> = BTreeMap::new();
     let mut acted: Acted = BTreeMap::new();
     let ready = async {
@@ -86,11 +106,25 @@ pub async fn run(admin: kube::Client, mut stop: watch::Receiver<bool>) {
         _ = stop.wait_for(|s| *s) => return,
     }
     loop {
-        if let Err(e) = pass(&admin, &nodes, &pods, &mut renewed, &mut acted).await {
-            tracing::warn!(error = %e, "simulated kubelet");
+        let started = tokio::time::Instant::now();
+        let next = match pass(&admin, &nodes, &pods, &mut renewed, &mut acted).await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::warn!(error = %e, "simulated kubelet");
+                None
+            }
+        };
+        let latest = started + next.map_or(TICK, |d| d.clamp(MIN_SPACING, TICK));
+        tokio::select! {
+            _ = tokio::time::sleep_until(started + MIN_SPACING) => {}
+            _ = stop.changed() => {}
+        }
+        if *stop.borrow() {
+            return;
         }
         tokio::select! {
-            _ = tokio::time::sleep(TICK) => {}
+            _ = tokio::time::sleep_until(latest) => {}
+            _ = changed.notified() => {}
             _ = stop.changed() => {}
         }
         if *stop.borrow() {
@@ -115,9 +149,10 @@ async fn pass(
     pods: &Store<Pod>,
     renewed: &mut BTreeMap<String, tokio::time::Instant>,
     acted: &mut Acted,
-) -> Result<()> {
+) -> Result<Option<Duration>> {
     let sim = nodes.state();
-    renewed.retain(|name, _| sim.iter().any(|n| n.name_any() == *name));
+    let names: HashSet<String> = sim.iter().map(|n| n.name_any()).collect();
+    renewed.retain(|name, _| names.contains(name));
     for node in &sim {
         let name = node.name_any();
         if renewed
@@ -130,14 +165,13 @@ async fn pass(
         renewed.insert(name, tokio::time::Instant::now());
     }
     let all = pods.state();
-    acted.retain(|uid, _| all.iter().any(|p| p.metadata.uid.as_deref() == Some(uid)));
-    for pod in all {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
-            continue;
-        };
-        if !sim.iter().any(|n| n.name_any() == node) || !due(&pod, acted) {
-            continue;
-        }
+    let uids: HashSet<&str> = all
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .collect();
+    acted.retain(|uid, _| uids.contains(uid.as_str()));
+    let (todo, next) = plan(&names, &all, acted, jiff::Timestamp::now());
+    for pod in todo {
         let ns = pod.namespace().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(admin.clone(), &ns);
         if pod.metadata.deletion_timestamp.is_some() {
@@ -154,8 +188,8 @@ async fn pass(
                 Ok(_) | Err(kube::Error::Api(_)) => {}
                 Err(e) => return Err(e.into()),
             }
-        } else if !is_running_ready(&pod) {
-            let status = running_status(&pod, &objects::now_rfc3339());
+        } else {
+            let status = running_status(pod, &objects::now_rfc3339());
             match api
                 .patch_status(
                     &pod.name_any(),
@@ -167,14 +201,53 @@ async fn pass(
                 Ok(_) | Err(kube::Error::Api(_)) => {}
                 Err(e) => return Err(e.into()),
             }
-        } else {
-            continue;
         }
         if let (Some(uid), Some(rv)) = (&pod.metadata.uid, &pod.metadata.resource_version) {
             acted.insert(uid.clone(), rv.clone());
         }
     }
-    Ok(())
+    Ok(next)
+}
+
+/// What a pass does to the pods bound to the simulated nodes `names`, at `now`: confirm each
+/// deletion, report each pod [`START_DELAY`] old Running and Ready; and how long until the
+/// next pod comes of that age, if any waits.
+fn plan<'a>(
+    names: &HashSet<String>,
+    pods: &'a [Arc<Pod>],
+    acted: &Acted,
+    now: jiff::Timestamp,
+) -> (Vec<&'a Pod>, Option<Duration>) {
+    let mut todo = Vec::new();
+    let mut next: Option<Duration> = None;
+    for pod in pods {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        if !names.contains(node) || !due(pod, acted) {
+            continue;
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            todo.push(&**pod);
+            continue;
+        }
+        if is_running_ready(pod) {
+            continue;
+        }
+        let created = pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, |t| t.0);
+        let age = now.duration_since(created).unsigned_abs();
+        match START_DELAY.checked_sub(age) {
+            Some(wait) if !wait.is_zero() => {
+                next = Some(next.map_or(wait, |n| n.min(wait)));
+            }
+            _ => todo.push(&**pod),
+        }
+    }
+    (todo, next)
 }
 
 /// Renews a node's Lease with one PATCH, creating it when the PATCH finds none: reading it
@@ -253,6 +326,7 @@ pub fn running_status(pod: &Pod, now: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     #[test]
     fn a_pod_version_acted_on_is_not_due_again() {
@@ -271,6 +345,53 @@ mod tests {
             "the watch has not delivered the write yet"
         );
         assert!(due(&at("2"), &acted), "a newer version");
+    }
+
+    fn pod(name: &str, node: &str, created: &str) -> Arc<Pod> {
+        Arc::new(
+            objects::typed(
+                "pod",
+                json!({"metadata": {"name": name, "uid": name, "resourceVersion": "1",
+                                    "creationTimestamp": created},
+                       "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}}),
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_pass_confirms_deletions_at_once_and_starts_pods_a_second_after_creation() {
+        let names: HashSet<String> = ["sim-1".to_string()].into();
+        let now: jiff::Timestamp = "2026-01-01T00:00:10.250Z".parse().unwrap();
+        let deleting = {
+            let mut p = (*pod("deleting", "sim-1", "2026-01-01T00:00:09Z")).clone();
+            p.metadata.deletion_timestamp = Some(Time(now));
+            Arc::new(p)
+        };
+        let pods = vec![
+            pod("old", "sim-1", "2026-01-01T00:00:09Z"),
+            // Created 1 s before now, to the second: due.
+            pod("at-the-limit", "sim-1", "2026-01-01T00:00:09.250Z"),
+            pod("young", "sim-1", "2026-01-01T00:00:10Z"),
+            pod("other-node", "real-1", "2026-01-01T00:00:00Z"),
+            deleting,
+        ];
+        let (todo, next) = plan(&names, &pods, &Acted::new(), now);
+        let todo: Vec<&str> = todo
+            .iter()
+            .map(|p| p.metadata.name.as_deref().unwrap())
+            .collect();
+        assert_eq!(todo, ["old", "at-the-limit", "deleting"]);
+        // The young pod is a second old 750 ms from now.
+        assert_eq!(next, Some(Duration::from_millis(750)));
+
+        // Acted on, not again until a newer version.
+        let acted: Acted = todo
+            .iter()
+            .map(|n| (n.to_string(), "1".to_string()))
+            .collect();
+        let (todo, _) = plan(&names, &pods, &acted, now);
+        assert!(todo.is_empty(), "{:?}", todo.len());
     }
 
     #[test]
