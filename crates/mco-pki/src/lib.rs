@@ -150,6 +150,10 @@ pub struct Name {
     pub go: String,
     /// The attributes in the certificate's order, as x509-parser prints them: `O=y, CN=x`.
     pub text: String,
+    /// Every attribute in the certificate's order: its dotted OID and its value where that is a
+    /// string (Numeric, Printable, UTF8 or IA5), as Go's `pkix.Name.Names` holds them. A name
+    /// may carry one attribute several times (two `O`s).
+    pub attributes: Vec<(String, Option<String>)>,
 }
 
 impl Name {
@@ -163,7 +167,22 @@ impl Name {
                 .map(str::to_owned),
             go: go_name(n),
             text: n.to_string(),
+            attributes: n
+                .iter_attributes()
+                .map(|a| {
+                    let value = a.as_str().ok().map(str::to_owned);
+                    (a.attr_type().to_id_string(), value)
+                })
+                .collect(),
         }
+    }
+
+    /// The string values of the attribute `oid` (dotted), in order.
+    pub fn values<'a>(&'a self, oid: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.attributes
+            .iter()
+            .filter(move |(o, _)| o == oid)
+            .filter_map(|(_, v)| v.as_deref())
     }
 }
 
@@ -189,6 +208,15 @@ pub struct Certificate {
 }
 
 impl Certificate {
+    /// One certificate's DER (a TLS peer's, say), named `object` in the error.
+    pub fn parse(der: Vec<u8>, object: &str) -> Result<Certificate, Error> {
+        Certificate::from_der(der).map_err(|reason| Error::Malformed {
+            object: object.to_owned(),
+            block: 1,
+            reason,
+        })
+    }
+
     fn from_der(der: Vec<u8>) -> Result<Certificate, String> {
         let (_, c) = X509Certificate::from_der(&der).map_err(|e| e.to_string())?;
         let ts = |s: i64| Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH);

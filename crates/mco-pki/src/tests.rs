@@ -170,6 +170,34 @@ fn names_print_as_go_and_as_x509_parser_print_them() {
     let c = one(&p.self_signed(&KeyPair::generate().unwrap()).unwrap().pem());
     assert_eq!(c.subject.go, "CN=\\ lead#,O=Red Hat,C=US");
     assert_eq!(c.subject.text, "CN= lead#, O=Red Hat, C=US");
+    assert_eq!(
+        c.subject.attributes,
+        [
+            ("2.5.4.3".to_string(), Some(" lead#".to_string())),
+            ("2.5.4.10".to_string(), Some("Red Hat".to_string())),
+            ("2.5.4.6".to_string(), Some("US".to_string())),
+        ]
+    );
+    assert_eq!(
+        c.subject.values("2.5.4.10").collect::<Vec<_>>(),
+        ["Red Hat"]
+    );
+    assert_eq!(c.subject.values("2.5.4.11").count(), 0);
+}
+
+#[test]
+fn one_der_certificate_parses_or_names_what_it_is() {
+    let mut p = CertificateParams::default();
+    p.distinguished_name.push(DnType::CommonName, "alice");
+    let cert = p.self_signed(&KeyPair::generate().unwrap()).unwrap();
+    let c = Certificate::parse(cert.der().to_vec(), "peer").unwrap();
+    assert_eq!(c.subject.common_name.as_deref(), Some("alice"));
+    assert_eq!(c.der, cert.der().to_vec());
+    let e = Certificate::parse(b"not a certificate".to_vec(), "peer").unwrap_err();
+    assert!(
+        matches!(&e, Error::Malformed { object, block: 1, .. } if object == "peer"),
+        "{e}"
+    );
 }
 
 #[test]
