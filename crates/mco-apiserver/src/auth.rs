@@ -34,8 +34,9 @@ pub enum Identity {
         name: String,
         node: Option<String>,
     },
-    /// Someone a caller impersonates (`Impersonate-User`): authorized by RBAC as this user,
-    /// bypassing it only as a member of `system:masters`. Never stored with a token.
+    /// Someone a caller impersonates (`Impersonate-User`), or the user of a client certificate
+    /// (`crate::client_cert`): authorized by RBAC as this user, bypassing it only as a member of
+    /// `system:masters`. Never stored with a token.
     User {
         user: User,
         /// `Impersonate-Uid`; empty when none was given.

@@ -22,8 +22,8 @@ use crate::store::Store;
 const AUTHENTICATION: &str = "authentication.k8s.io";
 pub const MASTERS: &str = "system:masters";
 pub(crate) const AUTHENTICATED: &str = "system:authenticated";
-const UNAUTHENTICATED: &str = "system:unauthenticated";
-const ANONYMOUS: &str = "system:anonymous";
+pub(crate) const UNAUTHENTICATED: &str = "system:unauthenticated";
+pub(crate) const ANONYMOUS: &str = "system:anonymous";
 /// Checks of this many groups or extra values first try the wildcard name `*`, as kube does.
 const MANY: usize = 4;
 /// Bounds on what a request may ask for (here, and a SubjectAccessReview's groups and extras),
@@ -406,7 +406,8 @@ fn validate_extra(extra: &BTreeMap<String, Vec<String>>) -> Result<(), String> {
 }
 
 /// The user a caller acts as: who `caller` is (`None`: not authenticated, kube's
-/// `system:anonymous`) as RBAC sees it. `admin` may impersonate anyone; the older
+/// `system:anonymous`) as RBAC sees it. `admin` and a client certificate's user in
+/// `system:masters` may impersonate anyone; the older
 /// `controller` and `node:<name>` identities, which RBAC does not govern, are checked as a
 /// user of their name that no binding names, so they may not: impersonating would shed the
 /// node guard.
@@ -421,10 +422,8 @@ fn requestor(caller: Option<&Identity>) -> Option<User> {
             name: id.user_name(),
             groups: vec![AUTHENTICATED.into()],
         }),
-        Some(id) => Some(id.rbac_user().unwrap_or_else(|| User {
-            name: id.user_name(),
-            groups: vec![],
-        })),
+        // A ServiceAccount, or a client certificate's user (`None` in `system:masters`).
+        Some(id) => id.rbac_user(),
     }
 }
 

@@ -18,14 +18,16 @@
 //! 2. [`store`]: objects on SQLite, the writer thread, watches (it knows nothing of HTTP,
 //!    identities or the controllers);
 //! 3. [`auth`]: identities and their tokens (persisted by the store), RBAC decisions on the
-//!    policy read from the store, the node guard; `impersonation`: `Impersonate-*` headers,
-//!    authorized on that policy;
+//!    policy read from the store, the node guard; `client_cert`: client certificates verified
+//!    against the data directory's CA; `impersonation`: `Impersonate-*` headers, authorized on
+//!    that policy;
 //! 4. `disruption`: what PodDisruptionBudgets allow, read from the store;
 //! 5. `rest`: the HTTP surface, routing each request to a verb's handler;
 //! 6. `controllers`: the server's own loops, writing through the REST verbs.
 
 pub mod admission;
 pub mod auth;
+mod client_cert;
 mod controllers;
 mod datadir;
 pub mod discovery;
@@ -61,6 +63,7 @@ use tokio_rustls::TlsAcceptor;
 pub use auth::Identity;
 pub use error::{ApiError, Error};
 pub use store::Durability;
+pub use tls::{ClientCertificate, issue_client_certificate};
 
 /// Largest accepted request body (kube-apiserver's limit for JSON bodies is 3 MiB).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -150,7 +153,8 @@ impl Server {
             .local_addr()
             .map_err(|e| Error::io(cfg.listen, e))?;
         let certs = tls::ensure_certs(&cfg.data_dir, &addr)?;
-        let tls_cfg = tls::server_config(&certs)?;
+        let client_ca = client_cert::ClientCa::new(&certs.ca_pem)?;
+        let tls_cfg = tls::server_config(&certs, client_ca.handshake_verifier())?;
         let store = store::Store::open(
             &cfg.data_dir.join("state.db"),
             cfg.retained_events,
@@ -168,6 +172,7 @@ impl Server {
             metrics: Default::default(),
             rbac: Default::default(),
             tokens,
+            client_ca,
         });
         for ns in INITIAL_NAMESPACES {
             if app.store.get("/namespaces", "", ns).is_none() {
@@ -284,6 +289,12 @@ impl ServerHandle {
     /// A kubeconfig document for `token` against this server.
     pub fn kubeconfig_for_token(&self, user: &str, token: &str) -> String {
         tls::kubeconfig(&self.addr, &self.ca_pem, user, token)
+    }
+
+    /// A kubeconfig document for a client certificate against this server (one issued by
+    /// [`issue_client_certificate`] from this data directory's CA authenticates).
+    pub fn kubeconfig_for_certificate(&self, user: &str, cert: &ClientCertificate) -> String {
+        tls::kubeconfig_for_certificate(&self.addr, &self.ca_pem, user, cert)
     }
 
     /// Mints a token for `id` and writes a kubeconfig using it to `path`.

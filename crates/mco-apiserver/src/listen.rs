@@ -186,8 +186,15 @@ async fn connection(
         idle_since: Mutex::new(Instant::now()),
     });
     let act = activity.clone();
-    let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+    // The chain the client sent in the handshake, judged on each request (`client_cert`).
+    let peer = tls.get_ref().1.peer_certificates().map(|chain| {
+        crate::client_cert::PeerChain(chain.iter().map(|c| c.clone().into_owned()).collect())
+    });
+    let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let req_guard = act.start();
+        if let Some(p) = &peer {
+            req.extensions_mut().insert(p.clone());
+        }
         let fut = router.clone().oneshot(req.map(axum::body::Body::new));
         async move {
             let resp = fut.await?;

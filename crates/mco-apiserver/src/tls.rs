@@ -120,8 +120,12 @@ pub fn ensure_certs(dir: &Path, listen: &SocketAddr) -> Result<Certs, Error> {
     })
 }
 
-/// The rustls server configuration, offering HTTP/2 and HTTP/1.1.
-pub fn server_config(certs: &Certs) -> Result<Arc<rustls::ServerConfig>, Error> {
+/// The rustls server configuration, offering HTTP/2 and HTTP/1.1, asking clients for a
+/// certificate as `client_auth` says.
+pub fn server_config(
+    certs: &Certs,
+    client_auth: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+) -> Result<Arc<rustls::ServerConfig>, Error> {
     let invalid = |path, e| Error::io(path, std::io::Error::new(ErrorKind::InvalidData, e));
     let chain = CertificateDer::pem_slice_iter(certs.server_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -136,14 +140,80 @@ pub fn server_config(certs: &Certs) -> Result<Arc<rustls::ServerConfig>, Error> 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
+        .with_client_cert_verifier(client_auth)
         .with_single_cert(chain, key)?;
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
 
+/// A client certificate and its key, PEM.
+#[derive(Debug, Clone)]
+pub struct ClientCertificate {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// Issues a client certificate for `user` in `groups` (Subject CN and O, as kube reads them)
+/// from the CA in `dir` (`ca.crt`, `ca.key`, as [`ensure_certs`] made them), valid from
+/// `not_before` to `not_after` for client authentication. At most one group.
+pub fn issue_client_certificate(
+    dir: &Path,
+    user: &str,
+    groups: &[&str],
+    not_before: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
+) -> Result<ClientCertificate, Error> {
+    let ca_key = read(&dir.join("ca.key"))?
+        .ok_or_else(|| Error::Data(format!("{}: no ca.key", dir.display())))?;
+    let issuer = Issuer::new(ca_params()?, KeyPair::from_pem(&ca_key)?);
+    let key = KeyPair::generate()?;
+    // rcgen writes one value per attribute type: a second group would replace the first.
+    if groups.len() > 1 {
+        return Err(Error::Data(format!(
+            "a client certificate issued here names at most one group, not {}",
+            groups.len()
+        )));
+    }
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    for g in groups {
+        params.distinguished_name.push(DnType::OrganizationName, *g);
+    }
+    params.distinguished_name.push(DnType::CommonName, user);
+    params.not_before = not_before;
+    params.not_after = not_after;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok(ClientCertificate {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
 /// A kubeconfig for one token against this server.
 pub fn kubeconfig(addr: &SocketAddr, ca_pem: &str, user: &str, token: &str) -> String {
+    kubeconfig_with(addr, ca_pem, user, &format!("token: {token}"))
+}
+
+/// A kubeconfig for a client certificate against this server.
+pub fn kubeconfig_for_certificate(
+    addr: &SocketAddr,
+    ca_pem: &str,
+    user: &str,
+    cert: &ClientCertificate,
+) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let credentials = format!(
+        "client-certificate-data: {}\n    client-key-data: {}",
+        b64(&cert.cert_pem),
+        b64(&cert.key_pem)
+    );
+    kubeconfig_with(addr, ca_pem, user, &credentials)
+}
+
+/// A kubeconfig whose user holds `credentials` (YAML lines under `user:`).
+fn kubeconfig_with(addr: &SocketAddr, ca_pem: &str, user: &str, credentials: &str) -> String {
     let host = match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
         IpAddr::V4(ip) => ip.to_string(),
@@ -152,7 +222,7 @@ pub fn kubeconfig(addr: &SocketAddr, ca_pem: &str, user: &str, token: &str) -> S
     };
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: mco\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: mco\n  context:\n    cluster: mco\n    user: {user}\n    namespace: default\ncurrent-context: mco\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: mco\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    {credentials}\ncontexts:\n- name: mco\n  context:\n    cluster: mco\n    user: {user}\n    namespace: default\ncurrent-context: mco\n",
         port = addr.port()
     )
 }
@@ -169,12 +239,41 @@ mod tests {
         let b = ensure_certs(dir.path(), &addr).unwrap();
         assert_eq!(a.ca_pem, b.ca_pem);
         assert_eq!(a.server_pem, b.server_pem);
-        assert!(server_config(&a).is_ok());
+        let ca = crate::client_cert::ClientCa::new(&a.ca_pem).unwrap();
+        assert!(server_config(&a, ca.handshake_verifier()).is_ok());
         // A new listen address that the certificate does not cover gets a new serving cert from the same CA.
         let other: SocketAddr = "10.1.2.3:6443".parse().unwrap();
         let c = ensure_certs(dir.path(), &other).unwrap();
         assert_eq!(a.ca_pem, c.ca_pem);
         assert_ne!(a.server_pem, c.server_pem);
+    }
+
+    #[test]
+    fn client_certificates_are_issued_by_the_data_dirs_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let addr: SocketAddr = "127.0.0.1:6443".parse().unwrap();
+        let certs = ensure_certs(dir.path(), &addr).unwrap();
+        let (from, to) = (
+            rcgen::date_time_ymd(2024, 1, 1),
+            rcgen::date_time_ymd(2124, 1, 1),
+        );
+        let c = issue_client_certificate(dir.path(), "alice", &["team-a"], from, to).unwrap();
+        let der = CertificateDer::from_pem_slice(c.cert_pem.as_bytes()).unwrap();
+        let ca = crate::client_cert::ClientCa::new(&certs.ca_pem).unwrap();
+        let Some(crate::Identity::User { user, .. }) = ca.authenticate(&[der]).unwrap() else {
+            panic!("no user");
+        };
+        assert_eq!((user.name.as_str(), user.groups.len()), ("alice", 2));
+        // The one group rcgen can write; a second would silently replace it.
+        let two = issue_client_certificate(dir.path(), "a", &["x", "y"], from, to).unwrap_err();
+        assert!(
+            two.to_string().contains("at most one group, not 2"),
+            "{two}"
+        );
+        let k = kubeconfig_for_certificate(&addr, &certs.ca_pem, "alice", &c);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&c.cert_pem);
+        assert!(k.contains(&format!("\n    client-certificate-data: {b64}\n")));
+        assert!(k.contains("\n    client-key-data: ") && !k.contains("token:"));
     }
 
     #[test]

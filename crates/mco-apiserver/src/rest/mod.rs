@@ -57,6 +57,8 @@ pub struct App {
     pub metrics: crate::metrics::Metrics,
     pub rbac: crate::auth::PolicyCache,
     pub tokens: crate::auth::Tokens,
+    /// Verifies client certificates ([`crate::client_cert`]).
+    pub client_ca: crate::client_cert::ClientCa,
 }
 
 /// A resolved resource URL.
@@ -100,9 +102,32 @@ fn parse_query(uri: &http::Uri) -> HashMap<String, String> {
         .unwrap_or_default()
 }
 
-fn authenticate(app: &App, headers: &HeaderMap) -> Result<Option<Identity>, ApiError> {
+/// kube-apiserver's union of authenticators, in its order: the client certificate, then the
+/// bearer token; the first that authenticates wins. `None` when the request carries neither
+/// (anonymous); 401 when one was presented and none authenticates (a refused certificate
+/// without a token, or a token this server does not know).
+fn authenticate(
+    app: &App,
+    headers: &HeaderMap,
+    peer: Option<&crate::client_cert::PeerChain>,
+) -> Result<Option<Identity>, ApiError> {
+    let mut refused = false;
+    if let Some(chain) = peer {
+        match app.client_ca.authenticate(&chain.0) {
+            Ok(Some(id)) => return Ok(Some(id)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "client certificate refused");
+                refused = true;
+            }
+        }
+    }
     let Some(h) = headers.get(header::AUTHORIZATION) else {
-        return Ok(None);
+        return if refused {
+            Err(ApiError::unauthorized())
+        } else {
+            Ok(None)
+        };
     };
     let token = h
         .to_str()
@@ -132,7 +157,11 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
         segs_ref.first(),
         Some(&"version" | &"healthz" | &"livez" | &"readyz")
     );
-    let caller = authenticate(app, &headers)?;
+    let caller = authenticate(
+        app,
+        &headers,
+        req.extensions().get::<crate::client_cert::PeerChain>(),
+    )?;
     if caller.is_none() && !public {
         return Err(ApiError::unauthorized());
     }

@@ -719,7 +719,7 @@ fn user_info(id: &Identity, uids: &Uids, credential: Option<&str>) -> Value {
 }
 
 /// kube's user extras of a bound ServiceAccount token.
-const CREDENTIAL_ID_EXTRA: &str = "authentication.kubernetes.io/credential-id";
+use crate::client_cert::CREDENTIAL_ID_EXTRA;
 const NODE_UID_EXTRA: &str = "authentication.kubernetes.io/node-uid";
 const POD_NAME_EXTRA: &str = "authentication.kubernetes.io/pod-name";
 const POD_UID_EXTRA: &str = "authentication.kubernetes.io/pod-uid";

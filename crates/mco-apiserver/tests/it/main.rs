@@ -5,6 +5,7 @@
 
 mod api;
 mod apply_yaml;
+mod client_cert;
 mod common;
 mod crash;
 mod events;
