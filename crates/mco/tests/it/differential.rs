@@ -395,7 +395,9 @@ fn is_age(t: &str) -> bool {
 fn normalize_text(s: &str) -> String {
     let mut lines = Vec::new();
     for line in s.lines() {
-        let line = replace_token_volumes(&replace_uuids(&replace_rfc3339(&replace_servers(line))));
+        let line = replace_credential_ids(&replace_token_volumes(&replace_uuids(
+            &replace_rfc3339(&replace_servers(line)),
+        )));
         let tokens: Vec<&str> = line.split_whitespace().collect();
         let mut out: Vec<String> = Vec::new();
         let mut i = 0;
@@ -451,6 +453,27 @@ fn replace_token_volumes(s: &str) -> String {
         if n == 5 {
             out.push_str("<generated>");
             rest = &after[5..];
+        } else {
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A client certificate's credential id, `X509SHA256=` and the hex SHA-256 of its DER: each
+/// side's administrator has its own certificate (same subject, another key and CA).
+fn replace_credential_ids(s: &str) -> String {
+    const PREFIX: &str = "X509SHA256=";
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find(PREFIX) {
+        let after = &rest[at + PREFIX.len()..];
+        let n = after.bytes().take_while(u8::is_ascii_hexdigit).count();
+        out.push_str(&rest[..at + PREFIX.len()]);
+        if n == 64 {
+            out.push_str("<sha256>");
+            rest = &after[64..];
         } else {
             rest = after;
         }
@@ -748,6 +771,42 @@ fn heartbeat(kubeconfig: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHan
     })
 }
 
+/// The embedded side's administrator as the real side's is: a client certificate for
+/// `real-kube-admin` in `system:masters` (scripts/real-kube's `admin.crt`), here issued by the
+/// data directory's CA. Written beside `DIR/kubeconfig`, whose server and CA it keeps.
+fn certificate_kubeconfig(data_dir: &Path) -> PathBuf {
+    let cert = mco_apiserver::issue_client_certificate(
+        data_dir,
+        "real-kube-admin",
+        &["system:masters"],
+        rcgen::date_time_ymd(2024, 1, 1),
+        rcgen::date_time_ymd(2124, 1, 1),
+    )
+    .unwrap();
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let token_kubeconfig = std::fs::read_to_string(data_dir.join("kubeconfig")).unwrap();
+    let mut replaced = 0;
+    let text: String = token_kubeconfig
+        .lines()
+        .map(|line| match line.trim_start().strip_prefix("token: ") {
+            Some(_) => {
+                replaced += 1;
+                format!(
+                    "    client-certificate-data: {}\n    client-key-data: {}\n",
+                    b64(&cert.cert_pem),
+                    b64(&cert.key_pem)
+                )
+            }
+            None => format!("{line}\n"),
+        })
+        .collect();
+    assert_eq!(replaced, 1, "one token in {token_kubeconfig}");
+    let path = data_dir.join("admin-certificate.kubeconfig");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// Stops the heartbeats when the test ends, by a panic too.
 struct StopOnDrop(Arc<AtomicBool>);
 
@@ -789,6 +848,7 @@ fn embedded_server_answers_as_kube_apiserver_does() {
         "mco apiserver serving",
     );
     let real = RealKube::start(&dir);
+    let embedded_admin = certificate_kubeconfig(&dir.join("embedded"));
 
     // A worker thread keeps the client's background tasks (its request buffer, idle
     // connections) running between requests.
@@ -798,7 +858,7 @@ fn embedded_server_answers_as_kube_apiserver_does() {
         .build()
         .unwrap();
     let mut sides = [
-        ("embedded", dir.join("embedded/kubeconfig")),
+        ("embedded", embedded_admin),
         ("real", dir.join("kube/kubeconfig")),
     ]
     .map(|(name, kubeconfig)| Side {
@@ -909,6 +969,11 @@ fn normalization_hides_only_what_differs_by_nature() {
             "resourceVersion": "<rv>"}, "spec": {"n": 1}})
     );
     assert_eq!(line_diff("a\nb\nc", "a\nc\nd"), "  - b\n  + d\n");
+    let id = format!("X509SHA256={}", "0a".repeat(32));
+    assert_eq!(
+        normalize_text(&format!("[{id}] {id}0 X509SHA256=0a")),
+        format!("[X509SHA256=<sha256>] {id}0 X509SHA256=0a")
+    );
 }
 
 #[test]
