@@ -1,6 +1,7 @@
 //! LIST: label and field selectors, continue tokens, and the list response.
 
 use std::collections::HashMap;
+use std::ops::Bound;
 
 use axum::response::Response;
 use base64::Engine;
@@ -14,7 +15,7 @@ use serde_json::{Value, json};
 use super::encode::{Served, json_response, out, wants_table};
 use super::{App, Target};
 use crate::error::ApiError;
-use crate::store::Select;
+use crate::store::{Expired, Resume, Select};
 use crate::tables::{self, Include};
 
 /// Label and field selectors of a list or watch request.
@@ -86,24 +87,157 @@ impl Select for Filter {
     fn pods_on_node(&self) -> Option<&str> {
         self.equal_term("spec.nodeName")
     }
+
+    fn is_everything(&self) -> bool {
+        self.label.is_empty() && self.field.is_empty()
+    }
 }
 
-fn encode_continue(k: &(String, String)) -> String {
+/// The continue token of a page: kube-apiserver's, base64url of
+/// `{"v":"meta.k8s.io/v1","rv":<first page's resourceVersion>,"start":"<key after the page>"}`,
+/// the key relative to the listed range (`/name`, or `/namespace/name` across namespaces) and
+/// followed by a NUL, which sorts right after it. `rv` is -1 for a list that resumes at the
+/// current version (offered with a 410 once the first page's version is gone).
+fn encode_continue(rv: i64, key: &str) -> String {
+    let token = json!({"v": CONTINUE_VERSION, "rv": rv, "start": key});
     base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(serde_json::to_vec(&json!([k.0, k.1])).unwrap_or_default())
+        .encode(serde_json::to_vec(&token).unwrap_or_default())
 }
 
-fn decode_continue(s: &str) -> Result<(String, String), ApiError> {
-    let bad = || {
-        ApiError::bad_request(
-            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
-        )
-    };
+const CONTINUE_VERSION: &str = "meta.k8s.io/v1";
+
+/// The start key of the next page after (`ns`, `name`), in a list across namespaces or not.
+fn start_key(across_namespaces: bool, (ns, name): &(String, String)) -> String {
+    if across_namespaces {
+        format!("/{ns}/{name}\0")
+    } else {
+        format!("/{name}\0")
+    }
+}
+
+/// A continue token, read back: the version its list was first read at (`None`: the current
+/// one) and its start key.
+#[derive(Debug, PartialEq)]
+struct Continue {
+    rv: Option<u64>,
+    key: String,
+}
+
+/// Reads a continue token as kube-apiserver does, with its messages for each way it is wrong.
+fn decode_continue(s: &str) -> Result<Continue, ApiError> {
+    let bad = |why: &str| ApiError::bad_request(format!("invalid continue token: {why}"));
+    const INVALID: &str = "continue key is not valid";
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(s)
-        .map_err(|_| bad())?;
-    let v: (String, String) = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    Ok(v)
+        .map_err(|e| {
+            let at = match e {
+                base64::DecodeError::InvalidByte(at, _)
+                | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+                _ => s.len(),
+            };
+            bad(&format!(
+                "{INVALID}: illegal base64 data at input byte {at}"
+            ))
+        })?;
+    #[derive(serde::Deserialize)]
+    struct Token {
+        #[serde(default)]
+        v: String,
+        #[serde(default)]
+        rv: i64,
+        #[serde(default)]
+        start: String,
+    }
+    let t: Token = serde_json::from_slice(&raw).map_err(|e| bad(&format!("{INVALID}: {e}")))?;
+    if t.v != CONTINUE_VERSION {
+        return Err(bad(&format!(
+            "{INVALID}: server does not recognize this encoded version {}",
+            t.v
+        )));
+    }
+    if t.rv == 0 {
+        return Err(bad(&format!(
+            "{INVALID}: incorrect encoded start resourceVersion (version {CONTINUE_VERSION})"
+        )));
+    }
+    if t.start.is_empty() {
+        return Err(bad(&format!(
+            "{INVALID}: encoded start key empty (version {CONTINUE_VERSION})"
+        )));
+    }
+    // As Go's path.Clean would leave it: a key cannot climb out of the listed range.
+    let key = if t.start.starts_with('/') {
+        t.start.clone()
+    } else {
+        format!("/{}", t.start)
+    };
+    if !is_clean_path(&key) {
+        return Err(bad(&format!("{INVALID}: {}", t.start)));
+    }
+    Ok(Continue {
+        rv: u64::try_from(t.rv).ok(),
+        key,
+    })
+}
+
+/// Whether `path` (starting with `/`) is unchanged by Go's `path.Clean`: no empty, `.` or
+/// `..` segments and no trailing slash.
+fn is_clean_path(path: &str) -> bool {
+    if path == "/" {
+        return true;
+    }
+    path[1..]
+        .split('/')
+        .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+}
+
+/// Where the next page starts, from a token's key: after `key` when it ends with the NUL the
+/// server appends, else at it. `ns` is the listed namespace; `None` lists across them.
+fn start_bound(ns: Option<&str>, key: &str) -> Bound<(String, String)> {
+    let rel = &key[1..];
+    let (rel, after) = match rel.strip_suffix('\0') {
+        Some(r) => (r, true),
+        None => (rel, false),
+    };
+    let k = match ns {
+        Some(ns) => (ns.to_string(), rel.to_string()),
+        None => match rel.split_once('/') {
+            Some((ns, name)) => (ns.to_string(), name.to_string()),
+            None => (rel.to_string(), String::new()),
+        },
+    };
+    if after {
+        Bound::Excluded(k)
+    } else {
+        Bound::Included(k)
+    }
+}
+
+/// kube-apiserver's answer to a continue token whose version is gone: 410 Expired, with a token
+/// that resumes at the current version instead.
+fn continue_expired(key: &str) -> Response {
+    let message = "The provided continue parameter is too old to display a consistent list \
+                   result. You can start a new list without the continue parameter, or use the \
+                   continue token in this response to retrieve the remainder of the results. \
+                   Continuing with the provided token results in an inconsistent list - objects \
+                   that were created, modified, or deleted between the time the first chunk was \
+                   returned and now may show up in the list.";
+    let mut status = ApiError::gone(message).to_status();
+    status["metadata"] = json!({"continue": encode_continue(-1, key)});
+    json_response(410, &status)
+}
+
+/// kube-apiserver's answer to a version it has not reached (after waiting 3 s for it).
+fn too_large(rv: u64, current: u64) -> ApiError {
+    ApiError::new(
+        504,
+        "Timeout",
+        format!("Timeout: Too large resource version: {rv}, current: {current}"),
+    )
+    .with_details(json!({
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    }))
 }
 
 pub(super) fn list(
@@ -113,39 +247,89 @@ pub(super) fn list(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let filter = Filter::parse(t, q)?;
-    let limit = q
+    let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let token = q.get("continue").filter(|c| !c.is_empty());
+    let mut limit = q
         .get("limit")
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0);
-    let after = match q.get("continue").filter(|c| !c.is_empty()) {
-        Some(c) => Some(decode_continue(c)?),
-        None => None,
+    // As the watch cache, which serves `resourceVersion=0` whole: the limit is ignored.
+    if rv_param == "0" && token.is_none() {
+        limit = None;
+    }
+    let across_namespaces = t.info.namespaced && t.ns.is_none();
+    // Keys of cluster-scoped objects have an empty namespace.
+    let listed_ns = if across_namespaces {
+        None
+    } else {
+        Some(t.ns.as_deref().unwrap_or(""))
     };
+    let mut resume = None;
+    let mut token_key = String::new();
+    if let Some(c) = token {
+        let c = decode_continue(c)?;
+        if !rv_param.is_empty() && rv_param != "0" {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        if let Some(rv) = c.rv {
+            let current = app.store.current_rv();
+            if rv > current {
+                return Err(too_large(rv, current));
+            }
+        }
+        resume = Some(Resume {
+            rv: c.rv,
+            start: start_bound(listed_ns, &c.key),
+        });
+        token_key = c.key;
+    }
     let name = filter.only_name();
-    let (rv, items, next) = app.store.list_named(
+    let page = match app.store.list_page(
         &t.info.gr(),
         t.ns.as_deref(),
         name.as_deref(),
-        after,
+        resume,
         limit,
         &filter,
-    );
-    let cont = next.as_ref().map(encode_continue);
+    ) {
+        Ok(p) => p,
+        Err(Expired) => return Ok(continue_expired(&token_key)),
+    };
+    let rv = page.rv;
+    let cont = page
+        .more_after
+        .as_ref()
+        .map(|k| encode_continue(rv as i64, &start_key(across_namespaces, k)));
+    let remaining = page.remaining.filter(|_| cont.is_some());
     if wants_table(headers) {
-        let items: Vec<Value> = items.iter().map(|v| out(&t.info, &t.version, v)).collect();
+        let items: Vec<Value> = page
+            .items
+            .iter()
+            .map(|v| out(&t.info, &t.version, v))
+            .collect();
         let include = Include::parse(q.get("includeObject").map(String::as_str));
-        return Ok(json_response(
-            200,
-            &tables::table(&t.info, &t.version, &items, include, rv, cont),
-        ));
+        let mut table = tables::table(&t.info, &t.version, &items, include, rv, cont);
+        if let Some(n) = remaining {
+            table["metadata"]["remainingItemCount"] = json!(n);
+        }
+        return Ok(json_response(200, &table));
     }
-    let items: Vec<Served> = items
+    let items: Vec<Served> = page
+        .items
         .iter()
         .map(|v| Served::new(&t.info, &t.version, v).slim(t.slim))
         .collect();
     let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = cont {
-        metadata["continue"] = json!(c);
+    match cont {
+        Some(c) => metadata["continue"] = json!(c),
+        // A custom resource's list is unstructured, whose `continue` is always set.
+        None if t.info.is_custom() => metadata["continue"] = json!(""),
+        None => {}
+    }
+    if let Some(n) = remaining {
+        metadata["remainingItemCount"] = json!(n);
     }
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -164,4 +348,47 @@ pub(super) fn list(
             items,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_reads_back_to_its_version_and_start() {
+        let t = encode_continue(7, &start_key(false, &("n".into(), "b".into())));
+        assert_eq!(
+            decode_continue(&t).unwrap(),
+            Continue {
+                rv: Some(7),
+                key: "/b\0".into()
+            }
+        );
+        // Resuming at the current version.
+        let t = encode_continue(-1, "/n/b\0");
+        assert_eq!(decode_continue(&t).unwrap().rv, None);
+        // The start is within the listed namespace, or names one across namespaces.
+        assert_eq!(
+            start_bound(Some("n"), "/b\0"),
+            Bound::Excluded(("n".into(), "b".into()))
+        );
+        assert_eq!(
+            start_bound(Some(""), "/pool"),
+            Bound::Included((String::new(), "pool".into()))
+        );
+        assert_eq!(
+            start_bound(None, "/n/b\0"),
+            Bound::Excluded(("n".into(), "b".into()))
+        );
+    }
+
+    #[test]
+    fn only_clean_keys_are_read() {
+        for ok in ["/", "/a", "/a/b", "/a\0"] {
+            assert!(is_clean_path(ok), "{ok}");
+        }
+        for bad in ["/a/", "//a", "/./a", "/a/..", "/a//b"] {
+            assert!(!is_clean_path(bad), "{bad}");
+        }
+    }
 }

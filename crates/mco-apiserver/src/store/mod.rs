@@ -3,8 +3,9 @@
 //!
 //! [`Store`] and the types of its API are here; [`sqlite`] opens, migrates and loads the
 //! database and runs its checkpoints, [`writer`] is the writer thread, [`watch`] hands committed
-//! events to watches and keeps the log they resume from, and [`cache`] holds what the in-memory
-//! copy keeps beside each object's text (parses, watch lines, the pod index).
+//! events to watches and keeps the log they resume from, [`cache`] holds what the in-memory
+//! copy keeps beside each object's text (parses, watch lines, the pod index), and [`paging`]
+//! keeps lists whose later pages are still to be read, at their first page's version.
 //!
 //! SQLite runs in write-ahead-log mode, and its checkpoints run on a thread of their own, off
 //! the writer. Whether a commit is fsynced before its writes are answered is the
@@ -18,6 +19,7 @@
 //! config every daemon reads after its reboot); pods are indexed by node for the drains' lists.
 
 mod cache;
+mod paging;
 mod sqlite;
 mod watch;
 mod writer;
@@ -141,7 +143,35 @@ pub trait Select {
     fn pods_on_node(&self) -> Option<&str> {
         None
     }
+    /// Whether every object matches (no selector): a paged list then counts what remains.
+    fn is_everything(&self) -> bool {
+        false
+    }
 }
+
+/// Where a later page of a list starts: from a key (after the last one its previous page
+/// returned), at the resourceVersion of its first page (`None`: at the current one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resume {
+    pub rv: Option<u64>,
+    pub start: Bound<(String, String)>,
+}
+
+/// One page of a list.
+#[derive(Debug)]
+pub struct Page {
+    /// The resourceVersion the page was read at.
+    pub rv: u64,
+    pub items: Vec<Arc<Value>>,
+    /// The key of the page's last object, when more objects follow it.
+    pub more_after: Option<(String, String)>,
+    /// How many objects follow the page, when the list has no selector.
+    pub remaining: Option<u64>,
+}
+
+/// A page asked for at a resourceVersion whose objects are no longer kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expired;
 
 impl<F: Fn(&Value) -> bool> Select for F {
     fn matches(&self, obj: &Value) -> bool {
@@ -350,6 +380,10 @@ pub struct Store {
     retain: u64,
     /// The most the in-memory event log may hold, in bytes.
     retain_bytes: AtomicUsize,
+    /// The resourceVersion at open: whatever changed before it, changed no later.
+    opened_rv: u64,
+    /// Lists with pages still to come, as their first pages read them.
+    paged: Mutex<paging::KeptLists>,
 }
 
 impl Store {
@@ -387,6 +421,8 @@ impl Store {
             boot,
             retain,
             retain_bytes: AtomicUsize::new(RETAINED_BYTES),
+            opened_rv: rv,
+            paged: Mutex::default(),
         });
         sqlite::checkpoint_elsewhere(&mut conn, path, durability)?;
         let weak = Arc::downgrade(&store);
@@ -403,6 +439,11 @@ impl Store {
 
     pub fn current_rv(&self) -> u64 {
         self.state().rv
+    }
+
+    /// The resourceVersion the store opened at (0 for a new database).
+    pub fn opened_rv(&self) -> u64 {
+        self.opened_rv
     }
 
     /// The resourceVersion of the last change to `gr` since this store opened; 0 if none.
@@ -459,80 +500,149 @@ impl Store {
         limit: Option<usize>,
         keep: &dyn Select,
     ) -> (u64, Vec<Arc<Value>>, Option<(String, String)>) {
+        let from = after.map(|k| Resume {
+            rv: None,
+            start: Bound::Excluded(k),
+        });
+        match self.list_page(gr, ns, name, from, limit, keep) {
+            Ok(p) => (p.rv, p.items, p.more_after),
+            // Only a list at a past version can be too old.
+            Err(Expired) => (self.current_rv(), Vec::new(), None),
+        }
+    }
+
+    /// One page of a list: objects of `gr` (in `ns`, called `name` if given) in key order,
+    /// those `keep` accepts, at most `limit`, from `from.start`. With `from.rv`, the page is
+    /// read at that resourceVersion (a later page of a list first read there): from the
+    /// current objects if the resource has not changed since, else from the objects kept
+    /// when that first page was read, or [`Expired`] when they are no longer kept.
+    ///
+    /// As kube-apiserver's watch cache, more remain when any object of the range follows the
+    /// page's last one, matching or not, and the count of those is given when no selector
+    /// narrows the list (`count_remaining`).
+    pub fn list_page(
+        &self,
+        gr: &str,
+        ns: Option<&str>,
+        name: Option<&str>,
+        from: Option<Resume>,
+        limit: Option<usize>,
+        keep: &dyn Select,
+    ) -> Result<Page, Expired> {
         let st = self.state();
-        let mut out = Vec::new();
-        let mut next = None;
-        if let Some(map) = st.objects.get(gr) {
-            let lower = match after {
-                Some(k) => Bound::Excluded(k),
-                None => match ns {
-                    Some(ns) => Bound::Included((ns.to_string(), String::new())),
-                    None => Bound::Unbounded,
-                },
+        let (start, at) = match from {
+            Some(Resume { rv, start }) => (Some(start), rv),
+            None => (None, None),
+        };
+        let mut kept = None;
+        let rv = match at {
+            Some(at) if at < self.changed_since_open(&st, gr) => {
+                let now = std::time::Instant::now();
+                let mut lists = self.paged.lock().unwrap_or_else(|e| e.into_inner());
+                kept = Some(lists.get(gr, ns, at, now).ok_or(Expired)?);
+                at
+            }
+            Some(at) => at,
+            None => st.rv,
+        };
+        let empty = BTreeMap::new();
+        let map = match &kept {
+            Some(k) => &**k,
+            None => st.objects.get(gr).unwrap_or(&empty),
+        };
+        let lower = match start {
+            Some(k) => k,
+            None => match ns {
+                Some(ns) => Bound::Included((ns.to_string(), String::new())),
+                None => Bound::Unbounded,
+            },
+        };
+        let in_range = |ons: &String| ns.is_none_or(|ns| ons == ns);
+        // The pods of one node are read from their index, at the current version only.
+        let indexed = match keep.pods_on_node() {
+            Some(node) if gr == PODS && kept.is_none() => Some(st.pods_by_node.get(node)),
+            _ => None,
+        };
+        let targeted = indexed.is_some() || name.is_some();
+        let keys: Box<dyn Iterator<Item = (&(String, String), &Json)>> = match indexed {
+            Some(Some(keys)) => Box::new(
+                keys.range((lower, Bound::Unbounded))
+                    .filter_map(|k| map.get_key_value(k)),
+            ),
+            Some(None) => Box::new(std::iter::empty()),
+            None => Box::new(map.range((lower, Bound::Unbounded))),
+        };
+        // Past the namespace's last key (keys sort by namespace first), nothing more is in range.
+        let mut entries = keys
+            .take_while(|((ons, _), _)| ns.is_none_or(|ns| ons.as_str() <= ns))
+            .filter(|((ons, oname), _)| in_range(ons) && name.is_none_or(|n| n == oname))
+            .peekable();
+        let mut items = Vec::new();
+        let mut last = None;
+        for ((ons, oname), json) in entries.by_ref() {
+            if !keep.may_match(json) {
+                continue;
+            }
+            // A read of a few named objects keeps its parses (the one rendered config a
+            // thousand daemons read after their reboots, the pods of a node being drained);
+            // a read of a whole resource does not flush the kept copies of hot objects, nor
+            // does a read of a kept list, whose texts may no longer be current.
+            let v = if targeted && kept.is_none() {
+                st.object(json)
+            } else {
+                st.peek(json).unwrap_or_else(|| parse(json))
             };
-            let indexed = match keep.pods_on_node() {
-                Some(node) if gr == PODS => Some(st.pods_by_node.get(node)),
-                _ => None,
-            };
-            let targeted = indexed.is_some() || name.is_some();
-            let entries: Box<dyn Iterator<Item = (&(String, String), &Json)>> = match indexed {
-                Some(Some(keys)) => Box::new(
-                    keys.range((lower, Bound::Unbounded))
-                        .filter_map(|k| map.get_key_value(k)),
-                ),
-                Some(None) => Box::new(std::iter::empty()),
-                None => Box::new(map.range((lower, Bound::Unbounded))),
-            };
-            for ((ons, oname), json) in entries {
-                if let Some(ns) = ns
-                    && ons != ns
-                {
-                    if ons.as_str() > ns {
-                        break;
-                    }
-                    continue;
-                }
-                if name.is_some_and(|n| n != oname) {
-                    continue;
-                }
-                if !keep.may_match(json) {
-                    continue;
-                }
-                // A read of a few named objects keeps its parses (the one rendered config a
-                // thousand daemons read after their reboots, the pods of a node being drained);
-                // a read of a whole resource does not flush the kept copies of hot objects.
-                let v = if targeted {
-                    st.object(json)
-                } else {
-                    st.peek(json).unwrap_or_else(|| parse(json))
-                };
-                if v.is_null() {
-                    tracing::error!(resource = gr, namespace = %ons, name = %oname, "left out of a list: its stored JSON cannot be read back");
-                    continue;
-                }
-                if !keep.matches(&v) {
-                    continue;
-                }
-                if let Some(l) = limit
-                    && out.len() >= l
-                {
-                    next = Some((ons.clone(), oname.clone()));
-                    break;
-                }
-                out.push(v);
+            if v.is_null() {
+                tracing::error!(resource = gr, namespace = %ons, name = %oname, "left out of a list: its stored JSON cannot be read back");
+                continue;
+            }
+            if !keep.matches(&v) {
+                continue;
+            }
+            items.push(v);
+            last = Some((ons.clone(), oname.clone()));
+            // Stop at the limit, with the range's next key (if any) still unread.
+            if limit.is_some_and(|l| items.len() >= l) {
+                break;
             }
         }
-        // `next` marks the first object not returned; continue after the last returned.
-        let cont = next.and_then(|_| {
-            out.last().map(|v| {
-                let m = &v["metadata"];
-                (
-                    m["namespace"].as_str().unwrap_or("").to_string(),
-                    m["name"].as_str().unwrap_or("").to_string(),
-                )
-            })
-        });
-        (st.rv, out, cont)
+        let more = limit.is_some() && entries.peek().is_some();
+        let remaining = if more && keep.is_everything() {
+            Some(entries.count() as u64)
+        } else {
+            None
+        };
+        let more_after = if more { last } else { None };
+        // The first page of a list with more to read keeps its objects for the next pages, so
+        // that they are read at its version even once the resource changes.
+        if more_after.is_some() && kept.is_none() {
+            let now = std::time::Instant::now();
+            let mut lists = self.paged.lock().unwrap_or_else(|e| e.into_inner());
+            lists.keep(gr, ns, rv, now, || {
+                let range: BTreeMap<(String, String), Json> = match ns {
+                    Some(ns) => map
+                        .range((ns.to_string(), String::new())..)
+                        .take_while(|((ons, _), _)| ons == ns)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    None => map.clone(),
+                };
+                Arc::new(range)
+            });
+        }
+        Ok(Page {
+            rv,
+            items,
+            more_after,
+            remaining,
+        })
+    }
+
+    /// The resourceVersion from which the objects of `gr` are current: its last change since
+    /// the store opened, or the store's version at open. A list at that version or later reads
+    /// the current objects.
+    fn changed_since_open(&self, st: &State, gr: &str) -> u64 {
+        st.changed.get(gr).copied().unwrap_or(self.opened_rv)
     }
 
     /// The metadata of every object of every resource, for garbage collection sweeps.
