@@ -108,6 +108,24 @@ fn error_line(e: &ApiError) -> Bytes {
     Bytes::from(b)
 }
 
+/// The oldest resourceVersion a watch of `t` may resume from. kube-apiserver's watch cache of a
+/// resource holds its events only since the cache started: when the server started, and for a
+/// custom resource when its definition last changed (its storage is then made anew). Before
+/// that, or before the store's retained events, a watch is answered 410 Expired and its client
+/// relists, as it would against kube-apiserver.
+fn resumable_from(app: &App, t: &Target) -> u64 {
+    let defined = t
+        .info
+        .crd_object
+        .as_deref()
+        .and_then(|crd| meta_str(crd, "resourceVersion"))
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0);
+    defined
+        .max(app.store.opened_rv())
+        .max(app.store.window_start())
+}
+
 pub(super) fn watch(
     app: &Arc<App>,
     t: &Target,
@@ -157,12 +175,11 @@ pub(super) fn watch(
             .parse()
             .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))?;
         last = from;
-        match app.store.events_since(from, &key) {
+        let start = resumable_from(app, t);
+        match app.store.events_since(from, &key).filter(|_| from >= start) {
             None => {
-                let e = ApiError::gone(format!(
-                    "too old resource version: {from} ({})",
-                    app.store.window_start() + 1
-                ));
+                let start = start.max(app.store.window_start());
+                let e = ApiError::gone(format!("too old resource version: {from} ({start})"));
                 first.push(error_line(&e));
                 end_now = true;
             }
