@@ -420,6 +420,21 @@ fn normalize_text(s: &str) -> String {
                 i += 2;
                 continue;
             }
+            // A watch's 410: "too old resource version: 1 (370)", the oldest version held.
+            if t == "version:"
+                && i > 0
+                && tokens[i - 1] == "resource"
+                && i + 2 < tokens.len()
+                && tokens[i + 2].starts_with('(')
+                && tokens[i + 2].ends_with(')')
+                && tokens[i + 2][1..tokens[i + 2].len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            {
+                out.push(format!("version: {} (<rv>)", tokens[i + 1]));
+                i += 3;
+                continue;
+            }
             if is_age(t) {
                 out.push("<age>".into());
             } else if let Some(inner) = t.strip_prefix('(').and_then(|t| t.strip_suffix(')'))
@@ -949,6 +964,10 @@ fn normalization_hides_only_what_differs_by_nature() {
     assert_eq!(
         normalize_text("Resource Version:  331"),
         "Resource Version: <rv>"
+    );
+    assert_eq!(
+        normalize_text("too old resource version: 1 (370)"),
+        "too old resource version: 1 (<rv>)"
     );
     assert_eq!(
         normalize_text("dial https://127.0.0.1:23661/api"),
