@@ -110,9 +110,10 @@ fn error_line(e: &ApiError) -> Bytes {
 
 /// The oldest resourceVersion a watch of `t` may resume from. kube-apiserver's watch cache of a
 /// resource holds its events only since the cache started: when the server started, and for a
-/// custom resource when its definition last changed (its storage is then made anew). Before
-/// that, or before the store's retained events, a watch is answered 410 Expired and its client
-/// relists, as it would against kube-apiserver.
+/// custom resource when its definition last changed (its storage is then made anew); and of
+/// those, the last 100 and those of the last 75 s (see [`crate::store::Store::history_start`]).
+/// Before that, or before the store's retained events, a watch is answered 410 Expired and its
+/// client relists, as it would against kube-apiserver.
 fn resumable_from(app: &App, t: &Target) -> u64 {
     let defined = t
         .info
@@ -123,6 +124,7 @@ fn resumable_from(app: &App, t: &Target) -> u64 {
         .unwrap_or(0);
     defined
         .max(app.store.opened_rv())
+        .max(app.store.history_start(&t.info.gr()))
         .max(app.store.window_start())
 }
 

@@ -734,6 +734,14 @@ impl Store {
         self.ring.lock().unwrap_or_else(|e| e.into_inner()).bytes
     }
 
+    /// The resourceVersion from which a watch of `gr` may resume, as kube-apiserver's watch cache
+    /// holds each resource's events (see [`watch::HISTORY_EVENTS`] and [`watch::HISTORY_WINDOW`]);
+    /// 0 when every retained event of it is held. Resuming from before gets 410 Expired.
+    pub fn history_start(&self, gr: &str) -> u64 {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.history_start(gr, std::time::Instant::now())
+    }
+
     pub fn window_start(&self) -> u64 {
         self.ring
             .lock()

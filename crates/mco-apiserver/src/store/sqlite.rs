@@ -331,6 +331,8 @@ pub(super) fn load(conn: &Connection) -> Result<Loaded, Error> {
                 typ: EventType::parse(&typ),
                 json,
                 old: None,
+                // Before the store opened, so never resumed from (see `Store::history_start`).
+                at: std::time::Instant::now(),
             });
         }
     }

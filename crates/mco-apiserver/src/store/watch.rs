@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -20,6 +21,8 @@ pub(super) struct Logged {
     pub typ: EventType,
     pub json: Json,
     pub old: Option<Arc<Value>>,
+    /// When it was committed.
+    pub at: Instant,
 }
 
 impl Logged {
@@ -69,6 +72,22 @@ impl Ring {
         self.events.push_back(e);
     }
 
+    /// The resourceVersion from which a watch of `gr` may resume at `now`, as kube-apiserver's
+    /// watch cache of one resource holds at least its last [`HISTORY_EVENTS`] events and every
+    /// event of the last [`HISTORY_WINDOW`], and no more than it needs to: the oldest event held
+    /// less one, or 0 when none of `gr`'s events would have been dropped.
+    pub(super) fn history_start(&self, gr: &str, now: Instant) -> u64 {
+        let mut held: Option<u64> = None;
+        for (newer, e) in self.events.iter().rev().filter(|e| e.gr == gr).enumerate() {
+            if newer >= HISTORY_EVENTS && now.saturating_duration_since(e.at) >= HISTORY_WINDOW {
+                // Dropped, and so is every older one.
+                return held.map_or(0, |rv| rv - 1);
+            }
+            held = Some(e.rv);
+        }
+        0
+    }
+
     /// Drops the oldest events until at most `events` of them, holding at most `bytes`,
     /// remain; watches resuming from before them get 410 Gone and relist.
     pub(super) fn trim(&mut self, events: u64, bytes: usize) {
@@ -81,6 +100,13 @@ impl Ring {
         }
     }
 }
+
+/// The fewest events of one resource kube-apiserver's watch cache holds, however old
+/// (`defaultLowerBoundCapacity`).
+pub const HISTORY_EVENTS: usize = 100;
+/// How long kube-apiserver's watch cache holds every event of a resource, at the least
+/// (`DefaultEventsHistoryWindow`, and the request timeout plus 15 s, 75 s by default too).
+pub const HISTORY_WINDOW: Duration = Duration::from_secs(75);
 
 /// Which events a watch can see: a resource, optionally one namespace and one name.
 /// `None` means any.
@@ -240,6 +266,54 @@ mod tests {
             name: name.map(String::from),
         };
         super::register(w, key, 2)
+    }
+
+    /// A ring of `n` events of `gr` (rv 1..=n, the oldest `age` old at `now`, the others newer)
+    /// with another resource's event between each two.
+    fn ring(n: u64, age: Duration, now: Instant) -> Ring {
+        let logged = |rv: u64, gr: &str, at: Instant| Logged {
+            rv,
+            gr: gr.into(),
+            ns: String::new(),
+            name: "x".into(),
+            typ: EventType::Modified,
+            json: Json::from("{}"),
+            old: None,
+            at,
+        };
+        let mut events = VecDeque::new();
+        for i in 0..n {
+            let at = if i == 0 { now - age } else { now };
+            events.push_back(logged(2 * i + 1, "/nodes", at));
+            events.push_back(logged(
+                2 * i + 2,
+                "/pods",
+                now - age - Duration::from_secs(1),
+            ));
+        }
+        Ring::new(events, 0)
+    }
+
+    #[test]
+    fn a_resource_holds_its_last_100_events_and_every_one_of_the_last_75_s() {
+        let now = Instant::now() + HISTORY_WINDOW + Duration::from_secs(10);
+        let n = HISTORY_EVENTS as u64;
+        // At the limit of both: the oldest event of the 101 is exactly 75 s old, so it goes,
+        // and a watch may resume from the next one's version less one (as kube says "(rv)").
+        assert_eq!(
+            ring(n + 1, HISTORY_WINDOW, now).history_start("/nodes", now),
+            2
+        );
+        // A moment younger, it is held.
+        let fresh = HISTORY_WINDOW - Duration::from_millis(1);
+        assert_eq!(ring(n + 1, fresh, now).history_start("/nodes", now), 0);
+        // The last 100 are held however old; other resources' events do not count.
+        assert_eq!(
+            ring(n, HISTORY_WINDOW * 10, now).history_start("/nodes", now),
+            0
+        );
+        // The other resource's 101 events are all old: its first goes.
+        assert_eq!(ring(n + 1, fresh, now).history_start("/pods", now), 3);
     }
 
     #[test]

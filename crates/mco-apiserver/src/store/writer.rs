@@ -278,6 +278,7 @@ pub(super) fn writer_loop(
         }
         {
             let mut ring = store.ring.lock().unwrap_or_else(|e| e.into_inner());
+            let now = std::time::Instant::now();
             for (e, json) in events.iter().zip(jsons) {
                 ring.push(Logged {
                     rv: e.rv,
@@ -287,6 +288,7 @@ pub(super) fn writer_loop(
                     typ: e.typ,
                     json,
                     old: e.old.as_deref().map(|o| Arc::new(metadata_only(o))),
+                    at: now,
                 });
             }
             ring.trim(store.retain, store.retained_bytes());
