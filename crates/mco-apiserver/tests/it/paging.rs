@@ -53,6 +53,18 @@ fn encode(token: &Value) -> String {
 
 const CMS: &str = "/api/v1/namespaces/paged/configmaps";
 
+/// The namespace `paged` with the ConfigMaps `a`, `b` and `c`.
+async fn abc(client: &kube::Client) -> Api<ConfigMap> {
+    namespace(client, "paged").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "paged");
+    for n in ["a", "b", "c"] {
+        cms.create(&PostParams::default(), &cm(n, "1"))
+            .await
+            .unwrap();
+    }
+    cms
+}
+
 async fn namespace(client: &kube::Client, name: &str) {
     let ns: k8s_openapi::api::core::v1::Namespace =
         serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
@@ -66,13 +78,7 @@ async fn namespace(client: &kube::Client, name: &str) {
 async fn later_pages_are_read_at_the_first_pages_version() {
     let s = common::start().await;
     let client = s.admin().await;
-    namespace(&client, "paged").await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "paged");
-    for n in ["a", "b", "c"] {
-        cms.create(&PostParams::default(), &cm(n, "1"))
-            .await
-            .unwrap();
-    }
+    let cms = abc(&client).await;
     let first = get(&client, &format!("{CMS}?labelSelector=paged%3Dyes&limit=2")).await;
     assert_eq!(first.code, 200);
     assert_eq!(names(&first.body), ["a", "b"]);
@@ -197,13 +203,7 @@ async fn tokens_that_are_not_the_servers_are_refused_as_kube_apiserver_refuses_t
 async fn a_token_whose_version_is_gone_answers_410_with_one_at_the_current_version() {
     let s = common::start().await;
     let client = s.admin().await;
-    namespace(&client, "paged").await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "paged");
-    for n in ["a", "b", "c"] {
-        cms.create(&PostParams::default(), &cm(n, "1"))
-            .await
-            .unwrap();
-    }
+    let cms = abc(&client).await;
     let first = get(&client, &format!("{CMS}?labelSelector=paged%3Dyes&limit=1")).await;
     let c = first.body["metadata"]["continue"]
         .as_str()
@@ -266,13 +266,7 @@ async fn a_token_whose_version_is_gone_answers_410_with_one_at_the_current_versi
 async fn kubectl_reads_every_chunk() {
     let s = common::start().await;
     let client = s.admin().await;
-    namespace(&client, "paged").await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "paged");
-    for n in ["a", "b", "c"] {
-        cms.create(&PostParams::default(), &cm(n, "1"))
-            .await
-            .unwrap();
-    }
+    abc(&client).await;
     let home = tempfile::tempdir().unwrap();
     let out = Command::new("kubectl")
         .args([
