@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::error::{ApiError, Error};
 use crate::impersonation::MASTERS;
 use crate::rbac::{self, Policy, User};
-use crate::store::{Store, TokenRow, token_digest};
+use crate::store::{IssuedRow, Store, TokenRow, token_digest};
 
 /// Who a token belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -270,8 +270,10 @@ pub(crate) fn authorize(
 /// revokes that identity's tokens of earlier starts, so a restart that hands a node new
 /// credentials takes the old ones away; tokens minted in the same run stay valid together.
 ///
-/// Tokens issued by TokenRequest ([`crate::token_request`]) are held apart: they expire, and
-/// they last only as long as this process.
+/// Tokens issued by TokenRequest ([`crate::token_request`]) are held apart, in the store's
+/// `issued_tokens` table and here: they expire, a start does not revoke them, and one bound to
+/// an object authenticates only while that object exists (looked up on each use, so an object
+/// deleted before a restart ends its tokens after it too).
 #[derive(Default)]
 pub struct Tokens {
     /// Minted tokens by digest, with the start that minted them.
@@ -282,8 +284,8 @@ pub struct Tokens {
 }
 
 impl Tokens {
-    /// The tokens the store read at open. A row naming no identity this server knows is
-    /// skipped: its token authenticates nobody.
+    /// The tokens the store read at open. A row naming no identity this server knows, or an
+    /// issued token's row this server cannot read, is skipped: its token authenticates nobody.
     pub fn load(store: &Arc<Store>) -> Tokens {
         let mut tokens = HashMap::new();
         for row in store.take_tokens() {
@@ -291,9 +293,13 @@ impl Tokens {
                 tokens.insert(row.token, (id, row.boot));
             }
         }
+        let issued = store.take_issued().into_iter().filter_map(|row| {
+            let t: crate::token_request::IssuedToken = serde_json::from_str(&row.json).ok()?;
+            Some((row.token, t))
+        });
         Tokens {
             minted: RwLock::new(tokens),
-            issued: Default::default(),
+            issued: crate::token_request::Issued::load(issued),
             store: Some(store.clone()),
         }
     }
@@ -338,14 +344,30 @@ impl Tokens {
         Some(t)
     }
 
-    /// Holds a token a TokenRequest issued, until it expires.
-    pub fn issue(
+    /// Holds a token a TokenRequest issued, until it expires, and has the store keep it
+    /// (its digest, never the token) so that it outlives a restart.
+    pub async fn issue(
         &self,
         token: &str,
         t: crate::token_request::IssuedToken,
         now: i64,
-    ) -> Result<(), crate::token_request::TooManyTokens> {
-        self.issued.insert(token_digest(token), t, now)
+    ) -> Result<(), IssueError> {
+        let digest = token_digest(token);
+        let row = IssuedRow {
+            token: digest.clone(),
+            expires_at: t.expires_at,
+            json: serde_json::to_string(&t).map_err(|e| Error::Data(e.to_string()))?,
+        };
+        // Held first, so that the bound on how many are held also bounds the rows.
+        self.issued.insert(digest.clone(), t, now)?;
+        if let Some(store) = &self.store
+            && let Err(e) = store.save_issued(row, now).await
+        {
+            // Its caller never sees the token: nothing may authenticate with it.
+            self.issued.remove(&digest);
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// Stores `token` for `identity` as minted by this start. With `replace`, the
@@ -390,6 +412,15 @@ impl Tokens {
         self.save(store, &t, id, true).await?;
         Ok(t)
     }
+}
+
+/// Why a TokenRequest's token could not be issued.
+#[derive(Debug, thiserror::Error)]
+pub enum IssueError {
+    #[error(transparent)]
+    TooMany(#[from] crate::token_request::TooManyTokens),
+    #[error("storing the token: {0}")]
+    Store(#[from] Error),
 }
 
 /// A fresh random bearer token.

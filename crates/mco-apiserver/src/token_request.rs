@@ -21,7 +21,7 @@ pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 pub const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
 
 /// The object a token is bound to: it authenticates only while that object exists.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BoundRef {
     pub kind: BoundKind,
     pub name: String,
@@ -29,7 +29,7 @@ pub struct BoundRef {
     pub uid: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BoundKind {
     Pod,
     Secret,
@@ -328,12 +328,14 @@ pub fn still_bound(bound_uid: &str, stored_uid: Option<&str>) -> bool {
     stored_uid == Some(bound_uid)
 }
 
-/// The most tokens issued by TokenRequest held at once; past it, a request is refused until
-/// some expire, so callers cannot grow the server's memory without bound.
+/// The most tokens issued by TokenRequest held at once (in memory, and as rows in the store);
+/// past it, a request is refused until some expire, so callers cannot grow the server's memory
+/// or its database without bound.
 pub const MAX_ISSUED: usize = 10_000;
 
-/// A token issued by a TokenRequest and what a TokenReview reports of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A token issued by a TokenRequest and what a TokenReview reports of it. The store keeps it
+/// as JSON beside the token's digest, so it outlives a restart until it expires.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IssuedToken {
     pub namespace: String,
     pub service_account: String,
@@ -349,7 +351,8 @@ pub struct IssuedToken {
 }
 
 /// Tokens issued by TokenRequest, keyed by their digest; expired ones are dropped when a new
-/// one is issued and never authenticate.
+/// one is issued and never authenticate. The store keeps a copy of each
+/// ([`crate::auth::Tokens`] writes it), which a later start loads back.
 #[derive(Default)]
 pub struct Issued(std::sync::Mutex<std::collections::HashMap<String, IssuedToken>>);
 
@@ -358,6 +361,19 @@ pub struct Issued(std::sync::Mutex<std::collections::HashMap<String, IssuedToken
 pub struct TooManyTokens;
 
 impl Issued {
+    /// Holds the tokens a store kept, at most [`MAX_ISSUED`] of them.
+    pub fn load(tokens: impl IntoIterator<Item = (String, IssuedToken)>) -> Issued {
+        Issued(std::sync::Mutex::new(
+            tokens.into_iter().take(MAX_ISSUED).collect(),
+        ))
+    }
+
+    /// Drops a token, as when storing it failed.
+    pub fn remove(&self, digest: &str) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.remove(digest);
+    }
+
     pub fn insert(&self, digest: String, t: IssuedToken, now: i64) -> Result<(), TooManyTokens> {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if m.len() >= MAX_ISSUED {
@@ -499,7 +515,13 @@ pub async fn create(
     };
     app.tokens
         .issue(&token, issued, now)
-        .map_err(|e| ApiError::new(429, "TooManyRequests", e.to_string()))?;
+        .await
+        .map_err(|e| match e {
+            crate::auth::IssueError::TooMany(e) => {
+                ApiError::new(429, "TooManyRequests", e.to_string())
+            }
+            crate::auth::IssueError::Store(e) => ApiError::internal(e.to_string()),
+        })?;
     let sa_uid = sa
         .pointer("/metadata/uid")
         .and_then(Value::as_str)

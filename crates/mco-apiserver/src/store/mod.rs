@@ -37,7 +37,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::error::{ApiError, Error};
 
 pub use cache::LineCache;
-pub use sqlite::{Durability, TokenRow, token_digest};
+pub use sqlite::{Durability, IssuedRow, TokenRow, token_digest};
 pub use watch::{Subscription, WatchKey};
 
 use cache::{PODS, Parsed, pod_index};
@@ -375,6 +375,8 @@ pub struct Store {
     /// The token table as it was at open, until [`Store::take_tokens`] hands it over: the
     /// store only persists tokens; authentication keeps and reads them.
     tokens: Mutex<Vec<TokenRow>>,
+    /// The unexpired issued tokens as they were at open, until [`Store::take_issued`].
+    issued: Mutex<Vec<IssuedRow>>,
     /// This start's number: 1 on the first, one more on each after it.
     boot: u64,
     retain: u64,
@@ -401,6 +403,7 @@ impl Store {
             objects,
             events,
             tokens,
+            issued,
             boot,
         } = sqlite::load(&conn).map_err(|e| sqlite::unusable(path, e))?;
         let (tx, _) = broadcast::channel(1 << 16);
@@ -418,6 +421,7 @@ impl Store {
             watchers: Arc::new(Mutex::new(Watchers::from(rv))),
             writer: wtx,
             tokens: Mutex::new(tokens),
+            issued: Mutex::new(issued),
             boot,
             retain,
             retain_bytes: AtomicUsize::new(RETAINED_BYTES),
@@ -826,6 +830,22 @@ impl Store {
     /// The stored tokens, as read at open; empty after the first call.
     pub fn take_tokens(&self) -> Vec<TokenRow> {
         std::mem::take(&mut *self.tokens.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The issued tokens that had not expired at open, at most
+    /// [`crate::token_request::MAX_ISSUED`]; empty after the first call.
+    pub fn take_issued(&self) -> Vec<IssuedRow> {
+        std::mem::take(&mut *self.issued.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Stores an issued token's row durably, deleting in the same commit the rows that expired
+    /// by `now`, so the table holds no more than authentication does.
+    pub async fn save_issued(&self, row: IssuedRow, now: i64) -> Result<(), Error> {
+        let (reply, rx) = oneshot::channel();
+        self.writer
+            .send(Req::Issued { row, now, reply })
+            .map_err(|_| Error::WriterGone)?;
+        rx.await.map_err(|_| Error::WriterGone)?
     }
 
     /// This start's number (1 on a new database), which tokens minted now are stamped with.

@@ -68,7 +68,10 @@ const SCHEMA: &str =
          rv INTEGER NOT NULL, PRIMARY KEY (gr, ns, name)) WITHOUT ROWID;
      CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
      CREATE TABLE IF NOT EXISTS tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL,
-         boot INTEGER NOT NULL DEFAULT 0);";
+         boot INTEGER NOT NULL DEFAULT 0);
+     CREATE TABLE IF NOT EXISTS issued_tokens (token TEXT PRIMARY KEY,
+         expires_at INTEGER NOT NULL, json TEXT NOT NULL);
+     CREATE INDEX IF NOT EXISTS issued_tokens_expiry ON issued_tokens (expires_at);";
 
 /// How a token is stored: its SHA-256, so that a copy of the database (or of its log) hands
 /// out no credential. Tokens are 40 random characters, so a plain hash needs no salt.
@@ -97,6 +100,36 @@ pub struct TokenRow {
     pub boot: u64,
     /// When saved: revoke the identity's tokens of earlier starts in the same commit.
     pub replace: bool,
+}
+
+/// A row of the `issued_tokens` table: a token a TokenRequest issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedRow {
+    /// [`token_digest`] of the token.
+    pub token: String,
+    /// Unix seconds after which it no longer authenticates; the row is deleted after that.
+    pub expires_at: i64,
+    /// What the token stands for, as its owner wrote it.
+    pub json: String,
+}
+
+/// The most `issued_tokens` rows kept: as many as authentication holds.
+const MAX_ISSUED_ROWS: usize = crate::token_request::MAX_ISSUED;
+
+/// Deletes the expired issued tokens and, past [`MAX_ISSUED_ROWS`], those that expire
+/// soonest: what is left is what [`load`] reads. The table never holds more than that many
+/// rows, so this is bounded work.
+fn prune_issued(conn: &Connection, now: i64) -> Result<(), Error> {
+    conn.execute(
+        "DELETE FROM issued_tokens WHERE expires_at <= ?1",
+        params![now],
+    )?;
+    conn.execute(
+        "DELETE FROM issued_tokens WHERE token NOT IN
+             (SELECT token FROM issued_tokens ORDER BY expires_at DESC, token LIMIT ?1)",
+        params![MAX_ISSUED_ROWS as i64],
+    )?;
+    Ok(())
 }
 
 /// What to do about a database that cannot be used, said in every such error.
@@ -181,6 +214,7 @@ pub(super) fn open(path: &Path, durability: Durability) -> Result<Connection, Er
     }
     conn.execute_batch(SCHEMA)?;
     upgrade_tokens(&mut conn)?;
+    prune_issued(&conn, jiff::Timestamp::now().as_second())?;
     conn.execute(
         "INSERT INTO meta (k, v) VALUES ('boot', 1) ON CONFLICT (k) DO UPDATE SET v = v + 1",
         [],
@@ -230,6 +264,8 @@ pub(super) struct Loaded {
     pub events: VecDeque<Logged>,
     /// The token table's rows.
     pub tokens: Vec<TokenRow>,
+    /// The issued tokens that have not expired, at most [`MAX_ISSUED_ROWS`].
+    pub issued: Vec<IssuedRow>,
     /// This start's number.
     pub boot: u64,
 }
@@ -351,6 +387,26 @@ pub(super) fn load(conn: &Connection) -> Result<Loaded, Error> {
             tokens.push(row?);
         }
     }
+    let mut issued = Vec::new();
+    {
+        let mut stmt = conn.prepare(
+            "SELECT token, expires_at, json FROM issued_tokens WHERE expires_at > ?1
+                 ORDER BY expires_at DESC, token LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(
+            params![jiff::Timestamp::now().as_second(), MAX_ISSUED_ROWS as i64],
+            |r| {
+                Ok(IssuedRow {
+                    token: r.get(0)?,
+                    expires_at: r.get(1)?,
+                    json: r.get(2)?,
+                })
+            },
+        )?;
+        for row in rows {
+            issued.push(row?);
+        }
+    }
     let boot = conn
         .query_row("SELECT v FROM meta WHERE k = 'boot'", [], |r| {
             r.get::<_, i64>(0)
@@ -363,6 +419,7 @@ pub(super) fn load(conn: &Connection) -> Result<Loaded, Error> {
         objects,
         events,
         tokens,
+        issued,
         boot,
     })
 }
@@ -501,6 +558,108 @@ mod tests {
         let store = Store::open(&path, 100, Durability::ProcessCrash).unwrap();
         let last = format!("o{}", 2 * CHECKPOINT_FRAMES - 1);
         assert_eq!(store.get("/configmaps", "n", &last).unwrap()["data"], text);
+    }
+
+    fn issued_row(i: usize, expires_at: i64) -> IssuedRow {
+        IssuedRow {
+            token: token_digest(&format!("t{i}")),
+            expires_at,
+            json: format!("{{\"n\":{i}}}"),
+        }
+    }
+
+    fn count_issued(conn: &Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM issued_tokens", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn issued_tokens_load_until_they_expire_and_at_most_max_issued() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        // A database of a server that kept no issued tokens takes the table, and keeps its own.
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+            conn.execute_batch(
+                "CREATE TABLE tokens (token TEXT PRIMARY KEY, identity TEXT NOT NULL,
+                     boot INTEGER NOT NULL DEFAULT 0);
+                 INSERT INTO tokens VALUES ('sha256:a', 'admin', 1);",
+            )
+            .unwrap();
+        }
+        let now = jiff::Timestamp::now().as_second();
+        {
+            let mut conn = open(&path, Durability::PowerLoss).unwrap();
+            let loaded = load(&conn).unwrap();
+            assert_eq!(loaded.tokens.len(), 1);
+            assert!(loaded.issued.is_empty());
+            // One more than the limit unexpired, the first expiring soonest, and three expired.
+            let tx = conn.transaction().unwrap();
+            for i in 0..=MAX_ISSUED_ROWS {
+                let r = issued_row(i, now + 1000 + i as i64);
+                tx.execute(
+                    "INSERT INTO issued_tokens VALUES (?1, ?2, ?3)",
+                    params![r.token, r.expires_at, r.json],
+                )
+                .unwrap();
+            }
+            for i in 0..3 {
+                let r = issued_row(MAX_ISSUED_ROWS + 1 + i, now - i as i64);
+                tx.execute(
+                    "INSERT INTO issued_tokens VALUES (?1, ?2, ?3)",
+                    params![r.token, r.expires_at, r.json],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+            assert_eq!(count_issued(&conn), MAX_ISSUED_ROWS as i64 + 4);
+        }
+        let conn = open(&path, Durability::PowerLoss).unwrap();
+        let loaded = load(&conn).unwrap();
+        assert_eq!(loaded.issued.len(), MAX_ISSUED_ROWS);
+        assert!(loaded.issued.iter().all(|r| r.expires_at > now));
+        assert!(
+            !loaded.issued.contains(&issued_row(0, now + 1000)),
+            "past the limit, the one expiring soonest is dropped"
+        );
+        assert!(loaded.issued.contains(&issued_row(1, now + 1001)));
+        assert_eq!(
+            count_issued(&conn),
+            MAX_ISSUED_ROWS as i64,
+            "what was not loaded is deleted"
+        );
+        assert_eq!(loaded.tokens.len(), 1);
+        drop(conn);
+        // At the limit, every row loads.
+        let conn = open(&path, Durability::PowerLoss).unwrap();
+        assert_eq!(load(&conn).unwrap().issued.len(), MAX_ISSUED_ROWS);
+        assert_eq!(count_issued(&conn), MAX_ISSUED_ROWS as i64);
+    }
+
+    #[tokio::test]
+    async fn saving_an_issued_token_deletes_the_expired_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let now = jiff::Timestamp::now().as_second();
+        let (live, expiring, later) = (
+            issued_row(0, now + 1000),
+            issued_row(1, now + 5),
+            issued_row(2, now + 2000),
+        );
+        {
+            let store = super::super::Store::open(&path, 100, Durability::PowerLoss).unwrap();
+            store.save_issued(live.clone(), now).await.unwrap();
+            store.save_issued(expiring.clone(), now).await.unwrap();
+            let conn = Connection::open(&path).unwrap();
+            assert_eq!(count_issued(&conn), 2);
+            // Saved as of a time the second has expired by: its row goes in the same commit.
+            store.save_issued(later.clone(), now + 5).await.unwrap();
+            assert_eq!(count_issued(&conn), 2);
+        }
+        let store = super::super::Store::open(&path, 100, Durability::PowerLoss).unwrap();
+        assert_eq!(store.take_issued(), [later, live]);
+        assert!(store.take_issued().is_empty(), "handed over once");
     }
 
     #[test]

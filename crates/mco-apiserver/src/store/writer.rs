@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::cache::{index_pod, node_of_pod, unindex_pod};
 use super::watch::{Logged, metadata_only};
 use super::{Action, Event, EventType, Json, LineCache, ObjKey, Op, Outcome, PODS, STALE};
-use super::{Snapshot, Store, TokenRow};
+use super::{IssuedRow, Snapshot, Store, TokenRow};
 use crate::error::{ApiError, Error};
 
 /// Most writes folded into one transaction.
@@ -35,12 +35,19 @@ pub(super) enum Req {
         row: TokenRow,
         reply: oneshot::Sender<Result<(), Error>>,
     },
+    /// An issued token; rows expired by `now` are deleted in the same commit.
+    Issued {
+        row: IssuedRow,
+        now: i64,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
 }
 
 type WriteReply = oneshot::Sender<Result<Outcome, ApiError>>;
 /// A reply, its result, and whether the result depends on the commit succeeding.
 type PendingReply = (WriteReply, Result<Outcome, ApiError>, bool);
 type TokenWrite = (TokenRow, oneshot::Sender<Result<(), Error>>);
+type IssuedWrite = (IssuedRow, i64, oneshot::Sender<Result<(), Error>>);
 
 fn set_rv(v: &mut Value, rv: u64) {
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -70,9 +77,11 @@ pub(super) fn writer_loop(
         let mut events: Vec<Arc<Event>> = Vec::new();
         let mut replies: Vec<PendingReply> = Vec::new();
         let mut token_writes: Vec<TokenWrite> = Vec::new();
+        let mut issued_writes: Vec<IssuedWrite> = Vec::new();
         for req in batch {
             match req {
                 Req::Token { row, reply } => token_writes.push((row, reply)),
+                Req::Issued { row, now, reply } => issued_writes.push((row, now, reply)),
                 Req::Write {
                     gr,
                     ns,
@@ -201,7 +210,7 @@ pub(super) fn writer_loop(
             .iter()
             .map(|e| Arc::from(serde_json::to_string(&*e.obj).unwrap_or_default()))
             .collect();
-        let commit = if events.is_empty() && token_writes.is_empty() {
+        let commit = if events.is_empty() && token_writes.is_empty() && issued_writes.is_empty() {
             Ok(())
         } else {
             commit_batch(
@@ -209,6 +218,7 @@ pub(super) fn writer_loop(
                 &events,
                 &jsons,
                 &token_writes,
+                &issued_writes,
                 Window {
                     base_rv,
                     rv,
@@ -229,6 +239,9 @@ pub(super) fn writer_loop(
                 let _ = reply.send(res);
             }
             for (_, reply) in token_writes {
+                let _ = reply.send(Err(Error::Data(format!("storage commit failed: {err}"))));
+            }
+            for (_, _, reply) in issued_writes {
                 let _ = reply.send(Err(Error::Data(format!("storage commit failed: {err}"))));
             }
             continue;
@@ -308,6 +321,9 @@ pub(super) fn writer_loop(
         for (_, reply) in token_writes {
             let _ = reply.send(Ok(()));
         }
+        for (_, _, reply) in issued_writes {
+            let _ = reply.send(Ok(()));
+        }
     }
 }
 
@@ -329,6 +345,7 @@ fn commit_batch(
     events: &[Arc<Event>],
     jsons: &[Json],
     tokens: &[TokenWrite],
+    issued: &[IssuedWrite],
     w: Window<'_>,
 ) -> Result<(), rusqlite::Error> {
     let Window {
@@ -374,6 +391,17 @@ fn commit_batch(
                 revoke.execute(params![t.identity, t.boot as i64])?;
             }
             tok.execute(params![t.token, t.identity, t.boot as i64])?;
+        }
+        if let Some(now) = issued.iter().map(|(_, now, _)| *now).max() {
+            // Indexed by expiry: only the rows that expired are visited.
+            tx.prepare_cached("DELETE FROM issued_tokens WHERE expires_at <= ?1")?
+                .execute(params![now])?;
+        }
+        let mut put_issued = tx.prepare_cached(
+            "INSERT OR REPLACE INTO issued_tokens (token, expires_at, json) VALUES (?1, ?2, ?3)",
+        )?;
+        for (t, _, _) in issued {
+            put_issued.execute(params![t.token, t.expires_at, t.json])?;
         }
     }
     if rv != base_rv {
