@@ -550,6 +550,159 @@ mod tests {
         assert_eq!(tokens.identity_for(&third), Some(node));
     }
 
+    fn issued_for(
+        bound: Option<(&str, &str)>,
+        expires_at: i64,
+    ) -> crate::token_request::IssuedToken {
+        use crate::token_request::{API_AUDIENCE, BoundKind, BoundRef, IssuedToken};
+        IssuedToken {
+            namespace: "ns".into(),
+            service_account: "robot".into(),
+            audiences: vec![API_AUDIENCE.into()],
+            expires_at,
+            bound: bound.map(|(name, uid)| {
+                (
+                    "ns".to_string(),
+                    BoundRef {
+                        kind: BoundKind::Secret,
+                        name: name.into(),
+                        uid: uid.into(),
+                    },
+                )
+            }),
+            node: Some("worker-0".into()),
+            credential_id: format!("JTI={}", uuid::Uuid::new_v4()),
+        }
+    }
+
+    async fn put_secret(store: &Store, name: &str, uid: &str) {
+        let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns", "uid": uid}});
+        store
+            .write(
+                "/secrets",
+                "ns",
+                name,
+                false,
+                Box::new(move |_| Ok(crate::store::Action::Put(v))),
+            )
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn issued_tokens_outlive_the_store_until_they_expire_or_lose_their_object() {
+        use crate::store::Durability;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let now = jiff::Timestamp::now().as_second();
+        let (plain, held, gone, expired) = (new_token(), new_token(), new_token(), new_token());
+        let plain_issued = issued_for(None, now + 3600);
+        {
+            let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+            let tokens = Tokens::load(&store);
+            put_secret(&store, "held", "h-1").await;
+            put_secret(&store, "gone", "g-1").await;
+            tokens
+                .issue(&plain, plain_issued.clone(), now)
+                .await
+                .unwrap();
+            let t = issued_for(Some(("held", "h-1")), now + 3600);
+            tokens.issue(&held, t, now).await.unwrap();
+            let t = issued_for(Some(("gone", "g-1")), now + 3600);
+            tokens.issue(&gone, t, now).await.unwrap();
+            // Already past its expiry: stored, but never authenticates.
+            let t = issued_for(None, now - 1);
+            tokens.issue(&expired, t, now).await.unwrap();
+            assert_eq!(tokens.identity_for(&expired), None);
+            assert!(tokens.identity_for(&gone).is_some());
+            // Deleted before the restart.
+            store
+                .write(
+                    "/secrets",
+                    "ns",
+                    "gone",
+                    false,
+                    Box::new(|_| Ok(crate::store::Action::Delete)),
+                )
+                .await
+                .unwrap();
+            assert_eq!(tokens.identity_for(&gone), None);
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            let rows: Vec<(String, String)> = conn
+                .prepare("SELECT token, json FROM issued_tokens")
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(rows.len(), 4);
+            for (digest, json) in &rows {
+                assert!(digest.starts_with("sha256:"), "{digest}");
+                for t in [&plain, &held, &gone, &expired] {
+                    assert!(
+                        !json.contains(t.as_str()) && digest != t,
+                        "a token is stored"
+                    );
+                }
+            }
+        }
+        let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+        let tokens = Tokens::load(&store);
+        assert_eq!(
+            tokens.identity_for(&plain),
+            Some(Identity::service_account("ns", "robot", Some("worker-0")))
+        );
+        assert_eq!(
+            tokens.issued(&plain),
+            Some(plain_issued),
+            "every field kept"
+        );
+        let (_, r) = tokens.issued(&held).unwrap().bound.unwrap();
+        assert_eq!((r.name.as_str(), r.uid.as_str()), ("held", "h-1"));
+        assert_eq!(tokens.identity_for(&gone), None, "its Secret was deleted");
+        assert_eq!(tokens.identity_for(&expired), None);
+        assert_eq!(tokens.issued.len(), 3, "the expired one is not loaded");
+        // A Secret made again under the name has another uid: the token stays ended.
+        put_secret(&store, "gone", "g-2").await;
+        assert_eq!(tokens.identity_for(&gone), None);
+    }
+
+    #[tokio::test]
+    async fn issued_tokens_loaded_at_the_limit_leave_no_room() {
+        use crate::store::Durability;
+        use crate::token_request::{MAX_ISSUED, TooManyTokens};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let now = jiff::Timestamp::now().as_second();
+        drop(Store::open(&path, 100, Durability::PowerLoss).unwrap());
+        {
+            let mut conn = rusqlite::Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            let json = serde_json::to_string(&issued_for(None, now + 3600)).unwrap();
+            for i in 0..MAX_ISSUED {
+                tx.execute(
+                    "INSERT INTO issued_tokens VALUES (?1, ?2, ?3)",
+                    rusqlite::params![token_digest(&format!("t{i}")), now + 3600, json],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+        let tokens = Tokens::load(&store);
+        assert_eq!(tokens.issued.len(), MAX_ISSUED);
+        assert!(
+            tokens
+                .identity_for(&format!("t{}", MAX_ISSUED - 1))
+                .is_some()
+        );
+        let e = tokens
+            .issue(&new_token(), issued_for(None, now + 3600), now)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, IssueError::TooMany(TooManyTokens)), "{e}");
+    }
+
     #[test]
     fn tokens_are_stored_as_digests() {
         let d = token_digest("abc");
