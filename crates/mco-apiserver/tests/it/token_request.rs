@@ -1,5 +1,5 @@
 //! `kubectl create token` against the server: the TokenRequest kubectl sends as protobuf,
-//! the token it answers, and kube-apiserver's refusals.
+//! the token it answers, kube-apiserver's refusals, and the tokens across a restart.
 
 use crate::common;
 
@@ -123,4 +123,118 @@ async fn kubectl_create_token() {
     assert!(k(&["delete", "secret", "held"]).status.success());
     let o = k(&["--token", &bound, "get", "configmaps"]);
     refused(&o, "Unauthorized");
+}
+
+/// `kubectl auth whoami` with `token`: the user it authenticates as, or `None` when the server
+/// answers Unauthorized.
+fn whoami(k: &dyn Fn(&[&str]) -> Output, token: &str) -> Option<Value> {
+    let o = k(&["--token", token, "auth", "whoami", "-o", "json"]);
+    if o.status.success() {
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        return Some(v["status"]["userInfo"].clone());
+    }
+    refused(&o, "Unauthorized");
+    None
+}
+
+/// kube's service account tokens are signed and outlive a restart of kube-apiserver; these
+/// are kept in the data directory (as digests) and do too, until they expire or their bound
+/// object is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issued_tokens_outlive_a_restart() {
+    let s = common::start().await;
+    let dir = s.dir.path().to_path_buf();
+    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let kc = s.handle.kubeconfig_path();
+    let k = |args: &[&str]| kubectl(&kc, home.path(), args);
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap();
+    let secrets = Api::<Secret>::namespaced(client.clone(), "default");
+    for name in ["held", "gone"] {
+        let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+    let create = |args: &[&str]| {
+        let o = k(&[&["create", "token", "robot"], args].concat());
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout).trim().to_string()
+    };
+    let plain = create(&[]);
+    let expiring = create(&["--duration=10m"]);
+    let held = create(&["--bound-object-kind=Secret", "--bound-object-name=held"]);
+    let gone = create(&["--bound-object-kind=Secret", "--bound-object-name=gone"]);
+    let before: Vec<Value> = [&plain, &expiring, &held, &gone]
+        .into_iter()
+        .map(|t| whoami(&k, t).expect("authenticates before the restart"))
+        .collect();
+    assert_eq!(before[0]["username"], "system:serviceaccount:default:robot");
+    let credential = |u: &Value| u["extra"]["authentication.kubernetes.io/credential-id"].clone();
+    assert!(
+        credential(&before[0])[0]
+            .as_str()
+            .is_some_and(|c| c.starts_with("JTI=")),
+        "{}",
+        before[0]
+    );
+    assert_ne!(credential(&before[0]), credential(&before[2]));
+    // Deleted while the server runs, before the restart.
+    assert!(k(&["delete", "secret", "gone"]).status.success());
+    assert_eq!(whoami(&k, &gone), None);
+    s.handle.shutdown().await;
+
+    // While the server is down, the clock passes the short token's expiry.
+    let db = dir.join("state.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let digest = mco_apiserver::store::token_digest(&expiring);
+        let now = jiff::Timestamp::now().as_second();
+        let changed = conn
+            .execute(
+                "UPDATE issued_tokens SET expires_at = ?1 WHERE token = ?2",
+                rusqlite::params![now - 1, digest],
+            )
+            .unwrap();
+        assert_eq!(changed, 1, "the token is stored by its digest");
+    }
+
+    let h = mco_apiserver::Server::start(mco_apiserver::Config::new(
+        &dir,
+        "127.0.0.1:0".parse().unwrap(),
+    ))
+    .await
+    .unwrap();
+    let kc = h.kubeconfig_path();
+    let k = |args: &[&str]| kubectl(&kc, home.path(), args);
+    // The same user, down to the credential's id.
+    assert_eq!(whoami(&k, &plain).as_ref(), Some(&before[0]));
+    assert_eq!(whoami(&k, &held).as_ref(), Some(&before[2]));
+    assert_eq!(
+        whoami(&k, &expiring),
+        None,
+        "expired while the server was down"
+    );
+    assert_eq!(whoami(&k, &gone), None, "its Secret was deleted");
+    let o = k(&["--token", &held, "get", "configmaps"]);
+    refused(
+        &o,
+        r#"User "system:serviceaccount:default:robot" cannot list resource "configmaps""#,
+    );
+    // The expired token's row was dropped at the start.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM issued_tokens", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 3);
+    // Deleting the bound Secret after the restart ends its token too.
+    assert!(k(&["delete", "secret", "held"]).status.success());
+    assert_eq!(whoami(&k, &held), None);
+    h.shutdown().await;
 }
