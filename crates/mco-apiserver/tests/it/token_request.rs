@@ -33,6 +33,16 @@ fn refused(o: &Output, what: &str) {
     );
 }
 
+/// The ServiceAccount `default/robot`.
+async fn robot(client: &kube::Client) {
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_token() {
     let s = common::start().await;
@@ -45,12 +55,7 @@ async fn kubectl_create_token() {
     let o = k(&["create", "token", "robot"]);
     refused(&o, r#"serviceaccounts "robot" not found"#);
 
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
-    Api::<ServiceAccount>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &sa)
-        .await
-        .unwrap();
+    robot(&client).await;
 
     // The token authenticates as the account: RBAC refuses it by that name.
     let o = k(&["create", "token", "robot"]);
@@ -148,12 +153,7 @@ async fn issued_tokens_outlive_a_restart() {
     let home = tempfile::tempdir().unwrap();
     let kc = s.handle.kubeconfig_path();
     let k = |args: &[&str]| kubectl(&kc, home.path(), args);
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
-    Api::<ServiceAccount>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &sa)
-        .await
-        .unwrap();
+    robot(&client).await;
     let secrets = Api::<Secret>::namespaced(client.clone(), "default");
     for name in ["held", "gone"] {
         let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
