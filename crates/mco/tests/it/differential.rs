@@ -458,37 +458,32 @@ fn normalize_text(s: &str) -> String {
 /// The ServiceAccount admission plugin's volume, `kube-api-access-` and 5 random characters:
 /// a generated name.
 fn replace_token_volumes(s: &str) -> String {
-    const PREFIX: &str = "kube-api-access-";
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(at) = rest.find(PREFIX) {
-        let after = &rest[at + PREFIX.len()..];
-        let n = after.bytes().take_while(u8::is_ascii_alphanumeric).count();
-        out.push_str(&rest[..at + PREFIX.len()]);
-        if n == 5 {
-            out.push_str("<generated>");
-            rest = &after[5..];
-        } else {
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
+    replace_runs(
+        s,
+        "kube-api-access-",
+        5,
+        u8::is_ascii_alphanumeric,
+        "<generated>",
+    )
 }
 
 /// A client certificate's credential id, `X509SHA256=` and the hex SHA-256 of its DER: each
 /// side's administrator has its own certificate (same subject, another key and CA).
 fn replace_credential_ids(s: &str) -> String {
-    const PREFIX: &str = "X509SHA256=";
+    replace_runs(s, "X509SHA256=", 64, u8::is_ascii_hexdigit, "<sha256>")
+}
+
+/// `s` with every run of exactly `len` bytes of `class` right after `prefix` replaced by `by`.
+fn replace_runs(s: &str, prefix: &str, len: usize, class: fn(&u8) -> bool, by: &str) -> String {
     let mut out = String::new();
     let mut rest = s;
-    while let Some(at) = rest.find(PREFIX) {
-        let after = &rest[at + PREFIX.len()..];
-        let n = after.bytes().take_while(u8::is_ascii_hexdigit).count();
-        out.push_str(&rest[..at + PREFIX.len()]);
-        if n == 64 {
-            out.push_str("<sha256>");
-            rest = &after[64..];
+    while let Some(at) = rest.find(prefix) {
+        let after = &rest[at + prefix.len()..];
+        let n = after.bytes().take_while(class).count();
+        out.push_str(&rest[..at + prefix.len()]);
+        if n == len {
+            out.push_str(by);
+            rest = &after[len..];
         } else {
             rest = after;
         }
