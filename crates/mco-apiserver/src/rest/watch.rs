@@ -180,7 +180,6 @@ pub(super) fn watch(
         let start = resumable_from(app, t);
         match app.store.events_since(from, &key).filter(|_| from >= start) {
             None => {
-                let start = start.max(app.store.window_start());
                 let e = ApiError::gone(format!("too old resource version: {from} ({start})"));
                 first.push(error_line(&e));
                 end_now = true;
