@@ -39,6 +39,7 @@ mod listen;
 mod machinery;
 pub mod metrics;
 pub mod objects;
+pub mod openapi_v2;
 mod protobuf;
 pub mod rbac;
 pub mod registry;

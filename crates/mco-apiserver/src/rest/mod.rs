@@ -209,7 +209,7 @@ async fn route(app: &Arc<App>, req: Request) -> Result<Response, ApiError> {
             | ["openapi", ..]
     );
     if non_resource {
-        let r = non_resource_route(app, &method, &segs_ref, &accept, &query);
+        let r = non_resource_route(app, &method, &segs_ref, &accept, &query, &headers);
         let labels = crate::metrics::RequestLabels {
             verb: method.as_str().to_string(),
             group: String::new(),
@@ -280,6 +280,7 @@ fn non_resource_route(
     segs: &[&str],
     accept: &str,
     query: &HashMap<String, String>,
+    headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let get_only = |r: Response| {
         if *method == Method::GET {
@@ -320,6 +321,7 @@ fn non_resource_route(
             &discovery::openapi(&app.registry).root(),
         )),
         ["openapi", "v3", rest @ ..] => openapi_doc(app, &rest.join("/"), query),
+        ["openapi", "v2"] => get_only(openapi_v2_doc(app, accept, headers)),
         _ => Err(ApiError::not_found_path()),
     }
 }
@@ -353,6 +355,44 @@ async fn counted(
     };
     app.metrics.requests.get_or_create(&labels).inc();
     r
+}
+
+/// `GET /openapi/v2` as kube-apiserver serves it: the encoding `Accept` picks (406 if none),
+/// `ETag` the same for both encodings, 304 for a client that has it.
+fn openapi_v2_doc(app: &App, accept: &str, headers: &HeaderMap) -> Response {
+    use crate::openapi_v2::{Encoding, PROTOBUF, negotiate, not_modified};
+    let Some(encoding) = negotiate(accept) else {
+        return (
+            StatusCode::NOT_ACCEPTABLE,
+            [(header::VARY, "Accept")],
+            Bytes::new(),
+        )
+            .into_response();
+    };
+    let doc = crate::openapi_v2::document(&discovery::openapi(&app.registry));
+    let (content_type, body) = match encoding {
+        Encoding::Json => ("application/json", doc.json.clone()),
+        Encoding::Protobuf => (PROTOBUF, doc.protobuf.clone()),
+    };
+    let cached = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| not_modified(v, &doc.etag));
+    let validators = [
+        (header::VARY, "Accept".to_string()),
+        (header::ETAG, doc.etag.clone()),
+        (header::LAST_MODIFIED, doc.last_modified.clone()),
+    ];
+    if cached {
+        return (StatusCode::NOT_MODIFIED, validators).into_response();
+    }
+    (
+        StatusCode::OK,
+        validators,
+        [(header::CONTENT_TYPE, content_type)],
+        body,
+    )
+        .into_response()
 }
 
 fn openapi_doc(app: &App, key: &str, q: &HashMap<String, String>) -> Result<Response, ApiError> {
