@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::disruption::pdb_status;
-use crate::objects::{meta, meta_mut, meta_str, should_remove};
-use crate::rest::{self, App, DeleteOpts, FOREGROUND};
+use crate::objects::{Part, meta, meta_mut, meta_str, should_remove};
+use crate::rest::{self, App, DeleteOpts, FOREGROUND, ORPHAN};
 use crate::store::{Action, Event, EventType, Head, OwnerRef};
 
 const CRD_GR: &str = "apiextensions.k8s.io/customresourcedefinitions";
@@ -151,7 +151,12 @@ async fn delete_quietly(app: &App, gr: &str, ns: &str, name: &str, policy: &str)
     }
 }
 
-/// Runs a read-modify-write on the object if it is still the one with `uid`.
+/// The field manager kube-controller-manager's garbage collector writes as.
+const GC_MANAGER: &str = "kube-controller-manager";
+
+/// Runs a read-modify-write on the object if it is still the one with `uid`, recording it in
+/// `managedFields` as the garbage collector's patch (which, only removing fields, takes them
+/// out of their managers' sets and adds no entry of its own). False if the write failed.
 async fn edit_if_uid(
     app: &App,
     gr: &str,
@@ -160,8 +165,11 @@ async fn edit_if_uid(
     uid: &str,
     what: &str,
     edit: impl FnOnce(&mut Value) -> bool + Send + 'static,
-) {
+) -> bool {
     let uid = uid.to_string();
+    let info = gr
+        .split_once('/')
+        .and_then(|(group, plural)| app.registry.by_gr(group, plural));
     let res = app
         .store
         .write(
@@ -177,16 +185,37 @@ async fn edit_if_uid(
                 if !edit(&mut v) {
                     return Ok(Action::Keep);
                 }
-                Ok(if should_remove(&v) {
-                    Action::Delete
-                } else {
-                    Action::Put(v)
-                })
+                if should_remove(&v) {
+                    return Ok(Action::Delete);
+                }
+                Ok(Action::Put(match info {
+                    Some(info) => {
+                        let version = c
+                            .get("apiVersion")
+                            .and_then(Value::as_str)
+                            .and_then(|av| av.rsplit('/').next())
+                            .unwrap_or("v1")
+                            .to_string();
+                        crate::machinery::record_update(
+                            &info,
+                            &version,
+                            Part::Main,
+                            Some(c),
+                            v,
+                            GC_MANAGER,
+                        )
+                    }
+                    None => v,
+                }))
             }),
         )
         .await;
-    if let Err(e) = res {
-        tracing::warn!(error = %e.message, gr, ns, name, "garbage collection: {what}");
+    match res {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(error = %e.message, gr, ns, name, "garbage collection: {what}");
+            false
+        }
     }
 }
 
@@ -195,11 +224,15 @@ async fn edit_if_uid(
 enum Verdict {
     /// Delete it with this propagation policy.
     Delete(&'static str),
-    /// Another owner keeps it: drop the references to owners that are going away
-    /// in the foreground, so they stop waiting for it.
+    /// Take out its references to these owners: owners being deleted with the `orphan`
+    /// finalizer, and owners going in the foreground when another owner keeps it (so they
+    /// stop waiting for it).
     DropRefs(Vec<String>),
     /// Every blocking dependent is gone: take the foreground finalizer off.
     Release,
+    /// An owner deleted with `orphan`: once every dependent has lost its reference to it,
+    /// take that finalizer off.
+    Unorphan,
 }
 
 /// One sweep over every object's metadata, as upstream's garbage collector decides it:
@@ -207,17 +240,22 @@ enum Verdict {
 /// an owner deleted in the foreground is deleted too (itself in the foreground when it
 /// blocks the owner), unless another owner that is staying keeps it, in which case only
 /// the reference goes; an owner in foreground deletion is released once no dependent
-/// with `blockOwnerDeletion: true` remains.
-fn sweep<'a>(
-    heads: &'a [(String, Head)],
-    orphaned: &HashSet<String>,
-) -> Vec<(&'a str, &'a Head, Verdict)> {
+/// with `blockOwnerDeletion: true` remains. An owner deleted with the `orphan` finalizer
+/// still exists, so it keeps its dependents; every dependent (even one being deleted) loses
+/// its reference to it, and then the owner its finalizer. All of it is read from the stored
+/// objects, so a sweep after a restart finishes what one before it started.
+fn sweep(heads: &[(String, Head)]) -> Vec<(&str, &Head, Verdict)> {
     let alive: HashSet<&str> = heads.iter().filter_map(|(_, h)| h.uid.as_deref()).collect();
-    let waiting: HashSet<&str> = heads
-        .iter()
-        .filter(|(_, h)| h.deleting() && h.has_finalizer(FOREGROUND))
-        .filter_map(|(_, h)| h.uid.as_deref())
-        .collect();
+    let uids_where = |f: &dyn Fn(&Head) -> bool| -> HashSet<&str> {
+        heads
+            .iter()
+            .filter(|(_, h)| h.deleting() && f(h))
+            .filter_map(|(_, h)| h.uid.as_deref())
+            .collect()
+    };
+    // As kube's collector, an owner holding both finalizers is orphaned first.
+    let orphaning = uids_where(&|h| h.has_finalizer(ORPHAN));
+    let waiting = uids_where(&|h| h.has_finalizer(FOREGROUND) && !h.has_finalizer(ORPHAN));
     let mut blocked: HashSet<&str> = HashSet::new();
     let mut out = Vec::new();
     for (gr, h) in heads {
@@ -230,20 +268,32 @@ fn sweep<'a>(
                 blocked.insert(r.uid.as_str());
             }
         }
+        let to_orphan = refs
+            .iter()
+            .filter(|r| orphaning.contains(r.uid.as_str()))
+            .map(|r| r.uid.clone());
         if h.deleting() {
+            let drop: Vec<String> = to_orphan.collect();
+            if !drop.is_empty() {
+                out.push((gr.as_str(), h, Verdict::DropRefs(drop)));
+            }
             continue;
         }
         let is_waiting = |r: &&OwnerRef| waiting.contains(r.uid.as_str());
-        let solid = refs.iter().any(|r| {
-            (alive.contains(r.uid.as_str()) && !waiting.contains(r.uid.as_str()))
-                || orphaned.contains(&r.uid)
-        });
+        let solid = refs
+            .iter()
+            .any(|r| alive.contains(r.uid.as_str()) && !waiting.contains(r.uid.as_str()));
         let to_waiting: Vec<&OwnerRef> = refs.iter().filter(is_waiting).collect();
         let verdict = if solid {
-            if to_waiting.is_empty() {
+            let drop: Vec<String> = to_waiting
+                .iter()
+                .map(|r| r.uid.clone())
+                .chain(to_orphan)
+                .collect();
+            if drop.is_empty() {
                 continue;
             }
-            Verdict::DropRefs(to_waiting.iter().map(|r| r.uid.clone()).collect())
+            Verdict::DropRefs(drop)
         } else if to_waiting
             .iter()
             .any(|r| r.block_owner_deletion == Some(true))
@@ -261,35 +311,44 @@ fn sweep<'a>(
         {
             out.push((gr.as_str(), h, Verdict::Release));
         }
+        if h.uid.as_deref().is_some_and(|u| orphaning.contains(u)) {
+            out.push((gr.as_str(), h, Verdict::Unorphan));
+        }
     }
     out
 }
 
 /// Keeps the entries of the metadata list `key` that pass `keep`; true when any was removed.
+/// An emptied list goes, as kube-apiserver omits empty `ownerReferences` and `finalizers`.
 fn retain_in_metadata(v: &mut Value, key: &str, keep: impl FnMut(&Value) -> bool) -> bool {
-    let Some(list) = meta_mut(v).get_mut(key).and_then(Value::as_array_mut) else {
+    let m = meta_mut(v);
+    let Some(list) = m.get_mut(key).and_then(Value::as_array_mut) else {
         return false;
     };
     let before = list.len();
     list.retain(keep);
-    list.len() != before
+    let (changed, empty) = (list.len() != before, list.is_empty());
+    if changed && empty {
+        m.remove(key);
+    }
+    changed
 }
 
-/// Deletes dependents whose owners are gone or going, and releases owners deleted in
-/// the foreground once nothing blocks them.
+/// Deletes dependents whose owners are gone or going, releases owners deleted in the
+/// foreground once nothing blocks them, and finishes orphaning: an owner's `orphan` finalizer
+/// comes off only after every dependent's reference to it has, so a failed or interrupted
+/// sweep leaves the finalizer for the next one (or the next start) to finish.
 async fn collect_garbage(app: &App) {
     let heads = app.store.heads();
-    let orphaned = app
-        .orphaned
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    for (gr, h, verdict) in sweep(&heads, &orphaned) {
+    // Owners being orphaned that a dependent still refers to after this sweep.
+    let mut still_referred: HashSet<String> = HashSet::new();
+    for (gr, h, verdict) in sweep(&heads) {
         let uid = h.uid.as_deref().unwrap_or("");
         match verdict {
             Verdict::Delete(policy) => delete_quietly(app, gr, h.ns(), &h.name, policy).await,
             Verdict::DropRefs(uids) => {
-                edit_if_uid(
+                let dropping = uids.clone();
+                let done = edit_if_uid(
                     app,
                     gr,
                     h.ns(),
@@ -300,11 +359,14 @@ async fn collect_garbage(app: &App) {
                         retain_in_metadata(v, "ownerReferences", |r| {
                             !r["uid"]
                                 .as_str()
-                                .is_some_and(|u| uids.iter().any(|x| x == u))
+                                .is_some_and(|u| dropping.iter().any(|x| x == u))
                         })
                     },
                 )
-                .await
+                .await;
+                if !done {
+                    still_referred.extend(uids);
+                }
             }
             Verdict::Release => {
                 edit_if_uid(
@@ -316,7 +378,20 @@ async fn collect_garbage(app: &App) {
                     "releasing a foreground deletion",
                     |v| retain_in_metadata(v, "finalizers", |x| x != FOREGROUND),
                 )
-                .await
+                .await;
+            }
+            Verdict::Unorphan if still_referred.contains(uid) => {}
+            Verdict::Unorphan => {
+                edit_if_uid(
+                    app,
+                    gr,
+                    h.ns(),
+                    &h.name,
+                    uid,
+                    "finishing an orphan deletion",
+                    |v| retain_in_metadata(v, "finalizers", |x| x != ORPHAN),
+                )
+                .await;
             }
         }
     }
@@ -332,11 +407,11 @@ fn concerns_gc(e: &Event) -> bool {
         EventType::Added => false,
         EventType::Modified => {
             let m = meta(&e.obj);
-            let foreground = m.get("deletionTimestamp").is_some_and(|d| !d.is_null())
+            let collecting = m.get("deletionTimestamp").is_some_and(|d| !d.is_null())
                 && m.get("finalizers")
                     .and_then(Value::as_array)
-                    .is_some_and(|f| f.iter().any(|x| x == FOREGROUND));
-            foreground || e.old.as_deref().is_some_and(|o| refs(o) != refs(&e.obj))
+                    .is_some_and(|f| f.iter().any(|x| x == FOREGROUND || x == ORPHAN));
+            collecting || e.old.as_deref().is_some_and(|o| refs(o) != refs(&e.obj))
         }
     }
 }
@@ -552,21 +627,36 @@ mod tests {
     use super::*;
 
     fn head(name: &str, uid: &str, owners: &[(&str, bool)], foreground: bool) -> (String, Head) {
+        deleting(
+            name,
+            uid,
+            owners,
+            if foreground { &[FOREGROUND] } else { &[] },
+        )
+    }
+
+    /// An object being deleted (with `finalizers`), or not when there are none.
+    fn deleting(
+        name: &str,
+        uid: &str,
+        owners: &[(&str, bool)],
+        finalizers: &[&str],
+    ) -> (String, Head) {
         let refs: Vec<Value> = owners
             .iter()
             .map(|(u, b)| json!({"uid": u, "blockOwnerDeletion": b}))
             .collect();
         let mut m = json!({"name": name, "uid": uid, "ownerReferences": refs});
-        if foreground {
+        if !finalizers.is_empty() {
             m["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-            m["finalizers"] = json!([FOREGROUND]);
+            m["finalizers"] = json!(finalizers);
         }
         let text = json!({"metadata": m, "spec": {"big": [1, 2, 3]}}).to_string();
         ("/configmaps".into(), Head::parse(&text).unwrap())
     }
 
     fn verdicts(heads: &[(String, Head)]) -> Vec<(String, Verdict)> {
-        sweep(heads, &HashSet::new())
+        sweep(heads)
             .into_iter()
             .map(|(_, h, v)| (h.name.clone(), v))
             .collect()
@@ -597,8 +687,6 @@ mod tests {
             verdicts(&heads),
             vec![("dep".into(), Verdict::Delete("Background"))]
         );
-        let orphaned: HashSet<String> = ["gone".to_string()].into();
-        assert!(sweep(&heads, &orphaned).is_empty());
     }
 
     #[test]
@@ -639,6 +727,63 @@ mod tests {
         assert_eq!(
             verdicts(&heads),
             vec![("shared".into(), Verdict::DropRefs(vec!["o".into()]))]
+        );
+    }
+
+    #[test]
+    fn an_orphaned_owner_loses_its_dependents_references_then_its_finalizer() {
+        let heads = vec![
+            deleting("owner", "o", &[], &[ORPHAN]),
+            head("only", "a", &[("o", true)], false),
+            head("shared", "s", &[("x", false), ("o", false)], false),
+            head("other", "x", &[], false),
+            // Being deleted itself: it still loses the reference, and is not deleted.
+            deleting("held", "h", &[("o", false)], &["example.com/hold"]),
+            head("unrelated", "u", &[("x", false)], false),
+        ];
+        assert_eq!(
+            verdicts(&heads),
+            vec![
+                ("only".into(), Verdict::DropRefs(vec!["o".into()])),
+                ("shared".into(), Verdict::DropRefs(vec!["o".into()])),
+                ("held".into(), Verdict::DropRefs(vec!["o".into()])),
+                ("owner".into(), Verdict::Unorphan),
+            ]
+        );
+        // Without dependents (or once they are all done) only the finalizer goes.
+        let heads = vec![
+            deleting("owner", "o", &[], &[ORPHAN, "example.com/hold"]),
+            head("only", "a", &[], false),
+        ];
+        assert_eq!(verdicts(&heads), vec![("owner".into(), Verdict::Unorphan)]);
+        // Not yet deleted: an `orphan` finalizer alone does nothing.
+        let mut idle = head("owner", "o", &[], false);
+        idle.1.finalizers = Some(vec![ORPHAN.into()]);
+        let heads = vec![idle, head("only", "a", &[("o", true)], false)];
+        assert!(verdicts(&heads).is_empty());
+    }
+
+    #[test]
+    fn an_orphaned_owner_is_no_foreground_owner_and_keeps_a_shared_dependent() {
+        let heads = vec![
+            head("fg", "f", &[], true),
+            deleting("orphaned", "o", &[], &[ORPHAN]),
+            head("shared", "s", &[("f", true), ("o", false)], false),
+            // Both finalizers (set by an update): orphaned first, as kube's collector does.
+            deleting("both", "b", &[], &[FOREGROUND, ORPHAN]),
+            head("of-both", "d", &[("b", true)], false),
+        ];
+        assert_eq!(
+            verdicts(&heads),
+            vec![
+                (
+                    "shared".into(),
+                    Verdict::DropRefs(vec!["f".into(), "o".into()])
+                ),
+                ("of-both".into(), Verdict::DropRefs(vec!["b".into()])),
+                ("orphaned".into(), Verdict::Unorphan),
+                ("both".into(), Verdict::Unorphan),
+            ]
         );
     }
 

@@ -168,7 +168,6 @@ impl Server {
             store,
             registry: registry::Registry::new(),
             evict_lock: tokio::sync::Mutex::new(()),
-            orphaned: Default::default(),
             addr,
             metrics: Default::default(),
             rbac: Default::default(),

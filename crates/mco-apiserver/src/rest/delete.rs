@@ -19,11 +19,19 @@ use crate::store::{Action, Outcome};
 /// visible until its blocking dependents are gone.
 pub const FOREGROUND: &str = "foregroundDeletion";
 
+/// The finalizer that keeps an owner deleted with `propagationPolicy=Orphan` (or
+/// `orphanDependents=true`) until the garbage collector has taken its reference out of
+/// every dependent.
+pub const ORPHAN: &str = "orphan";
+
 /// The parts of DeleteOptions this server honours.
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOpts {
     pub dry_run: bool,
     pub propagation: Option<String>,
+    /// The deprecated `orphanDependents`: when given, it decides over the policy and
+    /// the object's finalizers, as kube-apiserver lets it.
+    pub orphan_dependents: Option<bool>,
     pub uid: Option<String>,
     pub rv: Option<String>,
 }
@@ -32,21 +40,20 @@ impl DeleteOpts {
     /// Reads options from the query and a JSON body; other bodies (protobuf) are ignored.
     pub(super) fn parse(q: &HashMap<String, String>, body: &[u8]) -> DeleteOpts {
         let b: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        let orphan = b.get("orphanDependents").and_then(Value::as_bool) == Some(true);
         DeleteOpts {
             dry_run: dry_run(q)
                 || b.get("dryRun")
                     .and_then(Value::as_array)
                     .is_some_and(|a| a.iter().any(|x| x == "All")),
-            propagation: q
-                .get("propagationPolicy")
-                .cloned()
-                .or_else(|| {
-                    b.get("propagationPolicy")
-                        .and_then(Value::as_str)
-                        .map(String::from)
-                })
-                .or_else(|| orphan.then(|| "Orphan".to_string())),
+            propagation: q.get("propagationPolicy").cloned().or_else(|| {
+                b.get("propagationPolicy")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            }),
+            orphan_dependents: q
+                .get("orphanDependents")
+                .and_then(|v| v.parse().ok())
+                .or_else(|| b.get("orphanDependents").and_then(Value::as_bool)),
             uid: b
                 .pointer("/preconditions/uid")
                 .and_then(Value::as_str)
@@ -59,6 +66,87 @@ impl DeleteOpts {
     }
 }
 
+/// Whether deleting objects of `info` takes part in garbage collection. Events opt out
+/// (their strategy's `DefaultGarbageCollectionPolicy` is `Unsupported`): their deletion
+/// never adds the `orphan` or `foregroundDeletion` finalizer.
+fn collects_garbage(info: &ResourceInfo) -> bool {
+    !(info.plural == "events" && (info.group.is_empty() || info.group == "events.k8s.io"))
+}
+
+/// The finalizers an object keeps once deleted with `opts`, as kube-apiserver's
+/// `deletionFinalizersForGarbageCollection` decides them: the options' word first
+/// (`orphanDependents`, then `propagationPolicy`), else the finalizer the object already
+/// holds, else the resource's default (collect the dependents: neither finalizer).
+/// `None` when the set does not change.
+fn gc_finalizers(current: &[Value], opts: &DeleteOpts) -> Option<Vec<Value>> {
+    let held = || {
+        current.iter().find_map(|f| match f.as_str() {
+            Some(ORPHAN) => Some(ORPHAN),
+            Some(FOREGROUND) => Some(FOREGROUND),
+            _ => None,
+        })
+    };
+    let chosen = match (opts.orphan_dependents, opts.propagation.as_deref()) {
+        (Some(true), _) => Some(ORPHAN),
+        (Some(false), _) | (None, Some("Background")) => None,
+        (None, Some("Orphan")) => Some(ORPHAN),
+        (None, Some("Foreground")) => Some(FOREGROUND),
+        (None, _) => held(),
+    };
+    let mut next: Vec<Value> = current
+        .iter()
+        .filter(|f| *f != ORPHAN && *f != FOREGROUND)
+        .cloned()
+        .collect();
+    next.extend(chosen.map(|f| json!(f)));
+    let set = |l: &[Value]| -> std::collections::BTreeSet<String> {
+        l.iter()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect()
+    };
+    (set(current) != set(&next)).then_some(next)
+}
+
+/// What deleting `cur` with `opts` does: kube-apiserver's `Store.Delete` for a resource
+/// without graceful deletion. An object left with finalizers is marked (`deletionTimestamp`,
+/// grace 0, `generation` one more on the first mark) and kept; one without is deleted.
+fn deletion(info: &ResourceInfo, cur: &Value, opts: &DeleteOpts) -> Action {
+    let current: Vec<Value> = meta(cur)
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let changed = collects_garbage(info)
+        .then(|| gc_finalizers(&current, opts))
+        .flatten();
+    let finalizers = changed.as_deref().unwrap_or(&current);
+    if finalizers.is_empty() {
+        return Action::Delete;
+    }
+    let mut v = cur.clone();
+    let m = meta_mut(&mut v);
+    if let Some(f) = &changed {
+        m.insert("finalizers".into(), json!(f));
+    }
+    if m.get("deletionTimestamp").is_none_or(Value::is_null) {
+        if let Some(g) = m
+            .get("generation")
+            .and_then(Value::as_i64)
+            .filter(|g| *g > 0)
+        {
+            m.insert("generation".into(), json!(g + 1));
+        }
+        m.insert("deletionTimestamp".into(), json!(objects::now_rfc3339()));
+    }
+    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+    if v == *cur {
+        return Action::Keep;
+    }
+    meta_mut(&mut v).remove("resourceVersion");
+    Action::Put(v)
+}
+
 /// Deletes an object, or marks it for deletion while finalizers remain.
 pub async fn delete(
     app: &App,
@@ -67,17 +155,6 @@ pub async fn delete(
     name: &str,
     opts: DeleteOpts,
 ) -> Result<Outcome, ApiError> {
-    if opts.propagation.as_deref() == Some("Orphan")
-        && let Some(uid) = app
-            .store
-            .get(&info.gr(), ns, name)
-            .and_then(|v| meta_str(&v, "uid").map(String::from))
-    {
-        app.orphaned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(uid);
-    }
     let i2 = info.clone();
     let n2 = name.to_string();
     let o2 = opts.clone();
@@ -111,35 +188,7 @@ pub async fn delete(
                         meta_str(cur, "resourceVersion").unwrap_or("")
                     )));
                 }
-                // Foreground: the owner stays, marked and holding the finalizer, until
-                // the garbage collector has removed its blocking dependents.
-                let foreground = o2.propagation.as_deref() == Some("Foreground");
-                let finalizers = meta(cur).get("finalizers").and_then(Value::as_array);
-                let has_finalizers = finalizers.is_some_and(|f| !f.is_empty());
-                let has_foreground = finalizers.is_some_and(|f| f.iter().any(|x| x == FOREGROUND));
-                if !has_finalizers && !foreground {
-                    return Ok(Action::Delete);
-                }
-                let deleting = meta(cur).get("deletionTimestamp").is_some_and(|d| !d.is_null());
-                if deleting && (!foreground || has_foreground) {
-                    return Ok(Action::Keep);
-                }
-                let mut v = (**cur).clone();
-                let m = meta_mut(&mut v);
-                if !deleting {
-                    m.insert("deletionTimestamp".into(), json!(objects::now_rfc3339()));
-                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
-                }
-                if foreground && !has_foreground {
-                    match m.get_mut("finalizers").and_then(Value::as_array_mut) {
-                        Some(f) => f.push(json!(FOREGROUND)),
-                        None => {
-                            m.insert("finalizers".into(), json!([FOREGROUND]));
-                        }
-                    }
-                }
-                m.remove("resourceVersion");
-                Ok(Action::Put(v))
+                Ok(deletion(&i2, cur, &o2))
             }),
         )
         .await?;

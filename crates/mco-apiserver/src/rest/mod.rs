@@ -13,9 +13,9 @@ mod review;
 mod watch;
 mod write;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -31,7 +31,7 @@ use crate::rbac;
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::Store;
 
-pub use delete::{DeleteOpts, FOREGROUND, delete};
+pub use delete::{DeleteOpts, FOREGROUND, ORPHAN, delete};
 pub use write::{WriteCtx, create};
 
 use delete::delete_collection;
@@ -51,8 +51,6 @@ pub struct App {
     /// Evictions check budgets and delete in one step; serialising them keeps two
     /// concurrent evictions from spending the same disruption.
     pub evict_lock: tokio::sync::Mutex<()>,
-    /// UIDs deleted with `propagationPolicy=Orphan`: their dependents are kept.
-    pub orphaned: Mutex<HashSet<String>>,
     pub addr: SocketAddr,
     pub metrics: crate::metrics::Metrics,
     pub rbac: crate::auth::PolicyCache,
