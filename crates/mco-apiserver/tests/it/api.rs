@@ -259,7 +259,7 @@ async fn list_paging_and_selectors() {
     assert_eq!(on0.items[0].metadata.name.as_deref(), Some("p1"));
 
     // Discovery and /version too, as kube-apiserver counts non-resource requests.
-    for path in ["/apis", "/version", "/openapi/v2"] {
+    for path in ["/apis", "/version", "/openapi/v1"] {
         let req = http::Request::get(path).body(Vec::new()).unwrap();
         let _ = client.request_text(req).await;
     }
@@ -273,7 +273,7 @@ async fn list_paging_and_selectors() {
         r#"apiserver_request_total{verb="LIST",group="",resource="configmaps",subresource="",code="400"} 1"#,
         r#"apiserver_request_total{verb="GET",group="",resource="",subresource="/apis",code="200"} 1"#,
         r#"apiserver_request_total{verb="GET",group="",resource="",subresource="/version",code="200"} 1"#,
-        r#"apiserver_request_total{verb="GET",group="",resource="",subresource="/openapi/v2",code="404"} 1"#,
+        r#"apiserver_request_total{verb="GET",group="",resource="",subresource="/openapi/v1",code="404"} 1"#,
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
     }

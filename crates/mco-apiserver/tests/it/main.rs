@@ -13,6 +13,7 @@ mod kubectl;
 mod kubectl_crds;
 mod limits;
 mod managed_fields;
+mod openapi_v2;
 mod orphan;
 mod paging;
 mod rbac;
