@@ -616,12 +616,23 @@ async fn resource(
         (&Method::DELETE, true, None) => {
             let name = t.name.clone().unwrap_or_default();
             let opts = DeleteOpts::parse(q, &body);
+            // kube-apiserver answers 202 when `orphanDependents: false` leaves the object
+            // in place (it kept that for the field's old clients only).
+            let kept_code = if opts.orphan_dependents == Some(false) {
+                202
+            } else {
+                200
+            };
             let outcome = delete(app, &t.info, t.ns_str(), &name, opts).await?;
+            let code = match outcome {
+                crate::store::Outcome::Deleted(_) => 200,
+                _ => kept_code,
+            };
             let v = outcome
                 .object()
                 .cloned()
                 .unwrap_or_else(|| Arc::new(json!({})));
-            Ok(object_response(&t, headers, q, 200, &v))
+            Ok(object_response(&t, headers, q, code, &v))
         }
         (&Method::DELETE, false, None) => delete_collection(app, &t, q, headers, &body).await,
         _ => Err(ApiError::method_not_allowed()),

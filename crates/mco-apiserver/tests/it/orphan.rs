@@ -232,6 +232,41 @@ async fn orphan_options_and_resources() {
     })
     .await;
 
+    // `orphanDependents: false` that leaves the object in place is answered 202.
+    let mut held = cm("held", &[]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&pp, &held).await.unwrap();
+    let a = send(
+        &client,
+        "DELETE",
+        &path("held"),
+        "application/json",
+        &json!({"kind": "DeleteOptions", "apiVersion": "v1", "orphanDependents": false}),
+    )
+    .await;
+    assert_eq!(a.code, 202, "{}", a.body);
+    assert_eq!(
+        a.body["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+    let a = send(
+        &client,
+        "DELETE",
+        &path("held"),
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    cms.patch(
+        "held",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(gone(&cms, "held").await);
+
     // A kind that keeps a generation gets one more when first marked, as kube's
     // markAsDeleting gives it.
     let dss: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
