@@ -10,7 +10,7 @@ use super::encode::{json_response, out};
 use super::list::Filter;
 use super::write::after_write;
 use super::{App, Target, dry_run};
-use crate::error::{ApiError, ResRef};
+use crate::error::{ApiError, Cause, ResRef};
 use crate::objects::{self, meta, meta_mut, meta_str};
 use crate::registry::ResourceInfo;
 use crate::store::{Action, Outcome};
@@ -63,6 +63,44 @@ impl DeleteOpts {
                 .and_then(Value::as_str)
                 .map(String::from),
         }
+    }
+}
+
+impl DeleteOpts {
+    /// apimachinery's `ValidateDeleteOptions` of the fields read here, checked before the
+    /// object is looked up.
+    fn validate(&self) -> Result<(), ApiError> {
+        let Some(p) = &self.propagation else {
+            return Ok(());
+        };
+        let mut causes = Vec::new();
+        if self.orphan_dependents.is_some() {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "propagationPolicy",
+                format!(
+                    "Invalid value: {p:?}: orphanDependents and deletionPropagation cannot be both set"
+                ),
+            ));
+        }
+        if !["Foreground", "Background", "Orphan"].contains(&p.as_str()) {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                "propagationPolicy",
+                format!(
+                    "Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                ),
+            ));
+        }
+        if causes.is_empty() {
+            return Ok(());
+        }
+        let options = ResRef {
+            group: "meta.k8s.io",
+            plural: "deleteoptions",
+            kind: "DeleteOptions",
+        };
+        Err(ApiError::invalid(&options, "", causes))
     }
 }
 
@@ -155,6 +193,7 @@ pub async fn delete(
     name: &str,
     opts: DeleteOpts,
 ) -> Result<Outcome, ApiError> {
+    opts.validate()?;
     let i2 = info.clone();
     let n2 = name.to_string();
     let o2 = opts.clone();
@@ -204,12 +243,13 @@ pub(super) async fn delete_collection(
     body: &[u8],
 ) -> Result<Response, ApiError> {
     let filter = Filter::parse(t, q)?;
+    let opts = DeleteOpts::parse(q, body);
+    opts.validate()?;
     let (_, items, _) = app
         .store
         .list(&t.info.gr(), t.ns.as_deref(), None, None, &|v| {
             filter.matches(v)
         });
-    let opts = DeleteOpts::parse(q, body);
     let mut deleted = Vec::new();
     for v in items {
         let ns = meta_str(&v, "namespace").unwrap_or("").to_string();

@@ -267,6 +267,39 @@ async fn orphan_options_and_resources() {
     .unwrap();
     assert!(gone(&cms, "held").await);
 
+    // The options are validated first, as apimachinery's ValidateDeleteOptions does.
+    let a = send(
+        &client,
+        "DELETE",
+        &format!("{}?propagationPolicy=Bogus", path("missing")),
+        "application/json",
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.message(),
+        r#"DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Bogus": supported values: "Foreground", "Background", "Orphan", "nil""#
+    );
+    let a = send(
+        &client,
+        "DELETE",
+        &path("missing"),
+        "application/json",
+        &json!({"orphanDependents": true, "propagationPolicy": "Orphan"}),
+    )
+    .await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.causes(),
+        vec![(
+            "FieldValueInvalid".to_string(),
+            "propagationPolicy".to_string(),
+            r#"Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set"#
+                .to_string()
+        )]
+    );
+
     // A kind that keeps a generation gets one more when first marked, as kube's
     // markAsDeleting gives it.
     let dss: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
