@@ -178,10 +178,11 @@ fn deletion(info: &ResourceInfo, cur: &Value, opts: &DeleteOpts) -> Action {
         m.insert("deletionTimestamp".into(), json!(objects::now_rfc3339()));
     }
     m.insert("deletionGracePeriodSeconds".into(), json!(0));
+    // The resourceVersion stays: a commit stamps its own, and a dry run answers the
+    // stored one, as kube-apiserver's does.
     if v == *cur {
         return Action::Keep;
     }
-    meta_mut(&mut v).remove("resourceVersion");
     Action::Put(v)
 }
 

@@ -422,7 +422,12 @@ async fn an_orphan_delete_interrupted_by_a_restart_finishes_after_it() {
         .left()
         .expect("a dry run answers the marked owner");
     assert_eq!(marked.metadata.finalizers, Some(vec!["orphan".to_string()]));
-    assert_eq!(cms.get("owner").await.unwrap().metadata.finalizers, None);
+    let stored = cms.get("owner").await.unwrap();
+    assert_eq!(stored.metadata.finalizers, None);
+    assert_eq!(
+        marked.metadata.resource_version,
+        stored.metadata.resource_version
+    );
     s.handle.shutdown().await;
 
     {
