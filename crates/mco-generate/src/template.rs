@@ -739,6 +739,92 @@ pub fn merged_over(have: &MachineConfig, want: &MachineConfig) -> MachineConfig 
     out
 }
 
+/// Annotation on a base config another controller generated ([`crate::generated_elsewhere`]),
+/// kept, holding the pull secret file: the SHA-256 of the compacted pull secret its file follows.
+pub const PULL_SECRET_FOLLOWED: &str = "mco.dev/pull-secret-sha256";
+
+/// What following the pull secret does to a kept base config ([`follow_pull_secret`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Follow {
+    /// Nothing to write.
+    Nothing,
+    /// Record the secret it is in step with ([`PULL_SECRET_FOLLOWED`]); the spec is unchanged.
+    Mark(MachineConfig),
+    /// Its pull secret file now holds the secret; a new rendered config rolls it out.
+    Rewrite(MachineConfig),
+}
+
+/// Brings a kept base config's pull secret file to the Secret the ControllerConfig names
+/// (`raw`: its `.dockerconfigjson`), as upstream's template controller would when it
+/// regenerates the config. Only that file's contents change: the rest is another controller's
+/// and stays byte for byte, so a rotated pull secret reaches the nodes on a cluster taken over
+/// from upstream without rolling mco's templates out over upstream's.
+///
+/// A file already in step is only marked, so taking over a cluster rolls nothing out. In
+/// step is equal to the compacted secret, or holding every registry of the secret with the
+/// same credentials and more besides: another controller merged credentials in (upstream
+/// 4.22's internal registry), kept until the secret changes. After that, the mark says
+/// whether the secret changed since, and a change rewrites the file.
+pub fn follow_pull_secret(kept: &MachineConfig, raw: &[u8]) -> Result<Follow, Error> {
+    use sha2::{Digest, Sha256};
+    let Some(have) = crate::file_contents(kept, PULL_SECRET_FILE)? else {
+        return Ok(Follow::Nothing);
+    };
+    let compact = compact_pull_secret(raw)?;
+    let digest = format!("{:x}", Sha256::digest(compact.as_bytes()));
+    let mark = kept
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PULL_SECRET_FOLLOWED));
+    let mut out = kept.clone();
+    out.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(PULL_SECRET_FOLLOWED.to_owned(), digest.clone());
+    let in_step = match mark {
+        Some(m) => *m == digest,
+        None => have.trim_end() == compact || holds_every_registry(&have, &compact),
+    };
+    if in_step {
+        return Ok(if mark.is_some() {
+            Follow::Nothing
+        } else {
+            Follow::Mark(out)
+        });
+    }
+    // As the template writes it: one line and a newline.
+    let source = crate::data_url(&format!("{compact}\n"));
+    let files = out
+        .spec
+        .config
+        .as_mut()
+        .and_then(|c| c.pointer_mut("/storage/files"))
+        .and_then(Value::as_array_mut);
+    for f in files.into_iter().flatten() {
+        if f["path"] == PULL_SECRET_FILE {
+            // A hash or compression of the old contents would not match the new.
+            f["contents"] = json!({ "source": source });
+        }
+    }
+    Ok(Follow::Rewrite(out))
+}
+
+/// Whether the docker config `have` holds each of `want`'s registries with the same entry.
+fn holds_every_registry(have: &str, want: &str) -> bool {
+    let (Ok(have), Ok(want)) = (
+        serde_json::from_str::<Value>(have),
+        serde_json::from_str::<Value>(want),
+    ) else {
+        return false;
+    };
+    let (Some(have), Some(want)) = (have["auths"].as_object(), want["auths"].as_object()) else {
+        return false;
+    };
+    want.iter()
+        .all(|(registry, entry)| have.get(registry) == Some(entry))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1380,6 +1466,139 @@ mod tests {
             Err(Error::Refused(m)) => assert_eq!(
                 m,
                 "APIServer cluster: spec.tlsSecurityProfile.custom.minTLSVersion: unsupported value \"VersionTLS14\""
+            ),
+            r => panic!("not refused: {r:?}"),
+        }
+    }
+
+    /// Upstream's `00-worker` as a cluster taken over holds it: its stamp, a unit file, and
+    /// the pull secret file as `contents` (percent-encoded).
+    fn kept_base(contents: &str) -> MachineConfig {
+        let mut mc = MachineConfig::new("00-worker", MachineConfigSpec::default());
+        mc.metadata.annotations = Some(BTreeMap::from([(
+            annotations::GENERATED_BY_CONTROLLER_VERSION.to_owned(),
+            "1d7c5a1e9f2b".to_owned(),
+        )]));
+        mc.spec.config = Some(json!({
+            "ignition": {"version": "3.5.0"},
+            "storage": {"files": [
+                {"path": "/etc/mco/proxy.env", "mode": 420, "contents": {"source": "data:,%23%20upstream%0A"}},
+                {"path": PULL_SECRET_FILE, "mode": 384, "overwrite": true,
+                 "contents": {"source": crate::data_url(contents), "compression": ""}},
+            ]},
+        }));
+        mc
+    }
+
+    fn followed(mc: &MachineConfig) -> Option<&str> {
+        mc.metadata
+            .annotations
+            .as_ref()?
+            .get(PULL_SECRET_FOLLOWED)
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn a_kept_base_config_follows_the_pull_secret_and_nothing_else() {
+        let secret = br#"{"auths": {"quay.example.com": {"auth": "b3BzOnMzY3JldA=="}}}"#;
+        let compact = r#"{"auths":{"quay.example.com":{"auth":"b3BzOnMzY3JldA=="}}}"#;
+
+        // In step at first sight (upstream wrote it): only marked, so a takeover rolls nothing.
+        let in_step = kept_base(&format!("{compact}\n"));
+        let Follow::Mark(marked) = follow_pull_secret(&in_step, secret).unwrap() else {
+            panic!("not marked");
+        };
+        assert_eq!(marked.spec, in_step.spec);
+        let digest = followed(&marked).unwrap().to_owned();
+        assert_eq!(digest.len(), 64);
+        assert_eq!(
+            follow_pull_secret(&marked, secret).unwrap(),
+            Follow::Nothing
+        );
+
+        // Credentials another controller merged in are in step until the secret changes.
+        let merged = kept_base(
+            r#"{"auths":{"quay.example.com":{"auth":"b3BzOnMzY3JldA=="},"iri.local:22625":{"auth":"eA=="}}}"#,
+        );
+        assert!(matches!(
+            follow_pull_secret(&merged, secret).unwrap(),
+            Follow::Mark(_)
+        ));
+
+        // Rotated: the file alone is rewritten, the stamp and the other file stay.
+        let rotated = br#"{"auths":{"quay.example.com":{"auth":"bmV3"}}}"#;
+        let Follow::Rewrite(out) = follow_pull_secret(&marked, rotated).unwrap() else {
+            panic!("not rewritten");
+        };
+        assert_eq!(
+            crate::file_contents(&out, PULL_SECRET_FILE)
+                .unwrap()
+                .as_deref(),
+            Some("{\"auths\":{\"quay.example.com\":{\"auth\":\"bmV3\"}}}\n")
+        );
+        let files =
+            |mc: &MachineConfig| mc.spec.config.as_ref().unwrap()["storage"]["files"].clone();
+        assert_eq!(files(&out)[0], files(&marked)[0]);
+        assert_eq!(files(&out)[1]["mode"], 384);
+        assert_eq!(files(&out)[1]["overwrite"], true);
+        assert_eq!(files(&out)[1]["contents"].as_object().unwrap().len(), 1);
+        assert_ne!(followed(&out), Some(digest.as_str()));
+        assert_eq!(
+            out.metadata.annotations.as_ref().unwrap()
+                [annotations::GENERATED_BY_CONTROLLER_VERSION],
+            "1d7c5a1e9f2b"
+        );
+        assert_eq!(follow_pull_secret(&out, rotated).unwrap(), Follow::Nothing);
+
+        // Out of step at first sight (an empty file, a missing registry): rewritten.
+        for stale in ["{}", r#"{"auths":{"other.example.com":{"auth":"eA=="}}}"#] {
+            assert!(
+                matches!(
+                    follow_pull_secret(&kept_base(stale), secret).unwrap(),
+                    Follow::Rewrite(_)
+                ),
+                "{stale}"
+            );
+        }
+    }
+
+    #[test]
+    fn following_needs_the_file_and_a_valid_secret() {
+        let mut without = kept_base("{}");
+        without.spec.config.as_mut().unwrap()["storage"]["files"]
+            .as_array_mut()
+            .unwrap()
+            .pop();
+        assert_eq!(
+            follow_pull_secret(&without, b"{}").unwrap(),
+            Follow::Nothing
+        );
+        // Refused as the templates refuse it, never quoting the secret.
+        match follow_pull_secret(&kept_base("{}"), b"[\"s3cret\"]") {
+            Err(Error::Refused(m)) => {
+                assert!(
+                    m.starts_with("spec.pullSecret: data..dockerconfigjson: must be a JSON object"),
+                    "{m}"
+                );
+                assert!(!m.contains("s3cret"));
+            }
+            r => panic!("not refused: {r:?}"),
+        }
+        // At the size limit it is taken; one byte more is refused.
+        let at = format!(
+            "{{\"auths\":{{}},\"pad\":\"{}\"}}",
+            "x".repeat(MAX_PULL_SECRET_BYTES - 21)
+        );
+        assert_eq!(at.len(), MAX_PULL_SECRET_BYTES);
+        assert!(follow_pull_secret(&kept_base("{}"), at.as_bytes()).is_ok());
+        let over = format!(
+            "{{\"auths\":{{}},\"pad\":\"{}\"}}",
+            "x".repeat(MAX_PULL_SECRET_BYTES - 20)
+        );
+        match follow_pull_secret(&kept_base("{}"), over.as_bytes()) {
+            Err(Error::Refused(m)) => assert!(
+                m.ends_with("65537 bytes, longer than the limit of 65536"),
+                "{m}"
             ),
             r => panic!("not refused: {r:?}"),
         }
