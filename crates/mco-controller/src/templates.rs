@@ -133,6 +133,16 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
         .map(|mc| (*mc).clone())
         .collect();
     if elsewhere.len() == names.len() {
+        let mut elsewhere = elsewhere;
+        if elsewhere.iter().any(holds_pull_secret) {
+            let secret = match read_pull_secret(cc, ctx).await? {
+                Ok(s) => s,
+                Err(why) => return Ok(Some(why)),
+            };
+            if let Err(why) = follow_pull_secret(ctx, cc, &mut elsewhere, secret).await? {
+                return Ok(Some(why));
+            }
+        }
         *ctx.templates
             .expected
             .lock()
@@ -167,6 +177,12 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
         {
             *mc = (*have).clone();
         }
+    }
+    let pull_secret = read
+        .pull_secret
+        .map(|data| (data, read.pull_secret_ref.clone()));
+    if let Err(why) = follow_pull_secret(ctx, cc, &mut want, pull_secret).await? {
+        return Ok(Some(why));
     }
     // Recorded before writing, so the render's wake-ups by these writes find it.
     let record = |want: &[MachineConfig]| {
@@ -289,7 +305,73 @@ fn watch_pull_secret(ctx: &Ctx, target: Option<&(String, String)>) {
 /// What the templates read from the cluster besides the ControllerConfig.
 struct ClusterRead {
     pull_secret: Option<Vec<u8>>,
+    /// The Secret it came from, as `namespace/name`.
+    pull_secret_ref: String,
     tls_profile: Option<TlsSecurityProfile>,
+}
+
+/// Whether `mc` writes the pull secret file.
+fn holds_pull_secret(mc: &MachineConfig) -> bool {
+    matches!(
+        mco_generate::file_contents(mc, template::PULL_SECRET_FILE),
+        Ok(Some(_))
+    )
+}
+
+/// Brings every kept config of `configs` (generated elsewhere) that holds the pull secret file
+/// to `secret` (its data, and the Secret as `namespace/name`), as
+/// [`template::follow_pull_secret`] says, writing each that changes and putting the stored copy
+/// in its place. Upstream's template controller regenerates its configs from the pull secret
+/// at every change; mco keeps upstream's, so without this a rotated pull secret would never
+/// reach the nodes of a cluster taken over. `Ok(Err(why))`: the secret is refused, nothing is
+/// written.
+async fn follow_pull_secret(
+    ctx: &Ctx,
+    cc: &ControllerConfig,
+    configs: &mut [MachineConfig],
+    secret: Option<(Vec<u8>, String)>,
+) -> Result<Result<(), String>, Error> {
+    let Some((data, source)) = secret else {
+        return Ok(Ok(()));
+    };
+    let ours = &ctx.config.controller_version;
+    let api: Api<MachineConfig> = Api::all(ctx.client.clone());
+    for mc in configs.iter_mut() {
+        if mco_generate::generated_elsewhere(mc, ours).is_none() {
+            continue;
+        }
+        let (write, rewrote) = match template::follow_pull_secret(mc, &data) {
+            Err(e) => return Ok(Err(e.to_string())),
+            Ok(template::Follow::Nothing) => continue,
+            Ok(template::Follow::Mark(m)) => (m, false),
+            Ok(template::Follow::Rewrite(m)) => (m, true),
+        };
+        let name = mc.name_any();
+        // Conditional on the copy read: a concurrent edit is read again, not overwritten.
+        *mc = match api.replace(&name, &PostParams::default(), &write).await {
+            Ok(stored) => stored,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                return Err(Error::Stale(format!("{name} changed meanwhile")));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if rewrote {
+            let message = format!(
+                "{name} (kept as another controller generated it): {} now holds the pull secret of Secret {source}",
+                template::PULL_SECRET_FILE
+            );
+            ctx.publish(
+                &cc.object_ref(&()),
+                mco_rollout::plan::EventKind::Normal,
+                "PullSecretFollowed",
+                &message,
+            )
+            .await;
+        } else {
+            tracing::info!(machineconfig = %name, secret = %source, "kept config in step with the pull secret");
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Reads the pull secret the ControllerConfig names and `APIServer/cluster`, as upstream's
@@ -309,37 +391,48 @@ async fn read_cluster(
         Err(e) => return Err(e.into()),
     };
     let tls_profile = api_server.and_then(|a| a.spec.tls_security_profile);
+    let (pull_secret, pull_secret_ref) = match read_pull_secret(cc, ctx).await? {
+        Ok(Some((data, source))) => (Some(data), source),
+        Ok(None) => (None, String::new()),
+        Err(why) => return Ok(Err(why)),
+    };
+    Ok(Ok(ClusterRead {
+        pull_secret,
+        pull_secret_ref,
+        tls_profile,
+    }))
+}
+
+/// Reads the pull secret the ControllerConfig names, as its data and `namespace/name`, and
+/// watches it; `Ok(Ok(None))` when it names none. `Ok(Err(why))`: refused, naming the object
+/// (a missing or unreadable Secret, a bad reference).
+async fn read_pull_secret(
+    cc: &ControllerConfig,
+    ctx: &Ctx,
+) -> Result<Result<Option<(Vec<u8>, String)>, String>, Error> {
     let reference = match template::pull_secret_ref(&cc.spec) {
         Err(e) => return Ok(Err(e.to_string())),
         Ok(r) => r,
     };
     watch_pull_secret(ctx, reference.as_ref());
-    let pull_secret = match reference {
-        None => None,
-        Some((namespace, name)) => {
-            match Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
-                .get(&name)
-                .await
-            {
-                Ok(secret) => match template::pull_secret_data(&secret) {
-                    Ok(data) => Some(data.to_vec()),
-                    Err(e) => return Ok(Err(e.to_string())),
-                },
-                // Not there, or not readable by this controller: the server's own words.
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {
-                    return Ok(Err(format!(
-                        "spec.pullSecret: Secret {namespace}/{name}: {}",
-                        s.message
-                    )));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+    let Some((namespace, name)) = reference else {
+        return Ok(Ok(None));
     };
-    Ok(Ok(ClusterRead {
-        pull_secret,
-        tls_profile,
-    }))
+    match Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
+        .get(&name)
+        .await
+    {
+        Ok(secret) => match template::pull_secret_data(&secret) {
+            Ok(data) => Ok(Ok(Some((data.to_vec(), format!("{namespace}/{name}"))))),
+            Err(e) => Ok(Err(e.to_string())),
+        },
+        // Not there, or not readable by this controller: the server's own words.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => Ok(Err(format!(
+            "spec.pullSecret: Secret {namespace}/{name}: {}",
+            s.message
+        ))),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A Normal event on the ControllerConfig whenever the configs kept as another controller
@@ -364,7 +457,7 @@ async fn report_kept(ctx: &Ctx, cc: &ControllerConfig, want: &[MachineConfig]) {
         return;
     }
     let message = format!(
-        "kept as another controller generated them: {}; the ControllerConfig does not change them, and a deleted one is generated by mco",
+        "kept as another controller generated them: {}; the ControllerConfig does not change them but for the pull secret, and a deleted one is generated by mco",
         kept.join(", ")
     );
     ctx.publish(
