@@ -268,3 +268,105 @@ pub(super) async fn delete_collection(
             "metadata": {"resourceVersion": app.store.current_rv().to_string()}, "items": deleted}),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    fn opts(orphan_dependents: Option<bool>, propagation: Option<&str>) -> DeleteOpts {
+        DeleteOpts {
+            orphan_dependents,
+            propagation: propagation.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    fn fins(l: &[&str]) -> Vec<Value> {
+        l.iter().map(|f| json!(f)).collect()
+    }
+
+    #[test]
+    fn the_options_then_the_held_finalizer_decide_as_kube_apiserver() {
+        let cases: &[(&[&str], Option<bool>, Option<&str>, Option<&[&str]>)] = &[
+            // No word from the options or the object: collect the dependents, no finalizer.
+            (&[], None, None, None),
+            (&["x"], None, Some("Background"), None),
+            (&[], None, Some("Orphan"), Some(&[ORPHAN])),
+            (&["x"], None, Some("Foreground"), Some(&["x", FOREGROUND])),
+            (&[], Some(true), None, Some(&[ORPHAN])),
+            // The deprecated field decides over the finalizer held.
+            (&[FOREGROUND], Some(true), None, Some(&[ORPHAN])),
+            (&[ORPHAN], Some(false), None, Some(&[])),
+            // A later delete switches or drops the finalizer the object holds.
+            (
+                &[FOREGROUND, "x"],
+                None,
+                Some("Orphan"),
+                Some(&["x", ORPHAN]),
+            ),
+            (&[FOREGROUND], None, Some("Background"), Some(&[])),
+            (&[ORPHAN], None, Some("Foreground"), Some(&[FOREGROUND])),
+            // Without options the held one stays; the first of the two decides.
+            (&[ORPHAN], None, None, None),
+            (&[FOREGROUND, ORPHAN], None, None, Some(&[FOREGROUND])),
+            (&[ORPHAN], None, Some("Orphan"), None),
+        ];
+        for (held, od, policy, want) in cases {
+            let got = gc_finalizers(&fins(held), &opts(*od, *policy));
+            assert_eq!(
+                got,
+                want.map(fins),
+                "held {held:?}, orphanDependents {od:?}, policy {policy:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_marked_object_gets_a_timestamp_a_zero_grace_and_one_more_generation_once() {
+        let reg = Registry::new();
+        let ds = reg.by_gr("apps", "daemonsets").unwrap();
+        let cur = json!({"metadata": {"name": "d", "generation": 3, "resourceVersion": "7"}});
+        let Action::Put(marked) = deletion(&ds, &cur, &opts(None, Some("Orphan"))) else {
+            panic!("marked, not deleted");
+        };
+        let m = meta(&marked);
+        assert_eq!(m["finalizers"], json!([ORPHAN]));
+        assert_eq!(m["generation"], json!(4));
+        assert_eq!(m["deletionGracePeriodSeconds"], json!(0));
+        assert_eq!(m["resourceVersion"], json!("7"));
+        assert!(m["deletionTimestamp"].is_string());
+        // Deleting it again changes nothing; a Background delete removes it.
+        assert!(matches!(
+            deletion(&ds, &marked, &opts(None, Some("Orphan"))),
+            Action::Keep
+        ));
+        assert!(matches!(
+            deletion(&ds, &marked, &opts(None, Some("Background"))),
+            Action::Delete
+        ));
+        // Events take no part: no finalizer, deleted at once.
+        let ev = reg.by_gr("events.k8s.io", "events").unwrap();
+        assert!(matches!(
+            deletion(&ev, &cur, &opts(None, Some("Foreground"))),
+            Action::Delete
+        ));
+        assert!(!collects_garbage(&reg.by_gr("", "events").unwrap()));
+        assert!(collects_garbage(&reg.by_gr("", "configmaps").unwrap()));
+    }
+
+    #[test]
+    fn invalid_options_are_refused_as_apimachinery_refuses_them() {
+        assert!(opts(None, Some("Orphan")).validate().is_ok());
+        assert!(opts(Some(true), None).validate().is_ok());
+        let e = opts(Some(false), Some("Sideways")).validate().unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "DeleteOptions.meta.k8s.io \"\" is invalid: [propagationPolicy: Invalid value: \
+             \"Sideways\": orphanDependents and deletionPropagation cannot be both set, \
+             propagationPolicy: Unsupported value: \"Sideways\": supported values: \
+             \"Foreground\", \"Background\", \"Orphan\", \"nil\"]"
+        );
+    }
+}
