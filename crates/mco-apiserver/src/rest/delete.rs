@@ -288,7 +288,14 @@ mod tests {
 
     #[test]
     fn the_options_then_the_held_finalizer_decide_as_kube_apiserver() {
-        let cases: &[(&[&str], Option<bool>, Option<&str>, Option<&[&str]>)] = &[
+        // (finalizers held, orphanDependents, propagationPolicy, finalizers after if changed)
+        type Case<'a> = (
+            &'a [&'a str],
+            Option<bool>,
+            Option<&'a str>,
+            Option<&'a [&'a str]>,
+        );
+        let cases: &[Case] = &[
             // No word from the options or the object: collect the dependents, no finalizer.
             (&[], None, None, None),
             (&["x"], None, Some("Background"), None),
