@@ -47,6 +47,13 @@ pub struct Args {
     /// How long to wait for the drain controller, in seconds.
     #[arg(long, default_value_t = 3600)]
     pub drain_timeout: u64,
+    /// The kubelet's healthz endpoint, checked every 30 s for `mcd_kubelet_state`.
+    #[arg(long, default_value = crate::agent::kubelet_health::DEFAULT_ENDPOINT)]
+    pub kubelet_healthz_endpoint: String,
+    /// Whether to check the kubelet's health; by default only on a real host (a simulated
+    /// node has no kubelet on localhost).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub kubelet_healthz_enabled: Option<bool>,
     /// Where to serve Prometheus metrics (`/metrics`); empty disables.
     #[arg(long, default_value = "127.0.0.1:8797")]
     pub metrics_listen: String,
@@ -56,6 +63,13 @@ pub struct Args {
 }
 
 impl Args {
+    /// Whether the kubelet health monitor runs: as `--kubelet-healthz-enabled` says, else on a
+    /// real host only.
+    pub fn kubelet_health_checked(&self) -> bool {
+        self.kubelet_healthz_enabled
+            .unwrap_or(self.host == HostImpl::Real)
+    }
+
     /// The metrics port's `--metrics-auth` and certificate flags.
     pub fn metrics_auth(&self) -> mco_metrics_auth::Settings {
         self.metrics.settings()
@@ -134,6 +148,9 @@ pub fn run_with(args: Args, workers: Workers) -> anyhow::Result<()> {
     }
     let metrics_auth = args.metrics_auth();
     metrics_auth.validate()?;
+    let kubelet_health = args
+        .kubelet_health_checked()
+        .then(|| args.kubelet_healthz_endpoint.clone());
     let node = args
         .node
         .context("--node is required (the name of the Node this daemon runs on)")?;
@@ -174,6 +191,15 @@ pub fn run_with(args: Args, workers: Workers) -> anyhow::Result<()> {
                     tracing::error!(error = %e, "metrics server stopped");
                 }
             });
+        }
+        // Ends with the runtime, when the process does.
+        if let Some(endpoint) = kubelet_health {
+            tokio::spawn(crate::agent::kubelet_health::run(
+                endpoint,
+                crate::agent::kubelet_health::POLL_INTERVAL,
+                crate::agent::kubelet_health::TIMEOUT,
+                daemon.metrics().kubelet_state,
+            ));
         }
         match daemon.run(shutdown_signal()).await? {
             Exit::Rebooting if args.host == HostImpl::Real => {
@@ -281,6 +307,24 @@ mod tests {
             Standalone::try_parse_from(["mco-daemon", "--metrics-tls-cert-file=/c"]).is_err(),
             "a certificate without its key"
         );
+    }
+
+    #[test]
+    fn the_kubelet_is_checked_on_real_hosts_unless_told() {
+        let parse = |a: &[&str]| {
+            let mut argv = vec!["mco-daemon"];
+            argv.extend_from_slice(a);
+            Standalone::try_parse_from(argv).unwrap().args
+        };
+        let real = parse(&[]);
+        assert!(real.kubelet_health_checked());
+        assert_eq!(
+            real.kubelet_healthz_endpoint,
+            "http://localhost:10248/healthz"
+        );
+        assert!(!parse(&["--host=sim"]).kubelet_health_checked());
+        assert!(parse(&["--host=sim", "--kubelet-healthz-enabled=true"]).kubelet_health_checked());
+        assert!(!parse(&["--kubelet-healthz-enabled=false"]).kubelet_health_checked());
     }
 
     #[test]

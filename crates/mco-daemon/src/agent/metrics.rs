@@ -52,6 +52,9 @@ pub struct Metrics {
     pub reboots_failed: Counter,
     /// `mcd_host_os_and_version`.
     pub host_os: Family<OsLabels, Gauge>,
+    /// `mcd_kubelet_state`: the kubelet health checks failed in a row
+    /// ([`crate::agent::kubelet_health`]).
+    pub kubelet_state: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -76,6 +79,7 @@ impl Metrics {
         let pivot_errors = Counter::default();
         let reboots_failed = Counter::default();
         let host_os = Family::<OsLabels, Gauge>::default();
+        let kubelet_state = Gauge::default();
         r.register(
             "mcd_state",
             "state of daemon on specified node",
@@ -106,6 +110,11 @@ impl Metrics {
             "os that MCD is running on and version if RHCOS",
             host_os.clone(),
         );
+        r.register(
+            "mcd_kubelet_state",
+            "state of kubelet health monitor",
+            kubelet_state.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             state,
@@ -114,6 +123,7 @@ impl Metrics {
             pivot_errors,
             reboots_failed,
             host_os,
+            kubelet_state,
         }
     }
 
@@ -203,6 +213,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("mcd_reboots_failed_total 0"), "{text}");
+        m.kubelet_state.set(3);
+        assert!(m.encode().contains("# HELP mcd_kubelet_state state of kubelet health monitor.\n# TYPE mcd_kubelet_state gauge\nmcd_kubelet_state 3\n"));
     }
 
     #[tokio::test]

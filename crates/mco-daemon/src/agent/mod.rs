@@ -3,6 +3,7 @@
 
 pub mod correlate;
 pub mod events;
+pub mod kubelet_health;
 pub mod mcn;
 pub mod metrics;
 pub mod sync;
