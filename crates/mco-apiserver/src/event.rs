@@ -522,6 +522,197 @@ fn mask_trailing_dash(name: &str) -> String {
     }
 }
 
+/// Whether `info` is `events.k8s.io`'s Event: kept in core `v1`'s storage and converted on the
+/// way in and out, as kube-apiserver keeps both APIs' Events as one internal Event.
+pub fn converts(info: &ResourceInfo) -> bool {
+    info.group == EVENTS_GROUP && info.plural == "events"
+}
+
+/// An Event of `info`'s API as it is stored: the core `v1` Event (for core `v1` itself, as sent).
+pub fn to_storage(info: &ResourceInfo, obj: Value) -> Value {
+    if converts(info) { core_of(&obj) } else { obj }
+}
+
+/// A stored object as `info`'s API serves it: an `events.k8s.io/v1` Event converted from the
+/// stored core one; anything else as stored.
+pub fn from_storage<'a>(info: &ResourceInfo, stored: &'a Value) -> std::borrow::Cow<'a, Value> {
+    if converts(info) {
+        std::borrow::Cow::Owned(events_v1_of(stored))
+    } else {
+        std::borrow::Cow::Borrowed(stored)
+    }
+}
+
+/// kube-apiserver's field label conversion for `events.k8s.io/v1` Events: each label it
+/// supports, with the internal Event's label it selects by (`AddFieldLabelConversionsForEvent`).
+pub const EVENTS_V1_FIELD_LABELS: &[(&str, &str)] = &[
+    ("metadata.name", "metadata.name"),
+    ("metadata.namespace", "metadata.namespace"),
+    ("reason", "reason"),
+    ("regarding.apiVersion", "involvedObject.apiVersion"),
+    ("regarding.fieldPath", "involvedObject.fieldPath"),
+    ("regarding.kind", "involvedObject.kind"),
+    ("regarding.name", "involvedObject.name"),
+    ("regarding.namespace", "involvedObject.namespace"),
+    (
+        "regarding.resourceVersion",
+        "involvedObject.resourceVersion",
+    ),
+    ("regarding.uid", "involvedObject.uid"),
+    ("reportingController", "reportingComponent"),
+    ("type", "type"),
+];
+
+/// Builds an object field by field, as Go's `encoding/json` writes a typed struct: an
+/// `omitempty` string or number only when set, a struct always (`{}` when empty), a time as
+/// `null` when unset.
+struct GoFields<'a> {
+    from: &'a Value,
+    out: serde_json::Map<String, Value>,
+}
+
+impl<'a> GoFields<'a> {
+    fn new(from: &'a Value, api_version: &str) -> Self {
+        let mut out = serde_json::Map::new();
+        out.insert("apiVersion".into(), Value::String(api_version.into()));
+        out.insert("kind".into(), Value::String("Event".into()));
+        out.insert(
+            "metadata".into(),
+            from.get("metadata")
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+        );
+        GoFields { from, out }
+    }
+
+    fn get(&self, k: &str) -> Option<&'a Value> {
+        self.from.get(k).filter(|v| !v.is_null())
+    }
+
+    /// A string: `omitempty` ones only when non-empty, the others always.
+    fn string(&mut self, to: &str, from: &str, omit_empty: bool) {
+        match self.get(from) {
+            Some(Value::String(s)) if s.is_empty() && omit_empty => {}
+            Some(v) => {
+                self.out.insert(to.into(), v.clone());
+            }
+            None if omit_empty => {}
+            None => {
+                self.out.insert(to.into(), Value::String(String::new()));
+            }
+        }
+    }
+
+    /// An `omitempty` integer: only when not zero.
+    fn count(&mut self, to: &str, from: &str) {
+        if let Some(v) = self.get(from).filter(|v| v.as_i64() != Some(0)) {
+            self.out.insert(to.into(), v.clone());
+        }
+    }
+
+    /// A struct field (an object reference, a source): always written.
+    fn object(&mut self, to: &str, from: &str) {
+        let v = self
+            .get(from)
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        self.out.insert(to.into(), v);
+    }
+
+    /// A `metav1.Time` or `MicroTime`: `null` when unset.
+    fn time(&mut self, to: &str, from: &str) {
+        let v = self
+            .get(from)
+            .cloned()
+            .filter(is_set_time)
+            .unwrap_or(Value::Null);
+        self.out.insert(to.into(), v);
+    }
+
+    /// An optional pointer field (`related`): only when set.
+    fn pointer(&mut self, to: &str, from: &str) {
+        if let Some(v) = self.get(from) {
+            self.out.insert(to.into(), v.clone());
+        }
+    }
+
+    /// `series`: core `v1`'s count is `omitempty`, `events.k8s.io/v1`'s is not.
+    fn series(&mut self, omit_zero_count: bool) {
+        let Some(s) = self.get("series") else {
+            return;
+        };
+        let mut m = serde_json::Map::new();
+        let count = s.get("count").filter(|v| !v.is_null());
+        match count {
+            Some(c) if !(omit_zero_count && c.as_i64() == Some(0)) => {
+                m.insert("count".into(), c.clone());
+            }
+            None if !omit_zero_count => {
+                m.insert("count".into(), Value::from(0));
+            }
+            _ => {}
+        }
+        let t = s
+            .get("lastObservedTime")
+            .cloned()
+            .filter(is_set_time)
+            .unwrap_or(Value::Null);
+        m.insert("lastObservedTime".into(), t);
+        self.out.insert("series".into(), Value::Object(m));
+    }
+}
+
+fn is_set_time(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        // Go's zero time is written as `null`; text that is no time is kept as sent.
+        Value::String(s) => {
+            !s.is_empty() && s.parse::<jiff::Timestamp>().ok() != Some(go_zero_time())
+        }
+        _ => true,
+    }
+}
+
+/// `Convert_v1_Event_To_core_Event`, then the core `v1` Event as Go writes it.
+pub(crate) fn core_of(e: &Value) -> Value {
+    let mut f = GoFields::new(e, "v1");
+    f.object("involvedObject", "regarding");
+    f.string("reason", "reason", true);
+    f.string("message", "note", true);
+    f.object("source", "deprecatedSource");
+    f.time("firstTimestamp", "deprecatedFirstTimestamp");
+    f.time("lastTimestamp", "deprecatedLastTimestamp");
+    f.count("count", "deprecatedCount");
+    f.string("type", "type", true);
+    f.time("eventTime", "eventTime");
+    f.series(true);
+    f.string("action", "action", true);
+    f.pointer("related", "related");
+    f.string("reportingComponent", "reportingController", false);
+    f.string("reportingInstance", "reportingInstance", false);
+    Value::Object(f.out)
+}
+
+/// `Convert_core_Event_To_v1_Event`, then the `events.k8s.io/v1` Event as Go writes it.
+fn events_v1_of(c: &Value) -> Value {
+    let mut f = GoFields::new(c, "events.k8s.io/v1");
+    f.time("eventTime", "eventTime");
+    f.series(false);
+    f.string("reportingController", "reportingComponent", true);
+    f.string("reportingInstance", "reportingInstance", true);
+    f.string("action", "action", true);
+    f.string("reason", "reason", true);
+    f.object("regarding", "involvedObject");
+    f.pointer("related", "related");
+    f.string("note", "message", true);
+    f.string("type", "type", true);
+    f.object("deprecatedSource", "source");
+    f.time("deprecatedFirstTimestamp", "firstTimestamp");
+    f.time("deprecatedLastTimestamp", "lastTimestamp");
+    f.count("deprecatedCount", "count");
+    Value::Object(f.out)
+}
+
 #[cfg(test)]
 mod tests {
     /// The pinned kube-apiserver's words for a label key's name part.

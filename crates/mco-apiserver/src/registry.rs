@@ -51,8 +51,12 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
-    /// The storage key: `group/plural` (`/configmaps` for core).
+    /// The storage key: `group/plural` (`/configmaps` for core). `events.k8s.io` Events are
+    /// kept with core `v1`'s, as kube-apiserver keeps both APIs' Events in one storage.
     pub fn gr(&self) -> String {
+        if crate::event::converts(self) {
+            return "/events".into();
+        }
         format!("{}/{}", self.group, self.plural)
     }
     pub fn rref(&self) -> ResRef<'_> {

@@ -57,7 +57,8 @@ pub(super) fn typed_response(v: &Value, ct: &str) -> Response {
 pub struct Served<'a> {
     api_version: String,
     kind: &'a str,
-    obj: &'a Value,
+    /// As stored, or converted for an API that serves another schema (`events.k8s.io`).
+    obj: std::borrow::Cow<'a, Value>,
     slim: bool,
 }
 
@@ -66,7 +67,7 @@ impl<'a> Served<'a> {
         Served {
             api_version: info.api_version(version),
             kind: &info.kind,
-            obj,
+            obj: crate::event::from_storage(info, obj),
             slim: false,
         }
     }
@@ -197,8 +198,18 @@ impl serde::Serialize for WithoutManagedFields<'_> {
     }
 }
 
+/// A stored object as served in `version` of `info`'s API, converted where that API's schema
+/// is not the stored one.
 pub fn out(info: &ResourceInfo, version: &str, v: &Value) -> Value {
-    let mut v = v.clone();
+    typed(
+        info,
+        version,
+        crate::event::from_storage(info, v).into_owned(),
+    )
+}
+
+/// An object already in `info`'s schema with `apiVersion` and `kind` set.
+pub fn typed(info: &ResourceInfo, version: &str, mut v: Value) -> Value {
     if let Some(o) = v.as_object_mut() {
         o.insert(
             "apiVersion".into(),

@@ -32,6 +32,9 @@ impl Filter {
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let field = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        if crate::event::converts(&t.info) {
+            return Ok(Filter::new(label, events_v1_fields(&field)?));
+        }
         let mut supported: Vec<&str> =
             builtin_selectable_fields(&t.info.group, &t.info.kind).to_vec();
         let extra: Vec<String> = t
@@ -43,12 +46,16 @@ impl Filter {
         field
             .check_supported(&supported)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok(Filter::new(label, field))
+    }
+
+    fn new(label: LabelSelector, field: FieldSelector) -> Filter {
         let needles = json_needles(&label, &field);
-        Ok(Filter {
+        Filter {
             label,
             field,
             needles,
-        })
+        }
     }
 
     pub fn matches(&self, v: &Value) -> bool {
@@ -91,6 +98,39 @@ impl Select for Filter {
     fn is_everything(&self) -> bool {
         self.label.is_empty() && self.field.is_empty()
     }
+}
+
+/// An `events.k8s.io/v1` field selector as the stored (core) Events are selected by: each label
+/// converted as kube-apiserver's conversion for that API does, one it lacks refused as there.
+fn events_v1_fields(field: &FieldSelector) -> Result<FieldSelector, ApiError> {
+    let labels = crate::event::EVENTS_V1_FIELD_LABELS;
+    let supported: Vec<&str> = labels.iter().map(|(from, _)| *from).collect();
+    field
+        .check_supported(&supported)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // Rebuilt as text: the selector keeps its terms to itself.
+    let escape = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace(',', "\\,")
+            .replace('=', "\\=")
+    };
+    let converted: Vec<String> = field
+        .terms()
+        .iter()
+        .map(|t| {
+            let to = labels
+                .iter()
+                .find(|(from, _)| *from == t.field)
+                .map_or(t.field.as_str(), |(_, to)| to);
+            let op = match t.op {
+                FieldOperator::Equals => "=",
+                FieldOperator::DoubleEquals => "==",
+                FieldOperator::NotEquals => "!=",
+            };
+            format!("{to}{op}{}", escape(&t.value))
+        })
+        .collect();
+    FieldSelector::parse(&converted.join(",")).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 /// The continue token of a page: kube-apiserver's, base64url of

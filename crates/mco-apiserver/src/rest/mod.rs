@@ -562,7 +562,9 @@ async fn resource(
                 .store
                 .text(&gr, t.ns_str(), name)
                 .ok_or_else(|| ApiError::not_found(&t.info.rref(), name))?;
+            // Text is served as stored only in the stored schema.
             if !wants_table(headers)
+                && !crate::event::converts(&t.info)
                 && let Ok(body) =
                     serde_json::to_vec(&ServedText::new(&t.info, &t.version, &text, t.slim))
             {

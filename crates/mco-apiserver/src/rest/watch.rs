@@ -84,7 +84,9 @@ impl WatchFmt {
         if self.table.is_some() {
             return self.line(typ.as_str(), obj);
         }
-        e.lines.get_or_make(typ, &self.version, self.slim, || {
+        // Keyed by group too: core and `events.k8s.io` Events share one event, not its line.
+        let api_version = self.info.api_version(&self.version);
+        e.lines.get_or_make(typ, &api_version, self.slim, || {
             self.line(typ.as_str(), obj)
         })
     }

@@ -9,7 +9,7 @@ use mco_apimachinery::defaults;
 use mco_apimachinery::patch::PatchType;
 use serde_json::{Value, json};
 
-use super::encode::out;
+use super::encode::typed;
 use super::{App, Target, dry_run};
 use crate::admission::{self, Write};
 use crate::auth::Identity;
@@ -185,6 +185,7 @@ pub async fn create(
     if !ctx.manager.is_empty() {
         obj = machinery::record_update(info, version, Part::Main, None, obj, &ctx.manager);
     }
+    let obj = event::to_storage(info, obj);
     let rref_info = info.clone();
     let n2 = name.clone();
     let outcome = app
@@ -291,7 +292,7 @@ impl Modify {
         op: impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static,
     ) -> Result<(bool, Arc<Value>), ApiError> {
         const OPTIMISTIC_ATTEMPTS: usize = 3;
-        let op = self.guarded(op);
+        let op = stored_form(&self.info, self.guarded(op));
         let gr = self.info.gr();
         let mut done = None;
         for _ in 0..OPTIMISTIC_ATTEMPTS {
@@ -322,6 +323,28 @@ impl Modify {
             .ok_or_else(|| ApiError::internal(format!("{what} returned nothing")))?;
         Ok((matches!(outcome, Outcome::Created(_)), v))
     }
+}
+
+/// A write's step that may run more than once (see [`Modify::write`]).
+type RepeatableOp = Box<dyn Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync>;
+
+/// `op` on the object in `info`'s schema, its result put in the stored one: an
+/// `events.k8s.io` Event is read, changed and judged as that API's, and stored as a core Event.
+fn stored_form(
+    info: &ResourceInfo,
+    op: impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static,
+) -> RepeatableOp {
+    if !event::converts(info) {
+        return Box::new(op);
+    }
+    let info = info.clone();
+    Box::new(move |cur| {
+        let seen = cur.map(|c| Arc::new(event::from_storage(&info, c).into_owned()));
+        Ok(match op(seen.as_ref())? {
+            Action::Put(v) => Action::Put(event::to_storage(&info, v)),
+            other => other,
+        })
+    })
 }
 
 impl Modify {
@@ -691,7 +714,7 @@ pub(super) async fn patch(
                 admit_new(info, version, &mut obj, n2, c2.strict)?;
                 return Ok(Action::Put(obj));
             };
-            let base = out(info, version, cur);
+            let base = typed(info, version, (**cur).clone());
             let (patched, record) = match pt {
                 PatchType::Apply => (
                     machinery::server_side_apply(

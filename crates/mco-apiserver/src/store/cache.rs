@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::{EventType, Json, ObjMap};
 
-/// Watch lines of one event, by what makes them differ: the type the watcher sees, the version
-/// it is served at, and whether managedFields are left out. A Node event reaches the
+/// Watch lines of one event, by what makes them differ: the type the watcher sees, the API
+/// version it is served at (`apiVersion`: core and `events.k8s.io` Events share events), and whether managedFields are left out. A Node event reaches the
 /// controller's, the simulated kubelet's and the node's own daemon's watches alike; the first
 /// to send it writes the line and the others send the same bytes.
 #[derive(Debug, Default)]

@@ -213,6 +213,7 @@ pub(super) fn open(path: &Path, durability: Durability) -> Result<Connection, Er
         migrate_from_first_schema(&mut conn)?;
     }
     conn.execute_batch(SCHEMA)?;
+    share_event_storage(&mut conn)?;
     upgrade_tokens(&mut conn)?;
     prune_issued(&conn, jiff::Timestamp::now().as_second())?;
     conn.execute(
@@ -220,6 +221,55 @@ pub(super) fn open(path: &Path, durability: Durability) -> Result<Connection, Er
         [],
     )?;
     Ok(conn)
+}
+
+/// The storage key `events.k8s.io` Events had before they shared core `v1`'s.
+const OLD_EVENTS_V1_GR: &str = "events.k8s.io/events";
+
+/// Moves the `events.k8s.io` Events an older server kept apart (in that API's schema) into core
+/// `v1`'s storage as core Events, their log rows too, in one transaction, once (`meta.events`
+/// marks it done). Each keeps its resourceVersion. Should a core Event have the same namespace
+/// and name, that one stays and the other is dropped: one name can hold one Event.
+fn share_event_storage(conn: &mut Connection) -> Result<(), Error> {
+    let tx = conn.transaction()?;
+    let done = tx
+        .query_row("SELECT v FROM meta WHERE k = 'events'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?
+        .is_some();
+    if done {
+        return Ok(());
+    }
+    let rows: Vec<(i64, String)> = {
+        let mut stmt = tx.prepare("SELECT rv, json FROM events WHERE gr = ?1")?;
+        let rows = stmt.query_map([OLD_EVENTS_V1_GR], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    for (rv, json) in &rows {
+        let v: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| Error::Data(format!("events.k8s.io event at {rv}: {e}")))?;
+        let core = crate::event::core_of(&v);
+        tx.execute(
+            "UPDATE events SET gr = '/events', json = ?1 WHERE rv = ?2",
+            params![core.to_string(), rv],
+        )?;
+    }
+    let moved = tx.execute(
+        "UPDATE OR IGNORE objects SET gr = '/events' WHERE gr = ?1",
+        [OLD_EVENTS_V1_GR],
+    )?;
+    let dropped = tx.execute("DELETE FROM objects WHERE gr = ?1", [OLD_EVENTS_V1_GR])?;
+    tx.execute("INSERT INTO meta (k, v) VALUES ('events', 1)", [])?;
+    tx.commit()?;
+    if !rows.is_empty() {
+        tracing::info!(
+            moved,
+            dropped,
+            "events.k8s.io Events moved into the core Event storage"
+        );
+    }
+    Ok(())
 }
 
 /// Gives a token table of an older server the `boot` column and replaces each plain token

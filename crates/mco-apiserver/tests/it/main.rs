@@ -8,6 +8,7 @@ mod apply_yaml;
 mod client_cert;
 mod common;
 mod crash;
+mod event_storage;
 mod events;
 mod kubectl;
 mod kubectl_crds;
