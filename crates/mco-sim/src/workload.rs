@@ -4,18 +4,26 @@
 //!
 //! There is no scheduler or kubelet in the embedded cluster, so [`run`] plays both for these
 //! objects: it keeps one DaemonSet pod per node, recreates missing web pods on schedulable
-//! nodes, and marks new pods Running and Ready after a short start-up delay.
+//! nodes, and marks new pods Running and Ready after a short start-up delay. It also plays
+//! kube-controller-manager's deployment, replicaset and daemonset controllers for their status
+//! ([`replicaset_status`], [`deployment_status`], [`daemonset_status`]), so `kubectl get` and
+//! `kubectl rollout status` see the pods, and drains show as a dip and a recovery.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use futures::{StreamExt, future, stream};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use futures::{FutureExt, StreamExt, future, stream};
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet,
+    ReplicaSetStatus,
+};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -283,6 +291,295 @@ fn suffix() -> String {
         .collect()
 }
 
+/// Go's `omitempty` on a number: zero is not written.
+fn nonzero<T: Default + PartialEq>(v: T) -> Option<T> {
+    (v != T::default()).then_some(v)
+}
+
+/// Whether a pod has finished (Succeeded or Failed): controllers count it as neither active
+/// nor terminating.
+fn terminal(p: &Pod) -> bool {
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// Whether `labels` carry every pair of `want`.
+fn has_labels(labels: &BTreeMap<String, String>, want: Option<&BTreeMap<String, String>>) -> bool {
+    want.into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The status the replicaset controller writes for `rs` over the pods its selector matches:
+/// active pods (neither deleting nor finished) are its replicas, and the pods being deleted its
+/// `terminatingReplicas` (on by default since 1.35). The sim's pods have no `minReadySeconds`
+/// to wait out, so a Ready pod is available. Conditions are kept as they are: the only one,
+/// ReplicaFailure, is about failed creates, which the sim retries silently.
+pub fn replicaset_status(rs: &ReplicaSet, pods: &[Pod]) -> ReplicaSetStatus {
+    let spec = rs.spec.as_ref();
+    let selector = spec.and_then(|s| s.selector.match_labels.as_ref());
+    let template = spec
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.as_ref());
+    let ours = pods.iter().filter(|p| has_labels(p.labels(), selector));
+    let (mut active, mut deleting, mut labelled, mut ready) = (0, 0, 0, 0);
+    for p in ours.filter(|p| !terminal(p)) {
+        if terminating(p) {
+            deleting += 1;
+            continue;
+        }
+        active += 1;
+        labelled += i32::from(has_labels(p.labels(), template));
+        ready += i32::from(pod_ready(p));
+    }
+    let old = rs.status.clone().unwrap_or_default();
+    ReplicaSetStatus {
+        replicas: active,
+        fully_labeled_replicas: nonzero(labelled),
+        ready_replicas: nonzero(ready),
+        available_replicas: nonzero(ready),
+        terminating_replicas: Some(deleting),
+        observed_generation: nonzero(rs.metadata.generation.unwrap_or(0)),
+        conditions: old.conditions,
+    }
+}
+
+/// `intstr.GetScaledValueFromIntOrPercent`: a percentage of `total`, rounded up or down.
+fn scaled(v: Option<&IntOrString>, total: i32, round_up: bool) -> i32 {
+    match v {
+        None => 0,
+        Some(IntOrString::Int(i)) => *i,
+        Some(IntOrString::String(s)) => {
+            let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+            let scaled = pct * i64::from(total);
+            let v = if round_up {
+                (scaled + 99).div_euclid(100)
+            } else {
+                scaled.div_euclid(100)
+            };
+            i32::try_from(v).unwrap_or(i32::MAX)
+        }
+    }
+}
+
+/// `deploymentutil.MaxUnavailable`: how many of `replicas` a rolling update may take down
+/// (never more than all; one when both surge and unavailability resolve to zero). A Recreate
+/// deployment has none to spare.
+fn max_unavailable(d: &Deployment, replicas: i32) -> i32 {
+    let strategy = d.spec.as_ref().and_then(|s| s.strategy.as_ref());
+    if strategy.and_then(|s| s.type_.as_deref()) != Some("RollingUpdate") || replicas == 0 {
+        return 0;
+    }
+    let ru = strategy.and_then(|s| s.rolling_update.as_ref());
+    let surge = scaled(ru.and_then(|r| r.max_surge.as_ref()), replicas, true);
+    let mut unavailable = scaled(ru.and_then(|r| r.max_unavailable.as_ref()), replicas, false);
+    if surge == 0 && unavailable == 0 {
+        unavailable = 1;
+    }
+    unavailable.min(replicas)
+}
+
+fn deployment_condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: String,
+    now: &Time,
+) -> DeploymentCondition {
+    DeploymentCondition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
+        last_update_time: Some(now.clone()),
+        last_transition_time: Some(now.clone()),
+    }
+}
+
+/// `deploymentutil.SetDeploymentCondition`: the same status and reason change nothing; the
+/// same status keeps its transition time; the condition moves to the end of the list.
+fn set_condition(conds: &mut Vec<DeploymentCondition>, mut c: DeploymentCondition) {
+    if let Some(cur) = conds.iter().find(|x| x.type_ == c.type_) {
+        if cur.status == c.status && cur.reason == c.reason {
+            return;
+        }
+        if cur.status == c.status {
+            c.last_transition_time = cur.last_transition_time.clone();
+        }
+    }
+    conds.retain(|x| x.type_ != c.type_);
+    conds.push(c);
+}
+
+/// Reasons and messages of the deployment controller's conditions.
+const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
+const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
+const RS_UPDATED: &str = "ReplicaSetUpdated";
+
+/// The status the deployment controller writes for `d`, whose only ReplicaSet is `rs`, now
+/// reporting `rs_status`: counts summed over the ReplicaSet, `Available` while at least
+/// `replicas - maxUnavailable` pods are available, and `Progressing` as `syncRolloutStatus`
+/// keeps it (created, updated on each step of progress, then `NewReplicaSetAvailable` for good;
+/// once there a drain only flips `Available`). The sim never lets a rollout time out.
+pub fn deployment_status(
+    d: &Deployment,
+    rs: &ReplicaSet,
+    rs_status: &ReplicaSetStatus,
+    now: &Time,
+) -> DeploymentStatus {
+    let spec = d.spec.as_ref();
+    let want = spec.and_then(|s| s.replicas).unwrap_or(1);
+    let rs_want = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let available = rs_status.available_replicas.unwrap_or(0);
+    let old = d.status.clone().unwrap_or_default();
+    let mut conds = old.conditions.clone().unwrap_or_default();
+    let deadline = spec
+        .and_then(|s| s.progress_deadline_seconds)
+        .is_some_and(|s| s != i32::MAX);
+    let rs_name = rs.name_any();
+    // The sim created the ReplicaSet with the Deployment, as the controller would have.
+    if deadline && !conds.iter().any(|c| c.type_ == "Progressing") {
+        let msg = format!("Created new replica set {rs_name:?}");
+        conds.push(deployment_condition(
+            "Progressing",
+            "True",
+            NEW_RS_CREATED,
+            msg,
+            now,
+        ));
+    }
+    let mut status = DeploymentStatus {
+        observed_generation: nonzero(d.metadata.generation.unwrap_or(0)),
+        replicas: nonzero(rs_status.replicas),
+        updated_replicas: nonzero(rs_status.replicas),
+        ready_replicas: nonzero(rs_status.ready_replicas.unwrap_or(0)),
+        available_replicas: nonzero(available),
+        unavailable_replicas: nonzero((rs_want - available).max(0)),
+        terminating_replicas: match (
+            rs_status.observed_generation,
+            rs_status.terminating_replicas,
+        ) {
+            (None, None) => Some(0),
+            (_, t) => t,
+        },
+        collision_count: old.collision_count,
+        conditions: None,
+    };
+    let (type_, state, reason, msg) = if available >= want - max_unavailable(d, want) {
+        (
+            "Available",
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+        )
+    } else {
+        (
+            "Available",
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+        )
+    };
+    set_condition(
+        &mut conds,
+        deployment_condition(type_, state, reason, msg.into(), now),
+    );
+
+    if !deadline {
+        conds.retain(|c| c.type_ != "Progressing");
+    }
+    let current = conds.iter().find(|c| c.type_ == "Progressing").cloned();
+    let get = |v: Option<i32>| v.unwrap_or(0);
+    let complete_already = status.replicas == status.updated_replicas
+        && current.as_ref().and_then(|c| c.reason.as_deref()) == Some(NEW_RS_AVAILABLE);
+    let complete = get(status.updated_replicas) == want
+        && get(status.replicas) == want
+        && available == want
+        && status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0);
+    let progressing = get(status.updated_replicas) > get(old.updated_replicas)
+        || get(status.replicas) - get(status.updated_replicas)
+            < get(old.replicas) - get(old.updated_replicas)
+        || get(status.ready_replicas) > get(old.ready_replicas)
+        || available > get(old.available_replicas);
+    if deadline && !complete_already {
+        if complete {
+            let msg = format!("ReplicaSet {rs_name:?} has successfully progressed.");
+            set_condition(
+                &mut conds,
+                deployment_condition("Progressing", "True", NEW_RS_AVAILABLE, msg, now),
+            );
+        } else if progressing {
+            // Progress refreshes the condition's update time, keeping its transition time.
+            let msg = format!("ReplicaSet {rs_name:?} is progressing.");
+            let mut c = deployment_condition("Progressing", "True", RS_UPDATED, msg, now);
+            if let Some(cur) = current.filter(|c| c.status == "True") {
+                c.last_transition_time = cur.last_transition_time;
+            }
+            conds.retain(|x| x.type_ != "Progressing");
+            conds.push(c);
+        }
+    }
+    status.conditions = (!conds.is_empty()).then_some(conds);
+    status
+}
+
+/// The status the daemonset controller writes for `ds` over `nodes` and its `pods`. The sim's
+/// DaemonSet tolerates every taint and selects no nodes, so every node should run it; a node's
+/// oldest pod is the one counted, and every pod is of the one template there is, so updated.
+pub fn daemonset_status<N: Borrow<Node>, P: Borrow<Pod>>(
+    ds: &DaemonSet,
+    nodes: &[N],
+    pods: &[P],
+) -> DaemonSetStatus {
+    let mut by_node: BTreeMap<String, &Pod> = BTreeMap::new();
+    for p in pods.iter().map(Borrow::borrow) {
+        if terminating(p) && terminal(p) {
+            continue;
+        }
+        let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        by_node
+            .entry(node_of(p))
+            .and_modify(|q| {
+                if created(p) < created(q) {
+                    *q = p;
+                }
+            })
+            .or_insert(p);
+    }
+    let names: BTreeSet<String> = nodes.iter().map(|n| n.borrow().name_any()).collect();
+    let desired = names.len() as i32;
+    let mut current = 0;
+    let mut ready = 0;
+    for pod in names.iter().filter_map(|n| by_node.get(n)) {
+        current += 1;
+        ready += i32::from(pod_ready(pod));
+    }
+    let old = ds.status.clone().unwrap_or_default();
+    DaemonSetStatus {
+        desired_number_scheduled: desired,
+        current_number_scheduled: current,
+        // Only an existing node that should not run the pod counts; every node should.
+        number_misscheduled: 0,
+        number_ready: ready,
+        updated_number_scheduled: nonzero(current),
+        number_available: nonzero(ready),
+        number_unavailable: nonzero(desired - ready),
+        observed_generation: nonzero(ds.metadata.generation.unwrap_or(0)),
+        collision_count: old.collision_count,
+        conditions: old.conditions,
+    }
+}
+
+/// The watch-fed caches a pass reads.
+struct Stores {
+    nodes: Store<Node>,
+    ds_pods: Store<Pod>,
+    deploys: Store<Deployment>,
+    rss: Store<ReplicaSet>,
+    dss: Store<DaemonSet>,
+}
+
 /// The workload objects' owners, created once.
 struct Owners {
     ds_uid: String,
@@ -313,12 +610,28 @@ async fn ensure_objects(client: &kube::Client) -> Result<Owners> {
 pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::Receiver<bool>) {
     let (nodes, nodes_w) = reflector::store::<Node>();
     let (ds_pods, ds_pods_w) = reflector::store::<Pod>();
+    let (deploys, deploys_w) = reflector::store::<Deployment>();
+    let (rss, rss_w) = reflector::store::<ReplicaSet>();
+    let (dss, dss_w) = reflector::store::<DaemonSet>();
     let changed = Notify::new();
+    // The owners' own changes (mostly our status writes) need no early pass.
+    let quiet = Notify::new();
     let ds_cfg = watcher::Config::default().labels(&format!("app={DS_NAME}"));
+    let name = |n: &str| watcher::Config::default().fields(&format!("metadata.name={n}"));
+    let stores = Stores {
+        nodes,
+        ds_pods,
+        deploys,
+        rss,
+        dss,
+    };
     tokio::select! {
         _ = reflect(Api::all(client.clone()), watcher::Config::default(), nodes_w, &changed) => {}
         _ = reflect(Api::namespaced(client.clone(), DS_NAMESPACE), ds_cfg, ds_pods_w, &changed) => {}
-        _ = passes(&client, timing, &nodes, &ds_pods, &changed) => {}
+        _ = reflect(Api::namespaced(client.clone(), WEB_NAMESPACE), name(WEB_NAME), deploys_w, &quiet) => {}
+        _ = reflect(Api::namespaced(client.clone(), WEB_NAMESPACE), name(WEB_RS), rss_w, &quiet) => {}
+        _ = reflect(Api::namespaced(client.clone(), DS_NAMESPACE), name(DS_NAME), dss_w, &quiet) => {}
+        _ = passes(&client, timing, &stores, &changed) => {}
         // A dropped sender means nobody can stop us any more: end as if told to.
         _ = stop.wait_for(|s| *s) => {}
     }
@@ -356,15 +669,13 @@ async fn reflect<K>(
 /// the next one waits up to [`MAX_BACKOFF`] to give the API server room, unless a cache change
 /// calls for it sooner; when nothing changes, a pass still runs once the wait is over, since
 /// web pods are polled and pods become Ready on a timer.
-async fn passes(
-    client: &kube::Client,
-    timing: WorkloadTiming,
-    nodes: &Store<Node>,
-    ds_pods: &Store<Pod>,
-    changed: &Notify,
-) {
-    // Both stores fail only when their writer is gone, which ends `run` anyway.
-    let _ = tokio::join!(nodes.wait_until_ready(), ds_pods.wait_until_ready());
+async fn passes(client: &kube::Client, timing: WorkloadTiming, stores: &Stores, changed: &Notify) {
+    // The stores fail only when their writer is gone, which ends `run` anyway. The owners'
+    // stores are not waited for: a pass without them only skips the status writes.
+    let _ = tokio::join!(
+        stores.nodes.wait_until_ready(),
+        stores.ds_pods.wait_until_ready()
+    );
     let mut owners = None;
     loop {
         let started = Instant::now();
@@ -375,7 +686,7 @@ async fn passes(
             }
         }
         if let Some(o) = &owners
-            && let Err(e) = reconcile(client, o, timing, nodes, ds_pods).await
+            && let Err(e) = reconcile(client, o, timing, stores).await
         {
             tracing::debug!(error = %e, "workload reconcile");
         }
@@ -531,21 +842,22 @@ async fn reconcile(
     client: &kube::Client,
     owners: &Owners,
     timing: WorkloadTiming,
-    nodes: &Store<Node>,
-    ds_pods: &Store<Pod>,
+    stores: &Stores,
 ) -> Result<()> {
     let web: Api<Pod> = Api::namespaced(client.clone(), WEB_NAMESPACE);
     let web_pods = web
         .list(&ListParams::default().labels(&format!("app={WEB_NAME}")))
         .await?
         .items;
+    let (nodes, ds_pods) = (stores.nodes.state(), stores.ds_pods.state());
     let plan = plan(
-        &nodes.state(),
-        &ds_pods.state(),
+        &nodes,
+        &ds_pods,
         &web_pods,
         jiff::Timestamp::now(),
         timing.start_delay,
     );
+    let statuses = status_writes(client, stores, &nodes, &ds_pods, &web_pods);
 
     let ds_api: Api<Pod> = Api::namespaced(client.clone(), DS_NAMESPACE);
     let mut creates = Vec::new();
@@ -606,11 +918,135 @@ async fn reconcile(
             })
             .collect(),
     );
-    let (c, d, p) = tokio::join!(create_results, delete_results, patch_results);
+    let (c, d, p, s) = tokio::join!(
+        create_results,
+        delete_results,
+        patch_results,
+        run_bounded(statuses)
+    );
     c?;
     d?;
     p?;
+    s?;
     Ok(())
+}
+
+/// A status write, boxed: the three owners are of three types.
+type StatusWrite = future::BoxFuture<'static, std::result::Result<(), kube::Error>>;
+
+/// The owners' statuses that differ from what their caches hold, as writes: at most one per
+/// owner per pass, none while nothing changes. Each is a merge patch of the whole status
+/// with `null` for the fields Go would leave out, so a count dropping to zero is removed.
+fn status_writes(
+    client: &kube::Client,
+    stores: &Stores,
+    nodes: &[std::sync::Arc<Node>],
+    ds_pods: &[std::sync::Arc<Pod>],
+    web_pods: &[Pod],
+) -> Vec<StatusWrite> {
+    let mut out = Vec::new();
+    let rs = stores
+        .rss
+        .get(&ObjectRef::new(WEB_RS).within(WEB_NAMESPACE));
+    if let Some(rs) = &rs {
+        let new = replicaset_status(rs, web_pods);
+        if rs.status.as_ref() != Some(&new) {
+            let api: Api<ReplicaSet> = Api::namespaced(client.clone(), WEB_NAMESPACE);
+            out.push(write_status(api, WEB_RS, status_patch(&new, RS_FIELDS)));
+        }
+        if let Some(d) = stores
+            .deploys
+            .get(&ObjectRef::new(WEB_NAME).within(WEB_NAMESPACE))
+        {
+            let now = Time(
+                jiff::Timestamp::now()
+                    .round(jiff::Unit::Second)
+                    .unwrap_or_else(|_| jiff::Timestamp::now()),
+            );
+            let new = deployment_status(&d, rs, &new, &now);
+            if d.status.as_ref() != Some(&new) {
+                let api: Api<Deployment> = Api::namespaced(client.clone(), WEB_NAMESPACE);
+                out.push(write_status(
+                    api,
+                    WEB_NAME,
+                    status_patch(&new, DEPLOY_FIELDS),
+                ));
+            }
+        }
+    }
+    if let Some(ds) = stores
+        .dss
+        .get(&ObjectRef::new(DS_NAME).within(DS_NAMESPACE))
+    {
+        let new = daemonset_status(&ds, nodes, ds_pods);
+        if ds.status.as_ref() != Some(&new) {
+            let api: Api<DaemonSet> = Api::namespaced(client.clone(), DS_NAMESPACE);
+            out.push(write_status(api, DS_NAME, status_patch(&new, DS_FIELDS)));
+        }
+    }
+    out
+}
+
+/// The status fields the controllers own, by kind: a merge patch nulls the absent ones.
+const RS_FIELDS: &[&str] = &[
+    "replicas",
+    "fullyLabeledReplicas",
+    "readyReplicas",
+    "availableReplicas",
+    "terminatingReplicas",
+    "observedGeneration",
+    "conditions",
+];
+const DEPLOY_FIELDS: &[&str] = &[
+    "observedGeneration",
+    "replicas",
+    "updatedReplicas",
+    "readyReplicas",
+    "availableReplicas",
+    "unavailableReplicas",
+    "terminatingReplicas",
+    "conditions",
+    "collisionCount",
+];
+const DS_FIELDS: &[&str] = &[
+    "currentNumberScheduled",
+    "numberMisscheduled",
+    "desiredNumberScheduled",
+    "numberReady",
+    "observedGeneration",
+    "updatedNumberScheduled",
+    "numberAvailable",
+    "numberUnavailable",
+    "collisionCount",
+    "conditions",
+];
+
+/// `{"status": status}` with `null` for each of `fields` the status leaves out.
+fn status_patch<S: serde::Serialize>(status: &S, fields: &[&str]) -> Value {
+    let mut v = serde_json::to_value(status).unwrap_or_else(|_| json!({}));
+    if let Some(m) = v.as_object_mut() {
+        for f in fields {
+            m.entry(*f).or_insert(Value::Null);
+        }
+    }
+    json!({ "status": v })
+}
+
+fn write_status<K>(api: Api<K>, name: &'static str, patch: Value) -> StatusWrite
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    async move {
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            // Gone or refused: the next pass computes it again from the caches.
+            Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+    .boxed()
 }
 
 #[cfg(test)]
@@ -824,6 +1260,298 @@ mod tests {
         );
         assert_eq!(p.ready[1].container, "web");
         assert_eq!(p.ready[1].image, "registry.example.com/sim/web:1");
+    }
+
+    fn rs_object(status: Option<Value>) -> ReplicaSet {
+        let mut v = replicaset("uid-d");
+        v["metadata"]["generation"] = json!(1);
+        if let Some(st) = status {
+            v["status"] = st;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn web(name: &str, ready: bool, deleting: bool) -> Pod {
+        pod(web_pod(name, "worker-0", "u"), T0, ready, deleting)
+    }
+
+    #[test]
+    fn replicaset_status_counts_active_ready_and_terminating_pods() {
+        let rs = rs_object(None);
+        let mut stranger = web("other", true, false);
+        stranger.metadata.labels = Some([("app".to_string(), WEB_NAME.to_string())].into());
+        let pods = [
+            web("a", true, false),
+            web("b", true, false),
+            web("c", false, false),
+            web("d", true, true),
+            // Not matching the ReplicaSet's selector (no pod-template-hash): not its pod.
+            stranger,
+        ];
+        let s = replicaset_status(&rs, &pods);
+        assert_eq!(s.replicas, 3);
+        assert_eq!(s.fully_labeled_replicas, Some(3));
+        assert_eq!(s.ready_replicas, Some(2));
+        assert_eq!(s.available_replicas, Some(2));
+        assert_eq!(s.terminating_replicas, Some(1));
+        assert_eq!(s.observed_generation, Some(1));
+        // Zeros are left out as Go's omitempty does, but replicas and terminatingReplicas
+        // (a pointer) are written.
+        let s = replicaset_status(&rs, &[]);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v,
+            json!({"replicas": 0, "terminatingReplicas": 0, "observedGeneration": 1})
+        );
+    }
+
+    fn deploy_object(strategy: Value, status: Option<DeploymentStatus>) -> Deployment {
+        let mut v = deployment();
+        v["metadata"]["generation"] = json!(1);
+        v["spec"]["strategy"] = strategy;
+        v["spec"]["progressDeadlineSeconds"] = json!(600);
+        let mut d: Deployment = serde_json::from_value(v).unwrap();
+        d.status = status;
+        d
+    }
+
+    fn rolling(surge: Value, unavailable: Value) -> Value {
+        json!({"type": "RollingUpdate",
+               "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}})
+    }
+
+    fn rs_status(replicas: i32, available: i32, deleting: i32) -> ReplicaSetStatus {
+        ReplicaSetStatus {
+            replicas,
+            ready_replicas: nonzero(available),
+            available_replicas: nonzero(available),
+            fully_labeled_replicas: nonzero(replicas),
+            terminating_replicas: Some(deleting),
+            observed_generation: Some(1),
+            conditions: None,
+        }
+    }
+
+    fn time(s: &str) -> Time {
+        Time(at(s))
+    }
+
+    fn cond<'a>(s: &'a DeploymentStatus, t: &str) -> &'a DeploymentCondition {
+        let conds = s.conditions.as_ref().unwrap();
+        conds.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn max_unavailable_resolves_fenceposts_as_kube_does() {
+        let d = |s| deploy_object(s, None);
+        let pct = rolling(json!("25%"), json!("25%"));
+        // 25% of 3: surge rounds up to 1, unavailable down to 0.
+        assert_eq!(max_unavailable(&d(pct.clone()), 3), 0);
+        assert_eq!(max_unavailable(&d(pct.clone()), 4), 1);
+        assert_eq!(max_unavailable(&d(pct), 0), 0);
+        // Both zero: one may go.
+        assert_eq!(max_unavailable(&d(rolling(json!(0), json!(0))), 3), 1);
+        // Never more than all.
+        assert_eq!(max_unavailable(&d(rolling(json!(0), json!(5))), 3), 3);
+        assert_eq!(max_unavailable(&d(rolling(json!(1), json!("100%"))), 3), 3);
+        assert_eq!(max_unavailable(&d(json!({"type": "Recreate"})), 3), 0);
+    }
+
+    #[test]
+    fn deployment_status_follows_a_rollout_then_a_drain() {
+        let rs = rs_object(None);
+        let pct = rolling(json!("25%"), json!("25%"));
+        let t1 = time("2026-01-01T00:00:01Z");
+        // Created, no pod yet: Progressing as created, not Available.
+        let d = deploy_object(pct.clone(), None);
+        let s1 = deployment_status(&d, &rs, &rs_status(0, 0, 0), &t1);
+        assert_eq!(s1.observed_generation, Some(1));
+        assert_eq!(s1.replicas, None);
+        assert_eq!(s1.unavailable_replicas, Some(3));
+        assert_eq!(s1.terminating_replicas, Some(0));
+        let types: Vec<_> = s1
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.reason.clone().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("Progressing", "True", NEW_RS_CREATED.to_string()),
+                (
+                    "Available",
+                    "False",
+                    "MinimumReplicasUnavailable".to_string()
+                )
+            ]
+        );
+        assert_eq!(
+            cond(&s1, "Progressing").message.as_deref(),
+            Some("Created new replica set \"web-5d8f7c9b6\"")
+        );
+        // The same inputs again: the same status, so nothing to write.
+        let again = deployment_status(
+            &deploy_object(pct.clone(), Some(s1.clone())),
+            &rs,
+            &rs_status(0, 0, 0),
+            &time("2026-01-01T00:00:09Z"),
+        );
+        assert_eq!(again, s1);
+
+        // Pods run, two Ready: progressing, transition time kept, update time moved.
+        let t2 = time("2026-01-01T00:00:02Z");
+        let d = deploy_object(pct.clone(), Some(s1));
+        let s2 = deployment_status(&d, &rs, &rs_status(3, 2, 0), &t2);
+        let p = cond(&s2, "Progressing");
+        assert_eq!(p.reason.as_deref(), Some(RS_UPDATED));
+        assert_eq!(
+            p.message.as_deref(),
+            Some("ReplicaSet \"web-5d8f7c9b6\" is progressing.")
+        );
+        assert_eq!(p.last_transition_time, Some(t1.clone()));
+        assert_eq!(p.last_update_time, Some(t2.clone()));
+        assert_eq!(cond(&s2, "Available").status, "False");
+
+        // All three available: complete and available.
+        let t3 = time("2026-01-01T00:00:03Z");
+        let d = deploy_object(pct.clone(), Some(s2));
+        let s3 = deployment_status(&d, &rs, &rs_status(3, 3, 0), &t3);
+        assert_eq!(
+            (
+                s3.replicas,
+                s3.updated_replicas,
+                s3.ready_replicas,
+                s3.available_replicas
+            ),
+            (Some(3), Some(3), Some(3), Some(3))
+        );
+        assert_eq!(s3.unavailable_replicas, None);
+        let p = cond(&s3, "Progressing");
+        assert_eq!(p.reason.as_deref(), Some(NEW_RS_AVAILABLE));
+        assert_eq!(
+            p.message.as_deref(),
+            Some("ReplicaSet \"web-5d8f7c9b6\" has successfully progressed.")
+        );
+        let a = cond(&s3, "Available");
+        assert_eq!(
+            (a.status.as_str(), a.reason.as_deref(), a.message.as_deref()),
+            (
+                "True",
+                Some("MinimumReplicasAvailable"),
+                Some("Deployment has minimum availability.")
+            )
+        );
+        assert_eq!(a.last_transition_time, Some(t3.clone()));
+        // Kube's order: Available, then the Progressing condition set last.
+        assert_eq!(s3.conditions.as_ref().unwrap()[1].type_, "Progressing");
+
+        // A drain evicts one: the dip shows in the counts and in Available only (with 3
+        // replicas at 25%, none may be unavailable).
+        let t4 = time("2026-01-01T00:00:04Z");
+        let d = deploy_object(pct.clone(), Some(s3.clone()));
+        let s4 = deployment_status(&d, &rs, &rs_status(2, 2, 1), &t4);
+        assert_eq!(s4.available_replicas, Some(2));
+        assert_eq!(s4.unavailable_replicas, Some(1));
+        assert_eq!(s4.terminating_replicas, Some(1));
+        assert_eq!(cond(&s4, "Available").status, "False");
+        assert_eq!(cond(&s4, "Progressing"), cond(&s3, "Progressing"));
+        // With 25% of 4 allowed down, the same dip keeps it Available.
+        let mut d4 = deploy_object(pct.clone(), Some(s3));
+        d4.spec.as_mut().unwrap().replicas = Some(4);
+        let s = deployment_status(&d4, &rs, &rs_status(4, 3, 0), &t4);
+        assert_eq!(cond(&s, "Available").status, "True");
+
+        // The replacement is Ready: recovered.
+        let t5 = time("2026-01-01T00:00:05Z");
+        let d = deploy_object(pct.clone(), Some(s4));
+        let s5 = deployment_status(&d, &rs, &rs_status(3, 3, 0), &t5);
+        assert_eq!(s5.unavailable_replicas, None);
+        assert_eq!(cond(&s5, "Available").status, "True");
+        assert_eq!(cond(&s5, "Available").last_transition_time, Some(t5));
+        assert_eq!(
+            cond(&s5, "Progressing").reason.as_deref(),
+            Some(NEW_RS_AVAILABLE)
+        );
+    }
+
+    #[test]
+    fn deployment_status_without_a_deadline_has_no_progressing_condition() {
+        let rs = rs_object(None);
+        let mut d = deploy_object(rolling(json!("25%"), json!("25%")), None);
+        d.spec.as_mut().unwrap().progress_deadline_seconds = Some(i32::MAX);
+        let s = deployment_status(&d, &rs, &rs_status(3, 3, 0), &time(T0));
+        let types: Vec<_> = s.conditions.unwrap().into_iter().map(|c| c.type_).collect();
+        assert_eq!(types, ["Available"]);
+        // A ReplicaSet never synced by a controller counts no terminating replicas.
+        let mut unsynced = rs_status(3, 3, 0);
+        unsynced.observed_generation = None;
+        unsynced.terminating_replicas = None;
+        let s = deployment_status(&d, &rs, &unsynced, &time(T0));
+        assert_eq!(s.terminating_replicas, Some(0));
+        unsynced.observed_generation = Some(1);
+        let s = deployment_status(&d, &rs, &unsynced, &time(T0));
+        assert_eq!(s.terminating_replicas, None);
+    }
+
+    #[test]
+    fn daemonset_status_counts_nodes_pods_and_readiness() {
+        let mut ds: DaemonSet = objects::typed("ds", daemonset()).unwrap();
+        ds.metadata.generation = Some(2);
+        let nodes = [
+            node("worker-0", true, true, false),
+            node("worker-1", true, true, true),
+            node("worker-2", true, false, false),
+        ];
+        let pods = [
+            pod(ds_pod("worker-0", "u"), T0, true, false),
+            // Cordoned: still runs its daemon pod.
+            pod(ds_pod("worker-1", "u"), T0, false, false),
+            // Its node is gone: not counted at all.
+            pod(ds_pod("vanished", "u"), T0, true, false),
+        ];
+        let s = daemonset_status(&ds, &nodes, &pods);
+        assert_eq!(s.desired_number_scheduled, 3);
+        assert_eq!(s.current_number_scheduled, 2);
+        assert_eq!(s.number_ready, 1);
+        assert_eq!(s.number_available, Some(1));
+        assert_eq!(s.number_unavailable, Some(2));
+        assert_eq!(s.updated_number_scheduled, Some(2));
+        assert_eq!(s.number_misscheduled, 0);
+        assert_eq!(s.observed_generation, Some(2));
+        // All there and Ready: nothing unavailable, left out as Go leaves a zero out; the
+        // four required counts are always written.
+        let s = daemonset_status(&ds, &nodes[..1], &pods[..1]);
+        assert_eq!(
+            serde_json::to_value(&s).unwrap(),
+            json!({"desiredNumberScheduled": 1, "currentNumberScheduled": 1,
+                   "numberMisscheduled": 0, "numberReady": 1, "numberAvailable": 1,
+                   "updatedNumberScheduled": 1, "observedGeneration": 2})
+        );
+        let s = daemonset_status(&ds, &[] as &[Node], &[] as &[Pod]);
+        assert_eq!(s.desired_number_scheduled, 0);
+        assert_eq!(s.number_unavailable, None);
+    }
+
+    #[test]
+    fn status_patches_null_the_fields_left_out() {
+        let p = status_patch(&rs_status(2, 0, 0), RS_FIELDS);
+        assert_eq!(p["status"]["replicas"], json!(2));
+        assert_eq!(p["status"]["readyReplicas"], Value::Null);
+        assert!(
+            p["status"]
+                .as_object()
+                .unwrap()
+                .contains_key("availableReplicas")
+        );
+        assert_eq!(p["status"].as_object().unwrap().len(), RS_FIELDS.len());
     }
 
     #[test]
