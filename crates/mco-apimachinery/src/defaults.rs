@@ -1,6 +1,8 @@
-//! What kube-apiserver gives a core/v1 Node or Pod besides what the client sent: the
-//! `SetDefaults_*` functions run on decode, the zero values Go's encoder writes for struct
-//! fields `omitempty` does not drop (so a Node always has `spec: {}`), and, for a new Pod, the
+//! What kube-apiserver gives a core/v1 Node or Pod, or an apps/v1 Deployment, ReplicaSet or
+//! DaemonSet, besides what the client sent: the `SetDefaults_*` functions run on decode (a
+//! pod template's spec as a Pod's, less what upstream keeps to Pods), the zero values Go's
+//! encoder writes for struct fields `omitempty` does not drop (so a Node always has
+//! `spec: {}`, a ReplicaSet `status: {replicas: 0}`), and, for a new Pod, the
 //! admission plugins a default kube-apiserver runs (ServiceAccount, Priority,
 //! DefaultTolerationSeconds) and the pod strategy's QoS class.
 //!
@@ -36,6 +38,24 @@ const ZEROS: &[(&str, &str, Zero)] = &[
     ("Pod", "spec/ephemeralContainers/*/resources", Zero::Object),
     ("Pod", "status/conditions/*/lastProbeTime", Zero::Null),
     ("Pod", "status/conditions/*/lastTransitionTime", Zero::Null),
+    ("Deployment", "status", Zero::Object),
+    ("ReplicaSet", "status/replicas", Zero::Int),
+    ("DaemonSet", "status/currentNumberScheduled", Zero::Int),
+    ("DaemonSet", "status/numberMisscheduled", Zero::Int),
+    ("DaemonSet", "status/desiredNumberScheduled", Zero::Int),
+    ("DaemonSet", "status/numberReady", Zero::Int),
+];
+
+/// The apps/v1 kinds with a pod template, whose template gets what Go writes for a Pod's.
+const TEMPLATED: &[&str] = &["Deployment", "ReplicaSet", "DaemonSet"];
+
+/// What Go writes for a pod template's zero fields, below `spec/template`.
+const TEMPLATE_ZEROS: &[(&str, Zero)] = &[
+    ("metadata", Zero::Object),
+    ("spec", Zero::Object),
+    ("spec/containers/*/resources", Zero::Object),
+    ("spec/initContainers/*/resources", Zero::Object),
+    ("spec/ephemeralContainers/*/resources", Zero::Object),
 ];
 
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +82,9 @@ pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccoun
 /// The prefix of the token volume's name; a random suffix follows.
 pub const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
 
-/// Defaults a decoded core/v1 object of `kind` in place, as on every create and update.
+/// Defaults a decoded core/v1 object (Node, Pod) or apps/v1 one (Deployment, ReplicaSet,
+/// DaemonSet) of `kind` in place, as on every create and update. The caller picks objects of
+/// these two groups: a kind of another group with the same name is not these.
 pub fn on_decode(kind: &str, obj: &mut Value) {
     if !obj.is_object() {
         return;
@@ -70,12 +92,101 @@ pub fn on_decode(kind: &str, obj: &mut Value) {
     match kind {
         "Node" => node(obj),
         "Pod" => pod(obj),
+        "Deployment" => deployment(obj),
+        "ReplicaSet" => replica_set(obj),
+        "DaemonSet" => daemon_set(obj),
         _ => return,
     }
     for (_, path, zero) in ZEROS.iter().filter(|(k, _, _)| *k == kind) {
         let steps: Vec<&str> = path.split('/').collect();
         fill(obj, &steps, *zero);
     }
+    if TEMPLATED.contains(&kind) {
+        for (path, zero) in TEMPLATE_ZEROS {
+            let steps: Vec<&str> = ["spec", "template"]
+                .into_iter()
+                .chain(path.split('/'))
+                .collect();
+            fill(obj, &steps, *zero);
+        }
+    }
+}
+
+/// The object's `spec`, made an object when absent or null (Go's zero struct).
+fn spec_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    let o = obj.as_object_mut().expect("checked by on_decode");
+    if !o.get("spec").is_some_and(Value::is_object) {
+        o.insert("spec".into(), json!({}));
+    }
+    o["spec"].as_object_mut().expect("just made an object")
+}
+
+/// `SetDefaults_Deployment`: one replica, a RollingUpdate of 25% down and 25% surge, ten
+/// old ReplicaSets kept, and ten minutes to progress; then the template.
+fn deployment(obj: &mut Value) {
+    let spec = spec_mut(obj);
+    set_if_absent(spec, "replicas", json!(1));
+    let strategy = object_at(spec, "strategy");
+    if strategy
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        strategy.insert("type".into(), json!("RollingUpdate"));
+    }
+    if strategy.get("type") == Some(&json!("RollingUpdate")) {
+        let ru = object_at(strategy, "rollingUpdate");
+        set_if_absent(ru, "maxUnavailable", json!("25%"));
+        set_if_absent(ru, "maxSurge", json!("25%"));
+    }
+    set_if_absent(spec, "revisionHistoryLimit", json!(10));
+    set_if_absent(spec, "progressDeadlineSeconds", json!(600));
+    template(spec);
+}
+
+/// `SetDefaults_ReplicaSet`: one replica; then the template.
+fn replica_set(obj: &mut Value) {
+    let spec = spec_mut(obj);
+    set_if_absent(spec, "replicas", json!(1));
+    template(spec);
+}
+
+/// `SetDefaults_DaemonSet`: a RollingUpdate of one node at a time without surge, and ten old
+/// revisions kept; then the template.
+fn daemon_set(obj: &mut Value) {
+    let spec = spec_mut(obj);
+    let strategy = object_at(spec, "updateStrategy");
+    if strategy
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        strategy.insert("type".into(), json!("RollingUpdate"));
+    }
+    if strategy.get("type") == Some(&json!("RollingUpdate")) {
+        let ru = object_at(strategy, "rollingUpdate");
+        set_if_absent(ru, "maxUnavailable", json!(1));
+        set_if_absent(ru, "maxSurge", json!(0));
+    }
+    set_if_absent(spec, "revisionHistoryLimit", json!(10));
+    template(spec);
+}
+
+/// The object at `key`, made one when absent or null (a Go struct or a pointer the defaults
+/// allocate).
+fn object_at<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    if !m.get(key).is_some_and(Value::is_object) {
+        m.insert(key.into(), json!({}));
+    }
+    m[key].as_object_mut().expect("just made an object")
+}
+
+/// A pod template's spec is defaulted as a Pod's by `SetDefaults_PodSpec` and the container
+/// and volume defaults, but not by `SetDefaults_Pod` (no requests from limits, no
+/// `enableServiceLinks`, no host ports): upstream keeps those to Pods.
+fn template(spec: &mut Map<String, Value>) {
+    let t = object_at(spec, "template");
+    pod_spec(object_at(t, "spec"));
 }
 
 fn fill(v: &mut Value, steps: &[&str], zero: Zero) {
@@ -127,11 +238,7 @@ fn node(obj: &mut Value) {
 }
 
 fn pod(obj: &mut Value) {
-    let o = obj.as_object_mut().expect("checked by on_decode");
-    if !o.get("spec").is_some_and(Value::is_object) {
-        o.insert("spec".into(), json!({}));
-    }
-    let spec = o["spec"].as_object_mut().expect("just made an object");
+    let spec = spec_mut(obj);
     // SetDefaults_Pod.
     if spec
         .get("terminationGracePeriodSeconds")
@@ -159,7 +266,15 @@ fn pod(obj: &mut Value) {
             }
         }
     }
-    // SetDefaults_PodSpec.
+    pod_spec(spec);
+    if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+        pod_status(status);
+    }
+}
+
+/// `SetDefaults_PodSpec`, then the containers' and volumes' defaults: what a Pod and a pod
+/// template share.
+fn pod_spec(spec: &mut Map<String, Value>) {
     let sa = spec
         .get("serviceAccountName")
         .and_then(Value::as_str)
@@ -187,28 +302,29 @@ fn pod(obj: &mut Value) {
     for v in items_mut(spec, "volumes") {
         volume(v);
     }
-    // SetDefaults_PodStatus: the singular IP and the list agree.
-    if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
-        let ip = status
-            .get("podIP")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        let first = status
-            .get("podIPs")
-            .and_then(|l| l.get(0))
-            .and_then(|i| i.get("ip"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        match (ip, first) {
-            (Some(ip), first) if first.as_deref() != Some(&ip) => {
-                status.insert("podIPs".into(), json!([{"ip": ip}]));
-            }
-            (None, Some(first)) => {
-                status.insert("podIP".into(), json!(first));
-            }
-            _ => {}
+}
+
+/// `SetDefaults_PodStatus`: the singular IP and the list agree.
+fn pod_status(status: &mut Map<String, Value>) {
+    let ip = status
+        .get("podIP")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let first = status
+        .get("podIPs")
+        .and_then(|l| l.get(0))
+        .and_then(|i| i.get("ip"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    match (ip, first) {
+        (Some(ip), first) if first.as_deref() != Some(&ip) => {
+            status.insert("podIPs".into(), json!([{"ip": ip}]));
         }
+        (None, Some(first)) => {
+            status.insert("podIP".into(), json!(first));
+        }
+        _ => {}
     }
 }
 
@@ -670,6 +786,103 @@ mod tests {
         assert_eq!(s["priority"], json!(2_000_001_000));
         assert_eq!(s["tolerations"], json!([{"operator": "Exists"}]));
         assert_eq!(p["status"]["qosClass"], json!("Guaranteed"));
+    }
+
+    #[test]
+    fn a_deployment_gets_set_defaults_deployment_and_a_defaulted_template() {
+        let mut d = json!({"metadata": {"name": "d"}, "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {
+                "terminationGracePeriodSeconds": -5,
+                "containers": [{"name": "a", "image": "web:1",
+                    "resources": {"limits": {"cpu": "1"}}, "ports": [{"containerPort": 80}]}]}}}});
+        on_decode("Deployment", &mut d);
+        let s = &d["spec"];
+        assert_eq!(s["replicas"], json!(1));
+        assert_eq!(
+            s["strategy"],
+            json!({"type": "RollingUpdate",
+                   "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        assert_eq!(s["revisionHistoryLimit"], json!(10));
+        assert_eq!(s["progressDeadlineSeconds"], json!(600));
+        assert_eq!(d["status"], json!({}));
+        let t = &s["template"]["spec"];
+        assert_eq!(t["dnsPolicy"], json!("ClusterFirst"));
+        assert_eq!(t["restartPolicy"], json!("Always"));
+        assert_eq!(t["schedulerName"], json!("default-scheduler"));
+        assert_eq!(t["securityContext"], json!({}));
+        let c = &t["containers"][0];
+        assert_eq!(c["imagePullPolicy"], json!("IfNotPresent"));
+        assert_eq!(c["terminationMessagePolicy"], json!("File"));
+        assert_eq!(c["ports"][0]["protocol"], json!("TCP"));
+        // SetDefaults_Pod is a Pod's only: no requests from limits, no service links, and a
+        // negative grace period is the template's to keep (validation refuses it).
+        assert_eq!(c["resources"], json!({"limits": {"cpu": "1"}}));
+        assert_eq!(t.get("enableServiceLinks"), None);
+        assert_eq!(t["terminationGracePeriodSeconds"], json!(-5));
+        let once = d.clone();
+        on_decode("Deployment", &mut d);
+        assert_eq!(d, once);
+    }
+
+    #[test]
+    fn a_deployment_keeps_what_it_says_and_recreate_has_no_rolling_update() {
+        let mut d = json!({"spec": {"replicas": 0, "revisionHistoryLimit": 2,
+            "progressDeadlineSeconds": 30, "strategy": {"type": "Recreate"},
+            "template": {"spec": {"containers": [{"name": "a", "image": "web"}]}}}});
+        on_decode("Deployment", &mut d);
+        let s = &d["spec"];
+        assert_eq!(s["replicas"], json!(0));
+        assert_eq!(s["revisionHistoryLimit"], json!(2));
+        assert_eq!(s["progressDeadlineSeconds"], json!(30));
+        assert_eq!(s["strategy"], json!({"type": "Recreate"}));
+        assert_eq!(s["template"]["metadata"], json!({}));
+        assert_eq!(
+            s["template"]["spec"]["containers"][0]["resources"],
+            json!({})
+        );
+        // A rolling update given in part keeps its part.
+        let mut d = json!({"spec": {"strategy": {"rollingUpdate": {"maxSurge": 0}}}});
+        on_decode("Deployment", &mut d);
+        assert_eq!(
+            d["spec"]["strategy"]["rollingUpdate"],
+            json!({"maxSurge": 0, "maxUnavailable": "25%"})
+        );
+    }
+
+    #[test]
+    fn a_daemonset_and_a_replicaset_get_their_defaults() {
+        let mut ds = json!({"spec": {"template": {"spec": {
+            "containers": [{"name": "a", "image": "agent"}]}}}});
+        on_decode("DaemonSet", &mut ds);
+        assert_eq!(
+            ds["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+        );
+        assert_eq!(ds["spec"]["revisionHistoryLimit"], json!(10));
+        assert_eq!(
+            ds["status"],
+            json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                   "desiredNumberScheduled": 0, "numberReady": 0})
+        );
+        assert_eq!(
+            ds["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            json!("Always")
+        );
+        let mut ds = json!({"spec": {"updateStrategy": {"type": "OnDelete"}}});
+        on_decode("DaemonSet", &mut ds);
+        assert_eq!(ds["spec"]["updateStrategy"], json!({"type": "OnDelete"}));
+
+        let mut rs = json!({"spec": {"template": {"spec": {"containers": []}}},
+                            "status": {"readyReplicas": 2}});
+        on_decode("ReplicaSet", &mut rs);
+        assert_eq!(rs["spec"]["replicas"], json!(1));
+        assert_eq!(rs["status"], json!({"readyReplicas": 2, "replicas": 0}));
+        assert_eq!(rs["spec"].get("revisionHistoryLimit"), None);
+        let once = rs.clone();
+        on_decode("ReplicaSet", &mut rs);
+        assert_eq!(rs, once);
     }
 
     #[test]
