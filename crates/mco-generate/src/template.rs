@@ -743,58 +743,50 @@ pub fn merged_over(have: &MachineConfig, want: &MachineConfig) -> MachineConfig 
 /// kept, holding the pull secret file: the SHA-256 of the compacted pull secret its file follows.
 pub const PULL_SECRET_FOLLOWED: &str = "mco.dev/pull-secret-sha256";
 
-/// What following the pull secret does to a kept base config ([`follow_pull_secret`]).
+/// Annotation on a kept base config holding the kubelet's configuration: the SHA-256 of the
+/// TLS settings (`tlsMinVersion`, `tlsCipherSuites`) from `APIServer/cluster` it follows.
+pub const TLS_PROFILE_FOLLOWED: &str = "mco.dev/tls-profile-sha256";
+
+/// What following an input does to a kept base config ([`follow_pull_secret`],
+/// [`follow_tls_profile`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Follow {
     /// Nothing to write.
     Nothing,
-    /// Record the secret it is in step with ([`PULL_SECRET_FOLLOWED`]); the spec is unchanged.
+    /// Record the input it is in step with (an annotation); the spec is unchanged.
     Mark(MachineConfig),
-    /// Its pull secret file now holds the secret; a new rendered config rolls it out.
+    /// One file now says what the input says; a new rendered config rolls it out.
     Rewrite(MachineConfig),
 }
 
-/// Brings a kept base config's pull secret file to the Secret the ControllerConfig names
-/// (`raw`: its `.dockerconfigjson`), as upstream's template controller would when it
-/// regenerates the config. Only that file's contents change: the rest is another controller's
-/// and stays byte for byte, so a rotated pull secret reaches the nodes on a cluster taken over
-/// from upstream without rolling mco's templates out over upstream's.
-///
-/// A file already in step is only marked, so taking over a cluster rolls nothing out. In
-/// step is equal to the compacted secret, or holding every registry of the secret with the
-/// same credentials and more besides: another controller merged credentials in (upstream
-/// 4.22's internal registry), kept until the secret changes. After that, the mark says
-/// whether the secret changed since, and a change rewrites the file.
-pub fn follow_pull_secret(kept: &MachineConfig, raw: &[u8]) -> Result<Follow, Error> {
-    use sha2::{Digest, Sha256};
-    let Some(have) = crate::file_contents(kept, PULL_SECRET_FILE)? else {
+/// The follow of one file of a kept config to one input, whose digest is `digest`: unchanged
+/// while the mark `key` holds `digest`; at first sight (no mark) only marked when
+/// `in_step(contents)`, else rewritten with `rewrite(contents)`, as after a change of the input.
+/// Only that file's contents change: the rest is another controller's and stays byte for byte.
+fn follow_file(
+    kept: &MachineConfig,
+    path: &str,
+    key: &str,
+    digest: String,
+    in_step: impl FnOnce(&str) -> bool,
+    rewrite: impl FnOnce(&str) -> Result<String, Error>,
+) -> Result<Follow, Error> {
+    let Some(have) = crate::file_contents(kept, path)? else {
         return Ok(Follow::Nothing);
     };
-    let compact = compact_pull_secret(raw)?;
-    let digest = format!("{:x}", Sha256::digest(compact.as_bytes()));
-    let mark = kept
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(PULL_SECRET_FOLLOWED));
+    let mark = kept.metadata.annotations.as_ref().and_then(|a| a.get(key));
+    if mark == Some(&digest) {
+        return Ok(Follow::Nothing);
+    }
     let mut out = kept.clone();
     out.metadata
         .annotations
         .get_or_insert_with(BTreeMap::new)
-        .insert(PULL_SECRET_FOLLOWED.to_owned(), digest.clone());
-    let in_step = match mark {
-        Some(m) => *m == digest,
-        None => have.trim_end() == compact || holds_every_registry(&have, &compact),
-    };
-    if in_step {
-        return Ok(if mark.is_some() {
-            Follow::Nothing
-        } else {
-            Follow::Mark(out)
-        });
+        .insert(key.to_owned(), digest);
+    if mark.is_none() && in_step(&have) {
+        return Ok(Follow::Mark(out));
     }
-    // As the template writes it: one line and a newline.
-    let source = crate::data_url(&format!("{compact}\n"));
+    let source = crate::data_url(&rewrite(&have)?);
     let files = out
         .spec
         .config
@@ -802,12 +794,90 @@ pub fn follow_pull_secret(kept: &MachineConfig, raw: &[u8]) -> Result<Follow, Er
         .and_then(|c| c.pointer_mut("/storage/files"))
         .and_then(Value::as_array_mut);
     for f in files.into_iter().flatten() {
-        if f["path"] == PULL_SECRET_FILE {
+        if f["path"] == path {
             // A hash or compression of the old contents would not match the new.
             f["contents"] = json!({ "source": source });
         }
     }
     Ok(Follow::Rewrite(out))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// Brings a kept base config's pull secret file to the Secret the ControllerConfig names
+/// (`raw`: its `.dockerconfigjson`), as upstream's template controller would when it
+/// regenerates the config, so a rotated pull secret reaches the nodes on a cluster taken over
+/// from upstream without rolling mco's templates out over upstream's.
+///
+/// A file already in step at first sight is only marked, so taking over a cluster rolls
+/// nothing out. In step is equal to the compacted secret, or holding every registry of the
+/// secret with the same credentials and more besides: another controller merged credentials
+/// in (upstream 4.22's internal registry), kept until the secret changes. After that, the mark
+/// says whether the secret changed since, and a change rewrites the file.
+pub fn follow_pull_secret(kept: &MachineConfig, raw: &[u8]) -> Result<Follow, Error> {
+    let compact = compact_pull_secret(raw)?;
+    let digest = sha256_hex(compact.as_bytes());
+    follow_file(
+        kept,
+        PULL_SECRET_FILE,
+        PULL_SECRET_FOLLOWED,
+        digest,
+        |have| have.trim_end() == compact || holds_every_registry(have, &compact),
+        // As the template writes it: one line and a newline.
+        |_| Ok(format!("{compact}\n")),
+    )
+}
+
+/// Brings a kept base config's kubelet configuration to `APIServer/cluster`'s TLS profile
+/// (`None`: the default, `Intermediate`), as upstream's template controller would when it
+/// regenerates `01-<role>-kubelet`: `tlsMinVersion` and `tlsCipherSuites` are set as a
+/// KubeletConfig's profile sets them, and the rest of the file is kept (as YAML, key order
+/// and values unchanged).
+///
+/// At first sight the config is only marked with the profile it sees: the TLS settings
+/// upstream wrote for that profile are left as they are, so a takeover rolls nothing out, and
+/// a profile changed after it is followed.
+pub fn follow_tls_profile(
+    kept: &MachineConfig,
+    profile: Option<&TlsSecurityProfile>,
+) -> Result<Follow, Error> {
+    let (min, ciphers) = match profile {
+        None => crate::kubelet::tls_profile(&TlsSecurityProfile::default())?,
+        Some(p) => crate::kubelet::tls_profile(p)
+            .map_err(|e| Error::Refused(format!("APIServer cluster: {e}")))?,
+    };
+    let digest = sha256_hex(json!([min, ciphers]).to_string().as_bytes());
+    let path = crate::kubelet::KUBELET_CONF;
+    let name = kept.metadata.name.as_deref().unwrap_or_default();
+    follow_file(
+        kept,
+        path,
+        TLS_PROFILE_FOLLOWED,
+        digest,
+        |_| true,
+        |have| {
+            let mut conf: Value = mco_apimachinery::yaml::from_str(have).map_err(|e| {
+                Error::Base(format!(
+                    "MachineConfig {name}: could not decode {path}: {e}"
+                ))
+            })?;
+            let Some(o) = conf.as_object_mut() else {
+                return Err(Error::Base(format!(
+                    "MachineConfig {name}: {path} is not a mapping"
+                )));
+            };
+            o.insert("tlsMinVersion".into(), Value::String(min));
+            o.insert("tlsCipherSuites".into(), ciphers.into());
+            mco_apimachinery::yaml::to_string(&conf).map_err(|e| {
+                Error::Base(format!(
+                    "MachineConfig {name}: could not encode {path}: {e}"
+                ))
+            })
+        },
+    )
 }
 
 /// Whether the docker config `have` holds each of `want`'s registries with the same entry.
@@ -1602,5 +1672,76 @@ mod tests {
             ),
             r => panic!("not refused: {r:?}"),
         }
+    }
+
+    #[test]
+    fn a_kept_kubelet_config_follows_a_changed_tls_profile() {
+        // Upstream's kubelet.conf, with a field mco's template does not write.
+        let conf = "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 250\ntlsMinVersion: VersionTLS12\ntlsCipherSuites:\n- TLS_AES_128_GCM_SHA256\nsystemCgroups: /system.slice\n";
+        let mut kept = kept_base("{}");
+        kept.metadata.name = Some("01-worker-kubelet".into());
+        kept.spec.config.as_mut().unwrap()["storage"]["files"][1]["path"] =
+            json!(crate::kubelet::KUBELET_CONF);
+        kept.spec.config.as_mut().unwrap()["storage"]["files"][1]["contents"] =
+            json!({"source": crate::data_url(conf)});
+        let mark = |mc: &MachineConfig| {
+            mc.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .get(TLS_PROFILE_FOLLOWED)
+                .cloned()
+        };
+
+        // First sight: the profile is recorded, the file left as upstream wrote it.
+        let Follow::Mark(marked) = follow_tls_profile(&kept, None).unwrap() else {
+            panic!("not marked");
+        };
+        assert_eq!(marked.spec, kept.spec);
+        assert_eq!(follow_tls_profile(&marked, None).unwrap(), Follow::Nothing);
+        let intermediate: TlsSecurityProfile =
+            serde_json::from_value(json!({"type": "Intermediate", "intermediate": {}})).unwrap();
+        assert_eq!(
+            follow_tls_profile(&marked, Some(&intermediate)).unwrap(),
+            Follow::Nothing,
+            "the default is Intermediate"
+        );
+
+        // Changed to Modern: both settings rewritten, every other key kept in its place.
+        let modern: TlsSecurityProfile =
+            serde_json::from_value(json!({"type": "Modern", "modern": {}})).unwrap();
+        let Follow::Rewrite(out) = follow_tls_profile(&marked, Some(&modern)).unwrap() else {
+            panic!("not rewritten");
+        };
+        let text = crate::file_contents(&out, crate::kubelet::KUBELET_CONF)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            text,
+            "kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nmaxPods: 250\ntlsMinVersion: VersionTLS13\ntlsCipherSuites:\n- TLS_AES_128_GCM_SHA256\n- TLS_AES_256_GCM_SHA384\n- TLS_CHACHA20_POLY1305_SHA256\nsystemCgroups: /system.slice\n"
+        );
+        let files =
+            |mc: &MachineConfig| mc.spec.config.as_ref().unwrap()["storage"]["files"].clone();
+        assert_eq!(files(&out)[0], files(&marked)[0]);
+        assert_ne!(mark(&out), mark(&marked));
+        assert_eq!(
+            follow_tls_profile(&out, Some(&modern)).unwrap(),
+            Follow::Nothing
+        );
+
+        // A profile the kubelet cannot take is refused, naming the object; a config without
+        // the file is left alone.
+        let bad: TlsSecurityProfile = serde_json::from_value(
+            json!({"type": "Custom", "custom": {"minTLSVersion": "VersionTLS14", "ciphers": []}}),
+        )
+        .unwrap();
+        match follow_tls_profile(&out, Some(&bad)) {
+            Err(Error::Refused(m)) => assert!(m.starts_with("APIServer cluster: "), "{m}"),
+            r => panic!("not refused: {r:?}"),
+        }
+        assert_eq!(
+            follow_tls_profile(&kept_base("{}"), Some(&modern)).unwrap(),
+            Follow::Nothing
+        );
     }
 }
