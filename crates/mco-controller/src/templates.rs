@@ -134,12 +134,12 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
         .collect();
     if elsewhere.len() == names.len() {
         let mut elsewhere = elsewhere;
-        if elsewhere.iter().any(holds_pull_secret) {
-            let secret = match read_pull_secret(cc, ctx).await? {
-                Ok(s) => s,
+        if elsewhere.iter().any(holds_followed_file) {
+            let read = match read_cluster(cc, ctx).await? {
+                Ok(read) => read,
                 Err(why) => return Ok(Some(why)),
             };
-            if let Err(why) = follow_pull_secret(ctx, cc, &mut elsewhere, secret).await? {
+            if let Err(why) = follow_inputs(ctx, cc, &mut elsewhere, &read).await? {
                 return Ok(Some(why));
             }
         }
@@ -178,10 +178,7 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
             *mc = (*have).clone();
         }
     }
-    let pull_secret = read
-        .pull_secret
-        .map(|data| (data, read.pull_secret_ref.clone()));
-    if let Err(why) = follow_pull_secret(ctx, cc, &mut want, pull_secret).await? {
+    if let Err(why) = follow_inputs(ctx, cc, &mut want, &read).await? {
         return Ok(Some(why));
     }
     // Recorded before writing, so the render's wake-ups by these writes find it.
@@ -310,42 +307,72 @@ struct ClusterRead {
     tls_profile: Option<TlsSecurityProfile>,
 }
 
-/// Whether `mc` writes the pull secret file.
-fn holds_pull_secret(mc: &MachineConfig) -> bool {
-    matches!(
-        mco_generate::file_contents(mc, template::PULL_SECRET_FILE),
-        Ok(Some(_))
-    )
+/// Whether `mc` writes a file that follows an input when kept: the pull secret or the
+/// kubelet's configuration.
+fn holds_followed_file(mc: &MachineConfig) -> bool {
+    [
+        template::PULL_SECRET_FILE,
+        mco_generate::kubelet::KUBELET_CONF,
+    ]
+    .iter()
+    .any(|path| matches!(mco_generate::file_contents(mc, path), Ok(Some(_))))
 }
 
-/// Brings every kept config of `configs` (generated elsewhere) that holds the pull secret file
-/// to `secret` (its data, and the Secret as `namespace/name`), as
-/// [`template::follow_pull_secret`] says, writing each that changes and putting the stored copy
-/// in its place. Upstream's template controller regenerates its configs from the pull secret
-/// at every change; mco keeps upstream's, so without this a rotated pull secret would never
-/// reach the nodes of a cluster taken over. `Ok(Err(why))`: the secret is refused, nothing is
-/// written.
-async fn follow_pull_secret(
+/// One input's follow of a kept config, and what a rewrite by it says.
+type Following<'a> = (
+    Box<dyn Fn(&MachineConfig) -> Result<template::Follow, mco_generate::Error> + Send + Sync + 'a>,
+    String,
+);
+
+/// Brings every kept config of `configs` (generated elsewhere) to the inputs that still reach
+/// it ([`template::follow_pull_secret`], [`template::follow_tls_profile`]), writing each that
+/// changes and putting the stored copy in its place. Upstream's template controller
+/// regenerates its configs at every change of the pull secret or of the TLS profile; mco keeps
+/// upstream's, so without this neither would ever reach the nodes of a cluster taken over.
+/// `Ok(Err(why))`: an input is refused, nothing is written.
+async fn follow_inputs(
     ctx: &Ctx,
     cc: &ControllerConfig,
     configs: &mut [MachineConfig],
-    secret: Option<(Vec<u8>, String)>,
+    read: &ClusterRead,
 ) -> Result<Result<(), String>, Error> {
-    let Some((data, source)) = secret else {
-        return Ok(Ok(()));
-    };
     let ours = &ctx.config.controller_version;
+    let mut follows: Vec<Following> = vec![(
+        Box::new(|m| template::follow_tls_profile(m, read.tls_profile.as_ref())),
+        format!(
+            "{} now has the TLS settings of APIServer cluster's profile",
+            mco_generate::kubelet::KUBELET_CONF
+        ),
+    )];
+    if let Some(data) = read.pull_secret.as_deref() {
+        follows.push((
+            Box::new(move |m| template::follow_pull_secret(m, data)),
+            format!(
+                "{} now holds the pull secret of Secret {}",
+                template::PULL_SECRET_FILE,
+                read.pull_secret_ref
+            ),
+        ));
+    }
     let api: Api<MachineConfig> = Api::all(ctx.client.clone());
     for mc in configs.iter_mut() {
         if mco_generate::generated_elsewhere(mc, ours).is_none() {
             continue;
         }
-        let (write, rewrote) = match template::follow_pull_secret(mc, &data) {
-            Err(e) => return Ok(Err(e.to_string())),
-            Ok(template::Follow::Nothing) => continue,
-            Ok(template::Follow::Mark(m)) => (m, false),
-            Ok(template::Follow::Rewrite(m)) => (m, true),
-        };
+        let mut write: Option<MachineConfig> = None;
+        let mut rewrote: Vec<&str> = vec![];
+        for (follow, said) in &follows {
+            match follow(write.as_ref().unwrap_or(mc)) {
+                Err(e) => return Ok(Err(e.to_string())),
+                Ok(template::Follow::Nothing) => {}
+                Ok(template::Follow::Mark(m)) => write = Some(m),
+                Ok(template::Follow::Rewrite(m)) => {
+                    write = Some(m);
+                    rewrote.push(said);
+                }
+            }
+        }
+        let Some(write) = write else { continue };
         let name = mc.name_any();
         // Conditional on the copy read: a concurrent edit is read again, not overwritten.
         *mc = match api.replace(&name, &PostParams::default(), &write).await {
@@ -355,20 +382,17 @@ async fn follow_pull_secret(
             }
             Err(e) => return Err(e.into()),
         };
-        if rewrote {
-            let message = format!(
-                "{name} (kept as another controller generated it): {} now holds the pull secret of Secret {source}",
-                template::PULL_SECRET_FILE
-            );
+        if rewrote.is_empty() {
+            tracing::info!(machineconfig = %name, "kept config marked with the inputs it is in step with");
+        }
+        for said in rewrote {
             ctx.publish(
                 &cc.object_ref(&()),
                 mco_rollout::plan::EventKind::Normal,
-                "PullSecretFollowed",
-                &message,
+                "TemplateInputFollowed",
+                &format!("{name} (kept as another controller generated it): {said}"),
             )
             .await;
-        } else {
-            tracing::info!(machineconfig = %name, secret = %source, "kept config in step with the pull secret");
         }
     }
     Ok(Ok(()))
@@ -457,7 +481,7 @@ async fn report_kept(ctx: &Ctx, cc: &ControllerConfig, want: &[MachineConfig]) {
         return;
     }
     let message = format!(
-        "kept as another controller generated them: {}; the ControllerConfig does not change them but for the pull secret, and a deleted one is generated by mco",
+        "kept as another controller generated them: {}; the ControllerConfig does not change them but for the pull secret and the TLS profile, and a deleted one is generated by mco",
         kept.join(", ")
     );
     ctx.publish(
