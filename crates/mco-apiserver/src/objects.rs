@@ -420,9 +420,10 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-/// The defaults kube-apiserver gives a decoded core/v1 Node or Pod, on every write.
+/// The defaults kube-apiserver gives a decoded core/v1 Node or Pod, or an apps/v1 workload, on
+/// every write.
 pub fn default_core(info: &ResourceInfo, obj: &mut Value) {
-    if info.group.is_empty() {
+    if info.group.is_empty() || info.group == "apps" {
         mco_apimachinery::defaults::on_decode(&info.kind, obj);
     }
 }
