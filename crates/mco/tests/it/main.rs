@@ -22,3 +22,4 @@ mod e2e_security;
 mod e2e_seeds;
 mod e2e_server;
 mod e2e_upstream_crds;
+mod e2e_workloads;

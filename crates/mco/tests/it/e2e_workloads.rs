@@ -1,0 +1,133 @@
+//! End-to-end: the embedded cluster's own workloads report their status as
+//! kube-controller-manager's controllers would, so the real `kubectl get` and
+//! `kubectl rollout status` see the pods the sim runs, and a drain shows as a dip in the
+//! Deployment's availability and a recovery. Their specs carry kube's apps/v1 defaults.
+
+use crate::e2e;
+
+use e2e::*;
+use serde_json::Value;
+
+/// Seconds for the workloads to come up on a fresh cluster, and for a drain to finish.
+const UP_SECS: u64 = 180;
+
+fn deploy(c: &Cluster) -> Value {
+    c.get_json(&["deploy", "web", "-n", "default"])
+}
+
+/// The `Available` condition's status and transition time.
+fn available(d: &Value) -> (String, String) {
+    let cond = condition(d, "Available");
+    let field = |k: &str| {
+        cond.and_then(|c| c[k].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    (field("status"), field("lastTransitionTime"))
+}
+
+fn rollout_status(c: &Cluster, what: &str, ns: &str) -> Result<String, String> {
+    c.kubectl_try(&["rollout", "status", what, "-n", ns, "--timeout=60s"])
+}
+
+#[test]
+fn workloads_report_ready_and_a_drain_dips_and_recovers() {
+    let c = Cluster::up(Opts::default());
+    // kubectl's READY, UP-TO-DATE and AVAILABLE columns of the Deployment.
+    wait_for(
+        "deploy/web 3/3 READY, 3 up to date, 3 available",
+        UP_SECS,
+        || {
+            let out = c
+                .kubectl_try(&["get", "deploy", "web", "--no-headers"])
+                .ok()?;
+            let cols: Vec<&str> = out.split_whitespace().collect();
+            (cols.get(1..4) == Some(&["3/3", "3", "3"][..])).then_some(())
+        },
+    );
+    let out = rollout_status(&c, "deploy/web", "default").expect("deploy/web rolled out");
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let out = rollout_status(&c, "ds/node-agent", "kube-system").expect("ds rolled out");
+    assert!(out.contains("successfully rolled out"), "{out}");
+
+    // Every node runs its Ready daemon pod; the ReplicaSet counts the web pods.
+    let nodes = c.get_json(&["nodes"])["items"].as_array().unwrap().len() as i64;
+    assert_eq!(nodes, 3);
+    let ds = wait_for("node-agent on every node", UP_SECS, || {
+        let ds = c.get_json(&["ds", "node-agent", "-n", "kube-system"]);
+        (ds["status"]["numberAvailable"].as_i64() == Some(nodes)).then_some(ds)
+    });
+    let st = &ds["status"];
+    for k in [
+        "desiredNumberScheduled",
+        "currentNumberScheduled",
+        "numberReady",
+        "updatedNumberScheduled",
+    ] {
+        assert_eq!(st[k].as_i64(), Some(nodes), "{k}: {st}");
+    }
+    assert_eq!(st["numberMisscheduled"].as_i64(), Some(0), "{st}");
+    assert_eq!(st["numberUnavailable"].as_i64(), None, "{st}");
+    assert_eq!(
+        st["observedGeneration"], ds["metadata"]["generation"],
+        "{st}"
+    );
+    let rs = c.get_json(&["rs", "-n", "default", "-l", "app=web"]);
+    let rs = &rs["items"][0];
+    for k in [
+        "replicas",
+        "fullyLabeledReplicas",
+        "readyReplicas",
+        "availableReplicas",
+    ] {
+        assert_eq!(rs["status"][k].as_i64(), Some(3), "{k}: {}", rs["status"]);
+    }
+
+    // The stored specs carry apps/v1's defaults.
+    let d = deploy(&c);
+    assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+    assert_eq!(d["spec"]["progressDeadlineSeconds"], 600);
+    assert_eq!(d["spec"]["template"]["spec"]["dnsPolicy"], "ClusterFirst");
+    assert_eq!(
+        ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+        1
+    );
+    assert_eq!(ds["spec"]["revisionHistoryLimit"], 10);
+    let progressing = condition(&d, "Progressing").cloned().unwrap_or_default();
+    assert_eq!(progressing["reason"], "NewReplicaSetAvailable", "{d}");
+    let (status, before) = available(&d);
+    assert_eq!(status, "True", "{d}");
+
+    // Drain a worker running a web pod: its eviction takes the Deployment below its minimum
+    // (none of 3 may be down at 25%), and the replacement brings it back, so Available turns
+    // True again later than it was.
+    let pods = c.get_json(&["pods", "-n", "default", "-l", "app=web"]);
+    let node = pods["items"][0]["spec"]["nodeName"]
+        .as_str()
+        .expect("a web pod on a node")
+        .to_owned();
+    c.kubectl(&["drain", &node, "--ignore-daemonsets", "--timeout=120s"]);
+    let d = wait_for(
+        "deploy/web available again after the drain",
+        UP_SECS,
+        || {
+            let d = deploy(&c);
+            let (status, since) = available(&d);
+            (status == "True" && since > before && d["status"]["availableReplicas"] == 3)
+                .then_some(d)
+        },
+    );
+    assert_eq!(d["status"]["unavailableReplicas"], Value::Null, "{d}");
+    let on_drained = c.get_json(&["pods", "-n", "default", "-l", "app=web"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["spec"]["nodeName"] == node.as_str() && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .count();
+    assert_eq!(on_drained, 0, "no live web pod left on the drained {node}");
+    rollout_status(&c, "deploy/web", "default").expect("deploy/web after the drain");
+    c.kubectl(&["uncordon", &node]);
+}
