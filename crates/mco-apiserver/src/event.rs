@@ -528,9 +528,17 @@ pub fn converts(info: &ResourceInfo) -> bool {
     info.group == EVENTS_GROUP && info.plural == "events"
 }
 
-/// An Event of `info`'s API as it is stored: the core `v1` Event (for core `v1` itself, as sent).
+/// An Event of `info`'s API as it is stored: the core `v1` Event as Go writes it (kube-apiserver
+/// decodes every write into the typed Event: unknown fields are dropped, unset ones written as
+/// their zero values). Other kinds as they are.
 pub fn to_storage(info: &ResourceInfo, obj: Value) -> Value {
-    if converts(info) { core_of(&obj) } else { obj }
+    if converts(info) {
+        core_of(&obj)
+    } else if is_event(info) {
+        core_shape(&obj)
+    } else {
+        obj
+    }
 }
 
 /// A stored object as `info`'s API serves it: an `events.k8s.io/v1` Event converted from the
@@ -675,22 +683,45 @@ fn is_set_time(v: &Value) -> bool {
 
 /// `Convert_v1_Event_To_core_Event`, then the core `v1` Event as Go writes it.
 pub(crate) fn core_of(e: &Value) -> Value {
+    core_from(e, true)
+}
+
+/// The core `v1` Event as Go writes it, read from `events.k8s.io/v1`'s field names or (`from_v1`
+/// false) from core `v1`'s own.
+fn core_from(e: &Value, from_v1: bool) -> Value {
+    let name = |core: &'static str, v1: &'static str| if from_v1 { v1 } else { core };
     let mut f = GoFields::new(e, "v1");
-    f.object("involvedObject", "regarding");
+    f.object("involvedObject", name("involvedObject", "regarding"));
     f.string("reason", "reason", true);
-    f.string("message", "note", true);
-    f.object("source", "deprecatedSource");
-    f.time("firstTimestamp", "deprecatedFirstTimestamp");
-    f.time("lastTimestamp", "deprecatedLastTimestamp");
-    f.count("count", "deprecatedCount");
+    f.string("message", name("message", "note"), true);
+    f.object("source", name("source", "deprecatedSource"));
+    f.time(
+        "firstTimestamp",
+        name("firstTimestamp", "deprecatedFirstTimestamp"),
+    );
+    f.time(
+        "lastTimestamp",
+        name("lastTimestamp", "deprecatedLastTimestamp"),
+    );
+    f.count("count", name("count", "deprecatedCount"));
     f.string("type", "type", true);
     f.time("eventTime", "eventTime");
     f.series(true);
     f.string("action", "action", true);
     f.pointer("related", "related");
-    f.string("reportingComponent", "reportingController", false);
+    f.string(
+        "reportingComponent",
+        name("reportingComponent", "reportingController"),
+        false,
+    );
     f.string("reportingInstance", "reportingInstance", false);
     Value::Object(f.out)
+}
+
+/// A core `v1` Event as it is stored: as Go writes the typed Event, which kube-apiserver decodes
+/// every write into.
+pub(crate) fn core_shape(c: &Value) -> Value {
+    core_from(c, false)
 }
 
 /// `Convert_core_Event_To_v1_Event`, then the `events.k8s.io/v1` Event as Go writes it.
@@ -1080,5 +1111,152 @@ mod tests {
         let cm = Registry::new().lookup("", "v1", "configmaps").unwrap();
         assert!(!is_event(&cm));
         assert!(validate(&cm, "v1", &json!({})).is_empty());
+    }
+
+    #[test]
+    fn a_recorder_event_is_stored_as_go_writes_the_core_event() {
+        let mut e = recorder_event();
+        e["apiVersion"] = json!("events.k8s.io/v1");
+        e["kind"] = json!("Event");
+        e["related"] = json!({"kind": "Pod", "name": "p", "namespace": "default"});
+        e["series"] = json!({"count": 2, "lastObservedTime": "2026-01-02T03:05:00.000000Z"});
+        e["unknown"] = json!("dropped, as decoding into the typed Event drops it");
+        let stored = to_storage(&events_v1(), e);
+        // Go's field order and its zero values: structs `{}`, unset times `null`, the
+        // reporting fields (not `omitempty` in core v1) always.
+        assert_eq!(
+            stored.to_string(),
+            json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": "worker-0.18eec29322d9ccb2", "namespace": "default"},
+                "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": "worker-0"},
+                "reason": "RolloutStarted", "message": "rolling", "source": {},
+                "firstTimestamp": null, "lastTimestamp": null, "type": "Normal",
+                "eventTime": "2026-01-02T03:04:05.123456Z",
+                "series": {"count": 2, "lastObservedTime": "2026-01-02T03:05:00.000000Z"},
+                "action": "Reconcile",
+                "related": {"kind": "Pod", "name": "p", "namespace": "default"},
+                "reportingComponent": "machineconfigcontroller",
+                "reportingInstance": "mco-controller-0",
+            })
+            .to_string()
+        );
+        // And back: the events.k8s.io/v1 Event as Go writes it.
+        let served = from_storage(&events_v1(), &stored).into_owned();
+        assert_eq!(
+            served.to_string(),
+            json!({
+                "apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "worker-0.18eec29322d9ccb2", "namespace": "default"},
+                "eventTime": "2026-01-02T03:04:05.123456Z",
+                "series": {"count": 2, "lastObservedTime": "2026-01-02T03:05:00.000000Z"},
+                "reportingController": "machineconfigcontroller",
+                "reportingInstance": "mco-controller-0",
+                "action": "Reconcile", "reason": "RolloutStarted",
+                "regarding": {"apiVersion": "v1", "kind": "Node", "name": "worker-0"},
+                "related": {"kind": "Pod", "name": "p", "namespace": "default"},
+                "note": "rolling", "type": "Normal", "deprecatedSource": {},
+                "deprecatedFirstTimestamp": null, "deprecatedLastTimestamp": null,
+            })
+            .to_string()
+        );
+        assert_eq!(
+            to_storage(&events_v1(), served.clone()),
+            stored,
+            "a round trip changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_daemon_event_is_served_through_events_k8s_io_with_its_deprecated_fields() {
+        let stored = daemon_event("default");
+        let served = from_storage(&events_v1(), &stored).into_owned();
+        assert_eq!(
+            served.to_string(),
+            json!({
+                "apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "worker-0.18eec29322d9ccb2", "namespace": "default"},
+                "eventTime": null,
+                "reportingController": "machineconfigdaemon", "reportingInstance": "worker-0",
+                "reason": "OSUpdateStarted",
+                "regarding": {"apiVersion": "v1", "kind": "Node", "name": "worker-0"},
+                "note": "Changing OS", "type": "Normal",
+                "deprecatedSource": {"component": "machineconfigdaemon", "host": "worker-0"},
+                "deprecatedFirstTimestamp": "2026-01-02T03:04:05Z",
+                "deprecatedLastTimestamp": "2026-01-02T03:04:05Z",
+                "deprecatedCount": 1,
+            })
+            .to_string()
+        );
+        // Core v1 serves what it stores.
+        assert!(matches!(
+            from_storage(&core(), &stored),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // It stores a core Event as Go writes the typed one: what was sent, `apiVersion` and
+        // `kind`, and the unset `eventTime` as `null`; unknown fields go.
+        let mut sent = stored.clone();
+        sent["unknown"] = json!(1);
+        let mut want = stored.clone();
+        want["apiVersion"] = json!("v1");
+        want["kind"] = json!("Event");
+        want["eventTime"] = Value::Null;
+        assert_eq!(to_storage(&core(), sent), want);
+        let mut bare = json!({"metadata": {"name": "a"}});
+        bare = to_storage(&core(), bare);
+        assert_eq!(
+            bare.to_string(),
+            json!({
+                "apiVersion": "v1", "kind": "Event", "metadata": {"name": "a"},
+                "involvedObject": {}, "source": {}, "firstTimestamp": null,
+                "lastTimestamp": null, "eventTime": null,
+                "reportingComponent": "", "reportingInstance": "",
+            })
+            .to_string()
+        );
+    }
+
+    #[test]
+    fn unset_values_convert_to_gos_zero_values() {
+        let e = json!({
+            "metadata": {"name": "a"},
+            "eventTime": "0001-01-01T00:00:00Z",
+            "reportingController": "", "note": "", "deprecatedCount": 0,
+            "deprecatedLastTimestamp": "", "series": {"count": 0},
+            "deprecatedFirstTimestamp": "not a time",
+        });
+        let stored = to_storage(&events_v1(), e);
+        assert_eq!(
+            stored,
+            json!({
+                "apiVersion": "v1", "kind": "Event", "metadata": {"name": "a"},
+                "involvedObject": {}, "source": {},
+                "firstTimestamp": "not a time", "lastTimestamp": null,
+                "eventTime": null, "series": {"lastObservedTime": null},
+                "reportingComponent": "", "reportingInstance": "",
+            })
+        );
+        let served = from_storage(&events_v1(), &stored);
+        assert_eq!(
+            served["series"],
+            json!({"count": 0, "lastObservedTime": null})
+        );
+        assert!(served.get("reportingController").is_none());
+        assert!(served.get("deprecatedCount").is_none());
+    }
+
+    #[test]
+    fn events_k8s_io_field_labels_are_kube_apiservers_conversion() {
+        let core_labels = mco_apimachinery::selector::builtin_selectable_fields("", "Event");
+        for (from, to) in EVENTS_V1_FIELD_LABELS {
+            assert!(core_labels.contains(to), "{from} selects by {to}");
+        }
+        // Neither `source` nor `deprecatedSource` has a label there.
+        assert!(
+            EVENTS_V1_FIELD_LABELS
+                .iter()
+                .all(|(f, _)| *f != "source" && !f.starts_with("deprecated"))
+        );
+        assert_eq!(EVENTS_V1_FIELD_LABELS.len(), 12);
     }
 }

@@ -329,12 +329,13 @@ impl Modify {
 type RepeatableOp = Box<dyn Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync>;
 
 /// `op` on the object in `info`'s schema, its result put in the stored one: an
-/// `events.k8s.io` Event is read, changed and judged as that API's, and stored as a core Event.
+/// `events.k8s.io` Event is read, changed and judged as that API's, and stored as a core Event;
+/// a core Event is stored as Go writes it.
 fn stored_form(
     info: &ResourceInfo,
     op: impl Fn(Option<&Arc<Value>>) -> Result<Action, ApiError> + Send + Sync + 'static,
 ) -> RepeatableOp {
-    if !event::converts(info) {
+    if !event::is_event(info) {
         return Box::new(op);
     }
     let info = info.clone();

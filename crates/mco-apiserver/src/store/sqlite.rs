@@ -227,8 +227,9 @@ pub(super) fn open(path: &Path, durability: Durability) -> Result<Connection, Er
 const OLD_EVENTS_V1_GR: &str = "events.k8s.io/events";
 
 /// Moves the `events.k8s.io` Events an older server kept apart (in that API's schema) into core
-/// `v1`'s storage as core Events, their log rows too, in one transaction, once (`meta.events`
-/// marks it done). Each keeps its resourceVersion. Should a core Event have the same namespace
+/// `v1`'s storage as core Events, their log rows too, and writes its core Events as they are
+/// stored now (see [`crate::event::to_storage`]), in one transaction, once (`meta.events` marks
+/// it done). Each keeps its resourceVersion. Should a core Event have the same namespace
 /// and name, that one stays and the other is dropped: one name can hold one Event.
 fn share_event_storage(conn: &mut Connection) -> Result<(), Error> {
     let tx = conn.transaction()?;
@@ -241,15 +242,23 @@ fn share_event_storage(conn: &mut Connection) -> Result<(), Error> {
     if done {
         return Ok(());
     }
-    let rows: Vec<(i64, String)> = {
-        let mut stmt = tx.prepare("SELECT rv, json FROM events WHERE gr = ?1")?;
-        let rows = stmt.query_map([OLD_EVENTS_V1_GR], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let rows: Vec<(i64, String, String)> = {
+        let mut stmt =
+            tx.prepare("SELECT rv, gr, json FROM events WHERE gr = ?1 OR gr = '/events'")?;
+        let rows = stmt.query_map([OLD_EVENTS_V1_GR], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
         rows.collect::<Result<_, _>>()?
     };
-    for (rv, json) in &rows {
-        let v: serde_json::Value = serde_json::from_str(json)
-            .map_err(|e| Error::Data(format!("events.k8s.io event at {rv}: {e}")))?;
-        let core = crate::event::core_of(&v);
+    for (rv, gr, json) in &rows {
+        let v: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| Error::Data(format!("event at {rv}: {e}")))?;
+        // Core Events as kube-apiserver writes them too, as they are stored from now on.
+        let core = if gr == OLD_EVENTS_V1_GR {
+            crate::event::core_of(&v)
+        } else {
+            crate::event::core_shape(&v)
+        };
         tx.execute(
             "UPDATE events SET gr = '/events', json = ?1 WHERE rv = ?2",
             params![core.to_string(), rv],
@@ -262,7 +271,7 @@ fn share_event_storage(conn: &mut Connection) -> Result<(), Error> {
     let dropped = tx.execute("DELETE FROM objects WHERE gr = ?1", [OLD_EVENTS_V1_GR])?;
     tx.execute("INSERT INTO meta (k, v) VALUES ('events', 1)", [])?;
     tx.commit()?;
-    if !rows.is_empty() {
+    if moved + dropped > 0 {
         tracing::info!(
             moved,
             dropped,
@@ -838,5 +847,71 @@ mod tests {
             conn.prepare("SELECT json FROM objects").is_err(),
             "one copy of each object's text"
         );
+    }
+
+    #[tokio::test]
+    async fn events_k8s_io_events_kept_apart_move_into_the_core_storage_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            // As an older server left it: "a" and "both" through events.k8s.io (in its schema),
+            // "both" and "c" through core v1, as sent.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch(
+                r#"INSERT INTO events VALUES (2, 'events.k8s.io/events', 'd', 'a', 'ADDED', '{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"a","resourceVersion":"2"},"regarding":{"kind":"Node","name":"n"},"note":"hi","eventTime":"2026-01-01T00:00:00.000000Z","reportingController":"c"}');
+                   INSERT INTO events VALUES (3, 'events.k8s.io/events', 'd', 'both', 'ADDED', '{"metadata":{"name":"both"},"note":"from v1"}');
+                   INSERT INTO events VALUES (4, '/events', 'd', 'both', 'ADDED', '{"metadata":{"name":"both"},"message":"from core"}');
+                   INSERT INTO events VALUES (5, '/events', 'd', 'c', 'ADDED', '{"metadata":{"name":"c"},"message":"core","count":2}');
+                   INSERT INTO objects VALUES ('events.k8s.io/events', 'd', 'a', 2);
+                   INSERT INTO objects VALUES ('events.k8s.io/events', 'd', 'both', 3);
+                   INSERT INTO objects VALUES ('/events', 'd', 'both', 4);
+                   INSERT INTO objects VALUES ('/events', 'd', 'c', 5);
+                   INSERT INTO meta VALUES ('rv', 5);"#,
+            )
+            .unwrap();
+        }
+        for _ in 0..2 {
+            let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+            assert_eq!(store.current_rv(), 5);
+            let a = store.get("/events", "d", "a").unwrap();
+            assert_eq!(a["apiVersion"], "v1");
+            assert_eq!(a["message"], "hi");
+            assert_eq!(a["involvedObject"]["name"], "n");
+            assert_eq!(a["reportingComponent"], "c");
+            assert_eq!(a["metadata"]["resourceVersion"], "2");
+            // One name holds one Event: the core one stays.
+            assert_eq!(
+                store.get("/events", "d", "both").unwrap()["message"],
+                "from core"
+            );
+            let c = store.get("/events", "d", "c").unwrap();
+            assert_eq!(c["count"], 2);
+            assert_eq!(
+                c["eventTime"],
+                serde_json::Value::Null,
+                "as Go writes a core Event"
+            );
+            assert_eq!(c["reportingComponent"], "");
+            assert!(store.get("events.k8s.io/events", "d", "a").is_none());
+        }
+        let conn = Connection::open(&path).unwrap();
+        let left: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE gr = 'events.k8s.io/events'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 0);
+        let objects: i64 = conn
+            .query_row("SELECT count(*) FROM objects", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(objects, 3);
+        // Marked done: a row written the old way afterwards (none is) would not be moved again.
+        let mark: i64 = conn
+            .query_row("SELECT v FROM meta WHERE k = 'events'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mark, 1);
     }
 }
