@@ -139,7 +139,7 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
                 Ok(read) => read,
                 Err(why) => return Ok(Some(why)),
             };
-            if let Err(why) = follow_inputs(ctx, cc, &mut elsewhere, &read).await? {
+            if let Err(why) = follow_inputs(ctx, &mut elsewhere, &read).await? {
                 return Ok(Some(why));
             }
         }
@@ -178,7 +178,7 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
             *mc = (*have).clone();
         }
     }
-    if let Err(why) = follow_inputs(ctx, cc, &mut want, &read).await? {
+    if let Err(why) = follow_inputs(ctx, &mut want, &read).await? {
         return Ok(Some(why));
     }
     // Recorded before writing, so the render's wake-ups by these writes find it.
@@ -318,9 +318,11 @@ fn holds_followed_file(mc: &MachineConfig) -> bool {
     .any(|path| matches!(mco_generate::file_contents(mc, path), Ok(Some(_))))
 }
 
-/// One input's follow of a kept config, and what a rewrite by it says.
+/// One input's follow of a kept config, the reason of the event a rewrite by it makes, and what
+/// the event says.
 type Following<'a> = (
     Box<dyn Fn(&MachineConfig) -> Result<template::Follow, mco_generate::Error> + Send + Sync + 'a>,
+    &'static str,
     String,
 );
 
@@ -332,13 +334,13 @@ type Following<'a> = (
 /// `Ok(Err(why))`: an input is refused, nothing is written.
 async fn follow_inputs(
     ctx: &Ctx,
-    cc: &ControllerConfig,
     configs: &mut [MachineConfig],
     read: &ClusterRead,
 ) -> Result<Result<(), String>, Error> {
     let ours = &ctx.config.controller_version;
     let mut follows: Vec<Following> = vec![(
         Box::new(|m| template::follow_tls_profile(m, read.tls_profile.as_ref())),
+        "TLSProfileFollowed",
         format!(
             "{} now has the TLS settings of APIServer cluster's profile",
             mco_generate::kubelet::KUBELET_CONF
@@ -347,6 +349,7 @@ async fn follow_inputs(
     if let Some(data) = read.pull_secret.as_deref() {
         follows.push((
             Box::new(move |m| template::follow_pull_secret(m, data)),
+            "PullSecretFollowed",
             format!(
                 "{} now holds the pull secret of Secret {}",
                 template::PULL_SECRET_FILE,
@@ -360,15 +363,15 @@ async fn follow_inputs(
             continue;
         }
         let mut write: Option<MachineConfig> = None;
-        let mut rewrote: Vec<&str> = vec![];
-        for (follow, said) in &follows {
+        let mut rewrote: Vec<(&str, &str)> = vec![];
+        for (follow, reason, said) in &follows {
             match follow(write.as_ref().unwrap_or(mc)) {
                 Err(e) => return Ok(Err(e.to_string())),
                 Ok(template::Follow::Nothing) => {}
                 Ok(template::Follow::Mark(m)) => write = Some(m),
                 Ok(template::Follow::Rewrite(m)) => {
                     write = Some(m);
-                    rewrote.push(said);
+                    rewrote.push((reason, said));
                 }
             }
         }
@@ -385,12 +388,15 @@ async fn follow_inputs(
         if rewrote.is_empty() {
             tracing::info!(machineconfig = %name, "kept config marked with the inputs it is in step with");
         }
-        for said in rewrote {
+        // On the config itself: `kubectl describe mc` shows it, and events about one object
+        // with one reason are a series (kube's recorder), so the ControllerConfig would show
+        // only the first config's.
+        for (reason, said) in rewrote {
             ctx.publish(
-                &cc.object_ref(&()),
+                &mc.object_ref(&()),
                 mco_rollout::plan::EventKind::Normal,
-                "TemplateInputFollowed",
-                &format!("{name} (kept as another controller generated it): {said}"),
+                reason,
+                &format!("kept as another controller generated it: {said}"),
             )
             .await;
         }
