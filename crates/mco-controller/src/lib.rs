@@ -29,6 +29,7 @@
 
 mod by_name;
 pub mod ccstatus;
+pub mod ccsync;
 pub mod certs;
 pub mod controllers;
 pub mod ctx;

@@ -1,0 +1,783 @@
+//! The ControllerConfig's CA bundles kept in step with the cluster's, as upstream's operator
+//! keeps them on every sync (`syncRenderConfig`, `getImageRegistryBundles`): with upstream's
+//! operator scaled to 0 nothing else would, and a rotated kube-apiserver-to-kubelet signer
+//! would never reach the kubelets.
+//!
+//! - `spec.kubeAPIServerServingCAData` ← ConfigMap `openshift-config-managed/kube-apiserver-client-ca`,
+//!   key `ca-bundle.crt` (the daemon writes it to `/etc/kubernetes/kubelet-ca.crt`);
+//! - `spec.imageRegistryBundleData` ← every key of `openshift-config-managed/image-registry-ca`;
+//! - `spec.imageRegistryBundleUserData` ← every key of `openshift-config/<name>`, `<name>` being
+//!   `images.config.openshift.io/cluster`'s `spec.additionalTrustedCA.name` (the daemon writes
+//!   each registry bundle to `/etc/docker/certs.d/<key>/ca.crt`).
+//!
+//! As upstream reads a ConfigMap: a `binaryData` entry as it is; a `data` entry base64-decoded
+//! when it decodes (newlines ignored, as Go's decoder ignores them), else its bytes; registry
+//! bundles in key order, `data` keys first. As upstream, an Image config naming no ConfigMap,
+//! or one that does not exist (said as a warning), leaves no user bundles.
+//!
+//! Unlike upstream, a source that does not exist leaves its field as it is (a cluster that is not
+//! OpenShift), where upstream fails its sync without the Image config; and the kubelet CA is
+//! taken as published from the start, as mco takes over a cluster long past its bootstrap.
+//! A bundle over [`MAX_BUNDLE_BYTES`], or more registry bundles than the daemon writes
+//! ([`MAX_REGISTRY_BUNDLES`]), is refused, naming its ConfigMap, and nothing is changed.
+//!
+//! [`plan`] is the pure decision: the JSON merge patch of the spec fields that differ. [`run`]
+//! watches the sources by name and patches the ControllerConfig when the plan says so.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use mco_api::controllerconfig::MAX_BUNDLE_BYTES;
+use mco_api::generators::{IMAGE_CONFIG_NAME, Image};
+use mco_api::{ControllerConfig, ControllerConfigSpec, ImageRegistryBundle};
+use mco_rollout::plan::EventKind;
+use serde_json::{Map, Value, json};
+use tokio::task::JoinHandle;
+
+use crate::Error;
+use crate::ctx::{Ctx, error_backoff};
+
+/// The namespace of the cluster's published CAs.
+pub const MANAGED_NAMESPACE: &str = "openshift-config-managed";
+/// The namespace of the administrator's ConfigMaps.
+pub const USER_NAMESPACE: &str = "openshift-config";
+/// The kube-apiserver's client CA bundle: the CAs the kubelet trusts for client certificates.
+pub const CLIENT_CA: &str = "kube-apiserver-client-ca";
+/// Its key.
+pub const CLIENT_CA_KEY: &str = "ca-bundle.crt";
+/// The cluster's image registry CAs, one key per registry.
+pub const REGISTRY_CA: &str = "image-registry-ca";
+/// Registry bundles the daemon writes, both lists together (its `MAX_REGISTRY_BUNDLES`).
+pub const MAX_REGISTRY_BUNDLES: usize = 500;
+/// The reason of the Warning event on the ControllerConfig when a sync fails.
+pub const SYNC_FAILED: &str = "ControllerConfigSyncFailed";
+
+/// What was read of the cluster; `None` for an object that does not exist.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// `openshift-config-managed/kube-apiserver-client-ca`.
+    pub client_ca: Option<ConfigMap>,
+    /// `openshift-config-managed/image-registry-ca`.
+    pub registry_ca: Option<ConfigMap>,
+    /// `images.config.openshift.io/cluster`.
+    pub image: Option<Image>,
+    /// The ConfigMap of `openshift-config` it names, read by [`user_ca_name`]; ignored unless
+    /// its name is that one.
+    pub user_ca: Option<ConfigMap>,
+}
+
+/// Why the sources cannot be taken; nothing is changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("ConfigMap {configmap} has no key {key}")]
+    MissingKey { configmap: String, key: String },
+    #[error(
+        "ConfigMap {configmap} key {key}: {bytes} bytes, more than the limit of {MAX_BUNDLE_BYTES}"
+    )]
+    TooLarge {
+        configmap: String,
+        key: String,
+        bytes: usize,
+    },
+    #[error(
+        "ConfigMap {configmap}: {count} registry bundles with those before, more than the {MAX_REGISTRY_BUNDLES} the daemon writes"
+    )]
+    TooMany { configmap: String, count: usize },
+}
+
+/// The outcome of [`plan`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// The JSON merge patch of the ControllerConfig; `None` when the spec is as it should be.
+    pub patch: Option<Value>,
+    /// The spec fields the patch sets.
+    pub changed: Vec<&'static str>,
+    /// What upstream says as a warning and goes on: the named user ConfigMap is missing.
+    pub warnings: Vec<String>,
+}
+
+/// The name of the administrator's registry CA ConfigMap the Image config names, if any.
+pub fn user_ca_name(image: &Image) -> Option<&str> {
+    image
+        .spec
+        .other
+        .get("additionalTrustedCA")
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+}
+
+/// Go's `base64.StdEncoding`: padded, lenient about the unused trailing bits.
+const GO_STD: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+);
+
+/// A `data` value as upstream reads it: base64-decoded when it decodes (Go's decoder skips
+/// `\r` and `\n`), else its bytes.
+fn data_bytes(value: &str) -> Vec<u8> {
+    let stripped: String;
+    let text = if value.contains(['\r', '\n']) {
+        stripped = value.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+        &stripped
+    } else {
+        value
+    };
+    GO_STD
+        .decode(text)
+        .unwrap_or_else(|_| value.as_bytes().to_vec())
+}
+
+fn cm_name(cm: &ConfigMap, namespace: &str) -> String {
+    format!("{namespace}/{}", cm.name_any())
+}
+
+fn bounded(configmap: &str, key: &str, bytes: Vec<u8>) -> Result<Vec<u8>, Refused> {
+    if bytes.len() > MAX_BUNDLE_BYTES {
+        return Err(Refused::TooLarge {
+            configmap: configmap.into(),
+            key: key.into(),
+            bytes: bytes.len(),
+        });
+    }
+    Ok(bytes)
+}
+
+/// One key's bytes (upstream's `GetCAsFromConfigMap`: `binaryData` first).
+fn key_bytes(cm: &ConfigMap, namespace: &str, key: &str) -> Result<Vec<u8>, Refused> {
+    let name = cm_name(cm, namespace);
+    let raw = if let Some(b) = cm.binary_data.as_ref().and_then(|d| d.get(key)) {
+        b.0.clone()
+    } else if let Some(d) = cm.data.as_ref().and_then(|d| d.get(key)) {
+        data_bytes(d)
+    } else {
+        return Err(Refused::MissingKey {
+            configmap: name,
+            key: key.into(),
+        });
+    };
+    bounded(&name, key, raw)
+}
+
+/// Every key's bundle, `data` keys sorted then `binaryData` keys sorted; `before` bundles
+/// already taken count toward [`MAX_REGISTRY_BUNDLES`].
+fn registry_bundles(
+    cm: &ConfigMap,
+    namespace: &str,
+    before: usize,
+) -> Result<Vec<ImageRegistryBundle>, Refused> {
+    let name = cm_name(cm, namespace);
+    let empty = BTreeMap::new();
+    let data = cm.data.as_ref().unwrap_or(&empty);
+    let empty_bin = BTreeMap::new();
+    let binary = cm.binary_data.as_ref().unwrap_or(&empty_bin);
+    let count = before + data.len() + binary.len();
+    if count > MAX_REGISTRY_BUNDLES {
+        return Err(Refused::TooMany {
+            configmap: name,
+            count,
+        });
+    }
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut out = Vec::with_capacity(data.len() + binary.len());
+    for (key, value) in data {
+        let bytes = bounded(&name, key, data_bytes(value))?;
+        out.push(ImageRegistryBundle {
+            file: key.clone(),
+            data: b64.encode(bytes),
+        });
+    }
+    for (key, value) in binary {
+        let bytes = bounded(&name, key, value.0.clone())?;
+        out.push(ImageRegistryBundle {
+            file: key.clone(),
+            data: b64.encode(bytes),
+        });
+    }
+    Ok(out)
+}
+
+/// Whether two bundle lists hold the same; an absent list is an empty one.
+fn same_list(have: Option<&Vec<ImageRegistryBundle>>, want: &[ImageRegistryBundle]) -> bool {
+    have.map_or(&[][..], Vec::as_slice) == want
+}
+
+/// The merge patch bringing `spec` to what `sources` say, or none. Pure.
+pub fn plan(spec: &ControllerConfigSpec, sources: &Sources) -> Result<Plan, Refused> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut out = Plan::default();
+    let mut fields = Map::new();
+
+    if let Some(cm) = &sources.client_ca {
+        let want = b64.encode(key_bytes(cm, MANAGED_NAMESPACE, CLIENT_CA_KEY)?);
+        if spec.kube_api_server_serving_ca_data.as_deref() != Some(want.as_str()) {
+            fields.insert("kubeAPIServerServingCAData".into(), Value::String(want));
+            out.changed.push("kubeAPIServerServingCAData");
+        }
+    }
+
+    let mut taken = 0;
+    let managed = match &sources.registry_ca {
+        Some(cm) => Some(registry_bundles(cm, MANAGED_NAMESPACE, 0)?),
+        None => None,
+    };
+    if let Some(list) = &managed {
+        taken = list.len();
+    }
+    let user = match &sources.image {
+        None => None,
+        Some(image) => match user_ca_name(image) {
+            None => Some(vec![]),
+            Some(name) => match sources.user_ca.as_ref().filter(|cm| cm.name_any() == name) {
+                Some(cm) => Some(registry_bundles(cm, USER_NAMESPACE, taken)?),
+                None => {
+                    out.warnings.push(format!(
+                        "ConfigMap {USER_NAMESPACE}/{name}, named by images.config.openshift.io/{IMAGE_CONFIG_NAME} spec.additionalTrustedCA, does not exist; no user registry bundles"
+                    ));
+                    Some(vec![])
+                }
+            },
+        },
+    };
+    // Without the managed list in hand the bound counts the one stored.
+    if let (None, Some(user)) = (&managed, &user) {
+        let stored = spec.image_registry_bundle_data.as_ref().map_or(0, Vec::len);
+        if stored + user.len() > MAX_REGISTRY_BUNDLES {
+            return Err(Refused::TooMany {
+                configmap: format!(
+                    "{USER_NAMESPACE}/{}",
+                    sources.image.as_ref().and_then(user_ca_name).unwrap_or("")
+                ),
+                count: stored + user.len(),
+            });
+        }
+    }
+    if let Some(want) = managed
+        && !same_list(spec.image_registry_bundle_data.as_ref(), &want)
+    {
+        fields.insert(
+            "imageRegistryBundleData".into(),
+            serde_json::to_value(want).unwrap_or_default(),
+        );
+        out.changed.push("imageRegistryBundleData");
+    }
+    if let Some(want) = user
+        && !same_list(spec.image_registry_bundle_user_data.as_ref(), &want)
+    {
+        fields.insert(
+            "imageRegistryBundleUserData".into(),
+            serde_json::to_value(want).unwrap_or_default(),
+        );
+        out.changed.push("imageRegistryBundleUserData");
+    }
+    if !fields.is_empty() {
+        out.patch = Some(json!({ "spec": fields }));
+    }
+    Ok(out)
+}
+
+/// A reference to the ControllerConfig, for its events.
+fn reference(cc: Option<&ControllerConfig>) -> ObjectReference {
+    cc.map(|cc| cc.object_ref(&()))
+        .unwrap_or_else(|| ObjectReference {
+            api_version: Some("machineconfiguration.openshift.io/v1".into()),
+            kind: Some("ControllerConfig".into()),
+            name: Some(mco_api::constants::names::CONTROLLER_CONFIG.into()),
+            ..Default::default()
+        })
+}
+
+/// Why one sync failed: the API, or the sources refused.
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error(transparent)]
+    Api(#[from] Error),
+    #[error(transparent)]
+    Refused(#[from] Refused),
+}
+
+impl From<kube::Error> for SyncError {
+    fn from(e: kube::Error) -> Self {
+        SyncError::Api(Error::Kube(e))
+    }
+}
+
+/// Each change of the object `name` (also its deletion, and each relist), as a `()`.
+fn changes_of<T>(
+    api: Api<T>,
+    name: &str,
+    what: &'static str,
+    quiet: bool,
+) -> impl Stream<Item = ()> + Send + 'static
+where
+    T: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let events = crate::by_name::watch(api, name).map(|r| r.map(|_| ()));
+    crate::by_name::changes(events, what, quiet)
+}
+
+/// The watch of the user ConfigMap the Image config names, replaced when the name changes.
+#[derive(Default)]
+struct UserWatch(Option<(String, JoinHandle<()>)>);
+
+impl UserWatch {
+    fn follow(
+        &mut self,
+        ctx: &Ctx,
+        name: Option<&str>,
+        wake: &futures::channel::mpsc::UnboundedSender<()>,
+    ) {
+        if self.0.as_ref().map(|(n, _)| n.as_str()) == name {
+            return;
+        }
+        if let Some((_, task)) = self.0.take() {
+            task.abort();
+        }
+        let Some(name) = name else { return };
+        let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), USER_NAMESPACE);
+        let wake = wake.clone();
+        let task = tokio::spawn(
+            changes_of(api, name, "user registry CA ConfigMap", false).for_each(move |()| {
+                let _ = wake.unbounded_send(());
+                future::ready(())
+            }),
+        );
+        self.0 = Some((name.to_string(), task));
+    }
+}
+
+impl Drop for UserWatch {
+    fn drop(&mut self) {
+        if let Some((_, task)) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Reads the sources and patches the ControllerConfig when they differ from its spec.
+async fn sync_once(
+    ctx: &Ctx,
+    user_watch: &mut UserWatch,
+    wake: &futures::channel::mpsc::UnboundedSender<()>,
+) -> Result<(), SyncError> {
+    let managed = Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
+    let ccs = Api::<ControllerConfig>::all(ctx.client.clone());
+    let name = mco_api::constants::names::CONTROLLER_CONFIG;
+    let Some(cc) = ccs.get_opt(name).await? else {
+        tracing::debug!("no ControllerConfig {name} yet; nothing to keep");
+        return Ok(());
+    };
+    let image = match Api::<Image>::all(ctx.client.clone())
+        .get_opt(IMAGE_CONFIG_NAME)
+        .await
+    {
+        Ok(i) => i,
+        // A cluster without the kind: no Image config.
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => return Err(e.into()),
+    };
+    let user_name = image.as_ref().and_then(user_ca_name).map(str::to_string);
+    user_watch.follow(ctx, user_name.as_deref(), wake);
+    let user_ca = match &user_name {
+        Some(n) => {
+            Api::<ConfigMap>::namespaced(ctx.client.clone(), USER_NAMESPACE)
+                .get_opt(n)
+                .await?
+        }
+        None => None,
+    };
+    let sources = Sources {
+        client_ca: managed.get_opt(CLIENT_CA).await?,
+        registry_ca: managed.get_opt(REGISTRY_CA).await?,
+        image,
+        user_ca,
+    };
+    let plan = plan(&cc.spec, &sources)?;
+    for w in &plan.warnings {
+        tracing::warn!("{w}");
+    }
+    let Some(patch) = plan.patch else {
+        return Ok(());
+    };
+    ccs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    tracing::info!(controllerconfig = name, changed = ?plan.changed, "ControllerConfig CA bundles brought to the cluster's");
+    Ok(())
+}
+
+/// Keeps the ControllerConfig's CA bundles in step with the cluster's until dropped: syncs at
+/// start, on every change of a source, and every `ctx.config.resync` (a hand edit of the spec
+/// is undone then). A failed sync is retried with the controller's backoff, and reported as a
+/// `ControllerConfigSyncFailed` event when its message changes.
+pub async fn run(ctx: Arc<Ctx>) {
+    let (wake, mut woken) = futures::channel::mpsc::unbounded::<()>();
+    let managed = || Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
+    let fixed = futures::stream::select_all([
+        changes_of(
+            managed(),
+            CLIENT_CA,
+            "kube-apiserver client CA ConfigMap",
+            false,
+        )
+        .boxed(),
+        changes_of(managed(), REGISTRY_CA, "image registry CA ConfigMap", false).boxed(),
+        // A kind only OpenShift serves: missing elsewhere, so quiet.
+        changes_of(
+            Api::<Image>::all(ctx.client.clone()),
+            IMAGE_CONFIG_NAME,
+            "image config",
+            true,
+        )
+        .boxed(),
+        crate::controllers::ticker(ctx.config.resync).boxed(),
+    ]);
+    let forward = {
+        let wake = wake.clone();
+        tokio::spawn(fixed.for_each(move |()| {
+            let _ = wake.unbounded_send(());
+            future::ready(())
+        }))
+    };
+    let _forward = AbortOnDrop(forward);
+    let mut user_watch = UserWatch::default();
+    let mut failures: u32 = 0;
+    let mut reported: Option<String> = None;
+    loop {
+        match sync_once(&ctx, &mut user_watch, &wake).await {
+            Ok(()) => {
+                failures = 0;
+                reported = None;
+            }
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                let message = format!("syncing the CA bundles from the cluster: {e}");
+                tracing::warn!(error = %e, failures, "ControllerConfig CA bundle sync failed");
+                if reported.as_deref() != Some(message.as_str()) {
+                    let cc = Api::<ControllerConfig>::all(ctx.client.clone())
+                        .get_opt(mco_api::constants::names::CONTROLLER_CONFIG)
+                        .await
+                        .ok()
+                        .flatten();
+                    ctx.publish(
+                        &reference(cc.as_ref()),
+                        EventKind::Warning,
+                        SYNC_FAILED,
+                        &message,
+                    )
+                    .await;
+                    reported = Some(message);
+                }
+                let wait = error_backoff(ctx.config.error_requeue, failures);
+                tokio::time::sleep(wait).await;
+                // Changes seen meanwhile are taken by the retry.
+                while woken.try_recv().is_ok() {}
+                continue;
+            }
+        }
+        // Wait for a change, then take every change queued with it in one sync.
+        if woken.next().await.is_none() {
+            return;
+        }
+        while woken.try_recv().is_ok() {}
+    }
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use pretty_assertions::assert_eq;
+
+    const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+    fn b64(b: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(b)
+    }
+
+    fn cm(name: &str, data: &[(&str, &str)], binary: &[(&str, &[u8])]) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            data: (!data.is_empty()).then(|| {
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }),
+            binary_data: (!binary.is_empty()).then(|| {
+                binary
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
+                    .collect()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn image(user_ca: Option<&str>) -> Image {
+        let mut i = Image::new(IMAGE_CONFIG_NAME, Default::default());
+        if let Some(n) = user_ca {
+            i.spec
+                .other
+                .insert("additionalTrustedCA".into(), json!({ "name": n }));
+        }
+        i
+    }
+
+    fn bundle(file: &str, pem: &[u8]) -> ImageRegistryBundle {
+        ImageRegistryBundle {
+            file: file.into(),
+            data: b64(pem),
+        }
+    }
+
+    #[test]
+    fn nothing_read_changes_nothing() {
+        let spec = ControllerConfigSpec {
+            kube_api_server_serving_ca_data: Some(b64(b"old")),
+            image_registry_bundle_data: Some(vec![bundle("a", b"x")]),
+            image_registry_bundle_user_data: Some(vec![bundle("b", b"y")]),
+            ..Default::default()
+        };
+        assert_eq!(plan(&spec, &Sources::default()), Ok(Plan::default()));
+    }
+
+    #[test]
+    fn the_client_ca_is_taken_from_its_key() {
+        let spec = ControllerConfigSpec {
+            kube_api_server_serving_ca_data: Some(b64(b"old")),
+            ..Default::default()
+        };
+        let sources = Sources {
+            client_ca: Some(cm(CLIENT_CA, &[(CLIENT_CA_KEY, PEM)], &[])),
+            ..Default::default()
+        };
+        let p = plan(&spec, &sources).unwrap();
+        assert_eq!(p.changed, ["kubeAPIServerServingCAData"]);
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"kubeAPIServerServingCAData": b64(PEM.as_bytes())}}))
+        );
+        // Applied, nothing more to do.
+        let spec = ControllerConfigSpec {
+            kube_api_server_serving_ca_data: Some(b64(PEM.as_bytes())),
+            ..Default::default()
+        };
+        assert_eq!(plan(&spec, &sources), Ok(Plan::default()));
+    }
+
+    #[test]
+    fn binary_data_wins_and_base64_data_is_decoded_as_go_does() {
+        let both = cm(
+            CLIENT_CA,
+            &[(CLIENT_CA_KEY, "ignored")],
+            &[(CLIENT_CA_KEY, b"bin")],
+        );
+        assert_eq!(
+            key_bytes(&both, MANAGED_NAMESPACE, CLIENT_CA_KEY).unwrap(),
+            b"bin"
+        );
+        // Base64 with line breaks decodes, as Go's StdEncoding skips them.
+        let wrapped = format!(
+            "{}\n{}\n",
+            &b64(b"hello world")[..8],
+            &b64(b"hello world")[8..]
+        );
+        assert_eq!(data_bytes(&wrapped), b"hello world");
+        // Not base64 (a PEM, or unpadded): the bytes as they are.
+        assert_eq!(data_bytes(PEM), PEM.as_bytes());
+        assert_eq!(data_bytes("aGk"), b"aGk");
+        assert_eq!(data_bytes("aGk="), b"hi");
+    }
+
+    #[test]
+    fn a_missing_key_is_refused_by_name() {
+        let sources = Sources {
+            client_ca: Some(cm(CLIENT_CA, &[("other", PEM)], &[])),
+            ..Default::default()
+        };
+        let e = plan(&ControllerConfigSpec::default(), &sources).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ConfigMap openshift-config-managed/kube-apiserver-client-ca has no key ca-bundle.crt"
+        );
+    }
+
+    #[test]
+    fn registry_bundles_in_key_order_data_first() {
+        let sources = Sources {
+            registry_ca: Some(cm(
+                REGISTRY_CA,
+                &[("z.example", PEM), ("a.example..5000", &b64(b"decoded"))],
+                &[("b.example", b"binary")],
+            )),
+            image: Some(image(Some("user-ca"))),
+            user_ca: Some(cm("user-ca", &[("quay.io", PEM)], &[])),
+            ..Default::default()
+        };
+        let p = plan(&ControllerConfigSpec::default(), &sources).unwrap();
+        assert_eq!(
+            p.changed,
+            ["imageRegistryBundleData", "imageRegistryBundleUserData"]
+        );
+        let want = json!({"spec": {
+            "imageRegistryBundleData": [
+                {"file": "a.example..5000", "data": b64(b"decoded")},
+                {"file": "z.example", "data": b64(PEM.as_bytes())},
+                {"file": "b.example", "data": b64(b"binary")},
+            ],
+            "imageRegistryBundleUserData": [{"file": "quay.io", "data": b64(PEM.as_bytes())}],
+        }});
+        assert_eq!(p.patch, Some(want));
+    }
+
+    #[test]
+    fn the_user_list_follows_the_image_config() {
+        let spec = ControllerConfigSpec {
+            image_registry_bundle_user_data: Some(vec![bundle("quay.io", b"old")]),
+            ..Default::default()
+        };
+        let emptied = json!({"spec": {"imageRegistryBundleUserData": []}});
+        // Naming no ConfigMap: no user bundles.
+        let none = Sources {
+            image: Some(image(None)),
+            ..Default::default()
+        };
+        assert_eq!(plan(&spec, &none).unwrap().patch, Some(emptied.clone()));
+        // Naming one that does not exist (or another than the one read): none, and a warning.
+        let missing = Sources {
+            image: Some(image(Some("user-ca"))),
+            user_ca: Some(cm("other", &[("quay.io", PEM)], &[])),
+            ..Default::default()
+        };
+        let p = plan(&spec, &missing).unwrap();
+        assert_eq!(p.patch, Some(emptied));
+        assert_eq!(p.warnings.len(), 1);
+        assert!(
+            p.warnings[0].contains("openshift-config/user-ca"),
+            "{:?}",
+            p.warnings
+        );
+        // An absent list and an empty one are the same: nothing to write.
+        assert_eq!(
+            plan(&ControllerConfigSpec::default(), &none).unwrap().patch,
+            None
+        );
+    }
+
+    #[test]
+    fn a_bundle_at_the_limit_is_taken_and_one_over_refused() {
+        let at = "x".repeat(MAX_BUNDLE_BYTES);
+        let over = "x".repeat(MAX_BUNDLE_BYTES + 1);
+        let sources = |v: &str| Sources {
+            client_ca: Some(cm(CLIENT_CA, &[(CLIENT_CA_KEY, v)], &[])),
+            registry_ca: Some(cm(REGISTRY_CA, &[], &[("r.example", v.as_bytes())])),
+            ..Default::default()
+        };
+        let p = plan(&ControllerConfigSpec::default(), &sources(&at)).unwrap();
+        assert_eq!(p.changed.len(), 2);
+        assert_eq!(
+            plan(&ControllerConfigSpec::default(), &sources(&over)).unwrap_err(),
+            Refused::TooLarge {
+                configmap: "openshift-config-managed/kube-apiserver-client-ca".into(),
+                key: CLIENT_CA_KEY.into(),
+                bytes: MAX_BUNDLE_BYTES + 1,
+            }
+        );
+        // Decoded size counts: base64 of MAX+1 bytes is refused too, in a registry bundle.
+        let registry_over = Sources {
+            registry_ca: Some(cm(
+                REGISTRY_CA,
+                &[("r.example", &b64(over.as_bytes()))],
+                &[],
+            )),
+            ..Default::default()
+        };
+        let e = plan(&ControllerConfigSpec::default(), &registry_over).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "ConfigMap openshift-config-managed/image-registry-ca key r.example: {} bytes, more than the limit of {MAX_BUNDLE_BYTES}",
+                MAX_BUNDLE_BYTES + 1
+            )
+        );
+    }
+
+    #[test]
+    fn registry_bundles_at_the_limit_are_taken_and_one_more_refused() {
+        let keys: Vec<String> = (0..MAX_REGISTRY_BUNDLES)
+            .map(|i| format!("r{i:03}.example"))
+            .collect();
+        let managed: Vec<(&str, &str)> = keys[..MAX_REGISTRY_BUNDLES - 1]
+            .iter()
+            .map(|k| (k.as_str(), PEM))
+            .collect();
+        let sources = |user: &[(&str, &str)]| Sources {
+            registry_ca: Some(cm(REGISTRY_CA, &managed, &[])),
+            image: Some(image(Some("user-ca"))),
+            user_ca: Some(cm("user-ca", user, &[])),
+            ..Default::default()
+        };
+        let p = plan(
+            &ControllerConfigSpec::default(),
+            &sources(&[("last.example", PEM)]),
+        )
+        .unwrap();
+        assert_eq!(p.changed.len(), 2);
+        let e = plan(
+            &ControllerConfigSpec::default(),
+            &sources(&[("last.example", PEM), ("more.example", PEM)]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            Refused::TooMany {
+                configmap: "openshift-config/user-ca".into(),
+                count: MAX_REGISTRY_BUNDLES + 1
+            }
+        );
+        // One ConfigMap alone over the limit.
+        let all: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), PEM)).collect();
+        let mut over = all.clone();
+        over.push(("more.example", PEM));
+        let alone = |data: &[(&str, &str)]| Sources {
+            registry_ca: Some(cm(REGISTRY_CA, data, &[])),
+            ..Default::default()
+        };
+        assert!(plan(&ControllerConfigSpec::default(), &alone(&all)).is_ok());
+        assert!(matches!(
+            plan(&ControllerConfigSpec::default(), &alone(&over)),
+            Err(Refused::TooMany { count, .. }) if count == MAX_REGISTRY_BUNDLES + 1
+        ));
+        // The user's list alone, counted with the managed list stored when that ConfigMap is gone.
+        let stored = ControllerConfigSpec {
+            image_registry_bundle_data: Some(vec![bundle("a", b"x"); MAX_REGISTRY_BUNDLES - 1]),
+            ..Default::default()
+        };
+        let user_only = |user: &[(&str, &str)]| Sources {
+            image: Some(image(Some("user-ca"))),
+            user_ca: Some(cm("user-ca", user, &[])),
+            ..Default::default()
+        };
+        assert!(plan(&stored, &user_only(&[("one", PEM)])).is_ok());
+        assert!(plan(&stored, &user_only(&[("one", PEM), ("two", PEM)])).is_err());
+    }
+}
