@@ -541,6 +541,18 @@ pub fn to_storage(info: &ResourceInfo, obj: Value) -> Value {
     }
 }
 
+/// A body sent through `info`'s API as kube-apiserver decodes it into the typed Event (see
+/// [`to_storage`]), in that API's schema: so a PUT of what is stored changes nothing.
+pub fn decoded(info: &ResourceInfo, obj: Value) -> Value {
+    if converts(info) {
+        events_v1_of(&core_of(&obj))
+    } else if is_event(info) {
+        core_shape(&obj)
+    } else {
+        obj
+    }
+}
+
 /// A stored object as `info`'s API serves it: an `events.k8s.io/v1` Event converted from the
 /// stored core one; anything else as stored.
 pub fn from_storage<'a>(info: &ResourceInfo, stored: &'a Value) -> std::borrow::Cow<'a, Value> {

@@ -398,6 +398,7 @@ pub(super) async fn update(
     may_create: impl FnOnce() -> Result<(), ApiError>,
 ) -> Result<(u16, Arc<Value>), ApiError> {
     m.check_put(&obj, t.ns.as_deref())?;
+    let obj = event::decoded(&m.info, obj);
     let creates = m.part == Part::Main && strategy::of(&m.info).create_on_update;
     // Decided once, before the write: the closure may run more than once.
     let on_missing: Option<Result<(), ApiError>> = creates.then(may_create);
