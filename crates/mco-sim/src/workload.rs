@@ -607,6 +607,9 @@ async fn ensure_objects(client: &kube::Client) -> Result<Owners> {
 /// thousand nodes, listing them every pass made list handling about a third of the API
 /// server's CPU. Web pods are still listed each pass (a handful, in one namespace) because
 /// their creates are not idempotent: a cache that has not yet seen a create could add a 4th.
+/// The Deployment, its ReplicaSet and the DaemonSet are cached too (one watch each, by name),
+/// so a pass compares the status it computes with theirs without a request, and writes only
+/// a changed one.
 pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::Receiver<bool>) {
     let (nodes, nodes_w) = reflector::store::<Node>();
     let (ds_pods, ds_pods_w) = reflector::store::<Pod>();
