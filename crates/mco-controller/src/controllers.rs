@@ -711,9 +711,15 @@ pub async fn run_all(
             Some(opts) => future::Either::Left(crate::user_data::run(ctx.clone(), opts)),
             None => future::Either::Right(future::pending()),
         };
+        // Its own watches: the source ConfigMaps and the Image config, each by name.
+        let cc_sync = if config.sync_controller_config {
+            future::Either::Left(crate::ccsync::run(ctx.clone()))
+        } else {
+            future::Either::Right(future::pending())
+        };
         future::join5(
             future::join5(render, rollout, mcn, drain, sweep),
-            future::join4(disruption, pinned_sets, server_certs, user_data),
+            future::join5(disruption, pinned_sets, server_certs, user_data, cc_sync),
             generators,
             cc_status,
             policy_status,

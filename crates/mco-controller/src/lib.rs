@@ -24,7 +24,7 @@
 //!   MachineConfigNodes for the pools' status), [`ccstatus`] (the ControllerConfig's status
 //!   and the pools' `certExpirys`), [`server_certs`] (the machine config server's CA and
 //!   serving certificate) and [`user_data`] (the Machine API's user-data Secrets, pointed at
-//!   that CA's bundle);
+//!   that CA's bundle), and [`ccsync`] (the ControllerConfig's CA bundles from the cluster's);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
 mod by_name;
@@ -161,6 +161,9 @@ pub struct Config {
     /// Keep the Machine API's user-data Secrets pointing at the server's CA bundle
     /// ([`user_data`]); `None` leaves them alone.
     pub user_data: Option<user_data::UserData>,
+    /// Keep the ControllerConfig's CA bundles in step with the cluster's ConfigMaps
+    /// ([`ccsync`]), as upstream's operator does; off, they are left to it.
+    pub sync_controller_config: bool,
     /// mco's namespace: Events about cluster-scoped objects (Nodes, pools, MachineConfigs)
     /// are recorded there, with their reference naming it, as upstream's
     /// `NamespacedEventRecorder` records them in its own; never in `default`.
@@ -189,6 +192,7 @@ impl Default for Config {
             lend_caches: None,
             server_certs: None,
             user_data: None,
+            sync_controller_config: false,
             namespace: mco_api::constants::names::DEFAULT_NAMESPACE.into(),
         }
     }

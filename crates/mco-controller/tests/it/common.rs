@@ -150,6 +150,7 @@ pub fn fast_config(identity: &str) -> Config {
         lend_caches: None,
         server_certs: None,
         user_data: None,
+        sync_controller_config: false,
         namespace: names::DEFAULT_NAMESPACE.into(),
     }
 }

@@ -103,6 +103,12 @@ pub struct Args {
     /// that bundle verifies the certificate in --server-tls-secret.
     #[arg(long, requires = "server_certs_namespace")]
     user_data_namespace: Option<String>,
+    /// Keep the ControllerConfig's CA bundles in step with the cluster's, as upstream's
+    /// operator does: the kubelet CA from `openshift-config-managed/kube-apiserver-client-ca`,
+    /// the registry CAs from `openshift-config-managed/image-registry-ca` and the ConfigMap of
+    /// `openshift-config` that `images.config.openshift.io/cluster` names.
+    #[arg(long)]
+    sync_controller_config: bool,
 }
 
 impl Args {
@@ -161,6 +167,7 @@ impl Args {
                     serving_secret: self.server_tls_secret.clone(),
                     resync: self.server_certs_period,
                 }),
+            sync_controller_config: self.sync_controller_config,
             namespace: self.namespace.clone(),
         }
     }
