@@ -268,6 +268,9 @@ pub fn generate(opts: &Options, parts: &[Part]) -> Result<Vec<Manifest>, Error> 
                 for role in rbac::controller_user_data_roles(opts) {
                     out.push(Manifest::new(part, &role)?);
                 }
+                for role in rbac::controller_ca_bundle_roles(opts) {
+                    out.push(Manifest::new(part, &role)?);
+                }
                 for binding in rbac::role_bindings(opts) {
                     out.push(Manifest::new(part, &binding)?);
                 }

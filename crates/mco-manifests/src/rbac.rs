@@ -315,11 +315,27 @@ pub fn event_namespaces(opts: &Options) -> Vec<String> {
     vec![opts.namespace.clone()]
 }
 
+/// [`controller_rules`], and with `--openshift` the merge patch of the ControllerConfig's CA
+/// bundles, which the controller keeps in step with the cluster's ([`ca_bundle_sync`]): the one
+/// ControllerConfig, by name.
+pub fn controller_cluster_rules(opts: &Options) -> Vec<PolicyRule> {
+    let mut rules = controller_rules();
+    if ca_bundle_sync(opts) {
+        rules.push(named_rule(
+            &[MCO_GROUP],
+            &["controllerconfigs"],
+            &[names::CONTROLLER_CONFIG],
+            &["patch"],
+        ));
+    }
+    rules
+}
+
 pub fn cluster_roles(opts: &Options) -> Vec<ClusterRole> {
     vec![
         ClusterRole {
             metadata: cluster_meta(CONTROLLER, "controller"),
-            rules: Some(controller_rules()),
+            rules: Some(controller_cluster_rules(opts)),
             ..Default::default()
         },
         ClusterRole {
@@ -536,6 +552,56 @@ pub fn controller_user_data_roles(opts: &Options) -> Vec<Role> {
     }]
 }
 
+/// Whether the controller keeps the ControllerConfig's CA bundles in step with the cluster's
+/// (`--sync-controller-config`), as upstream's operator does: with `--openshift`, where that
+/// operator is scaled to 0 and the sources exist.
+pub fn ca_bundle_sync(opts: &Options) -> bool {
+    opts.openshift
+}
+
+/// The name of the Roles and RoleBindings that grant [`controller_ca_bundle_roles`].
+pub const CA_BUNDLES_ROLE: &str = "mco-controller-ca-bundles";
+/// Where the cluster publishes its CA bundles.
+pub const OPENSHIFT_CONFIG_MANAGED_NAMESPACE: &str = "openshift-config-managed";
+/// The published bundles the controller reads there: the kube-apiserver's client CA and the
+/// image registry CAs.
+pub const PUBLISHED_CA_BUNDLES: [&str; 2] = ["kube-apiserver-client-ca", "image-registry-ca"];
+/// Where the administrator's registry CA ConfigMap lives.
+pub const OPENSHIFT_CONFIG_NAMESPACE: &str = "openshift-config";
+
+/// What the CA bundle sync reads, with `--openshift`: the two published bundles by name in
+/// `openshift-config-managed` (`list` and `watch` are allowed only with a `metadata.name` field
+/// selector for one of them), and the ConfigMaps of `openshift-config`, where the Image config
+/// names one of the administrator's choice (RBAC cannot name it).
+pub fn controller_ca_bundle_roles(opts: &Options) -> Vec<Role> {
+    if !ca_bundle_sync(opts) {
+        return vec![];
+    }
+    vec![
+        Role {
+            metadata: namespaced_meta(
+                CA_BUNDLES_ROLE,
+                OPENSHIFT_CONFIG_MANAGED_NAMESPACE,
+                "controller",
+            ),
+            rules: Some(vec![named_rule(
+                &[""],
+                &["configmaps"],
+                &PUBLISHED_CA_BUNDLES,
+                &["get", "list", "watch"],
+            )]),
+        },
+        Role {
+            metadata: namespaced_meta(CA_BUNDLES_ROLE, OPENSHIFT_CONFIG_NAMESPACE, "controller"),
+            rules: Some(vec![rule(
+                &[""],
+                &["configmaps"],
+                &["get", "list", "watch"],
+            )]),
+        },
+    ]
+}
+
 /// Namespaces outside [`event_namespaces`] where the controller records Events about the
 /// objects it keeps there: upstream's certificates' and the Machine API's, with `--openshift`.
 pub fn controller_event_namespaces(opts: &Options) -> Vec<String> {
@@ -595,6 +661,13 @@ pub fn role_bindings(opts: &Options) -> Vec<RoleBinding> {
         out.push(RoleBinding {
             metadata: role.metadata,
             role_ref: role_ref("Role", USER_DATA_ROLE),
+            subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
+        });
+    }
+    for role in controller_ca_bundle_roles(opts) {
+        out.push(RoleBinding {
+            metadata: role.metadata,
+            role_ref: role_ref("Role", CA_BUNDLES_ROLE),
             subjects: Some(vec![sa_subject(opts, CONTROLLER)]),
         });
     }

@@ -378,6 +378,11 @@ fn controller_args(opts: &Options) -> Vec<String> {
     if let Some(ns) = crate::rbac::user_data_namespace(opts) {
         args.push(format!("--user-data-namespace={ns}"));
     }
+    // On OpenShift, upstream's operator (scaled to 0) no longer copies the cluster's CA bundles
+    // into the ControllerConfig: the controller does.
+    if crate::rbac::ca_bundle_sync(opts) {
+        args.push("--sync-controller-config".to_string());
+    }
     args
 }
 

@@ -100,8 +100,12 @@ fn every_object_has_api_version_kind_and_name_and_is_unique() {
                     Some("mco-events"),
                 ]
                 .contains(&m.name());
+            let ca_bundles = opts.openshift
+                && ["openshift-config-managed", "openshift-config"].contains(&ns)
+                && [Some("Role"), Some("RoleBinding")].contains(&m.kind())
+                && m.name() == Some("mco-controller-ca-bundles");
             assert!(
-                ns == opts.namespace || pull_secret || kept,
+                ns == opts.namespace || pull_secret || kept || ca_bundles,
                 "{:?} {:?} in {ns}",
                 m.kind(),
                 m.name()
@@ -263,15 +267,20 @@ fn controller_permissions_are_exactly_these() {
         "rollouts.mco.dev rolloutpolicies/status get,update,patch".to_string(),
     ];
     let lines: Vec<&str> = expected.iter().map(String::as_str).collect();
-    for opts in [
-        Options::default(),
-        Options {
-            openshift: true,
-            ..Default::default()
-        },
-    ] {
-        assert_eq!(cluster_role_grants(&opts, "mco-controller"), expand(&lines));
-    }
+    assert_eq!(
+        cluster_role_grants(&Options::default(), "mco-controller"),
+        expand(&lines)
+    );
+    // On OpenShift, the CA bundles of the one ControllerConfig, merge-patched.
+    let mut openshift = expand(&lines);
+    openshift.extend(expand(&[&format!(
+        "{MC} controllerconfigs patch machine-config-controller"
+    )]));
+    let opts = Options {
+        openshift: true,
+        ..Default::default()
+    };
+    assert_eq!(cluster_role_grants(&opts, "mco-controller"), openshift);
 
     let ms = all(&Options::default());
     let lease: Role = typed(find(&ms, "Role", "mco-controller-leader-election"));
@@ -615,6 +624,66 @@ fn on_openshift_the_controller_keeps_the_machine_apis_user_data() {
         !all(&plain)
             .iter()
             .any(|m| m.name() == Some("mco-controller-user-data"))
+    );
+}
+
+/// On OpenShift the controller keeps the ControllerConfig's CA bundles in step with the
+/// cluster's, as upstream's operator (scaled to 0) did: it reads the two published bundles by
+/// name in `openshift-config-managed` and the ConfigMaps of `openshift-config` (the Image config
+/// names one of the administrator's choice), and nothing of it without `--openshift`.
+#[test]
+fn on_openshift_the_controller_syncs_the_controller_configs_ca_bundles() {
+    let openshift = Options {
+        openshift: true,
+        ..Default::default()
+    };
+    let a = controller_args(&openshift);
+    assert!(a.contains(&"--sync-controller-config".to_string()), "{a:?}");
+    let roles = roles_named(&openshift, "mco-controller-ca-bundles");
+    let by_ns: Vec<(String, BTreeSet<String>)> = roles
+        .iter()
+        .map(|r| {
+            (
+                r.metadata.namespace.clone().unwrap(),
+                grants(r.rules.as_deref().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_ns,
+        [
+            (
+                "openshift-config-managed".to_string(),
+                expand(&[
+                    "core configmaps get,list,watch kube-apiserver-client-ca,image-registry-ca"
+                ])
+            ),
+            (
+                "openshift-config".to_string(),
+                expand(&["core configmaps get,list,watch"])
+            ),
+        ]
+    );
+    assert_eq!(
+        bindings_named(
+            &openshift,
+            "mco-controller-ca-bundles",
+            "mco-controller-ca-bundles",
+            &["mco-controller"]
+        ),
+        ["openshift-config-managed", "openshift-config"]
+    );
+
+    let plain = Options::default();
+    assert!(
+        !controller_args(&plain)
+            .iter()
+            .any(|a| a == "--sync-controller-config")
+    );
+    assert!(
+        !all(&plain)
+            .iter()
+            .any(|m| m.name() == Some("mco-controller-ca-bundles"))
     );
 }
 
