@@ -7,6 +7,7 @@
 mod differential;
 mod e2e;
 mod e2e_adoption;
+mod e2e_ccsync;
 mod e2e_certs;
 mod e2e_dashboard;
 mod e2e_disruption;

@@ -1,0 +1,392 @@
+//! End-to-end: the ControllerConfig's CA bundles follow the cluster's ConfigMaps, as upstream's
+//! operator keeps them, with real processes: `mco up --no-controller`, the shipped `--openshift`
+//! RBAC applied, and `mco controller --sync-controller-config` run as the shipped
+//! `mco-controller` ServiceAccount (so the RBAC is proven to suffice). A rotated kubelet client
+//! CA reaches every node's `/etc/kubernetes/kubelet-ca.crt` without a reboot, a registry CA
+//! added to the administrator's ConfigMap reaches `/etc/docker/certs.d`, a missing source
+//! leaves its field, and a refused source is reported on the ControllerConfig.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::e2e::{self, Group, MCO, Slot, wait_for};
+
+const CC: &str = "machine-config-controller";
+const MANAGED: &str = "openshift-config-managed";
+const USER: &str = "openshift-config";
+const USER_CM: &str = "registry-cas";
+const USER_REGISTRY: &str = "registry.example.com..5000";
+const USER_DIR: &str = "/etc/docker/certs.d/registry.example.com:5000";
+const MANAGED_REGISTRY: &str = "image-registry.openshift-image-registry.svc..5000";
+const MANAGED_DIR: &str = "/etc/docker/certs.d/image-registry.openshift-image-registry.svc:5000";
+
+fn ca(cn: &str) -> String {
+    let mut params = rcgen::CertificateParams::default();
+    let mut dn = rcgen::DistinguishedName::new();
+    dn.push(rcgen::DnType::OrganizationalUnitName, "openshift");
+    dn.push(rcgen::DnType::CommonName, cn);
+    params.distinguished_name = dn;
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.not_after = rcgen::date_time_ymd(2036, 1, 1);
+    let key = rcgen::KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().pem()
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// `mco up --no-controller` in a temp dir, with the admin kubeconfig.
+struct Up {
+    dir: PathBuf,
+    data: PathBuf,
+    _up: Group,
+    _slot: Slot,
+}
+
+impl Up {
+    fn kubeconfig(&self) -> PathBuf {
+        self.data.join("kubeconfig")
+    }
+
+    fn kubectl_as(
+        &self,
+        kubeconfig: &Path,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<String, String> {
+        use std::io::Write as _;
+        let mut child = Command::new("kubectl")
+            .env("KUBECONFIG", kubeconfig)
+            .env("KUBECACHEDIR", self.dir.join("kube-cache"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kubectl on PATH");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "kubectl {args:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_as(&self.kubeconfig(), args, None)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn apply(&self, manifest: &str) {
+        self.kubectl_as(
+            &self.kubeconfig(),
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(manifest),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn get_json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        serde_json::from_str(&self.kubectl(&a)).unwrap()
+    }
+
+    fn node_root(&self, node: &str) -> PathBuf {
+        self.data.join("nodes").join(node)
+    }
+
+    fn read_node_file(&self, node: &str, path: &str) -> Option<String> {
+        std::fs::read_to_string(self.node_root(node).join(path.trim_start_matches('/'))).ok()
+    }
+
+    fn boot_id(&self, node: &str) -> String {
+        std::fs::read_to_string(self.node_root(node).join("proc/sys/kernel/random/boot_id"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    fn spec(&self) -> Value {
+        self.get_json(&["controllerconfig", CC])["spec"].clone()
+    }
+}
+
+fn configmap(namespace: &str, name: &str, data: Value) -> String {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    })
+    .to_string()
+}
+
+#[test]
+fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
+    // The controller's bound is the daemon's: what it takes, every node writes.
+    assert_eq!(
+        mco_controller::ccsync::MAX_REGISTRY_BUNDLES,
+        mco_daemon::engine::certs::MAX_REGISTRY_BUNDLES
+    );
+
+    let slot = Slot::take();
+    let dir = e2e::tempdir();
+    let data = dir.join(".mco");
+    let mut cmd = Command::new(MCO);
+    cmd.current_dir(&dir)
+        .args(["up", "--no-controller", "--data-dir"])
+        .arg(&data)
+        .args(["--masters", "1", "--workers", "1", "--reboot-seconds", "0"])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(["--mcs-listen", "127.0.0.1:0"])
+        .args(["--dashboard-listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info");
+    let up_log = dir.join("up.log");
+    let up = Group::spawn(cmd, &up_log, "mco up");
+    let c = Up {
+        dir: dir.clone(),
+        data,
+        _up: up,
+        _slot: slot,
+    };
+    wait_for("the API server", 90, || {
+        c.kubectl_as(&c.kubeconfig(), &["get", "--raw", "/readyz"], None)
+            .ok()
+    });
+    wait_for("the ControllerConfig", 60, || {
+        c.kubectl_as(&c.kubeconfig(), &["get", "controllerconfig", CC], None)
+            .ok()
+    });
+
+    // The shipped OpenShift RBAC, in the namespaces it names.
+    for ns in [
+        MANAGED,
+        USER,
+        "openshift-machine-config-operator",
+        "openshift-machine-api",
+    ] {
+        c.kubectl(&["create", "namespace", ns]);
+    }
+    let out = Command::new(MCO)
+        .args(["manifests", "--openshift", "--only", "rbac"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    c.apply(&String::from_utf8(out.stdout).unwrap());
+
+    // The sources: the kubelet's client CA; no image-registry-ca yet, whose field is set by
+    // hand and must stay.
+    let first = ca("kube-apiserver-to-kubelet-signer-1");
+    c.apply(&configmap(
+        MANAGED,
+        "kube-apiserver-client-ca",
+        json!({"ca-bundle.crt": first}),
+    ));
+    let kept = ca("kept-registry");
+    let kept_list = json!([{"file": "kept.example", "data": b64(&kept)}]);
+    c.kubectl(&[
+        "patch",
+        "controllerconfig",
+        CC,
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"imageRegistryBundleData": kept_list}}).to_string(),
+    ]);
+
+    // The controller, as the shipped ServiceAccount.
+    let token = c.kubectl(&["create", "token", "mco-controller", "-n", "mco-system"]);
+    let as_controller = dir.join("controller.kubeconfig");
+    std::fs::copy(c.kubeconfig(), &as_controller).unwrap();
+    let user = format!("--token={}", token.trim());
+    c.kubectl_as(
+        &as_controller,
+        &["config", "set-credentials", "mco-controller", &user],
+        None,
+    )
+    .unwrap();
+    c.kubectl_as(
+        &as_controller,
+        &[
+            "config",
+            "set-context",
+            "--current",
+            "--user=mco-controller",
+        ],
+        None,
+    )
+    .unwrap();
+    let log = dir.join("controller.log");
+    let mut cmd = Command::new(MCO);
+    cmd.args(["controller", "--kubeconfig"])
+        .arg(&as_controller)
+        .args([
+            "--sync-controller-config",
+            "--metrics-addr=127.0.0.1:0",
+            "--namespace=mco-system",
+            "--lease-namespace=mco-system",
+            "--lease-name=mco-controller",
+            "--resync=5s",
+            "--error-requeue=1s",
+        ])
+        .env("RUST_LOG", "info");
+    let mut controller = Group::spawn(cmd, &log, "mco controller");
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut alive = || {
+        if let Some(s) = controller.exited() {
+            panic!("mco controller ended ({s}):\n{}", logs());
+        }
+    };
+
+    // The kubelet CA taken from its ConfigMap; the field without a source left as it was.
+    wait_for("kubeAPIServerServingCAData from the ConfigMap", 120, || {
+        alive();
+        (c.spec()["kubeAPIServerServingCAData"] == b64(&first)).then_some(())
+    });
+    assert_eq!(c.spec()["imageRegistryBundleData"], kept_list);
+    assert!(
+        c.spec()
+            .get("imageRegistryBundleUserData")
+            .is_none_or(|v| v.as_array().is_none_or(Vec::is_empty)),
+        "{}",
+        c.spec()
+    );
+    let nodes = ["master-0", "worker-0"];
+    for n in nodes {
+        wait_for(&format!("{n}: the first kubelet CA"), 120, || {
+            alive();
+            (c.read_node_file(n, "/etc/kubernetes/kubelet-ca.crt")? == first).then_some(())
+        });
+    }
+    let boots: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
+
+    // The cluster rotates its signer: the new CA beside the old one.
+    let second = ca("kube-apiserver-to-kubelet-signer-2");
+    let rotated = format!("{second}{first}");
+    c.apply(&configmap(
+        MANAGED,
+        "kube-apiserver-client-ca",
+        json!({"ca-bundle.crt": rotated}),
+    ));
+    for n in nodes {
+        wait_for(&format!("{n}: the rotated kubelet CA"), 120, || {
+            alive();
+            (c.read_node_file(n, "/etc/kubernetes/kubelet-ca.crt")? == rotated).then_some(())
+        });
+    }
+    let after: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
+    assert_eq!(after, boots, "a node rebooted for the kubelet CA");
+
+    // The administrator's registry CA: the ConfigMap, then the Image config naming it.
+    let registry = ca("registry-ca");
+    c.apply(&configmap(USER, USER_CM, json!({USER_REGISTRY: registry})));
+    c.apply(
+        &json!({
+            "apiVersion": "config.openshift.io/v1",
+            "kind": "Image",
+            "metadata": {"name": "cluster"},
+            "spec": {"additionalTrustedCA": {"name": USER_CM}},
+        })
+        .to_string(),
+    );
+    for n in nodes {
+        wait_for(&format!("{n}: the user's registry CA"), 120, || {
+            alive();
+            (c.read_node_file(n, &format!("{USER_DIR}/ca.crt"))? == registry).then_some(())
+        });
+    }
+    assert_eq!(
+        c.spec()["imageRegistryBundleUserData"],
+        json!([{"file": USER_REGISTRY, "data": b64(&registry)}])
+    );
+    // A registry CA added later to the same ConfigMap reaches the nodes too.
+    let another = ca("another-registry-ca");
+    c.apply(&configmap(
+        USER,
+        USER_CM,
+        json!({USER_REGISTRY: registry, "quay.example.com": another}),
+    ));
+    for n in nodes {
+        wait_for(&format!("{n}: the added registry CA"), 120, || {
+            alive();
+            (c.read_node_file(n, "/etc/docker/certs.d/quay.example.com/ca.crt")? == another)
+                .then_some(())
+        });
+    }
+
+    // The cluster's registry CAs, once published, replace the hand-set list.
+    let internal = ca("image-registry-ca");
+    c.apply(&configmap(
+        MANAGED,
+        "image-registry-ca",
+        json!({MANAGED_REGISTRY: internal}),
+    ));
+    for n in nodes {
+        wait_for(&format!("{n}: the cluster's registry CA"), 120, || {
+            alive();
+            (c.read_node_file(n, &format!("{MANAGED_DIR}/ca.crt"))? == internal).then_some(())
+        });
+    }
+    assert_eq!(
+        c.spec()["imageRegistryBundleData"],
+        json!([{"file": MANAGED_REGISTRY, "data": b64(&internal)}])
+    );
+
+    // A source refused (the key gone): nothing patched, and a Warning on the ControllerConfig
+    // naming the ConfigMap and the key.
+    c.apply(&configmap(
+        MANAGED,
+        "kube-apiserver-client-ca",
+        json!({"other.crt": first}),
+    ));
+    let event = wait_for("a ControllerConfigSyncFailed event", 60, || {
+        alive();
+        let events = c.get_json(&[
+            "events",
+            "-n",
+            "mco-system",
+            "--field-selector",
+            "reason=ControllerConfigSyncFailed",
+        ]);
+        events["items"].as_array()?.first().cloned()
+    });
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("openshift-config-managed/kube-apiserver-client-ca")
+            && message.contains("ca-bundle.crt"),
+        "{event}"
+    );
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["involvedObject"]["kind"], "ControllerConfig");
+    assert_eq!(c.spec()["kubeAPIServerServingCAData"], b64(&rotated));
+    for n in nodes {
+        assert_eq!(
+            c.read_node_file(n, "/etc/kubernetes/kubelet-ca.crt")
+                .as_deref(),
+            Some(rotated.as_str())
+        );
+    }
+
+    alive();
+    drop(controller);
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
