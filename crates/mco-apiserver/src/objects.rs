@@ -103,6 +103,61 @@ pub fn created_generation(
     } else if m.get("generation").and_then(Value::as_i64).unwrap_or(0) == 0 {
         m.remove("generation");
     }
+    template_generation(info, version, None, obj)
+}
+
+/// The annotation in which apps/v1 carries a DaemonSet's template generation.
+pub const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// A DaemonSet's template generation, as kube-apiserver keeps it (the internal
+/// `spec.templateGeneration`, served in apps/v1 as the annotation [`TEMPLATE_GENERATION`]): on
+/// create what the client sent, at least 1; on an update the stored one, one more when the pod
+/// template changes (a client cannot set it). `cur` is the stored object of an update. Other
+/// kinds are left alone.
+pub fn template_generation(
+    info: &ResourceInfo,
+    version: &str,
+    cur: Option<&Value>,
+    new: &mut Value,
+) -> Result<(), ApiError> {
+    if info.group != "apps" || info.plural != "daemonsets" {
+        return Ok(());
+    }
+    let read = |obj: &Value| -> Result<Option<i64>, ApiError> {
+        match obj
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(TEMPLATE_GENERATION))
+            .and_then(Value::as_str)
+        {
+            None => Ok(None),
+            // Go's conversion parses it, and its error is the decoder's.
+            Some(v) => v.parse::<i64>().map(Some).map_err(|_| {
+                ApiError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: strconv.ParseInt: parsing {}: invalid syntax",
+                    crate::secret::go_quote(v),
+                    kind = info.kind
+                ))
+            }),
+        }
+    };
+    let sent = read(new)?;
+    let generation = match cur {
+        None => sent.filter(|g| *g >= 1).unwrap_or(1),
+        Some(cur) => {
+            let stored = read(cur).ok().flatten().unwrap_or(1);
+            let differs = |a: Option<&Value>, b: Option<&Value>| a != b;
+            if differs(cur.pointer("/spec/template"), new.pointer("/spec/template")) {
+                stored + 1
+            } else {
+                stored
+            }
+        }
+    };
+    meta_mut(new)
+        .entry("annotations")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .map(|a| a.insert(TEMPLATE_GENERATION.into(), json!(generation.to_string())));
     Ok(())
 }
 
@@ -576,6 +631,7 @@ pub fn finish_update(
     if info.is_custom() {
         admit_custom(info, version, &mut new, &name, strict && part == Part::Main)?;
     }
+    template_generation(info, version, Some(cur), &mut new)?;
     // Status strategies never move it: a status write changes nothing it counts.
     if part == Part::Main && crate::strategy::of(info).generation.bumped(cur, &new) {
         let g = meta(cur)
@@ -1031,5 +1087,54 @@ mod tests {
             &json!({"metadata": {"deletionTimestamp": "x", "finalizers": []}})
         ));
         assert!(!should_remove(&json!({"metadata": {}})));
+    }
+
+    #[test]
+    fn a_daemonsets_template_generation_is_kept_as_kube_apiserver_keeps_it() {
+        let r = Registry::new();
+        let ds = r.lookup("apps", "v1", "daemonsets").unwrap();
+        let gen_of = |o: &Value| o["metadata"]["annotations"][TEMPLATE_GENERATION].clone();
+        let with = |ann: Option<&str>, image: &str| {
+            let mut o = json!({"metadata": {"name": "d"},
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}});
+            if let Some(a) = ann {
+                o["metadata"]["annotations"] = json!({TEMPLATE_GENERATION: a});
+            }
+            o
+        };
+        // Create: what was sent, at least 1.
+        for (sent, want) in [
+            (None, "1"),
+            (Some("5"), "5"),
+            (Some("0"), "1"),
+            (Some("-3"), "1"),
+        ] {
+            let mut o = with(sent, "a");
+            template_generation(&ds, "v1", None, &mut o).unwrap();
+            assert_eq!(gen_of(&o), json!(want), "{sent:?}");
+        }
+        let mut bad = with(Some("two"), "a");
+        let e = template_generation(&ds, "v1", None, &mut bad).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(
+            e.message,
+            "DaemonSet in version \"v1\" cannot be handled as a DaemonSet: strconv.ParseInt: parsing \"two\": invalid syntax"
+        );
+        // Update: the stored one, whatever is sent; one more for a new template.
+        let stored = with(Some("4"), "a");
+        let mut same = with(Some("9"), "a");
+        template_generation(&ds, "v1", Some(&stored), &mut same).unwrap();
+        assert_eq!(gen_of(&same), json!("4"));
+        let mut dropped = with(None, "a");
+        template_generation(&ds, "v1", Some(&stored), &mut dropped).unwrap();
+        assert_eq!(gen_of(&dropped), json!("4"));
+        let mut changed = with(Some("4"), "b");
+        template_generation(&ds, "v1", Some(&stored), &mut changed).unwrap();
+        assert_eq!(gen_of(&changed), json!("5"));
+        // Other kinds never get it.
+        let deploy = r.lookup("apps", "v1", "deployments").unwrap();
+        let mut d = with(None, "a");
+        template_generation(&deploy, "v1", None, &mut d).unwrap();
+        assert_eq!(d["metadata"].get("annotations"), None);
     }
 }
