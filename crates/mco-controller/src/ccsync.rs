@@ -367,6 +367,7 @@ async fn sync_once(
     ctx: &Ctx,
     user_watch: &mut UserWatch,
     wake: &futures::channel::mpsc::UnboundedSender<()>,
+    warned: &mut Vec<String>,
 ) -> Result<(), SyncError> {
     let managed = Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
     let ccs = Api::<ControllerConfig>::all(ctx.client.clone());
@@ -401,8 +402,12 @@ async fn sync_once(
         user_ca,
     };
     let plan = plan(&cc.spec, &sources)?;
-    for w in &plan.warnings {
-        tracing::warn!("{w}");
+    // Said once, not at every resync.
+    if *warned != plan.warnings {
+        for w in &plan.warnings {
+            tracing::warn!("{w}");
+        }
+        *warned = plan.warnings.clone();
     }
     let Some(patch) = plan.patch else {
         return Ok(());
@@ -450,8 +455,9 @@ pub async fn run(ctx: Arc<Ctx>) {
     let mut user_watch = UserWatch::default();
     let mut failures: u32 = 0;
     let mut reported: Option<String> = None;
+    let mut warned = vec![];
     loop {
-        match sync_once(&ctx, &mut user_watch, &wake).await {
+        match sync_once(&ctx, &mut user_watch, &wake, &mut warned).await {
             Ok(()) => {
                 failures = 0;
                 reported = None;
