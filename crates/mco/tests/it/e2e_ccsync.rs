@@ -276,6 +276,24 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
             (c.read_node_file(n, "/etc/kubernetes/kubelet-ca.crt")? == first).then_some(())
         });
     }
+    // The first rollout of the rendered configs over (it may reboot), every node Done on it.
+    for pool in ["master", "worker"] {
+        wait_for(&format!("pool {pool} settled"), 180, || {
+            alive();
+            let p = c.get_json(&["mcp", pool]);
+            (p["status"]["machineCount"] == 1).then_some(())?;
+            e2e::pool_settled(&p)
+        });
+    }
+    for n in nodes {
+        wait_for(&format!("{n} Done on its target"), 60, || {
+            let node = c.get_json(&["node", n]);
+            let done = e2e::annotation(&node, e2e::STATE_ANN) == "Done"
+                && e2e::annotation(&node, e2e::CURRENT_ANN)
+                    == e2e::annotation(&node, e2e::DESIRED_ANN);
+            done.then_some(())
+        });
+    }
     let boots: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
 
     // The cluster rotates its signer: the new CA beside the old one.
