@@ -4,7 +4,8 @@
 //! `mco-controller` ServiceAccount (so the RBAC is proven to suffice). A rotated kubelet client
 //! CA reaches every node's `/etc/kubernetes/kubelet-ca.crt` without a reboot, a registry CA
 //! added to the administrator's ConfigMap reaches `/etc/docker/certs.d`, a missing source
-//! leaves its field, and a refused source is reported on the ControllerConfig.
+//! leaves its field, a hand edit is undone at the next resync, and a refused source is reported
+//! on the ControllerConfig.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -367,6 +368,21 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         c.spec()["imageRegistryBundleData"],
         json!([{"file": MANAGED_REGISTRY, "data": b64(&internal)}])
     );
+
+    // A hand edit of a kept field is undone at the next resync (5 s here).
+    let edit = ca("hand-edit");
+    c.kubectl(&[
+        "patch",
+        "controllerconfig",
+        CC,
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"kubeAPIServerServingCAData": b64(&edit)}}).to_string(),
+    ]);
+    wait_for("the hand edit undone", 60, || {
+        alive();
+        (c.spec()["kubeAPIServerServingCAData"] == b64(&rotated)).then_some(())
+    });
 
     // A source refused (the key gone): nothing patched, and a Warning on the ControllerConfig
     // naming the ConfigMap and the key.
