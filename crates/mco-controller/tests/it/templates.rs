@@ -421,14 +421,19 @@ async fn configs_another_controller_generated_are_kept_and_reported() {
     })
     .await;
     assert_eq!(failing, "False", "{message}");
+    // Kept as they were: a kubelet config is only marked with the TLS profile it follows.
     for mc in before
         .iter()
         .filter(|m| TEMPLATE_NAMES.contains(&m.name_any().as_str()))
     {
         let now = mcs.get(&mc.name_any()).await.unwrap();
+        assert_eq!(now.spec, mc.spec, "{}", mc.name_any());
+        let mut annotations = now.annotations().clone();
+        let mark = annotations.remove(mco_generate::template::TLS_PROFILE_FOLLOWED);
+        assert_eq!(&annotations, mc.annotations(), "{}", mc.name_any());
         assert_eq!(
-            now.resource_version(),
-            mc.resource_version(),
+            mark.is_some(),
+            mc.name_any().ends_with("-kubelet"),
             "{}",
             mc.name_any()
         );
