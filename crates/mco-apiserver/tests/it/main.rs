@@ -10,6 +10,7 @@ mod common;
 mod crash;
 mod event_storage;
 mod events;
+mod generators;
 mod kubectl;
 mod kubectl_crds;
 mod limits;
