@@ -46,6 +46,9 @@ fn visible(e: &Event, gr: &str, ns: Option<&str>, f: &Filter) -> Option<(EventTy
 struct WatchFmt {
     info: ResourceInfo,
     version: String,
+    /// `group/version`, the key of an event's shared lines: core and `events.k8s.io` Events
+    /// share one event, not its line. Made once: a line is looked up per event and watcher.
+    api_version: String,
     table: Option<Include>,
     slim: bool,
 }
@@ -84,9 +87,7 @@ impl WatchFmt {
         if self.table.is_some() {
             return self.line(typ.as_str(), obj);
         }
-        // Keyed by group too: core and `events.k8s.io` Events share one event, not its line.
-        let api_version = self.info.api_version(&self.version);
-        e.lines.get_or_make(typ, &api_version, self.slim, || {
+        e.lines.get_or_make(typ, &self.api_version, self.slim, || {
             self.line(typ.as_str(), obj)
         })
     }
@@ -142,6 +143,7 @@ pub(super) fn watch(
     let fmt = WatchFmt {
         info: t.info.clone(),
         version: t.version.clone(),
+        api_version: t.info.api_version(&t.version),
         table: wants_table(headers)
             .then(|| Include::parse(q.get("includeObject").map(String::as_str))),
         slim: t.slim,
