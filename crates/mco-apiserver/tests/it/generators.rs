@@ -276,3 +276,79 @@ async fn kubectl_create_deployment_stores_what_kube_apiserver_stores() {
     assert_eq!(sleeper["spec"], spec);
     assert_eq!(sleeper["metadata"]["labels"], json!({"app": "sleeper"}));
 }
+
+/// A protobuf body as the JSON ones: one of `MAX_BODY` bytes is read, one byte more is
+/// refused before it is decoded. The padding is a Deployment's status (field 3), which the
+/// server drops, as it writes the status itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_body_is_bounded_as_a_json_one() {
+    let s = common::start().await;
+    let client = s
+        .handle
+        .client_for(mco_apiserver::Identity::Admin)
+        .await
+        .unwrap();
+    let kc = s.handle.kubeconfig_path();
+    let home = tempfile::tempdir().unwrap();
+    kubectl(&kc, home.path(), &["create", "namespace", "diff"]);
+    let sent = std::fs::read(format!(
+        "{}/tests/data/protobuf/deployment-create.bin",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    // The captured envelope: magic, typeMeta (field 1), then the raw object (field 2, 207
+    // bytes) last; the padding goes at the raw object's end.
+    let padded = |total: usize| -> Vec<u8> {
+        let varint = |mut v: usize, out: &mut Vec<u8>| {
+            while v >= 0x80 {
+                out.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        };
+        let raw_at = sent.windows(2).position(|w| w == [0x12, 0xcf]).unwrap();
+        let (head, raw) = (&sent[..raw_at], &sent[raw_at + 3..]);
+        assert_eq!(sent.len(), raw_at + 3 + raw.len());
+        // Sizes of the varints move with the padding: settle them by trying.
+        for pad in (0..total).rev() {
+            let mut status = vec![0x1a];
+            varint(pad, &mut status);
+            status.extend(std::iter::repeat_n(0u8, pad));
+            let mut inner = raw.to_vec();
+            inner.extend(&status);
+            let mut body = head.to_vec();
+            body.push(0x12);
+            varint(inner.len(), &mut body);
+            body.extend(&inner);
+            if body.len() == total {
+                return body;
+            }
+        }
+        panic!("no padding makes {total} bytes");
+    };
+    let post = |body: Vec<u8>| {
+        http::Request::builder()
+            .method("POST")
+            .uri("/apis/apps/v1/namespaces/diff/deployments")
+            .header("content-type", "application/vnd.kubernetes.protobuf")
+            .body(kube::client::Body::from(body))
+            .unwrap()
+    };
+    let resp = client
+        .send(post(padded(mco_apiserver::MAX_BODY + 1)))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 413);
+    let resp = client
+        .send(post(padded(mco_apiserver::MAX_BODY)))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let web = stored(
+        &kc,
+        home.path(),
+        "/apis/apps/v1/namespaces/diff/deployments/web",
+    );
+    assert_eq!(web["spec"]["replicas"], json!(3));
+    assert_eq!(web["status"], json!({}));
+}
