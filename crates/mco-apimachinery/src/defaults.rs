@@ -126,7 +126,22 @@ fn spec_mut(obj: &mut Value) -> &mut Map<String, Value> {
 fn deployment(obj: &mut Value) {
     let spec = spec_mut(obj);
     set_if_absent(spec, "replicas", json!(1));
-    let strategy = object_at(spec, "strategy");
+    rolling_update(spec, "strategy", json!("25%"), json!("25%"));
+    set_if_absent(spec, "revisionHistoryLimit", json!(10));
+    set_if_absent(spec, "progressDeadlineSeconds", json!(600));
+    template(spec);
+}
+
+/// A workload's update strategy at `key`: `RollingUpdate` when no type is set, and a rolling
+/// update's bounds when that is the type (a Deployment's `strategy`, a DaemonSet's
+/// `updateStrategy`).
+fn rolling_update(
+    spec: &mut Map<String, Value>,
+    key: &str,
+    max_unavailable: Value,
+    max_surge: Value,
+) {
+    let strategy = object_at(spec, key);
     if strategy
         .get("type")
         .and_then(Value::as_str)
@@ -136,12 +151,9 @@ fn deployment(obj: &mut Value) {
     }
     if strategy.get("type") == Some(&json!("RollingUpdate")) {
         let ru = object_at(strategy, "rollingUpdate");
-        set_if_absent(ru, "maxUnavailable", json!("25%"));
-        set_if_absent(ru, "maxSurge", json!("25%"));
+        set_if_absent(ru, "maxUnavailable", max_unavailable);
+        set_if_absent(ru, "maxSurge", max_surge);
     }
-    set_if_absent(spec, "revisionHistoryLimit", json!(10));
-    set_if_absent(spec, "progressDeadlineSeconds", json!(600));
-    template(spec);
 }
 
 /// `SetDefaults_ReplicaSet`: one replica; then the template.
@@ -155,19 +167,7 @@ fn replica_set(obj: &mut Value) {
 /// revisions kept; then the template.
 fn daemon_set(obj: &mut Value) {
     let spec = spec_mut(obj);
-    let strategy = object_at(spec, "updateStrategy");
-    if strategy
-        .get("type")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        strategy.insert("type".into(), json!("RollingUpdate"));
-    }
-    if strategy.get("type") == Some(&json!("RollingUpdate")) {
-        let ru = object_at(strategy, "rollingUpdate");
-        set_if_absent(ru, "maxUnavailable", json!(1));
-        set_if_absent(ru, "maxSurge", json!(0));
-    }
+    rolling_update(spec, "updateStrategy", json!(1), json!(0));
     set_if_absent(spec, "revisionHistoryLimit", json!(10));
     template(spec);
 }
