@@ -26,6 +26,34 @@ fn kubectl(kubeconfig: &std::path::Path, home: &std::path::Path, args: &[&str]) 
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// A server with the namespace `diff`, and kubectl for it.
+struct Cluster {
+    _server: common::TestServer,
+    kubeconfig: std::path::PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let server = common::start().await;
+        let c = Cluster {
+            kubeconfig: server.handle.kubeconfig_path(),
+            home: tempfile::tempdir().unwrap(),
+            _server: server,
+        };
+        c.kubectl(&["create", "namespace", "diff"]);
+        c
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        kubectl(&self.kubeconfig, self.home.path(), args)
+    }
+
+    fn stored(&self, path: &str) -> Value {
+        stored(&self.kubeconfig, self.home.path(), path)
+    }
+}
+
 /// The stored object less what the server makes up for each object.
 fn stored(kc: &std::path::Path, home: &std::path::Path, path: &str) -> Value {
     let mut v: Value = serde_json::from_str(&kubectl(kc, home, &["get", "--raw", path])).unwrap();
@@ -60,12 +88,9 @@ fn role_ref(kind: &str, name: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_rbac_generators_store_what_kube_apiserver_stores() {
-    let s = common::start().await;
-    let kc = s.handle.kubeconfig_path();
-    let home = tempfile::tempdir().unwrap();
-    let k = |args: &[&str]| kubectl(&kc, home.path(), args);
-    let get = |path: &str| stored(&kc, home.path(), path);
-    k(&["create", "namespace", "diff"]);
+    let c = Cluster::start().await;
+    let k = |args: &[&str]| c.kubectl(args);
+    let get = |path: &str| c.stored(path);
 
     assert_eq!(
         k(&[
@@ -218,12 +243,9 @@ fn template(app: &str, container: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_deployment_stores_what_kube_apiserver_stores() {
-    let s = common::start().await;
-    let kc = s.handle.kubeconfig_path();
-    let home = tempfile::tempdir().unwrap();
-    let k = |args: &[&str]| kubectl(&kc, home.path(), args);
-    let get = |path: &str| stored(&kc, home.path(), path);
-    k(&["create", "namespace", "diff"]);
+    let c = Cluster::start().await;
+    let k = |args: &[&str]| c.kubectl(args);
+    let get = |path: &str| c.stored(path);
     let defaults = json!({"strategy": {"type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
         "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600});
