@@ -368,29 +368,16 @@ async fn collect_garbage(app: &App) {
                     still_referred.extend(uids);
                 }
             }
-            Verdict::Release => {
-                edit_if_uid(
-                    app,
-                    gr,
-                    h.ns(),
-                    &h.name,
-                    uid,
-                    "releasing a foreground deletion",
-                    |v| retain_in_metadata(v, "finalizers", |x| x != FOREGROUND),
-                )
-                .await;
-            }
             Verdict::Unorphan if still_referred.contains(uid) => {}
-            Verdict::Unorphan => {
-                edit_if_uid(
-                    app,
-                    gr,
-                    h.ns(),
-                    &h.name,
-                    uid,
-                    "finishing an orphan deletion",
-                    |v| retain_in_metadata(v, "finalizers", |x| x != ORPHAN),
-                )
+            Verdict::Release | Verdict::Unorphan => {
+                let (finalizer, why) = if matches!(verdict, Verdict::Release) {
+                    (FOREGROUND, "releasing a foreground deletion")
+                } else {
+                    (ORPHAN, "finishing an orphan deletion")
+                };
+                edit_if_uid(app, gr, h.ns(), &h.name, uid, why, move |v| {
+                    retain_in_metadata(v, "finalizers", |x| x != finalizer)
+                })
                 .await;
             }
         }
