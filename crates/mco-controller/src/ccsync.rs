@@ -25,13 +25,15 @@
 //! watches the sources by name and patches the ControllerConfig when the plan says so.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use mco_api::controllerconfig::MAX_BUNDLE_BYTES;
 use mco_api::generators::{IMAGE_CONFIG_NAME, Image};
@@ -302,6 +304,8 @@ enum SyncError {
     Api(#[from] Error),
     #[error(transparent)]
     Refused(#[from] Refused),
+    #[error("{0}")]
+    Watch(String),
 }
 
 impl From<kube::Error> for SyncError {
@@ -310,96 +314,254 @@ impl From<kube::Error> for SyncError {
     }
 }
 
-/// Each change of the object `name` (also its deletion, and each relist), as a `()`.
-fn changes_of<T>(
+/// What a by-name watch last delivered of its object: the sync reads the sources from here, so
+/// a wake costs no request.
+#[derive(Debug, Clone)]
+enum Seen<T> {
+    /// Not listed yet: the sync waits for the first list, which wakes it.
+    Unknown,
+    /// Listed, and not there (or its kind is not served).
+    Absent,
+    Present(T),
+    /// Never listed: the watch's error, the sync's failure until a list succeeds.
+    Failed(String),
+}
+
+type Slot<T> = Arc<Mutex<Seen<T>>>;
+
+fn slot<T>() -> Slot<T> {
+    Arc::new(Mutex::new(Seen::Unknown))
+}
+
+/// The object a slot holds: `Ok(None)` absent, `Err(None)` not listed yet, `Err(Some(why))`
+/// the watch could not list it.
+fn seen<T: Clone>(slot: &Slot<T>, what: &str) -> Result<Option<T>, Option<String>> {
+    match &*slot.lock().unwrap_or_else(|e| e.into_inner()) {
+        Seen::Unknown => Err(None),
+        Seen::Absent => Ok(None),
+        Seen::Present(t) => Ok(Some(t.clone())),
+        Seen::Failed(why) => Err(Some(format!("watching the {what}: {why}"))),
+    }
+}
+
+/// Keeps `slot` at what the watch of the object `name` delivers, yielding a `()` each time it
+/// changes (also at its deletion and each relist). A list refused as not found (a kind the
+/// server does not serve) is an absent object; another failure before the first list is kept
+/// for the sync to report, and after it the last object stays while the watch retries.
+fn follow<T>(
     api: Api<T>,
     name: &str,
     what: &'static str,
     quiet: bool,
+    slot: Slot<T>,
 ) -> impl Stream<Item = ()> + Send + 'static
 where
-    T: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    T: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let events = crate::by_name::watch(api, name).map(|r| r.map(|_| ()));
-    crate::by_name::changes(events, what, quiet)
+    let mut listing: Option<T> = None;
+    crate::by_name::watch(api, name).filter_map(move |r| {
+        let set = |s: Seen<T>| {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = s;
+            Some(())
+        };
+        future::ready(match r {
+            Ok(watcher::Event::Init) => {
+                listing = None;
+                None
+            }
+            Ok(watcher::Event::InitApply(o)) => {
+                listing = Some(o);
+                None
+            }
+            Ok(watcher::Event::InitDone) => set(listing.take().map_or(Seen::Absent, Seen::Present)),
+            Ok(watcher::Event::Apply(o)) => set(Seen::Present(o)),
+            Ok(watcher::Event::Delete(_)) => set(Seen::Absent),
+            Err(e) => {
+                let no_kind = matches!(
+                    &e,
+                    watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404
+                );
+                if quiet || no_kind {
+                    tracing::debug!(error = %e, "{what} watch failed; retrying");
+                } else {
+                    tracing::warn!(error = %e, "{what} watch failed; retrying");
+                }
+                let mut s = slot.lock().unwrap_or_else(|e| e.into_inner());
+                match &*s {
+                    Seen::Absent if no_kind => None,
+                    _ if no_kind => {
+                        *s = Seen::Absent;
+                        Some(())
+                    }
+                    Seen::Unknown => {
+                        *s = Seen::Failed(e.to_string());
+                        Some(())
+                    }
+                    Seen::Failed(was) if *was != e.to_string() => {
+                        *s = Seen::Failed(e.to_string());
+                        Some(())
+                    }
+                    _ => None,
+                }
+            }
+        })
+    })
 }
 
-/// The watch of the user ConfigMap the Image config names, replaced when the name changes.
-#[derive(Default)]
-struct UserWatch(Option<(String, JoinHandle<()>)>);
+/// Runs `changes` until dropped, waking the sync at each.
+fn forward(
+    changes: impl Stream<Item = ()> + Send + 'static,
+    wake: &futures::channel::mpsc::UnboundedSender<()>,
+) -> AbortOnDrop {
+    let wake = wake.clone();
+    AbortOnDrop(tokio::spawn(changes.for_each(move |()| {
+        let _ = wake.unbounded_send(());
+        future::ready(())
+    })))
+}
 
-impl UserWatch {
+/// The watch of a ConfigMap of `openshift-config` another object names, replaced when the name
+/// changes.
+struct NamedWatch {
+    what: &'static str,
+    watch: Option<(String, Slot<ConfigMap>, AbortOnDrop)>,
+}
+
+impl NamedWatch {
+    fn new(what: &'static str) -> NamedWatch {
+        NamedWatch { what, watch: None }
+    }
+
+    /// Watches `name` (none: nothing) and says what was last seen of it.
     fn follow(
         &mut self,
         ctx: &Ctx,
         name: Option<&str>,
         wake: &futures::channel::mpsc::UnboundedSender<()>,
-    ) {
-        if self.0.as_ref().map(|(n, _)| n.as_str()) == name {
-            return;
+    ) -> Result<Option<ConfigMap>, Option<String>> {
+        if self.watch.as_ref().map(|(n, _, _)| n.as_str()) != name {
+            self.watch = name.map(|name| {
+                let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), USER_NAMESPACE);
+                let s = slot();
+                let task = forward(follow(api, name, self.what, false, s.clone()), wake);
+                (name.to_string(), s, task)
+            });
         }
-        if let Some((_, task)) = self.0.take() {
-            task.abort();
-        }
-        let Some(name) = name else { return };
-        let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), USER_NAMESPACE);
-        let wake = wake.clone();
-        let task = tokio::spawn(
-            changes_of(api, name, "user registry CA ConfigMap", false).for_each(move |()| {
-                let _ = wake.unbounded_send(());
-                future::ready(())
-            }),
-        );
-        self.0 = Some((name.to_string(), task));
-    }
-}
-
-impl Drop for UserWatch {
-    fn drop(&mut self) {
-        if let Some((_, task)) = self.0.take() {
-            task.abort();
+        match &self.watch {
+            None => Ok(None),
+            Some((_, s, _)) => seen(s, self.what),
         }
     }
 }
 
-/// Reads the sources and patches the ControllerConfig when they differ from its spec.
+/// A slot's object as the sync takes it: `Ok(None)` not listed yet, a watch's failure an error.
+fn read<T>(r: Result<T, Option<String>>) -> Result<Option<T>, SyncError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(None) => Ok(None),
+        Err(Some(why)) => Err(SyncError::Watch(why)),
+    }
+}
+
+/// The sources' watches: the fixed ones, and those of the ConfigMaps the Image config names.
+struct Watches {
+    client_ca: Slot<ConfigMap>,
+    registry_ca: Slot<ConfigMap>,
+    image: Slot<Image>,
+    user_ca: NamedWatch,
+    _tasks: Vec<AbortOnDrop>,
+}
+
+impl Watches {
+    fn start(ctx: &Ctx, wake: &futures::channel::mpsc::UnboundedSender<()>) -> Watches {
+        let managed = || Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
+        let (client_ca, registry_ca, image) = (slot(), slot(), slot());
+        let tasks = vec![
+            forward(
+                follow(
+                    managed(),
+                    CLIENT_CA,
+                    "kube-apiserver client CA ConfigMap",
+                    false,
+                    client_ca.clone(),
+                ),
+                wake,
+            ),
+            forward(
+                follow(
+                    managed(),
+                    REGISTRY_CA,
+                    "image registry CA ConfigMap",
+                    false,
+                    registry_ca.clone(),
+                ),
+                wake,
+            ),
+            // A kind only OpenShift serves: missing elsewhere, so quiet.
+            forward(
+                follow(
+                    Api::<Image>::all(ctx.client.clone()),
+                    IMAGE_CONFIG_NAME,
+                    "image config",
+                    true,
+                    image.clone(),
+                ),
+                wake,
+            ),
+            forward(crate::controllers::ticker(ctx.config.resync), wake),
+        ];
+        Watches {
+            client_ca,
+            registry_ca,
+            image,
+            user_ca: NamedWatch::new("user registry CA ConfigMap"),
+            _tasks: tasks,
+        }
+    }
+
+    /// The sources as last seen; `Ok(None)` while a watch has not listed its object yet.
+    fn sources(
+        &mut self,
+        ctx: &Ctx,
+        wake: &futures::channel::mpsc::UnboundedSender<()>,
+    ) -> Result<Option<Sources>, SyncError> {
+        let Some(image) = read(seen(&self.image, "image config"))? else {
+            return Ok(None);
+        };
+        let user_name = image.as_ref().and_then(user_ca_name).map(str::to_string);
+        let user_ca = read(self.user_ca.follow(ctx, user_name.as_deref(), wake))?;
+        let client_ca = read(seen(&self.client_ca, "kube-apiserver client CA ConfigMap"))?;
+        let registry_ca = read(seen(&self.registry_ca, "image registry CA ConfigMap"))?;
+        let (Some(user_ca), Some(client_ca), Some(registry_ca)) = (user_ca, client_ca, registry_ca)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Sources {
+            client_ca,
+            registry_ca,
+            image,
+            user_ca,
+        }))
+    }
+}
+
+/// Takes the sources as last seen and patches the ControllerConfig when they differ from its
+/// spec. Nothing is read from the server: the ControllerConfig from the controller's cache,
+/// the sources from their watches.
 async fn sync_once(
     ctx: &Ctx,
-    user_watch: &mut UserWatch,
+    watches: &mut Watches,
     wake: &futures::channel::mpsc::UnboundedSender<()>,
     warned: &mut Vec<String>,
 ) -> Result<(), SyncError> {
-    let managed = Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
-    let ccs = Api::<ControllerConfig>::all(ctx.client.clone());
     let name = mco_api::constants::names::CONTROLLER_CONFIG;
-    let Some(cc) = ccs.get_opt(name).await? else {
+    let Some(cc) = ctx.ccs.get(&ObjectRef::new(name)) else {
         tracing::debug!("no ControllerConfig {name} yet; nothing to keep");
         return Ok(());
     };
-    let image = match Api::<Image>::all(ctx.client.clone())
-        .get_opt(IMAGE_CONFIG_NAME)
-        .await
-    {
-        Ok(i) => i,
-        // A cluster without the kind: no Image config.
-        Err(kube::Error::Api(e)) if e.code == 404 => None,
-        Err(e) => return Err(e.into()),
-    };
-    let user_name = image.as_ref().and_then(user_ca_name).map(str::to_string);
-    user_watch.follow(ctx, user_name.as_deref(), wake);
-    let user_ca = match &user_name {
-        Some(n) => {
-            Api::<ConfigMap>::namespaced(ctx.client.clone(), USER_NAMESPACE)
-                .get_opt(n)
-                .await?
-        }
-        None => None,
-    };
-    let sources = Sources {
-        client_ca: managed.get_opt(CLIENT_CA).await?,
-        registry_ca: managed.get_opt(REGISTRY_CA).await?,
-        image,
-        user_ca,
+    let Some(sources) = watches.sources(ctx, wake)? else {
+        tracing::debug!("a source not listed yet; synced once it is");
+        return Ok(());
     };
     let plan = plan(&cc.spec, &sources)?;
     // Said once, not at every resync.
@@ -412,7 +574,8 @@ async fn sync_once(
     let Some(patch) = plan.patch else {
         return Ok(());
     };
-    ccs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+    Api::<ControllerConfig>::all(ctx.client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     tracing::info!(controllerconfig = name, changed = ?plan.changed, "ControllerConfig CA bundles brought to the cluster's");
     Ok(())
@@ -424,40 +587,12 @@ async fn sync_once(
 /// `ControllerConfigSyncFailed` event when its message changes.
 pub async fn run(ctx: Arc<Ctx>) {
     let (wake, mut woken) = futures::channel::mpsc::unbounded::<()>();
-    let managed = || Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
-    let fixed = futures::stream::select_all([
-        changes_of(
-            managed(),
-            CLIENT_CA,
-            "kube-apiserver client CA ConfigMap",
-            false,
-        )
-        .boxed(),
-        changes_of(managed(), REGISTRY_CA, "image registry CA ConfigMap", false).boxed(),
-        // A kind only OpenShift serves: missing elsewhere, so quiet.
-        changes_of(
-            Api::<Image>::all(ctx.client.clone()),
-            IMAGE_CONFIG_NAME,
-            "image config",
-            true,
-        )
-        .boxed(),
-        crate::controllers::ticker(ctx.config.resync).boxed(),
-    ]);
-    let forward = {
-        let wake = wake.clone();
-        tokio::spawn(fixed.for_each(move |()| {
-            let _ = wake.unbounded_send(());
-            future::ready(())
-        }))
-    };
-    let _forward = AbortOnDrop(forward);
-    let mut user_watch = UserWatch::default();
+    let mut watches = Watches::start(&ctx, &wake);
     let mut failures: u32 = 0;
     let mut reported: Option<String> = None;
     let mut warned = vec![];
     loop {
-        match sync_once(&ctx, &mut user_watch, &wake, &mut warned).await {
+        match sync_once(&ctx, &mut watches, &wake, &mut warned).await {
             Ok(()) => {
                 failures = 0;
                 reported = None;
@@ -467,13 +602,11 @@ pub async fn run(ctx: Arc<Ctx>) {
                 let message = format!("syncing the CA bundles from the cluster: {e}");
                 tracing::warn!(error = %e, failures, "ControllerConfig CA bundle sync failed");
                 if reported.as_deref() != Some(message.as_str()) {
-                    let cc = Api::<ControllerConfig>::all(ctx.client.clone())
-                        .get_opt(mco_api::constants::names::CONTROLLER_CONFIG)
-                        .await
-                        .ok()
-                        .flatten();
+                    let cc = ctx.ccs.get(&ObjectRef::new(
+                        mco_api::constants::names::CONTROLLER_CONFIG,
+                    ));
                     ctx.publish(
-                        &reference(cc.as_ref()),
+                        &reference(cc.as_deref()),
                         EventKind::Warning,
                         SYNC_FAILED,
                         &message,
