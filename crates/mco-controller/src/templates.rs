@@ -134,7 +134,7 @@ pub async fn apply(cc: &ControllerConfig, ctx: &Ctx) -> Result<Option<String>, E
         .collect();
     if elsewhere.len() == names.len() {
         let mut elsewhere = elsewhere;
-        if elsewhere.iter().any(holds_followed_file) {
+        if elsewhere.iter().any(template::writes_followed_file) {
             let read = match read_cluster(cc, ctx).await? {
                 Ok(read) => read,
                 Err(why) => return Ok(Some(why)),
@@ -305,17 +305,6 @@ struct ClusterRead {
     /// The Secret it came from, as `namespace/name`.
     pull_secret_ref: String,
     tls_profile: Option<TlsSecurityProfile>,
-}
-
-/// Whether `mc` writes a file that follows an input when kept: the pull secret or the
-/// kubelet's configuration.
-fn holds_followed_file(mc: &MachineConfig) -> bool {
-    [
-        template::PULL_SECRET_FILE,
-        mco_generate::kubelet::KUBELET_CONF,
-    ]
-    .iter()
-    .any(|path| matches!(mco_generate::file_contents(mc, path), Ok(Some(_))))
 }
 
 /// One input's follow of a kept config, the reason of the event a rewrite by it makes, and what

@@ -802,6 +802,27 @@ fn follow_file(
     Ok(Follow::Rewrite(out))
 }
 
+/// The files of a kept base config that follow an input ([`follow_pull_secret`],
+/// [`follow_tls_profile`]).
+pub const FOLLOWED_FILES: &[&str] = &[PULL_SECRET_FILE, crate::kubelet::KUBELET_CONF];
+
+/// Whether `mc` writes a file that follows an input when kept: an entry for its path with
+/// contents. Nothing is decoded; the follows decode the file they change.
+pub fn writes_followed_file(mc: &MachineConfig) -> bool {
+    let files = mc
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.pointer("/storage/files"))
+        .and_then(Value::as_array);
+    files.into_iter().flatten().any(|f| {
+        f.pointer("/contents/source").is_some_and(Value::is_string)
+            && f["path"]
+                .as_str()
+                .is_some_and(|p| FOLLOWED_FILES.contains(&p))
+    })
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     format!("{:x}", Sha256::digest(bytes))
@@ -1630,6 +1651,36 @@ mod tests {
                 "{stale}"
             );
         }
+    }
+
+    #[test]
+    fn a_followed_file_is_found_by_its_path_without_decoding() {
+        let with = |path: &str, source: Value| {
+            let mut mc = kept_base("{}");
+            mc.spec.config = Some(json!({"storage": {"files": [
+                {"path": "/etc/other", "contents": {"source": "data:,x"}},
+                {"path": path, "contents": {"source": source}},
+            ]}}));
+            mc
+        };
+        for path in FOLLOWED_FILES {
+            assert!(
+                writes_followed_file(&with(path, json!("data:,x"))),
+                "{path}"
+            );
+            // Not decoded here: a follow that reads it says it cannot be decoded.
+            assert!(
+                writes_followed_file(&with(path, json!("data:;base64,%%%"))),
+                "{path}"
+            );
+            // No contents: nothing written there.
+            assert!(!writes_followed_file(&with(path, Value::Null)), "{path}");
+        }
+        assert!(!writes_followed_file(&with("/etc/other", json!("data:,x"))));
+        assert!(!writes_followed_file(&MachineConfig::new(
+            "00-worker",
+            MachineConfigSpec::default()
+        )));
     }
 
     #[test]
