@@ -129,6 +129,24 @@ impl Up {
     fn spec(&self) -> Value {
         self.get_json(&["controllerconfig", CC])["spec"].clone()
     }
+
+    /// Waits until every node's `path` holds `want`, `alive` checking the controller between
+    /// reads.
+    fn wait_nodes_file(
+        &self,
+        nodes: &[&str],
+        what: &str,
+        path: &str,
+        want: &str,
+        alive: &mut dyn FnMut(),
+    ) {
+        for n in nodes {
+            wait_for(&format!("{n}: {what}"), 120, || {
+                alive();
+                (self.read_node_file(n, path)? == want).then_some(())
+            });
+        }
+    }
 }
 
 fn configmap(namespace: &str, name: &str, data: Value) -> String {
@@ -271,12 +289,13 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         c.spec()
     );
     let nodes = ["master-0", "worker-0"];
-    for n in nodes {
-        wait_for(&format!("{n}: the first kubelet CA"), 120, || {
-            alive();
-            (c.read_node_file(n, "/etc/kubernetes/kubelet-ca.crt")? == first).then_some(())
-        });
-    }
+    c.wait_nodes_file(
+        &nodes,
+        "the first kubelet CA",
+        "/etc/kubernetes/kubelet-ca.crt",
+        &first,
+        &mut alive,
+    );
     // The first rollout of the rendered configs over (it may reboot), every node Done on it.
     for pool in ["master", "worker"] {
         wait_for(&format!("pool {pool} settled"), 180, || {
@@ -305,12 +324,13 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         "kube-apiserver-client-ca",
         json!({"ca-bundle.crt": rotated}),
     ));
-    for n in nodes {
-        wait_for(&format!("{n}: the rotated kubelet CA"), 120, || {
-            alive();
-            (c.read_node_file(n, "/etc/kubernetes/kubelet-ca.crt")? == rotated).then_some(())
-        });
-    }
+    c.wait_nodes_file(
+        &nodes,
+        "the rotated kubelet CA",
+        "/etc/kubernetes/kubelet-ca.crt",
+        &rotated,
+        &mut alive,
+    );
     let after: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
     assert_eq!(after, boots, "a node rebooted for the kubelet CA");
 
@@ -326,12 +346,13 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         })
         .to_string(),
     );
-    for n in nodes {
-        wait_for(&format!("{n}: the user's registry CA"), 120, || {
-            alive();
-            (c.read_node_file(n, &format!("{USER_DIR}/ca.crt"))? == registry).then_some(())
-        });
-    }
+    c.wait_nodes_file(
+        &nodes,
+        "the user's registry CA",
+        &format!("{USER_DIR}/ca.crt"),
+        &registry,
+        &mut alive,
+    );
     assert_eq!(
         c.spec()["imageRegistryBundleUserData"],
         json!([{"file": USER_REGISTRY, "data": b64(&registry)}])
@@ -343,13 +364,13 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         USER_CM,
         json!({USER_REGISTRY: registry, "quay.example.com": another}),
     ));
-    for n in nodes {
-        wait_for(&format!("{n}: the added registry CA"), 120, || {
-            alive();
-            (c.read_node_file(n, "/etc/docker/certs.d/quay.example.com/ca.crt")? == another)
-                .then_some(())
-        });
-    }
+    c.wait_nodes_file(
+        &nodes,
+        "the added registry CA",
+        "/etc/docker/certs.d/quay.example.com/ca.crt",
+        &another,
+        &mut alive,
+    );
 
     // The cluster's registry CAs, once published, replace the hand-set list.
     let internal = ca("image-registry-ca");
@@ -358,12 +379,13 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         "image-registry-ca",
         json!({MANAGED_REGISTRY: internal}),
     ));
-    for n in nodes {
-        wait_for(&format!("{n}: the cluster's registry CA"), 120, || {
-            alive();
-            (c.read_node_file(n, &format!("{MANAGED_DIR}/ca.crt"))? == internal).then_some(())
-        });
-    }
+    c.wait_nodes_file(
+        &nodes,
+        "the cluster's registry CA",
+        &format!("{MANAGED_DIR}/ca.crt"),
+        &internal,
+        &mut alive,
+    );
     assert_eq!(
         c.spec()["imageRegistryBundleData"],
         json!([{"file": MANAGED_REGISTRY, "data": b64(&internal)}])
