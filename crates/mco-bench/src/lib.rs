@@ -10,6 +10,7 @@ pub mod fanout;
 pub mod floor;
 pub mod mcs;
 pub mod memory;
+pub mod phases;
 pub mod procfs;
 pub mod rollout;
 pub mod servers;

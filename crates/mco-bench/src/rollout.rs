@@ -19,6 +19,7 @@ use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool};
 use serde_json::json;
 
 use crate::Error;
+use crate::phases::{NodeFields, NodeFieldsList, Phases, Recorder};
 use crate::procfs::{self, Mem};
 use crate::stats::{RssTrace, mib};
 use crate::support::{client_from_kubeconfig, poll, scratch_dir, typed};
@@ -141,6 +142,8 @@ pub struct RolloutReport {
     pub control_plane_cpu: Vec<(&'static str, Duration)>,
     /// What the dashboard's page measured while following the rollout (`dashboard`).
     pub page: Option<crate::dashboard::PageStats>,
+    /// Where each worker update's time went, from a watch of every Node.
+    pub phases: Option<Phases>,
 }
 
 impl RolloutReport {
@@ -255,6 +258,9 @@ impl fmt::Display for RolloutReport {
             self.max_unavailable,
             if self.limit_held() { "" } else { ", BROKEN" }
         )?;
+        if let Some(p) = &self.phases {
+            writeln!(f, "{p}")?;
+        }
         writeln!(
             f,
             "  mco up RSS: {} now, peak (VmHWM) {} (goal <= {})",
@@ -479,6 +485,118 @@ impl<'a> PoolWatch<'a> {
     }
 }
 
+/// Every Node followed by one watch from before the MachineConfig's create, each version
+/// noted in a [`Recorder`] as it arrives. Its list and its watch request are made before the
+/// rollout's requests are counted, so none of its own is counted (on kube-apiserver a watch
+/// counts when it ends: one resumed after the server's timeout, 290 s, would be one). It reads
+/// only the fields the phases need, on a task of its own so that the pool's watch never waits
+/// for it.
+struct NodeWatch {
+    stop: tokio::sync::oneshot::Sender<String>,
+    task: tokio::task::JoinHandle<Result<Recorder, Error>>,
+}
+
+/// How long the node watch may take, once the pool is Updated, to deliver the last `Done`s.
+const NODE_WATCH_TAIL: Duration = Duration::from_secs(10);
+
+impl NodeWatch {
+    fn request() -> kube::core::Request {
+        kube::core::Request::new("/api/v1/nodes")
+    }
+
+    async fn list(client: &kube::Client) -> Result<NodeFieldsList, Error> {
+        let req = Self::request()
+            .list(&ListParams::default())
+            .map_err(kube::Error::BuildRequest)?;
+        Ok(client.request(req).await?)
+    }
+
+    async fn watch(
+        client: &kube::Client,
+        version: &str,
+    ) -> Result<futures::stream::BoxStream<'static, kube::Result<WatchEvent<NodeFields>>>, Error>
+    {
+        let req = Self::request()
+            .watch(&WatchParams::default(), version)
+            .map_err(kube::Error::BuildRequest)?;
+        Ok(client.request_events::<NodeFields>(req).await?.boxed())
+    }
+
+    /// From every Node as it is now; the watch is open when this returns.
+    async fn start(client: kube::Client) -> Result<NodeWatch, Error> {
+        let origin = Instant::now();
+        let mut rec = Recorder::default();
+        let list = Self::list(&client).await?;
+        for n in &list.items {
+            rec.observe(n.name(), n.state(), origin.elapsed());
+        }
+        let mut version = list.metadata.resource_version.unwrap_or_default();
+        let mut events = Self::watch(&client, &version).await?;
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<String>();
+        let task = tokio::spawn(async move {
+            // Once told the target, only until every node given it is seen Done.
+            let mut target: Option<(String, Instant)> = None;
+            loop {
+                let ev = match &target {
+                    Some((t, _)) if rec.complete(t) => return Ok(rec),
+                    Some((_, deadline)) => {
+                        match tokio::time::timeout_at((*deadline).into(), events.next()).await {
+                            Ok(ev) => ev,
+                            Err(_) => return Ok(rec),
+                        }
+                    }
+                    None => tokio::select! {
+                        t = &mut stopped => {
+                            let t = t.map_err(|_| Error::Bench("the node watch was dropped".into()))?;
+                            target = Some((t, Instant::now() + NODE_WATCH_TAIL));
+                            continue;
+                        }
+                        ev = events.next() => ev,
+                    },
+                };
+                match ev {
+                    Some(Ok(WatchEvent::Added(n) | WatchEvent::Modified(n))) => {
+                        version = n.resource_version().unwrap_or_default().to_string();
+                        rec.observe(n.name(), n.state(), origin.elapsed());
+                    }
+                    Some(Ok(WatchEvent::Deleted(n))) => {
+                        version = n.resource_version().unwrap_or_default().to_string();
+                        rec.forget(n.name());
+                    }
+                    Some(Ok(WatchEvent::Bookmark(b))) => version = b.metadata.resource_version,
+                    // The version fell out of the server's window: every node as it is now,
+                    // its steps since stamped late, as a watcher relists.
+                    Some(Ok(WatchEvent::Error(e))) if e.code == 410 => {
+                        let list = Self::list(&client).await?;
+                        for n in &list.items {
+                            rec.observe(n.name(), n.state(), origin.elapsed());
+                        }
+                        version = list.metadata.resource_version.unwrap_or_default();
+                        events = Self::watch(&client, &version).await?;
+                    }
+                    Some(Ok(WatchEvent::Error(e))) => {
+                        return Err(Error::Bench(format!("watching the nodes: {e}")));
+                    }
+                    Some(Err(e)) => return Err(e.into()),
+                    // The server ended the watch (its timeout): resume.
+                    None => events = Self::watch(&client, &version).await?,
+                }
+            }
+        });
+        Ok(NodeWatch { stop, task })
+    }
+
+    /// The steps seen, once every node given `target` is seen Done on it (or after
+    /// [`NODE_WATCH_TAIL`]).
+    async fn finish(self, target: &str) -> Result<Recorder, Error> {
+        // An ended task has its error to tell.
+        let _ = self.stop.send(target.to_string());
+        self.task
+            .await
+            .map_err(|e| Error::Bench(format!("the node watch: {e}")))?
+    }
+}
+
 /// Runs the benchmark once.
 pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     let dir = scratch_dir(&opts.work_dir, "rollout")?;
@@ -693,6 +811,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     // The pool is followed by a watch started before anything is counted: polling it was the
     // bench's own requests, two per worker update, counted as the rollout's.
     let mut pool_watch = PoolWatch::start(&pools).await?;
+    let node_watch = NodeWatch::start(client.clone()).await?;
     let requests_before = Requests::read(&client).await?;
     let control_plane: Vec<(&'static str, u32, Duration)> = procfs::control_plane_pids()
         .into_iter()
@@ -743,8 +862,8 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         let unavailable = p.status.as_ref().map_or(0, |s| s.unavailable_machine_count);
         peak_unavailable = peak_unavailable.max(usize::try_from(unavailable).unwrap_or(0));
     }
-    let rendered = new_target.map(|(_, at)| at).unwrap_or_default();
     let rollout = rollout_start.elapsed();
+    let (target, rendered) = new_target.unwrap_or_default();
     let rss_during = RssTrace::of(&sampler.stop());
     let cpu = procfs::read_cpu(pid)?.saturating_sub(cpu_before);
     let controller_cpu = match (controller_pid, controller_before) {
@@ -761,6 +880,11 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     let requests = during.total();
     let top_requests = during.top_kinds(12);
     let mem = procfs::read_mem(pid)?;
+    let phases = Phases::of(
+        node_watch.finish(&target).await?.transitions(),
+        &target,
+        Duration::from_secs_f64(opts.reboot_seconds),
+    );
     let page = match page {
         // The browser blocks (and its drop too): off the runtime.
         Some(p) => Some(
@@ -796,6 +920,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         controller_cpu,
         control_plane_cpu,
         page,
+        phases: Some(phases),
     })
 }
 
@@ -1129,6 +1254,7 @@ pub(crate) mod tests {
             controller_cpu: None,
             control_plane_cpu: vec![],
             page: None,
+            phases: None,
         }
     }
 

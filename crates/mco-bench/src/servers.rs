@@ -153,6 +153,13 @@ impl fmt::Display for ServersReport {
                 per(r.cpu),
             )?;
         }
+        if let (Some(e), Some(r)) = (&self.embedded.phases, &self.real.phases) {
+            writeln!(
+                f,
+                "\nper worker update, from each run's Node watch:\n{}\n",
+                crate::phases::side_by_side(self.embedded.server(), e, self.real.server(), r)
+            )?;
+        }
         write!(
             f,
             "requests per update, real / embedded (net): {:.2} (goal within {:.0} %); real efficiency goal >= {GOAL_REAL_EFFICIENCY}: {}",
