@@ -141,6 +141,10 @@ pub fn legacy_resource_list(reg: &Registry, group: &str, version: &str) -> Optio
             e["categories"] = json!(r.categories);
         }
         resources.push(e);
+        if crate::rest::scale_served(&r, version) {
+            resources.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
         if r.has_status(version) {
             resources.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "kind": r.kind, "verbs": ["get", "patch", "update"]}));
@@ -202,6 +206,9 @@ fn aggregated_resource(r: &ResourceInfo, version: &str) -> Value {
         e["categories"] = json!(r.categories);
     }
     let mut subs = Vec::new();
+    if crate::rest::scale_served(r, version) {
+        subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+    }
     if r.has_status(version) {
         subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
     }

@@ -109,6 +109,17 @@ pub fn server_side_apply(
     let time = crate::objects::now_rfc3339();
     let av = info.api_version(version);
     let opts = options(&time, &keys, &av, info, version, part);
+    apply_with(live, applied, manager, force, opts)
+}
+
+/// Server-side apply with the caller's options (a Scale's); conflicts become upstream's 409.
+pub fn apply_with(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    opts: ApplyOptions<'_>,
+) -> Result<Value, ApiError> {
     apply::apply(live, applied, manager, force, opts).map_err(|e| match e {
         ApplyError::Conflict(cs) => {
             let causes: Vec<Value> = cs

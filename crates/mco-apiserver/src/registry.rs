@@ -23,6 +23,16 @@ pub struct CrdVersion {
     pub printer_columns: Vec<Value>,
     pub selectable_fields: Vec<String>,
     pub status: bool,
+    /// `subresources.scale`, when the version serves `/scale`.
+    pub scale: Option<CrdScale>,
+}
+
+/// A CRD version's `subresources.scale`: where its replicas and selector are (`.spec.replicas`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrdScale {
+    pub spec_replicas_path: String,
+    pub status_replicas_path: String,
+    pub label_selector_path: Option<String>,
 }
 
 /// A served resource, keyed by (group, plural); all versions share storage.
@@ -499,6 +509,14 @@ pub fn crd_to_info(crd: &Value) -> Option<ResourceInfo> {
                 })
                 .unwrap_or_default(),
             status: v.pointer("/subresources/status").is_some(),
+            scale: v.pointer("/subresources/scale").map(|s| {
+                let path = |k: &str| s.get(k).and_then(Value::as_str).map(String::from);
+                CrdScale {
+                    spec_replicas_path: path("specReplicasPath").unwrap_or_default(),
+                    status_replicas_path: path("statusReplicasPath").unwrap_or_default(),
+                    label_selector_path: path("labelSelectorPath").filter(|p| !p.is_empty()),
+                }
+            }),
         });
     }
     if versions.is_empty() {

@@ -10,6 +10,7 @@ mod encode;
 mod evict;
 mod list;
 mod review;
+mod scale;
 mod watch;
 mod write;
 
@@ -32,6 +33,7 @@ use crate::registry::{Registry, ResourceInfo};
 use crate::store::Store;
 
 pub use delete::{DeleteOpts, FOREGROUND, ORPHAN, delete};
+pub(crate) use scale::served as scale_served;
 pub use write::{WriteCtx, create};
 
 use delete::delete_collection;
@@ -459,6 +461,7 @@ fn subresource_served(info: &ResourceInfo, version: &str, sub: &str) -> bool {
         "status" => info.has_status(version),
         "eviction" => info.eviction,
         "token" => crate::discovery::issues_tokens(info),
+        "scale" => scale::served(info, version),
         _ => false,
     }
 }
@@ -548,6 +551,23 @@ async fn resource(
         return Err(ApiError::forbidden(msg));
     }
     match (method, t.name.is_some(), t.sub.as_deref()) {
+        (&Method::GET, true, Some("scale")) => Ok(json_response(200, &scale::get(app, &t)?)),
+        (&Method::PUT, true, Some("scale")) => {
+            let obj = decode_object(headers, &body, "Scale")?;
+            let m = Modify::from_request(&t, None, q, headers, id);
+            let v = scale::write(app, &t, &m, scale::ScaleWrite::Put(obj)).await?;
+            Ok(json_response(200, &v))
+        }
+        (&Method::PATCH, true, Some("scale")) => {
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let m = Modify::from_request(&t, None, q, headers, id);
+            let (pt, doc) = write::patch_document(&t, ct, &body, q)?;
+            let v = scale::write(app, &t, &m, scale::ScaleWrite::Patch(pt, doc)).await?;
+            Ok(json_response(200, &v))
+        }
         (&Method::GET, false, _) => {
             if q.get("watch").is_some_and(|w| w == "1" || w == "true") {
                 watch(app, &t, q, headers)

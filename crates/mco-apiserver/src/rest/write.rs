@@ -219,11 +219,11 @@ fn is_crd(info: &ResourceInfo) -> bool {
 /// and the request's write options. Cloned into the write closure.
 #[derive(Clone)]
 pub(super) struct Modify {
-    info: ResourceInfo,
-    version: String,
-    name: String,
+    pub(super) info: ResourceInfo,
+    pub(super) version: String,
+    pub(super) name: String,
     part: Part,
-    ctx: WriteCtx,
+    pub(super) ctx: WriteCtx,
 }
 
 impl Modify {
@@ -284,7 +284,7 @@ impl Modify {
     /// `op` runs here, against a snapshot, and the store commits its result only if the object
     /// is still that version (kube-apiserver's optimistic update loop); after a few lost races
     /// it runs on the store's writer, which always sees the latest version.
-    async fn write(
+    pub(super) async fn write(
         &self,
         app: &App,
         t: &Target,
@@ -433,7 +433,7 @@ pub(super) async fn update(
 /// A PUT whose body names a uid is a precondition on the stored object's (kube's
 /// `defaultUpdatedObjectInfo.Preconditions`), checked before anything else of the update; a
 /// mismatch is kube's 409, worded by its storage layer, etcd key included.
-fn check_uid(
+pub(super) fn check_uid(
     info: &ResourceInfo,
     ns: Option<&str>,
     name: &str,
@@ -521,7 +521,7 @@ fn create_on_update(
 
 /// Shared tail of update and patch: status separation, validation, no-op detection,
 /// field ownership and finalizer-driven removal.
-fn finish(
+pub(super) fn finish(
     info: &ResourceInfo,
     version: &str,
     cur: &Arc<Value>,
@@ -616,15 +616,15 @@ fn patch_options_causes(pt: PatchType, q: &HashMap<String, String>) -> Vec<Cause
     causes
 }
 
-pub(super) async fn patch(
-    app: &App,
+/// A patch request's type and document, checked as kube-apiserver checks them before reading
+/// the object: a known content type, the patch options, a body that decodes (an applied
+/// configuration an object).
+pub(super) fn patch_document(
     t: &Target,
     ct: &str,
     body: &[u8],
     q: &HashMap<String, String>,
-    m: &Modify,
-) -> Result<(u16, Arc<Value>), ApiError> {
-    let name = &m.name;
+) -> Result<(PatchType, Value), ApiError> {
     let keys = machinery::merge_keys(&t.info, &t.version);
     let unsupported = || {
         ApiError::unsupported_media(format!(
@@ -640,7 +640,6 @@ pub(super) async fn patch(
     if pt == PatchType::StrategicMerge && (t.info.is_custom() || keys.is_none()) {
         return Err(unsupported());
     }
-    let keys = keys.unwrap_or_else(machinery::metadata_keys);
     // The options are checked before the body is decoded, as kube-apiserver does.
     let causes = patch_options_causes(pt, q);
     if !causes.is_empty() {
@@ -659,14 +658,28 @@ pub(super) async fn patch(
             serde_json::from_slice(body).map_err(|_| ApiError::bad_request("invalid JSON patch"))?
         }
     };
+    if pt == PatchType::Apply && !patch_doc.is_object() {
+        return Err(ApiError::bad_request(
+            "the applied configuration must be an object",
+        ));
+    }
+    Ok((pt, patch_doc))
+}
+
+pub(super) async fn patch(
+    app: &App,
+    t: &Target,
+    ct: &str,
+    body: &[u8],
+    q: &HashMap<String, String>,
+    m: &Modify,
+) -> Result<(u16, Arc<Value>), ApiError> {
+    let name = &m.name;
+    let (pt, patch_doc) = patch_document(t, ct, body, q)?;
     if pt == PatchType::Apply {
-        if !patch_doc.is_object() {
-            return Err(ApiError::bad_request(
-                "the applied configuration must be an object",
-            ));
-        }
         m.check_name(&patch_doc)?;
     }
+    let keys = machinery::merge_keys_or_metadata(&t.info, &t.version);
     // An apply may create: check what create would check before queueing.
     let creating =
         pt == PatchType::Apply && app.store.get(&t.info.gr(), t.ns_str(), name).is_none();

@@ -67,3 +67,119 @@ pub async fn send(
         body: serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
     }
 }
+
+/// Output as text, invalid UTF-8 replaced.
+pub fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+/// The real kubectl for one server: its admin kubeconfig and a HOME of its own (so its
+/// discovery cache is this server's alone).
+pub struct Kubectl {
+    pub kubeconfig: std::path::PathBuf,
+    pub home: tempfile::TempDir,
+}
+
+impl Kubectl {
+    pub fn new(server: &TestServer) -> Kubectl {
+        Kubectl {
+            kubeconfig: server.handle.kubeconfig_path(),
+            home: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    /// Runs kubectl with `args`.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        self.run_with_stdin(args, None)
+    }
+
+    /// Runs kubectl with `args`, `stdin` on its standard input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.home.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("running kubectl {args:?}: {e}"));
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).expect("stdin written");
+        }
+        drop(input);
+        child.wait_with_output().expect("kubectl ends")
+    }
+
+    /// Runs kubectl, expects success and returns its stdout.
+    #[track_caller]
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "kubectl {args:?}: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        text(&o.stdout)
+    }
+
+    /// Runs kubectl with `stdin`, expects success and returns its stdout.
+    #[track_caller]
+    pub fn ok_with_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let o = self.run_with_stdin(args, Some(stdin));
+        assert!(
+            o.status.success(),
+            "kubectl {args:?}: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        text(&o.stdout)
+    }
+
+    /// Runs kubectl, expects it to fail and returns its stderr.
+    #[track_caller]
+    pub fn fails(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            !o.status.success(),
+            "kubectl {args:?} succeeded: {}",
+            text(&o.stdout)
+        );
+        text(&o.stderr)
+    }
+}
+
+/// A server, an admin kube-rs client and kubectl for it: the set-up most tests start from.
+pub struct Cluster {
+    pub server: TestServer,
+    pub client: kube::Client,
+    pub kubectl: Kubectl,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        let server = start().await;
+        let client = server
+            .handle
+            .client_for(mco_apiserver::Identity::Admin)
+            .await
+            .expect("admin client");
+        let kubectl = Kubectl::new(&server);
+        Cluster {
+            server,
+            client,
+            kubectl,
+        }
+    }
+
+    /// [`Cluster::start`] with the namespace `ns` created by kubectl.
+    pub async fn with_namespace(ns: &str) -> Cluster {
+        let c = Cluster::start().await;
+        c.kubectl.ok(&["create", "namespace", ns]);
+        c
+    }
+}

@@ -20,6 +20,7 @@ mod orphan;
 mod paging;
 mod rbac;
 mod reviews;
+mod scale;
 mod secrets;
 mod security;
 mod token_request;
