@@ -255,6 +255,53 @@ pub struct NodeConfigSpec {
 /// The name of the one cluster-wide config object of each `config.openshift.io` kind read.
 pub const CLUSTER_CONFIG_NAME: &str = "cluster";
 
+/// The cluster-wide proxy (`proxies.config.openshift.io`); only `cluster` is read. Its status,
+/// written by OpenShift's network operator from the spec once the proxy is checked, is what
+/// the nodes use (upstream's operator copies it into the ControllerConfig's `spec.proxy`); its
+/// spec names the ConfigMap of the CAs the proxy needs. Not shipped: OpenShift serves it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "Proxy",
+    plural = "proxies",
+    singular = "proxy",
+    status = "ProxyStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "The cluster-wide proxy: the spec an administrator sets, the status in force."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ProxySpec {
+    /// The ConfigMap of `openshift-config` holding the CAs the proxy needs, key `ca-bundle.crt`.
+    #[serde(default, rename = "trustedCA", skip_serializing_if = "Option::is_none")]
+    pub trusted_ca: Option<ConfigMapNameReference>,
+    /// Fields mco does not read (httpProxy, httpsProxy, noProxy, readinessEndpoints).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A ConfigMap named in `openshift-config`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ConfigMapNameReference {
+    #[serde(default)]
+    pub name: String,
+}
+
+/// The proxy in force; empty values are unset.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxyStatus {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub http_proxy: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub https_proxy: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub no_proxy: String,
+}
+
 /// The cluster's feature gates (`featuregates.config.openshift.io`); only `cluster` is read.
 /// Its status, written by OpenShift's cluster config operator, lists every gate enabled and
 /// disabled for each release version; upstream writes them all into the kubelet config
@@ -606,4 +653,34 @@ pub struct RepositoryDigestMirrors {
     pub source: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<String>,
+}
+
+#[cfg(test)]
+mod proxy_tests {
+    use super::*;
+
+    #[test]
+    fn an_upstream_proxy_reads_and_round_trips() {
+        let upstream = serde_json::json!({
+            "apiVersion": "config.openshift.io/v1",
+            "kind": "Proxy",
+            "metadata": {"name": "cluster"},
+            "spec": {
+                "httpsProxy": "http://proxy.example.com:3128",
+                "readinessEndpoints": ["https://example.com"],
+                "trustedCA": {"name": "proxy-ca"},
+            },
+            "status": {
+                "httpsProxy": "http://proxy.example.com:3128",
+                "noProxy": ".cluster.local,10.0.0.0/16",
+            },
+        });
+        let p: Proxy = serde_json::from_value(upstream.clone()).unwrap();
+        assert_eq!(p.spec.trusted_ca.as_ref().unwrap().name, "proxy-ca");
+        let status = p.status.clone().unwrap();
+        assert_eq!(status.http_proxy, "");
+        assert_eq!(status.https_proxy, "http://proxy.example.com:3128");
+        assert_eq!(status.no_proxy, ".cluster.local,10.0.0.0/16");
+        assert_eq!(serde_json::to_value(&p).unwrap(), upstream);
+    }
 }

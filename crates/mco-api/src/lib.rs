@@ -31,7 +31,7 @@ pub use generators::{
     ContainerRuntimeConfig, ContainerRuntimeConfigSpec, FeatureGate, FeatureGateSpec,
     FeatureGateStatus, GeneratorStatus, Image, ImageContentSourcePolicy, ImageDigestMirrorSet,
     ImagePolicy, ImagePolicySpec, ImageTagMirrorSet, KubeletConfig, KubeletConfigSpec, NodeConfig,
-    NodeConfigSpec,
+    NodeConfigSpec, Proxy, ProxySpec, ProxyStatus,
 };
 pub use image_mode::{MachineOSBuild, MachineOSBuildSpec, MachineOSConfig, MachineOSConfigSpec};
 pub use machineconfig::{MachineConfig, MachineConfigSpec};

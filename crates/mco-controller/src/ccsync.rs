@@ -8,7 +8,13 @@
 //! - `spec.imageRegistryBundleData` ← every key of `openshift-config-managed/image-registry-ca`;
 //! - `spec.imageRegistryBundleUserData` ← every key of `openshift-config/<name>`, `<name>` being
 //!   `images.config.openshift.io/cluster`'s `spec.additionalTrustedCA.name` (the daemon writes
-//!   each registry bundle to `/etc/docker/certs.d/<key>/ca.crt`).
+//!   each registry bundle to `/etc/docker/certs.d/<key>/ca.crt`);
+//! - `spec.proxy` ← `proxies.config.openshift.io/cluster`'s status (upstream's
+//!   `createDiscoveredControllerConfigSpec`): its set values, no field when it has none;
+//! - `spec.additionalTrustBundle` ← key `ca-bundle.crt` of `openshift-config/user-ca-bundle`,
+//!   then of the ConfigMap of `openshift-config` the proxy's `spec.trustedCA.name` names when it
+//!   is another, each a PEM bundle, concatenated (upstream's `getTrustedBundle`); no field when
+//!   empty. A kept `00-<role>` writes both to the nodes ([`crate::templates`]).
 //!
 //! As upstream reads a ConfigMap: a `binaryData` entry as it is; a `data` entry base64-decoded
 //! when it decodes (newlines ignored, as Go's decoder ignores them), else its bytes; registry
@@ -16,10 +22,14 @@
 //! or one that does not exist (said as a warning), leaves no user bundles.
 //!
 //! Unlike upstream, a source that does not exist leaves its field as it is (a cluster that is not
-//! OpenShift), where upstream fails its sync without the Image config; and the kubelet CA is
+//! OpenShift), where upstream fails its sync without the Image config: without the Proxy and
+//! `user-ca-bundle` the trust bundle is left too, and a missing ConfigMap the proxy names adds
+//! nothing (said as a warning) where upstream fails; and the kubelet CA is
 //! taken as published from the start, as mco takes over a cluster long past its bootstrap.
-//! A bundle over [`MAX_BUNDLE_BYTES`], or more registry bundles than the daemon writes
-//! ([`MAX_REGISTRY_BUNDLES`]), is refused, naming its ConfigMap, and nothing is changed.
+//! A bundle over [`MAX_BUNDLE_BYTES`] (the trust bundle's two parts together), a trusted CA
+//! ConfigMap without a certificate, a proxy value over [`MAX_PROXY_VALUE_BYTES`] or holding a
+//! control character, or more registry bundles than the daemon writes ([`MAX_REGISTRY_BUNDLES`]),
+//! is refused, naming its object, and nothing is changed.
 //!
 //! [`plan`] is the pure decision: the JSON merge patch of the spec fields that differ. [`run`]
 //! watches the sources by name and patches the ControllerConfig when the plan says so.
@@ -36,8 +46,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use mco_api::controllerconfig::MAX_BUNDLE_BYTES;
-use mco_api::generators::{IMAGE_CONFIG_NAME, Image};
+use mco_api::generators::{CLUSTER_CONFIG_NAME as PROXY_NAME, IMAGE_CONFIG_NAME, Image};
 use mco_api::{ControllerConfig, ControllerConfigSpec, ImageRegistryBundle};
+use mco_api::{Proxy, ProxyStatus};
 use mco_rollout::plan::EventKind;
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
@@ -55,6 +66,12 @@ pub const CLIENT_CA: &str = "kube-apiserver-client-ca";
 pub const CLIENT_CA_KEY: &str = "ca-bundle.crt";
 /// The cluster's image registry CAs, one key per registry.
 pub const REGISTRY_CA: &str = "image-registry-ca";
+/// The administrator's additional trust bundle, in `openshift-config`, key [`TRUSTED_CA_KEY`].
+pub const USER_CA_BUNDLE: &str = "user-ca-bundle";
+/// The key of a trusted CA ConfigMap: [`USER_CA_BUNDLE`]'s and the one the proxy names.
+pub const TRUSTED_CA_KEY: &str = "ca-bundle.crt";
+/// The longest proxy value taken: the templates' bound on one input.
+pub const MAX_PROXY_VALUE_BYTES: usize = mco_generate::template::MAX_VALUE_BYTES;
 /// Registry bundles the daemon writes, both lists together (its `MAX_REGISTRY_BUNDLES`).
 pub const MAX_REGISTRY_BUNDLES: usize = 500;
 /// The reason of the Warning event on the ControllerConfig when a sync fails.
@@ -72,6 +89,13 @@ pub struct Sources {
     /// The ConfigMap of `openshift-config` it names, read by [`user_ca_name`]; ignored unless
     /// its name is that one.
     pub user_ca: Option<ConfigMap>,
+    /// `proxies.config.openshift.io/cluster`.
+    pub proxy: Option<Proxy>,
+    /// `openshift-config/user-ca-bundle`.
+    pub user_ca_bundle: Option<ConfigMap>,
+    /// The ConfigMap of `openshift-config` the proxy names, read by [`proxy_ca_name`]; ignored
+    /// unless its name is that one.
+    pub proxy_ca: Option<ConfigMap>,
 }
 
 /// Why the sources cannot be taken; nothing is changed.
@@ -87,6 +111,10 @@ pub enum Refused {
         key: String,
         bytes: usize,
     },
+    #[error("ConfigMap {configmap} key {key} is not a PEM bundle: no certificate in it")]
+    NotPem { configmap: String, key: String },
+    #[error("proxies.config.openshift.io/{PROXY_NAME} status.{field}: {why}")]
+    BadProxy { field: &'static str, why: String },
     #[error(
         "ConfigMap {configmap}: {count} registry bundles with those before, more than the {MAX_REGISTRY_BUNDLES} the daemon writes"
     )]
@@ -212,6 +240,87 @@ fn same_list(have: Option<&Vec<ImageRegistryBundle>>, want: &[ImageRegistryBundl
     have.map_or(&[][..], Vec::as_slice) == want
 }
 
+/// The name of the proxy's CA ConfigMap in `openshift-config`, when it names one other than
+/// [`USER_CA_BUNDLE`] (taken anyway), as upstream's `getTrustedBundle` reads it.
+pub fn proxy_ca_name(proxy: &Proxy) -> Option<&str> {
+    proxy
+        .spec
+        .trusted_ca
+        .as_ref()
+        .map(|r| r.name.as_str())
+        .filter(|n| !n.is_empty() && *n != USER_CA_BUNDLE)
+}
+
+/// `spec.proxy` as upstream's operator sets it: the Proxy's status, its empty values left
+/// out; `None` (no field) when it has none. Each value is bounded and on one line, as the
+/// templates take it.
+fn proxy_spec(proxy: &Proxy) -> Result<Option<Value>, Refused> {
+    let status = proxy.status.clone().unwrap_or_default();
+    for (field, v) in [
+        ("httpProxy", &status.http_proxy),
+        ("httpsProxy", &status.https_proxy),
+        ("noProxy", &status.no_proxy),
+    ] {
+        if v.len() > MAX_PROXY_VALUE_BYTES {
+            return Err(Refused::BadProxy {
+                field,
+                why: format!(
+                    "{} bytes, longer than the limit of {MAX_PROXY_VALUE_BYTES}",
+                    v.len()
+                ),
+            });
+        }
+        if v.chars().any(char::is_control) {
+            return Err(Refused::BadProxy {
+                field,
+                why: "contains a control character".into(),
+            });
+        }
+    }
+    if status == ProxyStatus::default() {
+        return Ok(None);
+    }
+    Ok(Some(serde_json::to_value(status).unwrap_or_default()))
+}
+
+/// A stored `spec.proxy` as [`proxy_spec`] would write it, to compare: `None` when absent,
+/// null or empty; a value that is no proxy status as it is.
+fn stored_proxy(spec: &ControllerConfigSpec) -> Option<Value> {
+    let v = spec.other.get("proxy").filter(|v| !v.is_null())?;
+    match serde_json::from_value::<ProxyStatus>(v.clone()) {
+        Ok(s) if s == ProxyStatus::default() => None,
+        Ok(s) => Some(serde_json::to_value(s).unwrap_or_default()),
+        Err(_) => Some(v.clone()),
+    }
+}
+
+/// One trusted CA ConfigMap's bundle appended to `bundle`: its [`TRUSTED_CA_KEY`], a PEM
+/// bundle (at least one certificate, as Go's `AppendCertsFromPEM` asks) when not empty, and
+/// the whole within [`MAX_BUNDLE_BYTES`].
+fn append_trusted(bundle: &mut Vec<u8>, cm: &ConfigMap) -> Result<(), Refused> {
+    let name = cm_name(cm, USER_NAMESPACE);
+    let bytes = key_bytes(cm, USER_NAMESPACE, TRUSTED_CA_KEY)?;
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let read = mco_pki::read(&bytes, &name, mco_pki::Leniency::Go, 1);
+    if read.certificates.is_empty() {
+        return Err(Refused::NotPem {
+            configmap: name,
+            key: TRUSTED_CA_KEY.into(),
+        });
+    }
+    if bundle.len() + bytes.len() > MAX_BUNDLE_BYTES {
+        return Err(Refused::TooLarge {
+            configmap: name,
+            key: TRUSTED_CA_KEY.into(),
+            bytes: bundle.len() + bytes.len(),
+        });
+    }
+    bundle.extend_from_slice(&bytes);
+    Ok(())
+}
+
 /// The merge patch bringing `spec` to what `sources` say, or none. Pure.
 pub fn plan(spec: &ControllerConfigSpec, sources: &Sources) -> Result<Plan, Refused> {
     let b64 = base64::engine::general_purpose::STANDARD;
@@ -280,6 +389,43 @@ pub fn plan(spec: &ControllerConfigSpec, sources: &Sources) -> Result<Plan, Refu
         );
         out.changed.push("imageRegistryBundleUserData");
     }
+
+    if let Some(proxy) = &sources.proxy {
+        let want = proxy_spec(proxy)?;
+        if stored_proxy(spec) != want {
+            fields.insert("proxy".into(), want.unwrap_or(Value::Null));
+            out.changed.push("proxy");
+        }
+    }
+
+    // Taken where OpenShift publishes either source; elsewhere the field is left as it is.
+    if sources.proxy.is_some() || sources.user_ca_bundle.is_some() {
+        let mut bundle = vec![];
+        if let Some(cm) = &sources.user_ca_bundle {
+            append_trusted(&mut bundle, cm)?;
+        }
+        if let Some(name) = sources.proxy.as_ref().and_then(proxy_ca_name) {
+            match sources.proxy_ca.as_ref().filter(|cm| cm.name_any() == name) {
+                Some(cm) => append_trusted(&mut bundle, cm)?,
+                None => out.warnings.push(format!(
+                    "ConfigMap {USER_NAMESPACE}/{name}, named by proxies.config.openshift.io/{PROXY_NAME} spec.trustedCA, does not exist; nothing taken from it"
+                )),
+            }
+        }
+        let want = (!bundle.is_empty()).then(|| b64.encode(&bundle));
+        let have = spec
+            .additional_trust_bundle
+            .as_deref()
+            .filter(|b| !b.is_empty());
+        if have != want.as_deref() {
+            fields.insert(
+                "additionalTrustBundle".into(),
+                want.map_or(Value::Null, Value::String),
+            );
+            out.changed.push("additionalTrustBundle");
+        }
+    }
+
     if !fields.is_empty() {
         out.patch = Some(json!({ "spec": fields }));
     }
@@ -469,6 +615,9 @@ struct Watches {
     registry_ca: Slot<ConfigMap>,
     image: Slot<Image>,
     user_ca: NamedWatch,
+    proxy: Slot<Proxy>,
+    user_ca_bundle: Slot<ConfigMap>,
+    proxy_ca: NamedWatch,
     _tasks: Vec<AbortOnDrop>,
 }
 
@@ -476,6 +625,7 @@ impl Watches {
     fn start(ctx: &Ctx, wake: &futures::channel::mpsc::UnboundedSender<()>) -> Watches {
         let managed = || Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
         let (client_ca, registry_ca, image) = (slot(), slot(), slot());
+        let (proxy, user_ca_bundle) = (slot(), slot());
         let tasks = vec![
             forward(
                 follow(
@@ -508,6 +658,26 @@ impl Watches {
                 ),
                 wake,
             ),
+            forward(
+                follow(
+                    Api::<Proxy>::all(ctx.client.clone()),
+                    PROXY_NAME,
+                    "proxy config",
+                    true,
+                    proxy.clone(),
+                ),
+                wake,
+            ),
+            forward(
+                follow(
+                    Api::<ConfigMap>::namespaced(ctx.client.clone(), USER_NAMESPACE),
+                    USER_CA_BUNDLE,
+                    "user CA bundle ConfigMap",
+                    false,
+                    user_ca_bundle.clone(),
+                ),
+                wake,
+            ),
             forward(crate::controllers::ticker(ctx.config.resync), wake),
         ];
         Watches {
@@ -515,6 +685,9 @@ impl Watches {
             registry_ca,
             image,
             user_ca: NamedWatch::new("user registry CA ConfigMap"),
+            proxy,
+            user_ca_bundle,
+            proxy_ca: NamedWatch::new("proxy CA ConfigMap"),
             _tasks: tasks,
         }
     }
@@ -532,7 +705,19 @@ impl Watches {
         let user_ca = read(self.user_ca.follow(ctx, user_name.as_deref(), wake))?;
         let client_ca = read(seen(&self.client_ca, "kube-apiserver client CA ConfigMap"))?;
         let registry_ca = read(seen(&self.registry_ca, "image registry CA ConfigMap"))?;
-        let (Some(user_ca), Some(client_ca), Some(registry_ca)) = (user_ca, client_ca, registry_ca)
+        let Some(proxy) = read(seen(&self.proxy, "proxy config"))? else {
+            return Ok(None);
+        };
+        let proxy_ca_name = proxy.as_ref().and_then(proxy_ca_name).map(str::to_string);
+        let proxy_ca = read(self.proxy_ca.follow(ctx, proxy_ca_name.as_deref(), wake))?;
+        let user_ca_bundle = read(seen(&self.user_ca_bundle, "user CA bundle ConfigMap"))?;
+        let (
+            Some(user_ca),
+            Some(client_ca),
+            Some(registry_ca),
+            Some(proxy_ca),
+            Some(user_ca_bundle),
+        ) = (user_ca, client_ca, registry_ca, proxy_ca, user_ca_bundle)
         else {
             return Ok(None);
         };
@@ -541,6 +726,9 @@ impl Watches {
             registry_ca,
             image,
             user_ca,
+            proxy,
+            user_ca_bundle,
+            proxy_ca,
         }))
     }
 }
@@ -577,7 +765,7 @@ async fn sync_once(
     Api::<ControllerConfig>::all(ctx.client.clone())
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    tracing::info!(controllerconfig = name, changed = ?plan.changed, "ControllerConfig CA bundles brought to the cluster's");
+    tracing::info!(controllerconfig = name, changed = ?plan.changed, "ControllerConfig CA bundles and proxy brought to the cluster's");
     Ok(())
 }
 
@@ -599,7 +787,7 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
-                let message = format!("syncing the CA bundles from the cluster: {e}");
+                let message = format!("syncing the CA bundles and proxy from the cluster: {e}");
                 tracing::warn!(error = %e, failures, "ControllerConfig CA bundle sync failed");
                 if reported.as_deref() != Some(message.as_str()) {
                     let cc = ctx.ccs.get(&ObjectRef::new(
@@ -918,5 +1106,287 @@ mod tests {
         };
         assert!(plan(&stored, &user_only(&[("one", PEM)])).is_ok());
         assert!(plan(&stored, &user_only(&[("one", PEM), ("two", PEM)])).is_err());
+    }
+
+    fn proxy(status: Option<ProxyStatus>, trusted_ca: Option<&str>) -> Proxy {
+        let mut p = Proxy::new(PROXY_NAME, Default::default());
+        p.spec.trusted_ca =
+            trusted_ca.map(|n| mco_api::generators::ConfigMapNameReference { name: n.into() });
+        p.status = status;
+        p
+    }
+
+    fn status(http: &str, https: &str, no: &str) -> ProxyStatus {
+        ProxyStatus {
+            http_proxy: http.into(),
+            https_proxy: https.into(),
+            no_proxy: no.into(),
+        }
+    }
+
+    #[test]
+    fn spec_proxy_follows_the_proxys_status() {
+        let set = status("http://p.example:3128", "", ".svc,10.0.0.0/16");
+        let sources = |p: Option<Proxy>| Sources {
+            proxy: p,
+            ..Default::default()
+        };
+        // No Proxy (no kind, or no object): the field is left.
+        let hand = ControllerConfigSpec {
+            other: Map::from_iter([("proxy".into(), json!({"httpProxy": "http://hand:1"}))]),
+            ..Default::default()
+        };
+        assert_eq!(plan(&hand, &sources(None)).unwrap().patch, None);
+        // Its status, the empty values left out, as upstream's operator writes it.
+        let p = plan(&hand, &sources(Some(proxy(Some(set.clone()), None)))).unwrap();
+        assert_eq!(p.changed, ["proxy"]);
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"proxy": {
+                "httpProxy": "http://p.example:3128", "noProxy": ".svc,10.0.0.0/16"
+            }}}))
+        );
+        // In step: nothing, also when the stored one spells an unset value as "".
+        let stored = ControllerConfigSpec {
+            other: Map::from_iter([(
+                "proxy".into(),
+                json!({"httpProxy": "http://p.example:3128", "httpsProxy": "", "noProxy": ".svc,10.0.0.0/16"}),
+            )]),
+            ..Default::default()
+        };
+        assert_eq!(
+            plan(&stored, &sources(Some(proxy(Some(set), None)))).unwrap(),
+            Plan::default()
+        );
+        // A status emptied (or none yet): no field, as upstream leaves it out.
+        for empty in [None, Some(ProxyStatus::default())] {
+            let p = plan(&stored, &sources(Some(proxy(empty, None)))).unwrap();
+            assert_eq!(p.patch, Some(json!({"spec": {"proxy": null}})));
+            assert_eq!(
+                plan(
+                    &ControllerConfigSpec::default(),
+                    &sources(Some(proxy(None, None)))
+                )
+                .unwrap(),
+                Plan::default()
+            );
+        }
+    }
+
+    #[test]
+    fn a_proxy_value_at_the_limit_is_taken_and_one_byte_more_refused() {
+        let sources = |no: &str| Sources {
+            proxy: Some(proxy(Some(status("", "", no)), None)),
+            ..Default::default()
+        };
+        let at = "a".repeat(MAX_PROXY_VALUE_BYTES);
+        let p = plan(&ControllerConfigSpec::default(), &sources(&at)).unwrap();
+        assert_eq!(p.patch, Some(json!({"spec": {"proxy": {"noProxy": at}}})));
+        let over = "a".repeat(MAX_PROXY_VALUE_BYTES + 1);
+        assert_eq!(
+            plan(&ControllerConfigSpec::default(), &sources(&over))
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "proxies.config.openshift.io/cluster status.noProxy: {} bytes, longer than the limit of {MAX_PROXY_VALUE_BYTES}",
+                MAX_PROXY_VALUE_BYTES + 1
+            )
+        );
+        // A line break would add a line to /etc/mco/proxy.env.
+        let e = plan(
+            &ControllerConfigSpec::default(),
+            &Sources {
+                proxy: Some(proxy(Some(status("http://a\nHTTPS_PROXY=x", "", "")), None)),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "proxies.config.openshift.io/cluster status.httpProxy: contains a control character"
+        );
+    }
+
+    fn real_ca(cn: &str) -> String {
+        let mut params = rcgen::CertificateParams::default();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().pem()
+    }
+
+    #[test]
+    fn the_trust_bundle_is_user_ca_bundle_then_the_proxys_ca() {
+        let (user, corp) = (real_ca("user"), real_ca("corporate-proxy"));
+        let user_cm = cm(USER_CA_BUNDLE, &[(TRUSTED_CA_KEY, &user)], &[]);
+        let corp_cm = cm("proxy-ca", &[(TRUSTED_CA_KEY, &corp)], &[]);
+        let want =
+            |pem: &str| Some(json!({"spec": {"additionalTrustBundle": b64(pem.as_bytes())}}));
+        // Both, in upstream's order.
+        let both = Sources {
+            proxy: Some(proxy(None, Some("proxy-ca"))),
+            user_ca_bundle: Some(user_cm.clone()),
+            proxy_ca: Some(corp_cm.clone()),
+            ..Default::default()
+        };
+        let p = plan(&ControllerConfigSpec::default(), &both).unwrap();
+        assert_eq!(p.changed, ["additionalTrustBundle"]);
+        assert_eq!(p.patch, want(&format!("{user}{corp}")));
+        // The proxy naming user-ca-bundle: taken once.
+        let same = Sources {
+            proxy: Some(proxy(None, Some(USER_CA_BUNDLE))),
+            user_ca_bundle: Some(user_cm.clone()),
+            ..Default::default()
+        };
+        assert_eq!(
+            plan(&ControllerConfigSpec::default(), &same).unwrap().patch,
+            want(&user)
+        );
+        // The ConfigMap the proxy names missing (or another read): nothing from it, a warning.
+        let missing = Sources {
+            proxy: Some(proxy(None, Some("proxy-ca"))),
+            user_ca_bundle: Some(user_cm.clone()),
+            proxy_ca: Some(cm("other", &[(TRUSTED_CA_KEY, &corp)], &[])),
+            ..Default::default()
+        };
+        let p = plan(&ControllerConfigSpec::default(), &missing).unwrap();
+        assert_eq!(p.patch, want(&user));
+        assert!(
+            p.warnings[0].contains("openshift-config/proxy-ca"),
+            "{:?}",
+            p.warnings
+        );
+        // The proxy's alone, without user-ca-bundle.
+        let proxys = Sources {
+            proxy: Some(proxy(None, Some("proxy-ca"))),
+            proxy_ca: Some(corp_cm),
+            ..Default::default()
+        };
+        assert_eq!(
+            plan(&ControllerConfigSpec::default(), &proxys)
+                .unwrap()
+                .patch,
+            want(&corp)
+        );
+        // Neither source on an OpenShift cluster (a Proxy): the field removed, as upstream's
+        // empty bundle; without the Proxy and user-ca-bundle (not OpenShift): left.
+        let stored = ControllerConfigSpec {
+            additional_trust_bundle: Some(b64(user.as_bytes())),
+            ..Default::default()
+        };
+        let bare = Sources {
+            proxy: Some(proxy(None, None)),
+            ..Default::default()
+        };
+        assert_eq!(
+            plan(&stored, &bare).unwrap().patch,
+            Some(json!({"spec": {"additionalTrustBundle": null}}))
+        );
+        assert_eq!(plan(&stored, &Sources::default()).unwrap(), Plan::default());
+        // An empty key adds nothing; in step, nothing to write.
+        let empty = Sources {
+            user_ca_bundle: Some(cm(USER_CA_BUNDLE, &[(TRUSTED_CA_KEY, "")], &[])),
+            ..Default::default()
+        };
+        assert_eq!(
+            plan(&ControllerConfigSpec::default(), &empty).unwrap(),
+            Plan::default()
+        );
+        let in_step = ControllerConfigSpec {
+            additional_trust_bundle: Some(b64(format!("{user}{corp}").as_bytes())),
+            ..Default::default()
+        };
+        assert_eq!(plan(&in_step, &both).unwrap(), Plan::default());
+    }
+
+    #[test]
+    fn a_trusted_ca_configmap_without_a_certificate_or_its_key_is_refused_by_name() {
+        let user = real_ca("user");
+        let sources = |user_ca: ConfigMap, proxy_ca: ConfigMap| Sources {
+            proxy: Some(proxy(None, Some("proxy-ca"))),
+            user_ca_bundle: Some(user_ca),
+            proxy_ca: Some(proxy_ca),
+            ..Default::default()
+        };
+        let good = cm(USER_CA_BUNDLE, &[(TRUSTED_CA_KEY, &user)], &[]);
+        let e = plan(
+            &ControllerConfigSpec::default(),
+            &sources(good.clone(), cm("proxy-ca", &[(TRUSTED_CA_KEY, PEM)], &[])),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ConfigMap openshift-config/proxy-ca key ca-bundle.crt is not a PEM bundle: no certificate in it"
+        );
+        let e = plan(
+            &ControllerConfigSpec::default(),
+            &sources(
+                cm(USER_CA_BUNDLE, &[(TRUSTED_CA_KEY, "not pem")], &[]),
+                good.clone(),
+            ),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            Refused::NotPem {
+                configmap: "openshift-config/user-ca-bundle".into(),
+                key: TRUSTED_CA_KEY.into()
+            }
+        );
+        let e = plan(
+            &ControllerConfigSpec::default(),
+            &sources(good, cm("proxy-ca", &[("other.crt", &user)], &[])),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ConfigMap openshift-config/proxy-ca has no key ca-bundle.crt"
+        );
+    }
+
+    #[test]
+    fn a_trust_bundle_at_the_limit_is_taken_and_one_byte_more_refused() {
+        // Text around the PEM blocks is kept, as upstream concatenates the keys as they are.
+        let (user, corp) = (real_ca("user"), real_ca("corporate-proxy"));
+        let padded = |pem: &str, len: usize| format!("{pem}{}", "\n".repeat(len - pem.len()));
+        let sources = |total: usize| {
+            let first = padded(&user, MAX_BUNDLE_BYTES / 2);
+            let second = padded(&corp, total - first.len());
+            Sources {
+                proxy: Some(proxy(None, Some("proxy-ca"))),
+                user_ca_bundle: Some(cm(USER_CA_BUNDLE, &[(TRUSTED_CA_KEY, &first)], &[])),
+                proxy_ca: Some(cm("proxy-ca", &[(TRUSTED_CA_KEY, &second)], &[])),
+                ..Default::default()
+            }
+        };
+        let p = plan(&ControllerConfigSpec::default(), &sources(MAX_BUNDLE_BYTES)).unwrap();
+        let Some(Value::String(taken)) = p
+            .patch
+            .as_ref()
+            .and_then(|p| p.pointer("/spec/additionalTrustBundle").cloned())
+        else {
+            panic!("{p:?}");
+        };
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(taken)
+                .unwrap()
+                .len(),
+            MAX_BUNDLE_BYTES
+        );
+        assert_eq!(
+            plan(
+                &ControllerConfigSpec::default(),
+                &sources(MAX_BUNDLE_BYTES + 1)
+            )
+            .unwrap_err(),
+            Refused::TooLarge {
+                configmap: "openshift-config/proxy-ca".into(),
+                key: TRUSTED_CA_KEY.into(),
+                bytes: MAX_BUNDLE_BYTES + 1,
+            }
+        );
     }
 }
