@@ -316,8 +316,10 @@ pub fn event_namespaces(opts: &Options) -> Vec<String> {
 }
 
 /// [`controller_rules`], and with `--openshift` the merge patch of the ControllerConfig's CA
-/// bundles, which the controller keeps in step with the cluster's ([`ca_bundle_sync`]): the one
-/// ControllerConfig, by name.
+/// bundles and proxy, which the controller keeps in step with the cluster's
+/// ([`ca_bundle_sync`]): the one ControllerConfig, by name; and the cluster's proxy it reads,
+/// `proxies.config.openshift.io/cluster`, by name (`list` and `watch` with a `metadata.name`
+/// field selector for it).
 pub fn controller_cluster_rules(opts: &Options) -> Vec<PolicyRule> {
     let mut rules = controller_rules();
     if ca_bundle_sync(opts) {
@@ -326,6 +328,12 @@ pub fn controller_cluster_rules(opts: &Options) -> Vec<PolicyRule> {
             &["controllerconfigs"],
             &[names::CONTROLLER_CONFIG],
             &["patch"],
+        ));
+        rules.push(named_rule(
+            &[CONFIG_GROUP],
+            &["proxies"],
+            &[PROXY_NAME],
+            &["get", "list", "watch"],
         ));
     }
     rules
@@ -566,6 +574,8 @@ pub const OPENSHIFT_CONFIG_MANAGED_NAMESPACE: &str = "openshift-config-managed";
 /// The published bundles the controller reads there: the kube-apiserver's client CA and the
 /// image registry CAs.
 pub const PUBLISHED_CA_BUNDLES: [&str; 2] = ["kube-apiserver-client-ca", "image-registry-ca"];
+/// The cluster's proxy config the CA bundle sync reads (`proxies.config.openshift.io`).
+pub const PROXY_NAME: &str = "cluster";
 /// Where the administrator's registry CA ConfigMap lives.
 pub const OPENSHIFT_CONFIG_NAMESPACE: &str = "openshift-config";
 

@@ -271,11 +271,13 @@ fn controller_permissions_are_exactly_these() {
         cluster_role_grants(&Options::default(), "mco-controller"),
         expand(&lines)
     );
-    // On OpenShift, the CA bundles of the one ControllerConfig, merge-patched.
+    // On OpenShift, the CA bundles and proxy of the one ControllerConfig, merge-patched, and
+    // the cluster's proxy they follow, read by name.
     let mut openshift = expand(&lines);
-    openshift.extend(expand(&[&format!(
-        "{MC} controllerconfigs patch machine-config-controller"
-    )]));
+    openshift.extend(expand(&[
+        &format!("{MC} controllerconfigs patch machine-config-controller"),
+        "config.openshift.io proxies get,list,watch cluster",
+    ]));
     let opts = Options {
         openshift: true,
         ..Default::default()
