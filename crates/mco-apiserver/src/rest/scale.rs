@@ -212,10 +212,14 @@ pub(super) fn served_scale(
     let paths = paths(info, version).ok_or_else(ApiError::not_found_path)?;
     let (scale, found) = scale_of(&paths, obj)?;
     if !found && info.is_custom() {
-        return Err(ApiError::internal(format!(
+        // kube's `NewInternalError`: the cause repeats the error.
+        let cause = format!(
             "the spec replicas field {:?} does not exist",
             paths.spec_text
-        )));
+        );
+        return Err(
+            ApiError::internal(&cause).with_details(json!({"causes": [{"message": cause}]}))
+        );
     }
     Ok(scale)
 }
