@@ -214,6 +214,7 @@ pub(super) fn open(path: &Path, durability: Durability) -> Result<Connection, Er
     }
     conn.execute_batch(SCHEMA)?;
     share_event_storage(&mut conn)?;
+    default_apps_objects(&mut conn)?;
     upgrade_tokens(&mut conn)?;
     prune_issued(&conn, jiff::Timestamp::now().as_second())?;
     conn.execute(
@@ -277,6 +278,71 @@ fn share_event_storage(conn: &mut Connection) -> Result<(), Error> {
             dropped,
             "events.k8s.io Events moved into the core Event storage"
         );
+    }
+    Ok(())
+}
+
+/// The apps/v1 kinds whose defaults the server sets on every write, by storage key.
+const APPS_KINDS: [(&str, &str); 3] = [
+    ("apps/deployments", "Deployment"),
+    ("apps/replicasets", "ReplicaSet"),
+    ("apps/daemonsets", "DaemonSet"),
+];
+
+/// Which apps/v1 defaults the stored workloads have had (`meta.apps_defaults`); raised when
+/// [`mco_apimachinery::defaults::on_decode`] gives them more, so that they are set again.
+const APPS_DEFAULTS: i64 = 1;
+
+/// Gives the Deployments, ReplicaSets and DaemonSets an older server stored without defaults
+/// (kubectl's `rollout status` refuses a DaemonSet without `updateStrategy`) the defaults the
+/// server sets on every write now, in one transaction, once per [`APPS_DEFAULTS`]. Each row of
+/// the log is rewritten in place and keeps its resourceVersion, so the log still tells each
+/// object's history at the versions clients saw; and the resourceVersion counter moves on by
+/// one when anything changed, so that no client resumes a watch from a version of the previous
+/// run (a watch may resume from the version the store opened at, not before): each lists
+/// again and sees the defaulted objects, as kube-apiserver's clients do after a restart.
+fn default_apps_objects(conn: &mut Connection) -> Result<(), Error> {
+    let tx = conn.transaction()?;
+    let done = tx
+        .query_row("SELECT v FROM meta WHERE k = 'apps_defaults'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?
+        .unwrap_or(0);
+    if done >= APPS_DEFAULTS {
+        return Ok(());
+    }
+    let mut changed = 0usize;
+    for (gr, kind) in APPS_KINDS {
+        let rows: Vec<(i64, String)> = {
+            let mut stmt = tx.prepare("SELECT rv, json FROM events WHERE gr = ?1")?;
+            let rows = stmt.query_map([gr], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        for (rv, json) in rows {
+            let mut v: serde_json::Value = serde_json::from_str(&json)
+                .map_err(|e| Error::Data(format!("{gr} at {rv}: {e}")))?;
+            mco_apimachinery::defaults::on_decode(kind, &mut v);
+            let text = v.to_string();
+            if text != json {
+                tx.execute(
+                    "UPDATE events SET json = ?1 WHERE rv = ?2",
+                    params![text, rv],
+                )?;
+                changed += 1;
+            }
+        }
+    }
+    if changed > 0 {
+        tx.execute("UPDATE meta SET v = v + 1 WHERE k = 'rv'", [])?;
+    }
+    tx.execute(
+        "INSERT INTO meta (k, v) VALUES ('apps_defaults', ?1) ON CONFLICT (k) DO UPDATE SET v = ?1",
+        [APPS_DEFAULTS],
+    )?;
+    tx.commit()?;
+    if changed > 0 {
+        tracing::info!(changed, "stored apps/v1 workloads given their defaults");
     }
     Ok(())
 }
@@ -847,6 +913,88 @@ mod tests {
             conn.prepare("SELECT json FROM objects").is_err(),
             "one copy of each object's text"
         );
+    }
+
+    #[tokio::test]
+    async fn apps_workloads_stored_without_defaults_get_them_once_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let ds = r#"{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"agent","namespace":"d","generation":1,"resourceVersion":"2"},"spec":{"selector":{"matchLabels":{"app":"a"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"a","image":"i"}]}}}}"#;
+        {
+            // As a server without apps defaults left it: the DaemonSet created at 2, a
+            // ConfigMap at 3.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute(
+                "INSERT INTO events VALUES (2, 'apps/daemonsets', 'd', 'agent', 'ADDED', ?1)",
+                [ds],
+            )
+            .unwrap();
+            conn.execute_batch(
+                r#"INSERT INTO events VALUES (3, '/configmaps', 'd', 'c', 'ADDED', '{"metadata":{"name":"c","resourceVersion":"3"}}');
+                   INSERT INTO objects VALUES ('apps/daemonsets', 'd', 'agent', 2);
+                   INSERT INTO objects VALUES ('/configmaps', 'd', 'c', 3);
+                   INSERT INTO meta VALUES ('rv', 3);"#,
+            )
+            .unwrap();
+        }
+        let check = |store: &Store| {
+            let a = store.get("apps/daemonsets", "d", "agent").unwrap();
+            assert_eq!(
+                a["spec"]["updateStrategy"],
+                serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+            );
+            assert_eq!(a["spec"]["revisionHistoryLimit"], 10);
+            assert_eq!(a["spec"]["template"]["spec"]["restartPolicy"], "Always");
+            assert_eq!(a["metadata"]["resourceVersion"], "2", "kept");
+            assert_eq!(
+                a["metadata"]["generation"], 1,
+                "defaults are no spec change"
+            );
+            let c = store.get("/configmaps", "d", "c").unwrap();
+            assert_eq!(c["metadata"]["resourceVersion"], "3");
+        };
+        {
+            let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+            check(&store);
+            // One version on: no watch resumes from the previous run's last version.
+            assert_eq!(store.current_rv(), 4);
+            assert_eq!(store.opened_rv(), 4);
+        }
+        // Once: the next open changes nothing, the counter included.
+        let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+        check(&store);
+        assert_eq!(store.current_rv(), 4);
+        let conn = Connection::open(&path).unwrap();
+        let logged: String = conn
+            .query_row("SELECT json FROM events WHERE rv = 2", [], |r| r.get(0))
+            .unwrap();
+        assert!(
+            logged.contains(r#""updateStrategy""#),
+            "the log holds the defaulted object: {logged}"
+        );
+        let mark: i64 = conn
+            .query_row("SELECT v FROM meta WHERE k = 'apps_defaults'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(mark, APPS_DEFAULTS);
+    }
+
+    #[tokio::test]
+    async fn a_new_database_is_marked_with_the_apps_defaults_and_keeps_its_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = Store::open(&path, 100, Durability::PowerLoss).unwrap();
+        assert_eq!(store.current_rv(), 0);
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        let mark: i64 = conn
+            .query_row("SELECT v FROM meta WHERE k = 'apps_defaults'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(mark, APPS_DEFAULTS);
     }
 
     #[tokio::test]

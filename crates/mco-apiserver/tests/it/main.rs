@@ -5,6 +5,7 @@
 
 mod api;
 mod apply_yaml;
+mod apps_defaults;
 mod client_cert;
 mod common;
 mod crash;
