@@ -747,6 +747,22 @@ pub const PULL_SECRET_FOLLOWED: &str = "mco.dev/pull-secret-sha256";
 /// TLS settings (`tlsMinVersion`, `tlsCipherSuites`) from `APIServer/cluster` it follows.
 pub const TLS_PROFILE_FOLLOWED: &str = "mco.dev/tls-profile-sha256";
 
+/// The proxy environment upstream's `00-<role>` writes (its `etc-mco-proxy.yaml` template).
+pub const PROXY_FILE: &str = "/etc/mco/proxy.env";
+
+/// Annotation on a kept base config holding [`PROXY_FILE`]: the SHA-256 of the ControllerConfig's
+/// `spec.proxy` values it follows.
+pub const PROXY_FOLLOWED: &str = "mco.dev/proxy-sha256";
+
+/// The additional trust bundle upstream's `00-<role>` writes (its `additional-trust-bundle.yaml`
+/// template); the daemon restarts `coreos-update-ca-trust.service` and CRI-O when it changes.
+pub const TRUST_BUNDLE_FILE: &str =
+    "/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt";
+
+/// Annotation on a kept base config holding [`TRUST_BUNDLE_FILE`]: the SHA-256 of the
+/// ControllerConfig's `spec.additionalTrustBundle` it follows.
+pub const TRUST_BUNDLE_FOLLOWED: &str = "mco.dev/trust-bundle-sha256";
+
 /// What following an input does to a kept base config ([`follow_pull_secret`],
 /// [`follow_tls_profile`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -803,8 +819,13 @@ fn follow_file(
 }
 
 /// The files of a kept base config that follow an input ([`follow_pull_secret`],
-/// [`follow_tls_profile`]).
-pub const FOLLOWED_FILES: &[&str] = &[PULL_SECRET_FILE, crate::kubelet::KUBELET_CONF];
+/// [`follow_tls_profile`], [`follow_proxy`], [`follow_trust_bundle`]).
+pub const FOLLOWED_FILES: &[&str] = &[
+    PULL_SECRET_FILE,
+    crate::kubelet::KUBELET_CONF,
+    PROXY_FILE,
+    TRUST_BUNDLE_FILE,
+];
 
 /// Whether `mc` writes a file that follows an input when kept: an entry for its path with
 /// contents. Nothing is decoded; the follows decode the file they change.
@@ -898,6 +919,108 @@ pub fn follow_tls_profile(
                 ))
             })
         },
+    )
+}
+
+/// The comment upstream's proxy template opens `/etc/mco/proxy.env` with.
+const UPSTREAM_PROXY_HEADER: &str = "\
+# Proxy environment variables will be populated in this file. Properly
+# url encoded passwords with special characters will use '%<HEX><HEX>'.
+# Systemd requires that any % used in a password be represented as
+# %% in a unit file since % is a prefix for macros; this restriction does not
+# apply for environment files. Templates that need the proxy set should use
+# 'EnvironmentFile=/etc/mco/proxy.env'.
+";
+
+/// The assignments of an environment file: `NAME=value` lines, comments and blank lines
+/// skipped, unset (empty) values left out.
+fn assignments(text: &str) -> BTreeMap<&str, &str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .filter(|(_, v)| !v.is_empty())
+        .collect()
+}
+
+/// Brings a kept base config's `/etc/mco/proxy.env` to the ControllerConfig's `spec.proxy`, as
+/// upstream's template controller would when it regenerates `00-<role>` after the operator
+/// copied a changed proxy in: upstream's comment, then `HTTP_PROXY=`, `HTTPS_PROXY=` and
+/// `NO_PROXY=` for the values set. The values are checked as the templates check them.
+///
+/// At first sight a file whose assignments are the spec's is only marked (taking over rolls
+/// nothing out); one that differs is rewritten, as after a change.
+pub fn follow_proxy(kept: &MachineConfig, spec: &ControllerConfigSpec) -> Result<Follow, Error> {
+    let spec_json = Value::Object(spec.other.clone());
+    let values = [
+        ("HTTP_PROXY", proxy_url(&spec_json, "httpProxy")?),
+        ("HTTPS_PROXY", proxy_url(&spec_json, "httpsProxy")?),
+        ("NO_PROXY", string_at(&spec_json, &["proxy", "noProxy"])?),
+    ];
+    let want: BTreeMap<&str, &str> = values
+        .iter()
+        .filter_map(|(k, v)| Some((*k, v.as_deref()?)))
+        .collect();
+    let mut text = UPSTREAM_PROXY_HEADER.to_owned();
+    for (k, v) in values.iter() {
+        if let Some(v) = v {
+            text.push_str(&format!("{k}={v}\n"));
+        }
+    }
+    let digest = sha256_hex(
+        json!(values.each_ref().map(|(_, v)| v))
+            .to_string()
+            .as_bytes(),
+    );
+    follow_file(
+        kept,
+        PROXY_FILE,
+        PROXY_FOLLOWED,
+        digest,
+        |have| assignments(have) == want,
+        |_| Ok(text),
+    )
+}
+
+/// Brings a kept base config's additional trust bundle file to the ControllerConfig's
+/// `spec.additionalTrustBundle` (base64 PEM; none is an empty file), as upstream's template
+/// controller writes it: the bundle with one final newline. At first sight a file holding the
+/// same bundle, trailing whitespace aside, is only marked; one that differs is rewritten.
+pub fn follow_trust_bundle(
+    kept: &MachineConfig,
+    spec: &ControllerConfigSpec,
+) -> Result<Follow, Error> {
+    use base64::Engine as _;
+    let field = "spec.additionalTrustBundle";
+    let raw = match spec.additional_trust_bundle.as_deref() {
+        None | Some("") => vec![],
+        Some(b) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map_err(|e| Error::Refused(format!("{field}: not base64: {e}")))?,
+    };
+    if raw.len() > mco_api::controllerconfig::MAX_BUNDLE_BYTES {
+        return Err(Error::Refused(format!(
+            "{field}: {} bytes, longer than the limit of {}",
+            raw.len(),
+            mco_api::controllerconfig::MAX_BUNDLE_BYTES
+        )));
+    }
+    let bundle = String::from_utf8(raw)
+        .map_err(|_| Error::Refused(format!("{field}: not UTF-8 text, so not PEM")))?;
+    let digest = sha256_hex(bundle.as_bytes());
+    let want = bundle.trim_end();
+    let text = if want.is_empty() {
+        String::new()
+    } else {
+        format!("{want}\n")
+    };
+    follow_file(
+        kept,
+        TRUST_BUNDLE_FILE,
+        TRUST_BUNDLE_FOLLOWED,
+        digest,
+        |have| have.trim_end() == want,
+        |_| Ok(text),
     )
 }
 
@@ -1794,5 +1917,209 @@ mod tests {
             follow_tls_profile(&kept_base("{}"), Some(&modern)).unwrap(),
             Follow::Nothing
         );
+    }
+
+    fn kept_with(path: &str, contents: &str) -> MachineConfig {
+        let mut mc = kept_base("{}");
+        mc.spec.config = Some(json!({
+            "ignition": {"version": "3.4.0"},
+            "storage": {"files": [
+                {"path": PULL_SECRET_FILE, "contents": {"source": "data:,%7B%7D"}},
+                {"path": path, "mode": 420, "contents": {"source": crate::data_url(contents)}},
+            ]},
+        }));
+        mc
+    }
+
+    fn spec_with_proxy(proxy: Value) -> ControllerConfigSpec {
+        ControllerConfigSpec {
+            other: serde_json::Map::from_iter([("proxy".to_owned(), proxy)]),
+            ..Default::default()
+        }
+    }
+
+    fn mark<'a>(mc: &'a MachineConfig, key: &str) -> Option<&'a str> {
+        mc.metadata
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn a_kept_proxy_env_follows_spec_proxy_and_nothing_else() {
+        let none = ControllerConfigSpec::default();
+        // Upstream's file without a proxy: in step with none, only marked.
+        let kept = kept_with(PROXY_FILE, UPSTREAM_PROXY_HEADER);
+        let Follow::Mark(marked) = follow_proxy(&kept, &none).unwrap() else {
+            panic!("not marked");
+        };
+        assert_eq!(marked.spec, kept.spec);
+        assert_eq!(mark(&marked, PROXY_FOLLOWED).unwrap().len(), 64);
+        assert_eq!(follow_proxy(&marked, &none).unwrap(), Follow::Nothing);
+        // A proxy set: upstream's text for it, the rest of the config as it was.
+        let set = spec_with_proxy(json!({
+            "httpProxy": "http://proxy.example.com:3128",
+            "noProxy": ".cluster.local,10.0.0.0/16",
+        }));
+        let Follow::Rewrite(out) = follow_proxy(&marked, &set).unwrap() else {
+            panic!("not rewritten");
+        };
+        assert_eq!(
+            file_text(&out, PROXY_FILE).unwrap(),
+            format!(
+                "{UPSTREAM_PROXY_HEADER}HTTP_PROXY=http://proxy.example.com:3128\nNO_PROXY=.cluster.local,10.0.0.0/16\n"
+            )
+        );
+        assert_eq!(file_text(&out, PULL_SECRET_FILE).unwrap(), "{}");
+        assert_eq!(
+            mark(&out, annotations::GENERATED_BY_CONTROLLER_VERSION),
+            Some("1d7c5a1e9f2b")
+        );
+        assert_ne!(mark(&out, PROXY_FOLLOWED), mark(&marked, PROXY_FOLLOWED));
+        assert_eq!(follow_proxy(&out, &set).unwrap(), Follow::Nothing);
+        // Back to none: the assignments go, the comment stays.
+        let Follow::Rewrite(back) = follow_proxy(&out, &none).unwrap() else {
+            panic!("not rewritten");
+        };
+        assert_eq!(file_text(&back, PROXY_FILE).unwrap(), UPSTREAM_PROXY_HEADER);
+        // First sight: the same assignments in other words are in step; others are rewritten.
+        let same = kept_with(
+            PROXY_FILE,
+            "# mine\nNO_PROXY=.cluster.local,10.0.0.0/16\nHTTPS_PROXY=\nHTTP_PROXY=http://proxy.example.com:3128\n",
+        );
+        assert!(matches!(
+            follow_proxy(&same, &set).unwrap(),
+            Follow::Mark(_)
+        ));
+        let stale = kept_with(PROXY_FILE, "HTTP_PROXY=http://old.example.com:3128\n");
+        assert!(matches!(
+            follow_proxy(&stale, &set).unwrap(),
+            Follow::Rewrite(_)
+        ));
+        // A config without the file: nothing.
+        assert_eq!(
+            follow_proxy(&kept_with("/etc/other", ""), &set).unwrap(),
+            Follow::Nothing
+        );
+    }
+
+    #[test]
+    fn a_followed_proxy_is_checked_as_the_templates_check_it() {
+        let kept = kept_with(PROXY_FILE, UPSTREAM_PROXY_HEADER);
+        let refused = |proxy: Value| match follow_proxy(&kept, &spec_with_proxy(proxy)) {
+            Err(Error::Refused(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            refused(json!({"httpsProxy": "proxy.example.com:3128"})),
+            "spec.proxy.httpsProxy: \"proxy.example.com:3128\" is not an http:// or https:// URL"
+        );
+        let at = "a".repeat(MAX_VALUE_BYTES);
+        let Follow::Rewrite(out) =
+            follow_proxy(&kept, &spec_with_proxy(json!({"noProxy": at}))).unwrap()
+        else {
+            panic!("not rewritten");
+        };
+        assert!(
+            file_text(&out, PROXY_FILE)
+                .unwrap()
+                .ends_with(&format!("NO_PROXY={at}\n"))
+        );
+        let over = "a".repeat(MAX_VALUE_BYTES + 1);
+        assert_eq!(
+            refused(json!({"noProxy": over})),
+            format!("spec.proxy.noProxy: 4097 bytes, longer than the limit of {MAX_VALUE_BYTES}")
+        );
+    }
+
+    fn spec_with_bundle(pem: &str) -> ControllerConfigSpec {
+        use base64::Engine as _;
+        ControllerConfigSpec {
+            additional_trust_bundle: Some(base64::engine::general_purpose::STANDARD.encode(pem)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_kept_trust_bundle_follows_spec_additional_trust_bundle() {
+        let old = "-----BEGIN CERTIFICATE-----\nOLD\n-----END CERTIFICATE-----\n";
+        let new = "-----BEGIN CERTIFICATE-----\nNEW\n-----END CERTIFICATE-----";
+        // First sight: the same bundle, trailing whitespace aside, is only marked.
+        let kept = kept_with(TRUST_BUNDLE_FILE, &format!("{old}\n\n"));
+        let Follow::Mark(marked) = follow_trust_bundle(&kept, &spec_with_bundle(old)).unwrap()
+        else {
+            panic!("not marked");
+        };
+        assert_eq!(marked.spec, kept.spec);
+        assert_eq!(mark(&marked, TRUST_BUNDLE_FOLLOWED).unwrap().len(), 64);
+        assert_eq!(
+            follow_trust_bundle(&marked, &spec_with_bundle(old)).unwrap(),
+            Follow::Nothing
+        );
+        // A new bundle: the file holds it with one final newline; the rest stays.
+        let Follow::Rewrite(out) = follow_trust_bundle(&marked, &spec_with_bundle(new)).unwrap()
+        else {
+            panic!("not rewritten");
+        };
+        assert_eq!(
+            file_text(&out, TRUST_BUNDLE_FILE).unwrap(),
+            format!("{new}\n")
+        );
+        assert_eq!(file_text(&out, PULL_SECRET_FILE).unwrap(), "{}");
+        assert_eq!(
+            mark(&out, annotations::GENERATED_BY_CONTROLLER_VERSION),
+            Some("1d7c5a1e9f2b")
+        );
+        assert_eq!(
+            follow_trust_bundle(&out, &spec_with_bundle(new)).unwrap(),
+            Follow::Nothing
+        );
+        // None: an empty file, as upstream's template writes it.
+        let Follow::Rewrite(empty) =
+            follow_trust_bundle(&out, &ControllerConfigSpec::default()).unwrap()
+        else {
+            panic!("not rewritten");
+        };
+        assert_eq!(file_text(&empty, TRUST_BUNDLE_FILE).unwrap(), "");
+        // First sight of a stale file: rewritten.
+        assert!(matches!(
+            follow_trust_bundle(&kept, &spec_with_bundle(new)).unwrap(),
+            Follow::Rewrite(_)
+        ));
+        // Not base64: refused, naming the field.
+        let bad = ControllerConfigSpec {
+            additional_trust_bundle: Some("%%%".into()),
+            ..Default::default()
+        };
+        match follow_trust_bundle(&kept, &bad) {
+            Err(Error::Refused(m)) => assert!(
+                m.starts_with("spec.additionalTrustBundle: not base64"),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_trust_bundle_at_the_limit_is_followed_and_one_byte_more_refused() {
+        let max = mco_api::controllerconfig::MAX_BUNDLE_BYTES;
+        let kept = kept_with(TRUST_BUNDLE_FILE, "");
+        let at = "a".repeat(max);
+        let Follow::Rewrite(out) = follow_trust_bundle(&kept, &spec_with_bundle(&at)).unwrap()
+        else {
+            panic!("not rewritten");
+        };
+        assert_eq!(file_text(&out, TRUST_BUNDLE_FILE).unwrap().len(), max + 1);
+        match follow_trust_bundle(&kept, &spec_with_bundle(&"a".repeat(max + 1))) {
+            Err(Error::Refused(m)) => assert_eq!(
+                m,
+                format!(
+                    "spec.additionalTrustBundle: {} bytes, longer than the limit of {max}",
+                    max + 1
+                )
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }
