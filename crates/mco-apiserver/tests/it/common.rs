@@ -82,8 +82,13 @@ pub struct Kubectl {
 
 impl Kubectl {
     pub fn new(server: &TestServer) -> Kubectl {
+        Kubectl::for_handle(&server.handle)
+    }
+
+    /// kubectl for a server started by hand (on a data directory kept from another).
+    pub fn for_handle(handle: &mco_apiserver::ServerHandle) -> Kubectl {
         Kubectl {
-            kubeconfig: server.handle.kubeconfig_path(),
+            kubeconfig: handle.kubeconfig_path(),
             home: tempfile::tempdir().expect("tempdir"),
         }
     }

@@ -9,8 +9,6 @@
 
 use crate::common;
 
-use std::path::Path;
-use std::process::Output;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -20,28 +18,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use mco_apiserver::Identity;
 use serde_json::{Value, json};
 
-use common::{Answer, send};
-
-fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str]) -> Output {
-    std::process::Command::new("kubectl")
-        .args(args)
-        .arg(format!("--cache-dir={}", home.join("cache").display()))
-        .env("KUBECONFIG", kubeconfig)
-        .env("HOME", home)
-        .output()
-        .expect("kubectl runs")
-}
-
-/// Runs kubectl, expects success and returns stdout.
-fn ok(kubeconfig: &Path, home: &Path, args: &[&str]) -> String {
-    let o = kubectl(kubeconfig, home, args);
-    assert!(
-        o.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{Answer, Cluster, Kubectl, send};
 
 fn json_of(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
@@ -105,13 +82,11 @@ fn rv(v: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_each_apis_events_through_the_other() {
-    let s = common::start().await;
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cluster = Cluster::start().await;
+    let client = cluster.client.clone();
     let uid = node(&client, "worker-0").await;
-    let home = tempfile::tempdir().unwrap();
-    let kc = s.handle.kubeconfig_path();
-    let k = |args: &[&str]| ok(&kc, home.path(), args);
-    let file = home.path().join("ev.json");
+    let k = |args: &[&str]| cluster.kubectl.ok(args);
+    let file = cluster.kubectl.home.path().join("ev.json");
 
     // The controller's Event, through events.k8s.io/v1, read through core v1.
     std::fs::write(
@@ -260,18 +235,14 @@ async fn kubectl_reads_each_apis_events_through_the_other() {
     assert_eq!(core["series"]["count"], 2);
     assert_eq!(core["count"], 3, "the rest as it was");
     // events.k8s.io/v1's rules still judge a change made through it.
-    let o = kubectl(
-        &kc,
-        home.path(),
-        &[
-            "patch",
-            "events.events.k8s.io",
-            "worker-0.osupdate",
-            "--type=merge",
-            "-p",
-            r#"{"note":"other"}"#,
-        ],
-    );
+    let o = cluster.kubectl.run(&[
+        "patch",
+        "events.events.k8s.io",
+        "worker-0.osupdate",
+        "--type=merge",
+        "-p",
+        r#"{"note":"other"}"#,
+    ]);
     assert!(!o.status.success());
     assert!(
         String::from_utf8_lossy(&o.stderr)
@@ -321,8 +292,8 @@ async fn next_object(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn field_selectors_and_watches_of_each_api_see_the_others_writes() {
-    let s = common::start().await;
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cluster = Cluster::start().await;
+    let client = cluster.client.clone();
     let uid = node(&client, "worker-1").await;
     let core = Api::<DynamicObject>::namespaced_with(client.clone(), "default", &core_v1());
     let new = Api::<DynamicObject>::namespaced_with(client.clone(), "default", &events_v1());
@@ -507,9 +478,9 @@ async fn field_selectors_and_watches_of_each_api_see_the_others_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_dir_with_events_k8s_io_events_kept_apart_is_served_after_the_upgrade() {
-    let s = common::start().await;
-    let dir = s.dir.path().to_path_buf();
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cluster = Cluster::start().await;
+    let dir = cluster.server.dir.path().to_path_buf();
+    let client = cluster.client.clone();
     let uid = node(&client, "worker-0").await;
     let post = |path: &'static str, body: Value| {
         let client = client.clone();
@@ -543,7 +514,7 @@ async fn a_data_dir_with_events_k8s_io_events_kept_apart_is_served_after_the_upg
     )
     .await;
     assert_eq!(a.code, 200, "{}", a.body);
-    s.handle.shutdown().await;
+    cluster.server.handle.shutdown().await;
 
     // As an older server left it: the events.k8s.io Events under their own key, in their own
     // schema, as they were sent, their log rows too; no mark that they were moved.
@@ -602,12 +573,7 @@ async fn a_data_dir_with_events_k8s_io_events_kept_apart_is_served_after_the_upg
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["worker-0.core", "worker-0.kept"]);
-    let home = tempfile::tempdir().unwrap();
-    let described = ok(
-        &h.kubeconfig_path(),
-        home.path(),
-        &["describe", "node", "worker-0"],
-    );
+    let described = Kubectl::for_handle(&h).ok(&["describe", "node", "worker-0"]);
     assert!(described.contains("RenderedConfigGenerated"), "{described}");
     h.shutdown().await;
     // Moved once: the old key holds nothing, the mark is set.
@@ -626,8 +592,8 @@ async fn a_data_dir_with_events_k8s_io_events_kept_apart_is_served_after_the_upg
 /// or the one its client first sent, sent back changes nothing (no new resourceVersion).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_of_the_same_event_changes_nothing_through_either_api() {
-    let s = common::start().await;
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cluster = Cluster::start().await;
+    let client = cluster.client.clone();
     let uid = node(&client, "worker-0").await;
     let put = |path: String, body: Value| {
         let client = client.clone();

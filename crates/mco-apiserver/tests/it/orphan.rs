@@ -4,10 +4,8 @@
 //! is all stored, so a restart in the middle finishes the job instead of collecting the
 //! dependents the user meant to keep.
 
-use crate::common::{self, eventually, send, status};
+use crate::common::{Cluster, eventually, send, status, text};
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -16,19 +14,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
 use mco_apiserver::Identity;
 use serde_json::{Value, json};
-
-fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .env("HOME", home)
-        .output()
-        .unwrap_or_else(|e| panic!("running kubectl {args:?}: {e}"))
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).to_string()
-}
 
 fn cm(name: &str, owners: &[&ConfigMap]) -> ConfigMap {
     let refs: Vec<Value> = owners
@@ -67,8 +52,8 @@ async fn gone(api: &Api<ConfigMap>, name: &str) -> bool {
 /// the marked owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_delete_cascade_orphan_keeps_the_dependents_without_the_owner() {
-    let s = common::start().await;
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cluster = Cluster::start().await;
+    let client = cluster.client.clone();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();
     let owner = cms.create(&pp, &cm("owner", &[])).await.unwrap();
@@ -85,13 +70,9 @@ async fn kubectl_delete_cascade_orphan_keeps_the_dependents_without_the_owner() 
         .unwrap()
         .boxed();
 
-    let home = tempfile::tempdir().unwrap();
-    let kc = s.handle.kubeconfig_path();
-    let o = kubectl(
-        &kc,
-        home.path(),
-        &["delete", "cm", "owner", "--cascade=orphan"],
-    );
+    let o = cluster
+        .kubectl
+        .run(&["delete", "cm", "owner", "--cascade=orphan"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "configmap \"owner\" deleted\n");
     assert_eq!(text(&o.stderr), "");
@@ -154,7 +135,7 @@ async fn kubectl_delete_cascade_orphan_keeps_the_dependents_without_the_owner() 
     assert_eq!(marked["finalizers"], json!(["orphan"]));
     assert_eq!(marked["deletionGracePeriodSeconds"], json!(0));
     assert!(marked["deletionTimestamp"].is_string());
-    s.handle.shutdown().await;
+    cluster.server.handle.shutdown().await;
 }
 
 /// Deleting with `Orphan` marks the owner even without dependents (kube-apiserver cannot
@@ -162,8 +143,8 @@ async fn kubectl_delete_cascade_orphan_keeps_the_dependents_without_the_owner() 
 /// same, `orphanDependents: false` deletes the dependents; Events take no part.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_options_and_resources() {
-    let s = common::start().await;
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cluster = Cluster::start().await;
+    let client = cluster.client.clone();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();
 
@@ -327,7 +308,7 @@ async fn orphan_options_and_resources() {
         evs.delete("ev", &dp).await.unwrap();
         assert_eq!(status(evs.get("ev").await.unwrap_err()).code, 404);
     }
-    s.handle.shutdown().await;
+    cluster.server.handle.shutdown().await;
 }
 
 /// An owner already in foreground deletion: an orphan delete swaps its finalizer (the
@@ -335,8 +316,8 @@ async fn orphan_options_and_resources() {
 /// finalizer off, so the owner goes at once and its dependents after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_later_delete_changes_the_propagation_of_an_owner_in_foreground_deletion() {
-    let s = common::start().await;
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cluster = Cluster::start().await;
+    let client = cluster.client.clone();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();
     for (owner, dep) in [("to-orphan", "kept"), ("to-background", "collected")] {
@@ -393,7 +374,7 @@ async fn a_later_delete_changes_the_propagation_of_an_owner_in_foreground_deleti
     assert!(gone(&cms, "to-background").await);
     let held = cms.get("collected").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
-    s.handle.shutdown().await;
+    cluster.server.handle.shutdown().await;
 }
 
 /// A restart between the delete and the collector's patches (here: the marked owner written
@@ -402,9 +383,9 @@ async fn a_later_delete_changes_the_propagation_of_an_owner_in_foreground_deleti
 /// unowned, the other owner's reference stays, and the owner is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_delete_interrupted_by_a_restart_finishes_after_it() {
-    let s = common::start().await;
-    let dir = s.dir.path().to_path_buf();
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
+    let cluster = Cluster::start().await;
+    let dir = cluster.server.dir.path().to_path_buf();
+    let client = cluster.client.clone();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();
     let owner = cms.create(&pp, &cm("owner", &[])).await.unwrap();
@@ -428,7 +409,7 @@ async fn an_orphan_delete_interrupted_by_a_restart_finishes_after_it() {
         marked.metadata.resource_version,
         stored.metadata.resource_version
     );
-    s.handle.shutdown().await;
+    cluster.server.handle.shutdown().await;
 
     {
         let store = mco_apiserver::store::Store::open(

@@ -1,27 +1,13 @@
 //! `kubectl create token` against the server: the TokenRequest kubectl sends as protobuf,
 //! the token it answers, kube-apiserver's refusals, and the tokens across a restart.
 
-use crate::common;
+use crate::common::{Cluster, Kubectl, text};
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, PostParams};
-use mco_apiserver::Identity;
 use serde_json::{Value, json};
-
-fn kubectl(kubeconfig: &std::path::Path, home: &std::path::Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .env("HOME", home)
-        .output()
-        .unwrap_or_else(|e| panic!("running kubectl {args:?}: {e}"))
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).to_string()
-}
 
 /// kubectl failed, and said `what`.
 #[track_caller]
@@ -45,11 +31,9 @@ async fn robot(client: &kube::Client) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_token() {
-    let s = common::start().await;
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let kc = s.handle.kubeconfig_path();
-    let k = |args: &[&str]| kubectl(&kc, home.path(), args);
+    let c = Cluster::start().await;
+    let client = c.client.clone();
+    let k = |args: &[&str]| c.kubectl.run(args);
 
     // No such ServiceAccount: kube's 404.
     let o = k(&["create", "token", "robot"]);
@@ -147,12 +131,10 @@ fn whoami(k: &dyn Fn(&[&str]) -> Output, token: &str) -> Option<Value> {
 /// object is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issued_tokens_outlive_a_restart() {
-    let s = common::start().await;
-    let dir = s.dir.path().to_path_buf();
-    let client = s.handle.client_for(Identity::Admin).await.unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let kc = s.handle.kubeconfig_path();
-    let k = |args: &[&str]| kubectl(&kc, home.path(), args);
+    let c = Cluster::start().await;
+    let dir = c.server.dir.path().to_path_buf();
+    let client = c.client.clone();
+    let k = |args: &[&str]| c.kubectl.run(args);
     robot(&client).await;
     let secrets = Api::<Secret>::namespaced(client.clone(), "default");
     for name in ["held", "gone"] {
@@ -188,7 +170,7 @@ async fn issued_tokens_outlive_a_restart() {
     // Deleted while the server runs, before the restart.
     assert!(k(&["delete", "secret", "gone"]).status.success());
     assert_eq!(whoami(&k, &gone), None);
-    s.handle.shutdown().await;
+    c.server.handle.shutdown().await;
 
     // While the server is down, the clock passes the short token's expiry.
     let db = dir.join("state.db");
@@ -211,8 +193,8 @@ async fn issued_tokens_outlive_a_restart() {
     ))
     .await
     .unwrap();
-    let kc = h.kubeconfig_path();
-    let k = |args: &[&str]| kubectl(&kc, home.path(), args);
+    let after = Kubectl::for_handle(&h);
+    let k = |args: &[&str]| after.run(args);
     // The same user, down to the credential's id.
     assert_eq!(whoami(&k, &plain).as_ref(), Some(&before[0]));
     assert_eq!(whoami(&k, &held).as_ref(), Some(&before[2]));
