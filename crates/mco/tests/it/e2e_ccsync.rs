@@ -5,7 +5,9 @@
 //! CA reaches every node's `/etc/kubernetes/kubelet-ca.crt` without a reboot, a registry CA
 //! added to the administrator's ConfigMap reaches `/etc/docker/certs.d`, a missing source
 //! leaves its field, a hand edit is undone at the next resync, and a refused source is reported
-//! on the ControllerConfig.
+//! on the ControllerConfig. On a cluster taken over (upstream's base configs kept), the proxy's
+//! status and the trusted CAs reach every node's `/etc/mco/proxy.env` and anchors file through
+//! those configs, which keep upstream's stamp.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,6 +25,11 @@ const USER_REGISTRY: &str = "registry.example.com..5000";
 const USER_DIR: &str = "/etc/docker/certs.d/registry.example.com:5000";
 const MANAGED_REGISTRY: &str = "image-registry.openshift-image-registry.svc..5000";
 const MANAGED_DIR: &str = "/etc/docker/certs.d/image-registry.openshift-image-registry.svc:5000";
+const VERSION_ANN: &str = "machineconfiguration.openshift.io/generated-by-controller-version";
+/// Upstream's controller stamps its git commit.
+const UPSTREAM_VERSION: &str = "1d7c5a1e9f2b3c4d5e6f708192a3b4c5d6e7f809";
+const PROXY_ENV: &str = mco_generate::template::PROXY_FILE;
+const ANCHORS: &str = mco_generate::template::TRUST_BUNDLE_FILE;
 
 fn ca(cn: &str) -> String {
     let mut params = rcgen::CertificateParams::default();
@@ -149,6 +156,99 @@ impl Up {
     }
 }
 
+impl Up {
+    /// `mco up --no-controller` with a master and a worker, the namespaces the shipped
+    /// `--openshift` RBAC names, and that RBAC applied.
+    fn start() -> Up {
+        let slot = Slot::take();
+        let dir = e2e::tempdir();
+        let data = dir.join(".mco");
+        let mut cmd = Command::new(MCO);
+        cmd.current_dir(&dir)
+            .args(["up", "--no-controller", "--data-dir"])
+            .arg(&data)
+            .args(["--masters", "1", "--workers", "1", "--reboot-seconds", "0"])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--mcs-listen", "127.0.0.1:0"])
+            .args(["--dashboard-listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "info");
+        let up_log = dir.join("up.log");
+        let up = Group::spawn(cmd, &up_log, "mco up");
+        let c = Up {
+            dir: dir.clone(),
+            data,
+            _up: up,
+            _slot: slot,
+        };
+        wait_for("the API server", 90, || {
+            c.kubectl_as(&c.kubeconfig(), &["get", "--raw", "/readyz"], None)
+                .ok()
+        });
+        wait_for("the ControllerConfig", 60, || {
+            c.kubectl_as(&c.kubeconfig(), &["get", "controllerconfig", CC], None)
+                .ok()
+        });
+
+        // The shipped OpenShift RBAC, in the namespaces it names.
+        for ns in [
+            MANAGED,
+            USER,
+            "openshift-machine-config-operator",
+            "openshift-machine-api",
+        ] {
+            c.kubectl(&["create", "namespace", ns]);
+        }
+        let out = Command::new(MCO)
+            .args(["manifests", "--openshift", "--only", "rbac"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        c.apply(&String::from_utf8(out.stdout).unwrap());
+        c
+    }
+
+    /// `mco controller --sync-controller-config` as the shipped `mco-controller`
+    /// ServiceAccount, and its log.
+    fn controller(&self) -> (Group, PathBuf) {
+        let token = self.kubectl(&["create", "token", "mco-controller", "-n", "mco-system"]);
+        let as_controller = self.dir.join("controller.kubeconfig");
+        std::fs::copy(self.kubeconfig(), &as_controller).unwrap();
+        let user = format!("--token={}", token.trim());
+        self.kubectl_as(
+            &as_controller,
+            &["config", "set-credentials", "mco-controller", &user],
+            None,
+        )
+        .unwrap();
+        self.kubectl_as(
+            &as_controller,
+            &[
+                "config",
+                "set-context",
+                "--current",
+                "--user=mco-controller",
+            ],
+            None,
+        )
+        .unwrap();
+        let log = self.dir.join("controller.log");
+        let mut cmd = Command::new(MCO);
+        cmd.args(["controller", "--kubeconfig"])
+            .arg(&as_controller)
+            .args([
+                "--sync-controller-config",
+                "--metrics-addr=127.0.0.1:0",
+                "--namespace=mco-system",
+                "--lease-namespace=mco-system",
+                "--lease-name=mco-controller",
+                "--resync=5s",
+                "--error-requeue=1s",
+            ])
+            .env("RUST_LOG", "info");
+        (Group::spawn(cmd, &log, "mco controller"), log)
+    }
+}
+
 fn configmap(namespace: &str, name: &str, data: Value) -> String {
     json!({
         "apiVersion": "v1",
@@ -167,50 +267,7 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         mco_daemon::engine::certs::MAX_REGISTRY_BUNDLES
     );
 
-    let slot = Slot::take();
-    let dir = e2e::tempdir();
-    let data = dir.join(".mco");
-    let mut cmd = Command::new(MCO);
-    cmd.current_dir(&dir)
-        .args(["up", "--no-controller", "--data-dir"])
-        .arg(&data)
-        .args(["--masters", "1", "--workers", "1", "--reboot-seconds", "0"])
-        .args(["--listen", "127.0.0.1:0"])
-        .args(["--mcs-listen", "127.0.0.1:0"])
-        .args(["--dashboard-listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "info");
-    let up_log = dir.join("up.log");
-    let up = Group::spawn(cmd, &up_log, "mco up");
-    let c = Up {
-        dir: dir.clone(),
-        data,
-        _up: up,
-        _slot: slot,
-    };
-    wait_for("the API server", 90, || {
-        c.kubectl_as(&c.kubeconfig(), &["get", "--raw", "/readyz"], None)
-            .ok()
-    });
-    wait_for("the ControllerConfig", 60, || {
-        c.kubectl_as(&c.kubeconfig(), &["get", "controllerconfig", CC], None)
-            .ok()
-    });
-
-    // The shipped OpenShift RBAC, in the namespaces it names.
-    for ns in [
-        MANAGED,
-        USER,
-        "openshift-machine-config-operator",
-        "openshift-machine-api",
-    ] {
-        c.kubectl(&["create", "namespace", ns]);
-    }
-    let out = Command::new(MCO)
-        .args(["manifests", "--openshift", "--only", "rbac"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    c.apply(&String::from_utf8(out.stdout).unwrap());
+    let c = Up::start();
 
     // The sources: the kubelet's client CA; no image-registry-ca yet, whose field is set by
     // hand and must stay.
@@ -231,43 +288,7 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         &json!({"spec": {"imageRegistryBundleData": kept_list}}).to_string(),
     ]);
 
-    // The controller, as the shipped ServiceAccount.
-    let token = c.kubectl(&["create", "token", "mco-controller", "-n", "mco-system"]);
-    let as_controller = dir.join("controller.kubeconfig");
-    std::fs::copy(c.kubeconfig(), &as_controller).unwrap();
-    let user = format!("--token={}", token.trim());
-    c.kubectl_as(
-        &as_controller,
-        &["config", "set-credentials", "mco-controller", &user],
-        None,
-    )
-    .unwrap();
-    c.kubectl_as(
-        &as_controller,
-        &[
-            "config",
-            "set-context",
-            "--current",
-            "--user=mco-controller",
-        ],
-        None,
-    )
-    .unwrap();
-    let log = dir.join("controller.log");
-    let mut cmd = Command::new(MCO);
-    cmd.args(["controller", "--kubeconfig"])
-        .arg(&as_controller)
-        .args([
-            "--sync-controller-config",
-            "--metrics-addr=127.0.0.1:0",
-            "--namespace=mco-system",
-            "--lease-namespace=mco-system",
-            "--lease-name=mco-controller",
-            "--resync=5s",
-            "--error-requeue=1s",
-        ])
-        .env("RUST_LOG", "info");
-    let mut controller = Group::spawn(cmd, &log, "mco controller");
+    let (mut controller, log) = c.controller();
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
     let mut alive = || {
         if let Some(s) = controller.exited() {
@@ -443,6 +464,241 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
 
     alive();
     drop(controller);
+    let dir = c.dir.clone();
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The assignments of `/etc/mco/proxy.env`, comments left out.
+fn proxy_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| !l.starts_with('#')).collect()
+}
+
+/// Every Event on `object` with `reason`: its messages.
+fn event_messages(c: &Up, object: &str, reason: &str) -> Vec<String> {
+    let events = c.get_json(&[
+        "events",
+        "-A",
+        "--field-selector",
+        &format!("involvedObject.name={object},reason={reason}"),
+    ]);
+    events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_taken_over_cluster_follows_its_proxy_and_trust_bundle() {
+    let c = Up::start();
+    // The Proxy kind, as OpenShift serves it.
+    let crd = <mco_api::Proxy as kube::CustomResourceExt>::crd();
+    c.apply(&serde_json::to_string(&crd).unwrap());
+    wait_for("the Proxy kind served", 60, || {
+        c.kubectl_as(&c.kubeconfig(), &["get", "proxies"], None)
+            .ok()
+    });
+
+    let (mut controller, log) = c.controller();
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut alive = || {
+        if let Some(s) = controller.exited() {
+            panic!("mco controller ended ({s}):\n{}", logs());
+        }
+    };
+
+    // The base configs as upstream's template controller leaves them: its stamp, and the
+    // (empty) additional trust bundle in `00-<role>`, which mco's templates do not write.
+    let templates = mco_generate::template::names(&Default::default());
+    for name in &templates {
+        wait_for(&format!("{name} generated"), 120, || {
+            alive();
+            c.kubectl_as(&c.kubeconfig(), &["get", "mc", name], None)
+                .ok()
+        });
+    }
+    for name in &templates {
+        c.kubectl(&[
+            "annotate",
+            "mc",
+            name,
+            &format!("{VERSION_ANN}={UPSTREAM_VERSION}"),
+            "--overwrite",
+        ]);
+    }
+    let file = json!({"path": ANCHORS, "mode": 384, "contents": {"source": "data:,"}});
+    let add = json!([{"op": "add", "path": "/spec/config/storage/files/-", "value": file}]);
+    let pools = ["master", "worker"];
+    for pool in pools {
+        c.kubectl(&[
+            "patch",
+            "mc",
+            &format!("00-{pool}"),
+            "--type=json",
+            "-p",
+            &add.to_string(),
+        ]);
+    }
+    let nodes = ["master-0", "worker-0"];
+    c.wait_nodes_file(
+        &nodes,
+        "upstream's empty trust bundle",
+        ANCHORS,
+        "",
+        &mut alive,
+    );
+    for pool in pools {
+        wait_for(&format!("pool {pool} settled"), 180, || {
+            alive();
+            let p = c.get_json(&["mcp", pool]);
+            (p["status"]["machineCount"] == 1).then_some(())?;
+            e2e::pool_settled(&p)
+        });
+    }
+    for n in nodes {
+        wait_for(&format!("{n} Done on its target"), 60, || {
+            let node = c.get_json(&["node", n]);
+            let done = e2e::annotation(&node, e2e::STATE_ANN) == "Done"
+                && e2e::annotation(&node, e2e::CURRENT_ANN)
+                    == e2e::annotation(&node, e2e::DESIRED_ANN);
+            done.then_some(())
+        });
+    }
+    // Taken over in step: each kept base config only marked.
+    for pool in pools {
+        let name = format!("00-{pool}");
+        wait_for(&format!("{name} marked"), 30, || {
+            let mc = c.get_json(&["mc", &name]);
+            ["mco.dev/proxy-sha256", "mco.dev/trust-bundle-sha256"]
+                .iter()
+                .all(|mark| e2e::annotation(&mc, mark).len() == 64)
+                .then_some(())
+        });
+        assert!(event_messages(&c, &name, "TrustBundleFollowed").is_empty());
+        assert!(event_messages(&c, &name, "ProxyFollowed").is_empty());
+    }
+    let boots: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
+
+    // A corporate CA in user-ca-bundle: the anchors file, with no reboot (the daemon runs
+    // update-ca-trust and restarts CRI-O).
+    let corporate = ca("corporate-root");
+    c.apply(&configmap(
+        USER,
+        "user-ca-bundle",
+        json!({"ca-bundle.crt": corporate}),
+    ));
+    c.wait_nodes_file(&nodes, "the corporate CA", ANCHORS, &corporate, &mut alive);
+    assert_eq!(c.spec()["additionalTrustBundle"], b64(&corporate));
+    let after: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
+    assert_eq!(after, boots, "a node rebooted for the trust bundle");
+
+    // The proxy, with a CA of its own: its status reaches proxy.env, its CA the anchors file
+    // after user-ca-bundle's.
+    let proxy_ca = ca("corporate-proxy");
+    c.apply(&configmap(
+        USER,
+        "proxy-ca",
+        json!({"ca-bundle.crt": proxy_ca}),
+    ));
+    c.apply(
+        &json!({
+            "apiVersion": "config.openshift.io/v1",
+            "kind": "Proxy",
+            "metadata": {"name": "cluster"},
+            "spec": {
+                "httpProxy": "http://proxy.example.com:3128",
+                "trustedCA": {"name": "proxy-ca"},
+            },
+        })
+        .to_string(),
+    );
+    let status = json!({"status": {
+        "httpProxy": "http://proxy.example.com:3128",
+        "httpsProxy": "http://proxy.example.com:3128",
+        "noProxy": ".cluster.local,.svc,10.0.0.0/16",
+    }});
+    c.kubectl(&[
+        "patch",
+        "proxy",
+        "cluster",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ]);
+    let want = [
+        "HTTP_PROXY=http://proxy.example.com:3128",
+        "HTTPS_PROXY=http://proxy.example.com:3128",
+        "NO_PROXY=.cluster.local,.svc,10.0.0.0/16",
+    ];
+    for n in nodes {
+        let text = wait_for(&format!("{n}: the proxy"), 180, || {
+            alive();
+            let text = c.read_node_file(n, PROXY_ENV)?;
+            (proxy_lines(&text) == want).then_some(text)
+        });
+        assert!(
+            text.starts_with("# Proxy environment variables"),
+            "{n}: {text}"
+        );
+    }
+    let both = format!("{corporate}{proxy_ca}");
+    c.wait_nodes_file(&nodes, "both CAs", ANCHORS, &both, &mut alive);
+    assert_eq!(
+        c.spec()["proxy"],
+        json!({
+            "httpProxy": "http://proxy.example.com:3128",
+            "httpsProxy": "http://proxy.example.com:3128",
+            "noProxy": ".cluster.local,.svc,10.0.0.0/16",
+        })
+    );
+
+    // Upstream's stamps stay; each rewrite is on record, on the config.
+    for pool in pools {
+        let name = format!("00-{pool}");
+        let mc = c.get_json(&["mc", &name]);
+        assert_eq!(
+            e2e::annotation(&mc, VERSION_ANN),
+            UPSTREAM_VERSION,
+            "{name}"
+        );
+        for (reason, said) in [
+            (
+                "ProxyFollowed",
+                format!("{PROXY_ENV} now holds the ControllerConfig's spec.proxy"),
+            ),
+            (
+                "TrustBundleFollowed",
+                format!("{ANCHORS} now holds the ControllerConfig's spec.additionalTrustBundle"),
+            ),
+        ] {
+            let messages = wait_for(&format!("{name}: {reason}"), 30, || {
+                let m = event_messages(&c, &name, reason);
+                (!m.is_empty()).then_some(m)
+            });
+            for m in messages {
+                assert_eq!(
+                    m,
+                    format!("kept as another controller generated it: {said}"),
+                    "{name}"
+                );
+            }
+        }
+    }
+    for name in templates.iter().filter(|n| !n.starts_with("00-")) {
+        let mc = c.get_json(&["mc", name]);
+        assert_eq!(
+            e2e::annotation(&mc, VERSION_ANN),
+            UPSTREAM_VERSION,
+            "{name}"
+        );
+    }
+
+    alive();
+    drop(controller);
+    let dir = c.dir.clone();
     drop(c);
     let _ = std::fs::remove_dir_all(&dir);
 }
