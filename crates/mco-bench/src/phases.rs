@@ -532,10 +532,10 @@ impl NodeFields {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const NEW: &str = "rendered-worker-new";
+    pub(crate) const NEW: &str = "rendered-worker-new";
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -552,7 +552,7 @@ mod tests {
 
     /// One whole update of `node` from `start`: every step `gap` ms after the one before, the
     /// reboot 1,000 ms.
-    fn update(node: &str, start: u64, gap: u64) -> Vec<Transition> {
+    pub(crate) fn update(node: &str, start: u64, gap: u64) -> Vec<Transition> {
         let mut at = start;
         Step::ALL
             .iter()

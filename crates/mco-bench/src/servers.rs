@@ -169,3 +169,42 @@ impl fmt::Display for ServersReport {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::phases::Phases;
+    use crate::phases::tests::{NEW, update};
+    use crate::rollout::tests::report;
+
+    #[test]
+    fn the_comparison_names_the_phase_the_real_server_spends_most_on() {
+        let mut embedded = report(10, 1);
+        let mut real = report(14, 1);
+        real.opts.kubeconfig = Some("kc".into());
+        let no_phases = ServersReport {
+            embedded: embedded.clone(),
+            real: real.clone(),
+        };
+        assert!(!no_phases.to_string().contains("costliest"));
+        let one = Duration::from_secs(1);
+        embedded.phases = Some(Phases::of(&update("w", 0, 10), NEW, one));
+        real.phases = Some(Phases::of(&update("w", 0, 40), NEW, one));
+        let text = ServersReport { embedded, real }.to_string();
+        assert!(
+            text.contains("| desiredConfig → state=Working | 10.0 ms | 40.0 ms | +30.0 ms |"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "| whole update (desiredConfig → Done) | 1070.0 ms | 1280.0 ms | +210.0 ms |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("costliest on kube-apiserver against embedded: desiredConfig → state=Working (+30.0 ms per update by mean); then → cordoned"),
+            "{text}"
+        );
+        assert!(text.ends_with("NOT met"), "{text}");
+    }
+}
