@@ -214,6 +214,8 @@ enum Printer {
     Deployment,
     ReplicaSet,
     DaemonSet,
+    /// An `autoscaling/v1` Scale (a `/scale` subresource).
+    Scale,
     Default,
 }
 
@@ -696,6 +698,45 @@ impl TableConvertor {
         TableConvertor { printer, columns }
     }
 
+    /// The convertor of the `autoscaling/v1` Scale a `/scale` subresource serves: `Name`,
+    /// `Desired` (`spec.replicas`), `Available` (`status.replicas`) and `Age`, described as
+    /// kube-apiserver describes a workload's, or (`custom`) as apiextensions-apiserver
+    /// describes a custom resource's.
+    pub fn for_scale(custom: bool) -> Self {
+        use ColumnDefinition as C;
+        let columns = if custom {
+            vec![
+                C::name_column(),
+                C::new("Desired", "integer", "", "Number of desired replicas", 0),
+                C::new("Available", "integer", "", "Number of actual replicas", 0),
+                C::new("Age", "date", "", CREATION_TIMESTAMP_DESCRIPTION, 0),
+            ]
+        } else {
+            vec![
+                C::new("Name", "string", "", NAME_DESCRIPTION, 0),
+                C::new(
+                    "Desired",
+                    "integer",
+                    "",
+                    "replicas is the desired number of instances for the scaled object.",
+                    0,
+                ),
+                C::new(
+                    "Available",
+                    "integer",
+                    "",
+                    "replicas is the actual number of observed instances of the scaled object.",
+                    0,
+                ),
+                C::age_column(),
+            ]
+        };
+        TableConvertor {
+            printer: Printer::Scale,
+            columns,
+        }
+    }
+
     /// The `columnDefinitions` of every Table this convertor builds.
     pub fn column_definitions(&self) -> &[ColumnDefinition] {
         &self.columns
@@ -731,6 +772,15 @@ impl TableConvertor {
                 ]
             }
             Printer::ServiceAccount => vec![name, json!(created)],
+            Printer::Scale => {
+                let int = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+                vec![
+                    name,
+                    json!(int("/spec/replicas")),
+                    json!(int("/status/replicas")),
+                    json!(created),
+                ]
+            }
             Printer::Lease => vec![
                 name,
                 json!(str_at(obj, "/spec/holderIdentity")),
@@ -1378,6 +1428,33 @@ fn pod_row(pod: &Value, now: Timestamp) -> (Vec<Value>, Option<Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scale_prints_desired_and_available_replicas() {
+        let now: Timestamp = "2026-01-01T00:05:00Z".parse().unwrap();
+        let scale = json!({"kind": "Scale", "metadata": {"name": "web",
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {}, "status": {"replicas": 2}});
+        for custom in [false, true] {
+            let t = TableConvertor::for_scale(custom);
+            let names: Vec<&str> = t
+                .column_definitions()
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            assert_eq!(names, ["Name", "Desired", "Available", "Age"]);
+            // Go's zero for the replicas the Scale leaves out.
+            assert_eq!(
+                t.cells(&scale, now),
+                vec![json!("web"), json!(0), json!(2), json!("5m")]
+            );
+        }
+        let builtin = TableConvertor::for_scale(false);
+        let custom = TableConvertor::for_scale(true);
+        assert_eq!(builtin.column_definitions()[0].format, "");
+        assert_eq!(custom.column_definitions()[0].format, "name");
+        assert_eq!(custom.column_definitions()[3].type_, "date");
+    }
 
     #[test]
     fn human_duration_matches_upstream() {

@@ -551,7 +551,15 @@ async fn resource(
         return Err(ApiError::forbidden(msg));
     }
     match (method, t.name.is_some(), t.sub.as_deref()) {
-        (&Method::GET, true, Some("scale")) => Ok(json_response(200, &scale::get(app, &t)?)),
+        (&Method::GET, true, Some("scale")) => {
+            let v = scale::get(app, &t)?;
+            if wants_table(headers) {
+                let include =
+                    crate::tables::Include::parse(q.get("includeObject").map(String::as_str));
+                return Ok(json_response(200, &scale::table(&t.info, &v, include)));
+            }
+            Ok(json_response(200, &v))
+        }
         (&Method::PUT, true, Some("scale")) => {
             let obj = decode_object(headers, &body, "Scale")?;
             let m = Modify::from_request(&t, None, q, headers, id);

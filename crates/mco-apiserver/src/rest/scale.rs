@@ -10,6 +10,7 @@ use std::sync::Arc;
 use mco_apimachinery::apply::{self, ApplyOptions};
 use mco_apimachinery::patch::PatchType;
 use mco_apimachinery::selector::LabelSelector;
+use mco_apimachinery::table::TableConvertor;
 use serde_json::{Map, Value, json};
 
 use super::write::{Modify, check_uid, finish};
@@ -232,6 +233,17 @@ pub(super) fn get(app: &App, t: &Target) -> Result<Value, ApiError> {
         .get(&t.info.gr(), t.ns_str(), name)
         .ok_or_else(|| ApiError::not_found(&t.info.rref(), name))?;
     served_scale(&t.info, &t.version, &obj)
+}
+
+/// The Scale as a one-row Table (`kubectl get --subresource=scale`), at the object's version.
+pub(super) fn table(info: &ResourceInfo, scale: &Value, include: crate::tables::Include) -> Value {
+    let rv = meta_str(scale, "resourceVersion").unwrap_or_default();
+    let list = json!({"metadata": {"resourceVersion": rv}, "items": [scale]});
+    TableConvertor::for_scale(info.is_custom()).list_table(
+        &list,
+        jiff::Timestamp::now(),
+        include.into(),
+    )
 }
 
 /// A write of the Scale.

@@ -81,6 +81,15 @@ async fn kubectl_scale_writes_the_replicas_through_the_objects_storage() {
             "status": {"replicas": 0, "selector": "app=web,tier in (a,b)"}})
     );
 
+    // `kubectl get --subresource=scale` reads it as a Table.
+    let table = k.ok(&["get", "deploy", "web", "-n", "sc", "--subresource=scale"]);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "DESIRED", "AVAILABLE", "AGE"]);
+    assert_eq!(lines[1][..3], ["web", "2", "0"]);
+
     // A watch from here sees the scale as the Deployment's own MODIFIED event.
     let deploys: Api<Deployment> = Api::namespaced(c.client.clone(), "sc");
     let rv = d["metadata"]["resourceVersion"]
@@ -383,6 +392,9 @@ async fn a_custom_resource_scales_by_its_crds_paths() {
     assert_eq!(scale["spec"], json!({"replicas": 1}));
     assert_eq!(scale["status"], json!({"replicas": 1, "selector": "app=w"}));
 
+    let table = k.ok(&["get", "widget", "w", "-n", "sc", "--subresource=scale"]);
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[..3], ["w", "1", "1"], "{table}");
     assert_eq!(
         k.ok(&["scale", "widget/w", "-n", "sc", "--replicas=4"]),
         "widget.scale.example.com/w scaled\n"
