@@ -506,52 +506,56 @@ where
 {
     let mut listing: Option<T> = None;
     crate::by_name::watch(api, name).filter_map(move |r| {
-        let set = |s: Seen<T>| {
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = s;
-            Some(())
-        };
-        future::ready(match r {
-            Ok(watcher::Event::Init) => {
-                listing = None;
-                None
+        if let Err(e) = &r {
+            if quiet || no_kind(e) {
+                tracing::debug!(error = %e, "{what} watch failed; retrying");
+            } else {
+                tracing::warn!(error = %e, "{what} watch failed; retrying");
             }
-            Ok(watcher::Event::InitApply(o)) => {
-                listing = Some(o);
-                None
-            }
-            Ok(watcher::Event::InitDone) => set(listing.take().map_or(Seen::Absent, Seen::Present)),
-            Ok(watcher::Event::Apply(o)) => set(Seen::Present(o)),
-            Ok(watcher::Event::Delete(_)) => set(Seen::Absent),
-            Err(e) => {
-                let no_kind = matches!(
-                    &e,
-                    watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404
-                );
-                if quiet || no_kind {
-                    tracing::debug!(error = %e, "{what} watch failed; retrying");
-                } else {
-                    tracing::warn!(error = %e, "{what} watch failed; retrying");
-                }
-                let mut s = slot.lock().unwrap_or_else(|e| e.into_inner());
-                match &*s {
-                    Seen::Absent if no_kind => None,
-                    _ if no_kind => {
-                        *s = Seen::Absent;
-                        Some(())
-                    }
-                    Seen::Unknown => {
-                        *s = Seen::Failed(e.to_string());
-                        Some(())
-                    }
-                    Seen::Failed(was) if *was != e.to_string() => {
-                        *s = Seen::Failed(e.to_string());
-                        Some(())
-                    }
-                    _ => None,
-                }
-            }
-        })
+        }
+        let mut seen = slot.lock().unwrap_or_else(|e| e.into_inner());
+        future::ready(observe(&mut listing, &mut seen, r).then_some(()))
     })
+}
+
+/// A list refused as not found: the server does not serve the kind.
+fn no_kind(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
+}
+
+/// Takes one item of a by-name watch into `seen` (`listing` holds the object of a relist until
+/// it is done); whether `seen` changed. Pure.
+fn observe<T>(
+    listing: &mut Option<T>,
+    seen: &mut Seen<T>,
+    r: watcher::Result<watcher::Event<T>>,
+) -> bool {
+    let now = match r {
+        Ok(watcher::Event::Init) => {
+            *listing = None;
+            return false;
+        }
+        Ok(watcher::Event::InitApply(o)) => {
+            *listing = Some(o);
+            return false;
+        }
+        Ok(watcher::Event::InitDone) => listing.take().map_or(Seen::Absent, Seen::Present),
+        Ok(watcher::Event::Apply(o)) => Seen::Present(o),
+        Ok(watcher::Event::Delete(_)) => Seen::Absent,
+        Err(e) if no_kind(&e) => match seen {
+            Seen::Absent => return false,
+            _ => Seen::Absent,
+        },
+        // Before the first list the failure is the sync's; after it the last object stays
+        // while the watch retries.
+        Err(e) => match seen {
+            Seen::Unknown => Seen::Failed(e.to_string()),
+            Seen::Failed(was) if *was != e.to_string() => Seen::Failed(e.to_string()),
+            _ => return false,
+        },
+    };
+    *seen = now;
+    true
 }
 
 /// Runs `changes` until dropped, waking the sync at each.
@@ -1388,5 +1392,66 @@ mod tests {
                 bytes: MAX_BUNDLE_BYTES + 1,
             }
         );
+    }
+
+    #[test]
+    fn a_watch_keeps_the_last_object_it_delivered() {
+        use watcher::Event;
+        let status = |code: u16| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("x", "NotFound").with_code(code),
+            ))
+        };
+        let a = cm("a", &[("k", "1")], &[]);
+        let b = cm("a", &[("k", "2")], &[]);
+        let mut listing = None;
+        let mut seen: Seen<ConfigMap> = Seen::Unknown;
+        let name = |s: &Seen<ConfigMap>| match s {
+            Seen::Unknown => "unknown".to_owned(),
+            Seen::Absent => "absent".to_owned(),
+            Seen::Present(cm) => format!("present {:?}", cm.data.as_ref().unwrap()["k"]),
+            Seen::Failed(why) => format!("failed {why}"),
+        };
+        // A failure before the first list is kept for the sync to report, once.
+        let forbidden = || Err(watcher::Error::InitialListFailed(status(403)));
+        assert!(observe(&mut listing, &mut seen, forbidden()));
+        assert!(name(&seen).starts_with("failed "), "{}", name(&seen));
+        assert!(!observe(&mut listing, &mut seen, forbidden()));
+        // The list: nothing until it is done.
+        assert!(!observe(&mut listing, &mut seen, Ok(Event::Init)));
+        assert!(!observe(
+            &mut listing,
+            &mut seen,
+            Ok(Event::InitApply(a.clone()))
+        ));
+        assert!(name(&seen).starts_with("failed "));
+        assert!(observe(&mut listing, &mut seen, Ok(Event::InitDone)));
+        assert_eq!(name(&seen), "present \"1\"");
+        assert!(observe(
+            &mut listing,
+            &mut seen,
+            Ok(Event::Apply(b.clone()))
+        ));
+        assert_eq!(name(&seen), "present \"2\"");
+        // A failure after it: the last object stays while the watch retries.
+        assert!(!observe(&mut listing, &mut seen, forbidden()));
+        assert_eq!(name(&seen), "present \"2\"");
+        assert!(observe(&mut listing, &mut seen, Ok(Event::Delete(b))));
+        assert_eq!(name(&seen), "absent");
+        // A relist finds it again; one that finds nothing makes it absent, as does a kind not
+        // served.
+        for r in [Ok(Event::Init), Ok(Event::InitApply(a))] {
+            assert!(!observe(&mut listing, &mut seen, r));
+        }
+        assert!(observe(&mut listing, &mut seen, Ok(Event::InitDone)));
+        assert_eq!(name(&seen), "present \"1\"");
+        assert!(!observe(&mut listing, &mut seen, Ok(Event::Init)));
+        assert!(observe(&mut listing, &mut seen, Ok(Event::InitDone)));
+        assert_eq!(name(&seen), "absent");
+        let mut unserved: Seen<ConfigMap> = Seen::Unknown;
+        let not_found = || Err(watcher::Error::InitialListFailed(status(404)));
+        assert!(observe(&mut None, &mut unserved, not_found()));
+        assert_eq!(name(&unserved), "absent");
+        assert!(!observe(&mut None, &mut unserved, not_found()));
     }
 }
