@@ -436,6 +436,21 @@ fn sort_entries(entries: &mut [Value]) {
     entries.sort_by_key(key);
 }
 
+/// kube's answer to a Scale whose `spec.replicas` Go cannot decode into its int32.
+fn not_int32(v: &Value) -> ApiError {
+    let what = match v {
+        Value::String(_) => "string".to_string(),
+        Value::Bool(_) => "bool".to_string(),
+        Value::Array(_) => "array".to_string(),
+        Value::Object(_) => "object".to_string(),
+        Value::Number(n) => format!("number {n}"),
+        Value::Null => "null".to_string(),
+    };
+    ApiError::bad_request(format!(
+        "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {what} into Go struct field ScaleSpec.spec.replicas of type int32"
+    ))
+}
+
 /// Judges `req` against the object's Scale and returns what to store.
 fn decide(
     m: &Modify,
@@ -484,11 +499,7 @@ fn decide(
         Some(v) => v
             .as_i64()
             .filter(|r| i32::try_from(*r).is_ok())
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "the spec replicas of the Scale must be a 32-bit integer, not {v}"
-                ))
-            })?,
+            .ok_or_else(|| not_int32(v))?,
     };
     if info.is_custom() && replicas == UNSET_REPLICAS {
         return Err(ApiError::bad_request(format!(
@@ -546,6 +557,12 @@ pub(super) async fn write(
     m: &Modify,
     req: ScaleWrite,
 ) -> Result<Value, ApiError> {
+    // The body names the object of the URL, as for any PUT or apply.
+    match &req {
+        ScaleWrite::Put(body) => m.check_put(body, t.ns.as_deref())?,
+        ScaleWrite::Patch(PatchType::Apply, doc) => m.check_name(doc)?,
+        ScaleWrite::Patch(..) => {}
+    }
     let ns = t.ns.clone();
     let m2 = m.clone();
     let (_, v) = m

@@ -248,7 +248,7 @@ impl Modify {
     }
 
     /// A body naming another object than the URL is refused, as upstream does.
-    fn check_name(&self, body: &Value) -> Result<(), ApiError> {
+    pub(super) fn check_name(&self, body: &Value) -> Result<(), ApiError> {
         match meta_str(body, "name") {
             Some(n) if n != self.name => Err(ApiError::bad_request(format!(
                 "the name of the object ({n}) does not match the name on the URL ({})",
@@ -259,7 +259,7 @@ impl Modify {
     }
 
     /// A PUT's body names the object of the URL, in its namespace, as upstream requires.
-    fn check_put(&self, body: &Value, ns: Option<&str>) -> Result<(), ApiError> {
+    pub(super) fn check_put(&self, body: &Value, ns: Option<&str>) -> Result<(), ApiError> {
         let sent = meta_str(body, "namespace").filter(|n| !n.is_empty());
         if self.info.namespaced
             && let (Some(sent), Some(ns)) = (sent, ns)

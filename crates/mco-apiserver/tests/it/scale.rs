@@ -257,6 +257,40 @@ async fn scale_writes_are_judged_as_kube_judges_them() {
         "{}",
         a.message()
     );
+    // The body names the object of the URL, and its replicas are an int32.
+    for (metadata, spec, message) in [
+        (
+            json!({}),
+            json!({"replicas": 2}),
+            "the name of the object (web based on URL) was undeterminable: name must be provided",
+        ),
+        (
+            json!({"name": "other"}),
+            json!({"replicas": 2}),
+            "the name of the object (other) does not match the name on the URL (web)",
+        ),
+        (
+            json!({"name": "web"}),
+            json!({"replicas": "two"}),
+            r#"Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal string into Go struct field ScaleSpec.spec.replicas of type int32"#,
+        ),
+        (
+            json!({"name": "web"}),
+            json!({"replicas": 2147483648u64}),
+            r#"Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal number 2147483648 into Go struct field ScaleSpec.spec.replicas of type int32"#,
+        ),
+    ] {
+        let body = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": metadata, "spec": spec});
+        let a = send(client, "PUT", SCALE, "application/json", &body).await;
+        assert_eq!((a.code, a.message()), (400, message));
+    }
+    // At the limit: the largest int32.
+    let largest = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"},
+        "spec": {"replicas": 2147483647}});
+    let a = send(client, "PUT", SCALE, "application/json", &largest).await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    assert_eq!(a.body["spec"]["replicas"], 2147483647);
+
     // Without either, a PUT replaces the replicas.
     let mut plain = body.clone();
     plain["metadata"] = json!({"name": "web", "namespace": "sc"});
