@@ -141,14 +141,15 @@ pub fn legacy_resource_list(reg: &Registry, group: &str, version: &str) -> Optio
             e["categories"] = json!(r.categories);
         }
         resources.push(e);
-        if crate::rest::scale_served(&r, version) {
-            resources.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
-                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
-        }
-        if r.has_status(version) {
-            resources.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
-                "kind": r.kind, "verbs": ["get", "patch", "update"]}));
-        }
+        let scale = crate::rest::scale_served(&r, version).then(|| {
+            json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]})
+        });
+        let status = r.has_status(version).then(|| {
+            json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "kind": r.kind, "verbs": ["get", "patch", "update"]})
+        });
+        resources.extend(subresources_in_order(&r, scale, status));
         if r.eviction {
             resources.push(json!({"name": format!("{}/eviction", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
@@ -162,6 +163,21 @@ pub fn legacy_resource_list(reg: &Registry, group: &str, version: &str) -> Optio
         let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
     })
+}
+
+/// `scale` and `status` in the order kube lists them: a built-in kind's by name (kube-apiserver
+/// sorts its storage paths), a custom resource's status first (apiextensions-apiserver's order).
+fn subresources_in_order(
+    r: &ResourceInfo,
+    scale: Option<Value>,
+    status: Option<Value>,
+) -> impl Iterator<Item = Value> {
+    let (first, second) = if r.is_custom() {
+        (status, scale)
+    } else {
+        (scale, status)
+    };
+    first.into_iter().chain(second)
 }
 
 pub fn legacy_api(addr: &str) -> Value {
@@ -205,13 +221,13 @@ fn aggregated_resource(r: &ResourceInfo, version: &str) -> Value {
     if !r.categories.is_empty() {
         e["categories"] = json!(r.categories);
     }
-    let mut subs = Vec::new();
-    if crate::rest::scale_served(r, version) {
-        subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
-    }
-    if r.has_status(version) {
-        subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
-    }
+    let scale = crate::rest::scale_served(r, version).then(|| {
+        json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]})
+    });
+    let status = r.has_status(version).then(|| {
+        json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]})
+    });
+    let mut subs: Vec<Value> = subresources_in_order(r, scale, status).collect();
     if r.eviction {
         subs.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
     }
@@ -323,6 +339,50 @@ mod tests {
                 .iter()
                 .any(|g| g["metadata"]["name"] == "policy")
         );
+    }
+
+    #[test]
+    fn scale_is_listed_where_kube_lists_it() {
+        let r = Registry::new();
+        let names = |l: &Value| -> Vec<String> {
+            l["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let apps = legacy_resource_list(&r, "apps", "v1").unwrap();
+        let apps = names(&apps);
+        let at = apps.iter().position(|n| n == "deployments").unwrap();
+        assert_eq!(
+            apps[at..at + 3],
+            ["deployments", "deployments/scale", "deployments/status"]
+        );
+        assert!(apps.contains(&"replicasets/scale".to_string()));
+        assert!(!apps.contains(&"daemonsets/scale".to_string()));
+        let crd = json!({"metadata": {"name": "ws.x.io"}, "spec": {"group": "x.io", "scope": "Namespaced",
+            "names": {"plural": "ws", "kind": "W"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.n", "statusReplicasPath": ".status.n"}}}]}});
+        r.upsert_crd(&crd).unwrap();
+        let custom = legacy_resource_list(&r, "x.io", "v1").unwrap();
+        assert_eq!(names(&custom), ["ws", "ws/status", "ws/scale"]);
+        assert_eq!(custom["resources"][2]["group"], "autoscaling");
+        let agg = aggregated(&r, false, DiscoveryFormat::V2);
+        let group = agg["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "x.io")
+            .unwrap();
+        let subs: Vec<&str> = group["versions"][0]["resources"][0]["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["subresource"].as_str().unwrap())
+            .collect();
+        assert_eq!(subs, ["status", "scale"]);
     }
 
     #[test]
