@@ -2,8 +2,9 @@
 //!
 //! Here: the [`App`] every handler shares, routing a request to its [`Target`] and the verb's
 //! handler. The verbs are laid out as kube-apiserver's handlers are: [`list`], [`watch`],
-//! [`write`] (create, update, patch), [`delete`] and [`evict`]; [`encode`] reads request
-//! bodies and writes responses.
+//! [`write`] (create, update, patch), [`delete`] and [`evict`]; [`scale`] serves the `scale`
+//! subresource through the object's own writes; [`encode`] reads request bodies and writes
+//! responses.
 
 mod delete;
 mod encode;
