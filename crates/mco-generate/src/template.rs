@@ -7,11 +7,20 @@
 //! (`<role>/<name>/_base/{files,units}`, with `common/` for what every role gets), and compiled
 //! into the binary, so the controller, `mco bootstrap` and the tests render the same text. They
 //! are mco's own, modelled on upstream's: the kubelet config and unit, CRI-O's defaults,
-//! `registries.conf`, `policy.json`, `storage.conf`, the proxy environment and a few sysctls.
+//! `registries.conf`, `policy.json`, `storage.conf`, the proxy environment, the additional
+//! trust bundle and a few sysctls.
 //!
 //! The kubelet CA (`/etc/kubernetes/kubelet-ca.crt`) is not a template file: as in current
 //! upstream, the daemon's certificate writer writes it from the ControllerConfig, so a CA
 //! rotation needs no new rendered config, drain or reboot. `kubelet.conf` only names it.
+//!
+//! The additional trust bundle (`spec.additionalTrustBundle`) lands in each role's `00-<role>`
+//! at [`TRUST_BUNDLE_FILE`], mode 0600, as upstream's; the daemon applies a change of it with
+//! `update-ca-trust` and a CRI-O restart, without a drain or reboot. Unlike upstream, which
+//! writes the file empty when there is no bundle, mco writes it only when there is one: a
+//! cluster without a bundle keeps the configs (and rendered config hash) it had before the
+//! file was templated, so upgrading mco rolls nothing out to it. The bundle is read as the
+//! ControllerConfig's other bundles are ([`trust_bundle`]).
 //!
 //! The templating is a small subset of Go's `text/template`, enough for these files:
 //! `{{name}}` is replaced by an input; a line holding an input that is not set is left out; a
@@ -68,7 +77,8 @@ impl Mc {
 enum Kind {
     /// A file at this path, mode 0644.
     File(&'static str),
-    /// A file at this path only root may read (mode 0600): credentials.
+    /// A file at this path only root may read (mode 0600): credentials, and the trust bundle,
+    /// as upstream's.
     SecretFile(&'static str),
     /// A whole unit, enabled.
     Unit(&'static str),
@@ -142,6 +152,12 @@ const TEMPLATES: &[Template] = &[
         Mc::Base,
         Kind::File("/etc/mco/proxy.env"),
         "common/_base/files/mco-proxy.env"
+    ),
+    t!(
+        EVERY_ROLE,
+        Mc::Base,
+        Kind::SecretFile(TRUST_BUNDLE_FILE),
+        "common/_base/files/additional-trust-bundle.crt"
     ),
     t!(
         EVERY_ROLE,
@@ -298,6 +314,9 @@ pub struct Inputs {
     pub node_ip: &'static str,
     /// The pull secret, compacted to one line.
     pub pull_secret: Option<String>,
+    /// `spec.additionalTrustBundle`, decoded and checked ([`trust_bundle`]), trailing
+    /// whitespace cut; `None` when there is none.
+    pub additional_trust_bundle: Option<String>,
     /// The kubelet's `tlsMinVersion` and `tlsCipherSuites`, from the APIServer's profile.
     pub tls_min_version: String,
     pub tls_cipher_suites: Vec<String>,
@@ -458,6 +477,13 @@ fn proxy_url(spec: &Value, key: &str) -> Result<Option<String>, Error> {
 /// Reads the inputs from `spec` and `cluster`; a bad value is refused naming its field.
 pub fn inputs(spec: &ControllerConfigSpec, cluster: &Cluster) -> Result<Inputs, Error> {
     let pull_secret = cluster.pull_secret.map(compact_pull_secret).transpose()?;
+    let additional_trust_bundle = trust_bundle(spec)?;
+    let additional_trust_bundle = additional_trust_bundle.trim_end();
+    if !additional_trust_bundle.is_empty() {
+        check_pem(TRUST_BUNDLE_FIELD, additional_trust_bundle.as_bytes())?;
+    }
+    let additional_trust_bundle =
+        (!additional_trust_bundle.is_empty()).then(|| additional_trust_bundle.to_owned());
     let (tls_min_version, tls_cipher_suites) = match cluster.tls_profile {
         None => crate::kubelet::tls_profile(&TlsSecurityProfile::default())?,
         Some(p) => crate::kubelet::tls_profile(p)
@@ -505,9 +531,53 @@ pub fn inputs(spec: &ControllerConfigSpec, cluster: &Cluster) -> Result<Inputs, 
         no_proxy: string_at(&spec, &["proxy", "noProxy"])?,
         node_ip,
         pull_secret,
+        additional_trust_bundle,
         tls_min_version,
         tls_cipher_suites,
     })
+}
+
+/// The ControllerConfig field of the additional trust bundle, as errors name it.
+const TRUST_BUNDLE_FIELD: &str = "spec.additionalTrustBundle";
+
+/// `spec.additionalTrustBundle` as text: base64-decoded, at most
+/// [`MAX_BUNDLE_BYTES`](mco_api::controllerconfig::MAX_BUNDLE_BYTES), UTF-8; empty when unset.
+/// The PEM is not checked here ([`check_pem`]): a kept config follows what upstream's template
+/// would write, unchecked.
+pub fn trust_bundle(spec: &ControllerConfigSpec) -> Result<String, Error> {
+    use base64::Engine as _;
+    let field = TRUST_BUNDLE_FIELD;
+    let raw = match spec.additional_trust_bundle.as_deref() {
+        None | Some("") => vec![],
+        Some(b) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map_err(|e| Error::Refused(format!("{field}: not base64: {e}")))?,
+    };
+    if raw.len() > mco_api::controllerconfig::MAX_BUNDLE_BYTES {
+        return Err(Error::Refused(format!(
+            "{field}: {} bytes, longer than the limit of {}",
+            raw.len(),
+            mco_api::controllerconfig::MAX_BUNDLE_BYTES
+        )));
+    }
+    String::from_utf8(raw)
+        .map_err(|_| Error::Refused(format!("{field}: not UTF-8 text, so not PEM")))
+}
+
+/// Refuses `pem` unless it reads as the controller reads the ControllerConfig's bundles for its
+/// status: PEM `CERTIFICATE` blocks that parse, at least one, text around them ignored. The
+/// message names `field` and is the status condition's.
+fn check_pem(field: &str, pem: &[u8]) -> Result<(), Error> {
+    let read = mco_pki::read(pem, field, mco_pki::Leniency::Strict, usize::MAX);
+    if let Some(e) = read.error {
+        return Err(Error::Refused(e.to_string()));
+    }
+    if read.certificates.is_empty() {
+        return Err(Error::Refused(format!(
+            "{field}: no PEM certificate in the bundle"
+        )));
+    }
+    Ok(())
 }
 
 impl Inputs {
@@ -522,6 +592,10 @@ impl Inputs {
             ("proxy", proxy.then(|| "true".to_owned())),
             ("nodeIP", Some(self.node_ip.to_owned())),
             ("pullSecret", self.pull_secret.clone()),
+            (
+                "additionalTrustBundle",
+                self.additional_trust_bundle.clone(),
+            ),
             ("tlsMinVersion", Some(self.tls_min_version.clone())),
             (
                 "tlsCipherSuites",
@@ -986,27 +1060,15 @@ pub fn follow_proxy(kept: &MachineConfig, spec: &ControllerConfigSpec) -> Result
 /// `spec.additionalTrustBundle` (base64 PEM; none is an empty file), as upstream's template
 /// controller writes it: the bundle with one final newline. At first sight a file holding the
 /// same bundle, trailing whitespace aside, is only marked; one that differs is rewritten.
+/// Bounded and decoded as [`trust_bundle`] reads it, but its PEM is not checked, as upstream's
+/// template does not check it: a refusal here would stop every other follow of the config (a
+/// rotated pull secret) for a bundle upstream's nodes take; the ControllerConfig's status
+/// still reports a malformed one.
 pub fn follow_trust_bundle(
     kept: &MachineConfig,
     spec: &ControllerConfigSpec,
 ) -> Result<Follow, Error> {
-    use base64::Engine as _;
-    let field = "spec.additionalTrustBundle";
-    let raw = match spec.additional_trust_bundle.as_deref() {
-        None | Some("") => vec![],
-        Some(b) => base64::engine::general_purpose::STANDARD
-            .decode(b)
-            .map_err(|e| Error::Refused(format!("{field}: not base64: {e}")))?,
-    };
-    if raw.len() > mco_api::controllerconfig::MAX_BUNDLE_BYTES {
-        return Err(Error::Refused(format!(
-            "{field}: {} bytes, longer than the limit of {}",
-            raw.len(),
-            mco_api::controllerconfig::MAX_BUNDLE_BYTES
-        )));
-    }
-    let bundle = String::from_utf8(raw)
-        .map_err(|_| Error::Refused(format!("{field}: not UTF-8 text, so not PEM")))?;
+    let bundle = trust_bundle(spec)?;
     let digest = sha256_hex(bundle.as_bytes());
     let want = bundle.trim_end();
     let text = if want.is_empty() {
@@ -1057,8 +1119,35 @@ mod tests {
         cc
     }
 
+    /// A self-signed CA (EC P-256, valid until 2126), as an administrator's proxy CA.
+    const TRUST_CA: &str = "\
+-----BEGIN CERTIFICATE-----
+MIIBsTCCAVegAwIBAgIUKUd/sFR12xAAwB/+u7fYtxODKfwwCgYIKoZIzj0EAwIw
+LTEQMA4GA1UECwwHZXhhbXBsZTEZMBcGA1UEAwwQZXhhbXBsZS1wcm94eS1jYTAg
+Fw0yNjEyMDcxNjI4MTNaGA8yMTI2MTExMzE2MjgxM1owLTEQMA4GA1UECwwHZXhh
+bXBsZTEZMBcGA1UEAwwQZXhhbXBsZS1wcm94eS1jYTBZMBMGByqGSM49AgEGCCqG
+SM49AwEHA0IABLOcIAW6k+O2/uv3x7k23muq8jPskaknFy3c38qwRd2/H+mL0o4g
++mYDf+TJUFE65cU/vIOrwVNWz83hzaVfQkijUzBRMB0GA1UdDgQWBBSYvkANp4kU
+8FCeC76pIRkhHoRa8TAfBgNVHSMEGDAWgBSYvkANp4kU8FCeC76pIRkhHoRa8TAP
+BgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gAMEUCIQCEYf5tk0fVtcEwpO7e
+PPe3ocbm6P7p/F8D9EeFjibELQIgOoxOKm9cCqj2W/sUzJFGWqTA6Yp191kk/5UW
+YcbPA7A=
+-----END CERTIFICATE-----
+";
+
+    fn b64(s: &str) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
     /// A cluster with every input the templates read.
     fn full() -> ControllerConfig {
+        let mut cc = full_without_bundle();
+        cc.spec.additional_trust_bundle = Some(b64(TRUST_CA));
+        cc
+    }
+
+    fn full_without_bundle() -> ControllerConfig {
         cc(json!({
             "clusterDNSIP": "172.30.0.10",
             "images": {"infraImageKey": "quay.example.com/ocp/pause@sha256:0123"},
@@ -1513,6 +1602,162 @@ mod tests {
                 "{\"auths\":{\"quay.example.com\":{\"auth\":\"dXNlcjpwYXNz\",\"email\":\"ops@example.com\"}}}\n"
             );
         }
+    }
+
+    #[test]
+    fn the_trust_bundle_lands_private_in_each_roles_base_only_when_there_is_one() {
+        let mcs = generate(&full(), &full_cluster(), "v").unwrap();
+        for mc in &mcs {
+            let name = mc.metadata.name.as_deref().unwrap();
+            let entry = file_entry(mc, TRUST_BUNDLE_FILE);
+            if !name.starts_with("00-") {
+                assert!(entry.is_none(), "{name}");
+                continue;
+            }
+            assert_eq!(entry.unwrap()["mode"], 0o600, "{name}");
+            assert_eq!(
+                file_text(mc, TRUST_BUNDLE_FILE).unwrap(),
+                TRUST_CA,
+                "{name}"
+            );
+        }
+        // Trailing whitespace is cut to one newline, as a kept config's follow writes it.
+        let mut spaced = full();
+        spaced.spec.additional_trust_bundle = Some(b64(&format!("{TRUST_CA}\n \n")));
+        let mcs = generate(&spaced, &full_cluster(), "v").unwrap();
+        assert_eq!(
+            file_text(by_name(&mcs, "00-worker"), TRUST_BUNDLE_FILE).unwrap(),
+            TRUST_CA
+        );
+
+        // None, empty or blank: no file, and nothing else differs, so a cluster without a
+        // bundle keeps its configs (and rendered config) across an upgrade that adds the file.
+        let without = generate(&full_without_bundle(), &full_cluster(), "v").unwrap();
+        for bundle in [None, Some(String::new()), Some(b64(" \n\n"))] {
+            let mut cc = full();
+            cc.spec.additional_trust_bundle = bundle.clone();
+            let mcs = generate(&cc, &full_cluster(), "v").unwrap();
+            assert_eq!(mcs, without, "{bundle:?}");
+            for mc in &mcs {
+                assert!(file_entry(mc, TRUST_BUNDLE_FILE).is_none(), "{bundle:?}");
+            }
+        }
+        // With one, only the file is added to each base config.
+        let with = generate(&full(), &full_cluster(), "v").unwrap();
+        for (w, o) in with.iter().zip(&without) {
+            let mut w = w.clone();
+            if let Some(files) = w
+                .spec
+                .config
+                .as_mut()
+                .and_then(|c| c.pointer_mut("/storage/files"))
+                .and_then(Value::as_array_mut)
+            {
+                files.retain(|f| f["path"] != TRUST_BUNDLE_FILE);
+            }
+            assert_eq!(&w, o);
+        }
+    }
+
+    fn refused_bundle(raw: &[u8]) -> String {
+        use base64::Engine as _;
+        let mut cc = full();
+        cc.spec.additional_trust_bundle =
+            Some(base64::engine::general_purpose::STANDARD.encode(raw));
+        match generate(&cc, &full_cluster(), "v") {
+            Err(Error::Refused(m)) => m,
+            r => panic!("not refused: {r:?}"),
+        }
+    }
+
+    #[test]
+    fn a_trust_bundle_that_is_not_pem_certificates_is_refused_naming_the_field() {
+        let field = "spec.additionalTrustBundle";
+        assert_eq!(
+            refused_bundle(b"not a certificate"),
+            format!("{field}: no PEM certificate in the bundle")
+        );
+        assert_eq!(
+            refused_bundle(b"-----BEGIN PRIVATE KEY-----\nMAA=\n-----END PRIVATE KEY-----\n"),
+            format!("{field}: block 1 is a PRIVATE KEY, not a CERTIFICATE")
+        );
+        // The second block is bad: the whole bundle is refused, as the status reports it.
+        let m = refused_bundle(
+            format!("{TRUST_CA}-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n")
+                .as_bytes(),
+        );
+        assert!(
+            m.starts_with(&format!("{field}: malformed certificate 2: ")),
+            "{m}"
+        );
+        let m = refused_bundle(b"-----BEGIN CERTIFICATE-----\n%%%\n-----END CERTIFICATE-----\n");
+        assert!(
+            m.starts_with(&format!("{field}: block 1 is not PEM: ")),
+            "{m}"
+        );
+        assert_eq!(
+            refused_bundle(&[0xff, 0xfe]),
+            format!("{field}: not UTF-8 text, so not PEM")
+        );
+        let mut cc = full();
+        cc.spec.additional_trust_bundle = Some("%%%".into());
+        match generate(&cc, &full_cluster(), "v") {
+            Err(Error::Refused(m)) => {
+                assert!(m.starts_with(&format!("{field}: not base64: ")), "{m}")
+            }
+            r => panic!("not refused: {r:?}"),
+        }
+        // Text around the blocks is ignored, as the status reads it, and written as it is.
+        let commented = format!("# proxy CA\n{TRUST_CA}");
+        let mut cc = full();
+        cc.spec.additional_trust_bundle = Some(b64(&commented));
+        let mcs = generate(&cc, &full_cluster(), "v").unwrap();
+        assert_eq!(
+            file_text(by_name(&mcs, "00-master"), TRUST_BUNDLE_FILE).unwrap(),
+            commented
+        );
+    }
+
+    #[test]
+    fn a_trust_bundle_at_the_limit_is_written_and_one_byte_more_is_refused() {
+        let max = mco_api::controllerconfig::MAX_BUNDLE_BYTES;
+        // A comment fills the bundle up to the limit; the certificate ends it.
+        let padded = |len: usize| {
+            let pad = len - TRUST_CA.len() - 1;
+            format!("{}\n{TRUST_CA}", "#".repeat(pad))
+        };
+        let at = padded(max);
+        assert_eq!(at.len(), max);
+        let mut cc = full();
+        cc.spec.additional_trust_bundle = Some(b64(&at));
+        let mcs = generate(&cc, &full_cluster(), "v").unwrap();
+        assert_eq!(
+            file_text(by_name(&mcs, "00-worker"), TRUST_BUNDLE_FILE).unwrap(),
+            at
+        );
+        assert_eq!(
+            refused_bundle(padded(max + 1).as_bytes()),
+            format!(
+                "spec.additionalTrustBundle: {} bytes, longer than the limit of {max}",
+                max + 1
+            )
+        );
+    }
+
+    #[test]
+    fn a_kept_config_follows_a_bundle_the_templates_refuse() {
+        // Upstream's template writes what it is given; refusing here would hold back the
+        // config's other follows.
+        let kept = kept_with(TRUST_BUNDLE_FILE, "");
+        let Follow::Rewrite(out) =
+            follow_trust_bundle(&kept, &spec_with_bundle("not a certificate")).unwrap()
+        else {
+            panic!("not rewritten");
+        };
+        assert_eq!(
+            file_text(&out, TRUST_BUNDLE_FILE).unwrap(),
+            "not a certificate\n"
+        );
     }
 
     fn refused_secret(raw: &[u8]) -> String {
