@@ -11,6 +11,7 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, future, stream};
@@ -47,6 +48,16 @@ pub const WEB_REPLICAS: usize = 3;
 pub const WEB_RS: &str = "web-5d8f7c9b6";
 /// Its PDB's `minAvailable`.
 pub const WEB_MIN_AVAILABLE: i32 = 2;
+/// The most web pods the simulation runs, whatever the Deployment asks: each is a pod object
+/// the API server stores and a pass lists, so an unbounded `kubectl scale` could exhaust the
+/// machine. Beyond it a warning is logged and the count stays at the limit.
+pub const MAX_WEB_PODS: usize = 1000;
+
+/// How many web pods run for a Deployment of `replicas`: none below zero, at most
+/// [`MAX_WEB_PODS`].
+pub fn web_target(replicas: i32) -> usize {
+    usize::try_from(replicas).unwrap_or(0).min(MAX_WEB_PODS)
+}
 
 /// Writes (creates, deletes, status patches) a pass keeps in flight: one at a time cannot keep
 /// up with a thousand nodes joining.
@@ -380,6 +391,46 @@ fn max_unavailable(d: &Deployment, replicas: i32) -> i32 {
     unavailable.min(replicas)
 }
 
+/// `deploymentutil.MaxSurge`: how many pods over `replicas` a rolling update may add; none
+/// for a Recreate deployment.
+fn max_surge(d: &Deployment, replicas: i32) -> i32 {
+    let strategy = d.spec.as_ref().and_then(|s| s.strategy.as_ref());
+    if strategy.and_then(|s| s.type_.as_deref()) != Some("RollingUpdate") {
+        return 0;
+    }
+    let ru = strategy.and_then(|s| s.rolling_update.as_ref());
+    scaled(ru.and_then(|r| r.max_surge.as_ref()), replicas, true)
+}
+
+/// Annotations the deployment controller keeps on its ReplicaSets.
+const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
+const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
+
+/// The deployment's `spec.replicas` (1 when unset, as apps/v1 defaults it).
+fn deployment_replicas(d: &Deployment) -> i32 {
+    d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+}
+
+/// The merge patch with which the deployment controller scales `rs`, the Deployment's only
+/// ReplicaSet, to the Deployment's `spec.replicas`, with the `desired-replicas` and
+/// `max-replicas` annotations it keeps there; a ReplicaSet scaled by hand is scaled back the
+/// same way. `None` when there is nothing to change.
+pub fn rs_scale_patch(d: &Deployment, rs: &ReplicaSet) -> Option<Value> {
+    let want = deployment_replicas(d);
+    let desired = want.to_string();
+    let max = want.saturating_add(max_surge(d, want)).to_string();
+    let ann = rs.annotations();
+    let scaled = rs.spec.as_ref().and_then(|s| s.replicas) == Some(want);
+    if scaled && ann.get(DESIRED_REPLICAS) == Some(&desired) && ann.get(MAX_REPLICAS) == Some(&max)
+    {
+        return None;
+    }
+    Some(json!({
+        "metadata": {"annotations": {DESIRED_REPLICAS: desired, MAX_REPLICAS: max}},
+        "spec": {"replicas": want}
+    }))
+}
+
 fn deployment_condition(
     type_: &str,
     status: &str,
@@ -584,6 +635,9 @@ struct Stores {
 struct Owners {
     ds_uid: String,
     rs_uid: String,
+    /// The replicas last warned about as over [`MAX_WEB_PODS`] (0: none), so the warning is
+    /// logged once per scale rather than once per pass.
+    warned: std::sync::atomic::AtomicI32,
 }
 
 async fn ensure_objects(client: &kube::Client) -> Result<Owners> {
@@ -598,6 +652,7 @@ async fn ensure_objects(client: &kube::Client) -> Result<Owners> {
     Ok(Owners {
         ds_uid: ds.meta().uid.clone().unwrap_or_default(),
         rs_uid: rs.meta().uid.clone().unwrap_or_default(),
+        warned: std::sync::atomic::AtomicI32::new(0),
     })
 }
 
@@ -744,13 +799,41 @@ struct Plan {
     ready: Vec<ReadyPatch>,
 }
 
-/// Decides a pass: one DaemonSet pod per node, [`WEB_REPLICAS`] live web pods on schedulable
-/// nodes, pods of vanished nodes deleted, and pods older than `start_delay` on Ready nodes
-/// marked Ready (the kubelet's part).
+/// Which `n` of the live web `pods` go when too many run, in the order kube's replicaset
+/// controller prefers (`ActivePodsWithRanks`), without pod phases, deletion costs, ready times
+/// or restart counts: unscheduled first, then not Ready, then those sharing their node with
+/// more web pods, then the newest, then by name.
+fn surplus<'a>(pods: &[&'a Pod], n: usize) -> Vec<&'a Pod> {
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for p in pods {
+        *per_node.entry(node_of(p)).or_default() += 1;
+    }
+    let mut sorted = pods.to_vec();
+    sorted.sort_by_key(|p| {
+        let node = node_of(p);
+        let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (
+            !node.is_empty(),
+            pod_ready(p),
+            std::cmp::Reverse(per_node.get(&node).copied().unwrap_or(0)),
+            // No creation time sorts as the newest, as kube has it.
+            created.is_some(),
+            std::cmp::Reverse(created),
+            p.name_any(),
+        )
+    });
+    sorted.truncate(n);
+    sorted
+}
+
+/// Decides a pass: one DaemonSet pod per node, `want` live web pods on schedulable nodes (the
+/// [`surplus`] deleted when there are more), pods of vanished nodes deleted, and pods older
+/// than `start_delay` on Ready nodes marked Ready (the kubelet's part).
 fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
     nodes: &[N],
     ds_pods: &[P],
     web_pods: &[Pod],
+    want: usize,
     now: jiff::Timestamp,
     start_delay: Duration,
 ) -> Plan {
@@ -772,7 +855,7 @@ fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
         .collect();
 
     let mut load: BTreeMap<String, usize> = BTreeMap::new();
-    let mut live = 0;
+    let mut live = Vec::new();
     for p in web_pods {
         let on = node_of(p);
         if !names.contains(&on) {
@@ -782,8 +865,12 @@ fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
         if terminating(p) {
             continue;
         }
-        live += 1;
+        live.push(p);
         *load.entry(on).or_default() += 1;
+    }
+    if live.len() > want {
+        let extra = surplus(&live, live.len() - want);
+        out.deletes.extend(extra.into_iter().map(delete));
     }
     let is_worker = |n: &Node| n.labels().contains_key(&objects::node_role_label("worker"));
     let candidates: Vec<Candidate> = nodes()
@@ -799,7 +886,7 @@ fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
     // out of every worker drain. A cordoned worker is not: a drain needs the replacement now.
     let worker_starting = nodes().any(|n| is_worker(n) && !node_ready(n) && !cordoned(n));
     let no_worker_yet = !candidates.iter().any(|c| c.worker);
-    for _ in live..WEB_REPLICAS {
+    for _ in live.len()..want {
         if worker_starting && no_worker_yet {
             break;
         }
@@ -853,14 +940,56 @@ async fn reconcile(
         .await?
         .items;
     let (nodes, ds_pods) = (stores.nodes.state(), stores.ds_pods.state());
+    // The Deployment's count drives the pods (until its cache fills, the count it was
+    // created with).
+    let deploy = stores
+        .deploys
+        .get(&ObjectRef::new(WEB_NAME).within(WEB_NAMESPACE));
+    let replicas = deploy
+        .as_deref()
+        .map_or(WEB_REPLICAS as i32, deployment_replicas);
+    let want = web_target(replicas);
+    if replicas > MAX_WEB_PODS as i32 {
+        if owners.warned.swap(replicas, Ordering::Relaxed) != replicas {
+            tracing::warn!(
+                replicas,
+                limit = MAX_WEB_PODS,
+                "deploy/{WEB_NAME} asks for more pods than the simulation runs; running the limit"
+            );
+        }
+    } else {
+        owners.warned.store(0, Ordering::Relaxed);
+    }
     let plan = plan(
         &nodes,
         &ds_pods,
         &web_pods,
+        want,
         jiff::Timestamp::now(),
         timing.start_delay,
     );
-    let statuses = status_writes(client, stores, &nodes, &ds_pods, &web_pods);
+    let mut statuses = status_writes(client, stores, &nodes, &ds_pods, &web_pods);
+    let rs = stores
+        .rss
+        .get(&ObjectRef::new(WEB_RS).within(WEB_NAMESPACE));
+    if let (Some(d), Some(rs)) = (&deploy, &rs)
+        && let Some(patch) = rs_scale_patch(d, rs)
+    {
+        let api: Api<ReplicaSet> = Api::namespaced(client.clone(), WEB_NAMESPACE);
+        statuses.push(
+            async move {
+                match api
+                    .patch(WEB_RS, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    // Gone or refused: the next pass tries again.
+                    Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            .boxed(),
+        );
+    }
 
     let ds_api: Api<Pod> = Api::namespaced(client.clone(), DS_NAMESPACE);
     let mut creates = Vec::new();
@@ -1138,6 +1267,7 @@ mod tests {
     }
 
     const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-01T00:00:01Z";
 
     fn at(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()
@@ -1156,7 +1286,14 @@ mod tests {
         let webs: Vec<Pod> = (0..3)
             .map(|i| pod(web_pod(&format!("w{i}"), "worker-0", "u"), T0, true, false))
             .collect();
-        let p = plan(&nodes, &ds, &webs, at(T0), Duration::from_secs(1));
+        let p = plan(
+            &nodes,
+            &ds,
+            &webs,
+            WEB_REPLICAS,
+            at(T0),
+            Duration::from_secs(1),
+        );
         assert_eq!(p.ds_creates, ["worker-1"]);
         assert_eq!(
             p.deletes,
@@ -1182,7 +1319,14 @@ mod tests {
             // Its node is gone: deleted and replaced.
             pod(web_pod("c", "vanished", "u"), T0, true, false),
         ];
-        let p = plan(&nodes, &[] as &[Pod], &webs, at(T0), Duration::from_secs(1));
+        let p = plan(
+            &nodes,
+            &[] as &[Pod],
+            &webs,
+            WEB_REPLICAS,
+            at(T0),
+            Duration::from_secs(1),
+        );
         // worker-1 is cordoned, worker-2 not Ready, the master only as a last resort.
         assert_eq!(p.web_creates, ["worker-3", "worker-0"]);
         assert_eq!(p.deletes, [(WEB_NAMESPACE.to_string(), "c".to_string())]);
@@ -1196,6 +1340,7 @@ mod tests {
             &starting,
             &[] as &[Pod],
             &[],
+            WEB_REPLICAS,
             at(T0),
             Duration::from_secs(1),
         );
@@ -1206,6 +1351,7 @@ mod tests {
             &cordoned,
             &[] as &[Pod],
             &[],
+            WEB_REPLICAS,
             at(T0),
             Duration::from_secs(1),
         );
@@ -1215,6 +1361,7 @@ mod tests {
             &[master],
             &[] as &[Pod],
             &[],
+            WEB_REPLICAS,
             at(T0),
             Duration::from_secs(1),
         );
@@ -1246,6 +1393,7 @@ mod tests {
             &nodes,
             &ds,
             &webs,
+            WEB_REPLICAS,
             at("2026-01-01T00:00:10Z"),
             Duration::from_secs(2),
         );
@@ -1263,6 +1411,136 @@ mod tests {
         );
         assert_eq!(p.ready[1].container, "web");
         assert_eq!(p.ready[1].image, "registry.example.com/sim/web:1");
+    }
+
+    #[test]
+    fn web_target_follows_replicas_up_to_the_limit() {
+        assert_eq!(web_target(0), 0);
+        assert_eq!(web_target(-1), 0);
+        assert_eq!(web_target(5), 5);
+        assert_eq!(web_target(MAX_WEB_PODS as i32), MAX_WEB_PODS);
+        assert_eq!(web_target(MAX_WEB_PODS as i32 + 1), MAX_WEB_PODS);
+        assert_eq!(web_target(i32::MAX), MAX_WEB_PODS);
+    }
+
+    fn workers(n: usize) -> Vec<Node> {
+        (0..n)
+            .map(|i| node(&format!("worker-{i}"), true, true, false))
+            .collect()
+    }
+
+    #[test]
+    fn plan_scales_web_pods_up_to_the_limit_and_no_further() {
+        let nodes = workers(3);
+        let webs: Vec<Pod> = (0..3)
+            .map(|i| pod(web_pod(&format!("w{i}"), "worker-0", "u"), T0, true, false))
+            .collect();
+        let p = plan(&nodes, &[] as &[Pod], &webs, 5, at(T0), Duration::ZERO);
+        assert_eq!(p.web_creates, ["worker-1", "worker-2"]);
+        assert!(p.deletes.is_empty());
+        // Asked for more than the limit: exactly the limit, spread over the workers.
+        let want = web_target(MAX_WEB_PODS as i32 * 3);
+        let p = plan(&nodes, &[] as &[Pod], &[], want, at(T0), Duration::ZERO);
+        assert_eq!(p.web_creates.len(), MAX_WEB_PODS);
+        let on_0 = p.web_creates.iter().filter(|n| *n == "worker-0").count();
+        assert_eq!(on_0, MAX_WEB_PODS.div_ceil(3));
+        // At the limit already: nothing more.
+        let full: Vec<Pod> = (0..MAX_WEB_PODS)
+            .map(|i| pod(web_pod(&format!("w{i}"), "worker-1", "u"), T0, true, false))
+            .collect();
+        let p = plan(&nodes, &[] as &[Pod], &full, want, at(T0), Duration::ZERO);
+        assert!(p.web_creates.is_empty());
+        assert!(p.deletes.is_empty());
+    }
+
+    #[test]
+    fn plan_scales_down_not_ready_then_crowded_then_newest() {
+        let nodes = workers(3);
+        let webs = [
+            pod(web_pod("old-0", "worker-0", "u"), T0, true, false),
+            pod(
+                web_pod("new-0", "worker-0", "u"),
+                "2026-01-01T00:00:05Z",
+                true,
+                false,
+            ),
+            pod(
+                web_pod("new-1", "worker-1", "u"),
+                "2026-01-01T00:00:09Z",
+                true,
+                false,
+            ),
+            pod(web_pod("starting", "worker-2", "u"), T0, false, false),
+            // Already going: neither counted nor chosen.
+            pod(web_pod("going", "worker-1", "u"), T0, true, true),
+        ];
+        let names = |want| {
+            let p = plan(
+                &nodes,
+                &[] as &[Pod],
+                &webs,
+                want,
+                at(T0),
+                Duration::from_secs(60),
+            );
+            assert!(p.web_creates.is_empty());
+            p.deletes.into_iter().map(|(_, n)| n).collect::<Vec<_>>()
+        };
+        assert_eq!(names(4), Vec::<String>::new());
+        assert_eq!(names(3), ["starting"]);
+        // Of the Ready ones, worker-0's two go before worker-1's newer one, newest first.
+        assert_eq!(names(2), ["starting", "new-0"]);
+        assert_eq!(names(1), ["starting", "new-0", "old-0"]);
+        assert_eq!(names(0).len(), 4);
+    }
+
+    #[test]
+    fn surplus_takes_an_unscheduled_pod_first() {
+        let mut unscheduled = pod(web_pod("unscheduled", "", "u"), T0, true, false);
+        unscheduled.spec.as_mut().unwrap().node_name = None;
+        let starting = pod(web_pod("starting", "worker-0", "u"), T0, false, false);
+        let ready = pod(web_pod("ready", "worker-1", "u"), T1, true, false);
+        let pods = [&ready, &starting, &unscheduled];
+        let names = |n| -> Vec<String> { surplus(&pods, n).iter().map(|p| p.name_any()).collect() };
+        assert_eq!(names(1), ["unscheduled"]);
+        assert_eq!(names(2), ["unscheduled", "starting"]);
+        assert_eq!(names(9), ["unscheduled", "starting", "ready"]);
+        assert!(names(0).is_empty());
+    }
+
+    #[test]
+    fn the_replicaset_follows_the_deployment_even_when_scaled_by_hand() {
+        let d = |replicas: i32| {
+            let mut d = deploy_object(rolling(json!("25%"), json!("25%")), None);
+            d.spec.as_mut().unwrap().replicas = Some(replicas);
+            d
+        };
+        let mut rs = rs_object(None);
+        // Created without the annotations: written once.
+        let p = rs_scale_patch(&d(3), &rs).unwrap();
+        assert_eq!(
+            p,
+            json!({"metadata": {"annotations": {
+                       "deployment.kubernetes.io/desired-replicas": "3",
+                       "deployment.kubernetes.io/max-replicas": "4"}},
+                   "spec": {"replicas": 3}})
+        );
+        rs.metadata.annotations = Some(
+            [
+                (DESIRED_REPLICAS.to_string(), "3".to_string()),
+                (MAX_REPLICAS.to_string(), "4".to_string()),
+            ]
+            .into(),
+        );
+        assert_eq!(rs_scale_patch(&d(3), &rs), None);
+        // The Deployment scaled to 5: so is the ReplicaSet (25% of 5 surges by 2).
+        let p = rs_scale_patch(&d(5), &rs).unwrap();
+        assert_eq!(p["spec"]["replicas"], 5);
+        assert_eq!(p["metadata"]["annotations"][MAX_REPLICAS], "7");
+        // The ReplicaSet scaled by hand: back to the Deployment's count.
+        rs.spec.as_mut().unwrap().replicas = Some(9);
+        let p = rs_scale_patch(&d(3), &rs).unwrap();
+        assert_eq!(p["spec"]["replicas"], 3);
     }
 
     fn rs_object(status: Option<Value>) -> ReplicaSet {
