@@ -53,25 +53,62 @@ pub const CONTROL_PLANE: [(&str, &str); 4] = [
     ("kube-scheduler", "kube-scheduler"),
 ];
 
-/// The running processes of [`CONTROL_PLANE`], as (name, pid), in its order: none on a machine
-/// without them (the embedded server's runs).
-pub fn control_plane_pids() -> Vec<(&'static str, u32)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    let mut found: Vec<(usize, &'static str, u32)> = dir
-        .flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+/// The process group out of a `/proc/<pid>/stat` line (field 5), counted after the command
+/// name's last `)` as [`parse_stat_cpu_ticks`] counts.
+pub fn parse_stat_pgrp(text: &str) -> Option<u32> {
+    let (_, rest) = text.rsplit_once(')')?;
+    // `rest` starts at field 3 (state), then ppid, then pgrp.
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// One process as `/proc` shows it: its pid, its `comm` and its process group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: u32,
+    pub comm: String,
+    pub pgrp: u32,
+}
+
+/// Of `procs`, those of [`CONTROL_PLANE`] in process group `group`, as (name, pid), in its
+/// order, then by pid. Another cluster's control plane on the machine (a test's) is in another
+/// group, and its CPU is not this cluster's.
+pub fn choose_control_plane(
+    procs: impl IntoIterator<Item = Proc>,
+    group: u32,
+) -> Vec<(&'static str, u32)> {
+    let mut found: Vec<(usize, &'static str, u32)> = procs
+        .into_iter()
+        .filter(|p| p.pgrp == group)
+        .filter_map(|p| {
             let i = CONTROL_PLANE
                 .iter()
-                .position(|(c, _)| *c == comm.trim_end())?;
-            Some((i, CONTROL_PLANE[i].1, pid))
+                .position(|(c, _)| *c == p.comm.trim_end())?;
+            Some((i, CONTROL_PLANE[i].1, p.pid))
         })
         .collect();
     found.sort();
     found.into_iter().map(|(_, n, p)| (n, p)).collect()
+}
+
+/// The running processes of [`CONTROL_PLANE`] in process group `group` (`scripts/real-kube`'s,
+/// which the bench starts as a group of its own, and whose components stay in it), as (name,
+/// pid), in its order: none when the group has none.
+pub fn control_plane_pids(group: u32) -> Vec<(&'static str, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    let procs = dir.flatten().filter_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        // A process gone between the listing and the reads is left out.
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        Some(Proc {
+            pid,
+            comm,
+            pgrp: parse_stat_pgrp(&stat)?,
+        })
+    });
+    choose_control_plane(procs, group)
 }
 
 /// The whole machine's CPU time so far, in clock ticks, from `/proc/stat`: what else ran
@@ -194,6 +231,59 @@ mod tests {
         let line = "4242 (mco (up) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 1234 567 0 0 20 0 9 0 100 0 0\n";
         assert_eq!(parse_stat_cpu_ticks(line), Some(1234 + 567));
         assert_eq!(parse_stat_cpu_ticks("4242 (mco) S 1"), None);
+    }
+
+    #[test]
+    fn process_group_after_an_awkward_command_name() {
+        let line = "4242 (kube (x) y) S 1 4100 4100 0 -1 4194560 900 0 0 0 1234 567 0 0 20 0 9 0 100 0 0\n";
+        assert_eq!(parse_stat_pgrp(line), Some(4100));
+        assert_eq!(parse_stat_pgrp("4242 (etcd) S 1"), None);
+        assert_eq!(parse_stat_pgrp("4242 (etcd) S 1 x"), None);
+        assert_eq!(parse_stat_pgrp("no command name"), None);
+    }
+
+    #[test]
+    fn only_the_groups_control_plane_is_chosen_in_order() {
+        let p = |pid: u32, comm: &str, pgrp: u32| Proc {
+            pid,
+            comm: format!("{comm}\n"),
+            pgrp,
+        };
+        let procs = vec![
+            // Another cluster's, in another group.
+            p(90, "kube-apiserver", 80),
+            p(91, "etcd", 80),
+            // The bench's, with the script itself and a helper in the group.
+            p(104, "kube-scheduler", 100),
+            p(100, "real-kube", 100),
+            p(102, "etcd", 100),
+            p(103, "kube-controller", 100),
+            p(101, "kube-apiserver", 100),
+            p(105, "sleep", 100),
+        ];
+        assert_eq!(
+            choose_control_plane(procs.clone(), 100),
+            vec![
+                ("kube-apiserver", 101),
+                ("etcd", 102),
+                ("kube-controller-manager", 103),
+                ("kube-scheduler", 104),
+            ]
+        );
+        assert_eq!(
+            choose_control_plane(procs.clone(), 80),
+            vec![("kube-apiserver", 90), ("etcd", 91)]
+        );
+        assert_eq!(choose_control_plane(procs, 7), vec![]);
+    }
+
+    #[test]
+    fn reads_own_process_group() {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let pgrp = parse_stat_pgrp(&stat).unwrap();
+        assert!(pgrp > 0);
+        // This test's process is no control plane: its group holds none.
+        assert_eq!(control_plane_pids(pgrp), vec![]);
     }
 
     #[test]

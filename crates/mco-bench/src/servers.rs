@@ -98,6 +98,8 @@ pub async fn run(opts: ServersOpts) -> Result<ServersReport, Error> {
     }
     let real = rollout::run(RolloutOpts {
         kubeconfig: Some(state.join("kubeconfig")),
+        // Its own group (`process_group(0)`): only its components' CPU is the control plane's.
+        control_plane_group: Some(kube.0.id()),
         ..opts.rollout.clone()
     })
     .await;
