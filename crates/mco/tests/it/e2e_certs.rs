@@ -1,6 +1,7 @@
 //! The ControllerConfig's CA bundles end to end, with `kubectl` on `mco up`: a kube-apiserver CA
 //! rotation lands on a paused pool's nodes without a drain or a reboot, registry CAs come and
-//! go, the ControllerConfig reports its certificates and conditions as upstream does, the pools
+//! go, the additional trust bundle reaches the nodes' CA anchors through mco's own `00-worker`
+//! without a reboot, the ControllerConfig reports its certificates and conditions as upstream does, the pools
 //! report `certExpirys`, and `mco doctor` warns of a CA about to expire and of a machine config
 //! server certificate for another host than machines reach.
 
@@ -11,6 +12,7 @@ use crate::e2e::{self, Cluster, Opts, Server, condition, on_both_servers, wait_f
 
 const CC: &str = "machine-config-controller";
 const REGISTRY_DIR: &str = "/etc/docker/certs.d/registry.example.com:5000";
+const TRUST_ANCHOR: &str = "/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt";
 
 /// A self-signed CA named `cn` (with `OU=openshift`), valid until midnight UTC of the date
 /// `(year, month, day)`, as PEM.
@@ -177,6 +179,36 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
     let pool = c.pool("worker");
     assert_eq!(pool["spec"]["paused"], true);
     assert_eq!(c.pool_target("worker"), target);
+
+    // The additional trust bundle: mco's own 00-worker writes it, and once the pool is unpaused
+    // its new rendered config puts it in every worker's CA anchors, private, without a reboot.
+    let proxy_ca = ca("proxy-ca", year(2036));
+    c.patch_controller_config(json!({"additionalTrustBundle": b64(&proxy_ca)}));
+    c.kubectl(&[
+        "patch",
+        "mcp",
+        "worker",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"paused":false}}"#,
+    ]);
+    c.wait_rollout("worker", &target, 180);
+    for (w, boot) in workers.iter().zip(&boots) {
+        assert_eq!(
+            c.read_node_file(w, TRUST_ANCHOR).as_deref(),
+            Some(proxy_ca.as_str()),
+            "{w}"
+        );
+        let mode = {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::metadata(c.node_root(w).join(TRUST_ANCHOR.trim_start_matches('/')))
+                .unwrap()
+                .permissions()
+                .mode()
+        };
+        assert_eq!(mode & 0o777, 0o600, "{w}");
+        assert_eq!(&c.boot_id(w), boot, "{w} rebooted for the trust bundle");
+    }
 
     // A bundle that is not PEM: Failing, naming the field; the good bundle is still listed.
     c.patch_controller_config(json!({"additionalTrustBundle": b64("not a certificate")}));
