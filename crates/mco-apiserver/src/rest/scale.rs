@@ -394,14 +394,15 @@ fn to_parent(
             .find(|p| identity(p) == identity(&s))
             .and_then(|p| p.get("time").cloned());
         let mut e = Map::new();
+        // ManagedFieldsEntry's field order, as every other write path stores an entry.
         for k in [
-            "apiVersion",
-            "fieldsType",
-            "fieldsV1",
             "manager",
             "operation",
-            "subresource",
+            "apiVersion",
             "time",
+            "fieldsType",
+            "fieldsV1",
+            "subresource",
         ] {
             let v = match k {
                 "apiVersion" => Some(json!(parent_api_version)),
