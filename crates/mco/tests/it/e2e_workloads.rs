@@ -131,3 +131,89 @@ fn workloads_report_ready_and_a_drain_dips_and_recovers() {
     rollout_status(&c, "deploy/web", "default").expect("deploy/web after the drain");
     c.kubectl(&["uncordon", &node]);
 }
+
+/// The web pods not being deleted, and how many of them are Running.
+fn live_web_pods(c: &Cluster) -> (usize, usize) {
+    let pods = c.get_json(&["pods", "-n", "default", "-l", "app=web"]);
+    let live: Vec<&Value> = pods["items"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let live: Vec<&Value> = live
+        .into_iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .collect();
+    let running = live
+        .iter()
+        .filter(|p| p["status"]["phase"] == "Running")
+        .count();
+    (live.len(), running)
+}
+
+/// Waits for `n` live web pods, all Running, and for the Deployment's status to say so for its
+/// current generation; then `kubectl rollout status` returns.
+fn wait_scaled(c: &Cluster, n: usize) -> Value {
+    let d = wait_for(&format!("{n} Running web pods"), UP_SECS, || {
+        let d = deploy(c);
+        let st = &d["status"];
+        let count = |k: &str| st[k].as_u64().unwrap_or(0) as usize;
+        let done = live_web_pods(c) == (n, n)
+            && st["observedGeneration"] == d["metadata"]["generation"]
+            && [
+                "replicas",
+                "readyReplicas",
+                "availableReplicas",
+                "updatedReplicas",
+            ]
+            .iter()
+            .all(|k| count(k) == n);
+        done.then_some(d)
+    });
+    let out = rollout_status(c, "deploy/web", "default").expect("deploy/web rolled out");
+    assert!(out.contains("successfully rolled out"), "{out}");
+    d
+}
+
+#[test]
+fn kubectl_scale_moves_the_web_pods_and_the_statuses() {
+    let c = Cluster::up(Opts::default());
+    wait_scaled(&c, 3);
+    let generation = deploy(&c)["metadata"]["generation"].as_i64().unwrap();
+
+    c.kubectl(&["scale", "deploy/web", "-n", "default", "--replicas=5"]);
+    let d = wait_scaled(&c, 5);
+    assert!(
+        d["status"]["observedGeneration"].as_i64().unwrap() > generation,
+        "{d}"
+    );
+    assert_eq!(condition(&d, "Available").unwrap()["status"], "True", "{d}");
+    let rs_of = || c.get_json(&["rs", "-n", "default", "-l", "app=web"])["items"][0].clone();
+    let rs = rs_of();
+    assert_eq!(rs["spec"]["replicas"], 5, "{rs}");
+    assert_eq!(
+        rs["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"], "5",
+        "{rs}"
+    );
+
+    // The ReplicaSet scaled by hand is scaled back to the Deployment's count, as the
+    // deployment controller does, and the pods stay as they are.
+    let rs_name = rs["metadata"]["name"].as_str().unwrap().to_owned();
+    c.kubectl(&[
+        "scale",
+        &format!("rs/{rs_name}"),
+        "-n",
+        "default",
+        "--replicas=7",
+    ]);
+    wait_for("the ReplicaSet back at 5", UP_SECS, || {
+        let rs = rs_of();
+        (rs["spec"]["replicas"] == 5 && rs["metadata"]["generation"].as_i64() > Some(2))
+            .then_some(())
+    });
+    wait_scaled(&c, 5);
+
+    c.kubectl(&["scale", "deploy/web", "-n", "default", "--replicas=3"]);
+    let d = wait_scaled(&c, 3);
+    assert_eq!(d["status"]["unavailableReplicas"], Value::Null, "{d}");
+    assert_eq!(rs_of()["status"]["replicas"], 3);
+}
