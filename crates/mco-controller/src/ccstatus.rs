@@ -50,11 +50,14 @@ pub fn desired_status(
         set(conds, cc_conditions::RUNNING, "False", "", now);
         set(conds, cc_conditions::FAILING, "False", "", now);
     } else {
-        let errors: Vec<String> = template_error
+        let mut errors: Vec<String> = template_error
             .map(str::to_owned)
             .into_iter()
             .chain(parsed.errors.iter().map(ToString::to_string))
             .collect();
+        // The templates refuse a malformed trust bundle in the words the bundle's error uses.
+        let mut seen = std::collections::BTreeSet::new();
+        errors.retain(|e| seen.insert(e.clone()));
         let message = format!(
             "failed to syncing towards ({generation}) generation using controller version {version}: {}",
             errors.join("; ")
@@ -290,6 +293,24 @@ mod tests {
             )
         );
         assert_eq!(cond(&s, cc_conditions::COMPLETED), ("False", ""));
+    }
+
+    #[test]
+    fn an_error_the_templates_and_the_bundles_both_report_is_said_once() {
+        let mut obj = cc(2, None);
+        obj.spec.additional_trust_bundle = Some("bm90IFBFTQ==".into());
+        let said = "spec.additionalTrustBundle: no PEM certificate in the bundle";
+        let s = desired_status(&obj, "v1", "T1", Some(said));
+        assert_eq!(
+            cond(&s, cc_conditions::FAILING),
+            (
+                "True",
+                format!(
+                    "failed to syncing towards (2) generation using controller version v1: {said}"
+                )
+                .as_str()
+            )
+        );
     }
 
     #[test]

@@ -223,6 +223,12 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
             && message.ends_with("spec.additionalTrustBundle: no PEM certificate in the bundle"),
         "{message}"
     );
+    // The templates refuse it too, in the same words: said once.
+    assert_eq!(
+        message.matches("spec.additionalTrustBundle").count(),
+        1,
+        "{message}"
+    );
     assert_eq!(
         condition(&cc, "TemplateControllerCompleted").unwrap()["status"],
         "False"
