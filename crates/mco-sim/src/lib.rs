@@ -25,6 +25,7 @@ pub mod profile;
 pub mod root;
 pub mod spec;
 pub mod supervisor;
+pub mod web_rollout;
 pub mod workload;
 
 pub use cluster::{Cluster, ClusterOptions};
