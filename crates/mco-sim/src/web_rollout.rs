@@ -208,7 +208,7 @@ pub fn revision_annotations(rs: &ReplicaSet, revision: i64) -> Option<Value> {
 }
 
 /// A ReplicaSet's replicas and available pods, as one rolling step sees them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RsCount {
     /// `spec.replicas`.
     pub spec: i32,

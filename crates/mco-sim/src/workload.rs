@@ -27,12 +27,13 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::objects::{self, ensure};
+use crate::web_rollout::{self, RsCount};
 
 /// Namespace of the DaemonSet.
 pub const DS_NAMESPACE: &str = "kube-system";
@@ -411,24 +412,176 @@ fn deployment_replicas(d: &Deployment) -> i32 {
     d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
 }
 
-/// The merge patch with which the deployment controller scales `rs`, the Deployment's only
-/// ReplicaSet, to the Deployment's `spec.replicas`, with the `desired-replicas` and
-/// `max-replicas` annotations it keeps there; a ReplicaSet scaled by hand is scaled back the
-/// same way. `None` when there is nothing to change.
-pub fn rs_scale_patch(d: &Deployment, rs: &ReplicaSet) -> Option<Value> {
-    let want = deployment_replicas(d);
-    let desired = want.to_string();
-    let max = want.saturating_add(max_surge(d, want)).to_string();
-    let ann = rs.annotations();
-    let scaled = rs.spec.as_ref().and_then(|s| s.replicas) == Some(want);
-    if scaled && ann.get(DESIRED_REPLICAS) == Some(&desired) && ann.get(MAX_REPLICAS) == Some(&max)
-    {
-        return None;
+fn spec_replicas(rs: &ReplicaSet) -> i32 {
+    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+}
+
+/// What the deployment controller (and the replicaset controller's status) writes for the web
+/// Deployment in one sync, decided without I/O.
+#[derive(Debug, Default)]
+struct WebSync {
+    /// The ReplicaSet to create for the Deployment's template, when none runs it.
+    create: Option<Value>,
+    /// Merge patches of ReplicaSets (replicas, annotations), by name.
+    rs_patches: Vec<(String, Value)>,
+    /// Old ReplicaSets beyond `revisionHistoryLimit`, to delete.
+    rs_deletes: Vec<String>,
+    /// The Deployment's `deployment.kubernetes.io/revision`, when it changes.
+    revision: Option<String>,
+    /// The ReplicaSets whose pods the replicaset controller keeps, the new one first.
+    sets: Vec<WebSet>,
+    /// The ReplicaSets' statuses that changed, by name.
+    rs_statuses: Vec<(String, ReplicaSetStatus)>,
+    /// The Deployment's status.
+    status: Option<DeploymentStatus>,
+}
+
+/// One sync of the web Deployment `d` over the ReplicaSets it owns among `rss` and the web
+/// `pods`: the ReplicaSet of its template found or created (with the next revision, a
+/// rolled-back one keeping its old revisions in `revision-history`), one rolling step
+/// ([`web_rollout::rolling_step`]: a Recreate Deployment as one with no surge and everything
+/// unavailable), old ReplicaSets cleaned up once complete, and the statuses. Nothing is done
+/// while no owned ReplicaSet is known: the sim creates the first with the Deployment, and a
+/// cache that has not seen it yet must not make a second.
+fn web_sync(d: &Deployment, rss: &[&ReplicaSet], pods: &[Pod], now: &Time) -> WebSync {
+    let mut out = WebSync::default();
+    let uid = d.uid().unwrap_or_default();
+    let mut owned: Vec<&ReplicaSet> = rss
+        .iter()
+        .copied()
+        .filter(|rs| {
+            rs.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        })
+        .collect();
+    if owned.is_empty() {
+        return out;
     }
-    Some(json!({
-        "metadata": {"annotations": {DESIRED_REPLICAS: desired, MAX_REPLICAS: max}},
-        "spec": {"replicas": want}
-    }))
+    // Oldest first: the order old ReplicaSets are scaled down in.
+    owned.sort_by_key(|rs| {
+        (
+            rs.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            rs.name_any(),
+        )
+    });
+    let statuses: Vec<ReplicaSetStatus> =
+        owned.iter().map(|rs| replicaset_status(rs, pods)).collect();
+    for (rs, st) in owned.iter().zip(&statuses) {
+        if rs.status.as_ref() != Some(st) {
+            out.rs_statuses.push((rs.name_any(), st.clone()));
+        }
+    }
+    let want = deployment_replicas(d);
+    let recreate = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.strategy.as_ref())
+        .and_then(|s| s.type_.as_deref())
+        == Some("Recreate");
+    let (surge, unavailable) = if recreate {
+        (0, want)
+    } else {
+        (max_surge(d, want), max_unavailable(d, want))
+    };
+    let count = |i: usize| RsCount {
+        spec: spec_replicas(owned[i]),
+        available: statuses[i].available_replicas.unwrap_or(0),
+    };
+    let new = web_rollout::find_new(d, &owned)
+        .and_then(|n| owned.iter().position(|r| std::ptr::eq(*r, n)));
+    let olds: Vec<usize> = (0..owned.len()).filter(|i| Some(*i) != new).collect();
+    let old_counts: Vec<RsCount> = olds.iter().map(|i| count(*i)).collect();
+    let revision = web_rollout::next_revision(olds.iter().map(|i| owned[*i]));
+    let desired = want.to_string();
+    let max = want.saturating_add(surge).to_string();
+    let old_statuses: Vec<(&ReplicaSet, ReplicaSetStatus)> = olds
+        .iter()
+        .map(|i| (owned[*i], statuses[*i].clone()))
+        .collect();
+    let set = |rs: &ReplicaSet, replicas: i32| WebSet {
+        name: rs.name_any(),
+        hash: rs
+            .labels()
+            .get(web_rollout::HASH_LABEL)
+            .cloned()
+            .unwrap_or_default(),
+        want: usize::try_from(replicas).unwrap_or(0),
+    };
+    let Some(i) = new else {
+        let (replicas, _) =
+            web_rollout::rolling_step(want, surge, unavailable, RsCount::default(), &old_counts);
+        let ann = json!({DESIRED_REPLICAS: desired, MAX_REPLICAS: max});
+        let v = web_rollout::new_replicaset(d, revision, replicas, ann);
+        let Ok(created) = serde_json::from_value::<ReplicaSet>(v.clone()) else {
+            return out;
+        };
+        out.create = Some(v);
+        out.revision = Some(revision.to_string());
+        out.sets = olds
+            .iter()
+            .map(|i| set(owned[*i], spec_replicas(owned[*i])))
+            .collect();
+        let st = ReplicaSetStatus::default();
+        out.status = Some(rollout_status(d, &created, &st, &old_statuses, true, now));
+        return out;
+    };
+    let rs = owned[i];
+    let (replicas, old_specs) =
+        web_rollout::rolling_step(want, surge, unavailable, count(i), &old_counts);
+    let mut ann = Map::new();
+    let have = rs.annotations();
+    if have.get(DESIRED_REPLICAS) != Some(&desired) || have.get(MAX_REPLICAS) != Some(&max) {
+        ann.insert(DESIRED_REPLICAS.into(), json!(desired));
+        ann.insert(MAX_REPLICAS.into(), json!(max));
+    }
+    let mut rs_revision = web_rollout::revision(rs);
+    if let Some(Value::Object(r)) = web_rollout::revision_annotations(rs, revision) {
+        ann.extend(r);
+        rs_revision = revision;
+    }
+    let mut patch = Map::new();
+    if !ann.is_empty() {
+        patch.insert("metadata".into(), json!({ "annotations": ann }));
+    }
+    if replicas != spec_replicas(rs) {
+        patch.insert("spec".into(), json!({ "replicas": replicas }));
+    }
+    if !patch.is_empty() {
+        out.rs_patches.push((rs.name_any(), Value::Object(patch)));
+    }
+    if d.annotations().get(web_rollout::REVISION) != Some(&rs_revision.to_string()) {
+        out.revision = Some(rs_revision.to_string());
+    }
+    out.sets.push(set(rs, replicas));
+    for (j, spec) in olds.iter().zip(&old_specs) {
+        if *spec != spec_replicas(owned[*j]) {
+            let p = json!({"spec": {"replicas": spec}});
+            out.rs_patches.push((owned[*j].name_any(), p));
+        }
+        out.sets.push(set(owned[*j], *spec));
+    }
+    let status = rollout_status(d, rs, &statuses[i], &old_statuses, false, now);
+    let complete = replicas == want
+        && old_specs.iter().all(|s| *s == 0)
+        && statuses[i].available_replicas.unwrap_or(0) == want;
+    if complete {
+        let limit = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.revision_history_limit)
+            .unwrap_or(10);
+        let with_pods: Vec<(&ReplicaSet, i32)> = old_statuses
+            .iter()
+            .map(|(rs, st)| (*rs, st.replicas + st.terminating_replicas.unwrap_or(0)))
+            .collect();
+        out.rs_deletes = web_rollout::to_clean_up(&with_pods, limit)
+            .iter()
+            .map(|rs| rs.name_any())
+            .collect();
+    }
+    out.status = Some(status);
+    out
 }
 
 fn deployment_condition(
@@ -479,41 +632,59 @@ pub fn deployment_status(
     rs_status: &ReplicaSetStatus,
     now: &Time,
 ) -> DeploymentStatus {
+    rollout_status(d, rs, rs_status, &[], false, now)
+}
+
+/// [`deployment_status`] during a rollout: `rs` is the new ReplicaSet (`created` in this sync),
+/// `olds` the others with their status; the counts are summed over all of them, the
+/// updated ones are the new ReplicaSet's, and a created ReplicaSet sets `Progressing` to
+/// `NewReplicaSetCreated`.
+pub fn rollout_status(
+    d: &Deployment,
+    rs: &ReplicaSet,
+    rs_status: &ReplicaSetStatus,
+    olds: &[(&ReplicaSet, ReplicaSetStatus)],
+    created: bool,
+    now: &Time,
+) -> DeploymentStatus {
     let spec = d.spec.as_ref();
     let want = spec.and_then(|s| s.replicas).unwrap_or(1);
-    let rs_want = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let available = rs_status.available_replicas.unwrap_or(0);
+    let spec_of = |rs: &ReplicaSet| rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let rs_want = spec_of(rs) + olds.iter().map(|(r, _)| spec_of(r)).sum::<i32>();
+    let sum = |f: &dyn Fn(&ReplicaSetStatus) -> i32| {
+        f(rs_status) + olds.iter().map(|(_, s)| f(s)).sum::<i32>()
+    };
+    let available = sum(&|s| s.available_replicas.unwrap_or(0));
+    let terminating = |s: &ReplicaSetStatus| match (s.observed_generation, s.terminating_replicas) {
+        (None, None) => Some(0),
+        (_, t) => t,
+    };
     let old = d.status.clone().unwrap_or_default();
     let mut conds = old.conditions.clone().unwrap_or_default();
     let deadline = spec
         .and_then(|s| s.progress_deadline_seconds)
         .is_some_and(|s| s != i32::MAX);
     let rs_name = rs.name_any();
-    // The sim created the ReplicaSet with the Deployment, as the controller would have.
-    if deadline && !conds.iter().any(|c| c.type_ == "Progressing") {
+    // The sim created the first ReplicaSet with the Deployment, as the controller would have.
+    if deadline && (created || !conds.iter().any(|c| c.type_ == "Progressing")) {
         let msg = format!("Created new replica set {rs_name:?}");
-        conds.push(deployment_condition(
-            "Progressing",
-            "True",
-            NEW_RS_CREATED,
-            msg,
-            now,
-        ));
+        set_condition(
+            &mut conds,
+            deployment_condition("Progressing", "True", NEW_RS_CREATED, msg, now),
+        );
     }
+    let terminating = std::iter::once(rs_status)
+        .chain(olds.iter().map(|(_, s)| s))
+        .map(terminating)
+        .try_fold(0, |n, t| t.map(|t| n + t));
     let mut status = DeploymentStatus {
         observed_generation: nonzero(d.metadata.generation.unwrap_or(0)),
-        replicas: nonzero(rs_status.replicas),
+        replicas: nonzero(sum(&|s| s.replicas)),
         updated_replicas: nonzero(rs_status.replicas),
-        ready_replicas: nonzero(rs_status.ready_replicas.unwrap_or(0)),
+        ready_replicas: nonzero(sum(&|s| s.ready_replicas.unwrap_or(0))),
         available_replicas: nonzero(available),
         unavailable_replicas: nonzero((rs_want - available).max(0)),
-        terminating_replicas: match (
-            rs_status.observed_generation,
-            rs_status.terminating_replicas,
-        ) {
-            (None, None) => Some(0),
-            (_, t) => t,
-        },
+        terminating_replicas: terminating,
         collision_count: old.collision_count,
         conditions: None,
     };
@@ -634,7 +805,6 @@ struct Stores {
 /// The workload objects' owners, created once.
 struct Owners {
     ds_uid: String,
-    rs_uid: String,
     /// The replicas last warned about as over [`MAX_WEB_PODS`] (0: none), so the warning is
     /// logged once per scale rather than once per pass.
     warned: std::sync::atomic::AtomicI32,
@@ -645,13 +815,19 @@ async fn ensure_objects(client: &kube::Client) -> Result<Owners> {
     let ds = ensure(&Api::namespaced(client.clone(), DS_NAMESPACE), &ds).await?;
     let dep: Deployment = objects::typed("deployment", deployment())?;
     let dep = ensure(&Api::namespaced(client.clone(), WEB_NAMESPACE), &dep).await?;
-    let rs: ReplicaSet = objects::typed("replicaset", replicaset(&dep.uid().unwrap_or_default()))?;
-    let rs = ensure(&Api::namespaced(client.clone(), WEB_NAMESPACE), &rs).await?;
+    // The first ReplicaSet, only while the Deployment has none: after a rollout its old
+    // ones may have been cleaned up.
+    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), WEB_NAMESPACE);
+    let lp = ListParams::default().labels(&format!("app={WEB_NAME}"));
+    if rs_api.list(&lp).await?.items.is_empty() {
+        let rs: ReplicaSet =
+            objects::typed("replicaset", replicaset(&dep.uid().unwrap_or_default()))?;
+        ensure(&rs_api, &rs).await?;
+    }
     let pdb: PodDisruptionBudget = objects::typed("pdb", pdb())?;
     ensure(&Api::namespaced(client.clone(), WEB_NAMESPACE), &pdb).await?;
     Ok(Owners {
         ds_uid: ds.meta().uid.clone().unwrap_or_default(),
-        rs_uid: rs.meta().uid.clone().unwrap_or_default(),
         warned: std::sync::atomic::AtomicI32::new(0),
     })
 }
@@ -675,6 +851,7 @@ pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::
     // The owners' own changes (mostly our status writes) need no early pass.
     let quiet = Notify::new();
     let ds_cfg = watcher::Config::default().labels(&format!("app={DS_NAME}"));
+    let web_cfg = watcher::Config::default().labels(&format!("app={WEB_NAME}"));
     let name = |n: &str| watcher::Config::default().fields(&format!("metadata.name={n}"));
     let stores = Stores {
         nodes,
@@ -687,7 +864,7 @@ pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::
         _ = reflect(Api::all(client.clone()), watcher::Config::default(), nodes_w, &changed) => {}
         _ = reflect(Api::namespaced(client.clone(), DS_NAMESPACE), ds_cfg, ds_pods_w, &changed) => {}
         _ = reflect(Api::namespaced(client.clone(), WEB_NAMESPACE), name(WEB_NAME), deploys_w, &quiet) => {}
-        _ = reflect(Api::namespaced(client.clone(), WEB_NAMESPACE), name(WEB_RS), rss_w, &quiet) => {}
+        _ = reflect(Api::namespaced(client.clone(), WEB_NAMESPACE), web_cfg, rss_w, &quiet) => {}
         _ = reflect(Api::namespaced(client.clone(), DS_NAMESPACE), name(DS_NAME), dss_w, &quiet) => {}
         _ = passes(&client, timing, &stores, &changed) => {}
         // A dropped sender means nobody can stop us any more: end as if told to.
@@ -793,6 +970,8 @@ struct Plan {
     ds_creates: Vec<String>,
     /// Nodes that get one new web pod each (a node may appear more than once).
     web_creates: Vec<String>,
+    /// The ReplicaSet of each of `web_creates`, in the same order.
+    web_create_sets: Vec<String>,
     /// `(namespace, name)` of pods whose node is gone.
     deletes: Vec<(String, String)>,
     /// Pods started long enough ago on a Ready node.
@@ -826,14 +1005,26 @@ fn surplus<'a>(pods: &[&'a Pod], n: usize) -> Vec<&'a Pod> {
     sorted
 }
 
-/// Decides a pass: one DaemonSet pod per node, `want` live web pods on schedulable nodes (the
-/// [`surplus`] deleted when there are more), pods of vanished nodes deleted, and pods older
-/// than `start_delay` on Ready nodes marked Ready (the kubelet's part).
+/// A web ReplicaSet as the simulated replicaset controller sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WebSet {
+    /// Its name.
+    name: String,
+    /// Its pods' `pod-template-hash`.
+    hash: String,
+    /// Its `spec.replicas`.
+    want: usize,
+}
+
+/// Decides a pass: one DaemonSet pod per node; for each of the web `sets` its `want` live
+/// pods on schedulable nodes (the [`surplus`] deleted when there are more), at most
+/// [`MAX_WEB_PODS`] in all; pods of vanished nodes deleted; and pods older than `start_delay`
+/// on Ready nodes marked Ready (the kubelet's part).
 fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
     nodes: &[N],
     ds_pods: &[P],
     web_pods: &[Pod],
-    want: usize,
+    sets: &[WebSet],
     now: jiff::Timestamp,
     start_delay: Duration,
 ) -> Plan {
@@ -855,7 +1046,8 @@ fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
         .collect();
 
     let mut load: BTreeMap<String, usize> = BTreeMap::new();
-    let mut live = Vec::new();
+    // Live web pods by their template hash: each ReplicaSet's.
+    let mut live: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
     for p in web_pods {
         let on = node_of(p);
         if !names.contains(&on) {
@@ -865,12 +1057,9 @@ fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
         if terminating(p) {
             continue;
         }
-        live.push(p);
+        let hash = p.labels().get(web_rollout::HASH_LABEL).cloned();
+        live.entry(hash.unwrap_or_default()).or_default().push(p);
         *load.entry(on).or_default() += 1;
-    }
-    if live.len() > want {
-        let extra = surplus(&live, live.len() - want);
-        out.deletes.extend(extra.into_iter().map(delete));
     }
     let is_worker = |n: &Node| n.labels().contains_key(&objects::node_role_label("worker"));
     let candidates: Vec<Candidate> = nodes()
@@ -886,15 +1075,27 @@ fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
     // out of every worker drain. A cordoned worker is not: a drain needs the replacement now.
     let worker_starting = nodes().any(|n| is_worker(n) && !node_ready(n) && !cordoned(n));
     let no_worker_yet = !candidates.iter().any(|c| c.worker);
-    for _ in live.len()..want {
-        if worker_starting && no_worker_yet {
-            break;
+    // The ReplicaSets in order (the new one first) share the bound on web pods.
+    let mut budget = MAX_WEB_PODS;
+    for set in sets {
+        let want = set.want.min(budget);
+        budget -= want;
+        let pods = live.get(&set.hash).map(Vec::as_slice).unwrap_or_default();
+        if pods.len() > want {
+            let extra = surplus(pods, pods.len() - want);
+            out.deletes.extend(extra.into_iter().map(delete));
         }
-        let Some(node) = pick_node(&candidates, &load) else {
-            break;
-        };
-        *load.entry(node.clone()).or_default() += 1;
-        out.web_creates.push(node);
+        for _ in pods.len()..want {
+            if worker_starting && no_worker_yet {
+                break;
+            }
+            let Some(node) = pick_node(&candidates, &load) else {
+                break;
+            };
+            *load.entry(node.clone()).or_default() += 1;
+            out.web_creates.push(node);
+            out.web_create_sets.push(set.name.clone());
+        }
     }
 
     for p in ds_pods().chain(web_pods) {
@@ -945,10 +1146,7 @@ async fn reconcile(
     let deploy = stores
         .deploys
         .get(&ObjectRef::new(WEB_NAME).within(WEB_NAMESPACE));
-    let replicas = deploy
-        .as_deref()
-        .map_or(WEB_REPLICAS as i32, deployment_replicas);
-    let want = web_target(replicas);
+    let replicas = deploy.as_deref().map_or(0, deployment_replicas);
     if replicas > MAX_WEB_PODS as i32 {
         if owners.warned.swap(replicas, Ordering::Relaxed) != replicas {
             tracing::warn!(
@@ -960,36 +1158,27 @@ async fn reconcile(
     } else {
         owners.warned.store(0, Ordering::Relaxed);
     }
+    let now = Time(
+        jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .unwrap_or_else(|_| jiff::Timestamp::now()),
+    );
+    let all_rs = stores.rss.state();
+    let rs_refs: Vec<&ReplicaSet> = all_rs.iter().map(|r| r.as_ref()).collect();
+    let sync = deploy
+        .as_deref()
+        .map(|d| web_sync(d, &rs_refs, &web_pods, &now))
+        .unwrap_or_default();
     let plan = plan(
         &nodes,
         &ds_pods,
         &web_pods,
-        want,
+        &sync.sets,
         jiff::Timestamp::now(),
         timing.start_delay,
     );
-    let mut statuses = status_writes(client, stores, &nodes, &ds_pods, &web_pods);
-    let rs = stores
-        .rss
-        .get(&ObjectRef::new(WEB_RS).within(WEB_NAMESPACE));
-    if let (Some(d), Some(rs)) = (&deploy, &rs)
-        && let Some(patch) = rs_scale_patch(d, rs)
-    {
-        let api: Api<ReplicaSet> = Api::namespaced(client.clone(), WEB_NAMESPACE);
-        statuses.push(
-            async move {
-                match api
-                    .patch(WEB_RS, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    // Gone or refused: the next pass tries again.
-                    Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            }
-            .boxed(),
-        );
-    }
+    let mut statuses = status_writes(client, stores, &nodes, &ds_pods);
+    statuses.extend(web_writes(client, deploy.as_deref(), sync));
 
     let ds_api: Api<Pod> = Api::namespaced(client.clone(), DS_NAMESPACE);
     let mut creates = Vec::new();
@@ -997,9 +1186,12 @@ async fn reconcile(
         let pod: Pod = objects::typed("pod", ds_pod(n, &owners.ds_uid))?;
         creates.push((&ds_api, pod));
     }
-    for n in &plan.web_creates {
-        let name = format!("{WEB_RS}-{}", suffix());
-        let pod: Pod = objects::typed("pod", web_pod(&name, n, &owners.rs_uid))?;
+    for (n, set) in plan.web_creates.iter().zip(&plan.web_create_sets) {
+        let Some(rs) = rs_refs.iter().find(|r| r.name_any() == *set) else {
+            continue;
+        };
+        let name = format!("{set}-{}", suffix());
+        let pod: Pod = objects::typed("pod", pod_of(rs, &name, n))?;
         creates.push((&web, pod));
     }
     let pods_in = |ns: &str| Api::<Pod>::namespaced(client.clone(), ns);
@@ -1074,38 +1266,8 @@ fn status_writes(
     stores: &Stores,
     nodes: &[std::sync::Arc<Node>],
     ds_pods: &[std::sync::Arc<Pod>],
-    web_pods: &[Pod],
 ) -> Vec<StatusWrite> {
     let mut out = Vec::new();
-    let rs = stores
-        .rss
-        .get(&ObjectRef::new(WEB_RS).within(WEB_NAMESPACE));
-    if let Some(rs) = &rs {
-        let new = replicaset_status(rs, web_pods);
-        if rs.status.as_ref() != Some(&new) {
-            let api: Api<ReplicaSet> = Api::namespaced(client.clone(), WEB_NAMESPACE);
-            out.push(write_status(api, WEB_RS, status_patch(&new, RS_FIELDS)));
-        }
-        if let Some(d) = stores
-            .deploys
-            .get(&ObjectRef::new(WEB_NAME).within(WEB_NAMESPACE))
-        {
-            let now = Time(
-                jiff::Timestamp::now()
-                    .round(jiff::Unit::Second)
-                    .unwrap_or_else(|_| jiff::Timestamp::now()),
-            );
-            let new = deployment_status(&d, rs, &new, &now);
-            if d.status.as_ref() != Some(&new) {
-                let api: Api<Deployment> = Api::namespaced(client.clone(), WEB_NAMESPACE);
-                out.push(write_status(
-                    api,
-                    WEB_NAME,
-                    status_patch(&new, DEPLOY_FIELDS),
-                ));
-            }
-        }
-    }
     if let Some(ds) = stores
         .dss
         .get(&ObjectRef::new(DS_NAME).within(DS_NAMESPACE))
@@ -1117,6 +1279,119 @@ fn status_writes(
         }
     }
     out
+}
+
+/// The web Deployment's sync as writes: the new ReplicaSet created, ReplicaSets scaled and
+/// annotated, old ones deleted, the Deployment's revision annotated, and the statuses that
+/// changed.
+fn web_writes(client: &kube::Client, d: Option<&Deployment>, sync: WebSync) -> Vec<StatusWrite> {
+    let mut out: Vec<StatusWrite> = Vec::new();
+    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), WEB_NAMESPACE);
+    let ignore_refused = |r: std::result::Result<(), kube::Error>| match r {
+        // Already there, gone or refused: the next pass decides again from the caches.
+        Ok(()) | Err(kube::Error::Api(_)) => Ok(()),
+        Err(e) => Err(e),
+    };
+    if let Some(v) = sync.create
+        && let Ok(rs) = objects::typed::<ReplicaSet>("replicaset", v)
+    {
+        let api = rs_api.clone();
+        out.push(
+            async move { ignore_refused(api.create(&PostParams::default(), &rs).await.map(|_| ())) }
+                .boxed(),
+        );
+    }
+    for (name, patch) in sync.rs_patches {
+        let api = rs_api.clone();
+        out.push(
+            async move {
+                let pp = PatchParams::default();
+                ignore_refused(
+                    api.patch(&name, &pp, &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ()),
+                )
+            }
+            .boxed(),
+        );
+    }
+    for name in sync.rs_deletes {
+        let api = rs_api.clone();
+        out.push(
+            async move {
+                let dp = DeleteParams::default();
+                ignore_refused(api.delete(&name, &dp).await.map(|_| ()))
+            }
+            .boxed(),
+        );
+    }
+    for (name, st) in sync.rs_statuses {
+        let api = rs_api.clone();
+        let patch = status_patch(&st, RS_FIELDS);
+        out.push(
+            async move {
+                let pp = PatchParams::default();
+                ignore_refused(
+                    api.patch_status(&name, &pp, &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ()),
+                )
+            }
+            .boxed(),
+        );
+    }
+    let d_api: Api<Deployment> = Api::namespaced(client.clone(), WEB_NAMESPACE);
+    if let Some(rev) = sync.revision {
+        let api = d_api.clone();
+        let patch = json!({"metadata": {"annotations": {web_rollout::REVISION: rev}}});
+        out.push(
+            async move {
+                let pp = PatchParams::default();
+                ignore_refused(
+                    api.patch(WEB_NAME, &pp, &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ()),
+                )
+            }
+            .boxed(),
+        );
+    }
+    if let (Some(d), Some(st)) = (d, sync.status)
+        && d.status.as_ref() != Some(&st)
+    {
+        out.push(write_status(
+            d_api,
+            WEB_NAME,
+            status_patch(&st, DEPLOY_FIELDS),
+        ));
+    }
+    out
+}
+
+/// A pod of `rs` named `name` on `node`, as the replicaset controller makes it from the
+/// ReplicaSet's template (the scheduler's node set at once).
+fn pod_of(rs: &ReplicaSet, name: &str, node: &str) -> Value {
+    let t = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| serde_json::to_value(t).ok())
+        .unwrap_or_else(|| json!({}));
+    let mut spec = t.get("spec").cloned().unwrap_or_else(|| json!({}));
+    spec["nodeName"] = json!(node);
+    let uid = rs.uid().unwrap_or_default();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": WEB_NAMESPACE,
+            "labels": t.pointer("/metadata/labels"),
+            "annotations": t.pointer("/metadata/annotations"),
+            "ownerReferences": [owner_ref("apps/v1", "ReplicaSet", &rs.name_any(), &uid)]
+        },
+        "spec": spec
+    })
 }
 
 /// The status fields the controllers own, by kind: a merge patch nulls the absent ones.
@@ -1267,6 +1542,15 @@ mod tests {
     }
 
     const T0: &str = "2026-01-01T00:00:00Z";
+
+    /// The first ReplicaSet at `want` replicas.
+    fn fixed(want: usize) -> Vec<WebSet> {
+        vec![WebSet {
+            name: WEB_RS.into(),
+            hash: "5d8f7c9b6".into(),
+            want,
+        }]
+    }
     const T1: &str = "2026-01-01T00:00:01Z";
 
     fn at(s: &str) -> jiff::Timestamp {
@@ -1290,7 +1574,7 @@ mod tests {
             &nodes,
             &ds,
             &webs,
-            WEB_REPLICAS,
+            &fixed(WEB_REPLICAS),
             at(T0),
             Duration::from_secs(1),
         );
@@ -1323,7 +1607,7 @@ mod tests {
             &nodes,
             &[] as &[Pod],
             &webs,
-            WEB_REPLICAS,
+            &fixed(WEB_REPLICAS),
             at(T0),
             Duration::from_secs(1),
         );
@@ -1340,7 +1624,7 @@ mod tests {
             &starting,
             &[] as &[Pod],
             &[],
-            WEB_REPLICAS,
+            &fixed(WEB_REPLICAS),
             at(T0),
             Duration::from_secs(1),
         );
@@ -1351,7 +1635,7 @@ mod tests {
             &cordoned,
             &[] as &[Pod],
             &[],
-            WEB_REPLICAS,
+            &fixed(WEB_REPLICAS),
             at(T0),
             Duration::from_secs(1),
         );
@@ -1361,7 +1645,7 @@ mod tests {
             &[master],
             &[] as &[Pod],
             &[],
-            WEB_REPLICAS,
+            &fixed(WEB_REPLICAS),
             at(T0),
             Duration::from_secs(1),
         );
@@ -1393,7 +1677,7 @@ mod tests {
             &nodes,
             &ds,
             &webs,
-            WEB_REPLICAS,
+            &fixed(WEB_REPLICAS),
             at("2026-01-01T00:00:10Z"),
             Duration::from_secs(2),
         );
@@ -1435,12 +1719,26 @@ mod tests {
         let webs: Vec<Pod> = (0..3)
             .map(|i| pod(web_pod(&format!("w{i}"), "worker-0", "u"), T0, true, false))
             .collect();
-        let p = plan(&nodes, &[] as &[Pod], &webs, 5, at(T0), Duration::ZERO);
+        let p = plan(
+            &nodes,
+            &[] as &[Pod],
+            &webs,
+            &fixed(5),
+            at(T0),
+            Duration::ZERO,
+        );
         assert_eq!(p.web_creates, ["worker-1", "worker-2"]);
         assert!(p.deletes.is_empty());
         // Asked for more than the limit: exactly the limit, spread over the workers.
         let want = web_target(MAX_WEB_PODS as i32 * 3);
-        let p = plan(&nodes, &[] as &[Pod], &[], want, at(T0), Duration::ZERO);
+        let p = plan(
+            &nodes,
+            &[] as &[Pod],
+            &[],
+            &fixed(want),
+            at(T0),
+            Duration::ZERO,
+        );
         assert_eq!(p.web_creates.len(), MAX_WEB_PODS);
         let on_0 = p.web_creates.iter().filter(|n| *n == "worker-0").count();
         assert_eq!(on_0, MAX_WEB_PODS.div_ceil(3));
@@ -1448,7 +1746,14 @@ mod tests {
         let full: Vec<Pod> = (0..MAX_WEB_PODS)
             .map(|i| pod(web_pod(&format!("w{i}"), "worker-1", "u"), T0, true, false))
             .collect();
-        let p = plan(&nodes, &[] as &[Pod], &full, want, at(T0), Duration::ZERO);
+        let p = plan(
+            &nodes,
+            &[] as &[Pod],
+            &full,
+            &fixed(want),
+            at(T0),
+            Duration::ZERO,
+        );
         assert!(p.web_creates.is_empty());
         assert!(p.deletes.is_empty());
     }
@@ -1479,7 +1784,7 @@ mod tests {
                 &nodes,
                 &[] as &[Pod],
                 &webs,
-                want,
+                &fixed(want),
                 at(T0),
                 Duration::from_secs(60),
             );
@@ -1508,39 +1813,176 @@ mod tests {
         assert!(names(0).is_empty());
     }
 
-    #[test]
-    fn the_replicaset_follows_the_deployment_even_when_scaled_by_hand() {
-        let d = |replicas: i32| {
-            let mut d = deploy_object(rolling(json!("25%"), json!("25%")), None);
-            d.spec.as_mut().unwrap().replicas = Some(replicas);
-            d
-        };
-        let mut rs = rs_object(None);
-        // Created without the annotations: written once.
-        let p = rs_scale_patch(&d(3), &rs).unwrap();
-        assert_eq!(
-            p,
-            json!({"metadata": {"annotations": {
-                       "deployment.kubernetes.io/desired-replicas": "3",
-                       "deployment.kubernetes.io/max-replicas": "4"}},
-                   "spec": {"replicas": 3}})
-        );
+    /// The Deployment at `replicas` with `image`, uid `uid-d`, generation 1.
+    fn web_deploy(replicas: i32, image: &str) -> Deployment {
+        let mut d = deploy_object(rolling(json!("25%"), json!("25%")), None);
+        d.metadata.uid = Some("uid-d".into());
+        let spec = d.spec.as_mut().unwrap();
+        spec.replicas = Some(replicas);
+        spec.template.spec.as_mut().unwrap().containers[0].image = Some(image.into());
+        d
+    }
+
+    fn owned_rs(v: Value, created: &str, rev: &str) -> ReplicaSet {
+        let mut rs: ReplicaSet = serde_json::from_value(v).unwrap();
+        rs.metadata.generation = Some(1);
+        rs.metadata.creation_timestamp = Some(time(created));
+        rs.metadata.owner_references.as_mut().unwrap()[0].uid = "uid-d".into();
         rs.metadata.annotations = Some(
             [
                 (DESIRED_REPLICAS.to_string(), "3".to_string()),
                 (MAX_REPLICAS.to_string(), "4".to_string()),
+                (web_rollout::REVISION.to_string(), rev.to_string()),
             ]
             .into(),
         );
-        assert_eq!(rs_scale_patch(&d(3), &rs), None);
-        // The Deployment scaled to 5: so is the ReplicaSet (25% of 5 surges by 2).
-        let p = rs_scale_patch(&d(5), &rs).unwrap();
-        assert_eq!(p["spec"]["replicas"], 5);
-        assert_eq!(p["metadata"]["annotations"][MAX_REPLICAS], "7");
+        rs
+    }
+
+    fn patches(s: &WebSync) -> Vec<(String, Value)> {
+        s.rs_patches.clone()
+    }
+
+    #[test]
+    fn the_replicaset_follows_the_deployment_even_when_scaled_by_hand() {
+        let now = time(T0);
+        let first = || owned_rs(replicaset("uid-d"), T0, "1");
+        let img = "registry.example.com/sim/web:1";
+        // Nothing owned known yet: nothing done, no second ReplicaSet.
+        let s = web_sync(&web_deploy(3, img), &[], &[], &now);
+        assert!(s.create.is_none() && s.sets.is_empty() && s.status.is_none());
+        // Steady: the revision goes onto the Deployment, nothing else changes.
+        let rs = first();
+        let s = web_sync(&web_deploy(3, img), &[&rs], &[], &now);
+        assert!(s.create.is_none());
+        assert!(patches(&s).is_empty(), "{:?}", s.rs_patches);
+        assert_eq!(s.revision.as_deref(), Some("1"));
+        assert_eq!(s.sets, fixed(3));
+        // Scaled to 5: so is the ReplicaSet (25% of 5 surges by 2).
+        let s = web_sync(&web_deploy(5, img), &[&rs], &[], &now);
+        assert_eq!(
+            patches(&s),
+            [(
+                WEB_RS.to_string(),
+                json!({"metadata": {"annotations": {DESIRED_REPLICAS: "5", MAX_REPLICAS: "7"}},
+                       "spec": {"replicas": 5}})
+            )]
+        );
+        assert_eq!(s.sets, fixed(5));
         // The ReplicaSet scaled by hand: back to the Deployment's count.
+        let mut rs = first();
         rs.spec.as_mut().unwrap().replicas = Some(9);
-        let p = rs_scale_patch(&d(3), &rs).unwrap();
-        assert_eq!(p["spec"]["replicas"], 3);
+        let s = web_sync(&web_deploy(3, img), &[&rs], &[], &now);
+        assert_eq!(patches(&s)[0].1, json!({"spec": {"replicas": 3}}));
+        assert_eq!(s.sets, fixed(3));
+    }
+
+    #[test]
+    fn a_new_template_gets_a_replicaset_and_rolls_over_to_it() {
+        let now = time(T0);
+        let old = owned_rs(replicaset("uid-d"), T0, "1");
+        let webs: Vec<Pod> = (0..3)
+            .map(|i| pod(web_pod(&format!("w{i}"), "worker-0", "u"), T0, true, false))
+            .collect();
+        // From the steady state of the first template.
+        let steady = web_sync(
+            &web_deploy(3, "registry.example.com/sim/web:1"),
+            &[&old],
+            &webs,
+            &now,
+        );
+        let mut d = web_deploy(3, "registry.example.com/sim/web:2");
+        d.status = steady.status;
+        let s = web_sync(&d, &[&old], &webs, &now);
+        let created = s.create.clone().expect("a new ReplicaSet");
+        let name = created["metadata"]["name"].as_str().unwrap().to_owned();
+        assert!(name.starts_with("web-") && name != WEB_RS, "{name}");
+        assert_eq!(
+            created["metadata"]["annotations"][web_rollout::REVISION],
+            "2"
+        );
+        // 25% of 3: one surges at once.
+        assert_eq!(created["spec"]["replicas"], 1);
+        assert_eq!(s.revision.as_deref(), Some("2"));
+        let st = s.status.unwrap();
+        let p = cond(&st, "Progressing");
+        assert_eq!(p.reason.as_deref(), Some(NEW_RS_CREATED));
+        assert_eq!(
+            p.message.as_deref(),
+            Some(format!("Created new replica set {name:?}").as_str())
+        );
+        assert_eq!((st.replicas, st.updated_replicas), (Some(3), None));
+
+        // Created, with its surge pod available: the old one gives one up.
+        let mut new: ReplicaSet = serde_json::from_value(created).unwrap();
+        new.metadata.uid = Some("uid-new".into());
+        new.metadata.generation = Some(1);
+        new.metadata.creation_timestamp = Some(time("2026-01-01T00:00:05Z"));
+        let hash = new.labels()[web_rollout::HASH_LABEL].clone();
+        let mut surge = pod(web_pod("n0", "worker-1", "u"), T0, true, false);
+        surge
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(web_rollout::HASH_LABEL.into(), hash.clone());
+        let mut pods = webs.clone();
+        pods.push(surge);
+        let mut d2 = d.clone();
+        d2.metadata.annotations = Some([(web_rollout::REVISION.to_string(), "2".into())].into());
+        let s = web_sync(&d2, &[&new, &old], &pods, &now);
+        assert!(s.create.is_none());
+        assert_eq!(s.revision, None);
+        assert_eq!(
+            patches(&s),
+            [(WEB_RS.to_string(), json!({"spec": {"replicas": 2}}))]
+        );
+        assert_eq!(s.sets[0].hash, hash);
+        assert_eq!((s.sets[0].want, s.sets[1].want), (1, 2));
+        let st = s.status.unwrap();
+        assert_eq!(
+            (st.replicas, st.updated_replicas, st.available_replicas),
+            (Some(4), Some(1), Some(4))
+        );
+
+        // Rolled back to the first template: the old ReplicaSet is the new one again, at
+        // revision 3, remembering 1.
+        let mut new2 = new.clone();
+        new2.spec.as_mut().unwrap().replicas = Some(3);
+        let mut old2 = old.clone();
+        old2.spec.as_mut().unwrap().replicas = Some(0);
+        let back = web_deploy(3, "registry.example.com/sim/web:1");
+        let s = web_sync(&back, &[&new2, &old2], &[], &now);
+        assert!(s.create.is_none());
+        let (name, p) = &patches(&s)[0];
+        assert_eq!(name, WEB_RS);
+        assert_eq!(p["metadata"]["annotations"][web_rollout::REVISION], "3");
+        assert_eq!(
+            p["metadata"]["annotations"][web_rollout::REVISION_HISTORY],
+            "1"
+        );
+        assert_eq!(s.revision.as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn plan_bounds_web_pods_over_all_replicasets() {
+        let nodes = workers(2);
+        let sets = [
+            WebSet {
+                name: "web-new".into(),
+                hash: "new".into(),
+                want: MAX_WEB_PODS - 1,
+            },
+            WebSet {
+                name: WEB_RS.into(),
+                hash: "5d8f7c9b6".into(),
+                want: 3,
+            },
+        ];
+        let p = plan(&nodes, &[] as &[Pod], &[], &sets, at(T0), Duration::ZERO);
+        assert_eq!(p.web_creates.len(), MAX_WEB_PODS);
+        let old = p.web_create_sets.iter().filter(|s| *s == WEB_RS).count();
+        assert_eq!(old, 1);
     }
 
     fn rs_object(status: Option<Value>) -> ReplicaSet {
