@@ -217,3 +217,88 @@ fn kubectl_scale_moves_the_web_pods_and_the_statuses() {
     assert_eq!(d["status"]["unavailableReplicas"], Value::Null, "{d}");
     assert_eq!(rs_of()["status"]["replicas"], 3);
 }
+
+/// The revisions `kubectl rollout history` lists.
+fn history(c: &Cluster) -> Vec<u64> {
+    let out = c.kubectl(&["rollout", "history", "deploy/web", "-n", "default"]);
+    out.lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// Waits for 3 live web pods, all Running `image`, and `kubectl rollout status` to return.
+fn wait_rolled_out(c: &Cluster, image: &str) {
+    wait_for(&format!("3 Running web pods of {image}"), UP_SECS, || {
+        let pods = c.get_json(&["pods", "-n", "default", "-l", "app=web"]);
+        let live: Vec<&Value> = pods["items"]
+            .as_array()?
+            .iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .collect();
+        let done = live.len() == 3
+            && live.iter().all(|p| {
+                p["status"]["phase"] == "Running" && p["spec"]["containers"][0]["image"] == image
+            });
+        done.then_some(())
+    });
+    let out = rollout_status(c, "deploy/web", "default").expect("deploy/web rolled out");
+    assert!(out.contains("successfully rolled out"), "{out}");
+    wait_scaled(c, 3);
+}
+
+#[test]
+fn set_image_rolls_out_a_new_replicaset_and_undo_rolls_it_back() {
+    let c = Cluster::up(Opts::default());
+    wait_scaled(&c, 3);
+    let first = deploy(&c)["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let second = "registry.example.com/sim/web:2";
+    c.kubectl(&[
+        "set",
+        "image",
+        "deploy/web",
+        "-n",
+        "default",
+        &format!("web={second}"),
+    ]);
+    wait_rolled_out(&c, second);
+    let d = deploy(&c);
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "2",
+        "{d}"
+    );
+    assert_eq!(history(&c), [1, 2]);
+    // Two ReplicaSets: the new one, labelled with its hash and owned by the Deployment, and
+    // the old one scaled to zero and kept.
+    let rss = c.get_json(&["rs", "-n", "default", "-l", "app=web"]);
+    let rss = rss["items"].as_array().unwrap();
+    assert_eq!(rss.len(), 2, "{rss:?}");
+    let new = rss
+        .iter()
+        .find(|r| r["spec"]["template"]["spec"]["containers"][0]["image"] == second)
+        .expect("the new ReplicaSet");
+    let hash = new["metadata"]["labels"]["pod-template-hash"]
+        .as_str()
+        .unwrap();
+    assert_eq!(new["metadata"]["name"], format!("web-{hash}"));
+    assert_eq!(new["metadata"]["ownerReferences"][0]["kind"], "Deployment");
+    assert_eq!(new["spec"]["replicas"], 3);
+    let old = rss.iter().find(|r| r != &new).unwrap();
+    assert_eq!(old["spec"]["replicas"], 0, "{old}");
+
+    let out = c.kubectl(&["rollout", "undo", "deploy/web", "-n", "default"]);
+    assert!(out.contains("rolled back"), "{out}");
+    wait_rolled_out(&c, &first);
+    assert_eq!(history(&c), [2, 3]);
+    let old_name = old["metadata"]["name"].as_str().unwrap();
+    let back = c.get_json(&["rs", old_name, "-n", "default"]);
+    let ann = &back["metadata"]["annotations"];
+    assert_eq!(ann["deployment.kubernetes.io/revision"], "3", "{back}");
+    assert_eq!(
+        ann["deployment.kubernetes.io/revision-history"], "1",
+        "{back}"
+    );
+    assert_eq!(back["spec"]["replicas"], 3, "{back}");
+}
