@@ -3,11 +3,15 @@
 //! must evict them one at a time and wait for replacements).
 //!
 //! There is no scheduler or kubelet in the embedded cluster, so [`run`] plays both for these
-//! objects: it keeps one DaemonSet pod per node, recreates missing web pods on schedulable
-//! nodes, and marks new pods Running and Ready after a short start-up delay. It also plays
-//! kube-controller-manager's deployment, replicaset and daemonset controllers for their status
-//! ([`replicaset_status`], [`deployment_status`], [`daemonset_status`]), so `kubectl get` and
-//! `kubectl rollout status` see the pods, and drains show as a dip and a recovery.
+//! objects: it keeps one DaemonSet pod per node, keeps each web ReplicaSet's pods on
+//! schedulable nodes, and marks new pods Running and Ready after a short start-up delay. It
+//! also plays kube-controller-manager's deployment, replicaset and daemonset controllers
+//! ([`replicaset_status`], [`deployment_status`], [`daemonset_status`], and
+//! [`crate::web_rollout`]): the web pods follow the Deployment's `spec.replicas` (at most
+//! [`MAX_WEB_PODS`]), and a changed pod template rolls out through a ReplicaSet of its own,
+//! so `kubectl scale`, `kubectl get`, `kubectl rollout status|history|undo` work, and drains
+//! show as a dip and a recovery. The PDB stays `minAvailable: 2`, so with fewer than 2
+//! replicas a drain waits on it, as on a real cluster.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,9 +47,10 @@ pub const DS_NAME: &str = "node-agent";
 pub const WEB_NAMESPACE: &str = "default";
 /// The Deployment.
 pub const WEB_NAME: &str = "web";
-/// Its replicas.
+/// Its replicas as created (`kubectl scale` changes them).
 pub const WEB_REPLICAS: usize = 3;
-/// Its ReplicaSet (a fixed template hash: the template never changes).
+/// Its first ReplicaSet, created with it (a fixed name; later templates get
+/// [`web_rollout::template_hash`]'s).
 pub const WEB_RS: &str = "web-5d8f7c9b6";
 /// Its PDB's `minAvailable`.
 pub const WEB_MIN_AVAILABLE: i32 = 2;
@@ -838,9 +843,9 @@ async fn ensure_objects(client: &kube::Client) -> Result<Owners> {
 /// thousand nodes, listing them every pass made list handling about a third of the API
 /// server's CPU. Web pods are still listed each pass (a handful, in one namespace) because
 /// their creates are not idempotent: a cache that has not yet seen a create could add a 4th.
-/// The Deployment, its ReplicaSet and the DaemonSet are cached too (one watch each, by name),
-/// so a pass compares the status it computes with theirs without a request, and writes only
-/// a changed one.
+/// The Deployment and the DaemonSet are cached too (one watch each, by name), and the web
+/// ReplicaSets (one watch, by label), so a pass compares what it computes with them without a
+/// request, and writes only what changed.
 pub async fn run(client: kube::Client, timing: WorkloadTiming, mut stop: watch::Receiver<bool>) {
     let (nodes, nodes_w) = reflector::store::<Node>();
     let (ds_pods, ds_pods_w) = reflector::store::<Pod>();
