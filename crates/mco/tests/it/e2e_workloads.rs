@@ -301,4 +301,26 @@ fn set_image_rolls_out_a_new_replicaset_and_undo_rolls_it_back() {
         "{back}"
     );
     assert_eq!(back["spec"]["replicas"], 3, "{back}");
+
+    // A restart changes only the template's annotations: a third ReplicaSet, pods replaced.
+    let before: Vec<String> = c.get_json(&["pods", "-n", "default", "-l", "app=web"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    c.kubectl(&["rollout", "restart", "deploy/web", "-n", "default"]);
+    wait_rolled_out(&c, &first);
+    assert_eq!(history(&c), [2, 3, 4]);
+    let pods = c.get_json(&["pods", "-n", "default", "-l", "app=web"]);
+    let live = pods["items"].as_array().unwrap().iter();
+    for p in live.filter(|p| p["metadata"]["deletionTimestamp"].is_null()) {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        assert!(
+            !before.iter().any(|b| b == name),
+            "{name} survived the restart"
+        );
+        let at = &p["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"];
+        assert!(at.is_string(), "{p}");
+    }
 }
