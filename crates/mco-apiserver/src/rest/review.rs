@@ -413,7 +413,7 @@ const OBJECT_META_ORDER: [&str; 15] = [
 ];
 
 /// ManagedFieldsEntry's JSON field order.
-const MANAGED_FIELDS_ORDER: [&str; 7] = [
+pub(crate) const MANAGED_FIELDS_ORDER: [&str; 7] = [
     "manager",
     "operation",
     "apiVersion",

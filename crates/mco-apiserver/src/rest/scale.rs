@@ -395,15 +395,7 @@ fn to_parent(
             .and_then(|p| p.get("time").cloned());
         let mut e = Map::new();
         // ManagedFieldsEntry's field order, as every other write path stores an entry.
-        for k in [
-            "manager",
-            "operation",
-            "apiVersion",
-            "time",
-            "fieldsType",
-            "fieldsV1",
-            "subresource",
-        ] {
+        for k in super::review::MANAGED_FIELDS_ORDER {
             let v = match k {
                 "apiVersion" => Some(json!(parent_api_version)),
                 "fieldsType" => Some(json!("FieldsV1")),
