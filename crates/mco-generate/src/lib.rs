@@ -225,18 +225,23 @@ pub fn base_file(mcs: &[&MachineConfig], path: &str) -> Result<Option<String>, E
     Ok(out)
 }
 
+/// Each entry of `storage.files` in one config, as JSON, in order.
+pub fn storage_files(mc: &MachineConfig) -> impl Iterator<Item = &Value> {
+    mc.spec
+        .config
+        .as_ref()
+        .and_then(|c| c.pointer("/storage/files"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
 /// The contents of `path` as one config writes it (the last entry for it, as Ignition merges
 /// them), whoever generated the config.
 pub fn file_contents(mc: &MachineConfig, path: &str) -> Result<Option<String>, Error> {
     let name = mc.metadata.name.as_deref().unwrap_or_default();
-    let files = mc
-        .spec
-        .config
-        .as_ref()
-        .and_then(|c| c.pointer("/storage/files"))
-        .and_then(Value::as_array);
     let mut out = None;
-    for f in files.into_iter().flatten() {
+    for f in storage_files(mc) {
         if f["path"] != path {
             continue;
         }

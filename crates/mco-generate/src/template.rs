@@ -904,13 +904,7 @@ pub const FOLLOWED_FILES: &[&str] = &[
 /// Whether `mc` writes a file that follows an input when kept: an entry for its path with
 /// contents. Nothing is decoded; the follows decode the file they change.
 pub fn writes_followed_file(mc: &MachineConfig) -> bool {
-    let files = mc
-        .spec
-        .config
-        .as_ref()
-        .and_then(|c| c.pointer("/storage/files"))
-        .and_then(Value::as_array);
-    files.into_iter().flatten().any(|f| {
+    crate::storage_files(mc).any(|f| {
         f.pointer("/contents/source").is_some_and(Value::is_string)
             && f["path"]
                 .as_str()
