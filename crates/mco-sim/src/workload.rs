@@ -1280,7 +1280,7 @@ fn status_writes(
         let new = daemonset_status(&ds, nodes, ds_pods);
         if ds.status.as_ref() != Some(&new) {
             let api: Api<DaemonSet> = Api::namespaced(client.clone(), DS_NAMESPACE);
-            out.push(write_status(api, DS_NAME, status_patch(&new, DS_FIELDS)));
+            out.push(write_status(&api, DS_NAME, status_patch(&new, DS_FIELDS)));
         }
     }
     out
@@ -1292,80 +1292,40 @@ fn status_writes(
 fn web_writes(client: &kube::Client, d: Option<&Deployment>, sync: WebSync) -> Vec<StatusWrite> {
     let mut out: Vec<StatusWrite> = Vec::new();
     let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), WEB_NAMESPACE);
-    let ignore_refused = |r: std::result::Result<(), kube::Error>| match r {
-        // Already there, gone or refused: the next pass decides again from the caches.
-        Ok(()) | Err(kube::Error::Api(_)) => Ok(()),
-        Err(e) => Err(e),
-    };
     if let Some(v) = sync.create
         && let Ok(rs) = objects::typed::<ReplicaSet>("replicaset", v)
     {
-        let api = rs_api.clone();
-        out.push(
-            async move { ignore_refused(api.create(&PostParams::default(), &rs).await.map(|_| ())) }
-                .boxed(),
-        );
+        out.push(pass_write(&rs_api, move |api| async move {
+            api.create(&PostParams::default(), &rs).await
+        }));
     }
     for (name, patch) in sync.rs_patches {
-        let api = rs_api.clone();
-        out.push(
-            async move {
-                let pp = PatchParams::default();
-                ignore_refused(
-                    api.patch(&name, &pp, &Patch::Merge(&patch))
-                        .await
-                        .map(|_| ()),
-                )
-            }
-            .boxed(),
-        );
+        out.push(pass_write(&rs_api, move |api| async move {
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+        }));
     }
     for name in sync.rs_deletes {
-        let api = rs_api.clone();
-        out.push(
-            async move {
-                let dp = DeleteParams::default();
-                ignore_refused(api.delete(&name, &dp).await.map(|_| ()))
-            }
-            .boxed(),
-        );
+        out.push(pass_write(&rs_api, move |api| async move {
+            api.delete(&name, &DeleteParams::default()).await
+        }));
     }
     for (name, st) in sync.rs_statuses {
-        let api = rs_api.clone();
-        let patch = status_patch(&st, RS_FIELDS);
-        out.push(
-            async move {
-                let pp = PatchParams::default();
-                ignore_refused(
-                    api.patch_status(&name, &pp, &Patch::Merge(&patch))
-                        .await
-                        .map(|_| ()),
-                )
-            }
-            .boxed(),
-        );
+        out.push(write_status(&rs_api, name, status_patch(&st, RS_FIELDS)));
     }
     let d_api: Api<Deployment> = Api::namespaced(client.clone(), WEB_NAMESPACE);
     if let Some(rev) = sync.revision {
-        let api = d_api.clone();
         let patch = json!({"metadata": {"annotations": {web_rollout::REVISION: rev}}});
-        out.push(
-            async move {
-                let pp = PatchParams::default();
-                ignore_refused(
-                    api.patch(WEB_NAME, &pp, &Patch::Merge(&patch))
-                        .await
-                        .map(|_| ()),
-                )
-            }
-            .boxed(),
-        );
+        out.push(pass_write(&d_api, move |api| async move {
+            api.patch(WEB_NAME, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+        }));
     }
     if let (Some(d), Some(st)) = (d, sync.status)
         && d.status.as_ref() != Some(&st)
     {
         out.push(write_status(
-            d_api,
+            &d_api,
             WEB_NAME,
             status_patch(&st, DEPLOY_FIELDS),
         ));
@@ -1444,21 +1404,32 @@ fn status_patch<S: serde::Serialize>(status: &S, fields: &[&str]) -> Value {
     json!({ "status": v })
 }
 
-fn write_status<K>(api: Api<K>, name: &'static str, patch: Value) -> StatusWrite
+/// One write of a pass. A refusal (already there, gone, a conflict) is left to the next pass,
+/// which decides again from the caches.
+fn pass_write<K: Clone, T, F, Fut>(api: &Api<K>, op: F) -> StatusWrite
 where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    F: FnOnce(Api<K>) -> Fut,
+    Fut: Future<Output = kube::Result<T>> + Send + 'static,
 {
+    let write = op(api.clone());
     async move {
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            // Gone or refused: the next pass computes it again from the caches.
+        match write.await {
             Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
             Err(e) => Err(e),
         }
     }
     .boxed()
+}
+
+fn write_status<K>(api: &Api<K>, name: impl Into<String>, patch: Value) -> StatusWrite
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let name = name.into();
+    pass_write(api, move |api| async move {
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+    })
 }
 
 #[cfg(test)]
