@@ -293,6 +293,14 @@ const APPS_KINDS: [(&str, &str); 3] = [
 /// [`mco_apimachinery::defaults::on_decode`] gives them more, so that they are set again.
 const APPS_DEFAULTS: i64 = 1;
 
+/// Which apps/v1 defaults the stored workloads have been given (`meta.apps_defaults`), if any.
+fn apps_defaults_mark(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT v FROM meta WHERE k = 'apps_defaults'", [], |r| {
+        r.get(0)
+    })
+    .optional()
+}
+
 /// Gives the Deployments, ReplicaSets and DaemonSets an older server stored without defaults
 /// (kubectl's `rollout status` refuses a DaemonSet without `updateStrategy`) the defaults the
 /// server sets on every write now, in one transaction, once per [`APPS_DEFAULTS`]. Each row of
@@ -303,12 +311,7 @@ const APPS_DEFAULTS: i64 = 1;
 /// again and sees the defaulted objects, as kube-apiserver's clients do after a restart.
 fn default_apps_objects(conn: &mut Connection) -> Result<(), Error> {
     let tx = conn.transaction()?;
-    let done = tx
-        .query_row("SELECT v FROM meta WHERE k = 'apps_defaults'", [], |r| {
-            r.get::<_, i64>(0)
-        })
-        .optional()?
-        .unwrap_or(0);
+    let done = apps_defaults_mark(&tx)?.unwrap_or(0);
     if done >= APPS_DEFAULTS {
         return Ok(());
     }
@@ -973,12 +976,7 @@ mod tests {
             logged.contains(r#""updateStrategy""#),
             "the log holds the defaulted object: {logged}"
         );
-        let mark: i64 = conn
-            .query_row("SELECT v FROM meta WHERE k = 'apps_defaults'", [], |r| {
-                r.get(0)
-            })
-            .unwrap();
-        assert_eq!(mark, APPS_DEFAULTS);
+        assert_eq!(apps_defaults_mark(&conn).unwrap(), Some(APPS_DEFAULTS));
     }
 
     #[tokio::test]
@@ -989,12 +987,7 @@ mod tests {
         assert_eq!(store.current_rv(), 0);
         drop(store);
         let conn = Connection::open(&path).unwrap();
-        let mark: i64 = conn
-            .query_row("SELECT v FROM meta WHERE k = 'apps_defaults'", [], |r| {
-                r.get(0)
-            })
-            .unwrap();
-        assert_eq!(mark, APPS_DEFAULTS);
+        assert_eq!(apps_defaults_mark(&conn).unwrap(), Some(APPS_DEFAULTS));
     }
 
     #[tokio::test]
