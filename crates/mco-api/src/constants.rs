@@ -24,6 +24,11 @@ pub mod annotations {
     /// The mco version that generated a rendered MachineConfig.
     pub const GENERATED_BY_CONTROLLER_VERSION: &str =
         "machineconfiguration.openshift.io/generated-by-controller-version";
+    /// The release a ControllerConfig's OS images come from (the `releaseVersion` of the
+    /// release's `machine-config-osimageurl` ConfigMap), copied onto each rendered MachineConfig
+    /// made from it; the ClusterOperator reports that release once every pool runs such a config.
+    pub const RELEASE_IMAGE_VERSION: &str =
+        "machineconfiguration.openshift.io/release-image-version";
     /// Set on a rendered MachineConfig whose OS image a user MachineConfig overrode.
     pub const OS_IMAGE_URL_OVERRIDDEN: &str =
         "machineconfiguration.openshift.io/os-image-url-overridden";
