@@ -79,7 +79,12 @@ enum Bench {
         files: usize,
     },
     /// A file MachineConfig rolled out by a separate `mco up` to many simulated nodes.
-    Rollout(RolloutArgs),
+    Rollout {
+        #[command(flatten)]
+        rollout: RolloutArgs,
+        #[command(flatten)]
+        phases: PhasesArg,
+    },
     /// The same rollout in pairs, without and with the dashboard open in a headless Chromium:
     /// the page's time to apply each batch of updates, and the RSS the dashboard adds.
     Dashboard {
@@ -104,7 +109,17 @@ enum Bench {
         idle_seconds: u64,
         #[arg(long, default_value = "scripts/real-kube")]
         real_kube: PathBuf,
+        #[command(flatten)]
+        phases: PhasesArg,
     },
+}
+
+/// Whether the rollout follows every Node to time each update's phases.
+#[derive(Debug, clap::Args)]
+struct PhasesArg {
+    /// Run without the Node watch and its phase tables: what that watch costs the rollout.
+    #[arg(long)]
+    no_phases: bool,
 }
 
 /// The `rollout` bench's flags, shared by the benches that run it.
@@ -215,8 +230,12 @@ async fn main() -> anyhow::Result<()> {
             .await?;
             println!("{r}");
         }
-        Bench::Rollout(args) => {
-            let r = rollout::run(args.opts(1000, cli.max_secs, cli.work_dir)).await?;
+        Bench::Rollout { rollout, phases } => {
+            let r = rollout::run(rollout::RolloutOpts {
+                phases: !phases.no_phases,
+                ..rollout.opts(1000, cli.max_secs, cli.work_dir)
+            })
+            .await?;
             println!("{r}");
         }
         Bench::Dashboard {
@@ -239,11 +258,13 @@ async fn main() -> anyhow::Result<()> {
             rollout,
             idle_seconds,
             real_kube,
+            phases,
         } => {
             let r = servers::run(servers::ServersOpts {
                 rollout: rollout::RolloutOpts {
                     controller_process: true,
                     idle: Duration::from_secs(idle_seconds),
+                    phases: !phases.no_phases,
                     ..rollout.opts(100, cli.max_secs, cli.work_dir)
                 },
                 real_kube,
@@ -253,4 +274,41 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bench(argv: &[&str]) -> Result<Bench, clap::Error> {
+        Cli::try_parse_from(std::iter::once("mco-bench").chain(argv.iter().copied()))
+            .map(|c| c.bench)
+    }
+
+    #[test]
+    fn no_phases_is_a_flag_of_rollout_and_servers_only() {
+        let no_phases = |argv: &[&str]| match bench(argv).unwrap() {
+            Bench::Rollout { phases, .. } | Bench::Servers { phases, .. } => phases.no_phases,
+            other => panic!("{other:?}"),
+        };
+        assert!(!no_phases(&["rollout"]));
+        assert!(no_phases(&["rollout", "--no-phases"]));
+        assert!(no_phases(&["rollout", "--nodes", "10", "--no-phases"]));
+        assert!(!no_phases(&["servers"]));
+        assert!(no_phases(&[
+            "servers",
+            "--no-phases",
+            "--idle-seconds",
+            "3"
+        ]));
+        // It takes no value, and the other benches have no such flag.
+        assert!(bench(&["rollout", "--no-phases=true"]).is_err());
+        assert!(bench(&["dashboard", "--no-phases"]).is_err());
+        assert!(bench(&["writes", "--no-phases"]).is_err());
+    }
+
+    #[test]
+    fn phases_are_on_unless_asked_off() {
+        assert!(rollout::RolloutOpts::default().phases);
+    }
 }

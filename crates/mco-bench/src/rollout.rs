@@ -36,6 +36,9 @@ pub const RSS_EVERY: Duration = Duration::from_millis(100);
 
 const BENCH_MC: &str = "99-worker-bench-file";
 
+/// The report's line for a run without the Node watch ([`RolloutOpts::phases`] off).
+pub const PHASES_OFF: &str = "phases: off (--no-phases): no Node watch, no per-update table";
+
 #[derive(Debug, Clone)]
 pub struct RolloutOpts {
     /// The `mco` binary whose `up` subcommand is measured.
@@ -65,6 +68,9 @@ pub struct RolloutOpts {
     /// kube-apiserver, etcd, controller manager and scheduler CPU is reported; `None`: none is
     /// (the embedded server), whatever else runs on the machine.
     pub control_plane_group: Option<u32>,
+    /// Follow every Node with one watch to time each worker update's phases ([`Phases`]);
+    /// `false` runs the rollout without that watch, to see what it costs the rollout.
+    pub phases: bool,
 }
 
 /// What a run does with the dashboard.
@@ -93,6 +99,7 @@ impl Default for RolloutOpts {
             idle: Duration::ZERO,
             dashboard: Dashboard::Off,
             control_plane_group: None,
+            phases: true,
         }
     }
 }
@@ -147,7 +154,8 @@ pub struct RolloutReport {
     pub control_plane_cpu: Vec<(&'static str, Duration)>,
     /// What the dashboard's page measured while following the rollout (`dashboard`).
     pub page: Option<crate::dashboard::PageStats>,
-    /// Where each worker update's time went, from a watch of every Node.
+    /// Where each worker update's time went, from a watch of every Node; `None` when
+    /// `opts.phases` is off.
     pub phases: Option<Phases>,
 }
 
@@ -263,8 +271,10 @@ impl fmt::Display for RolloutReport {
             self.max_unavailable,
             if self.limit_held() { "" } else { ", BROKEN" }
         )?;
-        if let Some(p) = &self.phases {
-            writeln!(f, "{p}")?;
+        match &self.phases {
+            Some(p) => writeln!(f, "{p}")?,
+            None if !o.phases => writeln!(f, "  {PHASES_OFF}")?,
+            None => {}
         }
         writeln!(
             f,
@@ -816,7 +826,11 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     // The pool is followed by a watch started before anything is counted: polling it was the
     // bench's own requests, two per worker update, counted as the rollout's.
     let mut pool_watch = PoolWatch::start(&pools).await?;
-    let node_watch = NodeWatch::start(client.clone()).await?;
+    let node_watch = if opts.phases {
+        Some(NodeWatch::start(client.clone()).await?)
+    } else {
+        None
+    };
     let requests_before = Requests::read(&client).await?;
     let control_plane: Vec<(&'static str, u32, Duration)> = opts
         .control_plane_group
@@ -888,11 +902,14 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
     let requests = during.total();
     let top_requests = during.top_kinds(12);
     let mem = procfs::read_mem(pid)?;
-    let phases = Phases::of(
-        node_watch.finish(&target).await?.transitions(),
-        &target,
-        Duration::from_secs_f64(opts.reboot_seconds),
-    );
+    let phases = match node_watch {
+        Some(w) => Some(Phases::of(
+            w.finish(&target).await?.transitions(),
+            &target,
+            Duration::from_secs_f64(opts.reboot_seconds),
+        )),
+        None => None,
+    };
     let page = match page {
         // The browser blocks (and its drop too): off the runtime.
         Some(p) => Some(
@@ -928,7 +945,7 @@ pub async fn run(opts: RolloutOpts) -> Result<RolloutReport, Error> {
         controller_cpu,
         control_plane_cpu,
         page,
-        phases: Some(phases),
+        phases,
     })
 }
 
@@ -1300,6 +1317,36 @@ pub(crate) mod tests {
             ),
             "{r}"
         );
+    }
+
+    #[test]
+    fn a_run_without_phases_says_so_and_reports_the_rest_alike() {
+        let on = report(10, 1);
+        let mut off = on.clone();
+        off.opts.phases = false;
+        let (on, off) = (on.to_string(), off.to_string());
+        assert!(!on.contains(PHASES_OFF), "{on}");
+        let line = format!("  {PHASES_OFF}\n");
+        assert_eq!(off.matches(&line).count(), 1, "{off}");
+        // Where the phase table would be: after the peak, before the RSS.
+        assert!(
+            off.contains(&format!("(limit 1)\n{line}  mco up RSS")),
+            "{off}"
+        );
+        assert_eq!(off.replacen(&line, "", 1), on);
+        // With phases on, the table takes that place and the line is absent.
+        let mut with = report(10, 1);
+        with.phases = Some(Phases::of(
+            &[],
+            "rendered-worker-new",
+            Duration::from_secs(1),
+        ));
+        let text = with.to_string();
+        assert!(
+            text.contains("per worker update, from a Node watch"),
+            "{text}"
+        );
+        assert!(!text.contains(PHASES_OFF), "{text}");
     }
 
     #[test]

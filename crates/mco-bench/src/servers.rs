@@ -161,6 +161,8 @@ impl fmt::Display for ServersReport {
                 "\nper worker update, from each run's Node watch:\n{}\n",
                 crate::phases::side_by_side(self.embedded.server(), e, self.real.server(), r)
             )?;
+        } else if !self.embedded.opts.phases || !self.real.opts.phases {
+            writeln!(f, "\n{}\n", rollout::PHASES_OFF)?;
         }
         write!(
             f,
@@ -208,5 +210,32 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("NOT met"), "{text}");
+    }
+
+    #[test]
+    fn without_phases_the_comparison_says_so_in_place_of_its_table() {
+        let mut embedded = report(10, 1);
+        let mut real = report(14, 1);
+        real.opts.kubeconfig = Some("kc".into());
+        let on = ServersReport {
+            embedded: embedded.clone(),
+            real: real.clone(),
+        }
+        .to_string();
+        assert!(!on.contains(rollout::PHASES_OFF), "{on}");
+        embedded.opts.phases = false;
+        real.opts.phases = false;
+        let off = ServersReport { embedded, real }.to_string();
+        // Once in each run's report and once where the side-by-side table would be.
+        assert_eq!(off.matches(rollout::PHASES_OFF).count(), 3, "{off}");
+        assert!(
+            off.contains(&format!(
+                "|\n\n{}\n\nrequests per update, real / embedded",
+                rollout::PHASES_OFF
+            )),
+            "{off}"
+        );
+        assert!(!off.contains("costliest"), "{off}");
+        assert!(off.ends_with("NOT met"), "{off}");
     }
 }
