@@ -5,6 +5,7 @@
 
 #[cfg(feature = "client")]
 pub mod caches;
+pub mod clusteroperator;
 pub mod constants;
 pub mod controllerconfig;
 pub mod crds;
@@ -22,6 +23,10 @@ pub mod user_agent;
 #[cfg(feature = "client")]
 pub mod watch;
 
+pub use clusteroperator::{
+    ClusterOperator, ClusterOperatorSpec, ClusterOperatorStatus, ClusterOperatorStatusCondition,
+    OperandVersion,
+};
 pub use controllerconfig::{
     ControllerCertificate, ControllerConfig, ControllerConfigSpec, ControllerConfigStatus,
     ControllerConfigStatusCondition, ImageRegistryBundle,
