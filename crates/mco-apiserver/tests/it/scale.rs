@@ -4,7 +4,7 @@
 //! resourceVersion, a uid), every patch type, and the write seen on the object itself: its
 //! replicas, generation, managedFields (`subresource: scale`) and a watch event.
 
-use crate::common::{Cluster, eventually, send};
+use crate::common::{Answer, Cluster, eventually, send};
 
 use std::time::Duration;
 
@@ -37,6 +37,48 @@ spec:
 "#;
 
 const SCALE: &str = "/apis/apps/v1/namespaces/sc/deployments/web/scale";
+
+/// The content type of a Scale PUT; every other one [`write_scale`] takes is a patch type.
+const PUT: &str = "application/json";
+const JSON_PATCH: &str = "application/json-patch+json";
+const MERGE: &str = "application/merge-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+
+/// An `autoscaling/v1` Scale as a client writes it.
+fn scale_of(metadata: Value, spec: Value) -> Value {
+    json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": metadata, "spec": spec})
+}
+
+/// Writes the Scale at `path`: a PUT when `content_type` is [`PUT`], else a PATCH of that type
+/// (an apply as the field manager `hpa`, forced). `Some(n)`: the write must succeed and answer
+/// the Scale with `n` replicas.
+async fn write_scale(
+    client: &kube::Client,
+    path: &str,
+    content_type: &str,
+    body: &Value,
+    replicas: Option<i64>,
+) -> Answer {
+    let a = match content_type {
+        PUT => send(client, "PUT", path, content_type, body).await,
+        APPLY => {
+            let path = format!("{path}?fieldManager=hpa&force=true");
+            let yaml = Value::String(body.to_string());
+            send(client, "PATCH", &path, content_type, &yaml).await
+        }
+        _ => send(client, "PATCH", path, content_type, body).await,
+    };
+    if let Some(n) = replicas {
+        assert_eq!(
+            (a.code, &a.body["kind"], &a.body["spec"]["replicas"]),
+            (200, &json!("Scale"), &json!(n)),
+            "{}",
+            a.body
+        );
+    }
+    a
+}
 
 fn json_of(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
@@ -217,16 +259,9 @@ async fn scale_writes_are_judged_as_kube_judges_them() {
     let c = Cluster::with_namespace("sc").await;
     c.kubectl.ok_with_stdin(&["apply", "-f", "-"], WEB);
     let client = &c.client;
-    let merge = "application/merge-patch+json";
 
-    let a = send(
-        client,
-        "PATCH",
-        SCALE,
-        merge,
-        &json!({"spec": {"replicas": -1}}),
-    )
-    .await;
+    let negative = json!({"spec": {"replicas": -1}});
+    let a = write_scale(client, SCALE, MERGE, &negative, None).await;
     assert_eq!(a.code, 422);
     assert_eq!(
         a.message(),
@@ -236,10 +271,11 @@ async fn scale_writes_are_judged_as_kube_judges_them() {
     assert_eq!(a.body["details"]["group"], "autoscaling");
 
     // A resourceVersion is a precondition on the Deployment's.
-    let body = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
-        "metadata": {"name": "web", "namespace": "sc", "resourceVersion": "1"},
-        "spec": {"replicas": 4}});
-    let a = send(client, "PUT", SCALE, "application/json", &body).await;
+    let body = scale_of(
+        json!({"name": "web", "namespace": "sc", "resourceVersion": "1"}),
+        json!({"replicas": 4}),
+    );
+    let a = write_scale(client, SCALE, PUT, &body, None).await;
     assert_eq!(a.code, 409);
     assert_eq!(
         a.message(),
@@ -248,7 +284,7 @@ async fn scale_writes_are_judged_as_kube_judges_them() {
     // So is a uid, worded by the storage as for a PUT of the object.
     let mut with_uid = body.clone();
     with_uid["metadata"] = json!({"name": "web", "namespace": "sc", "uid": "x"});
-    let a = send(client, "PUT", SCALE, "application/json", &with_uid).await;
+    let a = write_scale(client, SCALE, PUT, &with_uid, None).await;
     assert_eq!(a.code, 409);
     assert!(
         a.message().contains("Key: /registry/deployments/sc/web")
@@ -280,56 +316,28 @@ async fn scale_writes_are_judged_as_kube_judges_them() {
             r#"Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal number 2147483648 into Go struct field ScaleSpec.spec.replicas of type int32"#,
         ),
     ] {
-        let body = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": metadata, "spec": spec});
-        let a = send(client, "PUT", SCALE, "application/json", &body).await;
+        let a = write_scale(client, SCALE, PUT, &scale_of(metadata, spec), None).await;
         assert_eq!((a.code, a.message()), (400, message));
     }
     // At the limit: the largest int32.
-    let largest = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"},
-        "spec": {"replicas": 2147483647}});
-    let a = send(client, "PUT", SCALE, "application/json", &largest).await;
-    assert_eq!(a.code, 200, "{}", a.body);
-    assert_eq!(a.body["spec"]["replicas"], 2147483647);
+    let largest = scale_of(json!({"name": "web"}), json!({"replicas": 2147483647}));
+    write_scale(client, SCALE, PUT, &largest, Some(2147483647)).await;
 
     // Without either, a PUT replaces the replicas.
     let mut plain = body.clone();
     plain["metadata"] = json!({"name": "web", "namespace": "sc"});
-    let a = send(client, "PUT", SCALE, "application/json", &plain).await;
-    assert_eq!(a.code, 200, "{}", a.body);
-    assert_eq!(a.body["spec"]["replicas"], 4);
-    assert_eq!(a.body["kind"], "Scale");
+    write_scale(client, SCALE, PUT, &plain, Some(4)).await;
 
     // Every patch type.
-    let a = send(
-        client,
-        "PATCH",
-        SCALE,
-        "application/json-patch+json",
-        &json!([{"op": "replace", "path": "/spec/replicas", "value": 5}]),
-    )
-    .await;
-    assert_eq!(a.body["spec"]["replicas"], 5, "{}", a.body);
-    let a = send(
-        client,
-        "PATCH",
-        SCALE,
-        "application/strategic-merge-patch+json",
-        &json!({"spec": {"replicas": 6}}),
-    )
-    .await;
-    assert_eq!(a.body["spec"]["replicas"], 6, "{}", a.body);
-    let applied = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
-        "metadata": {"name": "web", "namespace": "sc"}, "spec": {"replicas": 7}});
-    let a = send(
-        client,
-        "PATCH",
-        &format!("{SCALE}?fieldManager=hpa&force=true"),
-        "application/apply-patch+yaml",
-        &Value::String(applied.to_string()),
-    )
-    .await;
-    assert_eq!(a.code, 200, "{}", a.body);
-    assert_eq!(a.body["spec"]["replicas"], 7);
+    let replace = json!([{"op": "replace", "path": "/spec/replicas", "value": 5}]);
+    write_scale(client, SCALE, JSON_PATCH, &replace, Some(5)).await;
+    let strategic = json!({"spec": {"replicas": 6}});
+    write_scale(client, SCALE, STRATEGIC, &strategic, Some(6)).await;
+    let applied = scale_of(
+        json!({"name": "web", "namespace": "sc"}),
+        json!({"replicas": 7}),
+    );
+    write_scale(client, SCALE, APPLY, &applied, Some(7)).await;
     let d = deployment(&c);
     assert_eq!(d["spec"]["replicas"], 7);
     let hpa = entry(&d, "hpa", Some("scale")).expect("the applier's entry");
@@ -463,39 +471,19 @@ async fn a_custom_resource_scales_by_its_crds_paths() {
         a.message(),
         r#"Internal error occurred: the spec replicas field ".spec.size" does not exist"#
     );
-    let a = send(
-        &c.client,
-        "PATCH",
-        bare,
-        "application/merge-patch+json",
-        &json!({"metadata": {"labels": {"x": "y"}}}),
-    )
-    .await;
+    let labels = json!({"metadata": {"labels": {"x": "y"}}});
+    let a = write_scale(&c.client, bare, MERGE, &labels, None).await;
     assert_eq!(a.code, 400);
     assert_eq!(
         a.message(),
         r#"the spec replicas field ".spec.size" cannot be empty"#
     );
-    let a = send(
-        &c.client,
-        "PATCH",
-        bare,
-        "application/merge-patch+json",
-        &json!({"spec": {"replicas": 2}}),
-    )
-    .await;
-    assert_eq!(a.code, 200, "{}", a.body);
+    let two = json!({"spec": {"replicas": 2}});
+    write_scale(&c.client, bare, MERGE, &two, Some(2)).await;
     let b = json_of(&k.ok(&["get", "widget", "bare", "-n", "sc", "-o", "json"]));
     assert_eq!(b["spec"], json!({"color": "blue", "size": 2}));
 
     // A custom resource takes no strategic merge patch, on its Scale neither.
-    let a = send(
-        &c.client,
-        "PATCH",
-        path,
-        "application/strategic-merge-patch+json",
-        &json!({"spec": {"replicas": 2}}),
-    )
-    .await;
+    let a = write_scale(&c.client, path, STRATEGIC, &two, None).await;
     assert_eq!(a.code, 415);
 }
