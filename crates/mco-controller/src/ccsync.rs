@@ -14,7 +14,14 @@
 //! - `spec.additionalTrustBundle` ← key `ca-bundle.crt` of `openshift-config/user-ca-bundle`,
 //!   then of the ConfigMap of `openshift-config` the proxy's `spec.trustedCA.name` names when it
 //!   is another, each a PEM bundle, concatenated (upstream's `getTrustedBundle`); no field when
-//!   empty. A kept `00-<role>` writes both to the nodes ([`crate::templates`]).
+//!   empty. A kept `00-<role>` writes both to the nodes ([`crate::templates`]);
+//! - `spec.baseOSContainerImage`, `spec.baseOSExtensionsContainerImage` and `spec.osImageURL`
+//!   ← the keys of the same names of the release's ConfigMap
+//!   `openshift-machine-config-operator/machine-config-osimageurl`, which the CVO rewrites in an
+//!   upgrade, and the annotation [`RELEASE_IMAGE_VERSION`] ← its `releaseVersion` (upstream's
+//!   `syncRenderConfig`): the render takes the OS image from the spec, so an upgrade makes a new
+//!   rendered config and rolls the nodes onto the release's OS. A key absent or empty leaves
+//!   its field: a set OS image is never blanked.
 //!
 //! As upstream reads a ConfigMap: a `binaryData` entry as it is; a `data` entry base64-decoded
 //! when it decodes (newlines ignored, as Go's decoder ignores them), else its bytes; registry
@@ -28,11 +35,14 @@
 //! taken as published from the start, as mco takes over a cluster long past its bootstrap.
 //! A bundle over [`MAX_BUNDLE_BYTES`] (the trust bundle's two parts together), a trusted CA
 //! ConfigMap without a certificate, a proxy value over [`MAX_PROXY_VALUE_BYTES`] or holding a
-//! control character, or more registry bundles than the daemon writes ([`MAX_REGISTRY_BUNDLES`]),
-//! is refused, naming its object, and nothing is changed.
+//! control character, more registry bundles than the daemon writes ([`MAX_REGISTRY_BUNDLES`]),
+//! an OS image over [`MAX_IMAGE_REF_BYTES`] or that is no image reference, or a release version
+//! over [`MAX_RELEASE_VERSION_BYTES`] (either holding whitespace or a control character), is
+//! refused, naming its object, and nothing is changed.
 //!
-//! [`plan`] is the pure decision: the JSON merge patch of the spec fields that differ. [`run`]
-//! watches the sources by name and patches the ControllerConfig when the plan says so.
+//! [`plan`] is the pure decision: the JSON merge patch of the spec fields and the annotation
+//! that differ. [`run`] watches the sources by name and patches the ControllerConfig when the
+//! plan says so, with an `OSImageFollowed` event when the OS images change.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -45,6 +55,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use mco_api::constants::annotations::RELEASE_IMAGE_VERSION;
 use mco_api::controllerconfig::MAX_BUNDLE_BYTES;
 use mco_api::generators::{CLUSTER_CONFIG_NAME as PROXY_NAME, IMAGE_CONFIG_NAME, Image};
 use mco_api::{ControllerConfig, ControllerConfigSpec, ImageRegistryBundle};
@@ -76,6 +87,29 @@ pub const MAX_PROXY_VALUE_BYTES: usize = mco_generate::template::MAX_VALUE_BYTES
 pub const MAX_REGISTRY_BUNDLES: usize = 500;
 /// The reason of the Warning event on the ControllerConfig when a sync fails.
 pub const SYNC_FAILED: &str = "ControllerConfigSyncFailed";
+/// Upstream's operator namespace, where the release publishes its OS images.
+pub const OPERATOR_NAMESPACE: &str = "openshift-machine-config-operator";
+/// The release's OS images, rewritten by the CVO in an upgrade.
+pub const OS_IMAGE_URLS: &str = "machine-config-osimageurl";
+/// Its key naming the release the images come from.
+pub const RELEASE_VERSION_KEY: &str = "releaseVersion";
+/// Its keys taken into the ControllerConfig's spec fields of the same names.
+pub const OS_IMAGE_KEYS: [&str; 3] = [
+    "baseOSContainerImage",
+    "baseOSExtensionsContainerImage",
+    "osImageURL",
+];
+/// The longest OS image reference taken: a name (at most 255 bytes), a registry host, a tag
+/// and a digest fit with room to spare.
+pub const MAX_IMAGE_REF_BYTES: usize = 1024;
+/// The longest release version taken: a DNS subdomain's length, far above any release's
+/// (`4.16.0-0.nightly-2024-06-04-123456`).
+pub const MAX_RELEASE_VERSION_BYTES: usize = 253;
+/// The reason of the Normal event on the ControllerConfig when the release's OS images are
+/// taken: the rollout that follows is explained by it.
+pub const OS_IMAGE_FOLLOWED: &str = "OSImageFollowed";
+/// A repository name's longest path (distribution's `RepositoryNameTotalLengthMax`).
+const MAX_REPOSITORY_PATH: usize = 255;
 
 /// What was read of the cluster; `None` for an object that does not exist.
 #[derive(Debug, Clone, Default)]
@@ -96,6 +130,8 @@ pub struct Sources {
     /// The ConfigMap of `openshift-config` the proxy names, read by [`proxy_ca_name`]; ignored
     /// unless its name is that one.
     pub proxy_ca: Option<ConfigMap>,
+    /// `openshift-machine-config-operator/machine-config-osimageurl`.
+    pub os_images: Option<ConfigMap>,
 }
 
 /// Why the sources cannot be taken; nothing is changed.
@@ -119,17 +155,53 @@ pub enum Refused {
         "ConfigMap {configmap}: {count} registry bundles with those before, more than the {MAX_REGISTRY_BUNDLES} the daemon writes"
     )]
     TooMany { configmap: String, count: usize },
+    #[error("ConfigMap {configmap} key {key}: {why}")]
+    BadValue {
+        configmap: String,
+        key: &'static str,
+        why: String,
+    },
 }
 
 /// The outcome of [`plan`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
-    /// The JSON merge patch of the ControllerConfig; `None` when the spec is as it should be.
+    /// The JSON merge patch of the ControllerConfig; `None` when it is as it should be.
     pub patch: Option<Value>,
-    /// The spec fields the patch sets.
+    /// What the patch sets: spec fields by name, the annotation by its key.
     pub changed: Vec<&'static str>,
     /// What upstream says as a warning and goes on: the named user ConfigMap is missing.
     pub warnings: Vec<String>,
+    /// The OS images the patch changes; `None` when it changes none.
+    pub os_images: Option<OsImagesFollowed>,
+}
+
+/// The release's OS images taken into the spec: what starts a rollout.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OsImagesFollowed {
+    /// Each field changed: its name, the value it had and the one it takes.
+    pub fields: Vec<(&'static str, String, String)>,
+    /// The ConfigMap's `releaseVersion`, when it has one.
+    pub release: Option<String>,
+}
+
+impl OsImagesFollowed {
+    /// The event's message: the release, where from, and each image's old and new value.
+    pub fn message(&self) -> String {
+        let release = match &self.release {
+            Some(r) => format!("release {r}"),
+            None => "a release without a releaseVersion".into(),
+        };
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .map(|(f, old, new)| format!("{f} {old:?} -> {new:?}"))
+            .collect();
+        format!(
+            "OS images of {release} from ConfigMap {OPERATOR_NAMESPACE}/{OS_IMAGE_URLS}: {}",
+            fields.join(", ")
+        )
+    }
 }
 
 /// The name of the administrator's registry CA ConfigMap the Image config names, if any.
@@ -321,11 +393,229 @@ fn append_trusted(bundle: &mut Vec<u8>, cm: &ConfigMap) -> Result<(), Refused> {
     Ok(())
 }
 
-/// The merge patch bringing `spec` to what `sources` say, or none. Pure.
-pub fn plan(spec: &ControllerConfigSpec, sources: &Sources) -> Result<Plan, Refused> {
+/// Why `s` is no image reference, by distribution's grammar (what `podman pull` and
+/// rpm-ostree parse): `[host[:port]/]path[:tag][@digest]`, the path's components lower case
+/// alphanumerics joined by `.`, `_`, `__` or dashes, at most [`MAX_REPOSITORY_PATH`] bytes.
+pub fn image_reference_error(s: &str) -> Option<&'static str> {
+    let (rest, digest) = match s.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (s, None),
+    };
+    if let Some(d) = digest
+        && !is_digest(d)
+    {
+        return Some("its digest is not <algorithm>:<hex, at least 32 digits>");
+    }
+    // A tag's colon is after the last slash; a port's is before it.
+    let (name, tag) = match rest.rsplit_once(':') {
+        Some((n, t)) if !t.contains('/') => (n, Some(t)),
+        _ => (rest, None),
+    };
+    if let Some(t) = tag
+        && !is_tag(t)
+    {
+        return Some("its tag is not 1 to 128 letters, digits, '_', '.' or '-' (not first)");
+    }
+    let components: Vec<&str> = name.split('/').collect();
+    let path = |from: usize| components[from..].join("/");
+    let as_path = components.iter().all(|c| is_path_component(c));
+    let with_host = components.len() > 1
+        && is_host(components[0])
+        && components[1..].iter().all(|c| is_path_component(c));
+    if !as_path && !with_host {
+        return Some("its name is not [host[:port]/]path, with lower case path components");
+    }
+    let shortest = if with_host { path(1) } else { path(0) };
+    if shortest.len() > MAX_REPOSITORY_PATH {
+        return Some("its repository path is longer than 255 characters");
+    }
+    None
+}
+
+/// `[a-z0-9]+` joined by `.`, `_`, `__` or a run of `-`.
+fn is_path_component(c: &str) -> bool {
+    let b = c.as_bytes();
+    let alnum = |x: u8| x.is_ascii_lowercase() || x.is_ascii_digit();
+    let (Some(&first), Some(&last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    if !alnum(first) || !alnum(last) {
+        return false;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        if alnum(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && !alnum(b[i]) {
+            i += 1;
+        }
+        let sep = &c[start..i];
+        let ok = matches!(sep, "." | "_" | "__") || sep.bytes().all(|x| x == b'-');
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// A domain name (components of letters, digits and inner `-`, joined by `.`) or a bracketed
+/// IPv6 address, with an optional `:port`.
+fn is_host(h: &str) -> bool {
+    let (host, port) = match h.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => (host, Some(port)),
+        _ => (h, None),
+    };
+    if port.is_some_and(|p| p.is_empty() || !p.bytes().all(|x| x.is_ascii_digit())) {
+        return false;
+    }
+    if let Some(inner) = host.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+        return !inner.is_empty() && inner.bytes().all(|x| x.is_ascii_hexdigit() || x == b':');
+    }
+    host.split('.').all(|c| {
+        let b = c.as_bytes();
+        !b.is_empty()
+            && b.iter().all(|x| x.is_ascii_alphanumeric() || *x == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    })
+}
+
+/// `[\w][\w.-]{0,127}`.
+fn is_tag(t: &str) -> bool {
+    let word = |x: u8| x.is_ascii_alphanumeric() || x == b'_';
+    let b = t.as_bytes();
+    !b.is_empty()
+        && b.len() <= 128
+        && word(b[0])
+        && b.iter().all(|x| word(*x) || *x == b'.' || *x == b'-')
+}
+
+/// `<algorithm>:<hex>`: the algorithm's parts `[A-Za-z][A-Za-z0-9]*` joined by one of `-_+.`,
+/// at least 32 hex digits.
+fn is_digest(d: &str) -> bool {
+    let Some((alg, hex)) = d.split_once(':') else {
+        return false;
+    };
+    let part = |p: &str| {
+        let b = p.as_bytes();
+        !b.is_empty() && b[0].is_ascii_alphabetic() && b.iter().all(u8::is_ascii_alphanumeric)
+    };
+    alg.split(['-', '_', '+', '.']).all(part)
+        && hex.len() >= 32
+        && hex.bytes().all(|x| x.is_ascii_hexdigit())
+}
+
+/// One value of the OS images' ConfigMap, bounded, on no more than one word, and (for an
+/// image) an image reference.
+fn checked_value<'a>(
+    configmap: &str,
+    key: &'static str,
+    value: &'a str,
+    max: usize,
+    image: bool,
+) -> Result<&'a str, Refused> {
+    let refuse = |why: String| Refused::BadValue {
+        configmap: configmap.into(),
+        key,
+        why,
+    };
+    if value.len() > max {
+        return Err(refuse(format!(
+            "{} bytes, longer than the limit of {max}",
+            value.len()
+        )));
+    }
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(refuse("contains whitespace or a control character".into()));
+    }
+    if image && let Some(why) = image_reference_error(value) {
+        return Err(refuse(format!(
+            "{value:?} is not an image reference: {why}"
+        )));
+    }
+    Ok(value)
+}
+
+/// The spec fields and the annotation the release's OS images ConfigMap sets, into `fields`
+/// and `annotations`; every value is checked before any is taken.
+fn follow_os_images(
+    cc: &ControllerConfig,
+    cm: &ConfigMap,
+    out: &mut Plan,
+    fields: &mut Map<String, Value>,
+    annotations: &mut Map<String, Value>,
+) -> Result<(), Refused> {
+    let name = cm_name(cm, OPERATOR_NAMESPACE);
+    // Upstream reads `data` only; an empty value is as good as none.
+    let value = |key: &str| {
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    let spec = &cc.spec;
+    let have = [
+        &spec.base_os_container_image,
+        &spec.base_os_extensions_container_image,
+        &spec.os_image_url,
+    ];
+    let mut changes = vec![];
+    for (key, have) in OS_IMAGE_KEYS.into_iter().zip(have) {
+        if let Some(v) = value(key) {
+            let v = checked_value(&name, key, v, MAX_IMAGE_REF_BYTES, true)?;
+            if v != have {
+                changes.push((key, have.clone(), v.to_string()));
+            }
+        }
+    }
+    let release = match value(RELEASE_VERSION_KEY) {
+        Some(v) => Some(checked_value(
+            &name,
+            RELEASE_VERSION_KEY,
+            v,
+            MAX_RELEASE_VERSION_BYTES,
+            false,
+        )?),
+        None => None,
+    };
+    for (key, _, new) in &changes {
+        fields.insert((*key).into(), Value::String(new.clone()));
+        out.changed.push(*key);
+    }
+    if let Some(r) = release
+        && cc
+            .annotations()
+            .get(RELEASE_IMAGE_VERSION)
+            .map(String::as_str)
+            != Some(r)
+    {
+        annotations.insert(RELEASE_IMAGE_VERSION.into(), Value::String(r.into()));
+        out.changed.push(RELEASE_IMAGE_VERSION);
+    }
+    if !changes.is_empty() {
+        out.os_images = Some(OsImagesFollowed {
+            fields: changes,
+            release: release.map(str::to_string),
+        });
+    }
+    Ok(())
+}
+
+/// The merge patch bringing the ControllerConfig to what `sources` say, or none. Pure.
+pub fn plan(cc: &ControllerConfig, sources: &Sources) -> Result<Plan, Refused> {
     let b64 = base64::engine::general_purpose::STANDARD;
+    let spec = &cc.spec;
     let mut out = Plan::default();
     let mut fields = Map::new();
+    let mut annotations = Map::new();
+
+    if let Some(cm) = &sources.os_images {
+        follow_os_images(cc, cm, &mut out, &mut fields, &mut annotations)?;
+    }
 
     if let Some(cm) = &sources.client_ca {
         let want = b64.encode(key_bytes(cm, MANAGED_NAMESPACE, CLIENT_CA_KEY)?);
@@ -426,8 +716,15 @@ pub fn plan(spec: &ControllerConfigSpec, sources: &Sources) -> Result<Plan, Refu
         }
     }
 
+    let mut patch = Map::new();
+    if !annotations.is_empty() {
+        patch.insert("metadata".into(), json!({ "annotations": annotations }));
+    }
     if !fields.is_empty() {
-        out.patch = Some(json!({ "spec": fields }));
+        patch.insert("spec".into(), Value::Object(fields));
+    }
+    if !patch.is_empty() {
+        out.patch = Some(Value::Object(patch));
     }
     Ok(out)
 }
@@ -622,6 +919,7 @@ struct Watches {
     proxy: Slot<Proxy>,
     user_ca_bundle: Slot<ConfigMap>,
     proxy_ca: NamedWatch,
+    os_images: Slot<ConfigMap>,
     _tasks: Vec<AbortOnDrop>,
 }
 
@@ -629,7 +927,7 @@ impl Watches {
     fn start(ctx: &Ctx, wake: &futures::channel::mpsc::UnboundedSender<()>) -> Watches {
         let managed = || Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
         let (client_ca, registry_ca, image) = (slot(), slot(), slot());
-        let (proxy, user_ca_bundle) = (slot(), slot());
+        let (proxy, user_ca_bundle, os_images) = (slot(), slot(), slot());
         let tasks = vec![
             forward(
                 follow(
@@ -682,6 +980,16 @@ impl Watches {
                 ),
                 wake,
             ),
+            forward(
+                follow(
+                    Api::<ConfigMap>::namespaced(ctx.client.clone(), OPERATOR_NAMESPACE),
+                    OS_IMAGE_URLS,
+                    "release OS images ConfigMap",
+                    false,
+                    os_images.clone(),
+                ),
+                wake,
+            ),
             forward(crate::controllers::ticker(ctx.config.resync), wake),
         ];
         Watches {
@@ -692,6 +1000,7 @@ impl Watches {
             proxy,
             user_ca_bundle,
             proxy_ca: NamedWatch::new("proxy CA ConfigMap"),
+            os_images,
             _tasks: tasks,
         }
     }
@@ -715,13 +1024,22 @@ impl Watches {
         let proxy_ca_name = proxy.as_ref().and_then(proxy_ca_name).map(str::to_string);
         let proxy_ca = read(self.proxy_ca.follow(ctx, proxy_ca_name.as_deref(), wake))?;
         let user_ca_bundle = read(seen(&self.user_ca_bundle, "user CA bundle ConfigMap"))?;
+        let os_images = read(seen(&self.os_images, "release OS images ConfigMap"))?;
         let (
             Some(user_ca),
             Some(client_ca),
             Some(registry_ca),
             Some(proxy_ca),
             Some(user_ca_bundle),
-        ) = (user_ca, client_ca, registry_ca, proxy_ca, user_ca_bundle)
+            Some(os_images),
+        ) = (
+            user_ca,
+            client_ca,
+            registry_ca,
+            proxy_ca,
+            user_ca_bundle,
+            os_images,
+        )
         else {
             return Ok(None);
         };
@@ -733,6 +1051,7 @@ impl Watches {
             proxy,
             user_ca_bundle,
             proxy_ca,
+            os_images,
         }))
     }
 }
@@ -755,7 +1074,7 @@ async fn sync_once(
         tracing::debug!("a source not listed yet; synced once it is");
         return Ok(());
     };
-    let plan = plan(&cc.spec, &sources)?;
+    let plan = plan(&cc, &sources)?;
     // Said once, not at every resync.
     if *warned != plan.warnings {
         for w in &plan.warnings {
@@ -769,13 +1088,25 @@ async fn sync_once(
     Api::<ControllerConfig>::all(ctx.client.clone())
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    tracing::info!(controllerconfig = name, changed = ?plan.changed, "ControllerConfig CA bundles and proxy brought to the cluster's");
+    tracing::info!(controllerconfig = name, changed = ?plan.changed, "ControllerConfig brought to the cluster's CA bundles, proxy and release");
+    // The rollout this starts is explained on the ControllerConfig.
+    if let Some(images) = &plan.os_images {
+        let message = images.message();
+        tracing::info!(controllerconfig = name, "{message}");
+        ctx.publish(
+            &reference(Some(&cc)),
+            EventKind::Normal,
+            OS_IMAGE_FOLLOWED,
+            &message,
+        )
+        .await;
+    }
     Ok(())
 }
 
-/// Keeps the ControllerConfig's CA bundles in step with the cluster's until dropped: syncs at
-/// start, on every change of a source, and every `ctx.config.resync` (a hand edit of the spec
-/// is undone then). A failed sync is retried with the controller's backoff, and reported as a
+/// Keeps the ControllerConfig's CA bundles, proxy and OS images in step with the cluster's
+/// until dropped: syncs at start, on every change of a source, and every `ctx.config.resync`
+/// (a hand edit of the spec is undone then). A failed sync is retried with the controller's backoff, and reported as a
 /// `ControllerConfigSyncFailed` event when its message changes.
 pub async fn run(ctx: Arc<Ctx>) {
     let (wake, mut woken) = futures::channel::mpsc::unbounded::<()>();
@@ -791,7 +1122,8 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
-                let message = format!("syncing the CA bundles and proxy from the cluster: {e}");
+                let message =
+                    format!("syncing the CA bundles, proxy and OS images from the cluster: {e}");
                 tracing::warn!(error = %e, failures, "ControllerConfig CA bundle sync failed");
                 if reported.as_deref() != Some(message.as_str()) {
                     let cc = ctx.ccs.get(&ObjectRef::new(
@@ -841,6 +1173,13 @@ mod tests {
     fn b64(b: &[u8]) -> String {
         base64::engine::general_purpose::STANDARD.encode(b)
     }
+
+    /// [`super::plan`] for a ControllerConfig with `spec` and no annotations.
+    fn plan(spec: &ControllerConfigSpec, sources: &Sources) -> Result<Plan, Refused> {
+        super::plan(&ControllerConfig::new(CC, spec.clone()), sources)
+    }
+
+    const CC: &str = mco_api::constants::names::CONTROLLER_CONFIG;
 
     fn cm(name: &str, data: &[(&str, &str)], binary: &[(&str, &[u8])]) -> ConfigMap {
         ConfigMap {
@@ -1392,6 +1731,282 @@ mod tests {
                 bytes: MAX_BUNDLE_BYTES + 1,
             }
         );
+    }
+
+    const IMAGE_A: &str = "quay.example.com/release/os@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const EXT_A: &str = "quay.example.com/release/os-extensions@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    const IMAGE_B: &str = "quay.example.com/release/os:4.17.2";
+    const EXT_B: &str = "quay.example.com/release/os-extensions:4.17.2";
+
+    /// The release's ConfigMap with the keys given (upstream's has all four).
+    fn release(keys: &[(&str, &str)]) -> Sources {
+        let mut c = cm(OS_IMAGE_URLS, keys, &[]);
+        c.metadata.namespace = Some(OPERATOR_NAMESPACE.into());
+        Sources {
+            os_images: Some(c),
+            ..Default::default()
+        }
+    }
+
+    fn release_a() -> Sources {
+        release(&[
+            (RELEASE_VERSION_KEY, "4.16.8"),
+            ("baseOSContainerImage", IMAGE_A),
+            ("baseOSExtensionsContainerImage", EXT_A),
+            ("osImageURL", ""),
+        ])
+    }
+
+    /// A ControllerConfig on release A's images, annotated with `version`.
+    fn on_a(version: Option<&str>) -> ControllerConfig {
+        let mut cc = ControllerConfig::new(
+            CC,
+            ControllerConfigSpec {
+                base_os_container_image: IMAGE_A.into(),
+                base_os_extensions_container_image: EXT_A.into(),
+                ..Default::default()
+            },
+        );
+        if let Some(v) = version {
+            cc.metadata.annotations = Some(BTreeMap::from([(
+                RELEASE_IMAGE_VERSION.to_string(),
+                v.to_string(),
+            )]));
+        }
+        cc
+    }
+
+    #[test]
+    fn the_os_images_and_release_version_follow_the_release_configmap() {
+        // In step: nothing to do.
+        assert_eq!(
+            super::plan(&on_a(Some("4.16.8")), &release_a()),
+            Ok(Plan::default())
+        );
+        // A ControllerConfig not annotated yet (upstream's operator had stopped before): the
+        // annotation alone, no image change and so no event.
+        let p = super::plan(&on_a(None), &release_a()).unwrap();
+        assert_eq!(p.changed, [RELEASE_IMAGE_VERSION]);
+        assert_eq!(
+            p.patch,
+            Some(json!({"metadata": {"annotations": {RELEASE_IMAGE_VERSION: "4.16.8"}}}))
+        );
+        assert_eq!(p.os_images, None);
+        // Release B: both images and the annotation, in one patch.
+        let b = release(&[
+            (RELEASE_VERSION_KEY, "4.17.2"),
+            ("baseOSContainerImage", IMAGE_B),
+            ("baseOSExtensionsContainerImage", EXT_B),
+            ("osImageURL", ""),
+        ]);
+        let p = super::plan(&on_a(Some("4.16.8")), &b).unwrap();
+        assert_eq!(
+            p.changed,
+            [
+                "baseOSContainerImage",
+                "baseOSExtensionsContainerImage",
+                RELEASE_IMAGE_VERSION
+            ]
+        );
+        assert_eq!(
+            p.patch,
+            Some(json!({
+                "metadata": {"annotations": {RELEASE_IMAGE_VERSION: "4.17.2"}},
+                "spec": {"baseOSContainerImage": IMAGE_B, "baseOSExtensionsContainerImage": EXT_B},
+            }))
+        );
+        let images = p.os_images.unwrap();
+        assert_eq!(
+            images.message(),
+            format!(
+                "OS images of release 4.17.2 from ConfigMap openshift-machine-config-operator/machine-config-osimageurl: \
+                 baseOSContainerImage \"{IMAGE_A}\" -> \"{IMAGE_B}\", \
+                 baseOSExtensionsContainerImage \"{EXT_A}\" -> \"{EXT_B}\""
+            )
+        );
+        // The legacy osImageURL is taken when the release sets it.
+        let legacy = release(&[("osImageURL", IMAGE_B)]);
+        let p = super::plan(&on_a(None), &legacy).unwrap();
+        assert_eq!(p.patch, Some(json!({"spec": {"osImageURL": IMAGE_B}})));
+        assert_eq!(
+            p.os_images.unwrap().message(),
+            format!(
+                "OS images of a release without a releaseVersion from ConfigMap openshift-machine-config-operator/machine-config-osimageurl: \
+                 osImageURL \"\" -> \"{IMAGE_B}\""
+            )
+        );
+    }
+
+    #[test]
+    fn an_absent_or_empty_key_leaves_its_field_and_no_configmap_leaves_all() {
+        // Not OpenShift: no ConfigMap, every field and the annotation as they are.
+        assert_eq!(
+            super::plan(&on_a(Some("hand")), &Sources::default()),
+            Ok(Plan::default())
+        );
+        // Keys absent or empty: a set image is never blanked, the annotation never removed.
+        for keys in [
+            &[][..],
+            &[
+                (RELEASE_VERSION_KEY, ""),
+                ("baseOSContainerImage", ""),
+                ("baseOSExtensionsContainerImage", ""),
+                ("osImageURL", ""),
+            ][..],
+        ] {
+            assert_eq!(
+                super::plan(&on_a(Some("4.16.8")), &release(keys)),
+                Ok(Plan::default())
+            );
+        }
+        // One key alone: its field alone.
+        let p = super::plan(
+            &on_a(Some("4.16.8")),
+            &release(&[("baseOSContainerImage", IMAGE_B)]),
+        )
+        .unwrap();
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"baseOSContainerImage": IMAGE_B}}))
+        );
+        // binaryData is not read, as upstream reads data alone.
+        let mut bin = cm(
+            OS_IMAGE_URLS,
+            &[],
+            &[("baseOSContainerImage", IMAGE_B.as_bytes())],
+        );
+        bin.metadata.namespace = Some(OPERATOR_NAMESPACE.into());
+        let only_binary = Sources {
+            os_images: Some(bin),
+            ..Default::default()
+        };
+        assert_eq!(super::plan(&on_a(None), &only_binary), Ok(Plan::default()));
+    }
+
+    #[test]
+    fn os_image_values_at_the_limit_are_taken_and_one_byte_more_refused() {
+        let prefix = "quay.example.com/os@sha256:";
+        let at = format!("{prefix}{}", "a".repeat(MAX_IMAGE_REF_BYTES - prefix.len()));
+        assert_eq!(at.len(), MAX_IMAGE_REF_BYTES);
+        let over = format!("{at}a");
+        for key in OS_IMAGE_KEYS {
+            let p = super::plan(&on_a(None), &release(&[(key, &at)])).unwrap();
+            assert_eq!(p.patch, Some(json!({"spec": {key: at}})), "{key}");
+            let e = super::plan(&on_a(None), &release(&[(key, &over)])).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "ConfigMap openshift-machine-config-operator/machine-config-osimageurl key {key}: {} bytes, longer than the limit of {MAX_IMAGE_REF_BYTES}",
+                    MAX_IMAGE_REF_BYTES + 1
+                )
+            );
+        }
+        let at = "4".repeat(MAX_RELEASE_VERSION_BYTES);
+        let p = super::plan(&on_a(None), &release(&[(RELEASE_VERSION_KEY, &at)])).unwrap();
+        assert_eq!(
+            p.patch,
+            Some(json!({"metadata": {"annotations": {RELEASE_IMAGE_VERSION: at}}}))
+        );
+        let over = format!("{at}4");
+        assert_eq!(
+            super::plan(&on_a(None), &release(&[(RELEASE_VERSION_KEY, &over)])).unwrap_err(),
+            Refused::BadValue {
+                configmap: "openshift-machine-config-operator/machine-config-osimageurl".into(),
+                key: RELEASE_VERSION_KEY,
+                why: format!(
+                    "{} bytes, longer than the limit of {MAX_RELEASE_VERSION_BYTES}",
+                    MAX_RELEASE_VERSION_BYTES + 1
+                ),
+            }
+        );
+    }
+
+    #[test]
+    fn a_refused_os_image_or_release_version_changes_nothing() {
+        let why = |sources: &Sources| super::plan(&on_a(None), sources).unwrap_err().to_string();
+        let named = "ConfigMap openshift-machine-config-operator/machine-config-osimageurl";
+        // Whitespace or a control character, in an image or the version.
+        for (key, bad) in [
+            ("baseOSContainerImage", format!("{IMAGE_B} ")),
+            (
+                "baseOSExtensionsContainerImage",
+                "quay.example.com/os\n:1".into(),
+            ),
+            (RELEASE_VERSION_KEY, "4.17.2 beta".into()),
+            (RELEASE_VERSION_KEY, "4.17\u{7f}".into()),
+        ] {
+            assert_eq!(
+                why(&release(&[(key, &bad)])),
+                format!("{named} key {key}: contains whitespace or a control character")
+            );
+        }
+        // No image reference.
+        assert_eq!(
+            why(&release(&[(
+                "baseOSContainerImage",
+                "quay.example.com/OS:1"
+            )])),
+            format!(
+                "{named} key baseOSContainerImage: \"quay.example.com/OS:1\" is not an image reference: its name is not [host[:port]/]path, with lower case path components"
+            )
+        );
+        // Every other change held back with it: the good image, the version, the client CA.
+        let mut sources = release(&[
+            (RELEASE_VERSION_KEY, "4.17.2"),
+            ("baseOSContainerImage", IMAGE_B),
+            ("baseOSExtensionsContainerImage", "quay.example.com/os-ext:"),
+        ]);
+        sources.client_ca = Some(cm(CLIENT_CA, &[(CLIENT_CA_KEY, PEM)], &[]));
+        assert_eq!(
+            why(&sources),
+            format!(
+                "{named} key baseOSExtensionsContainerImage: \"quay.example.com/os-ext:\" is not an image reference: its tag is not 1 to 128 letters, digits, '_', '.' or '-' (not first)"
+            )
+        );
+    }
+
+    #[test]
+    fn image_references_are_parsed_by_distributions_grammar() {
+        let hex = "0123456789abcdef".repeat(4);
+        for ok in [
+            format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:{hex}"),
+            "registry.example.com:5000/mco/machine-os-content:1.3.0".into(),
+            format!("registry.example.com/os:4.17@sha256:{hex}"),
+            "localhost:5000/os".into(),
+            "[::1]:5000/os:latest".into(),
+            "Registry.Example.com/os".into(),
+            "os".into(),
+            "os:tag".into(),
+            "a__b/c--d/e.f_g".into(),
+            format!("r.example/{}", "a".repeat(MAX_REPOSITORY_PATH)),
+            format!("os:{}", "t".repeat(128)),
+        ] {
+            assert_eq!(image_reference_error(&ok), None, "{ok}");
+        }
+        for bad in [
+            "".to_string(),
+            "quay.io/OS".into(),
+            "quay.io/os:".into(),
+            "quay.io/os:-tag".into(),
+            format!("os:{}", "t".repeat(129)),
+            "quay.io/os@sha256:abc".into(),
+            format!("quay.io/os@{hex}"),
+            format!("quay.io/os@1sha:{hex}"),
+            "quay.io//os".into(),
+            "quay.io/os/".into(),
+            "/os".into(),
+            ":tag".into(),
+            "a:b/c".into(),
+            "host:port/os".into(),
+            "-host.example/os".into(),
+            "host.example/-os".into(),
+            "host.example/a___b".into(),
+            "docker://quay.io/os".into(),
+            "[zz]:5000/os".into(),
+            format!("r.example/{}", "a".repeat(MAX_REPOSITORY_PATH + 1)),
+        ] {
+            assert!(image_reference_error(&bad).is_some(), "{bad}");
+        }
     }
 
     #[test]
