@@ -371,6 +371,16 @@ pub async fn run_all(
         .subscribe()
         .ok_or_else(|| subscribe("RolloutPolicy"))?;
     let pools_for_pinned = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
+    // Only where mco stands in for upstream's operator: an unread subscription holds its store.
+    let co_changes = if config.sync_controller_config {
+        let pools = pools_w.subscribe().ok_or_else(|| subscribe("pool"))?;
+        let ccs = ccs_w
+            .subscribe()
+            .ok_or_else(|| subscribe("ControllerConfig"))?;
+        Some(futures::stream::select(pools.map(|_| ()), ccs.map(|_| ())))
+    } else {
+        None
+    };
 
     let mcn_api = mco_api::mcn::client::McnApi::new(client.clone());
     // A deleted node changes its pool's machine counts: tell the node controller at once rather
@@ -717,12 +727,22 @@ pub async fn run_all(
         } else {
             future::Either::Right(future::pending())
         };
-        future::join5(
-            future::join5(render, rollout, mcn, drain, sweep),
-            future::join5(disruption, pinned_sets, server_certs, user_data, cc_sync),
-            generators,
-            cc_status,
-            policy_status,
+        // Its own watches: the ClusterOperator and the release's ConfigMap, each by name.
+        let co_report = match co_changes {
+            Some(changes) => {
+                future::Either::Left(crate::clusteroperator::run(ctx.clone(), changes))
+            }
+            None => future::Either::Right(future::pending()),
+        };
+        future::join(
+            future::join5(
+                future::join5(render, rollout, mcn, drain, sweep),
+                future::join5(disruption, pinned_sets, server_certs, user_data, cc_sync),
+                generators,
+                cc_status,
+                policy_status,
+            ),
+            co_report,
         )
         .await;
     };

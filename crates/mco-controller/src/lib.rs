@@ -24,13 +24,16 @@
 //!   MachineConfigNodes for the pools' status), [`ccstatus`] (the ControllerConfig's status
 //!   and the pools' `certExpirys`), [`server_certs`] (the machine config server's CA and
 //!   serving certificate) and [`user_data`] (the Machine API's user-data Secrets, pointed at
-//!   that CA's bundle), and [`ccsync`] (the ControllerConfig's CA bundles from the cluster's);
+//!   that CA's bundle), [`ccsync`] (the ControllerConfig's CA bundles from the cluster's), and
+//!   [`clusteroperator`] (the `machine-config` ClusterOperator's status, as upstream's operator
+//!   reports it);
 //! - [`controllers`]: the wiring of reflectors and kube-runtime `Controller`s, used by [`run`].
 
 mod by_name;
 pub mod ccstatus;
 pub mod ccsync;
 pub mod certs;
+pub mod clusteroperator;
 pub mod controllers;
 pub mod ctx;
 pub mod disruption;
@@ -162,7 +165,8 @@ pub struct Config {
     /// ([`user_data`]); `None` leaves them alone.
     pub user_data: Option<user_data::UserData>,
     /// Keep the ControllerConfig's CA bundles in step with the cluster's ConfigMaps
-    /// ([`ccsync`]), as upstream's operator does; off, they are left to it.
+    /// ([`ccsync`]), as upstream's operator does, and report the `machine-config`
+    /// ClusterOperator's status ([`clusteroperator`]); off, both are left to it.
     pub sync_controller_config: bool,
     /// mco's namespace: Events about cluster-scoped objects (Nodes, pools, MachineConfigs)
     /// are recorded there, with their reference naming it, as upstream's
