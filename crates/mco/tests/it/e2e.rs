@@ -562,6 +562,26 @@ impl Cluster {
             .to_owned()
     }
 
+    /// Pauses or unpauses a pool as an administrator would (`kubectl patch mcp`); the pool's
+    /// `metadata.generation` after the patch, which a status that saw it has observed.
+    pub fn set_paused(&self, pool: &str, paused: bool) -> i64 {
+        let patch = serde_json::json!({"spec": {"paused": paused}}).to_string();
+        let generation = self.kubectl(&[
+            "patch",
+            "mcp",
+            pool,
+            "--type=merge",
+            "-p",
+            &patch,
+            "-o",
+            "jsonpath={.metadata.generation}",
+        ]);
+        generation
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("pool {pool}'s generation {generation:?}: {e}"))
+    }
+
     pub fn wait_nodes_ready(&self, n: usize, secs: u64) {
         wait_for(&format!("{n} nodes Ready"), secs, || {
             self.check_running();

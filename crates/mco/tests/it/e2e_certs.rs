@@ -71,14 +71,7 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
         .map(|w| e2e::annotation(&c.node(w), DESIRED_DRAIN))
         .collect();
     let target = c.pool_target("worker");
-    c.kubectl(&[
-        "patch",
-        "mcp",
-        "worker",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"paused":true}}"#,
-    ]);
+    c.set_paused("worker", true);
 
     let year = |y: i32| (y, 1, 1);
     let first = ca("kube-apiserver-lb-signer", year(2036));
@@ -184,14 +177,7 @@ fn ca_rotation_lands_on_a_paused_pool_without_a_reboot(server: Server) {
     // its new rendered config puts it in every worker's CA anchors, private, without a reboot.
     let proxy_ca = ca("proxy-ca", year(2036));
     c.patch_controller_config(json!({"additionalTrustBundle": b64(&proxy_ca)}));
-    c.kubectl(&[
-        "patch",
-        "mcp",
-        "worker",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"paused":false}}"#,
-    ]);
+    c.set_paused("worker", false);
     c.wait_rollout("worker", &target, 180);
     for (w, boot) in workers.iter().zip(&boots) {
         assert_eq!(

@@ -369,20 +369,7 @@ fn pause_and_unpause_mid_rollout() {
             .any(|n| annotation(n, DESIRED_ANN) != old)
             .then_some(())
     });
-    let paused_gen: i64 = c
-        .kubectl(&[
-            "patch",
-            "mcp",
-            "worker",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"paused":true}}"#,
-            "-o",
-            "jsonpath={.metadata.generation}",
-        ])
-        .trim()
-        .parse()
-        .expect("the patched pool's generation");
+    let paused_gen = c.set_paused("worker", true);
     let new = c.pool_target("worker");
     // While paused, the pool finishes at most the nodes already moving and goes no further.
     let moved = |c: &Cluster| {
@@ -427,14 +414,7 @@ fn pause_and_unpause_mid_rollout() {
     );
     assert_eq!(moved(&c), while_paused);
 
-    c.kubectl(&[
-        "patch",
-        "mcp",
-        "worker",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"paused":false}}"#,
-    ]);
+    c.set_paused("worker", false);
     let done = c.wait_pool_settled("worker", 90);
     assert_eq!(done, new);
     assert_eq!(moved(&c), 3);
