@@ -578,11 +578,14 @@ pub const PUBLISHED_CA_BUNDLES: [&str; 2] = ["kube-apiserver-client-ca", "image-
 pub const PROXY_NAME: &str = "cluster";
 /// Where the administrator's registry CA ConfigMap lives.
 pub const OPENSHIFT_CONFIG_NAMESPACE: &str = "openshift-config";
+/// The release's OS images, which the ControllerConfig follows (rewritten in an upgrade).
+pub const OS_IMAGE_URLS: &str = "machine-config-osimageurl";
 
-/// What the CA bundle sync reads, with `--openshift`: the two published bundles by name in
-/// `openshift-config-managed` (`list` and `watch` are allowed only with a `metadata.name` field
-/// selector for one of them), and the ConfigMaps of `openshift-config`, where the Image config
-/// names one of the administrator's choice (RBAC cannot name it).
+/// What the ControllerConfig sync reads, with `--openshift`: the two published bundles by name
+/// in `openshift-config-managed` (`list` and `watch` are allowed only with a `metadata.name`
+/// field selector for one of them), the ConfigMaps of `openshift-config`, where the Image
+/// config names one of the administrator's choice (RBAC cannot name it), and the release's OS
+/// images by name in `openshift-machine-config-operator`.
 pub fn controller_ca_bundle_roles(opts: &Options) -> Vec<Role> {
     if !ca_bundle_sync(opts) {
         return vec![];
@@ -606,6 +609,19 @@ pub fn controller_ca_bundle_roles(opts: &Options) -> Vec<Role> {
             rules: Some(vec![rule(
                 &[""],
                 &["configmaps"],
+                &["get", "list", "watch"],
+            )]),
+        },
+        Role {
+            metadata: namespaced_meta(
+                CA_BUNDLES_ROLE,
+                OPENSHIFT_SERVER_CERTS_NAMESPACE,
+                "controller",
+            ),
+            rules: Some(vec![named_rule(
+                &[""],
+                &["configmaps"],
+                &[OS_IMAGE_URLS],
                 &["get", "list", "watch"],
             )]),
         },

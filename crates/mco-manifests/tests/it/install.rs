@@ -101,7 +101,12 @@ fn every_object_has_api_version_kind_and_name_and_is_unique() {
                 ]
                 .contains(&m.name());
             let ca_bundles = opts.openshift
-                && ["openshift-config-managed", "openshift-config"].contains(&ns)
+                && [
+                    "openshift-config-managed",
+                    "openshift-config",
+                    "openshift-machine-config-operator",
+                ]
+                .contains(&ns)
                 && [Some("Role"), Some("RoleBinding")].contains(&m.kind())
                 && m.name() == Some("mco-controller-ca-bundles");
             assert!(
@@ -629,10 +634,11 @@ fn on_openshift_the_controller_keeps_the_machine_apis_user_data() {
     );
 }
 
-/// On OpenShift the controller keeps the ControllerConfig's CA bundles in step with the
-/// cluster's, as upstream's operator (scaled to 0) did: it reads the two published bundles by
-/// name in `openshift-config-managed` and the ConfigMaps of `openshift-config` (the Image config
-/// names one of the administrator's choice), and nothing of it without `--openshift`.
+/// On OpenShift the controller keeps the ControllerConfig's CA bundles and OS images in step
+/// with the cluster's, as upstream's operator (scaled to 0) did: it reads the two published
+/// bundles by name in `openshift-config-managed`, the ConfigMaps of `openshift-config` (the
+/// Image config names one of the administrator's choice) and the release's OS images by name in
+/// `openshift-machine-config-operator`, and nothing of it without `--openshift`.
 #[test]
 fn on_openshift_the_controller_syncs_the_controller_configs_ca_bundles() {
     let openshift = Options {
@@ -664,6 +670,10 @@ fn on_openshift_the_controller_syncs_the_controller_configs_ca_bundles() {
                 "openshift-config".to_string(),
                 expand(&["core configmaps get,list,watch"])
             ),
+            (
+                "openshift-machine-config-operator".to_string(),
+                expand(&["core configmaps get,list,watch machine-config-osimageurl"])
+            ),
         ]
     );
     assert_eq!(
@@ -673,7 +683,11 @@ fn on_openshift_the_controller_syncs_the_controller_configs_ca_bundles() {
             "mco-controller-ca-bundles",
             &["mco-controller"]
         ),
-        ["openshift-config-managed", "openshift-config"]
+        [
+            "openshift-config-managed",
+            "openshift-config",
+            "openshift-machine-config-operator"
+        ]
     );
 
     let plain = Options::default();
