@@ -48,12 +48,13 @@ use mco_rollout::plan::EventKind;
 
 use crate::ctx::{Ctx, error_backoff};
 
-/// The namespace of upstream's operator, which holds the release's OS image ConfigMap.
-pub const OPERATOR_NAMESPACE: &str = "openshift-machine-config-operator";
-/// The release's ConfigMap of OS images; its `releaseVersion` is the release the cluster runs.
-pub const OSIMAGEURL_CONFIGMAP: &str = "machine-config-osimageurl";
-/// The key of the release version in [`OSIMAGEURL_CONFIGMAP`].
-pub const RELEASE_VERSION_KEY: &str = "releaseVersion";
+// The release's ConfigMap of OS images, which [`crate::ccsync`] takes the ControllerConfig's
+// OS images from: its `releaseVersion` is the release the cluster runs.
+use crate::ccsync::{
+    MAX_RELEASE_VERSION_BYTES, OPERATOR_NAMESPACE, OS_IMAGE_URLS as OSIMAGEURL_CONFIGMAP,
+    RELEASE_VERSION_KEY,
+};
+
 /// The pool label upstream's operator waits on before it reports a release.
 pub const REQUIRED_FOR_UPGRADE: &str =
     "operator.machineconfiguration.openshift.io/required-for-upgrade";
@@ -737,13 +738,14 @@ fn seen<T: Clone>(slot: &Slot<T>) -> Seen<T> {
     slot.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// The release a ConfigMap of OS images names.
+/// The release a ConfigMap of OS images names; none when empty, or longer than the release
+/// follow takes.
 pub fn release_of(cm: &ConfigMap) -> Option<&str> {
     cm.data
         .as_ref()?
         .get(RELEASE_VERSION_KEY)
         .map(String::as_str)
-        .filter(|v| !v.is_empty())
+        .filter(|v| !v.is_empty() && v.len() <= MAX_RELEASE_VERSION_BYTES)
 }
 
 /// The template configs another controller generated and mco keeps, with their stamp.
@@ -785,7 +787,7 @@ async fn sync_once(
             "no ConfigMap {OPERATOR_NAMESPACE}/{OSIMAGEURL_CONFIGMAP}; the ClusterOperator {MACHINE_CONFIG} is not reported"
         )),
         (_, Seen::Present(cm)) if release_of(cm).is_none() => Some(format!(
-            "the ConfigMap {OPERATOR_NAMESPACE}/{OSIMAGEURL_CONFIGMAP} has no {RELEASE_VERSION_KEY}; the ClusterOperator {MACHINE_CONFIG} is not reported"
+            "the ConfigMap {OPERATOR_NAMESPACE}/{OSIMAGEURL_CONFIGMAP} has no usable {RELEASE_VERSION_KEY}; the ClusterOperator {MACHINE_CONFIG} is not reported"
         )),
         _ => None,
     };
@@ -1625,5 +1627,10 @@ mod tests {
         assert_eq!(release_of(&cm), None);
         cm.data = Some([(RELEASE_VERSION_KEY.to_string(), X.to_string())].into());
         assert_eq!(release_of(&cm), Some(X));
+        let longest = "4".repeat(MAX_RELEASE_VERSION_BYTES);
+        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), longest.clone())].into());
+        assert_eq!(release_of(&cm), Some(longest.as_str()));
+        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), longest + "4")].into());
+        assert_eq!(release_of(&cm), None);
     }
 }

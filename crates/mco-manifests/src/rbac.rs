@@ -319,7 +319,8 @@ pub fn event_namespaces(opts: &Options) -> Vec<String> {
 /// bundles and proxy, which the controller keeps in step with the cluster's
 /// ([`ca_bundle_sync`]): the one ControllerConfig, by name; and the cluster's proxy it reads,
 /// `proxies.config.openshift.io/cluster`, by name (`list` and `watch` with a `metadata.name`
-/// field selector for it).
+/// field selector for it); and the status of the ClusterOperator
+/// [`CLUSTER_OPERATOR`], by name, which it reports.
 pub fn controller_cluster_rules(opts: &Options) -> Vec<PolicyRule> {
     let mut rules = controller_rules();
     if ca_bundle_sync(opts) {
@@ -334,6 +335,20 @@ pub fn controller_cluster_rules(opts: &Options) -> Vec<PolicyRule> {
             &["proxies"],
             &[PROXY_NAME],
             &["get", "list", "watch"],
+        ));
+        // The `machine-config` ClusterOperator, reported as upstream's operator reported it:
+        // read by name, its status written; never created (the CVO creates it).
+        rules.push(named_rule(
+            &[CONFIG_GROUP],
+            &["clusteroperators"],
+            &[CLUSTER_OPERATOR],
+            &["get", "list", "watch"],
+        ));
+        rules.push(named_rule(
+            &[CONFIG_GROUP],
+            &["clusteroperators/status"],
+            &[CLUSTER_OPERATOR],
+            &["update", "patch"],
         ));
     }
     rules
@@ -576,6 +591,8 @@ pub const OPENSHIFT_CONFIG_MANAGED_NAMESPACE: &str = "openshift-config-managed";
 pub const PUBLISHED_CA_BUNDLES: [&str; 2] = ["kube-apiserver-client-ca", "image-registry-ca"];
 /// The cluster's proxy config the CA bundle sync reads (`proxies.config.openshift.io`).
 pub const PROXY_NAME: &str = "cluster";
+/// The ClusterOperator whose status the controller reports with `--openshift`.
+pub const CLUSTER_OPERATOR: &str = mco_api::clusteroperator::MACHINE_CONFIG;
 /// Where the administrator's registry CA ConfigMap lives.
 pub const OPENSHIFT_CONFIG_NAMESPACE: &str = "openshift-config";
 /// The release's OS images, which the ControllerConfig follows (rewritten in an upgrade).

@@ -277,11 +277,14 @@ fn controller_permissions_are_exactly_these() {
         expand(&lines)
     );
     // On OpenShift, the CA bundles and proxy of the one ControllerConfig, merge-patched, and
-    // the cluster's proxy they follow, read by name.
+    // the cluster's proxy they follow, read by name; and the machine-config ClusterOperator,
+    // read and its status written by name, never created.
     let mut openshift = expand(&lines);
     openshift.extend(expand(&[
         &format!("{MC} controllerconfigs patch machine-config-controller"),
         "config.openshift.io proxies get,list,watch cluster",
+        "config.openshift.io clusteroperators get,list,watch machine-config",
+        "config.openshift.io clusteroperators/status update,patch machine-config",
     ]));
     let opts = Options {
         openshift: true,
