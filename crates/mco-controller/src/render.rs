@@ -1,12 +1,18 @@
 //! The render controller: one rendered config per pool, the pool's `spec.configuration`, the
 //! `RenderDegraded` condition, and garbage collection of rendered configs no one needs.
+//!
+//! A rendered config carries the ControllerConfig's `release-image-version` annotation, as
+//! upstream's: the release its OS image comes from. The name hashes the spec alone, so the
+//! annotation never makes a new rendered config; an existing one whose annotation differs has
+//! it set in place, as upstream re-applies the object it generates, and no node moves.
 
 use std::sync::Arc;
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Resource};
+use kube::{Api, Resource, ResourceExt};
+use mco_api::constants::annotations::RELEASE_IMAGE_VERSION;
 use mco_api::constants::{names, pool_conditions};
 use mco_api::operator::MACHINE_CONFIGURATION_NAME;
 use mco_api::{
@@ -123,8 +129,16 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         tracing::info!(pool = %name, "waiting for the template controller's MachineConfigs");
         return Ok(requeue);
     }
+    let release = cc.annotations().get(RELEASE_IMAGE_VERSION).cloned();
     let rendered = match render_off_runtime(&ctx, &pool, &cc).await? {
-        Ok(r) => r,
+        Ok(mut r) => {
+            if let Some(v) = &release {
+                r.machine_config
+                    .annotations_mut()
+                    .insert(RELEASE_IMAGE_VERSION.into(), v.clone());
+            }
+            r
+        }
         Err(e) => {
             let message = render_failure_message(&name, &e.to_string());
             tracing::warn!(pool = %name, %message);
@@ -176,6 +190,20 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
         }
     }
     let existing = ctx.mcs.get(&ObjectRef::new(&target));
+    if let (Some(mc), Some(v)) = (&existing, &release)
+        && mc.annotations().get(RELEASE_IMAGE_VERSION) != Some(v)
+    {
+        // Metadata only: the spec, and so every node on the config, is untouched.
+        let patch = json!({"metadata": {"annotations": {RELEASE_IMAGE_VERSION: v}}});
+        match mcs
+            .patch(&target, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => tracing::info!(pool = %name, "{target}: release version {v}"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     if existing.is_none() && mcs.get_opt(&target).await?.is_none() {
         let mut mc = rendered.machine_config.clone();
         mc.metadata.owner_references = Some(vec![mco_render::render::owner_reference(&pool)]);
@@ -187,7 +215,9 @@ pub async fn reconcile(pool: Arc<MachineConfigPool>, ctx: Arc<Ctx>) -> Result<Ac
                     "RenderedConfigGenerated",
                     &format!(
                         "{target} successfully generated (release version: {}, controller version: {})",
-                        cc.spec.release_image, ctx.config.controller_version
+                        // Upstream's: the annotation; without it, the release image.
+                        release.as_deref().unwrap_or(&cc.spec.release_image),
+                        ctx.config.controller_version
                     ),
                 )
                 .await;

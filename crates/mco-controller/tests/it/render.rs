@@ -407,3 +407,57 @@ async fn a_decompression_bomb_degrades_render_and_targets_no_node() {
         .unwrap();
     assert_eq!(ann(&n, annotations::DESIRED_CONFIG), r0, "no node targeted");
 }
+
+/// A rendered config carries the ControllerConfig's release-image-version annotation, as
+/// upstream's; the name hashes the spec alone, so the annotation set on a cluster already
+/// rendered lands on its rendered configs in place (no new config, no rollout), and a new
+/// release's OS image makes a new config carrying the new release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rendered_configs_carry_the_release_version_without_a_new_name() {
+    let env = env().await;
+    let c = &env.client;
+    let _ctl = start_controller(c, fast_config("a"));
+    let r0 = target_other_than(c, "worker", None).await;
+    let release = |mc: &MachineConfig| {
+        mc.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::RELEASE_IMAGE_VERSION).cloned())
+    };
+    assert_eq!(release(&rendered(c, &r0).await), None);
+    let mcs: Api<MachineConfig> = Api::all(c.clone());
+    let count = || async { mcs.list(&Default::default()).await.unwrap().items.len() };
+    let before = count().await;
+
+    let ccs: Api<mco_api::ControllerConfig> = Api::all(c.clone());
+    let annotate =
+        |v: &str| json!({"metadata": {"annotations": {annotations::RELEASE_IMAGE_VERSION: v}}});
+    ccs.patch(
+        "machine-config-controller",
+        &PatchParams::default(),
+        &Patch::Merge(&annotate("4.16.8")),
+    )
+    .await
+    .unwrap();
+    eventually("the release version on the rendered config", 30, || async {
+        (release(&rendered(c, &r0).await).as_deref() == Some("4.16.8")).then_some(())
+    })
+    .await;
+    assert_eq!(pool(c, "worker").await.spec.configuration.unwrap().name, r0);
+    assert_eq!(count().await, before, "a rendered config was made");
+
+    // The next release: its OS image and version together, as the sync writes them.
+    let mut next = annotate("4.17.2");
+    next["spec"] = json!({"baseOSContainerImage": "registry.example.com/mco/os:2.0"});
+    ccs.patch(
+        "machine-config-controller",
+        &PatchParams::default(),
+        &Patch::Merge(&next),
+    )
+    .await
+    .unwrap();
+    let r1 = target_other_than(c, "worker", Some(&r0)).await;
+    let mc = rendered(c, &r1).await;
+    assert_eq!(mc.spec.os_image_url, "registry.example.com/mco/os:2.0");
+    assert_eq!(release(&mc).as_deref(), Some("4.17.2"));
+}
