@@ -371,7 +371,15 @@ impl ServerHandle {
             async move {
                 let app = app.ok_or("the API server has shut down")?;
                 let req = req.map(axum::body::Body::new);
-                Ok::<_, tower::BoxError>(rest::handle(axum::extract::State(app), req).await)
+                // On a task of its own, as a request over the network is: handled inline, the
+                // server's frames would sit on top of the caller's, and a caller deep in nested
+                // joins (the controllers) overflows a debug build's 2 MiB worker stack. Dropped
+                // with the caller's future, as a server drops a request whose client went away.
+                let handler = AbortOnDrop(tokio::spawn(rest::handle(
+                    axum::extract::State(app),
+                    req,
+                )));
+                Ok::<_, tower::BoxError>(handler.join().await?)
             }
         });
         kube::Client::new(svc, "default")
@@ -408,4 +416,19 @@ fn kubeconfig_token(path: &Path) -> Option<String> {
         .get("token")?
         .as_str()
         .map(str::to_owned)
+}
+
+/// A spawned request handler, aborted when the caller stops waiting for it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn join(mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
