@@ -9,6 +9,7 @@ mod e2e;
 mod e2e_adoption;
 mod e2e_ccsync;
 mod e2e_certs;
+mod e2e_clusteroperator;
 mod e2e_dashboard;
 mod e2e_disruption;
 mod e2e_generated;
