@@ -7,7 +7,9 @@
 //! leaves its field, a hand edit is undone at the next resync, and a refused source is reported
 //! on the ControllerConfig. On a cluster taken over (upstream's base configs kept), the proxy's
 //! status and the trusted CAs reach every node's `/etc/mco/proxy.env` and anchors file through
-//! those configs, which keep upstream's stamp.
+//! those configs, which keep upstream's stamp. A release upgrade's OS image, published in the
+//! release's `machine-config-osimageurl` ConfigMap, rebases every node through a new rendered
+//! config carrying the release's version, within the pool's `maxUnavailable`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -160,6 +162,12 @@ impl Up {
     /// `mco up --no-controller` with a master and a worker, the namespaces the shipped
     /// `--openshift` RBAC names, and that RBAC applied.
     fn start() -> Up {
+        Up::start_with_workers(1)
+    }
+
+    /// [`Up::start`] with `workers` workers.
+    fn start_with_workers(workers: u32) -> Up {
+        let workers = workers.to_string();
         let slot = Slot::take();
         let dir = e2e::tempdir();
         let data = dir.join(".mco");
@@ -167,7 +175,14 @@ impl Up {
         cmd.current_dir(&dir)
             .args(["up", "--no-controller", "--data-dir"])
             .arg(&data)
-            .args(["--masters", "1", "--workers", "1", "--reboot-seconds", "0"])
+            .args([
+                "--masters",
+                "1",
+                "--workers",
+                &workers,
+                "--reboot-seconds",
+                "0",
+            ])
             .args(["--listen", "127.0.0.1:0"])
             .args(["--mcs-listen", "127.0.0.1:0"])
             .args(["--dashboard-listen", "127.0.0.1:0"])
@@ -695,6 +710,252 @@ fn a_taken_over_cluster_follows_its_proxy_and_trust_bundle() {
             "{name}"
         );
     }
+
+    alive();
+    drop(controller);
+    let dir = c.dir.clone();
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const OPERATOR_NS: &str = "openshift-machine-config-operator";
+const OS_IMAGE_URLS: &str = "machine-config-osimageurl";
+const RELEASE_ANN: &str = mco_api::constants::annotations::RELEASE_IMAGE_VERSION;
+const EXT_A: &str = "registry.example.com/mco/machine-os-extensions:1.2.2";
+const EXT_B: &str = "registry.example.com/mco/machine-os-extensions:1.3.0";
+
+/// The release's OS images ConfigMap, as the CVO writes it.
+fn release(version: &str, base: &str, extensions: &str) -> String {
+    configmap(
+        OPERATOR_NS,
+        OS_IMAGE_URLS,
+        json!({
+            "releaseVersion": version,
+            "baseOSContainerImage": base,
+            "baseOSExtensionsContainerImage": extensions,
+            "osImageURL": "",
+        }),
+    )
+}
+
+/// The rendered configs' names, sorted.
+fn rendered_names(c: &Up) -> Vec<String> {
+    let mut names: Vec<String> = c.get_json(&["mc"])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["metadata"]["name"].as_str())
+        .filter(|n| n.starts_with("rendered-"))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names
+}
+
+/// Each pool's target.
+fn targets(c: &Up, pools: &[&str]) -> Vec<String> {
+    pools
+        .iter()
+        .map(|p| {
+            c.get_json(&["mcp", p])["spec"]["configuration"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The line of `rpm-ostree status` (simulated) marking the booted deployment.
+fn booted_line(c: &Up, node: &str) -> String {
+    let out = Command::new(MCO)
+        .arg("sim")
+        .arg("--data-dir")
+        .arg(&c.data)
+        .args(["rpm-ostree", node, "status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let st = String::from_utf8_lossy(&out.stdout).into_owned();
+    st.lines()
+        .find(|l| l.trim_start().starts_with("* "))
+        .unwrap_or_else(|| panic!("{node}: no booted deployment:\n{st}"))
+        .to_owned()
+}
+
+/// Every node Done on its pool's target.
+fn wait_nodes_done(c: &Up, nodes: &[&str], alive: &mut dyn FnMut()) {
+    for n in nodes {
+        wait_for(&format!("{n} Done on its target"), 120, || {
+            alive();
+            let node = c.get_json(&["node", n]);
+            let done = e2e::annotation(&node, e2e::STATE_ANN) == "Done"
+                && e2e::annotation(&node, e2e::CURRENT_ANN)
+                    == e2e::annotation(&node, e2e::DESIRED_ANN);
+            done.then_some(())
+        });
+    }
+}
+
+#[test]
+fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
+    let c = Up::start_with_workers(2);
+    // The ControllerConfig as upstream's operator left it: release A's images (the legacy
+    // osImageURL the same).
+    assert_eq!(c.spec()["osImageURL"], e2e::IMAGE_122);
+    let images = json!({"spec": {
+        "baseOSContainerImage": e2e::IMAGE_122,
+        "baseOSExtensionsContainerImage": EXT_A,
+    }});
+    c.kubectl(&[
+        "patch",
+        "controllerconfig",
+        CC,
+        "--type=merge",
+        "-p",
+        &images.to_string(),
+    ]);
+    let (mut controller, log) = c.controller();
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut alive = || {
+        if let Some(s) = controller.exited() {
+            panic!("mco controller ended ({s}):\n{}", logs());
+        }
+    };
+    let pools = ["master", "worker"];
+    let nodes = ["master-0", "worker-0", "worker-1"];
+    for (pool, count) in [("master", 1), ("worker", 2)] {
+        wait_for(&format!("pool {pool} settled"), 180, || {
+            alive();
+            let p = c.get_json(&["mcp", pool]);
+            (p["status"]["machineCount"] == count).then_some(())?;
+            e2e::pool_settled(&p)
+        });
+    }
+    wait_nodes_done(&c, &nodes, &mut alive);
+    let before = targets(&c, &pools);
+    let rendered = rendered_names(&c);
+    let boots: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
+
+    // Release A's ConfigMap, as the ControllerConfig already is: the version is taken and
+    // stamped on the rendered configs in place; nothing is rendered anew and no node moves.
+    c.apply(&release("4.16.8", e2e::IMAGE_122, EXT_A));
+    wait_for("release A's version on the ControllerConfig", 60, || {
+        alive();
+        let cc = c.get_json(&["controllerconfig", CC]);
+        (e2e::annotation(&cc, RELEASE_ANN) == "4.16.8").then_some(())
+    });
+    for name in &before {
+        wait_for(&format!("{name} stamped with release A"), 60, || {
+            alive();
+            let mc = c.get_json(&["mc", name]);
+            (e2e::annotation(&mc, RELEASE_ANN) == "4.16.8").then_some(())
+        });
+    }
+    assert_eq!(targets(&c, &pools), before);
+    assert_eq!(rendered_names(&c), rendered);
+    let after: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
+    assert_eq!(after, boots, "a node rebooted for release A");
+    assert!(event_messages(&c, CC, "OSImageFollowed").is_empty());
+
+    // The CVO moves to release B: every node is rebased onto B's OS image, one worker at a
+    // time (maxUnavailable 1).
+    c.apply(&release("4.17.2", e2e::IMAGE_130, EXT_B));
+    let mut most_unavailable = 0;
+    let new: Vec<String> = pools
+        .iter()
+        .zip(&before)
+        .map(|(pool, old)| {
+            wait_for(&format!("pool {pool} on release B, settled"), 240, || {
+                alive();
+                let workers = c.get_json(&["nodes", "-l", "node-role.kubernetes.io/worker"]);
+                let unavailable = workers["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|n| e2e::node_unavailable(n))
+                    .count();
+                most_unavailable = most_unavailable.max(unavailable);
+                let p = c.get_json(&["mcp", pool]);
+                let target = e2e::pool_settled(&p)?;
+                (target != *old).then_some(target)
+            })
+        })
+        .collect();
+    assert!(
+        most_unavailable <= 1,
+        "{most_unavailable} workers unavailable at once"
+    );
+    wait_nodes_done(&c, &nodes, &mut alive);
+    for name in &new {
+        let mc = c.get_json(&["mc", name]);
+        assert_eq!(mc["spec"]["osImageURL"], e2e::IMAGE_130, "{name}");
+        assert_eq!(
+            mc["spec"]["baseOSExtensionsContainerImage"], EXT_B,
+            "{name}"
+        );
+        assert_eq!(e2e::annotation(&mc, RELEASE_ANN), "4.17.2", "{name}");
+    }
+    for (n, boot) in nodes.iter().zip(&boots) {
+        assert_ne!(&c.boot_id(n), boot, "{n} did not reboot");
+        let line = booted_line(&c, n);
+        assert!(line.contains(e2e::IMAGE_130), "{n}: {line}");
+    }
+    let cc = c.get_json(&["controllerconfig", CC]);
+    assert_eq!(cc["spec"]["baseOSContainerImage"], e2e::IMAGE_130);
+    assert_eq!(e2e::annotation(&cc, RELEASE_ANN), "4.17.2");
+    // Why the rollout started, on the ControllerConfig, as `kubectl get events` shows it.
+    let messages = event_messages(&c, CC, "OSImageFollowed");
+    assert_eq!(
+        messages,
+        [format!(
+            "OS images of release 4.17.2 from ConfigMap {OPERATOR_NS}/{OS_IMAGE_URLS}: \
+             baseOSContainerImage \"{}\" -> \"{}\", \
+             baseOSExtensionsContainerImage \"{EXT_A}\" -> \"{EXT_B}\"",
+            e2e::IMAGE_122,
+            e2e::IMAGE_130
+        )]
+    );
+    let table = c.kubectl(&["get", "events", "-n", "mco-system"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("OSImageFollowed") && l.contains("controllerconfig/")),
+        "{table}"
+    );
+
+    // A refused value (a space in the image): the sync fails naming the ConfigMap and the
+    // key; nothing is taken, nothing is rendered.
+    let rendered = rendered_names(&c);
+    c.apply(&release(
+        "4.17.3",
+        "registry.example.com/mco/machine-os-content:1.3.1 x",
+        EXT_B,
+    ));
+    let event = wait_for("a ControllerConfigSyncFailed event", 60, || {
+        alive();
+        let events = c.get_json(&[
+            "events",
+            "-n",
+            "mco-system",
+            "--field-selector",
+            "reason=ControllerConfigSyncFailed",
+        ]);
+        events["items"].as_array()?.first().cloned()
+    });
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "ConfigMap {OPERATOR_NS}/{OS_IMAGE_URLS} key baseOSContainerImage: contains whitespace"
+        )),
+        "{event}"
+    );
+    assert_eq!(event["involvedObject"]["kind"], "ControllerConfig");
+    let cc = c.get_json(&["controllerconfig", CC]);
+    assert_eq!(cc["spec"]["baseOSContainerImage"], e2e::IMAGE_130);
+    assert_eq!(e2e::annotation(&cc, RELEASE_ANN), "4.17.2");
+    assert_eq!(targets(&c, &pools), new);
+    assert_eq!(rendered_names(&c), rendered);
+    assert_eq!(event_messages(&c, CC, "OSImageFollowed").len(), 1);
 
     alive();
     drop(controller);
