@@ -22,6 +22,12 @@
 //!   `syncRenderConfig`): the render takes the OS image from the spec, so an upgrade makes a new
 //!   rendered config and rolls the nodes onto the release's OS. A key absent or empty leaves
 //!   its field: a set OS image is never blanked.
+//! - `spec.images` ← key `images.json` of the release's ConfigMap
+//!   `openshift-machine-config-operator/machine-config-operator-images`, also rewritten by the
+//!   CVO in an upgrade: each of its images into the key upstream's operator copies it to
+//!   ([`RELEASE_IMAGE_KEYS`]; `infraImage`, CRI-O's pause image, into `infraImageKey`, which a
+//!   kept `01-<role>-container-runtime` follows). An image absent or empty leaves its key; the
+//!   other keys of `spec.images` are left as they are.
 //!
 //! As upstream reads a ConfigMap: a `binaryData` entry as it is; a `data` entry base64-decoded
 //! when it decodes (newlines ignored, as Go's decoder ignores them), else its bytes; registry
@@ -37,8 +43,10 @@
 //! ConfigMap without a certificate, a proxy value over [`MAX_PROXY_VALUE_BYTES`] or holding a
 //! control character, more registry bundles than the daemon writes ([`MAX_REGISTRY_BUNDLES`]),
 //! an OS image over [`MAX_IMAGE_REF_BYTES`] or that is no image reference, or a release version
-//! over [`MAX_RELEASE_VERSION_BYTES`] (either holding whitespace or a control character), is
-//! refused, naming its object, and nothing is changed.
+//! over [`MAX_RELEASE_VERSION_BYTES`] (either holding whitespace or a control character), an
+//! `images.json` over [`MAX_RELEASE_IMAGES_BYTES`] or that is no JSON object, or an image of it
+//! that is no string or fails as the OS images do, is refused, naming its object, and nothing
+//! is changed.
 //!
 //! [`plan`] is the pure decision: the JSON merge patch of the spec fields and the annotation
 //! that differ. [`run`] watches the sources by name and patches the ControllerConfig when the
@@ -108,6 +116,29 @@ pub const MAX_RELEASE_VERSION_BYTES: usize = 253;
 /// The reason of the Normal event on the ControllerConfig when the release's OS images are
 /// taken: the rollout that follows is explained by it.
 pub const OS_IMAGE_FOLLOWED: &str = "OSImageFollowed";
+/// The release's other images (upstream's operator's `images.json`), rewritten by the CVO in an
+/// upgrade.
+pub const RELEASE_IMAGES: &str = "machine-config-operator-images";
+/// Its key: a JSON object naming each image.
+pub const RELEASE_IMAGES_KEY: &str = "images.json";
+/// The longest `images.json` taken: about twenty image references of [`MAX_IMAGE_REF_BYTES`]
+/// and room for the release's other fields (a release's is under 4 KiB).
+pub const MAX_RELEASE_IMAGES_BYTES: usize = 64 * 1024;
+/// `images.json`'s fields and the keys of `spec.images` upstream's operator copies them to
+/// (`syncRenderConfig`; the operator's own image serves two keys).
+pub const RELEASE_IMAGE_KEYS: [(&str, &str); 9] = [
+    ("machineConfigOperator", "machineConfigOperatorKey"),
+    ("machineConfigOperator", "apiServerWatcherKey"),
+    ("infraImage", INFRA_IMAGE_KEY),
+    ("keepalivedImage", "keepalivedImage"),
+    ("corednsImage", "corednsImage"),
+    ("haproxyImage", "haproxyImage"),
+    ("baremetalRuntimeCfgImage", "baremetalRuntimeCfgImage"),
+    ("kubeRbacProxy", "kubeRbacProxyImage"),
+    ("dockerRegistryImage", "dockerRegistryImage"),
+];
+/// The key of `spec.images` naming CRI-O's pause image.
+pub const INFRA_IMAGE_KEY: &str = "infraImageKey";
 /// A repository name's longest path (distribution's `RepositoryNameTotalLengthMax`).
 const MAX_REPOSITORY_PATH: usize = 255;
 
@@ -132,6 +163,8 @@ pub struct Sources {
     pub proxy_ca: Option<ConfigMap>,
     /// `openshift-machine-config-operator/machine-config-osimageurl`.
     pub os_images: Option<ConfigMap>,
+    /// `openshift-machine-config-operator/machine-config-operator-images`.
+    pub release_images: Option<ConfigMap>,
 }
 
 /// Why the sources cannot be taken; nothing is changed.
@@ -605,6 +638,66 @@ fn follow_os_images(
     Ok(())
 }
 
+/// The keys of `spec.images` the release's `images.json` sets, into `fields` (a merge patch of
+/// `spec.images` leaves its other keys); every image is checked before any is taken.
+fn follow_release_images(
+    cc: &ControllerConfig,
+    cm: &ConfigMap,
+    out: &mut Plan,
+    fields: &mut Map<String, Value>,
+) -> Result<(), Refused> {
+    let name = cm_name(cm, OPERATOR_NAMESPACE);
+    // Upstream reads `data` only; an empty value is as good as none.
+    let Some(raw) = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(RELEASE_IMAGES_KEY))
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(());
+    };
+    let refuse = |why: String| Refused::BadValue {
+        configmap: name.clone(),
+        key: RELEASE_IMAGES_KEY,
+        why,
+    };
+    if raw.len() > MAX_RELEASE_IMAGES_BYTES {
+        return Err(refuse(format!(
+            "{} bytes, longer than the limit of {MAX_RELEASE_IMAGES_BYTES}",
+            raw.len()
+        )));
+    }
+    let images: Map<String, Value> = match serde_json::from_str(raw) {
+        Ok(Value::Object(o)) => o,
+        Ok(other) => return Err(refuse(format!("is not a JSON object but {other}"))),
+        Err(e) => return Err(refuse(format!("is not JSON: {e}"))),
+    };
+    let have = cc.spec.other.get("images").and_then(Value::as_object);
+    let mut want = Map::new();
+    for (field, key) in RELEASE_IMAGE_KEYS {
+        let v = match images.get(field) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(v)) if v.is_empty() => continue,
+            Some(Value::String(v)) => v,
+            Some(other) => return Err(refuse(format!("{field}: is not a string but {other}"))),
+        };
+        let v = checked_value(&name, RELEASE_IMAGES_KEY, v, MAX_IMAGE_REF_BYTES, true).map_err(
+            |e| match e {
+                Refused::BadValue { why, .. } => refuse(format!("{field}: {why}")),
+                other => other,
+            },
+        )?;
+        if have.and_then(|h| h.get(key)).and_then(Value::as_str) != Some(v) {
+            want.insert(key.into(), Value::String(v.into()));
+        }
+    }
+    if !want.is_empty() {
+        fields.insert("images".into(), Value::Object(want));
+        out.changed.push("images");
+    }
+    Ok(())
+}
+
 /// The merge patch bringing the ControllerConfig to what `sources` say, or none. Pure.
 pub fn plan(cc: &ControllerConfig, sources: &Sources) -> Result<Plan, Refused> {
     let b64 = base64::engine::general_purpose::STANDARD;
@@ -615,6 +708,9 @@ pub fn plan(cc: &ControllerConfig, sources: &Sources) -> Result<Plan, Refused> {
 
     if let Some(cm) = &sources.os_images {
         follow_os_images(cc, cm, &mut out, &mut fields, &mut annotations)?;
+    }
+    if let Some(cm) = &sources.release_images {
+        follow_release_images(cc, cm, &mut out, &mut fields)?;
     }
 
     if let Some(cm) = &sources.client_ca {
@@ -920,6 +1016,7 @@ struct Watches {
     user_ca_bundle: Slot<ConfigMap>,
     proxy_ca: NamedWatch,
     os_images: Slot<ConfigMap>,
+    release_images: Slot<ConfigMap>,
     _tasks: Vec<AbortOnDrop>,
 }
 
@@ -928,6 +1025,7 @@ impl Watches {
         let managed = || Api::<ConfigMap>::namespaced(ctx.client.clone(), MANAGED_NAMESPACE);
         let (client_ca, registry_ca, image) = (slot(), slot(), slot());
         let (proxy, user_ca_bundle, os_images) = (slot(), slot(), slot());
+        let release_images = slot();
         let tasks = vec![
             forward(
                 follow(
@@ -990,6 +1088,16 @@ impl Watches {
                 ),
                 wake,
             ),
+            forward(
+                follow(
+                    Api::<ConfigMap>::namespaced(ctx.client.clone(), OPERATOR_NAMESPACE),
+                    RELEASE_IMAGES,
+                    "release images ConfigMap",
+                    false,
+                    release_images.clone(),
+                ),
+                wake,
+            ),
             forward(crate::controllers::ticker(ctx.config.resync), wake),
         ];
         Watches {
@@ -1001,6 +1109,7 @@ impl Watches {
             user_ca_bundle,
             proxy_ca: NamedWatch::new("proxy CA ConfigMap"),
             os_images,
+            release_images,
             _tasks: tasks,
         }
     }
@@ -1025,6 +1134,7 @@ impl Watches {
         let proxy_ca = read(self.proxy_ca.follow(ctx, proxy_ca_name.as_deref(), wake))?;
         let user_ca_bundle = read(seen(&self.user_ca_bundle, "user CA bundle ConfigMap"))?;
         let os_images = read(seen(&self.os_images, "release OS images ConfigMap"))?;
+        let release_images = read(seen(&self.release_images, "release images ConfigMap"))?;
         let (
             Some(user_ca),
             Some(client_ca),
@@ -1032,6 +1142,7 @@ impl Watches {
             Some(proxy_ca),
             Some(user_ca_bundle),
             Some(os_images),
+            Some(release_images),
         ) = (
             user_ca,
             client_ca,
@@ -1039,6 +1150,7 @@ impl Watches {
             proxy_ca,
             user_ca_bundle,
             os_images,
+            release_images,
         )
         else {
             return Ok(None);
@@ -1052,6 +1164,7 @@ impl Watches {
             user_ca_bundle,
             proxy_ca,
             os_images,
+            release_images,
         }))
     }
 }
@@ -1961,6 +2074,236 @@ mod tests {
             why(&sources),
             format!(
                 "{named} key baseOSExtensionsContainerImage: \"quay.example.com/os-ext:\" is not an image reference: its tag is not 1 to 128 letters, digits, '_', '.' or '-' (not first)"
+            )
+        );
+    }
+
+    const PAUSE_A: &str = "quay.example.com/release/pod@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+    const PAUSE_B: &str = "quay.example.com/release/pod:4.17.2";
+
+    /// The release's images ConfigMap with `images.json` holding `json` (none: no key).
+    fn release_images(json: Option<&str>) -> Sources {
+        let data: Vec<(&str, &str)> = json.map(|j| (RELEASE_IMAGES_KEY, j)).into_iter().collect();
+        let mut c = cm(RELEASE_IMAGES, &data, &[]);
+        c.metadata.namespace = Some(OPERATOR_NAMESPACE.into());
+        Sources {
+            release_images: Some(c),
+            ..Default::default()
+        }
+    }
+
+    /// A ControllerConfig whose `spec.images` is `images`.
+    fn with_images(images: Value) -> ControllerConfig {
+        let mut spec = ControllerConfigSpec::default();
+        spec.other.insert("images".into(), images);
+        ControllerConfig::new(CC, spec)
+    }
+
+    #[test]
+    fn spec_images_follow_the_release_images_json_as_upstream_maps_them() {
+        let json = json!({
+            "releaseVersion": "4.17.2",
+            "machineConfigOperator": "quay.example.com/release/mco:1",
+            "infraImage": PAUSE_B,
+            "keepalivedImage": "quay.example.com/release/keepalived:1",
+            "corednsImage": "quay.example.com/release/coredns:1",
+            "haproxyImage": "quay.example.com/release/haproxy:1",
+            "baremetalRuntimeCfgImage": "quay.example.com/release/baremetal:1",
+            "kubeRbacProxy": "quay.example.com/release/rbac-proxy:1",
+            "dockerRegistryImage": "quay.example.com/release/registry:1",
+            // Not copied by upstream's operator into spec.images.
+            "oauthProxy": "quay.example.com/release/oauth:1",
+            "baseOSContainerImage": IMAGE_B,
+        })
+        .to_string();
+        let cc = with_images(json!({"infraImageKey": PAUSE_A, "extra": "kept"}));
+        let p = super::plan(&cc, &release_images(Some(&json))).unwrap();
+        assert_eq!(p.changed, ["images"]);
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"images": {
+                "machineConfigOperatorKey": "quay.example.com/release/mco:1",
+                "apiServerWatcherKey": "quay.example.com/release/mco:1",
+                "infraImageKey": PAUSE_B,
+                "keepalivedImage": "quay.example.com/release/keepalived:1",
+                "corednsImage": "quay.example.com/release/coredns:1",
+                "haproxyImage": "quay.example.com/release/haproxy:1",
+                "baremetalRuntimeCfgImage": "quay.example.com/release/baremetal:1",
+                "kubeRbacProxyImage": "quay.example.com/release/rbac-proxy:1",
+                "dockerRegistryImage": "quay.example.com/release/registry:1",
+            }}}))
+        );
+        // The OS images are not taken from here (they come from machine-config-osimageurl).
+        assert_eq!(p.os_images, None);
+        // In step: nothing.
+        let cc = with_images(json!({"infraImageKey": PAUSE_B, "extra": "kept"}));
+        let pause_only = json!({"infraImage": PAUSE_B}).to_string();
+        assert_eq!(
+            super::plan(&cc, &release_images(Some(&pause_only))),
+            Ok(Plan::default())
+        );
+        // One image changed: that key alone; the merge patch leaves the others.
+        let cc = with_images(json!({"infraImageKey": PAUSE_A, "corednsImage": "c:1"}));
+        let p = super::plan(&cc, &release_images(Some(&pause_only))).unwrap();
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"images": {"infraImageKey": PAUSE_B}}}))
+        );
+        // A ControllerConfig without spec.images gets the key.
+        let p = super::plan(
+            &ControllerConfig::new(CC, ControllerConfigSpec::default()),
+            &release_images(Some(&pause_only)),
+        )
+        .unwrap();
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"images": {"infraImageKey": PAUSE_B}}}))
+        );
+    }
+
+    #[test]
+    fn an_absent_release_images_configmap_key_or_image_leaves_spec_images() {
+        let cc = with_images(json!({"infraImageKey": PAUSE_A}));
+        // No ConfigMap (not OpenShift), no key, an empty key.
+        for sources in [
+            Sources::default(),
+            release_images(None),
+            release_images(Some("")),
+        ] {
+            assert_eq!(super::plan(&cc, &sources), Ok(Plan::default()));
+        }
+        // An image absent, null or empty: its key is never blanked.
+        for json in [
+            json!({"releaseVersion": "4.17.2"}),
+            json!({"infraImage": null}),
+            json!({"infraImage": ""}),
+        ] {
+            assert_eq!(
+                super::plan(&cc, &release_images(Some(&json.to_string()))),
+                Ok(Plan::default()),
+                "{json}"
+            );
+        }
+        // binaryData is not read, as upstream reads data alone.
+        let mut bin = cm(
+            RELEASE_IMAGES,
+            &[],
+            &[(RELEASE_IMAGES_KEY, br#"{"infraImage":"p:1"}"#.as_slice())],
+        );
+        bin.metadata.namespace = Some(OPERATOR_NAMESPACE.into());
+        let only_binary = Sources {
+            release_images: Some(bin),
+            ..Default::default()
+        };
+        assert_eq!(super::plan(&cc, &only_binary), Ok(Plan::default()));
+    }
+
+    #[test]
+    fn release_images_at_the_limits_are_taken_and_one_byte_more_refused() {
+        let named = "ConfigMap openshift-machine-config-operator/machine-config-operator-images key images.json";
+        let cc = with_images(json!({}));
+        // An image reference of MAX_IMAGE_REF_BYTES, then one byte more.
+        let prefix = "quay.example.com/pod@sha256:";
+        let at = format!("{prefix}{}", "a".repeat(MAX_IMAGE_REF_BYTES - prefix.len()));
+        assert_eq!(at.len(), MAX_IMAGE_REF_BYTES);
+        let p = super::plan(
+            &cc,
+            &release_images(Some(&json!({"infraImage": at}).to_string())),
+        )
+        .unwrap();
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"images": {"infraImageKey": at}}}))
+        );
+        let over = format!("{at}a");
+        assert_eq!(
+            super::plan(
+                &cc,
+                &release_images(Some(&json!({"infraImage": over}).to_string()))
+            )
+            .unwrap_err()
+            .to_string(),
+            format!(
+                "{named}: infraImage: {} bytes, longer than the limit of {MAX_IMAGE_REF_BYTES}",
+                MAX_IMAGE_REF_BYTES + 1
+            )
+        );
+        // images.json of MAX_RELEASE_IMAGES_BYTES (padded with a field upstream does not copy),
+        // then one byte more.
+        let sized = |len: usize| {
+            let bare = json!({"infraImage": PAUSE_B, "pad": ""}).to_string();
+            let j = json!({"infraImage": PAUSE_B, "pad": "x".repeat(len - bare.len())}).to_string();
+            assert_eq!(j.len(), len);
+            j
+        };
+        let p = super::plan(&cc, &release_images(Some(&sized(MAX_RELEASE_IMAGES_BYTES)))).unwrap();
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"images": {"infraImageKey": PAUSE_B}}}))
+        );
+        assert_eq!(
+            super::plan(
+                &cc,
+                &release_images(Some(&sized(MAX_RELEASE_IMAGES_BYTES + 1)))
+            )
+            .unwrap_err(),
+            Refused::BadValue {
+                configmap: "openshift-machine-config-operator/machine-config-operator-images"
+                    .into(),
+                key: RELEASE_IMAGES_KEY,
+                why: format!(
+                    "{} bytes, longer than the limit of {MAX_RELEASE_IMAGES_BYTES}",
+                    MAX_RELEASE_IMAGES_BYTES + 1
+                ),
+            }
+        );
+    }
+
+    #[test]
+    fn a_refused_release_image_changes_nothing() {
+        let named = "ConfigMap openshift-machine-config-operator/machine-config-operator-images key images.json";
+        let cc = with_images(json!({"infraImageKey": PAUSE_A}));
+        let why = |json: &str, sources: Option<Sources>| {
+            let mut s = sources.unwrap_or_default();
+            s.release_images = release_images(Some(json)).release_images;
+            super::plan(&cc, &s).unwrap_err().to_string()
+        };
+        assert_eq!(
+            why("{\"infraImage\":", None),
+            format!("{named}: is not JSON: EOF while parsing a value at line 1 column 14")
+        );
+        assert_eq!(
+            why("[\"p:1\"]", None),
+            format!("{named}: is not a JSON object but [\"p:1\"]")
+        );
+        assert_eq!(
+            why(r#"{"infraImage": 1}"#, None),
+            format!("{named}: infraImage: is not a string but 1")
+        );
+        for bad in [format!("{PAUSE_B} "), "quay.example.com/pod\t:1".into()] {
+            assert_eq!(
+                why(&json!({"infraImage": bad}).to_string(), None),
+                format!("{named}: infraImage: contains whitespace or a control character")
+            );
+        }
+        // A quote would break CRI-O's TOML line: no image reference.
+        assert_eq!(
+            why(&json!({"infraImage": "pod\"x"}).to_string(), None),
+            format!(
+                "{named}: infraImage: \"pod\\\"x\" is not an image reference: its name is not [host[:port]/]path, with lower case path components"
+            )
+        );
+        // A good pause image, the OS images and the client CA are held back with a bad other.
+        let mut others = release(&[("baseOSContainerImage", IMAGE_B)]);
+        others.client_ca = Some(cm(CLIENT_CA, &[(CLIENT_CA_KEY, PEM)], &[]));
+        assert_eq!(
+            why(
+                &json!({"infraImage": PAUSE_B, "haproxyImage": "quay.example.com/HA:1"})
+                    .to_string(),
+                Some(others)
+            ),
+            format!(
+                "{named}: haproxyImage: \"quay.example.com/HA:1\" is not an image reference: its name is not [host[:port]/]path, with lower case path components"
             )
         );
     }

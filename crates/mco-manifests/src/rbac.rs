@@ -597,12 +597,15 @@ pub const CLUSTER_OPERATOR: &str = mco_api::clusteroperator::MACHINE_CONFIG;
 pub const OPENSHIFT_CONFIG_NAMESPACE: &str = "openshift-config";
 /// The release's OS images, which the ControllerConfig follows (rewritten in an upgrade).
 pub const OS_IMAGE_URLS: &str = "machine-config-osimageurl";
+/// The release's other images (`images.json`: CRI-O's pause image among them), which the
+/// ControllerConfig's `spec.images` follows (rewritten in an upgrade).
+pub const RELEASE_IMAGES: &str = "machine-config-operator-images";
 
 /// What the ControllerConfig sync reads, with `--openshift`: the two published bundles by name
 /// in `openshift-config-managed` (`list` and `watch` are allowed only with a `metadata.name`
 /// field selector for one of them), the ConfigMaps of `openshift-config`, where the Image
 /// config names one of the administrator's choice (RBAC cannot name it), and the release's OS
-/// images by name in `openshift-machine-config-operator`.
+/// images and other images by name in `openshift-machine-config-operator`.
 pub fn controller_ca_bundle_roles(opts: &Options) -> Vec<Role> {
     if !ca_bundle_sync(opts) {
         return vec![];
@@ -638,7 +641,7 @@ pub fn controller_ca_bundle_roles(opts: &Options) -> Vec<Role> {
             rules: Some(vec![named_rule(
                 &[""],
                 &["configmaps"],
-                &[OS_IMAGE_URLS],
+                &[OS_IMAGE_URLS, RELEASE_IMAGES],
                 &["get", "list", "watch"],
             )]),
         },

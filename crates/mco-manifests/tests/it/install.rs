@@ -640,8 +640,9 @@ fn on_openshift_the_controller_keeps_the_machine_apis_user_data() {
 /// On OpenShift the controller keeps the ControllerConfig's CA bundles and OS images in step
 /// with the cluster's, as upstream's operator (scaled to 0) did: it reads the two published
 /// bundles by name in `openshift-config-managed`, the ConfigMaps of `openshift-config` (the
-/// Image config names one of the administrator's choice) and the release's OS images by name in
-/// `openshift-machine-config-operator`, and nothing of it without `--openshift`.
+/// Image config names one of the administrator's choice) and the release's OS images and other
+/// images (the pause image) by name in `openshift-machine-config-operator`, and nothing of it
+/// without `--openshift`.
 #[test]
 fn on_openshift_the_controller_syncs_the_controller_configs_ca_bundles() {
     let openshift = Options {
@@ -675,7 +676,9 @@ fn on_openshift_the_controller_syncs_the_controller_configs_ca_bundles() {
             ),
             (
                 "openshift-machine-config-operator".to_string(),
-                expand(&["core configmaps get,list,watch machine-config-osimageurl"])
+                expand(&[
+                    "core configmaps get,list,watch machine-config-osimageurl,machine-config-operator-images"
+                ])
             ),
         ]
     );
