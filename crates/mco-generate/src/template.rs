@@ -240,7 +240,7 @@ const TEMPLATES: &[Template] = &[
     t!(
         EVERY_ROLE,
         Mc::ContainerRuntime,
-        Kind::File("/etc/crio/crio.conf.d/00-default"),
+        Kind::File(CRIO_CONF),
         "common/01-container-runtime/_base/files/crio.conf"
     ),
     t!(
@@ -506,14 +506,7 @@ pub fn inputs(spec: &ControllerConfigSpec, cluster: &Cluster) -> Result<Inputs, 
             "spec.clusterDNSIP: {ip:?} is not an IP address"
         )));
     }
-    let infra_image = string_at(&spec, &["images", "infraImageKey"])?;
-    if let Some(img) = &infra_image
-        && img.contains(|c: char| c.is_whitespace() || c == '"' || c == '\\')
-    {
-        return Err(Error::Refused(format!(
-            "spec.images.infraImageKey: {img:?} is not an image pull spec"
-        )));
-    }
+    let infra_image = infra_image(&spec)?;
     let node_ip = match string_at(&spec, &["ipFamilies"])?.as_deref() {
         None | Some("IPv4") | Some("DualStack") => "0.0.0.0",
         Some("IPv6") | Some("DualStackIPv6Primary") => "::",
@@ -535,6 +528,20 @@ pub fn inputs(spec: &ControllerConfigSpec, cluster: &Cluster) -> Result<Inputs, 
         tls_min_version,
         tls_cipher_suites,
     })
+}
+
+/// `spec.images.infraImageKey` (`spec`: the spec as JSON), CRI-O's pause image, checked to
+/// stay within the quoted TOML string it lands in.
+fn infra_image(spec: &Value) -> Result<Option<String>, Error> {
+    let infra_image = string_at(spec, &["images", INFRA_IMAGE_KEY])?;
+    if let Some(img) = &infra_image
+        && img.contains(|c: char| c.is_whitespace() || c == '"' || c == '\\')
+    {
+        return Err(Error::Refused(format!(
+            "spec.images.{INFRA_IMAGE_KEY}: {img:?} is not an image pull spec"
+        )));
+    }
+    Ok(infra_image)
 }
 
 /// The ControllerConfig field of the additional trust bundle, as errors name it.
@@ -837,6 +844,17 @@ pub const TRUST_BUNDLE_FILE: &str =
 /// ControllerConfig's `spec.additionalTrustBundle` it follows.
 pub const TRUST_BUNDLE_FOLLOWED: &str = "mco.dev/trust-bundle-sha256";
 
+/// CRI-O's configuration upstream's `01-<role>-container-runtime` writes (its `crio.yaml`
+/// template), naming the pause image (`pause_image`).
+pub const CRIO_CONF: &str = "/etc/crio/crio.conf.d/00-default";
+
+/// The key of `spec.images` naming CRI-O's pause image (upstream's `InfraImageKey`).
+pub const INFRA_IMAGE_KEY: &str = "infraImageKey";
+
+/// Annotation on a kept base config holding [`CRIO_CONF`]: the SHA-256 of the
+/// ControllerConfig's `spec.images.infraImageKey` its `pause_image` follows.
+pub const PAUSE_IMAGE_FOLLOWED: &str = "mco.dev/pause-image-sha256";
+
 /// What following an input does to a kept base config ([`follow_pull_secret`],
 /// [`follow_tls_profile`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -893,12 +911,13 @@ fn follow_file(
 }
 
 /// The files of a kept base config that follow an input ([`follow_pull_secret`],
-/// [`follow_tls_profile`], [`follow_proxy`], [`follow_trust_bundle`]).
+/// [`follow_tls_profile`], [`follow_proxy`], [`follow_trust_bundle`], [`follow_pause_image`]).
 pub const FOLLOWED_FILES: &[&str] = &[
     PULL_SECRET_FILE,
     crate::kubelet::KUBELET_CONF,
     PROXY_FILE,
     TRUST_BUNDLE_FILE,
+    CRIO_CONF,
 ];
 
 /// Whether `mc` writes a file that follows an input when kept: an entry for its path with
@@ -1077,6 +1096,73 @@ pub fn follow_trust_bundle(
         digest,
         |have| have.trim_end() == want,
         |_| Ok(text),
+    )
+}
+
+/// The value of a `pause_image = "..."` line (TOML key, any spacing, a basic string, a comment
+/// after it allowed), or `None` for another line.
+fn pause_image_value(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("pause_image")?;
+    let rest = rest.trim_start().strip_prefix('=')?;
+    let rest = rest.trim_start().strip_prefix('"')?;
+    let (value, after) = rest.split_once('"')?;
+    let after = after.trim_start();
+    (after.is_empty() || after.starts_with('#')).then_some(value)
+}
+
+/// Brings the `pause_image` of a kept `01-<role>-container-runtime`'s CRI-O configuration
+/// ([`CRIO_CONF`]) to the ControllerConfig's `spec.images.infraImageKey`, as upstream's
+/// template controller would when it regenerates the config after the operator copied a new
+/// release's pause image in: only that line is rewritten (`pause_image = "<image>"`, its
+/// indentation kept), every other byte of the file stays.
+///
+/// At first sight a file already naming that image is only marked (taking over rolls nothing
+/// out); one naming another is rewritten, as after a change. A spec without the key, or a file
+/// without a `pause_image` line, is left alone. The image is checked as the templates check
+/// it: a quote or whitespace would break CRI-O's TOML.
+pub fn follow_pause_image(
+    kept: &MachineConfig,
+    spec: &ControllerConfigSpec,
+) -> Result<Follow, Error> {
+    let Some(image) = infra_image(&Value::Object(spec.other.clone()))? else {
+        return Ok(Follow::Nothing);
+    };
+    let Some(have) = crate::file_contents(kept, CRIO_CONF)? else {
+        return Ok(Follow::Nothing);
+    };
+    if !have.lines().any(|l| pause_image_value(l).is_some()) {
+        return Ok(Follow::Nothing);
+    }
+    let digest = sha256_hex(image.as_bytes());
+    follow_file(
+        kept,
+        CRIO_CONF,
+        PAUSE_IMAGE_FOLLOWED,
+        digest,
+        |have| {
+            have.lines()
+                .filter_map(pause_image_value)
+                .all(|v| v == image)
+        },
+        |have| {
+            let mut out = String::with_capacity(have.len() + image.len());
+            for line in have.split_inclusive('\n') {
+                let (body, end) = match line.strip_suffix("\r\n") {
+                    Some(b) => (b, "\r\n"),
+                    None => match line.strip_suffix('\n') {
+                        Some(b) => (b, "\n"),
+                        None => (line, ""),
+                    },
+                };
+                if pause_image_value(body).is_some() {
+                    let indent = &body[..body.len() - body.trim_start().len()];
+                    out.push_str(&format!("{indent}pause_image = \"{image}\"{end}"));
+                } else {
+                    out.push_str(line);
+                }
+            }
+            Ok(out)
+        },
     )
 }
 
@@ -2360,5 +2446,131 @@ YcbPA7A=
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Upstream's CRI-O configuration around its `pause_image` line, naming `image`.
+    fn upstream_crio(image: &str) -> String {
+        format!(
+            "[crio.image]\nglobal_auth_file = \"/var/lib/kubelet/config.json\"\npause_image = \"{image}\"\npause_image_auth_file = \"/var/lib/kubelet/config.json\"\npause_command = \"/usr/bin/pod\"\n\n[crio.network]\n"
+        )
+    }
+
+    fn spec_with_images(images: Value) -> ControllerConfigSpec {
+        ControllerConfigSpec {
+            other: serde_json::Map::from_iter([("images".to_owned(), images)]),
+            ..Default::default()
+        }
+    }
+
+    const PAUSE_A: &str = "quay.example.com/ocp/pod@sha256:aaaa";
+    const PAUSE_B: &str = "quay.example.com/ocp/pod:4.17.2";
+
+    #[test]
+    fn a_kept_crio_conf_follows_spec_images_infra_image_key_on_its_pause_image_line() {
+        let a = spec_with_images(json!({INFRA_IMAGE_KEY: PAUSE_A, "corednsImage": "c:1"}));
+        let b = spec_with_images(json!({INFRA_IMAGE_KEY: PAUSE_B}));
+        // First sight of a file naming the image: only marked.
+        let kept = kept_with(CRIO_CONF, &upstream_crio(PAUSE_A));
+        let Follow::Mark(marked) = follow_pause_image(&kept, &a).unwrap() else {
+            panic!("not marked");
+        };
+        assert_eq!(marked.spec, kept.spec);
+        assert_eq!(mark(&marked, PAUSE_IMAGE_FOLLOWED).unwrap().len(), 64);
+        assert_eq!(follow_pause_image(&marked, &a).unwrap(), Follow::Nothing);
+        // A new pause image: that line alone, every other byte and the other files as they were.
+        let Follow::Rewrite(out) = follow_pause_image(&marked, &b).unwrap() else {
+            panic!("not rewritten");
+        };
+        assert_eq!(file_text(&out, CRIO_CONF).unwrap(), upstream_crio(PAUSE_B));
+        assert_eq!(file_text(&out, PULL_SECRET_FILE).unwrap(), "{}");
+        assert_eq!(
+            mark(&out, annotations::GENERATED_BY_CONTROLLER_VERSION),
+            Some("1d7c5a1e9f2b")
+        );
+        assert_ne!(
+            mark(&out, PAUSE_IMAGE_FOLLOWED),
+            mark(&marked, PAUSE_IMAGE_FOLLOWED)
+        );
+        assert_eq!(follow_pause_image(&out, &b).unwrap(), Follow::Nothing);
+        // First sight of a file naming another image: rewritten, as after a change.
+        assert!(matches!(
+            follow_pause_image(&kept, &b).unwrap(),
+            Follow::Rewrite(_)
+        ));
+        // Indentation, spacing, a comment and CRLF line ends: the line's indentation and end
+        // are kept, the other lines (a comment naming pause_image too) byte for byte.
+        let odd = format!(
+            "# pause_image = \"{PAUSE_A}\"\r\n  pause_image=\"{PAUSE_A}\"  # pinned\r\npause_image_auth_file = \"x\"\r\n"
+        );
+        let Follow::Rewrite(out) = follow_pause_image(&kept_with(CRIO_CONF, &odd), &b).unwrap()
+        else {
+            panic!("not rewritten");
+        };
+        assert_eq!(
+            file_text(&out, CRIO_CONF).unwrap(),
+            format!(
+                "# pause_image = \"{PAUSE_A}\"\r\n  pause_image = \"{PAUSE_B}\"\r\npause_image_auth_file = \"x\"\r\n"
+            )
+        );
+    }
+
+    #[test]
+    fn a_pause_image_follow_without_the_line_or_the_key_does_nothing() {
+        let b = spec_with_images(json!({INFRA_IMAGE_KEY: PAUSE_B}));
+        // A file without a pause_image line (pause_image_auth_file is another key).
+        let without = kept_with(
+            CRIO_CONF,
+            "[crio.image]\npause_image_auth_file = \"/var/lib/kubelet/config.json\"\n",
+        );
+        assert_eq!(follow_pause_image(&without, &b).unwrap(), Follow::Nothing);
+        // A config without the file.
+        assert_eq!(
+            follow_pause_image(&kept_with("/etc/other", ""), &b).unwrap(),
+            Follow::Nothing
+        );
+        // A spec without the key, with it empty, or without spec.images: nothing.
+        let kept = kept_with(CRIO_CONF, &upstream_crio(PAUSE_A));
+        for spec in [
+            spec_with_images(json!({"corednsImage": "c:1"})),
+            spec_with_images(json!({INFRA_IMAGE_KEY: ""})),
+            ControllerConfigSpec::default(),
+        ] {
+            assert_eq!(follow_pause_image(&kept, &spec).unwrap(), Follow::Nothing);
+        }
+    }
+
+    #[test]
+    fn a_followed_pause_image_is_checked_as_the_templates_check_it() {
+        let kept = kept_with(CRIO_CONF, &upstream_crio(PAUSE_A));
+        let refused = |image: &str| match follow_pause_image(
+            &kept,
+            &spec_with_images(json!({INFRA_IMAGE_KEY: image})),
+        ) {
+            Err(Error::Refused(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            refused("pod\" evil = \"1"),
+            "spec.images.infraImageKey: \"pod\\\" evil = \\\"1\" is not an image pull spec"
+        );
+        assert_eq!(
+            refused("pod 1"),
+            "spec.images.infraImageKey: \"pod 1\" is not an image pull spec"
+        );
+        // At the templates' bound on one value, then one byte more.
+        let at = "p".repeat(MAX_VALUE_BYTES);
+        let Follow::Rewrite(out) =
+            follow_pause_image(&kept, &spec_with_images(json!({INFRA_IMAGE_KEY: at}))).unwrap()
+        else {
+            panic!("not rewritten");
+        };
+        assert_eq!(file_text(&out, CRIO_CONF).unwrap(), upstream_crio(&at));
+        assert_eq!(
+            refused(&"p".repeat(MAX_VALUE_BYTES + 1)),
+            format!(
+                "spec.images.infraImageKey: {} bytes, longer than the limit of {MAX_VALUE_BYTES}",
+                MAX_VALUE_BYTES + 1
+            )
+        );
     }
 }
