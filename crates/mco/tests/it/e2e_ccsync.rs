@@ -9,7 +9,9 @@
 //! status and the trusted CAs reach every node's `/etc/mco/proxy.env` and anchors file through
 //! those configs, which keep upstream's stamp. A release upgrade's OS image, published in the
 //! release's `machine-config-osimageurl` ConfigMap, rebases every node through a new rendered
-//! config carrying the release's version, within the pool's `maxUnavailable`.
+//! config carrying the release's version, within the pool's `maxUnavailable`; its pause image,
+//! published in `machine-config-operator-images`, reaches every node's CRI-O config through
+//! the kept `01-<role>-container-runtime`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -956,6 +958,168 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     assert_eq!(targets(&c, &pools), new);
     assert_eq!(rendered_names(&c), rendered);
     assert_eq!(event_messages(&c, CC, "OSImageFollowed").len(), 1);
+
+    alive();
+    drop(controller);
+    let dir = c.dir.clone();
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const RELEASE_IMAGES: &str = "machine-config-operator-images";
+const CRIO_CONF: &str = mco_generate::template::CRIO_CONF;
+const PAUSE_B: &str = "quay.example.com/release/pod:4.17.2";
+
+#[test]
+fn a_taken_over_cluster_follows_the_releases_pause_image() {
+    let c = Up::start();
+    let pause_a = c.spec()["images"]["infraImageKey"]
+        .as_str()
+        .expect("the ControllerConfig names a pause image")
+        .to_owned();
+    let (mut controller, log) = c.controller();
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut alive = || {
+        if let Some(s) = controller.exited() {
+            panic!("mco controller ended ({s}):\n{}", logs());
+        }
+    };
+
+    // The base configs as upstream's template controller leaves them: its stamp.
+    let templates = mco_generate::template::names(&Default::default());
+    for name in &templates {
+        wait_for(&format!("{name} generated"), 120, || {
+            alive();
+            c.kubectl_as(&c.kubeconfig(), &["get", "mc", name], None)
+                .ok()
+        });
+    }
+    for name in &templates {
+        c.kubectl(&[
+            "annotate",
+            "mc",
+            name,
+            &format!("{VERSION_ANN}={UPSTREAM_VERSION}"),
+            "--overwrite",
+        ]);
+    }
+    let pools = ["master", "worker"];
+    let nodes = ["master-0", "worker-0"];
+    for pool in pools {
+        wait_for(&format!("pool {pool} settled"), 180, || {
+            alive();
+            let p = c.get_json(&["mcp", pool]);
+            (p["status"]["machineCount"] == 1).then_some(())?;
+            e2e::pool_settled(&p)
+        });
+    }
+    wait_nodes_done(&c, &nodes, &mut alive);
+    // Taken over in step: each kept CRI-O config only marked.
+    let line_a = format!("pause_image = \"{pause_a}\"");
+    for pool in pools {
+        let name = format!("01-{pool}-container-runtime");
+        wait_for(&format!("{name} marked"), 30, || {
+            alive();
+            let mc = c.get_json(&["mc", &name]);
+            (e2e::annotation(&mc, "mco.dev/pause-image-sha256").len() == 64).then_some(())
+        });
+        assert!(event_messages(&c, &name, "PauseImageFollowed").is_empty());
+    }
+    let before: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            let text = c.read_node_file(n, CRIO_CONF).unwrap();
+            assert!(text.lines().any(|l| l == line_a), "{n}: {text}");
+            text
+        })
+        .collect();
+
+    // The CVO writes release B's images: the pause image reaches every node's CRI-O config,
+    // that line alone.
+    let images = json!({
+        "releaseVersion": "4.17.2",
+        "infraImage": PAUSE_B,
+        "kubeRbacProxy": "quay.example.com/release/kube-rbac-proxy:4.17.2",
+    });
+    c.apply(&configmap(
+        OPERATOR_NS,
+        RELEASE_IMAGES,
+        json!({"images.json": images.to_string()}),
+    ));
+    wait_for("spec.images from the release", 60, || {
+        alive();
+        let spec = c.spec();
+        (spec["images"]["infraImageKey"] == PAUSE_B
+            && spec["images"]["kubeRbacProxyImage"]
+                == "quay.example.com/release/kube-rbac-proxy:4.17.2")
+            .then_some(())
+    });
+    let line_b = format!("pause_image = \"{PAUSE_B}\"");
+    for (n, old) in nodes.iter().zip(&before) {
+        let want = old.replace(&line_a, &line_b);
+        assert_ne!(&want, old);
+        c.wait_nodes_file(
+            &[n],
+            "release B's pause image",
+            CRIO_CONF,
+            &want,
+            &mut alive,
+        );
+    }
+    for pool in pools {
+        wait_for(
+            &format!("pool {pool} settled on release B's pause image"),
+            180,
+            || {
+                alive();
+                e2e::pool_settled(&c.get_json(&["mcp", pool]))
+            },
+        );
+    }
+    wait_nodes_done(&c, &nodes, &mut alive);
+
+    // Upstream's stamps stay; each rewrite is on record on its config, as `kubectl get events`
+    // shows it.
+    for pool in pools {
+        let name = format!("01-{pool}-container-runtime");
+        let mc = c.get_json(&["mc", &name]);
+        assert_eq!(
+            e2e::annotation(&mc, VERSION_ANN),
+            UPSTREAM_VERSION,
+            "{name}"
+        );
+        let messages = wait_for(&format!("{name}: PauseImageFollowed"), 30, || {
+            let m = event_messages(&c, &name, "PauseImageFollowed");
+            (!m.is_empty()).then_some(m)
+        });
+        assert_eq!(
+            messages,
+            [format!(
+                "kept as another controller generated it: {CRIO_CONF}'s pause_image is now the ControllerConfig's spec.images.infraImageKey, \"{PAUSE_B}\""
+            )],
+            "{name}"
+        );
+    }
+    for name in templates
+        .iter()
+        .filter(|n| !n.contains("container-runtime"))
+    {
+        let mc = c.get_json(&["mc", name]);
+        assert_eq!(
+            e2e::annotation(&mc, VERSION_ANN),
+            UPSTREAM_VERSION,
+            "{name}"
+        );
+        assert!(event_messages(&c, name, "PauseImageFollowed").is_empty());
+    }
+    let table = c.kubectl(&["get", "events", "-A"]);
+    for pool in pools {
+        assert!(
+            table.lines().any(|l| l.contains("PauseImageFollowed")
+                && l.contains(&format!("machineconfig/01-{pool}-container-runtime"))),
+            "{table}"
+        );
+    }
 
     alive();
     drop(controller);
