@@ -105,6 +105,10 @@ pub struct Inputs<'a> {
 pub struct CoEvent {
     pub kind: EventKind,
     pub reason: String,
+    /// The Event's `action`: events of one reason and action on one object are recorded as a
+    /// series of the first, whose message stays; a start and an end of a version change are
+    /// two actions, so that both messages are kept.
+    pub action: &'static str,
     pub message: String,
 }
 
@@ -150,6 +154,7 @@ pub fn report(inputs: &Inputs) -> Report {
                 events.push(CoEvent {
                     kind: EventKind::Warning,
                     reason: format!("OperatorDegraded: {REQUIRED_POOLS_FAILED}"),
+                    action: "Degrade",
                     message: message.clone(),
                 });
             }
@@ -196,6 +201,7 @@ pub fn report(inputs: &Inputs) -> Report {
                     events.push(CoEvent {
                         kind: EventKind::Normal,
                         reason: VERSION_CHANGED.into(),
+                        action: "ChangeVersion",
                         message: format!(
                             "clusteroperator/machine-config version changed from {} to {}",
                             go_versions(&current.versions),
@@ -217,6 +223,7 @@ pub fn report(inputs: &Inputs) -> Report {
                     events.push(CoEvent {
                         kind: EventKind::Normal,
                         reason: VERSION_CHANGED.into(),
+                        action: "StartVersionChange",
                         message: format!(
                             "clusteroperator/machine-config started a version change from {} to {}",
                             go_versions(&current.versions),
@@ -848,15 +855,34 @@ async fn sync_once(
         release,
         "ClusterOperator status reported"
     );
-    let reference: CoreObjectReference = co.object_ref(&());
+    // Recorded in mco's namespace, as every Event about a cluster-scoped object.
+    let reference = crate::ctx::in_namespace(&co.object_ref(&()), &ctx.config.namespace);
     for e in &out.events {
-        ctx.publish(&reference, e.kind, &e.reason, &e.message).await;
+        publish(ctx, &reference, e).await;
     }
     Ok(())
 }
 
+/// Records `e` (best effort, as [`Ctx::publish`]), with its own action.
+async fn publish(ctx: &Ctx, reference: &CoreObjectReference, e: &CoEvent) {
+    let ev = kube::runtime::events::Event {
+        type_: match e.kind {
+            EventKind::Normal => kube::runtime::events::EventType::Normal,
+            EventKind::Warning => kube::runtime::events::EventType::Warning,
+        },
+        reason: e.reason.clone(),
+        note: Some(e.message.clone()),
+        action: e.action.into(),
+        secondary: None,
+    };
+    tracing::info!(clusteroperator = MACHINE_CONFIG, reason = %e.reason, message = %e.message);
+    if let Err(err) = ctx.recorder.publish(&ev, reference).await {
+        tracing::debug!(error = %err, reason = %e.reason, "publishing event");
+    }
+}
+
 /// Reports the `machine-config` ClusterOperator's status until dropped: at start, on every
-/// change of `changes` (pools, the ControllerConfig), of the ClusterOperator or of the
+/// change of `changes` (pools, the ControllerConfig, MachineConfigs), of the ClusterOperator or of the
 /// release's ConfigMap, and every `ctx.config.resync`. A failed write (a conflict with another
 /// writer) is retried with the controller's backoff against the object as watched.
 pub async fn run(ctx: Arc<Ctx>, changes: impl Stream<Item = ()> + Send + 'static) {
@@ -1144,6 +1170,7 @@ mod tests {
             vec![CoEvent {
                 kind: EventKind::Normal,
                 reason: VERSION_CHANGED.into(),
+                action: "ChangeVersion",
                 message: format!(
                     "clusteroperator/machine-config version changed from [{{operator 4.18.1}} {{operator-image {IMG}}}] to [{{operator 4.18.2}} {{operator-image {IMG}}}]"
                 ),
@@ -1187,6 +1214,7 @@ mod tests {
             vec![CoEvent {
                 kind: EventKind::Normal,
                 reason: VERSION_CHANGED.into(),
+                action: "StartVersionChange",
                 message: format!(
                     "clusteroperator/machine-config started a version change from [{{operator 4.18.1}} {{operator-image {IMG}}}] to [{{operator 4.18.2}} {{operator-image {IMG}}}]"
                 ),
@@ -1400,6 +1428,7 @@ mod tests {
             vec![CoEvent {
                 kind: EventKind::Warning,
                 reason: "OperatorDegraded: RequiredPoolsFailed".into(),
+                action: "Degrade",
                 message: message.into(),
             }]
         );

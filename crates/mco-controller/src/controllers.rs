@@ -377,7 +377,14 @@ pub async fn run_all(
         let ccs = ccs_w
             .subscribe()
             .ok_or_else(|| subscribe("ControllerConfig"))?;
-        Some(futures::stream::select(pools.map(|_| ()), ccs.map(|_| ())))
+        // A rendered config may take the release annotation in place, its pool unchanged.
+        let mcs = mcs_w
+            .subscribe()
+            .ok_or_else(|| subscribe("MachineConfig"))?;
+        Some(futures::stream::select(
+            futures::stream::select(pools.map(|_| ()), ccs.map(|_| ())),
+            mcs.map(|_| ()),
+        ))
     } else {
         None
     };

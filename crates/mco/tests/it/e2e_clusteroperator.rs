@@ -163,7 +163,8 @@ impl Up {
                 "--namespace=mco-system",
                 "--lease-namespace=mco-system",
                 "--lease-name=mco-controller",
-                "--resync=5s",
+                // Long: every report must come from a change, not from a resync.
+                "--resync=300s",
                 "--error-requeue=1s",
             ])
             .env("RUST_LOG", "info");
@@ -419,7 +420,12 @@ spec:
     assert_eq!(&row[..5], [CO, RELEASE, "True", "False", "True"], "{table}");
 
     // Fixed: both clear.
-    c.kubectl(&["delete", "mc", "60-worker-bad"]);
+    c.apply(&bad.replace("  extensions: [bogus]\n", ""));
+    wait_for("the worker pool no longer degraded", 120, || {
+        alive();
+        let p = c.get(&["mcp", "worker"])?;
+        (condition_status(&p, "Degraded") == "False").then_some(())
+    });
     wait_for("Degraded=False and Upgradeable=True again", 120, || {
         alive();
         let co = c.co()?;
