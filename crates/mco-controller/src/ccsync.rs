@@ -638,6 +638,29 @@ fn follow_os_images(
     Ok(())
 }
 
+/// The release [`OS_IMAGE_URLS`] names, if any.
+fn os_images_release(cm: &ConfigMap) -> Option<&str> {
+    cm.data
+        .as_ref()?
+        .get(RELEASE_VERSION_KEY)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+/// The release [`RELEASE_IMAGES`]'s `images.json` names, if any; one over its bound or not
+/// JSON names none here, and is refused when its images are read.
+fn release_images_release(cm: &ConfigMap) -> Option<String> {
+    let raw = cm.data.as_ref()?.get(RELEASE_IMAGES_KEY)?;
+    if raw.len() > MAX_RELEASE_IMAGES_BYTES {
+        return None;
+    }
+    let json: Value = serde_json::from_str(raw).ok()?;
+    json.get(RELEASE_VERSION_KEY)?
+        .as_str()
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
 /// The keys of `spec.images` the release's `images.json` sets, into `fields` (a merge patch of
 /// `spec.images` leaves its other keys); every image is checked before any is taken.
 fn follow_release_images(
@@ -706,11 +729,30 @@ pub fn plan(cc: &ControllerConfig, sources: &Sources) -> Result<Plan, Refused> {
     let mut fields = Map::new();
     let mut annotations = Map::new();
 
-    if let Some(cm) = &sources.os_images {
-        follow_os_images(cc, cm, &mut out, &mut fields, &mut annotations)?;
-    }
-    if let Some(cm) = &sources.release_images {
-        follow_release_images(cc, cm, &mut out, &mut fields)?;
+    // One release at a time: in an upgrade the CVO writes images.json before the OS images
+    // (its manifests' order). Taken apart, each would start a rollout of its own and the first
+    // nodes would reboot twice; so while the two name different releases neither is taken, as
+    // upstream's operator refuses an images.json of a release other than its own.
+    let releases = (
+        sources.os_images.as_ref().and_then(os_images_release),
+        sources
+            .release_images
+            .as_ref()
+            .and_then(release_images_release),
+    );
+    if let (Some(os), Some(images)) = &releases
+        && os != images
+    {
+        out.warnings.push(format!(
+            "ConfigMap {OPERATOR_NAMESPACE}/{OS_IMAGE_URLS} is of release {os:?} and {OPERATOR_NAMESPACE}/{RELEASE_IMAGES} of release {images:?}; the release's images wait until both name one release"
+        ));
+    } else {
+        if let Some(cm) = &sources.os_images {
+            follow_os_images(cc, cm, &mut out, &mut fields, &mut annotations)?;
+        }
+        if let Some(cm) = &sources.release_images {
+            follow_release_images(cc, cm, &mut out, &mut fields)?;
+        }
     }
 
     if let Some(cm) = &sources.client_ca {
@@ -2155,6 +2197,48 @@ mod tests {
             &release_images(Some(&pause_only)),
         )
         .unwrap();
+        assert_eq!(
+            p.patch,
+            Some(json!({"spec": {"images": {"infraImageKey": PAUSE_B}}}))
+        );
+    }
+
+    #[test]
+    fn the_release_is_taken_only_once_both_configmaps_name_it() {
+        // As the CVO upgrades: images.json of release B is written first, while the OS images
+        // still name A. Nothing is taken, so the pause image starts no rollout of its own.
+        let cc = on_a(Some("4.16.8"));
+        let images_b = json!({"releaseVersion": "4.17.2", "infraImage": PAUSE_B}).to_string();
+        let mut sources = release_a();
+        sources.release_images = release_images(Some(&images_b)).release_images;
+        let p = super::plan(&cc, &sources).unwrap();
+        assert_eq!((p.patch, p.changed.len()), (None, 0));
+        assert_eq!(
+            p.warnings,
+            [
+                "ConfigMap openshift-machine-config-operator/machine-config-osimageurl is of release \"4.16.8\" and openshift-machine-config-operator/machine-config-operator-images of release \"4.17.2\"; the release's images wait until both name one release"
+            ]
+        );
+        // Then the OS images of B: both are taken in one patch, so one render and one reboot.
+        sources.os_images = release(&[
+            (RELEASE_VERSION_KEY, "4.17.2"),
+            ("baseOSContainerImage", IMAGE_B),
+        ])
+        .os_images;
+        let p = super::plan(&cc, &sources).unwrap();
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        let patch = p.patch.unwrap();
+        assert_eq!(patch["spec"]["baseOSContainerImage"], IMAGE_B);
+        assert_eq!(patch["spec"]["images"]["infraImageKey"], PAUSE_B);
+        assert_eq!(
+            patch["metadata"]["annotations"][RELEASE_IMAGE_VERSION],
+            "4.17.2"
+        );
+        // A ConfigMap naming no release is not held back by the other.
+        let images_unversioned = json!({"infraImage": PAUSE_B}).to_string();
+        let mut sources = release_a();
+        sources.release_images = release_images(Some(&images_unversioned)).release_images;
+        let p = super::plan(&cc, &sources).unwrap();
         assert_eq!(
             p.patch,
             Some(json!({"spec": {"images": {"infraImageKey": PAUSE_B}}}))

@@ -859,8 +859,27 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     assert_eq!(after, boots, "a node rebooted for release A");
     assert!(event_messages(&c, CC, "OSImageFollowed").is_empty());
 
-    // The CVO moves to release B: every node is rebased onto B's OS image, one worker at a
-    // time (maxUnavailable 1).
+    // The CVO moves to release B, writing its images.json before its OS images (the order
+    // of its manifests). Alone, images.json is held: a pause image taken now would start a
+    // rollout of its own, and the first nodes would reboot twice.
+    let pause_b = "quay.example.com/release/pod:4.17.2";
+    let images_b = json!({"releaseVersion": "4.17.2", "infraImage": pause_b});
+    c.apply(&configmap(
+        OPERATOR_NS,
+        RELEASE_IMAGES,
+        json!({"images.json": images_b.to_string()}),
+    ));
+    wait_for("images.json of release B held", 60, || {
+        alive();
+        logs()
+            .contains("the release's images wait until both name one release")
+            .then_some(())
+    });
+    assert_ne!(c.spec()["images"]["infraImageKey"], pause_b);
+    assert_eq!(targets(&c, &pools), before);
+    // Then its OS images: both are taken at once, and every node is rebased onto B's OS
+    // image, one worker at a time (maxUnavailable 1), through one new rendered config per
+    // pool.
     c.apply(&release("4.17.2", e2e::IMAGE_130, EXT_B));
     let mut most_unavailable = 0;
     let new: Vec<String> = pools
@@ -888,6 +907,14 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
         "{most_unavailable} workers unavailable at once"
     );
     wait_nodes_done(&c, &nodes, &mut alive);
+    assert_eq!(c.spec()["images"]["infraImageKey"], pause_b);
+    assert_eq!(
+        rendered_names(&c).len(),
+        rendered.len() + pools.len(),
+        "one new rendered config per pool: {:?} before, {:?} after",
+        rendered,
+        rendered_names(&c)
+    );
     for name in &new {
         let mc = c.get_json(&["mc", name]);
         assert_eq!(mc["spec"]["osImageURL"], e2e::IMAGE_130, "{name}");
@@ -928,6 +955,12 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     // A refused value (a space in the image): the sync fails naming the ConfigMap and the
     // key; nothing is taken, nothing is rendered.
     let rendered = rendered_names(&c);
+    let images_c = json!({"releaseVersion": "4.17.3", "infraImage": pause_b});
+    c.apply(&configmap(
+        OPERATOR_NS,
+        RELEASE_IMAGES,
+        json!({"images.json": images_c.to_string()}),
+    ));
     c.apply(&release(
         "4.17.3",
         "registry.example.com/mco/machine-os-content:1.3.1 x",
