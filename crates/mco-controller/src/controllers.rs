@@ -397,6 +397,10 @@ pub async fn run_all(
     let (deleted_mc_tx, deleted_mcs) = futures::channel::mpsc::unbounded::<Arc<MachineConfig>>();
     // The template controller wakes every pool's render once its configs are written.
     let (wake_render, render_wakeups) = futures::channel::mpsc::unbounded::<()>();
+    // A deleted MachineConfig leaves its pools' render at once, as upstream's render controller
+    // enqueues them on a delete: the render's shared-store subscription sees no deletions, and
+    // without this the config would stay rendered in until the next resync.
+    let render_on_delete = wake_render.clone();
     // The template controller's watch of the pull secret wakes the ControllerConfig's reconcile.
     let (wake_cc, cc_wakeups) = futures::channel::mpsc::unbounded::<()>();
     // A pool whose PinnedImageSets status may have changed (a node's sets current or not, a
@@ -446,6 +450,7 @@ pub async fn run_all(
             mcs_w,
             drop_managed_fields,
             move |mc| {
+                let _ = render_on_delete.unbounded_send(());
                 if crate::templates::concerns(&mc) {
                     let _ = deleted_mc_tx.unbounded_send(Arc::new(mc));
                 }
