@@ -60,6 +60,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
+use tokio_util::task::AbortOnDropHandle;
 
 pub use auth::Identity;
 pub use error::{ApiError, Error};
@@ -375,11 +376,11 @@ impl ServerHandle {
                 // server's frames would sit on top of the caller's, and a caller deep in nested
                 // joins (the controllers) overflows a debug build's 2 MiB worker stack. Dropped
                 // with the caller's future, as a server drops a request whose client went away.
-                let handler = AbortOnDrop(tokio::spawn(rest::handle(
+                let handler = AbortOnDropHandle::new(tokio::spawn(rest::handle(
                     axum::extract::State(app),
                     req,
                 )));
-                Ok::<_, tower::BoxError>(handler.join().await?)
+                Ok::<_, tower::BoxError>(handler.await?)
             }
         });
         kube::Client::new(svc, "default")
@@ -416,19 +417,4 @@ fn kubeconfig_token(path: &Path) -> Option<String> {
         .get("token")?
         .as_str()
         .map(str::to_owned)
-}
-
-/// A spawned request handler, aborted when the caller stops waiting for it.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> AbortOnDrop<T> {
-    async fn join(mut self) -> Result<T, tokio::task::JoinError> {
-        (&mut self.0).await
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

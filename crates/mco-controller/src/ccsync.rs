@@ -53,15 +53,14 @@
 //! plan says so, with an `OSImageFollowed` event when the OS images change.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-use futures::{Stream, StreamExt, future};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use mco_api::constants::annotations::RELEASE_IMAGE_VERSION;
 use mco_api::controllerconfig::MAX_BUNDLE_BYTES;
@@ -70,9 +69,10 @@ use mco_api::{ControllerConfig, ControllerConfigSpec, ImageRegistryBundle};
 use mco_api::{Proxy, ProxyStatus};
 use mco_rollout::plan::EventKind;
 use serde_json::{Map, Value, json};
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::Error;
+use crate::by_name::{Slot, follow, forward, seen, slot};
 use crate::ctx::{Ctx, error_backoff};
 
 /// The namespace of the cluster's published CAs.
@@ -895,121 +895,11 @@ impl From<kube::Error> for SyncError {
     }
 }
 
-/// What a by-name watch last delivered of its object: the sync reads the sources from here, so
-/// a wake costs no request.
-#[derive(Debug, Clone)]
-enum Seen<T> {
-    /// Not listed yet: the sync waits for the first list, which wakes it.
-    Unknown,
-    /// Listed, and not there (or its kind is not served).
-    Absent,
-    Present(T),
-    /// Never listed: the watch's error, the sync's failure until a list succeeds.
-    Failed(String),
-}
-
-type Slot<T> = Arc<Mutex<Seen<T>>>;
-
-fn slot<T>() -> Slot<T> {
-    Arc::new(Mutex::new(Seen::Unknown))
-}
-
-/// The object a slot holds: `Ok(None)` absent, `Err(None)` not listed yet, `Err(Some(why))`
-/// the watch could not list it.
-fn seen<T: Clone>(slot: &Slot<T>, what: &str) -> Result<Option<T>, Option<String>> {
-    match &*slot.lock().unwrap_or_else(|e| e.into_inner()) {
-        Seen::Unknown => Err(None),
-        Seen::Absent => Ok(None),
-        Seen::Present(t) => Ok(Some(t.clone())),
-        Seen::Failed(why) => Err(Some(format!("watching the {what}: {why}"))),
-    }
-}
-
-/// Keeps `slot` at what the watch of the object `name` delivers, yielding a `()` each time it
-/// changes (also at its deletion and each relist). A list refused as not found (a kind the
-/// server does not serve) is an absent object; another failure before the first list is kept
-/// for the sync to report, and after it the last object stays while the watch retries.
-fn follow<T>(
-    api: Api<T>,
-    name: &str,
-    what: &'static str,
-    quiet: bool,
-    slot: Slot<T>,
-) -> impl Stream<Item = ()> + Send + 'static
-where
-    T: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let mut listing: Option<T> = None;
-    crate::by_name::watch(api, name).filter_map(move |r| {
-        if let Err(e) = &r {
-            if quiet || no_kind(e) {
-                tracing::debug!(error = %e, "{what} watch failed; retrying");
-            } else {
-                tracing::warn!(error = %e, "{what} watch failed; retrying");
-            }
-        }
-        let mut seen = slot.lock().unwrap_or_else(|e| e.into_inner());
-        future::ready(observe(&mut listing, &mut seen, r).then_some(()))
-    })
-}
-
-/// A list refused as not found: the server does not serve the kind.
-fn no_kind(e: &watcher::Error) -> bool {
-    matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
-}
-
-/// Takes one item of a by-name watch into `seen` (`listing` holds the object of a relist until
-/// it is done); whether `seen` changed. Pure.
-fn observe<T>(
-    listing: &mut Option<T>,
-    seen: &mut Seen<T>,
-    r: watcher::Result<watcher::Event<T>>,
-) -> bool {
-    let now = match r {
-        Ok(watcher::Event::Init) => {
-            *listing = None;
-            return false;
-        }
-        Ok(watcher::Event::InitApply(o)) => {
-            *listing = Some(o);
-            return false;
-        }
-        Ok(watcher::Event::InitDone) => listing.take().map_or(Seen::Absent, Seen::Present),
-        Ok(watcher::Event::Apply(o)) => Seen::Present(o),
-        Ok(watcher::Event::Delete(_)) => Seen::Absent,
-        Err(e) if no_kind(&e) => match seen {
-            Seen::Absent => return false,
-            _ => Seen::Absent,
-        },
-        // Before the first list the failure is the sync's; after it the last object stays
-        // while the watch retries.
-        Err(e) => match seen {
-            Seen::Unknown => Seen::Failed(e.to_string()),
-            Seen::Failed(was) if *was != e.to_string() => Seen::Failed(e.to_string()),
-            _ => return false,
-        },
-    };
-    *seen = now;
-    true
-}
-
-/// Runs `changes` until dropped, waking the sync at each.
-fn forward(
-    changes: impl Stream<Item = ()> + Send + 'static,
-    wake: &futures::channel::mpsc::UnboundedSender<()>,
-) -> AbortOnDrop {
-    let wake = wake.clone();
-    AbortOnDrop(tokio::spawn(changes.for_each(move |()| {
-        let _ = wake.unbounded_send(());
-        future::ready(())
-    })))
-}
-
 /// The watch of a ConfigMap of `openshift-config` another object names, replaced when the name
 /// changes.
 struct NamedWatch {
     what: &'static str,
-    watch: Option<(String, Slot<ConfigMap>, AbortOnDrop)>,
+    watch: Option<(String, Slot<ConfigMap>, AbortOnDropHandle<()>)>,
 }
 
 impl NamedWatch {
@@ -1059,7 +949,7 @@ struct Watches {
     proxy_ca: NamedWatch,
     os_images: Slot<ConfigMap>,
     release_images: Slot<ConfigMap>,
-    _tasks: Vec<AbortOnDrop>,
+    _tasks: Vec<AbortOnDropHandle<()>>,
 }
 
 impl Watches {
@@ -1305,14 +1195,6 @@ pub async fn run(ctx: Arc<Ctx>) {
             return;
         }
         while woken.try_recv().is_ok() {}
-    }
-}
-
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -2434,66 +2316,5 @@ mod tests {
         ] {
             assert!(image_reference_error(&bad).is_some(), "{bad}");
         }
-    }
-
-    #[test]
-    fn a_watch_keeps_the_last_object_it_delivered() {
-        use watcher::Event;
-        let status = |code: u16| {
-            kube::Error::Api(Box::new(
-                kube::core::Status::failure("x", "NotFound").with_code(code),
-            ))
-        };
-        let a = cm("a", &[("k", "1")], &[]);
-        let b = cm("a", &[("k", "2")], &[]);
-        let mut listing = None;
-        let mut seen: Seen<ConfigMap> = Seen::Unknown;
-        let name = |s: &Seen<ConfigMap>| match s {
-            Seen::Unknown => "unknown".to_owned(),
-            Seen::Absent => "absent".to_owned(),
-            Seen::Present(cm) => format!("present {:?}", cm.data.as_ref().unwrap()["k"]),
-            Seen::Failed(why) => format!("failed {why}"),
-        };
-        // A failure before the first list is kept for the sync to report, once.
-        let forbidden = || Err(watcher::Error::InitialListFailed(status(403)));
-        assert!(observe(&mut listing, &mut seen, forbidden()));
-        assert!(name(&seen).starts_with("failed "), "{}", name(&seen));
-        assert!(!observe(&mut listing, &mut seen, forbidden()));
-        // The list: nothing until it is done.
-        assert!(!observe(&mut listing, &mut seen, Ok(Event::Init)));
-        assert!(!observe(
-            &mut listing,
-            &mut seen,
-            Ok(Event::InitApply(a.clone()))
-        ));
-        assert!(name(&seen).starts_with("failed "));
-        assert!(observe(&mut listing, &mut seen, Ok(Event::InitDone)));
-        assert_eq!(name(&seen), "present \"1\"");
-        assert!(observe(
-            &mut listing,
-            &mut seen,
-            Ok(Event::Apply(b.clone()))
-        ));
-        assert_eq!(name(&seen), "present \"2\"");
-        // A failure after it: the last object stays while the watch retries.
-        assert!(!observe(&mut listing, &mut seen, forbidden()));
-        assert_eq!(name(&seen), "present \"2\"");
-        assert!(observe(&mut listing, &mut seen, Ok(Event::Delete(b))));
-        assert_eq!(name(&seen), "absent");
-        // A relist finds it again; one that finds nothing makes it absent, as does a kind not
-        // served.
-        for r in [Ok(Event::Init), Ok(Event::InitApply(a))] {
-            assert!(!observe(&mut listing, &mut seen, r));
-        }
-        assert!(observe(&mut listing, &mut seen, Ok(Event::InitDone)));
-        assert_eq!(name(&seen), "present \"1\"");
-        assert!(!observe(&mut listing, &mut seen, Ok(Event::Init)));
-        assert!(observe(&mut listing, &mut seen, Ok(Event::InitDone)));
-        assert_eq!(name(&seen), "absent");
-        let mut unserved: Seen<ConfigMap> = Seen::Unknown;
-        let not_found = || Err(watcher::Error::InitialListFailed(status(404)));
-        assert!(observe(&mut None, &mut unserved, not_found()));
-        assert_eq!(name(&unserved), "absent");
-        assert!(!observe(&mut None, &mut unserved, not_found()));
     }
 }

@@ -29,14 +29,13 @@
 //! failures of upstream's other sync tasks, which mco does not run.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use futures::{Stream, StreamExt, future};
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference as CoreObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use mco_api::clusteroperator::{
     ClusterOperator, ClusterOperatorStatus, ClusterOperatorStatusCondition, MACHINE_CONFIG,
@@ -46,6 +45,7 @@ use mco_api::constants::{annotations, pool_conditions};
 use mco_api::{ControllerConfigSpec, MachineConfig, MachineConfigPool};
 use mco_rollout::plan::EventKind;
 
+use crate::by_name::{Slot, follow, forward, seen, slot};
 use crate::ctx::{Ctx, error_backoff};
 
 // The release's ConfigMap of OS images, which [`crate::ccsync`] takes the ControllerConfig's
@@ -690,61 +690,6 @@ fn set(
     }
 }
 
-/// What a by-name watch last delivered of its object.
-#[derive(Debug, Clone)]
-enum Seen<T> {
-    /// Not listed yet.
-    Unknown,
-    /// Listed and not there, or its kind is not served.
-    Absent,
-    Present(T),
-}
-
-type Slot<T> = Arc<Mutex<Seen<T>>>;
-
-/// Keeps `slot` at what the watch of `name` delivers; one `()` per change. A list refused as
-/// not found (the kind is not served: not OpenShift) is an absent object.
-fn follow<T>(api: Api<T>, name: &str, slot: Slot<T>) -> impl Stream<Item = ()> + Send + 'static
-where
-    T: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let mut listing: Option<T> = None;
-    crate::by_name::watch(api, name).filter_map(move |r| {
-        let now = match r {
-            Ok(watcher::Event::Init) => {
-                listing = None;
-                None
-            }
-            Ok(watcher::Event::InitApply(o)) => {
-                listing = Some(o);
-                None
-            }
-            Ok(watcher::Event::InitDone) => {
-                Some(listing.take().map_or(Seen::Absent, Seen::Present))
-            }
-            Ok(watcher::Event::Apply(o)) => Some(Seen::Present(o)),
-            Ok(watcher::Event::Delete(_)) => Some(Seen::Absent),
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
-                Some(Seen::Absent)
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "ClusterOperator report: watch failed; retrying");
-                None
-            }
-        };
-        let changed = now.map(|now| *slot.lock().unwrap_or_else(|e| e.into_inner()) = now);
-        future::ready(changed)
-    })
-}
-
-fn slot<T>() -> Slot<T> {
-    Arc::new(Mutex::new(Seen::Unknown))
-}
-
-fn seen<T: Clone>(slot: &Slot<T>) -> Seen<T> {
-    slot.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
 /// The release a ConfigMap of OS images names; none when empty, or longer than the release
 /// follow takes.
 pub fn release_of(cm: &ConfigMap) -> Option<&str> {
@@ -771,6 +716,10 @@ fn kept_base_configs(ctx: &Ctx) -> Vec<String> {
     kept
 }
 
+/// What the report's watches are called in their logs.
+const CO_WATCH: &str = "ClusterOperator";
+const CM_WATCH: &str = "release OS images ConfigMap";
+
 /// Writes the report for the ClusterOperator as last seen, when it changes the status.
 async fn sync_once(
     ctx: &Ctx,
@@ -778,22 +727,22 @@ async fn sync_once(
     cm: &Slot<ConfigMap>,
     idle: &mut Option<String>,
 ) -> Result<(), crate::Error> {
-    let (co, cm) = match (seen(co), seen(cm)) {
-        (Seen::Unknown, _) | (_, Seen::Unknown) => return Ok(()),
-        (co, cm) => (co, cm),
+    // Not listed yet, or the watch cannot list it (said at debug level by the watch): wait.
+    let (Ok(co), Ok(cm)) = (seen(co, CO_WATCH), seen(cm, CM_WATCH)) else {
+        return Ok(());
     };
     // Never created here: the CVO creates it from the release's manifest, with the versions it
     // waits for. Upstream's operator creates a bare one when absent, for a cluster installed
     // without the CVO's copy; mco reports only where the CVO asks for a report, and without the
     // kind (not OpenShift) there is no one to report to.
     let why_idle = match (&co, &cm) {
-        (Seen::Absent, _) => Some(format!(
+        (None, _) => Some(format!(
             "no ClusterOperator {MACHINE_CONFIG} (not OpenShift, or the kind is not served); nothing to report"
         )),
-        (_, Seen::Absent) => Some(format!(
+        (_, None) => Some(format!(
             "no ConfigMap {OPERATOR_NAMESPACE}/{OSIMAGEURL_CONFIGMAP}; the ClusterOperator {MACHINE_CONFIG} is not reported"
         )),
-        (_, Seen::Present(cm)) if release_of(cm).is_none() => Some(format!(
+        (_, Some(cm)) if release_of(cm).is_none() => Some(format!(
             "the ConfigMap {OPERATOR_NAMESPACE}/{OSIMAGEURL_CONFIGMAP} has no usable {RELEASE_VERSION_KEY}; the ClusterOperator {MACHINE_CONFIG} is not reported"
         )),
         _ => None,
@@ -807,7 +756,7 @@ async fn sync_once(
         return Ok(());
     }
     *idle = None;
-    let (Seen::Present(co), Seen::Present(cm)) = (co, cm) else {
+    let (Some(co), Some(cm)) = (co, cm) else {
         return Ok(());
     };
     let release = release_of(&cm).unwrap_or_default();
@@ -888,28 +837,31 @@ async fn publish(ctx: &Ctx, reference: &CoreObjectReference, e: &CoEvent) {
 pub async fn run(ctx: Arc<Ctx>, changes: impl Stream<Item = ()> + Send + 'static) {
     let (wake, mut woken) = futures::channel::mpsc::unbounded::<()>();
     let (co, cm) = (slot(), slot());
-    let forward = |s: std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>| {
-        let wake = wake.clone();
-        tokio::spawn(s.for_each(move |()| {
-            let _ = wake.unbounded_send(());
-            future::ready(())
-        }))
-    };
-    let tasks = [
-        forward(Box::pin(follow(
-            Api::<ClusterOperator>::all(ctx.client.clone()),
-            MACHINE_CONFIG,
-            co.clone(),
-        ))),
-        forward(Box::pin(follow(
-            Api::<ConfigMap>::namespaced(ctx.client.clone(), OPERATOR_NAMESPACE),
-            OSIMAGEURL_CONFIGMAP,
-            cm.clone(),
-        ))),
-        forward(Box::pin(changes)),
-        forward(Box::pin(crate::controllers::ticker(ctx.config.resync))),
+    // Failures are quiet: off OpenShift the kind is not served, and the report waits.
+    let _tasks = [
+        forward(
+            follow(
+                Api::<ClusterOperator>::all(ctx.client.clone()),
+                MACHINE_CONFIG,
+                CO_WATCH,
+                true,
+                co.clone(),
+            ),
+            &wake,
+        ),
+        forward(
+            follow(
+                Api::<ConfigMap>::namespaced(ctx.client.clone(), OPERATOR_NAMESPACE),
+                OSIMAGEURL_CONFIGMAP,
+                CM_WATCH,
+                true,
+                cm.clone(),
+            ),
+            &wake,
+        ),
+        forward(changes, &wake),
+        forward(crate::controllers::ticker(ctx.config.resync), &wake),
     ];
-    let _abort = AbortOnDrop(tasks.into());
     let mut failures: u32 = 0;
     let mut idle = None;
     loop {
@@ -927,16 +879,6 @@ pub async fn run(ctx: Arc<Ctx>, changes: impl Stream<Item = ()> + Send + 'static
             return;
         }
         while woken.try_recv().is_ok() {}
-    }
-}
-
-struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            t.abort();
-        }
     }
 }
 

@@ -231,9 +231,10 @@ pub async fn run_with_metrics(
         let (bound, fut) =
             metrics::serve(addr, metrics.clone(), &config.metrics_auth, client.clone()).await?;
         tracing::info!(%bound, auth = %config.metrics_auth.mode, "serving /metrics, /healthz and /readyz");
-        server = Some(tokio::spawn(fut));
+        server = Some(tokio_util::task::AbortOnDropHandle::new(tokio::spawn(fut)));
     }
-    let _server = AbortOnDrop(server);
+    // The metrics server ends with the controller, as a shutdown or an error returns.
+    let _server = server;
     metrics.set_ready(true);
     let elector = leader::Elector::new(client.clone(), config.lease.clone());
     tokio::pin!(shutdown);
@@ -259,16 +260,6 @@ pub async fn run_with_metrics(
             return Err(e);
         }
         tracing::warn!("lost the leader lease; standing by");
-    }
-}
-
-struct AbortOnDrop(Option<tokio::task::JoinHandle<std::io::Result<()>>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(h) = &self.0 {
-            h.abort();
-        }
     }
 }
 

@@ -28,8 +28,8 @@
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
+use futures::Stream;
 use futures::channel::mpsc::UnboundedSender;
-use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::PostParams;
@@ -40,11 +40,14 @@ use mco_api::generators::{API_SERVER_CONFIG_NAME, TlsSecurityProfile};
 use mco_api::{APIServer, ControllerConfig, ControllerConfigSpec, MachineConfig};
 use mco_generate::template;
 use serde::de::DeserializeOwned;
-use tokio::task::AbortHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::Error;
 use crate::by_name;
 use crate::ctx::Ctx;
+
+/// The pull secret watched, as (namespace, name), and the task that watches it.
+type PullSecretWatch = ((String, String), AbortOnDropHandle<()>);
 
 /// What the template controller last generated, and how to wake the render.
 pub struct Templates {
@@ -57,7 +60,8 @@ pub struct Templates {
     /// Wakes the ControllerConfig's reconcile: the pull secret changed.
     wake_controller_config: UnboundedSender<()>,
     /// The watch of the pull secret the ControllerConfig names: (namespace, name), and its task.
-    pull_secret_watch: Mutex<Option<((String, String), AbortHandle)>>,
+    /// A lost leadership ends the controllers: the watch ends with them.
+    pull_secret_watch: Mutex<Option<PullSecretWatch>>,
 }
 
 impl Templates {
@@ -71,20 +75,6 @@ impl Templates {
             kept: Mutex::new(None),
             wake_controller_config,
             pull_secret_watch: Mutex::new(None),
-        }
-    }
-}
-
-impl Drop for Templates {
-    /// A lost leadership ends the controllers: the pull secret's watch ends with them.
-    fn drop(&mut self) {
-        if let Some((_, task)) = self
-            .pull_secret_watch
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            task.abort();
         }
     }
 }
@@ -287,19 +277,15 @@ fn watch_pull_secret(ctx: &Ctx, target: Option<&(String, String)>) {
     if slot.as_ref().map(|(t, _)| t) == target {
         return;
     }
-    if let Some((_, task)) = slot.take() {
-        task.abort();
-    }
+    // Dropping the old watch ends it.
+    *slot = None;
     let Some((namespace, name)) = target.cloned() else {
         return;
     };
     let api = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
-    let wake = ctx.templates.wake_controller_config.clone();
-    let task = tokio::spawn(changes_of(api, &name).for_each(move |()| {
-        let _ = wake.unbounded_send(());
-        future::ready(())
-    }));
-    *slot = Some(((namespace, name), task.abort_handle()));
+    let wake = &ctx.templates.wake_controller_config;
+    let task = by_name::forward(changes_of(api, &name), wake);
+    *slot = Some(((namespace, name), task));
 }
 
 /// What the templates read from the cluster besides the ControllerConfig.
