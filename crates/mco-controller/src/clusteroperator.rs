@@ -1046,6 +1046,15 @@ mod tests {
             )
         }
 
+        /// The report from the status the CVO's manifest leaves, at `T0`.
+        fn report_upstream(&self) -> Report {
+            self.report(&upstream_status(), T0)
+        }
+
+        fn set_rendered(&mut self, name: &str, release: Option<&str>, os: &str) {
+            self.mcs.insert(name.into(), rendered(name, release, os));
+        }
+
         fn report(&self, current: &ClusterOperatorStatus, now: &str) -> Report {
             let get = |n: &str| self.mcs.get(n).cloned();
             report(&Inputs {
@@ -1067,6 +1076,18 @@ mod tests {
     fn said(s: &ClusterOperatorStatus, t: &str) -> (String, String, String) {
         let c = condition(s, t);
         (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    fn extension<'a>(s: &'a ClusterOperatorStatus, key: &str) -> &'a serde_json::Value {
+        &s.extension
+            .as_ref()
+            .unwrap_or_else(|| panic!("no extension in {s:?}"))[key]
+    }
+
+    fn sync_error(s: &ClusterOperatorStatus) -> &str {
+        extension(s, "lastSyncError")
+            .as_str()
+            .unwrap_or_else(|| panic!("no lastSyncError in {s:?}"))
     }
 
     fn triple(s: &str, r: &str, m: &str) -> (String, String, String) {
@@ -1130,7 +1151,7 @@ mod tests {
     #[test]
     fn a_second_report_of_the_same_cluster_changes_nothing_and_says_nothing() {
         let w = World::settled();
-        let first = w.report(&upstream_status(), T0);
+        let first = w.report_upstream();
         let second = w.report(&first.status, T1);
         assert_eq!(second.status, first.status);
         assert!(second.events.is_empty());
@@ -1139,11 +1160,8 @@ mod tests {
     #[test]
     fn a_required_pool_on_the_old_release_is_worked_towards_and_versions_stay() {
         let mut w = World::settled();
-        w.mcs.insert(
-            "rendered-master-a".into(),
-            rendered("rendered-master-a", Some(OLD), OS),
-        );
-        let out = w.report(&upstream_status(), T0);
+        w.set_rendered("rendered-master-a", Some(OLD), OS);
+        let out = w.report_upstream();
         let s = &out.status;
         assert_eq!(s.versions, upstream_status().versions);
         assert_eq!(
@@ -1163,7 +1181,7 @@ mod tests {
             }]
         );
         assert_eq!(
-            s.extension.as_ref().unwrap()["lastSyncError"],
+            sync_error(s),
             "MachineConfigPool master has not progressed to latest configuration: release image version mismatch for master in rendered-master-a expected: 4.18.2 got: 4.18.1, retrying"
         );
         // Still working: no second "started" event, and the transition time stays.
@@ -1201,14 +1219,11 @@ mod tests {
     #[test]
     fn a_rendered_config_without_the_release_annotation_is_not_there() {
         let mut w = World::settled();
-        w.mcs.insert(
-            "rendered-master-a".into(),
-            rendered("rendered-master-a", None, OS),
-        );
-        let out = w.report(&upstream_status(), T0);
+        w.set_rendered("rendered-master-a", None, OS);
+        let out = w.report_upstream();
         assert_eq!(said(&out.status, PROGRESSING).0, "True");
         assert_eq!(
-            out.status.extension.as_ref().unwrap()["lastSyncError"],
+            sync_error(&out.status),
             "MachineConfigPool master has not progressed to latest configuration: unable to access annotation machineconfiguration.openshift.io/release-image-version for rendered-master-a expected: 4.18.2, retrying"
         );
     }
@@ -1216,13 +1231,10 @@ mod tests {
     #[test]
     fn the_os_image_must_be_the_controllerconfigs_unless_overridden() {
         let mut w = World::settled();
-        w.mcs.insert(
-            "rendered-master-a".into(),
-            rendered("rendered-master-a", Some(X), "quay.io/old"),
-        );
-        let out = w.report(&upstream_status(), T0);
+        w.set_rendered("rendered-master-a", Some(X), "quay.io/old");
+        let out = w.report_upstream();
         assert_eq!(
-            out.status.extension.as_ref().unwrap()["lastSyncError"],
+            sync_error(&out.status),
             format!(
                 "MachineConfigPool master has not progressed to latest configuration: osImageURL mismatch for master in rendered-master-a expected: {OS} got: quay.io/old, retrying"
             )
@@ -1234,35 +1246,32 @@ mod tests {
             .unwrap()
             .insert(annotations::OS_IMAGE_URL_OVERRIDDEN.into(), "true".into());
         w.mcs.insert("rendered-master-a".into(), Arc::new(mc));
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(
             said(&out.status, PROGRESSING),
             triple("False", "", "Cluster version is 4.18.2")
         );
         // No ControllerConfig: nothing to compare with, not there.
         w.cc = None;
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(said(&out.status, PROGRESSING).0, "True");
     }
 
     #[test]
     fn only_required_pools_are_waited_for() {
         let mut w = World::settled();
-        w.mcs.insert(
-            "rendered-worker-a".into(),
-            rendered("rendered-worker-a", Some(OLD), "quay.io/old"),
-        );
+        w.set_rendered("rendered-worker-a", Some(OLD), "quay.io/old");
         let worker = w.pool("worker");
         set_cond(worker, cond(pool_conditions::UPDATED, "False", "", ""));
         set_cond(worker, cond(pool_conditions::UPDATING, "True", "", ""));
         worker.status.as_mut().unwrap().updated_machine_count = 1;
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(
             said(&out.status, PROGRESSING),
             triple("False", "", "Cluster version is 4.18.2")
         );
         assert_eq!(
-            out.status.extension.as_ref().unwrap()["worker"],
+            extension(&out.status, "worker"),
             "1 (ready 3) out of 3 nodes are updating to latest configuration rendered-worker-a"
         );
     }
@@ -1271,15 +1280,15 @@ mod tests {
     fn a_required_pool_not_updated_at_its_generation_is_waited_for() {
         let mut w = World::settled();
         w.pool("master").metadata.generation = Some(3);
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(said(&out.status, PROGRESSING).0, "True");
         assert_eq!(
-            out.status.extension.as_ref().unwrap()["lastSyncError"],
+            sync_error(&out.status),
             "required MachineConfigPool master is not ready, retrying. Status: (total: 3, ready 3, updated: 3, unavailable: 0, degraded: 0)"
         );
         // Paused so: it cannot get there, upstream's Degraded.
         w.pool("master").spec.paused = true;
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(
             said(&out.status, DEGRADED),
             triple(
@@ -1292,7 +1301,7 @@ mod tests {
             w.pool("master"),
             cond(pool_conditions::UPDATED, "False", "", ""),
         );
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(
             said(&out.status, DEGRADED).2,
             "Unable to apply 4.18.2: required MachineConfigPool master is paused and cannot sync until it is unpaused"
@@ -1303,9 +1312,9 @@ mod tests {
     fn an_empty_pool_configuration_is_said_with_the_pools_status() {
         let mut w = World::settled();
         w.pool("master").status.as_mut().unwrap().configuration = None;
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(
-            out.status.extension.as_ref().unwrap()["lastSyncError"],
+            sync_error(&out.status),
             "MachineConfigPool master has not progressed to latest configuration: configuration status for pool master is empty: all 3 nodes are at latest configuration , retrying"
         );
         let mut w = World::settled();
@@ -1318,18 +1327,14 @@ mod tests {
             .unwrap()
             .source
             .clear();
-        let out = w.report(&upstream_status(), T0);
-        assert!(out.status.extension.as_ref().unwrap()["lastSyncError"]
-            .as_str()
-            .unwrap()
-            .contains("list of MachineConfigs that were used to generate configuration for pool master is empty"));
+        let out = w.report_upstream();
+        assert!(sync_error(&out.status)            .contains("list of MachineConfigs that were used to generate configuration for pool master is empty"));
         let mut w = World::settled();
         w.mcs.remove("rendered-master-a");
-        let out = w.report(&upstream_status(), T0);
-        assert!(out.status.extension.as_ref().unwrap()["lastSyncError"]
-            .as_str()
-            .unwrap()
-            .contains("machineconfig.machineconfiguration.openshift.io \"rendered-master-a\" not found"));
+        let out = w.report_upstream();
+        assert!(sync_error(&out.status).contains(
+            "machineconfig.machineconfiguration.openshift.io \"rendered-master-a\" not found"
+        ));
     }
 
     #[test]
@@ -1375,7 +1380,7 @@ mod tests {
             }]
         );
         assert_eq!(
-            s.extension.as_ref().unwrap()["worker"],
+            extension(s, "worker"),
             "pool is degraded because nodes fail with \"1 nodes are reporting degraded status on sync\": \"Node w1 is reporting: \\\"missing file\\\"\""
         );
         // Said once.
@@ -1385,7 +1390,7 @@ mod tests {
     #[test]
     fn a_degraded_pool_at_the_release_is_a_failed_resync_not_progressing() {
         let w = World::settled();
-        let there = w.report(&upstream_status(), T0).status;
+        let there = w.report_upstream().status;
         let mut w = World::settled();
         degrade(w.pool("worker"), "boom");
         let out = w.report(&there, T1);
@@ -1446,10 +1451,10 @@ mod tests {
     fn an_interrupted_build_blocks_upgrades_after_a_degraded_pool() {
         let mut w = World::settled();
         set_cond(w.pool("worker"), cond(BUILD_INTERRUPTED, "True", "", ""));
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(said(&out.status, UPGRADEABLE).1, "InterruptedBuild");
         degrade(w.pool("master"), "x");
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(said(&out.status, UPGRADEABLE).1, "DegradedPool");
     }
 
@@ -1457,7 +1462,7 @@ mod tests {
     fn kept_base_configs_refuse_minor_upgrades_after_upstreams_reasons() {
         let mut w = World::settled();
         w.kept = vec!["00-master (abc123)".into(), "00-worker (abc123)".into()];
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         let (status, reason, message) = said(&out.status, UPGRADEABLE);
         assert_eq!(
             (status.as_str(), reason.as_str()),
@@ -1472,7 +1477,7 @@ mod tests {
         assert_eq!(said(&out.status, PROGRESSING).0, "False");
         degrade(w.pool("worker"), "x");
         assert_eq!(
-            said(&w.report(&upstream_status(), T0).status, UPGRADEABLE).1,
+            said(&w.report_upstream().status, UPGRADEABLE).1,
             "DegradedPool"
         );
     }
@@ -1483,10 +1488,10 @@ mod tests {
         w.kept = (0..MAX_KEPT_NAMED)
             .map(|i| format!("00-pool{i:02} (c)"))
             .collect();
-        let message = said(&w.report(&upstream_status(), T0).status, UPGRADEABLE).2;
+        let message = said(&w.report_upstream().status, UPGRADEABLE).2;
         assert!(message.contains("00-pool09 (c))"), "{message}");
         w.kept.push("00-pool10 (c)".into());
-        let message = said(&w.report(&upstream_status(), T0).status, UPGRADEABLE).2;
+        let message = said(&w.report_upstream().status, UPGRADEABLE).2;
         assert!(message.contains("00-pool09 (c), 1 more)"), "{message}");
         assert!(!message.contains("00-pool10"), "{message}");
     }
@@ -1532,11 +1537,11 @@ mod tests {
         w.pools = (0..MAX_EXTENSION_POOLS)
             .map(|i| Arc::new(pool(&format!("p{i:03}"), false, "r")))
             .collect();
-        let ext = w.report(&upstream_status(), T0).status.extension.unwrap();
+        let ext = w.report_upstream().status.extension.unwrap();
         assert_eq!(ext.as_object().unwrap().len(), MAX_EXTENSION_POOLS);
         assert!(ext.get(MORE_POOLS_KEY).is_none());
         w.pools.push(Arc::new(pool("p999", false, "r")));
-        let ext = w.report(&upstream_status(), T0).status.extension.unwrap();
+        let ext = w.report_upstream().status.extension.unwrap();
         assert_eq!(ext.as_object().unwrap().len(), MAX_EXTENSION_POOLS + 1);
         assert_eq!(ext[MORE_POOLS_KEY], "1 more pools; see `oc get mcp`");
         assert!(ext.get("p999").is_none());
@@ -1553,7 +1558,7 @@ mod tests {
         // A node's long message reaches the Degraded message and the extension cut.
         let mut w = World::settled();
         degrade(w.pool("worker"), &"x".repeat(5000));
-        let out = w.report(&upstream_status(), T0);
+        let out = w.report_upstream();
         assert_eq!(
             said(&out.status, DEGRADED).2.chars().count(),
             MAX_MESSAGE_CHARS
