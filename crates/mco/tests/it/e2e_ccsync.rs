@@ -52,7 +52,7 @@ fn b64(s: &str) -> String {
 }
 
 /// `mco up --no-controller` in a temp dir, with the admin kubeconfig.
-struct Up {
+pub(crate) struct Up {
     dir: PathBuf,
     data: PathBuf,
     _up: Group,
@@ -60,11 +60,11 @@ struct Up {
 }
 
 impl Up {
-    fn kubeconfig(&self) -> PathBuf {
+    pub(crate) fn kubeconfig(&self) -> PathBuf {
         self.data.join("kubeconfig")
     }
 
-    fn kubectl_as(
+    pub(crate) fn kubectl_as(
         &self,
         kubeconfig: &Path,
         args: &[&str],
@@ -101,12 +101,12 @@ impl Up {
         }
     }
 
-    fn kubectl(&self, args: &[&str]) -> String {
+    pub(crate) fn kubectl(&self, args: &[&str]) -> String {
         self.kubectl_as(&self.kubeconfig(), args, None)
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn apply(&self, manifest: &str) {
+    pub(crate) fn apply(&self, manifest: &str) {
         self.kubectl_as(
             &self.kubeconfig(),
             &["apply", "--server-side", "--force-conflicts", "-f", "-"],
@@ -163,7 +163,7 @@ impl Up {
 impl Up {
     /// `mco up --no-controller` with a master and a worker, the namespaces the shipped
     /// `--openshift` RBAC names, and that RBAC applied.
-    fn start() -> Up {
+    pub(crate) fn start() -> Up {
         Up::start_with_workers(1)
     }
 
@@ -205,6 +205,10 @@ impl Up {
             c.kubectl_as(&c.kubeconfig(), &["get", "controllerconfig", CC], None)
                 .ok()
         });
+        wait_for("the pools", 60, || {
+            c.kubectl_as(&c.kubeconfig(), &["get", "mcp", "master", "worker"], None)
+                .ok()
+        });
 
         // The shipped OpenShift RBAC, in the namespaces it names.
         for ns in [
@@ -226,7 +230,12 @@ impl Up {
 
     /// `mco controller --sync-controller-config` as the shipped `mco-controller`
     /// ServiceAccount, and its log.
-    fn controller(&self) -> (Group, PathBuf) {
+    pub(crate) fn controller(&self) -> (Group, PathBuf) {
+        self.controller_with(&[])
+    }
+
+    /// [`Up::controller`] with `flags` (`--name=value`) in place of its own of the same names.
+    pub(crate) fn controller_with(&self, flags: &[&str]) -> (Group, PathBuf) {
         let token = self.kubectl(&["create", "token", "mco-controller", "-n", "mco-system"]);
         let as_controller = self.dir.join("controller.kubeconfig");
         std::fs::copy(self.kubeconfig(), &as_controller).unwrap();
@@ -249,18 +258,22 @@ impl Up {
         )
         .unwrap();
         let log = self.dir.join("controller.log");
+        let name = |f: &str| f.split('=').next().unwrap_or_default().to_owned();
+        let mut args = vec![
+            "--sync-controller-config",
+            "--metrics-addr=127.0.0.1:0",
+            "--namespace=mco-system",
+            "--lease-namespace=mco-system",
+            "--lease-name=mco-controller",
+            "--resync=5s",
+            "--error-requeue=1s",
+        ];
+        args.retain(|a| flags.iter().all(|f| name(f) != name(a)));
+        args.extend_from_slice(flags);
         let mut cmd = Command::new(MCO);
         cmd.args(["controller", "--kubeconfig"])
             .arg(&as_controller)
-            .args([
-                "--sync-controller-config",
-                "--metrics-addr=127.0.0.1:0",
-                "--namespace=mco-system",
-                "--lease-namespace=mco-system",
-                "--lease-name=mco-controller",
-                "--resync=5s",
-                "--error-requeue=1s",
-            ])
+            .args(args)
             .env("RUST_LOG", "info");
         (Group::spawn(cmd, &log, "mco controller"), log)
     }
@@ -335,23 +348,7 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         &mut alive,
     );
     // The first rollout of the rendered configs over (it may reboot), every node Done on it.
-    for pool in ["master", "worker"] {
-        wait_for(&format!("pool {pool} settled"), 180, || {
-            alive();
-            let p = c.get_json(&["mcp", pool]);
-            (p["status"]["machineCount"] == 1).then_some(())?;
-            e2e::pool_settled(&p)
-        });
-    }
-    for n in nodes {
-        wait_for(&format!("{n} Done on its target"), 60, || {
-            let node = c.get_json(&["node", n]);
-            let done = e2e::annotation(&node, e2e::STATE_ANN) == "Done"
-                && e2e::annotation(&node, e2e::CURRENT_ANN)
-                    == e2e::annotation(&node, e2e::DESIRED_ANN);
-            done.then_some(())
-        });
-    }
+    wait_settled(&c, &[("master", 1), ("worker", 1)], &nodes, &mut alive);
     let boots: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
 
     // The cluster rotates its signer: the new CA beside the old one.
@@ -528,23 +525,7 @@ fn a_taken_over_cluster_follows_its_proxy_and_trust_bundle() {
 
     // The base configs as upstream's template controller leaves them: its stamp, and the
     // (empty) additional trust bundle in `00-<role>`, which mco's templates do not write.
-    let templates = mco_generate::template::names(&Default::default());
-    for name in &templates {
-        wait_for(&format!("{name} generated"), 120, || {
-            alive();
-            c.kubectl_as(&c.kubeconfig(), &["get", "mc", name], None)
-                .ok()
-        });
-    }
-    for name in &templates {
-        c.kubectl(&[
-            "annotate",
-            "mc",
-            name,
-            &format!("{VERSION_ANN}={UPSTREAM_VERSION}"),
-            "--overwrite",
-        ]);
-    }
+    let templates = stamp_templates_as_upstreams(&c, &mut alive);
     let file = json!({"path": ANCHORS, "mode": 384, "contents": {"source": "data:,"}});
     let add = json!([{"op": "add", "path": "/spec/config/storage/files/-", "value": file}]);
     let pools = ["master", "worker"];
@@ -566,23 +547,7 @@ fn a_taken_over_cluster_follows_its_proxy_and_trust_bundle() {
         "",
         &mut alive,
     );
-    for pool in pools {
-        wait_for(&format!("pool {pool} settled"), 180, || {
-            alive();
-            let p = c.get_json(&["mcp", pool]);
-            (p["status"]["machineCount"] == 1).then_some(())?;
-            e2e::pool_settled(&p)
-        });
-    }
-    for n in nodes {
-        wait_for(&format!("{n} Done on its target"), 60, || {
-            let node = c.get_json(&["node", n]);
-            let done = e2e::annotation(&node, e2e::STATE_ANN) == "Done"
-                && e2e::annotation(&node, e2e::CURRENT_ANN)
-                    == e2e::annotation(&node, e2e::DESIRED_ANN);
-            done.then_some(())
-        });
-    }
+    wait_settled(&c, &[("master", 1), ("worker", 1)], &nodes, &mut alive);
     // Taken over in step: each kept base config only marked.
     for pool in pools {
         let name = format!("00-{pool}");
@@ -784,6 +749,42 @@ fn booted_line(c: &Up, node: &str) -> String {
         .to_owned()
 }
 
+/// The base configs as upstream's template controller leaves them: once each is generated, its
+/// stamp. Their names.
+fn stamp_templates_as_upstreams(c: &Up, alive: &mut dyn FnMut()) -> Vec<String> {
+    let templates = mco_generate::template::names(&Default::default());
+    for name in &templates {
+        wait_for(&format!("{name} generated"), 120, || {
+            alive();
+            c.kubectl_as(&c.kubeconfig(), &["get", "mc", name], None)
+                .ok()
+        });
+    }
+    for name in &templates {
+        c.kubectl(&[
+            "annotate",
+            "mc",
+            name,
+            &format!("{VERSION_ANN}={UPSTREAM_VERSION}"),
+            "--overwrite",
+        ]);
+    }
+    templates
+}
+
+/// Every pool settled with its count of machines, then every node Done on its target.
+fn wait_settled(c: &Up, pools: &[(&str, u64)], nodes: &[&str], alive: &mut dyn FnMut()) {
+    for &(pool, count) in pools {
+        wait_for(&format!("pool {pool} settled"), 180, || {
+            alive();
+            let p = c.get_json(&["mcp", pool]);
+            (p["status"]["machineCount"] == count).then_some(())?;
+            e2e::pool_settled(&p)
+        });
+    }
+    wait_nodes_done(c, nodes, alive);
+}
+
 /// Every node Done on its pool's target.
 fn wait_nodes_done(c: &Up, nodes: &[&str], alive: &mut dyn FnMut()) {
     for n in nodes {
@@ -825,15 +826,7 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     };
     let pools = ["master", "worker"];
     let nodes = ["master-0", "worker-0", "worker-1"];
-    for (pool, count) in [("master", 1), ("worker", 2)] {
-        wait_for(&format!("pool {pool} settled"), 180, || {
-            alive();
-            let p = c.get_json(&["mcp", pool]);
-            (p["status"]["machineCount"] == count).then_some(())?;
-            e2e::pool_settled(&p)
-        });
-    }
-    wait_nodes_done(&c, &nodes, &mut alive);
+    wait_settled(&c, &[("master", 1), ("worker", 2)], &nodes, &mut alive);
     let before = targets(&c, &pools);
     let rendered = rendered_names(&c);
     let boots: Vec<String> = nodes.iter().map(|n| c.boot_id(n)).collect();
@@ -1019,34 +1012,10 @@ fn a_taken_over_cluster_follows_the_releases_pause_image() {
     };
 
     // The base configs as upstream's template controller leaves them: its stamp.
-    let templates = mco_generate::template::names(&Default::default());
-    for name in &templates {
-        wait_for(&format!("{name} generated"), 120, || {
-            alive();
-            c.kubectl_as(&c.kubeconfig(), &["get", "mc", name], None)
-                .ok()
-        });
-    }
-    for name in &templates {
-        c.kubectl(&[
-            "annotate",
-            "mc",
-            name,
-            &format!("{VERSION_ANN}={UPSTREAM_VERSION}"),
-            "--overwrite",
-        ]);
-    }
+    let templates = stamp_templates_as_upstreams(&c, &mut alive);
     let pools = ["master", "worker"];
     let nodes = ["master-0", "worker-0"];
-    for pool in pools {
-        wait_for(&format!("pool {pool} settled"), 180, || {
-            alive();
-            let p = c.get_json(&["mcp", pool]);
-            (p["status"]["machineCount"] == 1).then_some(())?;
-            e2e::pool_settled(&p)
-        });
-    }
-    wait_nodes_done(&c, &nodes, &mut alive);
+    wait_settled(&c, &[("master", 1), ("worker", 1)], &nodes, &mut alive);
     // Taken over in step: each kept CRI-O config only marked.
     let line_a = format!("pause_image = \"{pause_a}\"");
     for pool in pools {

@@ -8,13 +8,11 @@
 //! config carrying it, keeping `operator-image`; a degraded pool then makes it Degraded and
 //! Upgradeable=False `DegradedPool`, as `kubectl get co` shows, and fixing the pool clears both.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use kube::core::CustomResourceExt as _;
 use serde_json::{Value, json};
 
-use crate::e2e::{self, Group, MCO, Slot, annotation, condition, condition_status, wait_for};
+use crate::e2e::{annotation, condition, condition_status, wait_for};
+use crate::e2e_ccsync::Up;
 
 const CO: &str = mco_api::clusteroperator::MACHINE_CONFIG;
 const OLD: &str = "4.18.1";
@@ -23,152 +21,15 @@ const IMG: &str = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:1111111
 const RELEASE_ANN: &str = mco_api::constants::annotations::RELEASE_IMAGE_VERSION;
 const NO_CO_LOG: &str = "no ClusterOperator machine-config";
 
-/// `mco up --no-controller` (a master and a worker) with the namespaces the shipped
-/// `--openshift` RBAC names and that RBAC applied; the admin kubeconfig.
-struct Up {
-    dir: PathBuf,
-    data: PathBuf,
-    _up: Group,
-    _slot: Slot,
-}
-
+// The harness of the CA bundle sync's e2e: `mco up --no-controller` (a master and a worker)
+// with the namespaces the shipped `--openshift` RBAC names and that RBAC applied.
 impl Up {
-    fn start() -> Up {
-        let slot = Slot::take();
-        let dir = e2e::tempdir();
-        let data = dir.join(".mco");
-        let mut cmd = Command::new(MCO);
-        cmd.current_dir(&dir)
-            .args(["up", "--no-controller", "--data-dir"])
-            .arg(&data)
-            .args(["--masters", "1", "--workers", "1", "--reboot-seconds", "0"])
-            .args(["--listen", "127.0.0.1:0", "--mcs-listen", "127.0.0.1:0"])
-            .args(["--dashboard-listen", "127.0.0.1:0"])
-            .env("RUST_LOG", "info");
-        let up = Group::spawn(cmd, &dir.join("up.log"), "mco up");
-        let c = Up {
-            dir,
-            data,
-            _up: up,
-            _slot: slot,
-        };
-        wait_for("the API server", 90, || {
-            c.run(&c.kubeconfig(), &["get", "--raw", "/readyz"], None)
-                .ok()
-        });
-        wait_for("the pools", 60, || {
-            c.run(&c.kubeconfig(), &["get", "mcp", "master", "worker"], None)
-                .ok()
-        });
-        for ns in [
-            "openshift-config-managed",
-            "openshift-config",
-            "openshift-machine-config-operator",
-            "openshift-machine-api",
-        ] {
-            c.kubectl(&["create", "namespace", ns]);
-        }
-        let out = Command::new(MCO)
-            .args(["manifests", "--openshift", "--only", "rbac"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        c.apply(&String::from_utf8(out.stdout).unwrap());
-        c
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.data.join("kubeconfig")
-    }
-
-    fn run(&self, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
-        use std::io::Write as _;
-        let mut child = Command::new("kubectl")
-            .env("KUBECONFIG", kubeconfig)
-            .env("KUBECACHEDIR", self.dir.join("kube-cache"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("kubectl on PATH");
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() {
-            Ok(text)
-        } else {
-            Err(format!(
-                "kubectl {args:?}: {text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        self.run(&self.kubeconfig(), args, None)
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn apply(&self, manifest: &str) {
-        self.run(
-            &self.kubeconfig(),
-            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-            Some(manifest),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
-
     fn get(&self, args: &[&str]) -> Option<Value> {
         let mut a = vec!["get"];
         a.extend_from_slice(args);
         a.extend_from_slice(&["-o", "json"]);
-        let out = self.run(&self.kubeconfig(), &a, None).ok()?;
+        let out = self.kubectl_as(&self.kubeconfig(), &a, None).ok()?;
         serde_json::from_str(&out).ok()
-    }
-
-    /// `mco controller --sync-controller-config` as the shipped `mco-controller`
-    /// ServiceAccount, and its log.
-    fn controller(&self) -> (Group, PathBuf) {
-        let token = self.kubectl(&["create", "token", "mco-controller", "-n", "mco-system"]);
-        let kubeconfig = self.dir.join("controller.kubeconfig");
-        std::fs::copy(self.kubeconfig(), &kubeconfig).unwrap();
-        let user = format!("--token={}", token.trim());
-        for args in [
-            vec!["config", "set-credentials", "mco-controller", user.as_str()],
-            vec![
-                "config",
-                "set-context",
-                "--current",
-                "--user=mco-controller",
-            ],
-        ] {
-            self.run(&kubeconfig, &args, None).unwrap();
-        }
-        let log = self.dir.join("controller.log");
-        let mut cmd = Command::new(MCO);
-        cmd.args(["controller", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .args([
-                "--sync-controller-config",
-                "--metrics-addr=127.0.0.1:0",
-                "--namespace=mco-system",
-                "--lease-namespace=mco-system",
-                "--lease-name=mco-controller",
-                // Long: every report must come from a change, not from a resync.
-                "--resync=300s",
-                "--error-requeue=1s",
-            ])
-            .env("RUST_LOG", "info");
-        (Group::spawn(cmd, &log, "mco controller"), log)
     }
 
     fn co(&self) -> Option<Value> {
@@ -204,7 +65,8 @@ fn the_machine_config_clusteroperator_is_reported_as_upstreams_operator_did() {
     );
 
     // No ClusterOperator kind yet (not OpenShift): nothing reported, said once.
-    let (mut controller, log) = c.controller();
+    // A long resync: every report must come from a change, not from a resync.
+    let (mut controller, log) = c.controller_with(&["--resync=300s"]);
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
     let mut alive = || {
         if let Some(s) = controller.exited() {
@@ -225,7 +87,7 @@ fn the_machine_config_clusteroperator_is_reported_as_upstreams_operator_did() {
     // The CVO's kind and object: the old release's versions, as its manifest leaves them.
     c.apply(&serde_json::to_string(&mco_api::ClusterOperator::crd()).unwrap());
     wait_for("the ClusterOperator kind served", 60, || {
-        c.run(&c.kubeconfig(), &["get", "clusteroperators"], None)
+        c.kubectl_as(&c.kubeconfig(), &["get", "clusteroperators"], None)
             .ok()
     });
     c.apply(
