@@ -279,6 +279,16 @@ impl Up {
     }
 }
 
+/// Panics with the controller's log once it has ended: called between reads while waiting.
+pub(crate) fn alive<'a>(controller: &'a mut Group, log: &'a Path) -> impl FnMut() + 'a {
+    move || {
+        if let Some(s) = controller.exited() {
+            let logs = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("mco controller ended ({s}):\n{logs}");
+        }
+    }
+}
+
 fn configmap(namespace: &str, name: &str, data: Value) -> String {
     json!({
         "apiVersion": "v1",
@@ -319,12 +329,7 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
     ]);
 
     let (mut controller, log) = c.controller();
-    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
-    let mut alive = || {
-        if let Some(s) = controller.exited() {
-            panic!("mco controller ended ({s}):\n{}", logs());
-        }
-    };
+    let mut alive = alive(&mut controller, &log);
 
     // The kubelet CA taken from its ConfigMap; the field without a source left as it was.
     wait_for("kubeAPIServerServingCAData from the ConfigMap", 120, || {
@@ -448,17 +453,7 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         "kube-apiserver-client-ca",
         json!({"other.crt": first}),
     ));
-    let event = wait_for("a ControllerConfigSyncFailed event", 60, || {
-        alive();
-        let events = c.get_json(&[
-            "events",
-            "-n",
-            "mco-system",
-            "--field-selector",
-            "reason=ControllerConfigSyncFailed",
-        ]);
-        events["items"].as_array()?.first().cloned()
-    });
+    let event = sync_failed_event(&c, &mut alive);
     let message = event["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("openshift-config-managed/kube-apiserver-client-ca")
@@ -477,10 +472,26 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
     }
 
     alive();
+    drop(alive);
     drop(controller);
     let dir = c.dir.clone();
     drop(c);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The first `ControllerConfigSyncFailed` Event, once there is one.
+fn sync_failed_event(c: &Up, alive: &mut dyn FnMut()) -> Value {
+    wait_for("a ControllerConfigSyncFailed event", 60, || {
+        alive();
+        let events = c.get_json(&[
+            "events",
+            "-n",
+            "mco-system",
+            "--field-selector",
+            "reason=ControllerConfigSyncFailed",
+        ]);
+        events["items"].as_array()?.first().cloned()
+    })
 }
 
 /// The assignments of `/etc/mco/proxy.env`, comments left out.
@@ -516,12 +527,7 @@ fn a_taken_over_cluster_follows_its_proxy_and_trust_bundle() {
     });
 
     let (mut controller, log) = c.controller();
-    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
-    let mut alive = || {
-        if let Some(s) = controller.exited() {
-            panic!("mco controller ended ({s}):\n{}", logs());
-        }
-    };
+    let mut alive = alive(&mut controller, &log);
 
     // The base configs as upstream's template controller leaves them: its stamp, and the
     // (empty) additional trust bundle in `00-<role>`, which mco's templates do not write.
@@ -679,6 +685,7 @@ fn a_taken_over_cluster_follows_its_proxy_and_trust_bundle() {
     }
 
     alive();
+    drop(alive);
     drop(controller);
     let dir = c.dir.clone();
     drop(c);
@@ -819,11 +826,7 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     ]);
     let (mut controller, log) = c.controller();
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
-    let mut alive = || {
-        if let Some(s) = controller.exited() {
-            panic!("mco controller ended ({s}):\n{}", logs());
-        }
-    };
+    let mut alive = alive(&mut controller, &log);
     let pools = ["master", "worker"];
     let nodes = ["master-0", "worker-0", "worker-1"];
     wait_settled(&c, &[("master", 1), ("worker", 2)], &nodes, &mut alive);
@@ -959,17 +962,7 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
         "registry.example.com/mco/machine-os-content:1.3.1 x",
         EXT_B,
     ));
-    let event = wait_for("a ControllerConfigSyncFailed event", 60, || {
-        alive();
-        let events = c.get_json(&[
-            "events",
-            "-n",
-            "mco-system",
-            "--field-selector",
-            "reason=ControllerConfigSyncFailed",
-        ]);
-        events["items"].as_array()?.first().cloned()
-    });
+    let event = sync_failed_event(&c, &mut alive);
     let message = event["message"].as_str().unwrap_or_default();
     assert!(
         message.contains(&format!(
@@ -986,6 +979,7 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     assert_eq!(event_messages(&c, CC, "OSImageFollowed").len(), 1);
 
     alive();
+    drop(alive);
     drop(controller);
     let dir = c.dir.clone();
     drop(c);
@@ -1004,12 +998,7 @@ fn a_taken_over_cluster_follows_the_releases_pause_image() {
         .expect("the ControllerConfig names a pause image")
         .to_owned();
     let (mut controller, log) = c.controller();
-    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
-    let mut alive = || {
-        if let Some(s) = controller.exited() {
-            panic!("mco controller ended ({s}):\n{}", logs());
-        }
-    };
+    let mut alive = alive(&mut controller, &log);
 
     // The base configs as upstream's template controller leaves them: its stamp.
     let templates = stamp_templates_as_upstreams(&c, &mut alive);
@@ -1124,6 +1113,7 @@ fn a_taken_over_cluster_follows_the_releases_pause_image() {
     }
 
     alive();
+    drop(alive);
     drop(controller);
     let dir = c.dir.clone();
     drop(c);

@@ -12,7 +12,7 @@ use kube::core::CustomResourceExt as _;
 use serde_json::{Value, json};
 
 use crate::e2e::{annotation, condition, condition_status, wait_for};
-use crate::e2e_ccsync::Up;
+use crate::e2e_ccsync::{Up, alive};
 
 const CO: &str = mco_api::clusteroperator::MACHINE_CONFIG;
 const OLD: &str = "4.18.1";
@@ -68,11 +68,7 @@ fn the_machine_config_clusteroperator_is_reported_as_upstreams_operator_did() {
     // A long resync: every report must come from a change, not from a resync.
     let (mut controller, log) = c.controller_with(&["--resync=300s"]);
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
-    let mut alive = || {
-        if let Some(s) = controller.exited() {
-            panic!("mco controller ended ({s}):\n{}", logs());
-        }
-    };
+    let mut alive = alive(&mut controller, &log);
     wait_for("the controller says there is nothing to report", 60, || {
         alive();
         logs().contains(NO_CO_LOG).then_some(())
