@@ -33,6 +33,7 @@ use mco_api::MachineConfigPool;
 use mco_api::constants::{annotations, states};
 use mco_apiserver::Identity;
 use serde_json::json;
+use tokio_util::task::AbortOnDropHandle;
 
 struct Args {
     nodes: usize,
@@ -210,15 +211,6 @@ fn spawn_controller(bin: &Path, kubeconfig: &Path, wrap: &[String]) -> tokio::pr
         .expect("start the controller binary")
 }
 
-/// Background tasks end with the benchmark.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -267,7 +259,7 @@ async fn main() {
                 ..Default::default()
             };
             let client = c.clone();
-            Some(AbortOnDrop(tokio::spawn(async move {
+            Some(AbortOnDropHandle::new(tokio::spawn(async move {
                 mco_controller::run(client, config, std::future::pending())
                     .await
                     .expect("controller");
@@ -301,7 +293,8 @@ async fn main() {
         args.pools,
         start.elapsed().as_secs_f64()
     );
-    let _daemons = AbortOnDrop(instant_daemons(c));
+    // Background tasks end with the benchmark.
+    let _daemons = AbortOnDropHandle::new(instant_daemons(c));
 
     let mut per_wave = vec![];
     let mut after_render = vec![];
