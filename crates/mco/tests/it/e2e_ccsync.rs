@@ -289,6 +289,16 @@ pub(crate) fn alive<'a>(controller: &'a mut Group, log: &'a Path) -> impl FnMut(
     }
 }
 
+/// Ends a test that passed: the controller still running, then stopped, and the test's
+/// directory removed (a failed test keeps it, with the logs).
+fn finish(c: Up, mut controller: Group, log: &Path) {
+    alive(&mut controller, log)();
+    drop(controller);
+    let dir = c.dir.clone();
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn configmap(namespace: &str, name: &str, data: Value) -> String {
     json!({
         "apiVersion": "v1",
@@ -471,12 +481,8 @@ fn controller_config_ca_bundles_follow_the_clusters_configmaps() {
         );
     }
 
-    alive();
     drop(alive);
-    drop(controller);
-    let dir = c.dir.clone();
-    drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
+    finish(c, controller, &log);
 }
 
 /// The first `ControllerConfigSyncFailed` Event, once there is one.
@@ -684,12 +690,8 @@ fn a_taken_over_cluster_follows_its_proxy_and_trust_bundle() {
         );
     }
 
-    alive();
     drop(alive);
-    drop(controller);
-    let dir = c.dir.clone();
-    drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
+    finish(c, controller, &log);
 }
 
 const OPERATOR_NS: &str = "openshift-machine-config-operator";
@@ -978,12 +980,8 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     assert_eq!(rendered_names(&c), rendered);
     assert_eq!(event_messages(&c, CC, "OSImageFollowed").len(), 1);
 
-    alive();
     drop(alive);
-    drop(controller);
-    let dir = c.dir.clone();
-    drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
+    finish(c, controller, &log);
 }
 
 const RELEASE_IMAGES: &str = "machine-config-operator-images";
@@ -1112,10 +1110,6 @@ fn a_taken_over_cluster_follows_the_releases_pause_image() {
         );
     }
 
-    alive();
     drop(alive);
-    drop(controller);
-    let dir = c.dir.clone();
-    drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
+    finish(c, controller, &log);
 }
