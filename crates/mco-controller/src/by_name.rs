@@ -5,8 +5,9 @@
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use futures::channel::mpsc::UnboundedSender;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::{Stream, StreamExt, future};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
@@ -162,6 +163,25 @@ pub(crate) fn forward(
     })))
 }
 
+/// Waits for a sync's next run: after a failure `retry` (the backoff; changes seen meanwhile are
+/// taken by the retry), else the next wake, with every wake queued with it taken at once. False
+/// once every sender of `woken` is gone.
+pub(crate) async fn wait_to_sync(
+    woken: &mut UnboundedReceiver<()>,
+    retry: Option<Duration>,
+) -> bool {
+    match retry {
+        Some(wait) => tokio::time::sleep(wait).await,
+        None => {
+            if woken.next().await.is_none() {
+                return false;
+            }
+        }
+    }
+    while woken.try_recv().is_ok() {}
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -178,6 +198,23 @@ mod tests {
             data: Some([("k".to_string(), k.to_string())].into()),
             ..Default::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_sync_runs_once_for_the_wakes_queued_together_and_retries_without_one() {
+        let (wake, mut woken) = futures::channel::mpsc::unbounded();
+        for _ in 0..3 {
+            wake.unbounded_send(()).unwrap();
+        }
+        assert!(wait_to_sync(&mut woken, None).await);
+        assert!(woken.try_recv().is_err(), "a wake left for a second sync");
+        // A retry waits for no wake, and takes those seen meanwhile.
+        assert!(wait_to_sync(&mut woken, Some(Duration::ZERO)).await);
+        wake.unbounded_send(()).unwrap();
+        assert!(wait_to_sync(&mut woken, Some(Duration::ZERO)).await);
+        assert!(woken.try_recv().is_err(), "a wake left after the retry");
+        drop(wake);
+        assert!(!wait_to_sync(&mut woken, None).await);
     }
 
     #[test]

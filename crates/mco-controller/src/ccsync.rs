@@ -57,7 +57,6 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
@@ -72,7 +71,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::Error;
-use crate::by_name::{Slot, follow, forward, seen, slot};
+use crate::by_name::{Slot, follow, forward, seen, slot, wait_to_sync};
 use crate::ctx::{Ctx, error_backoff};
 
 /// The namespace of the cluster's published CAs.
@@ -1160,10 +1159,11 @@ pub async fn run(ctx: Arc<Ctx>) {
     let mut reported: Option<String> = None;
     let mut warned = vec![];
     loop {
-        match sync_once(&ctx, &mut watches, &wake, &mut warned).await {
+        let retry = match sync_once(&ctx, &mut watches, &wake, &mut warned).await {
             Ok(()) => {
                 failures = 0;
                 reported = None;
+                None
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
@@ -1183,18 +1183,12 @@ pub async fn run(ctx: Arc<Ctx>) {
                     .await;
                     reported = Some(message);
                 }
-                let wait = error_backoff(ctx.config.error_requeue, failures);
-                tokio::time::sleep(wait).await;
-                // Changes seen meanwhile are taken by the retry.
-                while woken.try_recv().is_ok() {}
-                continue;
+                Some(error_backoff(ctx.config.error_requeue, failures))
             }
-        }
-        // Wait for a change, then take every change queued with it in one sync.
-        if woken.next().await.is_none() {
+        };
+        if !wait_to_sync(&mut woken, retry).await {
             return;
         }
-        while woken.try_recv().is_ok() {}
     }
 }
 

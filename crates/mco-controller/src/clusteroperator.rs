@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference as CoreObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -45,7 +45,7 @@ use mco_api::constants::{annotations, pool_conditions};
 use mco_api::{ControllerConfigSpec, MachineConfig, MachineConfigPool};
 use mco_rollout::plan::EventKind;
 
-use crate::by_name::{Slot, follow, forward, seen, slot};
+use crate::by_name::{Slot, follow, forward, seen, slot, wait_to_sync};
 use crate::ctx::{Ctx, error_backoff};
 
 // The release's ConfigMap of OS images, which [`crate::ccsync`] takes the ControllerConfig's
@@ -865,20 +865,20 @@ pub async fn run(ctx: Arc<Ctx>, changes: impl Stream<Item = ()> + Send + 'static
     let mut failures: u32 = 0;
     let mut idle = None;
     loop {
-        match sync_once(&ctx, &co, &cm, &mut idle).await {
-            Ok(()) => failures = 0,
+        let retry = match sync_once(&ctx, &co, &cm, &mut idle).await {
+            Ok(()) => {
+                failures = 0;
+                None
+            }
             Err(e) => {
                 failures = failures.saturating_add(1);
                 tracing::warn!(error = %e, failures, "ClusterOperator report failed");
-                tokio::time::sleep(error_backoff(ctx.config.error_requeue, failures)).await;
-                while woken.try_recv().is_ok() {}
-                continue;
+                Some(error_backoff(ctx.config.error_requeue, failures))
             }
-        }
-        if woken.next().await.is_none() {
+        };
+        if !wait_to_sync(&mut woken, retry).await {
             return;
         }
-        while woken.try_recv().is_ok() {}
     }
 }
 
