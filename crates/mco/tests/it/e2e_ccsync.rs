@@ -700,6 +700,15 @@ const RELEASE_ANN: &str = mco_api::constants::annotations::RELEASE_IMAGE_VERSION
 const EXT_A: &str = "registry.example.com/mco/machine-os-extensions:1.2.2";
 const EXT_B: &str = "registry.example.com/mco/machine-os-extensions:1.3.0";
 
+/// The release's `machine-config-operator-images`, its `images.json` as the CVO writes it.
+fn apply_release_images(c: &Up, images: &Value) {
+    c.apply(&configmap(
+        OPERATOR_NS,
+        RELEASE_IMAGES,
+        json!({"images.json": images.to_string()}),
+    ));
+}
+
 /// The release's OS images ConfigMap, as the CVO writes it.
 fn release(version: &str, base: &str, extensions: &str) -> String {
     configmap(
@@ -862,11 +871,7 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     // rollout of its own, and the first nodes would reboot twice.
     let pause_b = "quay.example.com/release/pod:4.17.2";
     let images_b = json!({"releaseVersion": "4.17.2", "infraImage": pause_b});
-    c.apply(&configmap(
-        OPERATOR_NS,
-        RELEASE_IMAGES,
-        json!({"images.json": images_b.to_string()}),
-    ));
+    apply_release_images(&c, &images_b);
     wait_for("images.json of release B held", 60, || {
         alive();
         logs()
@@ -954,11 +959,7 @@ fn a_release_upgrade_rebases_every_node_onto_the_releases_os_image() {
     // key; nothing is taken, nothing is rendered.
     let rendered = rendered_names(&c);
     let images_c = json!({"releaseVersion": "4.17.3", "infraImage": pause_b});
-    c.apply(&configmap(
-        OPERATOR_NS,
-        RELEASE_IMAGES,
-        json!({"images.json": images_c.to_string()}),
-    ));
+    apply_release_images(&c, &images_c);
     c.apply(&release(
         "4.17.3",
         "registry.example.com/mco/machine-os-content:1.3.1 x",
@@ -1030,11 +1031,7 @@ fn a_taken_over_cluster_follows_the_releases_pause_image() {
         "infraImage": PAUSE_B,
         "kubeRbacProxy": "quay.example.com/release/kube-rbac-proxy:4.17.2",
     });
-    c.apply(&configmap(
-        OPERATOR_NS,
-        RELEASE_IMAGES,
-        json!({"images.json": images.to_string()}),
-    ));
+    apply_release_images(&c, &images);
     wait_for("spec.images from the release", 60, || {
         alive();
         let spec = c.spec();
