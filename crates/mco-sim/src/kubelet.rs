@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::task::AbortOnDropHandle;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -49,18 +50,13 @@ const LEASE_SECONDS: i32 = 40;
 /// Where node Leases live.
 const LEASE_NAMESPACE: &str = "kube-node-lease";
 
-/// Aborts a reflector's task when the kubelet returns.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// A store of `api`'s objects (those `cfg` selects), kept by a watch in its own task, which
 /// wakes `changed` on every event.
-fn reflect<K>(api: Api<K>, cfg: watcher::Config, changed: Arc<Notify>) -> (Store<K>, AbortOnDrop)
+fn reflect<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    changed: Arc<Notify>,
+) -> (Store<K>, AbortOnDropHandle<()>)
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -79,7 +75,7 @@ where
         }
         futures::future::ready(())
     }));
-    (store, AbortOnDrop(task))
+    (store, AbortOnDropHandle::new(task))
 }
 
 /// Runs until `stop` becomes true.

@@ -44,6 +44,7 @@ mod update;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio_util::task::AbortOnDropHandle;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -219,15 +220,6 @@ pub struct Daemon {
     watched_tx: Option<tokio::sync::watch::Sender<Option<Arc<Node>>>>,
     /// Taken by [`Daemon::run`]: the task that sends `Inner::events`.
     event_task: Option<EventTask>,
-}
-
-/// Aborts the node-watch task when [`Daemon::run`] returns, however it returns.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// A Node's labels.
@@ -545,7 +537,7 @@ impl Daemon {
         let _event_task = self
             .event_task
             .take()
-            .map(|t| AbortOnDrop(tokio::spawn(t.run().in_current_span())));
+            .map(|t| AbortOnDropHandle::new(tokio::spawn(t.run().in_current_span())));
         let exit = self.run_syncs(shutdown).await;
         inner.events.flush(EXIT_FLUSH).await;
         exit
@@ -559,14 +551,14 @@ impl Daemon {
         let Some(watched_tx) = self.watched_tx.take() else {
             return Ok(Exit::Shutdown);
         };
-        let _watch_task = AbortOnDrop(tokio::spawn(
+        let _watch_task = AbortOnDropHandle::new(tokio::spawn(
             forward_node_watch(inner.nodes.clone(), cfg, watched_tx, inner.labels.clone())
                 .in_current_span(),
         ));
-        let _cert_task = AbortOnDrop(tokio::spawn(
+        let _cert_task = AbortOnDropHandle::new(tokio::spawn(
             certs::run(Arc::clone(&inner)).in_current_span(),
         ));
-        let _pinned_task = AbortOnDrop(tokio::spawn(
+        let _pinned_task = AbortOnDropHandle::new(tokio::spawn(
             pinned::run(Arc::clone(&inner)).in_current_span(),
         ));
         let mut node_changes = inner.watched.clone();
