@@ -562,8 +562,8 @@ fn go_sharp_v(v: &Value) -> String {
     }
 }
 
-/// Go's `strconv.Quote`.
-pub(crate) fn go_quote(s: &str) -> String {
+/// Go's `strconv.Quote` (and `%q`): upstream's messages quote with it.
+pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

@@ -43,6 +43,7 @@ use mco_api::clusteroperator::{
 };
 use mco_api::constants::{annotations, pool_conditions};
 use mco_api::{ControllerConfigSpec, MachineConfig, MachineConfigPool};
+use mco_apimachinery::schema::go_quote;
 use mco_rollout::plan::EventKind;
 
 use crate::by_name::{Slot, follow, forward, seen, slot, wait_to_sync};
@@ -489,27 +490,6 @@ fn pool_status(pool: &MachineConfigPool) -> String {
         );
     }
     "<unknown>".into()
-}
-
-/// Go's `%q` of a string, for the ASCII text pool conditions hold (other characters as they are).
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Upstream's Upgradeable, and mco's own reason after it: a degraded pool first, then an
@@ -1588,11 +1568,6 @@ mod tests {
             out.events[0].message,
             "clusteroperator/machine-config version changed from [] to [{operator 4.18.2}]"
         );
-    }
-
-    #[test]
-    fn go_quote_escapes_as_go_does() {
-        assert_eq!(go_quote("a\"b\\c\nd\u{1}"), r#""a\"b\\c\nd\x01""#);
     }
 
     #[test]
