@@ -117,6 +117,21 @@ macro_rules! on_both_servers {
 pub(crate) use on_both_servers;
 
 /// A running `mco up` in its own temp dir.
+/// A worker MachineConfig the render refuses (an unknown extension): the pool turns
+/// `RenderDegraded` and keeps its target.
+pub const BAD_WORKER_MC: &str = "apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 60-worker-bad
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  extensions: [bogus]
+  config:
+    ignition:
+      version: 3.2.0
+";
+
 pub struct Cluster {
     pub dir: PathBuf,
     pub data: PathBuf,

@@ -11,7 +11,7 @@
 use kube::core::CustomResourceExt as _;
 use serde_json::{Value, json};
 
-use crate::e2e::{annotation, condition, condition_status, wait_for};
+use crate::e2e::{self, annotation, condition, condition_status, wait_for};
 use crate::e2e_ccsync::{Up, alive};
 
 const CO: &str = mco_api::clusteroperator::MACHINE_CONFIG;
@@ -220,18 +220,7 @@ fn the_machine_config_clusteroperator_is_reported_as_upstreams_operator_did() {
     );
 
     // A bad MachineConfig degrades the worker pool: Degraded, and upgrades refused.
-    let bad = "apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfig
-metadata:
-  name: 60-worker-bad
-  labels:
-    machineconfiguration.openshift.io/role: worker
-spec:
-  extensions: [bogus]
-  config:
-    ignition:
-      version: 3.2.0
-";
+    let bad = e2e::BAD_WORKER_MC;
     c.apply(bad);
     let co = wait_for("Upgradeable=False DegradedPool", 120, || {
         alive();

@@ -312,18 +312,7 @@ fn bad_machineconfig_render_degrades_and_touches_no_node(server: Server) {
         ..Opts::default()
     });
     let old = c.pool_target("worker");
-    let bad = "apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfig
-metadata:
-  name: 60-worker-bad
-  labels:
-    machineconfiguration.openshift.io/role: worker
-spec:
-  extensions: [bogus]
-  config:
-    ignition:
-      version: 3.2.0
-";
+    let bad = e2e::BAD_WORKER_MC;
     c.apply(bad);
     let msg = wait_for("RenderDegraded", 60, || {
         let p = c.try_get_json(&["mcp", "worker"])?;
