@@ -637,49 +637,30 @@ fn follow_os_images(
     Ok(())
 }
 
-/// The release [`OS_IMAGE_URLS`] names, if any.
-fn os_images_release(cm: &ConfigMap) -> Option<&str> {
+/// The release a ConfigMap of OS images ([`OS_IMAGE_URLS`]) names; none when empty, or longer
+/// than [`MAX_RELEASE_VERSION_BYTES`] (which [`plan`] refuses).
+pub fn os_images_release(cm: &ConfigMap) -> Option<&str> {
     cm.data
         .as_ref()?
         .get(RELEASE_VERSION_KEY)
         .map(String::as_str)
-        .filter(|v| !v.is_empty())
+        .filter(|v| !v.is_empty() && v.len() <= MAX_RELEASE_VERSION_BYTES)
 }
 
-/// The release [`RELEASE_IMAGES`]'s `images.json` names, if any; one over its bound or not
-/// JSON names none here, and is refused when its images are read.
-fn release_images_release(cm: &ConfigMap) -> Option<String> {
-    let raw = cm.data.as_ref()?.get(RELEASE_IMAGES_KEY)?;
-    if raw.len() > MAX_RELEASE_IMAGES_BYTES {
-        return None;
-    }
-    let json: Value = serde_json::from_str(raw).ok()?;
-    json.get(RELEASE_VERSION_KEY)?
-        .as_str()
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
-}
-
-/// The keys of `spec.images` the release's `images.json` sets, into `fields` (a merge patch of
-/// `spec.images` leaves its other keys); every image is checked before any is taken.
-fn follow_release_images(
-    cc: &ControllerConfig,
-    cm: &ConfigMap,
-    out: &mut Plan,
-    fields: &mut Map<String, Value>,
-) -> Result<(), Refused> {
-    let name = cm_name(cm, OPERATOR_NAMESPACE);
-    // Upstream reads `data` only; an empty value is as good as none.
+/// [`RELEASE_IMAGES`]'s `images.json`, read once for both its release and its images: none
+/// when absent or empty (upstream reads `data` only; an empty value is as good as none),
+/// refused over its bound or when not a JSON object.
+fn release_images(cm: &ConfigMap) -> Result<Option<Map<String, Value>>, Refused> {
     let Some(raw) = cm
         .data
         .as_ref()
         .and_then(|d| d.get(RELEASE_IMAGES_KEY))
         .filter(|v| !v.is_empty())
     else {
-        return Ok(());
+        return Ok(None);
     };
     let refuse = |why: String| Refused::BadValue {
-        configmap: name.clone(),
+        configmap: cm_name(cm, OPERATOR_NAMESPACE),
         key: RELEASE_IMAGES_KEY,
         why,
     };
@@ -689,10 +670,36 @@ fn follow_release_images(
             raw.len()
         )));
     }
-    let images: Map<String, Value> = match serde_json::from_str(raw) {
-        Ok(Value::Object(o)) => o,
-        Ok(other) => return Err(refuse(format!("is not a JSON object but {other}"))),
-        Err(e) => return Err(refuse(format!("is not JSON: {e}"))),
+    match serde_json::from_str(raw) {
+        Ok(Value::Object(o)) => Ok(Some(o)),
+        Ok(other) => Err(refuse(format!("is not a JSON object but {other}"))),
+        Err(e) => Err(refuse(format!("is not JSON: {e}"))),
+    }
+}
+
+/// The release an `images.json` names, if any.
+fn release_images_release(images: &Map<String, Value>) -> Option<&str> {
+    images
+        .get(RELEASE_VERSION_KEY)?
+        .as_str()
+        .filter(|v| !v.is_empty())
+}
+
+/// The keys of `spec.images` the release's `images.json` (read by [`release_images`]) sets,
+/// into `fields` (a merge patch of `spec.images` leaves its other keys); every image is checked
+/// before any is taken.
+fn follow_release_images(
+    cc: &ControllerConfig,
+    cm: &ConfigMap,
+    images: &Map<String, Value>,
+    out: &mut Plan,
+    fields: &mut Map<String, Value>,
+) -> Result<(), Refused> {
+    let name = cm_name(cm, OPERATOR_NAMESPACE);
+    let refuse = |why: String| Refused::BadValue {
+        configmap: name.clone(),
+        key: RELEASE_IMAGES_KEY,
+        why,
     };
     let have = cc.spec.other.get("images").and_then(Value::as_object);
     let mut want = Map::new();
@@ -732,12 +739,16 @@ pub fn plan(cc: &ControllerConfig, sources: &Sources) -> Result<Plan, Refused> {
     // (its manifests' order). Taken apart, each would start a rollout of its own and the first
     // nodes would reboot twice; so while the two name different releases neither is taken, as
     // upstream's operator refuses an images.json of a release other than its own.
+    // A refused images.json holds back the OS images too, as it names no release to agree on.
+    let images = match &sources.release_images {
+        Some(cm) => release_images(cm)?.map(|images| (cm, images)),
+        None => None,
+    };
     let releases = (
         sources.os_images.as_ref().and_then(os_images_release),
-        sources
-            .release_images
+        images
             .as_ref()
-            .and_then(release_images_release),
+            .and_then(|(_, images)| release_images_release(images)),
     );
     if let (Some(os), Some(images)) = &releases
         && os != images
@@ -749,8 +760,8 @@ pub fn plan(cc: &ControllerConfig, sources: &Sources) -> Result<Plan, Refused> {
         if let Some(cm) = &sources.os_images {
             follow_os_images(cc, cm, &mut out, &mut fields, &mut annotations)?;
         }
-        if let Some(cm) = &sources.release_images {
-            follow_release_images(cc, cm, &mut out, &mut fields)?;
+        if let Some((cm, images)) = &images {
+            follow_release_images(cc, cm, images, &mut out, &mut fields)?;
         }
     }
 
@@ -2310,5 +2321,20 @@ mod tests {
         ] {
             assert!(image_reference_error(&bad).is_some(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_os_images_release_is_bounded() {
+        let mut cm = ConfigMap::default();
+        assert_eq!(os_images_release(&cm), None);
+        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), String::new())].into());
+        assert_eq!(os_images_release(&cm), None);
+        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), "4.18.2".to_string())].into());
+        assert_eq!(os_images_release(&cm), Some("4.18.2"));
+        let longest = "4".repeat(MAX_RELEASE_VERSION_BYTES);
+        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), longest.clone())].into());
+        assert_eq!(os_images_release(&cm), Some(longest.as_str()));
+        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), longest + "4")].into());
+        assert_eq!(os_images_release(&cm), None);
     }
 }

@@ -52,8 +52,8 @@ use crate::ctx::{Ctx, error_backoff};
 // The release's ConfigMap of OS images, which [`crate::ccsync`] takes the ControllerConfig's
 // OS images from: its `releaseVersion` is the release the cluster runs.
 use crate::ccsync::{
-    MAX_RELEASE_VERSION_BYTES, OPERATOR_NAMESPACE, OS_IMAGE_URLS as OSIMAGEURL_CONFIGMAP,
-    RELEASE_VERSION_KEY,
+    OPERATOR_NAMESPACE, OS_IMAGE_URLS as OSIMAGEURL_CONFIGMAP, RELEASE_VERSION_KEY,
+    os_images_release,
 };
 
 /// The pool label upstream's operator waits on before it reports a release.
@@ -670,16 +670,6 @@ fn set(
     }
 }
 
-/// The release a ConfigMap of OS images names; none when empty, or longer than the release
-/// follow takes.
-pub fn release_of(cm: &ConfigMap) -> Option<&str> {
-    cm.data
-        .as_ref()?
-        .get(RELEASE_VERSION_KEY)
-        .map(String::as_str)
-        .filter(|v| !v.is_empty() && v.len() <= MAX_RELEASE_VERSION_BYTES)
-}
-
 /// The template configs another controller generated and mco keeps, with their stamp.
 fn kept_base_configs(ctx: &Ctx) -> Vec<String> {
     let ours = &ctx.config.controller_version;
@@ -722,7 +712,7 @@ async fn sync_once(
         (_, None) => Some(format!(
             "no ConfigMap {OPERATOR_NAMESPACE}/{OSIMAGEURL_CONFIGMAP}; the ClusterOperator {MACHINE_CONFIG} is not reported"
         )),
-        (_, Some(cm)) if release_of(cm).is_none() => Some(format!(
+        (_, Some(cm)) if os_images_release(cm).is_none() => Some(format!(
             "the ConfigMap {OPERATOR_NAMESPACE}/{OSIMAGEURL_CONFIGMAP} has no usable {RELEASE_VERSION_KEY}; the ClusterOperator {MACHINE_CONFIG} is not reported"
         )),
         _ => None,
@@ -739,7 +729,7 @@ async fn sync_once(
     let (Some(co), Some(cm)) = (co, cm) else {
         return Ok(());
     };
-    let release = release_of(&cm).unwrap_or_default();
+    let release = os_images_release(&cm).unwrap_or_default();
     let cc = ctx.ccs.get(&ObjectRef::new(
         mco_api::constants::names::CONTROLLER_CONFIG,
     ));
@@ -1568,20 +1558,5 @@ mod tests {
             out.events[0].message,
             "clusteroperator/machine-config version changed from [] to [{operator 4.18.2}]"
         );
-    }
-
-    #[test]
-    fn the_release_is_read_from_the_configmap() {
-        let mut cm = ConfigMap::default();
-        assert_eq!(release_of(&cm), None);
-        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), String::new())].into());
-        assert_eq!(release_of(&cm), None);
-        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), X.to_string())].into());
-        assert_eq!(release_of(&cm), Some(X));
-        let longest = "4".repeat(MAX_RELEASE_VERSION_BYTES);
-        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), longest.clone())].into());
-        assert_eq!(release_of(&cm), Some(longest.as_str()));
-        cm.data = Some([(RELEASE_VERSION_KEY.to_string(), longest + "4")].into());
-        assert_eq!(release_of(&cm), None);
     }
 }
