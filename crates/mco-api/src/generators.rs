@@ -684,3 +684,413 @@ mod proxy_tests {
         assert_eq!(serde_json::to_value(&p).unwrap(), upstream);
     }
 }
+
+/// `ClusterImagePolicy` and `ImagePolicy` as OpenShift 4.16–4.19 serve them: Technology Preview,
+/// `config.openshift.io/v1alpha1` only. 4.20 replaced that version with `v1` (served alone) of
+/// the same fields; `v1` adds checks on their values (PEM markers in the key and certificate
+/// data, shortest key data, longest Fulcio subject). [`ClusterImagePolicy::to_v1`] and
+/// [`ImagePolicy::to_v1`] give the `v1` object, refusing a value `v1` refuses, so the policy is
+/// enforced exactly as the `v1` object would be, or reported. 4.16–4.18 lack `rootOfTrust.pki`
+/// (their server prunes it); every other field is the same in both versions. Not shipped.
+pub mod v1alpha1 {
+    use super::{ImagePolicyStatus, ImageSigstoreVerificationPolicy};
+    use kube::CustomResource;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    /// A field of a `v1alpha1` object that `config.openshift.io/v1` refuses. `name` is the
+    /// object's name, `<namespace>/<name>` for an ImagePolicy.
+    #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+    #[error("{kind} {name}: {field}: {message}")]
+    pub struct ConversionError {
+        pub kind: &'static str,
+        pub name: String,
+        pub field: String,
+        pub message: String,
+    }
+
+    #[derive(
+        CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
+    )]
+    #[kube(
+        group = "config.openshift.io",
+        version = "v1alpha1",
+        kind = "ClusterImagePolicy",
+        plural = "clusterimagepolicies",
+        singular = "clusterimagepolicy",
+        derive = "PartialEq",
+        derive = "Default",
+        status = "ImagePolicyStatus",
+        doc = "Sigstore signature verification for images in the listed scopes, cluster-wide (Technology Preview)."
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct ClusterImagePolicySpec {
+        #[serde(default)]
+        pub scopes: Vec<String>,
+        #[serde(default)]
+        pub policy: ImageSigstoreVerificationPolicy,
+    }
+
+    #[derive(
+        CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema,
+    )]
+    #[kube(
+        group = "config.openshift.io",
+        version = "v1alpha1",
+        kind = "ImagePolicy",
+        plural = "imagepolicies",
+        singular = "imagepolicy",
+        namespaced,
+        derive = "PartialEq",
+        derive = "Default",
+        status = "ImagePolicyStatus",
+        doc = "Sigstore signature verification for one namespace's pods, for images in the listed scopes (Technology Preview)."
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct ImagePolicySpec {
+        #[serde(default)]
+        pub scopes: Vec<String>,
+        #[serde(default)]
+        pub policy: ImageSigstoreVerificationPolicy,
+    }
+
+    impl ClusterImagePolicy {
+        /// The same object in `v1`, or the first field `v1` refuses.
+        pub fn to_v1(&self) -> Result<super::ClusterImagePolicy, ConversionError> {
+            v1_refuses(&self.spec.policy).map_err(|(field, message)| ConversionError {
+                kind: "ClusterImagePolicy",
+                name: self.metadata.name.clone().unwrap_or_default(),
+                field,
+                message,
+            })?;
+            Ok(super::ClusterImagePolicy {
+                metadata: self.metadata.clone(),
+                spec: super::ClusterImagePolicySpec {
+                    scopes: self.spec.scopes.clone(),
+                    policy: self.spec.policy.clone(),
+                },
+                status: self.status.clone(),
+            })
+        }
+    }
+
+    impl ImagePolicy {
+        /// The same object in `v1`, or the first field `v1` refuses.
+        pub fn to_v1(&self) -> Result<super::ImagePolicy, ConversionError> {
+            v1_refuses(&self.spec.policy).map_err(|(field, message)| ConversionError {
+                kind: "ImagePolicy",
+                name: format!(
+                    "{}/{}",
+                    self.metadata.namespace.as_deref().unwrap_or_default(),
+                    self.metadata.name.as_deref().unwrap_or_default()
+                ),
+                field,
+                message,
+            })?;
+            Ok(super::ImagePolicy {
+                metadata: self.metadata.clone(),
+                spec: super::ImagePolicySpec {
+                    scopes: self.spec.scopes.clone(),
+                    policy: self.spec.policy.clone(),
+                },
+                status: self.status.clone(),
+            })
+        }
+    }
+
+    const PUBLIC_KEY: (&str, &str) = ("-----BEGIN PUBLIC KEY-----", "-----END PUBLIC KEY-----");
+    const CERTIFICATE: (&str, &str) = ("-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----");
+
+    /// The first value the `v1` schema refuses that `v1alpha1`'s accepts: `(field, why)`, in
+    /// `v1`'s words. Empty values are left to the generator, which requires them as `v1` does.
+    fn v1_refuses(policy: &ImageSigstoreVerificationPolicy) -> Result<(), (String, String)> {
+        let root = &policy.root_of_trust;
+        let at = "spec.policy.rootOfTrust";
+        if let Some(k) = &root.public_key {
+            let g = format!("{at}.publicKey");
+            min_length(&g, "keyData", &k.key_data, 68)?;
+            pem(&g, "keyData", &k.key_data, PUBLIC_KEY)?;
+            pem(&g, "rekorKeyData", &k.rekor_key_data, PUBLIC_KEY)?;
+        }
+        if let Some(f) = &root.fulcio_ca_with_rekor {
+            let g = format!("{at}.fulcioCAWithRekor");
+            pem(&g, "fulcioCAData", &f.fulcio_ca_data, CERTIFICATE)?;
+            pem(&g, "rekorKeyData", &f.rekor_key_data, PUBLIC_KEY)?;
+            let s = format!("{g}.fulcioSubject");
+            max_length(&s, "oidcIssuer", &f.fulcio_subject.oidc_issuer, 2048)?;
+            max_length(&s, "signedEmail", &f.fulcio_subject.signed_email, 320)?;
+        }
+        if let Some(p) = &root.pki {
+            let g = format!("{at}.pki");
+            min_length(&g, "caRootsData", &p.ca_roots_data, 72)?;
+            min_length(&g, "caIntermediatesData", &p.ca_intermediates_data, 72)?;
+        }
+        Ok(())
+    }
+
+    /// `minLength` counts the characters of the base64 text, as the API server counts them.
+    fn min_length(at: &str, field: &str, v: &str, min: usize) -> Result<(), (String, String)> {
+        if !v.is_empty() && v.chars().count() < min {
+            return Err((
+                format!("{at}.{field}"),
+                format!("should be at least {min} chars long in config.openshift.io/v1"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn max_length(at: &str, field: &str, v: &str, max: usize) -> Result<(), (String, String)> {
+        if v.chars().count() > max {
+            return Err((
+                format!("{at}.{field}"),
+                format!("may not be more than {max} characters in config.openshift.io/v1"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `v1`'s rules on base64 PEM data: the decoded text starts with the begin marker and ends
+    /// with the end marker, or with it and one newline.
+    fn pem(
+        at: &str,
+        field: &str,
+        v: &str,
+        (begin, end): (&str, &str),
+    ) -> Result<(), (String, String)> {
+        if v.is_empty() {
+            return Ok(());
+        }
+        let refuse = |why: String| Err((format!("{at}.{field}"), why));
+        // The same decoding the API server applies to a `format: byte` string.
+        let Ok(k8s_openapi::ByteString(bytes)) =
+            serde_json::from_value(serde_json::Value::String(v.to_owned()))
+        else {
+            return refuse("not base64-encoded data".into());
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            return refuse("the decoded data is not UTF-8 text".into());
+        };
+        if !text.starts_with(begin) {
+            return refuse(format!(
+                "the {field} must start with base64 encoding of '{begin}'."
+            ));
+        }
+        if !(text.ends_with(end) || text.strip_suffix('\n').is_some_and(|t| t.ends_with(end))) {
+            return refuse(format!(
+                "the {field} must end with base64 encoding of '{end}'."
+            ));
+        }
+        Ok(())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use serde_json::{Value, json};
+
+        fn b64(s: &str) -> String {
+            let v = serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec())).unwrap();
+            v.as_str().unwrap().to_owned()
+        }
+
+        const KEY: &str = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n";
+        const CERT: &str =
+            "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----";
+
+        fn cip(root_of_trust: Value) -> ClusterImagePolicy {
+            serde_json::from_value(json!({
+                "apiVersion": "config.openshift.io/v1alpha1",
+                "kind": "ClusterImagePolicy",
+                "metadata": {"name": "release", "uid": "u1", "resourceVersion": "7"},
+                "spec": {
+                    "scopes": ["quay.io/openshift-release-dev/ocp-release"],
+                    "policy": {"rootOfTrust": root_of_trust},
+                },
+            }))
+            .unwrap()
+        }
+
+        fn refused(root_of_trust: Value) -> String {
+            cip(root_of_trust).to_v1().unwrap_err().to_string()
+        }
+
+        #[test]
+        fn an_upstream_object_converts_with_every_field_kept() {
+            let upstream = json!({
+                "apiVersion": "config.openshift.io/v1alpha1",
+                "kind": "ImagePolicy",
+                "metadata": {"name": "apps", "namespace": "team-a", "uid": "u2", "generation": 3},
+                "spec": {
+                    "scopes": ["quay.io/team/app", "*.example.com"],
+                    "policy": {
+                        "rootOfTrust": {
+                            "policyType": "FulcioCAWithRekor",
+                            "fulcioCAWithRekor": {
+                                "fulcioCAData": b64(CERT),
+                                "rekorKeyData": b64(KEY),
+                                "fulcioSubject": {
+                                    "oidcIssuer": "https://oidc.example.com",
+                                    "signedEmail": "signer@example.com",
+                                },
+                            },
+                        },
+                        "signedIdentity": {
+                            "matchPolicy": "RemapIdentity",
+                            "remapIdentity": {"prefix": "mirror.example.com/team", "signedPrefix": "quay.io/team"},
+                        },
+                    },
+                },
+                "status": {"conditions": [{
+                    "type": "Pending", "status": "False", "reason": "ConflictScopes",
+                    "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }]},
+            });
+            let ip: ImagePolicy = serde_json::from_value(upstream.clone()).unwrap();
+            let v1 = serde_json::to_value(ip.to_v1().unwrap()).unwrap();
+            let mut want = upstream;
+            want["apiVersion"] = json!("config.openshift.io/v1");
+            assert_eq!(v1, want);
+        }
+
+        #[test]
+        fn values_v1_accepts_convert_at_its_limits() {
+            // The shortest data `v1` takes: the markers alone, 68 and 72 characters of base64.
+            let key = b64("-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----");
+            assert_eq!(key.len(), 68);
+            let c = cip(
+                json!({"policyType": "PublicKey", "publicKey": {"keyData": key, "rekorKeyData": b64(KEY)}}),
+            );
+            assert_eq!(c.to_v1().unwrap().spec.policy, c.spec.policy);
+            let roots = b64("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----");
+            assert_eq!(roots.len(), 72);
+            let pki = json!({"policyType": "PKI", "pki": {
+                "caRootsData": roots, "caIntermediatesData": roots,
+                "pkiCertificateSubject": {"email": "a@example.com"},
+            }});
+            assert!(cip(pki).to_v1().is_ok());
+            let fulcio = json!({"policyType": "FulcioCAWithRekor", "fulcioCAWithRekor": {
+                "fulcioCAData": b64(CERT), "rekorKeyData": b64(KEY),
+                "fulcioSubject": {"oidcIssuer": format!("https://{}", "a".repeat(2040)), "signedEmail": format!("{}@example.com", "a".repeat(308))},
+            }});
+            assert!(cip(fulcio).to_v1().is_ok());
+        }
+
+        #[test]
+        fn each_value_v1_refuses_is_named_with_its_object_and_field() {
+            let f = "ClusterImagePolicy release: spec.policy.rootOfTrust";
+            let short = b64("-----BEGIN PUBLIC KEY-----\n");
+            assert_eq!(
+                refused(json!({"policyType": "PublicKey", "publicKey": {"keyData": short}})),
+                format!(
+                    "{f}.publicKey.keyData: should be at least 68 chars long in config.openshift.io/v1"
+                )
+            );
+            assert_eq!(
+                refused(
+                    json!({"policyType": "PublicKey", "publicKey": {"keyData": b64(&format!("x{KEY}"))}})
+                ),
+                format!(
+                    "{f}.publicKey.keyData: the keyData must start with base64 encoding of '-----BEGIN PUBLIC KEY-----'."
+                )
+            );
+            assert_eq!(
+                refused(
+                    json!({"policyType": "PublicKey", "publicKey": {"keyData": b64(&format!("{KEY}\n"))}})
+                ),
+                format!(
+                    "{f}.publicKey.keyData: the keyData must end with base64 encoding of '-----END PUBLIC KEY-----'."
+                )
+            );
+            assert_eq!(
+                refused(
+                    json!({"policyType": "PublicKey", "publicKey": {"keyData": b64(KEY), "rekorKeyData": b64(CERT)}})
+                ),
+                format!(
+                    "{f}.publicKey.rekorKeyData: the rekorKeyData must start with base64 encoding of '-----BEGIN PUBLIC KEY-----'."
+                )
+            );
+            let bad_utf8 = serde_json::to_value(k8s_openapi::ByteString(vec![0xff; 60])).unwrap();
+            assert_eq!(
+                refused(json!({"policyType": "PublicKey", "publicKey": {"keyData": bad_utf8}})),
+                format!("{f}.publicKey.keyData: the decoded data is not UTF-8 text")
+            );
+            let fulcio = |ca: &str, rekor: &str, issuer: String, email: String| {
+                json!({"policyType": "FulcioCAWithRekor", "fulcioCAWithRekor": {
+                    "fulcioCAData": b64(ca), "rekorKeyData": b64(rekor),
+                    "fulcioSubject": {"oidcIssuer": issuer, "signedEmail": email},
+                }})
+            };
+            let issuer = || "https://oidc.example.com".to_owned();
+            let email = || "a@example.com".to_owned();
+            assert_eq!(
+                refused(fulcio(KEY, KEY, issuer(), email())),
+                format!(
+                    "{f}.fulcioCAWithRekor.fulcioCAData: the fulcioCAData must start with base64 encoding of '-----BEGIN CERTIFICATE-----'."
+                )
+            );
+            assert_eq!(
+                refused(fulcio(CERT, CERT, issuer(), email())),
+                format!(
+                    "{f}.fulcioCAWithRekor.rekorKeyData: the rekorKeyData must start with base64 encoding of '-----BEGIN PUBLIC KEY-----'."
+                )
+            );
+            assert_eq!(
+                refused(fulcio(
+                    CERT,
+                    KEY,
+                    format!("https://{}", "a".repeat(2041)),
+                    email()
+                )),
+                format!(
+                    "{f}.fulcioCAWithRekor.fulcioSubject.oidcIssuer: may not be more than 2048 characters in config.openshift.io/v1"
+                )
+            );
+            assert_eq!(
+                refused(fulcio(
+                    CERT,
+                    KEY,
+                    issuer(),
+                    format!("{}@example.com", "a".repeat(309))
+                )),
+                format!(
+                    "{f}.fulcioCAWithRekor.fulcioSubject.signedEmail: may not be more than 320 characters in config.openshift.io/v1"
+                )
+            );
+            let roots = b64("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----");
+            let pki = |roots: &str, intermediates: &str| {
+                json!({"policyType": "PKI", "pki": {
+                    "caRootsData": roots, "caIntermediatesData": intermediates,
+                    "pkiCertificateSubject": {"hostname": "example.com"},
+                }})
+            };
+            assert_eq!(
+                refused(pki(&roots[..68], "")),
+                format!(
+                    "{f}.pki.caRootsData: should be at least 72 chars long in config.openshift.io/v1"
+                )
+            );
+            assert_eq!(
+                refused(pki(&roots, &roots[..68])),
+                format!(
+                    "{f}.pki.caIntermediatesData: should be at least 72 chars long in config.openshift.io/v1"
+                )
+            );
+        }
+
+        #[test]
+        fn a_refused_image_policy_is_named_with_its_namespace() {
+            let ip: ImagePolicy = serde_json::from_value(json!({
+                "apiVersion": "config.openshift.io/v1alpha1",
+                "kind": "ImagePolicy",
+                "metadata": {"name": "apps", "namespace": "team-a"},
+                "spec": {"scopes": ["quay.io/team/app"], "policy": {"rootOfTrust": {
+                    "policyType": "PublicKey", "publicKey": {"keyData": b64("-----BEGIN PUBLIC KEY-----\n")},
+                }}},
+            }))
+            .unwrap();
+            let e = ip.to_v1().unwrap_err();
+            assert_eq!((e.kind, e.name.as_str()), ("ImagePolicy", "team-a/apps"));
+            assert_eq!(e.field, "spec.policy.rootOfTrust.publicKey.keyData");
+        }
+    }
+}
