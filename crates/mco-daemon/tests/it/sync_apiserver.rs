@@ -409,6 +409,147 @@ async fn rebootless_then_reboot_update_condition_sequence() {
     task.abort();
 }
 
+/// The daemon's events about its Node, oldest first, as (reason, message, count): their names
+/// end in the time they were first made, in hexadecimal nanoseconds; one made again is counted
+/// on the first.
+async fn node_events(admin: &Client) -> Vec<(String, String, i32)> {
+    let ns = mco_api::constants::names::DEFAULT_NAMESPACE;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), ns);
+    let mut list = events.list(&Default::default()).await.unwrap().items;
+    list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    list.into_iter()
+        .map(|e| {
+            let count = e.count.unwrap_or(1);
+            (
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+                count,
+            )
+        })
+        .collect()
+}
+
+/// How many times `reason` was recorded.
+fn count(events: &[(String, String, i32)], reason: &str) -> i32 {
+    events
+        .iter()
+        .filter(|(r, _, _)| r == reason)
+        .map(|(_, _, n)| n)
+        .sum()
+}
+
+/// Waits until `reason` was recorded `n` times, and returns the events then.
+async fn events_once(admin: &Client, reason: &str, n: i32) -> Vec<(String, String, i32)> {
+    eventually(&format!("{reason} recorded {n} times"), 30, || async {
+        let seen = node_events(admin).await;
+        (count(&seen, reason) == n).then_some(seen)
+    })
+    .await
+}
+
+fn reasons(events: &[(String, String, i32)]) -> Vec<(&str, &str, i32)> {
+    events
+        .iter()
+        .map(|(r, m, n)| (r.as_str(), m.as_str(), *n))
+        .collect()
+}
+
+const ADD: (&str, &str, i32) = ("AddSigtermProtection", "Adding SIGTERM protection", 1);
+const REMOVE: (&str, &str, i32) = ("RemoveSigtermProtection", "Removing SIGTERM protection", 1);
+
+/// As upstream's daemon: a rebootless update holds SIGTERM off from just after the drift
+/// monitor stops, before its drain, to its very end, after Done, and says so once each way. The
+/// boot before it says neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebootless_update_holds_sigterm_off_to_its_end() {
+    let (server, admin, mcs) = serve_with_crds().await;
+    let empty = mc("rendered-worker-0", "", ign(json!([]), json!([])));
+    let mut ssh = ign(json!([]), json!([]));
+    ssh["passwd"] =
+        json!({"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAAk"]}]});
+    let rebootless = mc("rendered-worker-1", "", ssh);
+    for m in [&empty, &rebootless] {
+        mcs.create(&PostParams::default(), m).await.unwrap();
+    }
+    let (nodes, _mcns) = settled_node(&admin).await;
+    drain_controller(nodes.clone());
+    let sim = SimNode::new(true);
+    let task = start_daemon(node_client(&server).await, &sim);
+    wait_done(&nodes, "rendered-worker-0").await;
+    let booted = events_once(&admin, "NodeDone", 1).await;
+    assert_eq!(
+        count(&booted, ADD.0) + count(&booted, REMOVE.0),
+        0,
+        "{booted:#?}"
+    );
+
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
+    wait_done(&nodes, "rendered-worker-1").await;
+    let seen = events_once(&admin, REMOVE.0, 1).await;
+    let update = reasons(&seen[booted.len()..]);
+    assert_eq!(
+        update[..2],
+        [
+            (
+                "ConfigDriftMonitorStopped",
+                "Config Drift Monitor stopped",
+                1
+            ),
+            ADD
+        ],
+        "{update:#?}"
+    );
+    assert_eq!(update.last(), Some(&REMOVE), "{update:#?}");
+    let done = update.iter().position(|(r, _, _)| *r == "NodeDone");
+    assert!(done.is_some(), "Done before the end: {update:#?}");
+    assert_eq!(count(&seen, ADD.0), 1, "{update:#?}");
+    assert!(SimRebooter::pending(&sim.fs).unwrap().is_none());
+    task.abort();
+}
+
+/// As upstream's daemon: a reboot update holds SIGTERM off from just after the drift monitor
+/// stops, before its drain, and says so once; it stops as the reboot is requested, just before
+/// `Reboot`, whose flush takes both. The boot after it says neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reboot_update_holds_sigterm_off_until_its_reboot_request() {
+    let (f, task) = daemon_done_on_the_first_config().await;
+    let booted = events_once(&f.admin, "NodeDone", 1).await;
+    let task = reboot_update(&f, task).await;
+    let seen = events_once(&f.admin, "NodeDone", 2).await;
+    let done = "Setting node worker-0, currentConfig rendered-worker-1 to Done";
+    assert_eq!(
+        reasons(&seen[booted.len()..]),
+        [
+            (
+                "ConfigDriftMonitorStopped",
+                "Config Drift Monitor stopped",
+                1
+            ),
+            ADD,
+            ("Cordon", "Cordoned node to apply update", 1),
+            ("Drain", "Draining node to update config.", 1),
+            REMOVE,
+            (
+                "Reboot",
+                "Node will reboot into config rendered-worker-1",
+                1
+            ),
+            (
+                "ConfigDriftMonitorStarted",
+                "Config Drift Monitor started, watching against rendered-worker-1",
+                1
+            ),
+            (
+                "Uncordon",
+                "Update completed for config rendered-worker-1 and node has been uncordoned",
+                1
+            ),
+            ("NodeDone", done, 1),
+        ]
+    );
+    task.abort();
+}
+
 /// `rendered-worker-0` (empty, where the node starts) and `rendered-worker-1` (one file, so
 /// moving to it drains and reboots).
 async fn create_empty_and_file_configs(mcs: &Api<MachineConfig>) {
@@ -964,11 +1105,11 @@ async fn a_reboot_update_costs_the_daemon_few_requests() {
     let sent = f.sent.lock().unwrap().clone();
     // Upstream's Node events, one request each in the install namespace, sent beside the update
     // rather than in its way:
-    // the monitor stopped, cordon, drain and reboot before; after, the monitor started, the
-    // uncordon and Done.
+    // the monitor stopped, SIGTERM held off, cordon, drain, SIGTERM heeded again and reboot
+    // before; after, the monitor started, the uncordon and Done.
     let (events, sent): (Vec<String>, Vec<String>) =
         sent.into_iter().partition(|r| r.contains("/events"));
-    assert_eq!(events.len(), 7, "the update's events: {events:#?}");
+    assert_eq!(events.len(), 9, "the update's events: {events:#?}");
     assert!(
         events
             .iter()
@@ -1038,7 +1179,7 @@ async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
     let ns = mco_api::constants::names::DEFAULT_NAMESPACE;
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), ns);
     let want = "failed to drain node: worker-0 after 2s. Please see machine-config-controller logs for more information";
-    let seen = eventually("FailedToDrain", 30, || async {
+    let seen = eventually("RemoveSigtermProtection", 30, || async {
         let mut list = events.list(&Default::default()).await.ok()?.items;
         list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let reasons: Vec<(String, String, String)> = list
@@ -1054,21 +1195,39 @@ async fn an_unanswered_drain_ends_in_upstreams_warning_event() {
             .collect();
         reasons
             .iter()
-            .any(|(_, r, _)| r == "FailedToDrain")
+            .any(|(_, r, _)| r == "RemoveSigtermProtection")
             .then_some(reasons)
     })
     .await;
-    let tail: Vec<(&str, &str, &str)> = seen
+    // The failed update's events, from its start to its end: a retry after the backoff may
+    // follow them.
+    let mut tail: Vec<(&str, &str, &str)> = seen
         .iter()
         .map(|(t, r, m)| (t.as_str(), r.as_str(), m.as_str()))
-        .skip_while(|(_, r, _)| *r != "Cordon")
+        .skip_while(|(_, r, _)| *r != "AddSigtermProtection")
         .collect();
+    if let Some(end) = tail
+        .iter()
+        .position(|(_, r, _)| *r == "RemoveSigtermProtection")
+    {
+        tail.truncate(end + 1);
+    }
     assert_eq!(
         tail,
         vec![
+            (
+                "Normal",
+                "AddSigtermProtection",
+                "Adding SIGTERM protection"
+            ),
             ("Normal", "Cordon", "Cordoned node to apply update"),
             ("Normal", "Drain", "Draining node to update config."),
             ("Warning", "FailedToDrain", want),
+            (
+                "Normal",
+                "RemoveSigtermProtection",
+                "Removing SIGTERM protection"
+            ),
         ],
         "{seen:#?}"
     );

@@ -9,7 +9,7 @@ use super::decide::Target;
 use super::update::{drift_monitor, target_of};
 use super::{Daemon, Exit, SyncError, annotation, blocking};
 use crate::agent::mcn::{Status, Write};
-use crate::engine::{BootCheck, EngineError, NodeEvent, UpdateOutcome, apply};
+use crate::engine::{BootCheck, EngineError, NodeEvent, apply};
 use crate::error::HostError;
 use crate::host::paths;
 
@@ -124,18 +124,10 @@ impl Daemon {
             };
             let (target, settings) = futures::future::join(target, inner.cluster_settings()).await;
             let target = target?;
-            return match inner
-                .run_update(current, target.clone(), true, settings)
-                .await?
-            {
-                UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
-                    Ok(Some(Exit::Rebooting))
-                }
-                UpdateOutcome::Rebootless { .. } => {
-                    inner.finish_rebootless(&target_of(&target)).await?;
-                    Ok(None)
-                }
-            };
+            let to = target_of(&target);
+            return inner
+                .update_node(current, target, true, settings, &to)
+                .await;
         }
         // Rides with the uncordon request, or with whatever this sync writes next.
         inner.mcn_later(Write::parent(

@@ -42,6 +42,7 @@ mod policy;
 mod update;
 
 use std::future::Future;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::task::AbortOnDropHandle;
@@ -59,7 +60,7 @@ use crate::agent::mcn::{Status, Write};
 use crate::agent::metrics::{Metrics, OsLabels};
 use crate::engine::drift::DriftMonitor;
 use crate::engine::image_mode;
-use crate::engine::{Engine, EngineError, NodeEvent, UpdateOutcome};
+use crate::engine::{Engine, EngineError, NodeEvent};
 use crate::error::HostError;
 use crate::host::paths;
 use decide::Change;
@@ -190,6 +191,10 @@ struct Inner {
     pools: Api<mco_api::MachineConfigPool>,
     /// Set once [`Daemon::run`]'s shutdown fires, so that waits inside a sync give up.
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// Whether an update holds SIGTERM off (upstream's `updateActive`): set as it starts, cleared
+    /// as it requests its reboot or otherwise ends ([`Inner::update_node`]). The events that tell
+    /// so hang on its changes.
+    update_active: AtomicBool,
     /// This Node as last seen by [`Daemon::run`]'s watch, so that a drain wait wakes on the
     /// controller's answer instead of polling for it. Closed when the watch ends.
     watched: tokio::sync::watch::Receiver<Option<Arc<Node>>>,
@@ -373,6 +378,7 @@ impl Daemon {
                 drift_tx,
                 opts,
                 shutdown: tokio::sync::watch::Sender::new(false),
+                update_active: AtomicBool::new(false),
                 watched,
                 labels: tokio::sync::watch::Sender::new(None),
                 written: Mutex::new(None),
@@ -440,15 +446,9 @@ impl Daemon {
                 )
                 .await;
                 let cfg = cfg?;
-                match inner.run_update(cfg.clone(), cfg, true, settings).await? {
-                    UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
-                        Ok(Some(Exit::Rebooting))
-                    }
-                    UpdateOutcome::Rebootless { .. } => {
-                        inner.finish_rebootless(&target).await?;
-                        Ok(None)
-                    }
-                }
+                inner
+                    .update_node(cfg.clone(), cfg, true, settings, &target)
+                    .await
             }
             Step::Complete { target, degraded } => {
                 // A Degraded node (e.g. after drift) is only cleared once the disk matches.
@@ -516,15 +516,7 @@ impl Daemon {
                     let pre = old.clone();
                     blocking(move || engine.validate(&pre)).await?;
                 }
-                match inner.run_update(old, new, false, settings).await? {
-                    UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred => {
-                        Ok(Some(Exit::Rebooting))
-                    }
-                    UpdateOutcome::Rebootless { .. } => {
-                        inner.finish_rebootless(&to).await?;
-                        Ok(None)
-                    }
-                }
+                inner.update_node(old, new, false, settings, &to).await
             }
         }
     }
@@ -619,6 +611,9 @@ impl Daemon {
                             r = &mut sync => r,
                             _ = &mut shutdown => {
                                 stopping = true;
+                                if inner.update_active() {
+                                    tracing::info!("Got SIGTERM, but actively updating");
+                                }
                                 inner.shutdown.send_replace(true);
                                 sync.await
                             }

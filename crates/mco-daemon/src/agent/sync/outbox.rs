@@ -542,7 +542,9 @@ impl Inner {
                 // is written over with its error. The Node and its MCN are separate objects,
                 // so the two writes go together: each is a round trip before the reboot. So
                 // does the wait for the queued events, the `Reboot` one last, which the
-                // reboot would otherwise take with the process.
+                // reboot would otherwise take with the process. Nothing is left to hold SIGTERM
+                // off for, as upstream's `reboot` says first.
+                self.cancel_sigterm();
                 self.event(NodeEvent::normal("Reboot", rationale.clone()));
                 let degraded = mcn::degraded(self.name(), None);
                 let (node, status, ()) = futures::future::join3(

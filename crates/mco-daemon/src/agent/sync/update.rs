@@ -2,6 +2,7 @@
 //! two pieces of blocking host work), adopt an equal config, and the drift monitor around them.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use mco_api::constants::{annotations as ann, drain, mcn_conditions as c, states};
 use mco_api::rollouts::{self, NodeCheckResult};
@@ -10,7 +11,7 @@ use tokio::runtime::Handle;
 
 use super::decide::Target;
 use super::policy::ClusterSettings;
-use super::{Inner, SyncError, blocking};
+use super::{Exit, Inner, SyncError, blocking};
 use crate::agent::mcn::{self, Status, Write};
 use crate::engine::apply::{self, ApplyError};
 use crate::engine::drift::{self, DriftMonitor};
@@ -232,14 +233,69 @@ impl Inner {
         report
     }
 
-    pub(super) async fn run_update(
+    /// One update of the node from `old` to `new` (whose target is `target`), to its reboot
+    /// request or, rebootless, to Done. As upstream's `update`, it holds SIGTERM off from after
+    /// the drift monitor stops until the reboot is requested ([`Inner::report`]) or it ends
+    /// otherwise, failed or Done; the sync loop heeds a SIGTERM only between syncs anyway.
+    pub(super) async fn update_node(
+        self: &Arc<Self>,
+        old: MachineConfig,
+        new: MachineConfig,
+        force: bool,
+        settings: ClusterSettings,
+        target: &Target,
+    ) -> Result<Option<Exit>, SyncError> {
+        self.stop_drift();
+        self.catch_sigterm();
+        let result = match self.run_update(old, new, force, settings).await {
+            Ok(UpdateOutcome::Rebooting | UpdateOutcome::RebootDeferred) => {
+                Ok(Some(Exit::Rebooting))
+            }
+            Ok(UpdateOutcome::Rebootless { .. }) => {
+                self.finish_rebootless(target).await.map(|()| None)
+            }
+            Err(e) => Err(e),
+        };
+        self.cancel_sigterm();
+        result
+    }
+
+    /// Starts holding SIGTERM off for an update, once: upstream's `catchIgnoreSIGTERM`.
+    fn catch_sigterm(&self) {
+        if self.update_active.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::info!("Adding SIGTERM protection");
+        self.event(NodeEvent::normal(
+            "AddSigtermProtection",
+            "Adding SIGTERM protection",
+        ));
+    }
+
+    /// Stops holding SIGTERM off, when an update did: upstream's `CancelSIGTERM`.
+    pub(super) fn cancel_sigterm(&self) {
+        if !self.update_active.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        tracing::info!("Removing SIGTERM protection");
+        self.event(NodeEvent::normal(
+            "RemoveSigtermProtection",
+            "Removing SIGTERM protection",
+        ));
+    }
+
+    /// Whether an update holds SIGTERM off.
+    pub(super) fn update_active(&self) -> bool {
+        self.update_active.load(Ordering::SeqCst)
+    }
+
+    async fn run_update(
         self: &Arc<Self>,
         old: MachineConfig,
         new: MachineConfig,
         force: bool,
         settings: ClusterSettings,
     ) -> Result<UpdateOutcome, SyncError> {
-        self.stop_drift();
         let target = new.metadata.name.clone().unwrap_or_default();
         let res = match self.update_in_steps(old, new, force, settings).await {
             Ok(outcome) => Ok(outcome),
