@@ -164,6 +164,8 @@ pub struct RegistryInputs {
     pub icsp: Vec<mco_api::ImageContentSourcePolicy>,
     pub cips: Vec<mco_api::ClusterImagePolicy>,
     pub ips: Vec<mco_api::ImagePolicy>,
+    /// The ControllerConfig's `spec.releaseImage` (empty without one).
+    pub release_image: String,
 }
 
 impl RegistryInputs {
@@ -176,6 +178,7 @@ impl RegistryInputs {
             icsp: &self.icsp,
             cips: &self.cips,
             ips: &self.ips,
+            release_image: Some(self.release_image.as_str()),
         }
     }
 }
@@ -184,7 +187,7 @@ impl RegistryInputs {
 /// caller may not list), for `mco doctor` to check as the controller does.
 pub async fn fetch_registry_inputs(client: &Client) -> Result<RegistryInputs, Error> {
     let c = client.clone();
-    let (images, idms, itms, icsp, cips, ips) = futures::try_join!(
+    let (images, idms, itms, icsp, cips, ips, ccs) = futures::try_join!(
         list_if_readable(Api::<mco_api::Image>::all(c.clone()), "images"),
         list_if_readable(
             Api::<mco_api::ImageDigestMirrorSet>::all(c.clone()),
@@ -203,7 +206,18 @@ pub async fn fetch_registry_inputs(client: &Client) -> Result<RegistryInputs, Er
             "clusterimagepolicies"
         ),
         list_if_readable(Api::<mco_api::ImagePolicy>::all(c.clone()), "imagepolicies"),
+        list_if_readable(
+            Api::<mco_api::ControllerConfig>::all(c.clone()),
+            "controllerconfigs"
+        ),
     )?;
+    let release_image = ccs
+        .into_iter()
+        .find(|cc| {
+            cc.metadata.name.as_deref() == Some(mco_api::constants::names::CONTROLLER_CONFIG)
+        })
+        .map(|cc| cc.spec.release_image)
+        .unwrap_or_default();
     let image = images
         .into_iter()
         .find(|i| i.metadata.name.as_deref() == Some(mco_api::generators::IMAGE_CONFIG_NAME));
@@ -214,6 +228,7 @@ pub async fn fetch_registry_inputs(client: &Client) -> Result<RegistryInputs, Er
         icsp,
         cips,
         ips,
+        release_image,
     })
 }
 

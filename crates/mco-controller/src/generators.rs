@@ -674,6 +674,10 @@ async fn reconcile_registries(
     let icsp = items(Api::<ImageContentSourcePolicy>::all(c.clone()), &list).await?;
     let cips = items(Api::<ClusterImagePolicy>::all(c.clone()), &list).await?;
     let ips = items(Api::<ImagePolicy>::all(c.clone()), &list).await?;
+    // The release payload's repository, which Image/cluster may not block.
+    let cc = ctx.ccs.get(&ObjectRef::new(
+        mco_api::constants::names::CONTROLLER_CONFIG,
+    ));
     let inputs = mco_generate::registries::Inputs {
         image: image.as_ref(),
         idms: &idms,
@@ -681,6 +685,7 @@ async fn reconcile_registries(
         icsp: &icsp,
         cips: &cips,
         ips: &ips,
+        release_image: cc.as_ref().map(|cc| cc.spec.release_image.as_str()),
     };
     report_conflicts(c, &inputs).await?;
     let pool_name = pool.name_any();
@@ -707,6 +712,15 @@ async fn reconcile_registries(
             );
             mc.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
             put_mc(&mc_api, mc, &ctx.config.controller_version).await?;
+            // A blocked scope the payload's guard dropped; the rest is written, as upstream's.
+            if let (Ok(b), Some(i)) = (mco_generate::registries::blocked(&inputs), &image)
+                && let Some(warning) = b.warning()
+            {
+                tracing::warn!(pool = %pool_name, "{warning}, skipping....");
+                let reason = "PayloadRegistryNotBlocked";
+                ctx.publish(&i.object_ref(&()), EventKind::Warning, reason, &warning)
+                    .await;
+            }
         }
         Err(refused) => {
             // The object's full reference (with its uid), so the event is attached to it.
@@ -848,6 +862,16 @@ async fn run_registries(
         changes(Api::<ClusterImagePolicy>::all(c.clone())).boxed(),
         changes(Api::<ImagePolicy>::all(c.clone())).boxed(),
         inputs_changed(&ctx).boxed(),
+        // The ControllerConfig's spec: its releaseImage is the payload the guard keeps.
+        watcher(
+            Api::<mco_api::ControllerConfig>::all(c.clone()),
+            Default::default(),
+        )
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default())
+        .filter_map(|r| future::ready(r.ok().map(|_| ())))
+        .boxed(),
     ]);
     // The shared pool store, not a watch of its own: each pool's status writes would otherwise
     // each cost a reconcile (a GET and four LISTs).

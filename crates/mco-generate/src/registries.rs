@@ -54,6 +54,10 @@ pub struct Inputs<'a> {
     pub icsp: &'a [ImageContentSourcePolicy],
     pub cips: &'a [ClusterImagePolicy],
     pub ips: &'a [ImagePolicy],
+    /// The ControllerConfig's `spec.releaseImage`: the release payload, whose repository
+    /// `Image/cluster` may not block (see [`Blocked`]). None or empty on a cluster without a
+    /// release payload, and then nothing is guarded.
+    pub release_image: Option<&'a str>,
 }
 
 impl Inputs<'_> {
@@ -271,7 +275,15 @@ pub fn validate(inputs: &Inputs<'_>) -> Result<(), Refused> {
                 "spec.registrySources.containerRuntimeSearchRegistries: invalid entry for search registries {bad:?}"
             )));
         }
-        if !s.allowed_registries.is_empty() && !s.blocked_registries.is_empty() {
+        let b = blocked(inputs)?;
+        // The payload repository alone may be allowed beside blocked registries: the guard
+        // allows it when a mirror serves it.
+        let payload = inputs
+            .release_image
+            .and_then(|r| payload_repo(r).ok())
+            .map(|(repo, _)| repo);
+        let only_payload = matches!(&b.allowed[..], [a] if Some(a.as_str()) == payload);
+        if !b.allowed.is_empty() && !b.policy.is_empty() && !only_payload {
             return Err(refuse(
                 "invalid images config: only one of AllowedRegistries or BlockedRegistries may be specified"
                     .to_owned(),
@@ -281,13 +293,21 @@ pub fn validate(inputs: &Inputs<'_>) -> Result<(), Refused> {
     Ok(())
 }
 
-/// Whether `location` is `scope` or inside it (`*.example.com` covers `a.example.com/x`).
+/// Whether `location` is `scope` or inside it (`*.example.com` covers `a.example.com/x` and
+/// `a.example.com:5000/x`), as upstream nests scopes.
 fn in_scope(location: &str, scope: &str) -> bool {
-    if let Some(domain) = scope.strip_prefix("*.") {
-        let host = location.split('/').next().unwrap_or_default();
-        return host.ends_with(&format!(".{domain}"));
+    if location == scope || location.starts_with(&format!("{scope}/")) {
+        return true;
     }
-    location == scope || location.starts_with(&format!("{scope}/"))
+    let Some(domain) = scope.strip_prefix('*').filter(|d| d.starts_with('.')) else {
+        return false;
+    };
+    let host = match location.split_once(':') {
+        Some((h, _)) if h.contains('/') => return false,
+        Some((h, _)) => h,
+        None => location.split('/').next().unwrap_or_default(),
+    };
+    host.ends_with(domain)
 }
 
 fn entry<'t>(registries: &'t mut BTreeMap<String, Table>, scope: &str) -> &'t mut Table {
@@ -303,7 +323,7 @@ fn entry<'t>(registries: &'t mut BTreeMap<String, Table>, scope: &str) -> &'t mu
     })
 }
 
-fn registries_conf(inputs: &Inputs<'_>, base: &str) -> Result<String, String> {
+fn registries_conf(inputs: &Inputs<'_>, blocked: &Blocked, base: &str) -> Result<String, String> {
     let mut conf: Table = toml::from_str(base)
         .map_err(|e| format!("could not decode the pool's {REGISTRIES_CONF}: {e}"))?;
     // The base's own registries stay; ours are added or merged by scope.
@@ -351,7 +371,7 @@ fn registries_conf(inputs: &Inputs<'_>, base: &str) -> Result<String, String> {
         for scope in &s.insecure_registries {
             entry(&mut registries, scope).insert("insecure".into(), true.into());
         }
-        for scope in &s.blocked_registries {
+        for scope in &blocked.registries {
             entry(&mut registries, scope).insert("blocked".into(), true.into());
         }
         // Mirrors inside an insecure scope are insecure too, as upstream marks them.
@@ -384,26 +404,27 @@ fn registries_conf(inputs: &Inputs<'_>, base: &str) -> Result<String, String> {
 const DEFAULT_POLICY: &str = r#"{"default":[{"type":"insecureAcceptAnything"}],"transports":{"docker-daemon":{"":[{"type":"insecureAcceptAnything"}]}}}"#;
 
 fn policy_json(
-    inputs: &Inputs<'_>,
+    blocked: &Blocked,
     base: Option<&str>,
     signed: &crate::sigstore::ScopePolicies,
 ) -> Result<String, String> {
     let mut policy: Value = serde_json::from_str(base.unwrap_or(DEFAULT_POLICY))
         .map_err(|e| format!("could not decode the pool's {POLICY_JSON}: {e}"))?;
     let mut scopes: serde_json::Map<String, Value> = serde_json::Map::new();
-    if let Some(s) = inputs.image.and_then(|i| i.spec.registry_sources.as_ref()) {
-        let (default, scoped, list) = if !s.allowed_registries.is_empty() {
-            ("reject", "insecureAcceptAnything", &s.allowed_registries)
-        } else {
-            ("insecureAcceptAnything", "reject", &s.blocked_registries)
-        };
-        if !list.is_empty() {
-            policy["default"] = json!([{"type": default}]);
-            // An allowed registry a ClusterImagePolicy covers takes the signature
-            // requirement alone, as upstream's does.
-            for r in list.iter().filter(|r| !signed.contains_key(*r)) {
-                scopes.insert(r.clone(), json!([{"type": scoped}]));
-            }
+    // Allowed registries, then blocked ones: with both (the payload repository allowed beside
+    // blocked registries), the default accepts, as upstream's does.
+    if !blocked.allowed.is_empty() {
+        policy["default"] = json!([{"type": "reject"}]);
+        // An allowed registry a ClusterImagePolicy covers takes the signature requirement
+        // alone, as upstream's does.
+        for r in blocked.allowed.iter().filter(|r| !signed.contains_key(*r)) {
+            scopes.insert(r.clone(), json!([{"type": "insecureAcceptAnything"}]));
+        }
+    }
+    if !blocked.policy.is_empty() {
+        policy["default"] = json!([{"type": "insecureAcceptAnything"}]);
+        for r in blocked.policy.iter().filter(|r| !signed.contains_key(*r)) {
+            scopes.insert(r.clone(), json!([{"type": "reject"}]));
         }
     }
     for (scope, requirements) in signed {
@@ -438,19 +459,17 @@ pub fn files(
     base_policy: Option<&str>,
 ) -> Result<Vec<Value>, Refused> {
     validate(inputs)?;
-    let sources = inputs.image.and_then(|i| i.spec.registry_sources.as_ref());
-    let signed = crate::sigstore::scope_policies(
-        inputs.cips,
-        sources.map_or(&[][..], |s| &s.allowed_registries),
-        sources.map_or(&[][..], |s| &s.blocked_registries),
-    )?;
+    // Upstream bounds the policies' scopes by the lists the guard leaves.
+    let b = blocked(inputs)?;
+    let signed = crate::sigstore::scope_policies(inputs.cips, &b.allowed, &b.policy)?;
     let base_err = |message: String| Refused {
         kind: "Image",
         name: mco_api::generators::IMAGE_CONFIG_NAME.to_owned(),
         message,
     };
-    let conf = registries_conf(inputs, base_registries.unwrap_or_default()).map_err(base_err)?;
-    let policy = policy_json(inputs, base_policy, &signed).map_err(base_err)?;
+    let conf =
+        registries_conf(inputs, &b, base_registries.unwrap_or_default()).map_err(base_err)?;
+    let policy = policy_json(&b, base_policy, &signed).map_err(base_err)?;
     let mut out = vec![file(REGISTRIES_CONF, &conf), file(POLICY_JSON, &policy)];
     if let Some(search) = search_registries(inputs) {
         out.push(file(SEARCH_REGISTRIES_DROPIN, &search));
@@ -482,15 +501,234 @@ pub fn namespace_policies(
     ),
     Refused,
 > {
-    let sources = inputs.image.and_then(|i| i.spec.registry_sources.as_ref());
+    let b = blocked(inputs)?;
     let taken = inputs.cips.iter().map(|c| c.spec.scopes.len()).sum();
-    crate::sigstore::namespace_policies(
-        inputs.ips,
-        signed,
-        sources.map_or(&[][..], |s| &s.allowed_registries),
-        sources.map_or(&[][..], |s| &s.blocked_registries),
-        taken,
-    )
+    crate::sigstore::namespace_policies(inputs.ips, signed, &b.allowed, &b.policy, taken)
+}
+
+/// `Image/cluster`'s blocked registries as the release payload's guard leaves them.
+///
+/// A blocked scope the payload repository (the ControllerConfig's `spec.releaseImage`) is
+/// nested in is dropped, since blocking it leaves the nodes unable to pull the release's
+/// images, unless a digest mirror (`ImageDigestMirrorSet` or `ImageContentSourcePolicy`,
+/// not `ImageTagMirrorSet`: the release is pulled by digest) gives the repository a pull
+/// source that is not itself blocked. Then it stays blocked in registries.conf, and
+/// policy.json accepts the payload repository by scope so that the mirrors are used. Without
+/// a release image (a cluster with no release payload) nothing is guarded.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Blocked {
+    /// The scopes registries.conf blocks.
+    pub registries: Vec<String>,
+    /// The scopes policy.json rejects: those of `registries` other than the payload
+    /// repository itself.
+    pub policy: Vec<String>,
+    /// The scopes policy.json accepts: the payload repository when a mirror serves it, then
+    /// `allowedRegistries`.
+    pub allowed: Vec<String>,
+    /// The blocked scopes dropped, in the order given.
+    pub dropped: Vec<String>,
+}
+
+impl Blocked {
+    /// Upstream's message for the dropped scopes, if any.
+    pub fn warning(&self) -> Option<String> {
+        if self.dropped.is_empty() {
+            return None;
+        }
+        let quoted: Vec<String> = self
+            .dropped
+            .iter()
+            .map(|s| mco_apimachinery::schema::go_quote(s))
+            .collect();
+        Some(format!(
+            "error adding [{}] to blocked registries, cannot block the repository being used by the payload",
+            quoted.join(" ")
+        ))
+    }
+}
+
+/// The repository of a release image, `host[:port]/path[:tag][@digest]`, and whether the
+/// reference is by digest. Upstream takes only the canonical form: the host is required, and
+/// `docker.io` needs its `library/` namespace.
+fn payload_repo(image: &str) -> Result<(&str, bool), &'static str> {
+    let (rest, digest) = match image.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (image, None),
+    };
+    if let Some(d) = digest {
+        let ok = d.split_once(':').is_some_and(|(alg, hex)| {
+            !alg.is_empty()
+                && alg
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b))
+                && hex.len() >= 32
+                && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        });
+        if !ok {
+            return Err("its digest is not <algorithm>:<hex, at least 32 digits>");
+        }
+    }
+    // A tag's colon is after the last slash; a port's is before it.
+    let name = match rest.rsplit_once(':') {
+        Some((n, t)) if !t.contains('/') => {
+            let tb = t.as_bytes();
+            let ok = (1..=128).contains(&tb.len())
+                && (tb[0].is_ascii_alphanumeric() || tb[0] == b'_')
+                && tb
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(b));
+            if !ok {
+                return Err("its tag is not 1 to 128 letters, digits, '_', '.' or '-' (not first)");
+            }
+            n
+        }
+        _ => rest,
+    };
+    let mut parts = name.split('/');
+    let host = parts.next().unwrap_or_default();
+    let path: Vec<&str> = parts.collect();
+    let is_host = !host.is_empty()
+        && (host.contains(['.', ':']) || host == "localhost")
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+    if !is_host || path.is_empty() {
+        return Err("its name does not start with a registry host");
+    }
+    let component = |c: &str| {
+        let b = c.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || b"._-".contains(x))
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+    };
+    if !path.iter().all(|c| component(c)) {
+        return Err("its path is not lower case components joined by '/'");
+    }
+    if host == "docker.io" && path.len() == 1 {
+        return Err("a docker.io name is canonical only with its namespace");
+    }
+    Ok((name, digest.is_some()))
+}
+
+/// How long a prefix of `name` a registries.conf `prefix` matches, as containers/image
+/// matches one (`-1` for none): the whole of it, or up to a `/`, `:` or `@`.
+fn prefix_match(name: &str, prefix: &str) -> Option<usize> {
+    if let Some(domain) = prefix.strip_prefix('*') {
+        let at = name.find(domain)?;
+        if name[..at].contains('/') {
+            return None;
+        }
+        let end = at + domain.len();
+        return (end == name.len() || name[end..].starts_with([':', '/', '@'])).then_some(end);
+    }
+    let rest = name.strip_prefix(prefix)?;
+    (rest.is_empty() || rest.starts_with([':', '/', '@'])).then_some(prefix.len())
+}
+
+/// Whether a pull source of the payload repository other than the repository itself is
+/// outside every blocked scope: the mirrors of the registries.conf entry the repository
+/// resolves to (its longest matching scope), as upstream resolves them from the digest
+/// mirrors alone.
+fn payload_has_unblocked_mirror(inputs: &Inputs<'_>, repo: &str, digested: bool) -> bool {
+    let Some(s) = inputs.image.and_then(|i| i.spec.registry_sources.as_ref()) else {
+        return false;
+    };
+    // Digest mirrors by source; a set whose mirrors only repeat its source is none.
+    let mut mirrors: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for r in rules(inputs)
+        .into_iter()
+        .filter(|r| r.pull_from_mirror == "digest-only")
+    {
+        if r.mirrors.iter().any(|m| m != r.source) {
+            let set = mirrors.entry(r.source).or_default();
+            for m in r.mirrors.iter().filter(|m| *m != r.source) {
+                if !set.contains(&m.as_str()) {
+                    set.push(m);
+                }
+            }
+        }
+    }
+    let scopes = mirrors
+        .keys()
+        .copied()
+        .chain(s.blocked_registries.iter().map(String::as_str))
+        .chain(s.insecure_registries.iter().map(String::as_str));
+    let mut best: Option<&str> = None;
+    for scope in scopes {
+        if prefix_match(repo, scope).is_some() && best.is_none_or(|b| scope.len() > b.len()) {
+            best = Some(scope);
+        }
+    }
+    let Some(scope) = best else {
+        return false;
+    };
+    // An entry without mirrors of its own takes those of the first source it is nested in.
+    let found: Vec<String> = match mirrors.get(scope) {
+        Some(own) => own.iter().map(|m| m.to_string()).collect(),
+        None if scope.starts_with("*.") => vec![],
+        None => mirrors
+            .iter()
+            .find(|(src, _)| in_scope(scope, src))
+            .map(|(src, ms)| {
+                ms.iter()
+                    .map(|m| format!("{m}{}", &scope[src.len()..]))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    // Digest mirrors serve only a reference by digest.
+    if !digested {
+        return false;
+    }
+    let at = prefix_match(repo, scope).unwrap_or_default();
+    found.iter().any(|m| {
+        let source = format!("{m}{}", &repo[at..]);
+        !s.blocked_registries.iter().any(|b| in_scope(&source, b))
+    })
+}
+
+/// `Image/cluster`'s blocked and allowed registries after the release payload's guard (see
+/// [`Blocked`]). A release image that does not parse is refused.
+pub fn blocked(inputs: &Inputs<'_>) -> Result<Blocked, Refused> {
+    let Some(s) = inputs.image.and_then(|i| i.spec.registry_sources.as_ref()) else {
+        return Ok(Blocked::default());
+    };
+    let release = inputs.release_image.filter(|r| !r.is_empty());
+    let Some(release) = release else {
+        return Ok(Blocked {
+            registries: s.blocked_registries.clone(),
+            policy: s.blocked_registries.clone(),
+            allowed: s.allowed_registries.clone(),
+            dropped: vec![],
+        });
+    };
+    let (repo, digested) = payload_repo(release).map_err(|why| Refused {
+        kind: "ControllerConfig",
+        name: mco_api::constants::names::CONTROLLER_CONFIG.to_owned(),
+        message: format!(
+            "spec.releaseImage: error parsing reference of release image {release:?}: {why}"
+        ),
+    })?;
+    let mut out = Blocked::default();
+    for scope in &s.blocked_registries {
+        if !in_scope(repo, scope) {
+            out.registries.push(scope.clone());
+            out.policy.push(scope.clone());
+        } else if payload_has_unblocked_mirror(inputs, repo, digested) {
+            out.registries.push(scope.clone());
+            // The repository itself stays pullable by policy, through its mirrors.
+            if scope != repo {
+                out.policy.push(scope.clone());
+            }
+            out.allowed.push(repo.to_owned());
+        } else {
+            out.dropped.push(scope.clone());
+        }
+    }
+    out.allowed.extend(s.allowed_registries.iter().cloned());
+    Ok(out)
 }
 
 /// The files for a pool whose own MachineConfigs, in merge order, are `pool_mcs`: [`files`]
@@ -588,6 +826,7 @@ mod tests {
             icsp: &icsp,
             cips: &[],
             ips: &[],
+            release_image: None,
         };
         let mc = machine_config(
             &managed_name("worker", "registries", ""),
@@ -767,6 +1006,329 @@ mod tests {
             "cluster",
             json!({ "registrySources": sources }),
         )
+    }
+
+    const RELEASE: &str = "quay.io/openshift-release-dev/ocp-release@sha256:4207ba569ff014931f1b5d125fe3751936a768e119546683c899eb09f3cdceb0";
+    const PAYLOAD_REPO: &str = "quay.io/openshift-release-dev/ocp-release";
+
+    /// The generated registries.conf's blocked scopes and policy.json, for `sources` and
+    /// digest mirrors `mirrors` (source, mirror) under release image `release`.
+    fn guarded(
+        sources: Value,
+        mirrors: &[(&str, &str)],
+        release: Option<&str>,
+    ) -> (Result<Vec<Value>, Refused>, Blocked) {
+        let image = image(sources);
+        let rules: Vec<Value> = mirrors
+            .iter()
+            .map(|(src, m)| json!({"source": src, "mirrors": [m]}))
+            .collect();
+        let sets = [idms("mirrors", json!({ "imageDigestMirrors": rules }))];
+        let inputs = Inputs {
+            image: Some(&image),
+            idms: &sets,
+            release_image: release,
+            ..Default::default()
+        };
+        let b = blocked(&inputs).unwrap_or_default();
+        (files(&inputs, Some(BASE), None), b)
+    }
+
+    fn file_of(out: &[Value], path: &str) -> String {
+        let mc = machine_config("x", "worker", "v", out.to_vec());
+        crate::base_file(&[&mc], path).unwrap().unwrap()
+    }
+
+    fn blocked_in_conf(out: &[Value]) -> Vec<String> {
+        let conf: Table = toml::from_str(&file_of(out, REGISTRIES_CONF)).unwrap();
+        let regs = conf.get("registry").and_then(|r| r.as_array()).cloned();
+        regs.unwrap_or_default()
+            .iter()
+            .filter(|r| r.get("blocked").and_then(|b| b.as_bool()) == Some(true))
+            .map(|r| {
+                let prefix = r["prefix"].as_str().unwrap_or_default();
+                let location = r.get("location").and_then(|l| l.as_str());
+                location
+                    .filter(|_| prefix.is_empty())
+                    .unwrap_or(prefix)
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    fn policy_of(out: &[Value]) -> Value {
+        serde_json::from_str(&file_of(out, POLICY_JSON)).unwrap()
+    }
+
+    #[test]
+    fn blocking_the_payload_registry_without_a_mirror_is_dropped_with_upstreams_message() {
+        let (out, b) = guarded(
+            json!({"blockedRegistries": ["quay.io", "untrusted.example.com"]}),
+            // A mirror of another repository does not serve the payload.
+            &[("quay.io/other", "mirror.example.net/other")],
+            Some(RELEASE),
+        );
+        let out = out.unwrap();
+        assert_eq!(b.dropped, ["quay.io"]);
+        assert_eq!(
+            b.warning().unwrap(),
+            "error adding [\"quay.io\"] to blocked registries, cannot block the repository being used by the payload"
+        );
+        assert_eq!(blocked_in_conf(&out), ["untrusted.example.com"]);
+        assert_eq!(
+            policy_of(&out)["transports"]["docker"],
+            json!({"untrusted.example.com": [{"type": "reject"}]})
+        );
+        assert_eq!(
+            policy_of(&out)["default"],
+            json!([{"type": "insecureAcceptAnything"}])
+        );
+    }
+
+    #[test]
+    fn every_scope_covering_the_payload_is_dropped_and_named() {
+        let (out, b) = guarded(
+            json!({"blockedRegistries": [PAYLOAD_REPO, "*.example.com", "quay.io/openshift-release-dev", "quay.io"]}),
+            &[],
+            Some(RELEASE),
+        );
+        assert_eq!(
+            b.dropped,
+            [PAYLOAD_REPO, "quay.io/openshift-release-dev", "quay.io"]
+        );
+        assert_eq!(
+            b.warning().unwrap(),
+            format!(
+                "error adding [\"{PAYLOAD_REPO}\" \"quay.io/openshift-release-dev\" \"quay.io\"] to blocked registries, cannot block the repository being used by the payload"
+            )
+        );
+        // *.example.com does not cover quay.io.
+        assert_eq!(blocked_in_conf(&out.unwrap()), ["*.example.com"]);
+    }
+
+    #[test]
+    fn a_payload_registry_with_an_unblocked_digest_mirror_stays_blocked_and_the_payload_allowed() {
+        let (out, b) = guarded(
+            json!({"blockedRegistries": ["quay.io", "untrusted.example.com"]}),
+            &[(PAYLOAD_REPO, "mirror.example.net/ocp/release")],
+            Some(RELEASE),
+        );
+        let out = out.unwrap();
+        assert_eq!(b.warning(), None);
+        assert_eq!(b.registries, ["quay.io", "untrusted.example.com"]);
+        assert_eq!(b.policy, ["quay.io", "untrusted.example.com"]);
+        assert_eq!(b.allowed, [PAYLOAD_REPO]);
+        assert_eq!(blocked_in_conf(&out), ["quay.io", "untrusted.example.com"]);
+        // Upstream's "block registry of payload image": accept by default, reject the
+        // blocked scopes, accept the payload repository.
+        let docker = json!({
+            "quay.io": [{"type": "reject"}],
+            "untrusted.example.com": [{"type": "reject"}],
+            PAYLOAD_REPO: [{"type": "insecureAcceptAnything"}],
+        });
+        let policy = policy_of(&out);
+        assert_eq!(
+            policy["default"],
+            json!([{"type": "insecureAcceptAnything"}])
+        );
+        assert_eq!(policy["transports"]["docker"], docker);
+        assert_eq!(policy["transports"]["atomic"], docker);
+        let mc = machine_config(
+            "99-worker-generated-registries",
+            "worker",
+            "v0.0.0-test",
+            out,
+        );
+        golden::check("registries-payload-mirrored.yaml", &golden::render(&mc));
+    }
+
+    #[test]
+    fn blocking_exactly_the_mirrored_payload_repository_keeps_it_out_of_the_rejected_scopes() {
+        let (out, b) = guarded(
+            json!({"blockedRegistries": [PAYLOAD_REPO]}),
+            &[("quay.io/openshift-release-dev", "mirror.example.net/ocp")],
+            Some(RELEASE),
+        );
+        assert_eq!(b.registries, [PAYLOAD_REPO]);
+        assert!(b.policy.is_empty());
+        assert_eq!(b.allowed, [PAYLOAD_REPO]);
+        let out = out.unwrap();
+        assert_eq!(blocked_in_conf(&out), [PAYLOAD_REPO]);
+        // As upstream's: the payload repository alone is allowed, so the default rejects.
+        let policy = policy_of(&out);
+        assert_eq!(policy["default"], json!([{"type": "reject"}]));
+        assert_eq!(
+            policy["transports"]["docker"],
+            json!({PAYLOAD_REPO: [{"type": "insecureAcceptAnything"}]})
+        );
+    }
+
+    #[test]
+    fn a_mirror_that_is_itself_blocked_does_not_save_the_payload_scope() {
+        // Upstream's cases: the mirror's own repository blocked, and its registry blocked.
+        for (mirrors, also_blocked) in [
+            (
+                ("quay.io", "block.io"),
+                "block.io/openshift-release-dev/ocp-release",
+            ),
+            ((PAYLOAD_REPO, "block.io/ocp"), "block.io"),
+            ((PAYLOAD_REPO, "a.block.io:5000/ocp"), "*.block.io"),
+        ] {
+            let (out, b) = guarded(
+                json!({"blockedRegistries": ["quay.io", also_blocked]}),
+                &[mirrors],
+                Some(RELEASE),
+            );
+            assert_eq!(b.dropped, ["quay.io"], "{mirrors:?}");
+            assert_eq!(b.registries, [also_blocked]);
+            assert!(b.allowed.is_empty());
+            assert_eq!(blocked_in_conf(&out.unwrap()).len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_tag_mirror_or_a_release_by_tag_is_no_way_around_the_block() {
+        let image = image(json!({"blockedRegistries": ["quay.io"]}));
+        let tags: [ImageTagMirrorSet; 1] = [obj(
+            "ImageTagMirrorSet",
+            "config.openshift.io/v1",
+            "tags",
+            json!({"imageTagMirrors": [{"source": PAYLOAD_REPO, "mirrors": ["mirror.example.net/ocp"]}]}),
+        )];
+        let by_tag = Inputs {
+            image: Some(&image),
+            itms: &tags,
+            release_image: Some(RELEASE),
+            ..Default::default()
+        };
+        assert_eq!(blocked(&by_tag).unwrap().dropped, ["quay.io"]);
+        let (_, b) = guarded(
+            json!({"blockedRegistries": ["quay.io"]}),
+            &[(PAYLOAD_REPO, "mirror.example.net/ocp")],
+            Some("quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64"),
+        );
+        assert_eq!(b.dropped, ["quay.io"]);
+    }
+
+    #[test]
+    fn a_mirror_of_a_parent_scope_serves_a_nested_blocked_entry() {
+        // The payload resolves to the blocked entry quay.io/openshift-release-dev, which
+        // takes the mirrors of quay.io, its parent, as upstream's registries.conf has it.
+        let (_, b) = guarded(
+            json!({"blockedRegistries": ["quay.io/openshift-release-dev"]}),
+            &[("quay.io", "mirror.example.net/quay")],
+            Some(RELEASE),
+        );
+        assert!(b.dropped.is_empty());
+        assert_eq!(b.allowed, [PAYLOAD_REPO]);
+    }
+
+    #[test]
+    fn a_blocked_scope_not_covering_the_payload_is_kept() {
+        let (out, b) = guarded(
+            json!({"blockedRegistries": ["quay.io/openshift-release-dev/ocp-release-nightly", "quay.io/other", "*.quay.io", "untrusted.example.com"]}),
+            &[],
+            Some(RELEASE),
+        );
+        assert!(b.dropped.is_empty());
+        assert!(b.allowed.is_empty());
+        assert_eq!(
+            blocked_in_conf(&out.unwrap()),
+            [
+                "*.quay.io",
+                "quay.io/openshift-release-dev/ocp-release-nightly",
+                "quay.io/other",
+                "untrusted.example.com"
+            ]
+        );
+        assert_eq!(b.policy.len(), 4);
+    }
+
+    #[test]
+    fn without_a_release_image_nothing_is_guarded() {
+        for release in [None, Some("")] {
+            let (out, b) = guarded(json!({"blockedRegistries": ["quay.io"]}), &[], release);
+            assert!(b.dropped.is_empty());
+            assert_eq!(blocked_in_conf(&out.unwrap()), ["quay.io"]);
+        }
+    }
+
+    #[test]
+    fn allowed_beside_blocked_only_when_it_is_the_payload_repository() {
+        let (out, _) = guarded(
+            json!({"allowedRegistries": [PAYLOAD_REPO], "blockedRegistries": ["untrusted.example.com"]}),
+            &[],
+            Some(RELEASE),
+        );
+        let policy = policy_of(&out.unwrap());
+        assert_eq!(
+            policy["default"],
+            json!([{"type": "insecureAcceptAnything"}])
+        );
+        assert_eq!(
+            policy["transports"]["docker"],
+            json!({
+                PAYLOAD_REPO: [{"type": "insecureAcceptAnything"}],
+                "untrusted.example.com": [{"type": "reject"}],
+            })
+        );
+        let refused = [
+            (
+                json!({"allowedRegistries": ["quay.io"], "blockedRegistries": ["untrusted.example.com"]}),
+                Some(RELEASE),
+            ),
+            (
+                json!({"allowedRegistries": [PAYLOAD_REPO], "blockedRegistries": ["untrusted.example.com"]}),
+                None,
+            ),
+            (
+                json!({"allowedRegistries": [PAYLOAD_REPO, "registry.example.com"], "blockedRegistries": ["untrusted.example.com"]}),
+                Some(RELEASE),
+            ),
+        ];
+        for (sources, release) in refused {
+            let (out, _) = guarded(sources.clone(), &[], release);
+            assert_eq!(
+                out.unwrap_err().to_string(),
+                "Image cluster: invalid images config: only one of AllowedRegistries or BlockedRegistries may be specified",
+                "{sources}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_release_image_that_does_not_parse_is_refused() {
+        for bad in [
+            "ocp-release@sha256:4207ba569ff014931f1b5d125fe3751936a768e119546683c899eb09f3cdceb0",
+            "docker.io/ubuntu:24.04",
+            "quay.io/Upper/case",
+            "quay.io/x@sha256:abc",
+            "quay.io/x:-bad",
+        ] {
+            let (out, _) = guarded(json!({"blockedRegistries": ["quay.io"]}), &[], Some(bad));
+            let e = out.unwrap_err();
+            assert_eq!(e.kind, "ControllerConfig");
+            assert_eq!(e.name, "machine-config-controller");
+            assert!(
+                e.message.starts_with(&format!(
+                    "spec.releaseImage: error parsing reference of release image {bad:?}: "
+                )),
+                "{e}"
+            );
+        }
+        for good in [
+            RELEASE,
+            "localhost/ocp:4.18",
+            "registry.example.com:5000/ocp/release:4.18.0",
+            "docker.io/library/ubuntu",
+        ] {
+            assert!(payload_repo(good).is_ok(), "{good}");
+        }
+        assert_eq!(payload_repo(RELEASE), Ok((PAYLOAD_REPO, true)));
+        assert_eq!(
+            payload_repo("registry.example.com:5000/ocp/release:4.18.0"),
+            Ok(("registry.example.com:5000/ocp/release", false))
+        );
     }
 
     #[test]

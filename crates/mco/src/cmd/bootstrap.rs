@@ -271,6 +271,10 @@ fn generated_configs(
         icsp: &inputs.icsp,
         cips: &inputs.cips,
         ips: &inputs.ips,
+        release_image: inputs
+            .controller_configs
+            .first()
+            .map(|cc| cc.spec.release_image.as_str()),
     };
     if !registries.is_empty() {
         for pool in pools {
