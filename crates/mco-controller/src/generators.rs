@@ -25,13 +25,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Api, Resource, ResourceExt};
-use mco_api::generators::{GeneratorCondition, GeneratorStatus, MC_NAME_SUFFIX};
+use mco_api::generators::{GeneratorCondition, GeneratorStatus, MC_NAME_SUFFIX, v1alpha1};
 use mco_api::{
     ClusterImagePolicy, ClusterVersion, ContainerRuntimeConfig, FeatureGate, Image,
     ImageContentSourcePolicy, ImageDigestMirrorSet, ImagePolicy, ImageTagMirrorSet, KubeletConfig,
@@ -40,6 +41,7 @@ use mco_api::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use crate::Error;
 use crate::ctx::Ctx;
@@ -647,6 +649,7 @@ async fn run_kubelet_defaults(
 async fn reconcile_registries(
     pool: Arc<MachineConfigPool>,
     ctx: Arc<Ctx>,
+    served: Arc<watch::Sender<PolicyVersion>>,
 ) -> Result<Action, Error> {
     let c = &ctx.client;
     let list = ListParams::default();
@@ -672,8 +675,23 @@ async fn reconcile_registries(
     let idms = items(Api::<ImageDigestMirrorSet>::all(c.clone()), &list).await?;
     let itms = items(Api::<ImageTagMirrorSet>::all(c.clone()), &list).await?;
     let icsp = items(Api::<ImageContentSourcePolicy>::all(c.clone()), &list).await?;
-    let cips = items(Api::<ClusterImagePolicy>::all(c.clone()), &list).await?;
-    let ips = items(Api::<ImagePolicy>::all(c.clone()), &list).await?;
+    let pool_name = pool.name_any();
+    let name = mco_generate::managed_name(&pool_name, "registries", "");
+    let policies = match read_policies(c, &served).await? {
+        Ok(p) => p,
+        Err((reference, refused)) => {
+            let message = format!("{refused}; MachineConfig {name} is left as it was");
+            ctx.publish(
+                &reference,
+                EventKind::Warning,
+                "InvalidRegistriesConfig",
+                &message,
+            )
+            .await;
+            return Ok(Action::requeue(ctx.config.resync));
+        }
+    };
+    let (cips, ips) = (&policies.cips, &policies.ips);
     // The release payload's repository, which Image/cluster may not block.
     let cc = ctx.ccs.get(&ObjectRef::new(
         mco_api::constants::names::CONTROLLER_CONFIG,
@@ -683,13 +701,11 @@ async fn reconcile_registries(
         idms: &idms,
         itms: &itms,
         icsp: &icsp,
-        cips: &cips,
-        ips: &ips,
+        cips,
+        ips,
         release_image: cc.as_ref().map(|cc| cc.spec.release_image.as_str()),
     };
-    report_conflicts(c, &inputs).await?;
-    let pool_name = pool.name_any();
-    let name = mco_generate::managed_name(&pool_name, "registries", "");
+    report_conflicts(c, &inputs, policies.version).await?;
     let mc_api: Api<MachineConfig> = Api::all(c.clone());
     if inputs.is_empty() {
         // Upstream's generates this config without inputs too: kept, not deleted, after a
@@ -740,14 +756,17 @@ async fn reconcile_registries(
                     .iter()
                     .find(|o| named(&o.metadata))
                     .map(|o| o.object_ref(&())),
+                // The object as read, in the version read.
                 "ClusterImagePolicy" => cips
                     .iter()
-                    .find(|o| named(&o.metadata))
-                    .map(|o| o.object_ref(&())),
+                    .zip(&policies.cip_refs)
+                    .find(|(o, _)| named(&o.metadata))
+                    .map(|(_, r)| r.clone()),
                 // Named `<namespace>/<name>`.
                 "ImagePolicy" => ips
                     .iter()
-                    .find(|o| {
+                    .zip(&policies.ip_refs)
+                    .find(|(o, _)| {
                         let m = &o.metadata;
                         format!(
                             "{}/{}",
@@ -755,7 +774,7 @@ async fn reconcile_registries(
                             m.name.as_deref().unwrap_or_default()
                         ) == refused.name
                     })
-                    .map(|o| o.object_ref(&())),
+                    .map(|(_, r)| r.clone()),
                 _ => image.as_ref().map(|o| o.object_ref(&())),
             };
             let Some(reference) = reference else {
@@ -781,6 +800,7 @@ async fn reconcile_registries(
 async fn report_conflicts(
     c: &kube::Client,
     inputs: &mco_generate::registries::Inputs<'_>,
+    version: PolicyVersion,
 ) -> Result<(), Error> {
     let Ok(signed) = mco_generate::sigstore::scope_policies(inputs.cips, &[], &[]) else {
         return Ok(());
@@ -826,12 +846,20 @@ async fn report_conflicts(
             None if have.iter().any(|c| c.reason == "ConflictScopes") => vec![],
             None => continue,
         };
-        let api: Api<ImagePolicy> = Api::namespaced(c.clone(), ns);
         let patch = json!({"status": {"conditions": want}});
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        let pp = PatchParams::default();
+        // To the version the policy was read in.
+        let written = match version {
+            PolicyVersion::V1 => Api::<ImagePolicy>::namespaced(c.clone(), ns)
+                .patch_status(name, &pp, &Patch::Merge(&patch))
+                .await
+                .map(drop),
+            PolicyVersion::V1alpha1 => Api::<v1alpha1::ImagePolicy>::namespaced(c.clone(), ns)
+                .patch_status(name, &pp, &Patch::Merge(&patch))
+                .await
+                .map(drop),
+        };
+        match written {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e.into()),
@@ -840,11 +868,189 @@ async fn report_conflicts(
     Ok(())
 }
 
+/// The version of `ClusterImagePolicy` and `ImagePolicy` the cluster serves: `v1` from OpenShift
+/// 4.20, `v1alpha1` alone in 4.16–4.19 (Technology Preview). `v1` is read whenever it is served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum PolicyVersion {
+    #[default]
+    V1,
+    V1alpha1,
+}
+
+impl PolicyVersion {
+    fn other(self) -> Self {
+        match self {
+            PolicyVersion::V1 => PolicyVersion::V1alpha1,
+            PolicyVersion::V1alpha1 => PolicyVersion::V1,
+        }
+    }
+}
+
+fn set_served(served: &watch::Sender<PolicyVersion>, version: PolicyVersion) {
+    served.send_if_modified(|v| std::mem::replace(v, version) != version);
+}
+
+/// The image policies, as `v1`, with the reference of each object as read (its events go to
+/// the version it was read in).
+#[derive(Default)]
+struct Policies {
+    version: PolicyVersion,
+    cips: Vec<ClusterImagePolicy>,
+    cip_refs: Vec<ObjectReference>,
+    ips: Vec<ImagePolicy>,
+    ip_refs: Vec<ObjectReference>,
+}
+
+/// A `v1alpha1` object `v1` refuses: where its event goes, and why.
+type Unconverted = (ObjectReference, mco_generate::registries::Refused);
+
+/// The image policies in the version last seen served; on a 404, in the other one (a cluster
+/// upgraded to 4.20 stops serving `v1alpha1`), and none when neither is served. So one LIST per
+/// kind in the steady state, two on a switch.
+async fn read_policies(
+    c: &kube::Client,
+    served: &watch::Sender<PolicyVersion>,
+) -> Result<Result<Policies, Unconverted>, Error> {
+    let first = *served.borrow();
+    for version in [first, first.other()] {
+        if let Some(read) = read_version(c, version).await? {
+            set_served(served, version);
+            return Ok(read);
+        }
+    }
+    Ok(Ok(Policies::default()))
+}
+
+/// `None` when the version is not served.
+async fn read_version(
+    c: &kube::Client,
+    version: PolicyVersion,
+) -> Result<Option<Result<Policies, Unconverted>>, Error> {
+    async fn list<T>(api: Api<T>) -> Result<Option<Vec<T>>, Error>
+    where
+        T: Resource + Clone + DeserializeOwned + Debug,
+    {
+        match api.list(&ListParams::default()).await {
+            Ok(l) => Ok(Some(l.items)),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn refused(e: v1alpha1::ConversionError) -> mco_generate::registries::Refused {
+        mco_generate::registries::Refused {
+            kind: e.kind,
+            name: e.name,
+            message: format!("{}: {}", e.field, e.message),
+        }
+    }
+    let mut out = Policies {
+        version,
+        ..Policies::default()
+    };
+    match version {
+        PolicyVersion::V1 => {
+            let Some(cips) = list(Api::<ClusterImagePolicy>::all(c.clone())).await? else {
+                return Ok(None);
+            };
+            let ips = list(Api::<ImagePolicy>::all(c.clone()))
+                .await?
+                .unwrap_or_default();
+            out.cip_refs = cips.iter().map(|o| o.object_ref(&())).collect();
+            out.ip_refs = ips.iter().map(|o| o.object_ref(&())).collect();
+            (out.cips, out.ips) = (cips, ips);
+        }
+        PolicyVersion::V1alpha1 => {
+            let Some(cips) = list(Api::<v1alpha1::ClusterImagePolicy>::all(c.clone())).await?
+            else {
+                return Ok(None);
+            };
+            let ips = list(Api::<v1alpha1::ImagePolicy>::all(c.clone()))
+                .await?
+                .unwrap_or_default();
+            for o in &cips {
+                match o.to_v1() {
+                    Ok(v1) => out.cips.push(v1),
+                    Err(e) => return Ok(Some(Err((o.object_ref(&()), refused(e))))),
+                }
+                out.cip_refs.push(o.object_ref(&()));
+            }
+            for o in &ips {
+                match o.to_v1() {
+                    Ok(v1) => out.ips.push(v1),
+                    Err(e) => return Ok(Some(Err((o.object_ref(&()), refused(e))))),
+                }
+                out.ip_refs.push(o.object_ref(&()));
+            }
+        }
+    }
+    Ok(Some(Ok(out)))
+}
+
+/// Changes to the image policies: `v1` watched always, and its outcome decides the version
+/// read (listed: `v1`; a 404: `v1alpha1`); `v1alpha1` watched only once a cluster is seen
+/// without `v1`, so a cluster serving `v1` pays nothing for it.
+fn policy_changes(
+    c: kube::Client,
+    served: Arc<watch::Sender<PolicyVersion>>,
+) -> impl Stream<Item = ()> + Send + 'static {
+    fn changes<T>(
+        api: Api<T>,
+        served: Option<Arc<watch::Sender<PolicyVersion>>>,
+    ) -> impl Stream<Item = ()> + Send + 'static
+    where
+        T: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+        T::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
+    {
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .inspect(move |r| {
+                let Some(served) = &served else { return };
+                match r {
+                    // `Init` comes before the list; anything after it means the list answered.
+                    Ok(watcher::Event::Init) | Err(_) => {}
+                    Ok(_) => set_served(served, PolicyVersion::V1),
+                }
+                if let Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) = r
+                    && s.code == 404
+                {
+                    set_served(served, PolicyVersion::V1alpha1);
+                }
+            })
+            .touched_objects()
+            .filter_map(|r| future::ready(r.ok().map(|_| ())))
+    }
+    let v1 = futures::stream::select(
+        changes(
+            Api::<ClusterImagePolicy>::all(c.clone()),
+            Some(served.clone()),
+        ),
+        changes(Api::<ImagePolicy>::all(c.clone()), None),
+    );
+    let mut seen = served.subscribe();
+    let alpha = futures::stream::once(async move {
+        if seen
+            .wait_for(|v| *v == PolicyVersion::V1alpha1)
+            .await
+            .is_err()
+        {
+            return futures::stream::empty().boxed();
+        }
+        futures::stream::select(
+            changes(Api::<v1alpha1::ClusterImagePolicy>::all(c.clone()), None),
+            changes(Api::<v1alpha1::ImagePolicy>::all(c), None),
+        )
+        .boxed()
+    })
+    .flatten();
+    futures::stream::select(v1, alpha)
+}
+
 async fn run_registries(
     ctx: Arc<Ctx>,
     pools: impl Stream<Item = Arc<MachineConfigPool>> + Send + 'static,
 ) {
     let c = ctx.client.clone();
+    let served = Arc::new(watch::Sender::new(PolicyVersion::V1));
     fn changes<T>(api: Api<T>) -> impl Stream<Item = ()> + Send + 'static
     where
         T: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -859,8 +1065,7 @@ async fn run_registries(
         changes(Api::<ImageDigestMirrorSet>::all(c.clone())).boxed(),
         changes(Api::<ImageTagMirrorSet>::all(c.clone())).boxed(),
         changes(Api::<ImageContentSourcePolicy>::all(c.clone())).boxed(),
-        changes(Api::<ClusterImagePolicy>::all(c.clone())).boxed(),
-        changes(Api::<ImagePolicy>::all(c.clone())).boxed(),
+        policy_changes(c.clone(), served.clone()).boxed(),
         inputs_changed(&ctx).boxed(),
         // The ControllerConfig's spec: its releaseImage is the payload the guard keeps.
         watcher(
@@ -878,7 +1083,7 @@ async fn run_registries(
     Controller::for_shared_stream(pools, ctx.pools.clone())
         .reconcile_all_on(sources)
         .run(
-            reconcile_registries,
+            move |pool, ctx| reconcile_registries(pool, ctx, served.clone()),
             |pool, e, _| {
                 tracing::warn!(pool = %pool.name_any(), error = %e, "registries reconcile failed");
                 Action::requeue(Duration::from_secs(5))
