@@ -120,8 +120,10 @@ fn file_machineconfig_rolls_out_within_max_unavailable(server: Server) {
         let done = format!("Setting node {w}, currentConfig {new} to Done");
         let want = [
             ("ConfigDriftMonitorStopped", "Config Drift Monitor stopped"),
+            ("AddSigtermProtection", "Adding SIGTERM protection"),
             ("Cordon", "Cordoned node to apply update"),
             ("Drain", "Draining node to update config."),
+            ("RemoveSigtermProtection", "Removing SIGTERM protection"),
             ("Reboot", reboot.as_str()),
             (
                 "ConfigDriftMonitorStarted",
