@@ -17,6 +17,7 @@ mod e2e_image_mode;
 mod e2e_join;
 mod e2e_pinned;
 mod e2e_real;
+mod e2e_registries;
 mod e2e_resilience;
 mod e2e_rollout_policy;
 mod e2e_rollouts;
