@@ -9,7 +9,9 @@
 //! deletion or a refused ControllerConfig leaves them as generated; the pull secret the
 //! ControllerConfig names reaches every node without a drain or a reboot. OpenShift's `Node`
 //! settings and `FeatureGate` reach the kubelets through upstream's 97- and 98- configs. A
-//! two-node cluster's arbiter joins its own pool on the arbiter's base configs.
+//! two-node cluster's arbiter joins its own pool on the arbiter's base configs. On a cluster
+//! serving the image policies in `v1alpha1` only (OpenShift 4.16–4.19), they reach the nodes
+//! as the `v1` ones do.
 
 use crate::e2e;
 
@@ -19,6 +21,7 @@ use serde_json::Value;
 on_both_servers!(
     template_configs_are_generated_and_kept,
     an_arbiter_joins_its_own_pool_on_the_arbiter_configs,
+    technology_preview_image_policies_reach_the_nodes,
 );
 
 const TEMPLATE_CONFIGS: [&str; 6] = [
@@ -743,4 +746,181 @@ fn an_arbiter_joins_its_own_pool_on_the_arbiter_configs(server: Server) {
     }
     assert_eq!(c.pool_target("master"), master);
     assert_eq!(c.pool_target("worker"), worker);
+}
+
+/// A sigstore public key as `v1` takes it: PEM, at least 68 characters of base64.
+const PEM_KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KTUZrd0V3WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFCi0tLS0tRU5EIFBVQkxJQyBLRVktLS0tLQo=";
+
+/// OpenShift 4.16–4.19 with the Technology Preview on: the image policies are served in
+/// `v1alpha1` alone. A ClusterImagePolicy there writes the same policy.json requirement and
+/// attachments as in `v1`; an ImagePolicy gets its namespace file and upstream's `Pending`
+/// status in `v1alpha1`; a value `v1` refuses is reported on the `v1alpha1` object, naming the
+/// field, and changes nothing.
+fn technology_preview_image_policies_reach_the_nodes(server: Server) {
+    use kube::CustomResourceExt;
+    use mco_api::generators::v1alpha1;
+    let crds = tempdir();
+    let mut files = vec![];
+    for crd in [
+        v1alpha1::ClusterImagePolicy::crd(),
+        v1alpha1::ImagePolicy::crd(),
+    ] {
+        let path = crds.join(format!("{}.yaml", crd.metadata.name.as_deref().unwrap()));
+        std::fs::write(&path, mco_apimachinery::yaml::to_string(&crd).unwrap()).unwrap();
+        files.push(path);
+    }
+    let c = Cluster::up(Opts {
+        server,
+        crds: files,
+        ..Opts::default()
+    });
+    let workers = c.workers();
+    assert!(
+        c.kubectl_try(&[
+            "get",
+            "--raw",
+            "/apis/config.openshift.io/v1/clusterimagepolicies"
+        ])
+        .is_err(),
+        "v1 is served"
+    );
+    let r0 = c.pool_target("worker");
+    c.apply(&format!(
+        "apiVersion: config.openshift.io/v1alpha1
+kind: ClusterImagePolicy
+metadata:
+  name: release-signatures
+spec:
+  scopes:
+  - quay.io/openshift-release-dev/ocp-release
+  policy:
+    rootOfTrust:
+      policyType: PublicKey
+      publicKey:
+        keyData: {PEM_KEY}
+"
+    ));
+    let r1 = c.wait_rollout("worker", &r0, 240);
+    for w in &workers {
+        let policy: Value = serde_json::from_str(
+            &c.read_node_file(w, "/etc/containers/policy.json")
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            policy["transports"]["docker"]["quay.io/openshift-release-dev/ocp-release"],
+            serde_json::json!([{
+                "type": "sigstoreSigned",
+                "keyData": PEM_KEY,
+                "signedIdentity": {"type": "matchRepoDigestOrExact"},
+            }]),
+            "{w}: {policy}"
+        );
+        let attachments = c
+            .read_node_file(w, "/etc/containers/registries.d/sigstore-registries.yaml")
+            .unwrap_or_default();
+        assert!(
+            attachments.contains("quay.io/openshift-release-dev/ocp-release:"),
+            "{w}: {attachments}"
+        );
+    }
+
+    // A namespace's policy: its file, and the status written in the version it was read in.
+    c.apply(&format!(
+        "apiVersion: config.openshift.io/v1alpha1
+kind: ImagePolicy
+metadata:
+  name: team-signatures
+  namespace: default
+spec:
+  scopes:
+  - quay.io/team/app
+  - quay.io/openshift-release-dev/ocp-release
+  policy:
+    rootOfTrust:
+      policyType: PublicKey
+      publicKey:
+        keyData: {PEM_KEY}
+"
+    ));
+    let r2 = c.wait_rollout("worker", &r1, 240);
+    for w in &workers {
+        let ns: Value = serde_json::from_str(
+            &c.read_node_file(w, "/etc/crio/policies/default.json")
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            ns["transports"]["docker"]["quay.io/team/app"][0]["keyData"], PEM_KEY,
+            "{w}: {ns}"
+        );
+    }
+    let message = wait_for("the v1alpha1 ImagePolicy's Pending condition", 60, || {
+        let ip = c.try_get_json(&[
+            "imagepolicies.v1alpha1.config.openshift.io",
+            "team-signatures",
+            "-n",
+            "default",
+        ])?;
+        let cond = ip["status"]["conditions"].as_array()?.first()?.clone();
+        (cond["reason"] == "ConflictScopes" && cond["status"] == "False")
+            .then(|| cond["message"].as_str().unwrap_or_default().to_owned())
+    });
+    assert!(
+        message.starts_with(
+            "has conflicting scope(s) [\"quay.io/openshift-release-dev/ocp-release\"]"
+        ),
+        "{message}"
+    );
+
+    // A key `v1` refuses (too short, no end marker): a Warning on the v1alpha1 object naming
+    // the field, and the last good config stays.
+    let before = c.get_json(&["mc", "99-worker-generated-registries"]);
+    c.apply(
+        "apiVersion: config.openshift.io/v1alpha1
+kind: ClusterImagePolicy
+metadata:
+  name: zz-short-key
+spec:
+  scopes:
+  - quay.io/other
+  policy:
+    rootOfTrust:
+      policyType: PublicKey
+      publicKey:
+        keyData: LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K
+",
+    );
+    let (api_version, note) = wait_for("the refused key's event", 60, || {
+        let events = c.get_json(&["events.events.k8s.io", "-n", "mco-system"]);
+        events["items"].as_array()?.iter().find_map(|e| {
+            (e["reason"] == "InvalidRegistriesConfig"
+                && e["regarding"]["kind"] == "ClusterImagePolicy"
+                && e["regarding"]["name"] == "zz-short-key")
+                .then(|| {
+                    (
+                        e["regarding"]["apiVersion"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        e["note"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+        })
+    });
+    assert_eq!(api_version, "config.openshift.io/v1alpha1");
+    assert!(
+        note.starts_with(
+            "ClusterImagePolicy zz-short-key: spec.policy.rootOfTrust.publicKey.keyData: should be at least 68 chars long"
+        ),
+        "{note}"
+    );
+    let after = c.get_json(&["mc", "99-worker-generated-registries"]);
+    assert_eq!(
+        before["spec"], after["spec"],
+        "a refused policy changed the config"
+    );
+    assert_eq!(c.pool_target("worker"), r2);
+    drop(c);
+    let _ = std::fs::remove_dir_all(&crds);
 }
