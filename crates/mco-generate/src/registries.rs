@@ -414,7 +414,9 @@ fn policy_json(
     // Allowed registries, then blocked ones: with both (the payload repository allowed beside
     // blocked registries), the default accepts, as upstream's does.
     if !blocked.allowed.is_empty() {
-        policy["default"] = json!([{"type": "reject"}]);
+        if blocked.allow_list {
+            policy["default"] = json!([{"type": "reject"}]);
+        }
         // An allowed registry a ClusterImagePolicy covers takes the signature requirement
         // alone, as upstream's does.
         for r in blocked.allowed.iter().filter(|r| !signed.contains_key(*r)) {
@@ -527,6 +529,11 @@ pub struct Blocked {
     pub allowed: Vec<String>,
     /// The blocked scopes dropped, in the order given.
     pub dropped: Vec<String>,
+    /// Whether `allowedRegistries` is set, so that policy.json rejects what it does not
+    /// accept. The payload repository accepted for its mirrors does not make an allow list:
+    /// upstream's does, and so rejects every other registry when exactly the mirrored payload
+    /// repository is blocked, which no administrator asked for.
+    pub allow_list: bool,
 }
 
 impl Blocked {
@@ -702,6 +709,7 @@ pub fn blocked(inputs: &Inputs<'_>) -> Result<Blocked, Refused> {
             policy: s.blocked_registries.clone(),
             allowed: s.allowed_registries.clone(),
             dropped: vec![],
+            allow_list: !s.allowed_registries.is_empty(),
         });
     };
     let (repo, digested) = payload_repo(release).map_err(|why| Refused {
@@ -728,6 +736,7 @@ pub fn blocked(inputs: &Inputs<'_>) -> Result<Blocked, Refused> {
         }
     }
     out.allowed.extend(s.allowed_registries.iter().cloned());
+    out.allow_list = !s.allowed_registries.is_empty();
     Ok(out)
 }
 
@@ -1154,9 +1163,14 @@ mod tests {
         assert_eq!(b.allowed, [PAYLOAD_REPO]);
         let out = out.unwrap();
         assert_eq!(blocked_in_conf(&out), [PAYLOAD_REPO]);
-        // As upstream's: the payload repository alone is allowed, so the default rejects.
+        // Only blocked registries were asked for: the default still accepts. (Upstream's takes
+        // the payload repository accepted for its mirrors for an allow list, and rejects every
+        // other registry.)
         let policy = policy_of(&out);
-        assert_eq!(policy["default"], json!([{"type": "reject"}]));
+        assert_eq!(
+            policy["default"],
+            json!([{"type": "insecureAcceptAnything"}])
+        );
         assert_eq!(
             policy["transports"]["docker"],
             json!({PAYLOAD_REPO: [{"type": "insecureAcceptAnything"}]})
