@@ -1129,6 +1129,129 @@ mod tests {
         assert_eq!(bad.last_transition_time, Some(t("2026-02-01T00:00:00Z")));
     }
 
+    /// A v1alpha1 ClusterImagePolicy with the given base64 key.
+    fn alpha_cip(name: &str, key: &str) -> v1alpha1::ClusterImagePolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1alpha1",
+            "kind": "ClusterImagePolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "scopes": ["quay.io/openshift-release-dev/ocp-release"],
+                "policy": {"rootOfTrust": {"policyType": "PublicKey", "publicKey": {"keyData": key}}},
+            },
+        }))
+        .unwrap()
+    }
+
+    async fn wait_served(served: &watch::Sender<PolicyVersion>, want: PolicyVersion) {
+        let mut rx = served.subscribe();
+        tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|v| *v == want))
+            .await
+            .unwrap_or_else(|_| panic!("the watch never chose {want:?}"))
+            .unwrap();
+    }
+
+    /// None served: nothing read. `v1alpha1` alone (OpenShift 4.16–4.19): read and converted,
+    /// the watch switching to it, a value `v1` refuses named with the object as read. `v1`
+    /// served too: the watch takes `v1` back, and `v1` is read.
+    #[tokio::test]
+    async fn image_policies_are_read_in_v1_when_served_and_else_in_v1alpha1() {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::CustomResourceExt;
+        let server = mco_testkit::server::TestServer::start().await;
+        let c = server.admin().await;
+        let served = Arc::new(watch::Sender::new(PolicyVersion::V1));
+        let none = read_policies(&c, &served).await.unwrap().unwrap();
+        assert!(none.cips.is_empty() && none.ips.is_empty());
+        assert_eq!(*served.borrow(), PolicyVersion::V1);
+
+        let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+        for crd in [
+            v1alpha1::ClusterImagePolicy::crd(),
+            v1alpha1::ImagePolicy::crd(),
+        ] {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let alpha: Api<v1alpha1::ClusterImagePolicy> = Api::all(c.clone());
+        mco_testkit::eventually("v1alpha1 served", 20, || {
+            let alpha = alpha.clone();
+            async move { alpha.list(&ListParams::default()).await.ok() }
+        })
+        .await;
+        let watching =
+            tokio::spawn(policy_changes(c.clone(), served.clone()).for_each(|_| future::ready(())));
+        wait_served(&served, PolicyVersion::V1alpha1).await;
+
+        let key = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KLS0tLS1FTkQgUFVCTElDIEtFWS0tLS0t";
+        alpha
+            .create(&PostParams::default(), &alpha_cip("release", key))
+            .await
+            .unwrap();
+        served.send_replace(PolicyVersion::V1);
+        let read = read_policies(&c, &served).await.unwrap().unwrap();
+        assert_eq!(read.version, PolicyVersion::V1alpha1);
+        assert_eq!(*served.borrow(), PolicyVersion::V1alpha1);
+        assert_eq!(read.cips.len(), 1);
+        assert_eq!(
+            read.cips[0]
+                .spec
+                .policy
+                .root_of_trust
+                .public_key
+                .as_ref()
+                .unwrap()
+                .key_data,
+            key
+        );
+        assert_eq!(
+            read.cip_refs[0].api_version.as_deref(),
+            Some("config.openshift.io/v1alpha1")
+        );
+
+        let short = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K";
+        alpha
+            .create(&PostParams::default(), &alpha_cip("short", short))
+            .await
+            .unwrap();
+        let Err((reference, refused)) = read_policies(&c, &served).await.unwrap() else {
+            panic!("a key v1 refuses was taken");
+        };
+        assert_eq!(reference.name.as_deref(), Some("short"));
+        assert_eq!(
+            reference.api_version.as_deref(),
+            Some("config.openshift.io/v1alpha1")
+        );
+        assert_eq!(
+            refused.to_string(),
+            "ClusterImagePolicy short: spec.policy.rootOfTrust.publicKey.keyData: should be at least 68 chars long in config.openshift.io/v1"
+        );
+        alpha
+            .delete("short", &DeleteParams::default())
+            .await
+            .unwrap();
+
+        // Serving v1 too (the same objects): the watch's next list takes v1.
+        let mut crd = crds
+            .get("clusterimagepolicies.config.openshift.io")
+            .await
+            .unwrap();
+        let mut v1 = ClusterImagePolicy::crd().spec.versions.remove(0);
+        v1.storage = false;
+        crd.spec.versions.push(v1);
+        crds.replace(&crd.name_any(), &PostParams::default(), &crd)
+            .await
+            .unwrap();
+        wait_served(&served, PolicyVersion::V1).await;
+        let read = read_policies(&c, &served).await.unwrap().unwrap();
+        assert_eq!(read.version, PolicyVersion::V1);
+        assert_eq!(read.cips.len(), 1);
+        assert_eq!(
+            read.cip_refs[0].api_version.as_deref(),
+            Some("config.openshift.io/v1")
+        );
+        watching.abort();
+    }
+
     #[test]
     fn only_this_kinds_generated_configs_are_its_finalizers() {
         assert!(is_ours::<KubeletConfig>("99-worker-generated-kubelet"));
