@@ -729,6 +729,7 @@ async fn reconcile_registries(
             mc.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
             put_mc(&mc_api, mc, &ctx.config.controller_version).await?;
             // A blocked scope the payload's guard dropped; the rest is written, as upstream's.
+            // Said at every reconcile, as a refusal is: the recorder makes repeats one series.
             if let (Ok(b), Some(i)) = (mco_generate::registries::blocked(&inputs), &image)
                 && let Some(warning) = b.warning()
             {
@@ -825,7 +826,7 @@ async fn report_conflicts(
             .as_ref()
             .map(|s| s.conditions.as_slice())
             .unwrap_or_default();
-        let want: Vec<Value> = match conflict {
+        let want: Value = match conflict {
             Some(x) => {
                 let message = x.message();
                 if have.len() == 1
@@ -834,16 +835,17 @@ async fn report_conflicts(
                 {
                     continue;
                 }
-                vec![json!({
+                json!([{
                     "type": "Pending",
                     "status": "False",
                     "reason": "ConflictScopes",
                     "message": message,
                     "lastTransitionTime": now,
                     "observedGeneration": ip.metadata.generation,
-                })]
+                }])
             }
-            None if have.iter().any(|c| c.reason == "ConflictScopes") => vec![],
+            // Removed, not emptied: upstream's schema takes 1 to 8 conditions when present.
+            None if have.iter().any(|c| c.reason == "ConflictScopes") => Value::Null,
             None => continue,
         };
         let patch = json!({"status": {"conditions": want}});
@@ -1250,6 +1252,74 @@ mod tests {
             Some("config.openshift.io/v1")
         );
         watching.abort();
+    }
+
+    /// The ConflictScopes condition is written while a ClusterImagePolicy covers one of an
+    /// ImagePolicy's scopes, and removed (not emptied: upstream's schema takes 1 to 8
+    /// conditions when present) once it no longer does.
+    #[tokio::test]
+    async fn a_conflict_ended_removes_the_imagepolicys_condition() {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::CustomResourceExt;
+        let server = mco_testkit::server::TestServer::start().await;
+        let c = server.admin().await;
+        let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+        for crd in [ClusterImagePolicy::crd(), ImagePolicy::crd()] {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let key = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KLS0tLS1FTkQgUFVCTElDIEtFWS0tLS0t";
+        let policy =
+            json!({"rootOfTrust": {"policyType": "PublicKey", "publicKey": {"keyData": key}}});
+        let cip: ClusterImagePolicy = serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "ClusterImagePolicy",
+            "metadata": {"name": "release"},
+            "spec": {"scopes": ["quay.io/openshift-release-dev"], "policy": policy},
+        }))
+        .unwrap();
+        let ip: ImagePolicy = serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "ImagePolicy",
+            "metadata": {"name": "team", "namespace": "default"},
+            "spec": {"scopes": ["quay.io/openshift-release-dev/ocp-release", "quay.io/team/app"], "policy": policy},
+        }))
+        .unwrap();
+        let ips: Api<ImagePolicy> = Api::namespaced(c.clone(), "default");
+        let cip = mco_testkit::eventually("ClusterImagePolicy served", 20, || {
+            let (api, cip) = (Api::<ClusterImagePolicy>::all(c.clone()), cip.clone());
+            async move { api.create(&PostParams::default(), &cip).await.ok() }
+        })
+        .await;
+        ips.create(&PostParams::default(), &ip).await.unwrap();
+        let report = |cips: Vec<ClusterImagePolicy>| {
+            let (c, ips) = (c.clone(), ips.clone());
+            async move {
+                let read = vec![ips.get("team").await.unwrap()];
+                let inputs = mco_generate::registries::Inputs {
+                    image: None,
+                    idms: &[],
+                    itms: &[],
+                    icsp: &[],
+                    cips: &cips,
+                    ips: &read,
+                    release_image: None,
+                };
+                report_conflicts(&c, &inputs, PolicyVersion::V1)
+                    .await
+                    .unwrap();
+                let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+                    c,
+                    "default",
+                    &kube::api::ApiResource::erase::<ImagePolicy>(&()),
+                );
+                raw.get("team").await.unwrap().data["status"].clone()
+            }
+        };
+        let status = report(vec![cip]).await;
+        assert_eq!(
+            status["conditions"][0]["reason"], "ConflictScopes",
+            "{status}"
+        );
+        let status = report(vec![]).await;
+        assert!(status.get("conditions").is_none(), "{status}");
     }
 
     #[test]
