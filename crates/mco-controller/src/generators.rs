@@ -680,14 +680,7 @@ async fn reconcile_registries(
     let policies = match read_policies(c, &served).await? {
         Ok(p) => p,
         Err((reference, refused)) => {
-            let message = format!("{refused}; MachineConfig {name} is left as it was");
-            ctx.publish(
-                &reference,
-                EventKind::Warning,
-                "InvalidRegistriesConfig",
-                &message,
-            )
-            .await;
+            publish_refused(&ctx, &reference, &refused, &name).await;
             return Ok(Action::requeue(ctx.config.resync));
         }
     };
@@ -782,17 +775,28 @@ async fn reconcile_registries(
                 tracing::warn!(error = %refused, "registries input refused");
                 return Ok(Action::requeue(ctx.config.resync));
             };
-            let message = format!("{}; MachineConfig {name} is left as it was", refused);
-            ctx.publish(
-                &reference,
-                EventKind::Warning,
-                "InvalidRegistriesConfig",
-                &message,
-            )
-            .await;
+            publish_refused(&ctx, &reference, &refused, &name).await;
         }
     }
     Ok(Action::requeue(ctx.config.resync))
+}
+
+/// A refused registries input: a Warning event on the object it came from (`reference`, in the
+/// version read); the pool's config `name` stays as it was.
+async fn publish_refused(
+    ctx: &Ctx,
+    reference: &ObjectReference,
+    refused: &mco_generate::registries::Refused,
+    name: &str,
+) {
+    let message = format!("{refused}; MachineConfig {name} is left as it was");
+    ctx.publish(
+        reference,
+        EventKind::Warning,
+        "InvalidRegistriesConfig",
+        &message,
+    )
+    .await;
 }
 
 /// Upstream's status for an ImagePolicy whose scopes a ClusterImagePolicy also covers: one
