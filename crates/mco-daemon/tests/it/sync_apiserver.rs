@@ -1144,6 +1144,48 @@ async fn a_reboot_update_costs_the_daemon_few_requests() {
     );
 }
 
+/// A SIGTERM while an update holds it off is said in upstream's words, a Warning event
+/// `GotSigtermDuringUpdate`, and the daemon stops at the update's next safe point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigterm_during_an_update_is_said() {
+    let (server, admin, mcs) = serve_with_crds().await;
+    create_empty_and_file_configs(&mcs).await;
+    // Nothing answers the drain: the update waits in it.
+    let nodes = settled_node_uncordoned(&admin).await;
+    let sim = SimNode::new(true);
+    let mut opts = SyncOptions::new(NODE);
+    opts.poll_interval = Duration::from_millis(50);
+    opts.drain_timeout = Duration::from_secs(600);
+    let daemon = Daemon::new(node_client(&server).await, sim.engine(), opts);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(daemon.run(async {
+        let _ = stopped.await;
+    }));
+    wait_done(&nodes, "rendered-worker-0").await;
+    set_annotation(&nodes, ann::DESIRED_CONFIG, "rendered-worker-1").await;
+    events_once(&admin, "Drain", 1).await;
+    assert_eq!(
+        count(&node_events(&admin).await, "GotSigtermDuringUpdate"),
+        0
+    );
+    stop.send(()).unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, Exit::Shutdown);
+    let seen = events_once(&admin, "GotSigtermDuringUpdate", 1).await;
+    assert!(
+        reasons(&seen).contains(&(
+            "GotSigtermDuringUpdate",
+            "Got SIGTERM but actively updating",
+            1
+        )),
+        "{seen:#?}"
+    );
+}
+
 /// A drain nobody answers ends in upstream's words: the update fails, and a Warning event
 /// `FailedToDrain` on the Node says why, after the `Cordon` and `Drain` events of the request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -612,7 +612,12 @@ impl Daemon {
                             _ = &mut shutdown => {
                                 stopping = true;
                                 if inner.update_active() {
+                                    // Upstream's words; the update goes on to a safe point.
                                     tracing::info!("Got SIGTERM, but actively updating");
+                                    inner.event(NodeEvent::warning(
+                                        "GotSigtermDuringUpdate",
+                                        "Got SIGTERM but actively updating",
+                                    ));
                                 }
                                 inner.shutdown.send_replace(true);
                                 sync.await
