@@ -166,6 +166,9 @@ pub struct RegistryInputs {
     pub ips: Vec<mco_api::ImagePolicy>,
     /// The ControllerConfig's `spec.releaseImage` (empty without one).
     pub release_image: String,
+    /// The first `v1alpha1` image policy `v1` refuses, as the controller names it: with one,
+    /// the controller writes no registries config at all.
+    pub unconverted: Option<mco_generate::registries::Refused>,
 }
 
 impl RegistryInputs {
@@ -187,7 +190,7 @@ impl RegistryInputs {
 /// caller may not list), for `mco doctor` to check as the controller does.
 pub async fn fetch_registry_inputs(client: &Client) -> Result<RegistryInputs, Error> {
     let c = client.clone();
-    let (images, idms, itms, icsp, cips, ips, ccs) = futures::try_join!(
+    let (images, idms, itms, icsp, policies, ccs) = futures::try_join!(
         list_if_readable(Api::<mco_api::Image>::all(c.clone()), "images"),
         list_if_readable(
             Api::<mco_api::ImageDigestMirrorSet>::all(c.clone()),
@@ -201,16 +204,16 @@ pub async fn fetch_registry_inputs(client: &Client) -> Result<RegistryInputs, Er
             Api::<mco_api::ImageContentSourcePolicy>::all(c.clone()),
             "imagecontentsourcepolicies"
         ),
-        list_if_readable(
-            Api::<mco_api::ClusterImagePolicy>::all(c.clone()),
-            "clusterimagepolicies"
-        ),
-        list_if_readable(Api::<mco_api::ImagePolicy>::all(c.clone()), "imagepolicies"),
+        fetch_image_policies(&c),
         list_if_readable(
             Api::<mco_api::ControllerConfig>::all(c.clone()),
             "controllerconfigs"
         ),
     )?;
+    let (cips, ips, unconverted) = match policies {
+        Ok((cips, ips)) => (cips, ips, None),
+        Err(refused) => (vec![], vec![], Some(refused)),
+    };
     let release_image = ccs
         .into_iter()
         .find(|cc| {
@@ -229,7 +232,72 @@ pub async fn fetch_registry_inputs(client: &Client) -> Result<RegistryInputs, Er
         cips,
         ips,
         release_image,
+        unconverted,
     })
+}
+
+/// The image policies as the controller reads them: in `config.openshift.io/v1` where it is
+/// served (OpenShift 4.20 and newer), else in `v1alpha1` (4.16–4.19, Technology Preview)
+/// converted to `v1`, or the first object `v1` refuses; none where neither is served or the
+/// caller may not list them.
+pub async fn fetch_image_policies(
+    client: &Client,
+) -> Result<
+    Result<
+        (Vec<mco_api::ClusterImagePolicy>, Vec<mco_api::ImagePolicy>),
+        mco_generate::registries::Refused,
+    >,
+    Error,
+> {
+    use mco_api::generators::v1alpha1;
+    /// `None` where the version is not served.
+    async fn list_served<K>(api: Api<K>, what: &'static str) -> Result<Option<Vec<K>>, Error>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match api.list(&ListParams::default()).await {
+            Ok(l) => Ok(Some(l.items)),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(Some(vec![])),
+            Err(source) => Err(Error::List { what, source }),
+        }
+    }
+    // The controller's words for a refusal: the field, then why.
+    fn refused(e: v1alpha1::ConversionError) -> mco_generate::registries::Refused {
+        mco_generate::registries::Refused {
+            kind: e.kind,
+            name: e.name,
+            message: format!("{}: {}", e.field, e.message),
+        }
+    }
+    let c = client.clone();
+    const CIPS: &str = "clusterimagepolicies";
+    const IPS: &str = "imagepolicies";
+    if let Some(cips) =
+        list_served(Api::<mco_api::ClusterImagePolicy>::all(c.clone()), CIPS).await?
+    {
+        let ips = list_served(Api::<mco_api::ImagePolicy>::all(c), IPS).await?;
+        return Ok(Ok((cips, ips.unwrap_or_default())));
+    }
+    let Some(cips) = list_served(Api::<v1alpha1::ClusterImagePolicy>::all(c.clone()), CIPS).await?
+    else {
+        return Ok(Ok((vec![], vec![])));
+    };
+    let ips = list_served(Api::<v1alpha1::ImagePolicy>::all(c), IPS)
+        .await?
+        .unwrap_or_default();
+    let converted = (|| {
+        let cips = cips
+            .iter()
+            .map(|o| o.to_v1())
+            .collect::<Result<Vec<_>, _>>()?;
+        let ips = ips
+            .iter()
+            .map(|o| o.to_v1())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((cips, ips))
+    })();
+    Ok(converted.map_err(refused))
 }
 
 /// OpenShift's cluster settings the `97-` and `98-` kubelet configs come from:

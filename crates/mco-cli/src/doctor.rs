@@ -483,13 +483,73 @@ pub fn refused_registries(inputs: &mco_generate::registries::Inputs<'_>) -> Opti
     }
     // The base files only matter to the writing; the checks are the generator's own.
     let refused = mco_generate::registries::pool_files(inputs, &[]).err()?;
+    Some(registry_refused(&refused))
+}
+
+/// What the controller makes of the registry inputs that it refuses or writes only in part: a
+/// `v1alpha1` image policy `v1` refuses, an input the generator refuses, or else a blocked
+/// registry dropped because the release payload is pulled from it.
+pub fn registries(inputs: &crate::client::RegistryInputs) -> Vec<Finding> {
+    if let Some(refused) = &inputs.unconverted {
+        return vec![registry_refused(refused)];
+    }
+    let borrowed = inputs.as_inputs();
+    refused_registries(&borrowed)
+        .or_else(|| payload_not_blocked(&borrowed))
+        .into_iter()
+        .collect()
+}
+
+/// A `blockedRegistries` scope covering the release payload's repository, which the controller
+/// leaves out of every pool's registries config (the rest is written) and reports only in a
+/// Warning event that expires: the nodes keep pulling from a registry the administrator blocked.
+pub fn payload_not_blocked(inputs: &mco_generate::registries::Inputs<'_>) -> Option<Finding> {
+    // As the controller: only for a config it writes.
+    if inputs.is_empty() || mco_generate::registries::pool_files(inputs, &[]).is_err() {
+        return None;
+    }
+    let warning = mco_generate::registries::blocked(inputs).ok()?.warning()?;
+    let target = "images.config.openshift.io cluster";
+    Some(Finding::new(
+        target,
+        "Blocked registry not blocked",
+        format!(
+            "{warning}. The nodes still pull from it; the other blocked registries are blocked."
+        ),
+        vec![
+            Fix::new(
+                "remove it from spec.registrySources.blockedRegistries",
+                format!("kubectl edit {target}"),
+            ),
+            Fix::new(
+                "or mirror the payload with an ImageDigestMirrorSet: the scope is then blocked, and the payload pulled from the mirror",
+                format!(
+                    "kubectl apply -f <ImageDigestMirrorSet with source {} and your mirror>",
+                    payload_repository(inputs.release_image.unwrap_or_default())
+                ),
+            ),
+        ],
+    ))
+}
+
+/// `host[:port]/path` of `host[:port]/path[:tag][@digest]`.
+fn payload_repository(image: &str) -> &str {
+    let image = image.split_once('@').map_or(image, |(r, _)| r);
+    let last = image.rfind('/').map_or(0, |i| i + 1);
+    match image[last..].rfind(':') {
+        Some(colon) => &image[..last + colon],
+        None => image,
+    }
+}
+
+fn registry_refused(refused: &mco_generate::registries::Refused) -> Finding {
     let resource = refused.kind.to_ascii_lowercase();
     // An ImagePolicy is named `<namespace>/<name>`.
     let target = match refused.name.split_once('/') {
         Some((ns, name)) => format!("{resource} {name} -n {ns}"),
         None => format!("{resource} {}", refused.name),
     };
-    Some(Finding::new(
+    Finding::new(
         &target,
         &format!("{} refused", refused.kind),
         format!(
@@ -500,7 +560,7 @@ pub fn refused_registries(inputs: &mco_generate::registries::Inputs<'_>) -> Opti
             "correct the field the message names, or delete the object",
             format!("kubectl edit {target}"),
         )],
-    ))
+    )
 }
 
 /// The cluster settings the controller refuses for the `97-` and `98-` kubelet configs, checked

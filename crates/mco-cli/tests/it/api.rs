@@ -637,3 +637,113 @@ async fn server_certificates_are_read_where_the_controller_keeps_them() {
 
     server.handle.shutdown().await;
 }
+
+/// An ECDSA P-256 public key, PEM, base64: what `v1` takes.
+const PEM_KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KTUZrd0V3WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFZ0dLb2VUb2wwWXYvRURJT21SdHVYdWxPTllXNQpwT2xYa1R0SFZlbnRaR2dpV1ZTc09yUkpZeUQrMWhRaTVOTlpaQTdJZnBwRWJjeXJGbDJwYlU3SExRPT0KLS0tLS1FTkQgUFVCTElDIEtFWS0tLS0tCg==";
+
+/// `mco doctor` reads the image policies as the controller does: none where no version is
+/// served; in `v1alpha1` alone (OpenShift 4.16–4.19) converted to `v1`, a value `v1` refuses
+/// named with its object and field; in `v1` once it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reads_the_image_policies_in_v1_when_served_and_else_in_v1alpha1() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    use kube::api::{DeleteParams, ListParams};
+    use mco_api::generators::v1alpha1;
+    let server = TestServer::start().await;
+    let c = server.admin().await;
+    let none = mco_cli::client::fetch_registry_inputs(&c).await.unwrap();
+    assert!(none.cips.is_empty() && none.ips.is_empty() && none.unconverted.is_none());
+
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    for crd in [
+        v1alpha1::ClusterImagePolicy::crd(),
+        v1alpha1::ImagePolicy::crd(),
+    ] {
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let alpha: Api<v1alpha1::ClusterImagePolicy> = Api::all(c.clone());
+    let alpha_ips: Api<v1alpha1::ImagePolicy> = Api::namespaced(c.clone(), "default");
+    eventually("v1alpha1 served", 20, || {
+        let (alpha, alpha_ips) = (alpha.clone(), alpha_ips.clone());
+        async move {
+            alpha.list(&ListParams::default()).await.ok()?;
+            alpha_ips.list(&ListParams::default()).await.ok()
+        }
+    })
+    .await;
+    let policy = |name: &str, key: &str| {
+        json!({
+            "metadata": {"name": name},
+            "spec": {
+                "scopes": ["quay.io/openshift-release-dev/ocp-release"],
+                "policy": {"rootOfTrust": {"policyType": "PublicKey", "publicKey": {"keyData": key}}},
+            },
+        })
+    };
+    let mut cip = policy("release", PEM_KEY);
+    cip["apiVersion"] = json!("config.openshift.io/v1alpha1");
+    cip["kind"] = json!("ClusterImagePolicy");
+    create(&alpha, cip).await;
+    let mut ip = policy("team", PEM_KEY);
+    ip["apiVersion"] = json!("config.openshift.io/v1alpha1");
+    ip["kind"] = json!("ImagePolicy");
+    create(&alpha_ips, ip).await;
+    let read = mco_cli::client::fetch_registry_inputs(&c).await.unwrap();
+    assert!(read.unconverted.is_none(), "{:?}", read.unconverted);
+    assert_eq!(read.cips.len(), 1);
+    assert_eq!(read.ips.len(), 1);
+    let key = &read.cips[0].spec.policy.root_of_trust.public_key;
+    assert_eq!(key.as_ref().unwrap().key_data, PEM_KEY);
+    assert_eq!(read.ips[0].metadata.namespace.as_deref(), Some("default"));
+    assert!(mco_cli::doctor::registries(&read).is_empty());
+
+    // 36 characters of base64 where `v1` takes at least 68.
+    let mut short = policy("short", "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K");
+    short["apiVersion"] = json!("config.openshift.io/v1alpha1");
+    short["kind"] = json!("ClusterImagePolicy");
+    create(&alpha, short).await;
+    let read = mco_cli::client::fetch_registry_inputs(&c).await.unwrap();
+    assert_eq!(
+        read.unconverted
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some(
+            "ClusterImagePolicy short: spec.policy.rootOfTrust.publicKey.keyData: should be at least 68 chars long in config.openshift.io/v1"
+        )
+    );
+    let found = mco_cli::doctor::registries(&read);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].subject, "clusterimagepolicy short");
+    alpha
+        .delete("short", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // Served in v1 too: read in v1.
+    let mut crd = crds
+        .get("clusterimagepolicies.config.openshift.io")
+        .await
+        .unwrap();
+    let mut v1 = mco_api::ClusterImagePolicy::crd().spec.versions.remove(0);
+    v1.storage = false;
+    crd.spec.versions.push(v1);
+    crds.replace(
+        "clusterimagepolicies.config.openshift.io",
+        &PostParams::default(),
+        &crd,
+    )
+    .await
+    .unwrap();
+    let v1: Api<mco_api::ClusterImagePolicy> = Api::all(c.clone());
+    eventually("v1 served", 20, || {
+        let v1 = v1.clone();
+        async move { v1.list(&ListParams::default()).await.ok() }
+    })
+    .await;
+    let read = mco_cli::client::fetch_registry_inputs(&c).await.unwrap();
+    assert_eq!(read.cips.len(), 1);
+    // The ImagePolicy kind is not served in v1: none, as the controller reads them.
+    assert!(read.ips.is_empty());
+}

@@ -1073,3 +1073,77 @@ fn refused_cluster_settings_name_the_object_the_message_and_the_edit() {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
 }
+
+#[test]
+fn a_blocked_payload_registry_is_named_with_upstreams_message_and_both_fixes() {
+    let release = format!(
+        "quay.io/openshift-release-dev/ocp-release@sha256:{}",
+        "a".repeat(64)
+    );
+    let mut inputs = mco_cli::client::RegistryInputs {
+        release_image: release,
+        ..Default::default()
+    };
+    inputs.image = Some(
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "Image",
+            "metadata": {"name": "cluster"},
+            "spec": {"registrySources": {"blockedRegistries": ["quay.io", "bad.example.com"]}},
+        }))
+        .unwrap(),
+    );
+    let found = doctor::registries(&inputs);
+    let text = doctor::render(&found, None);
+    assert_eq!(found.len(), 1, "{text}");
+    for want in [
+        "images.config.openshift.io cluster",
+        "error adding [\"quay.io\"] to blocked registries, cannot block the repository being used by the payload",
+        "remove it from spec.registrySources.blockedRegistries",
+        "kubectl edit images.config.openshift.io cluster",
+        "mirror the payload with an ImageDigestMirrorSet",
+        "source quay.io/openshift-release-dev/ocp-release and your mirror",
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+
+    // Mirrored, the payload's repository stays blocked: nothing dropped, nothing said.
+    inputs.idms = vec![
+        serde_json::from_value(json!({
+            "apiVersion": "config.openshift.io/v1", "kind": "ImageDigestMirrorSet",
+            "metadata": {"name": "release"},
+            "spec": {"imageDigestMirrors": [{
+                "source": "quay.io/openshift-release-dev/ocp-release",
+                "mirrors": ["mirror.example.net/ocp/release"]}]},
+        }))
+        .unwrap(),
+    ];
+    assert!(doctor::registries(&inputs).is_empty());
+    // Without a payload nothing is guarded.
+    inputs.idms.clear();
+    inputs.release_image.clear();
+    assert!(doctor::registries(&inputs).is_empty());
+}
+
+#[test]
+fn a_v1alpha1_image_policy_v1_refuses_is_named_as_the_controller_names_it() {
+    let inputs = mco_cli::client::RegistryInputs {
+        unconverted: Some(mco_generate::registries::Refused {
+            kind: "ClusterImagePolicy",
+            name: "short".into(),
+            message: "spec.policy.rootOfTrust.publicKey.keyData: should be at least 68 chars long in config.openshift.io/v1".into(),
+        }),
+        ..Default::default()
+    };
+    let found = doctor::registries(&inputs);
+    let text = doctor::render(&found, None);
+    assert_eq!(found.len(), 1, "{text}");
+    for want in [
+        "clusterimagepolicy short",
+        "ClusterImagePolicy refused",
+        "spec.policy.rootOfTrust.publicKey.keyData: should be at least 68 chars long in config.openshift.io/v1",
+        "No pool's registries config changes until it is fixed",
+        "kubectl edit clusterimagepolicy short",
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+}
