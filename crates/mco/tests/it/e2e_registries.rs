@@ -62,9 +62,13 @@ fn wait_blocked(c: &Cluster, workers: &[String], want: &[&str]) {
     }
 }
 
-#[test]
-fn the_release_payloads_registry_is_never_blocked() {
-    let c = Cluster::up(Opts::default());
+on_both_servers!(the_release_payloads_registry_is_never_blocked);
+
+fn the_release_payloads_registry_is_never_blocked(server: Server) {
+    let c = Cluster::up(Opts {
+        server,
+        ..Opts::default()
+    });
     let workers = c.workers();
 
     // No release image: nothing guarded, quay.io blocked as asked.
