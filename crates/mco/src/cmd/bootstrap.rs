@@ -349,6 +349,46 @@ mod tests {
         );
     }
 
+    /// A `v1alpha1` ClusterImagePolicy (OpenShift 4.16–4.19) writes each pool's registries
+    /// config as the `v1` one does.
+    #[test]
+    fn a_v1alpha1_cluster_image_policy_writes_the_registries_configs() {
+        // An ECDSA P-256 public key, PEM, base64.
+        const KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KTUZrd0V3WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFZ0dLb2VUb2wwWXYvRURJT21SdHVYdWxPTllXNQpwT2xYa1R0SFZlbnRaR2dpV1ZTc09yUkpZeUQrMWhRaTVOTlpaQTdJZnBwRWJjeXJGbDJwYlU3SExRPT0KLS0tLS1FTkQgUFVCTElDIEtFWS0tLS0tCg==";
+        let (mut inputs, pools) = fresh_cluster();
+        let cip = json!({
+            "apiVersion": "config.openshift.io/v1alpha1", "kind": "ClusterImagePolicy",
+            "metadata": {"name": "release"},
+            "spec": {
+                "scopes": ["quay.io/openshift-release-dev/ocp-release"],
+                "policy": {"rootOfTrust": {"policyType": "PublicKey", "publicKey": {"keyData": KEY}}},
+            },
+        });
+        super::super::render::add_object(cip, &mut inputs).unwrap();
+        let got = generated_configs(&pools, &inputs, "v").unwrap();
+        let names: Vec<String> = got.iter().map(|m| m.name_any()).collect();
+        assert_eq!(
+            names,
+            [
+                "99-master-generated-registries",
+                "99-worker-generated-registries"
+            ]
+        );
+        let files = &got[1].spec.config.as_ref().unwrap()["storage"]["files"];
+        let policy = files
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == "/etc/containers/policy.json")
+            .unwrap_or_else(|| panic!("no policy.json in {files}"));
+        let source = policy["contents"]["source"].as_str().unwrap();
+        let json = mco_render::ignition::decode_data_url(source, None).unwrap();
+        let policy: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let req = &policy["transports"]["docker"]["quay.io/openshift-release-dev/ocp-release"][0];
+        assert_eq!(req["type"], "sigstoreSigned", "{policy}");
+        assert_eq!(req["keyData"], KEY, "{policy}");
+    }
+
     #[test]
     fn node_settings_and_feature_gates_give_each_pool_its_97_and_98_configs() {
         let (mut inputs, pools) = fresh_cluster();

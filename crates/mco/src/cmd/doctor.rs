@@ -91,7 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &snap.mcns,
         ));
         findings.extend(mco_cli::doctor::refused_inputs(cc.as_ref(), kcs, crcs));
-        findings.extend(mco_cli::doctor::refused_registries(&registries.as_inputs()));
+        findings.extend(mco_cli::doctor::registries(registries));
         findings.extend(mco_cli::doctor::refused_cluster_settings(
             settings,
             &snap.machine_configs,

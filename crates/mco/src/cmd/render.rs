@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Secret;
 use mco_api::constants::names;
+use mco_api::generators::v1alpha1;
 use mco_api::{
     APIServer, ClusterImagePolicy, ClusterVersion, ContainerRuntimeConfig, ControllerConfig,
     ControllerConfigSpec, FeatureGate, Image, ImageContentSourcePolicy, ImageDigestMirrorSet,
@@ -216,6 +217,7 @@ pub(super) fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyho
         .get("apiVersion")
         .and_then(|k| k.as_str())
         .unwrap_or_default();
+    let alpha = api_version == "config.openshift.io/v1alpha1";
     // OpenShift's cluster-wide `Node` settings, not a node.
     let config_group = api_version.starts_with("config.openshift.io/");
     match kind.as_str() {
@@ -261,6 +263,18 @@ pub(super) fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyho
         "ImageContentSourcePolicy" => inputs
             .icsp
             .push(serde_json::from_value(value).context("invalid ImageContentSourcePolicy")?),
+        // OpenShift 4.16–4.19 serve them in `v1alpha1` alone (Technology Preview): taken as
+        // `v1`, as the controller takes them there, or refused naming the field `v1` refuses.
+        "ClusterImagePolicy" if alpha => inputs.cips.push(
+            serde_json::from_value::<v1alpha1::ClusterImagePolicy>(value)
+                .context("invalid ClusterImagePolicy")?
+                .to_v1()?,
+        ),
+        "ImagePolicy" if alpha => inputs.ips.push(
+            serde_json::from_value::<v1alpha1::ImagePolicy>(value)
+                .context("invalid ImagePolicy")?
+                .to_v1()?,
+        ),
         "ClusterImagePolicy" => inputs
             .cips
             .push(serde_json::from_value(value).context("invalid ClusterImagePolicy")?),
@@ -304,6 +318,70 @@ mod tests {
         assert!(find_pool("master", &[]).is_ok());
         let err = find_pool("infra", &[]).unwrap_err().to_string();
         assert!(err.contains("pass --pool-file"), "{err}");
+    }
+
+    /// OpenShift 4.16–4.19's image policies, in `v1alpha1`: taken as `v1`; a value `v1`
+    /// refuses names the file, the object and the field.
+    #[test]
+    fn v1alpha1_image_policies_are_taken_as_v1_or_refused_naming_the_field() {
+        // An ECDSA P-256 public key, PEM, base64.
+        const KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KTUZrd0V3WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFZ0dLb2VUb2wwWXYvRURJT21SdHVYdWxPTllXNQpwT2xYa1R0SFZlbnRaR2dpV1ZTc09yUkpZeUQrMWhRaTVOTlpaQTdJZnBwRWJjeXJGbDJwYlU3SExRPT0KLS0tLS1FTkQgUFVCTElDIEtFWS0tLS0tCg==";
+        let manifest = |kind: &str, name: &str, key: &str| {
+            format!(
+                "apiVersion: config.openshift.io/v1alpha1
+kind: {kind}
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  scopes:
+  - quay.io/openshift-release-dev/ocp-release
+  policy:
+    rootOfTrust:
+      policyType: PublicKey
+      publicKey:
+        keyData: {key}
+"
+            )
+        };
+        let dir = std::env::temp_dir().join(format!("mco-render-v1alpha1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.yaml");
+        let text = manifest("ClusterImagePolicy", "release", KEY)
+            + "---\n"
+            + &manifest("ImagePolicy", "team", KEY);
+        std::fs::write(&good, text).unwrap();
+        let mut inputs = Inputs::default();
+        load_path(&good, &mut inputs).unwrap();
+        assert_eq!(inputs.cips.len(), 1);
+        assert_eq!(inputs.ips.len(), 1);
+        let key = |p: &mco_api::generators::ImageSigstoreVerificationPolicy| {
+            p.root_of_trust
+                .public_key
+                .as_ref()
+                .unwrap()
+                .key_data
+                .clone()
+        };
+        assert_eq!(key(&inputs.cips[0].spec.policy), KEY);
+        assert_eq!(key(&inputs.ips[0].spec.policy), KEY);
+        assert_eq!(inputs.ips[0].metadata.namespace.as_deref(), Some("default"));
+
+        let bad = dir.join("bad.yaml");
+        let short = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K";
+        let text = manifest("ClusterImagePolicy", "release", KEY)
+            + "---\n"
+            + &manifest("ImagePolicy", "short", short);
+        std::fs::write(&bad, text).unwrap();
+        let err = format!("{:#}", load_path(&bad, &mut Inputs::default()).unwrap_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            err,
+            format!(
+                "{}: document 2: ImagePolicy default/short: spec.policy.rootOfTrust.publicKey.keyData: should be at least 68 chars long in config.openshift.io/v1",
+                bad.display()
+            )
+        );
     }
 
     #[test]
