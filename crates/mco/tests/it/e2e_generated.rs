@@ -24,6 +24,14 @@ on_both_servers!(
     technology_preview_image_policies_reach_the_nodes,
 );
 
+/// A sigstore public key as real OpenShift's `v1` schema takes it: an ECDSA P-256 public key,
+/// PEM, base64. A macro, so that the manifest constants can hold it.
+macro_rules! pem_key {
+    () => {
+        "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KTUZrd0V3WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFZ0dLb2VUb2wwWXYvRURJT21SdHVYdWxPTllXNQpwT2xYa1R0SFZlbnRaR2dpV1ZTc09yUkpZeUQrMWhRaTVOTlpaQTdJZnBwRWJjeXJGbDJwYlU3SExRPT0KLS0tLS1FTkQgUFVCTElDIEtFWS0tLS0tCg=="
+    };
+}
+
 const TEMPLATE_CONFIGS: [&str; 6] = [
     "00-master",
     "00-worker",
@@ -83,7 +91,8 @@ spec:
 ";
 
 /// Signatures required for the release images, with their mirror.
-const RELEASE_SIGNATURES: &str = "apiVersion: config.openshift.io/v1
+const RELEASE_SIGNATURES: &str = concat!(
+    "apiVersion: config.openshift.io/v1
 kind: ClusterImagePolicy
 metadata:
   name: release-signatures
@@ -94,11 +103,14 @@ spec:
     rootOfTrust:
       policyType: PublicKey
       publicKey:
-        keyData: LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K
-";
+        keyData: ",
+    pem_key!(),
+    "\n"
+);
 
 /// The default namespace's own signatures: one scope of its own, one the cluster policy covers.
-const TEAM_SIGNATURES: &str = "apiVersion: config.openshift.io/v1
+const TEAM_SIGNATURES: &str = concat!(
+    "apiVersion: config.openshift.io/v1
 kind: ImagePolicy
 metadata:
   name: team-signatures
@@ -111,8 +123,10 @@ spec:
     rootOfTrust:
       policyType: PublicKey
       publicKey:
-        keyData: LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K
-";
+        keyData: ",
+    pem_key!(),
+    "\n"
+);
 
 const CONFLICTING_MIRROR: &str = "apiVersion: config.openshift.io/v1
 kind: ImageDigestMirrorSet
@@ -279,10 +293,7 @@ fn generated_configs_reach_the_nodes_with_the_right_disruption() {
         .unwrap_or_default();
         let req = &policy["transports"]["docker"]["quay.io/openshift-release-dev/ocp-release"][0];
         assert_eq!(req["type"], "sigstoreSigned", "{w}: {policy}");
-        assert_eq!(
-            req["keyData"], "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0K",
-            "{w}"
-        );
+        assert_eq!(req["keyData"], PEM_KEY, "{w}");
         let attachments = c
             .read_node_file(w, "/etc/containers/registries.d/sigstore-registries.yaml")
             .unwrap_or_default();
@@ -749,7 +760,7 @@ fn an_arbiter_joins_its_own_pool_on_the_arbiter_configs(server: Server) {
 }
 
 /// A sigstore public key as `v1` takes it: PEM, at least 68 characters of base64.
-const PEM_KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KTUZrd0V3WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFCi0tLS0tRU5EIFBVQkxJQyBLRVktLS0tLQo=";
+const PEM_KEY: &str = pem_key!();
 
 /// OpenShift 4.16–4.19 with the Technology Preview on: the image policies are served in
 /// `v1alpha1` alone. A ClusterImagePolicy there writes the same policy.json requirement and
