@@ -261,6 +261,10 @@ fn generated_configs(
         version,
         &mut out,
     )?;
+    // As the controller: one image policy `v1` refuses leaves every registries config unwritten.
+    if let Some(refused) = inputs.unconverted.first() {
+        bail!("{refused}");
+    }
     let registries = mco_generate::registries::Inputs {
         image: inputs
             .images
@@ -350,9 +354,9 @@ mod tests {
     }
 
     /// A `v1alpha1` ClusterImagePolicy (OpenShift 4.16–4.19) writes each pool's registries
-    /// config as the `v1` one does.
+    /// config as the `v1` one does; one `v1` refuses stops the bootstrap, naming its field.
     #[test]
-    fn a_v1alpha1_cluster_image_policy_writes_the_registries_configs() {
+    fn v1alpha1_image_policies_write_the_registries_configs_or_stop_the_bootstrap() {
         // An ECDSA P-256 public key, PEM, base64.
         const KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KTUZrd0V3WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFZ0dLb2VUb2wwWXYvRURJT21SdHVYdWxPTllXNQpwT2xYa1R0SFZlbnRaR2dpV1ZTc09yUkpZeUQrMWhRaTVOTlpaQTdJZnBwRWJjeXJGbDJwYlU3SExRPT0KLS0tLS1FTkQgUFVCTElDIEtFWS0tLS0tCg==";
         let (mut inputs, pools) = fresh_cluster();
@@ -387,6 +391,21 @@ mod tests {
         let req = &policy["transports"]["docker"]["quay.io/openshift-release-dev/ocp-release"][0];
         assert_eq!(req["type"], "sigstoreSigned", "{policy}");
         assert_eq!(req["keyData"], KEY, "{policy}");
+
+        let short = json!({
+            "apiVersion": "config.openshift.io/v1alpha1", "kind": "ImagePolicy",
+            "metadata": {"name": "short", "namespace": "team"},
+            "spec": {
+                "scopes": ["quay.io/team"],
+                "policy": {"rootOfTrust": {"policyType": "PublicKey", "publicKey": {"keyData": "a2V5"}}},
+            },
+        });
+        super::super::render::add_object(short, &mut inputs).unwrap();
+        let err = format!("{:#}", generated_configs(&pools, &inputs, "v").unwrap_err());
+        assert_eq!(
+            err,
+            "ImagePolicy team/short: spec.policy.rootOfTrust.publicKey.keyData: should be at least 68 chars long in config.openshift.io/v1"
+        );
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub(super) struct Inputs {
     pub(super) icsp: Vec<ImageContentSourcePolicy>,
     pub(super) cips: Vec<ClusterImagePolicy>,
     pub(super) ips: Vec<ImagePolicy>,
+    /// Read by `mco bootstrap` only: each `v1alpha1` image policy `v1` refuses, named with its
+    /// file, object and field. Kept aside so that `mco render`, which does not read them, is
+    /// not stopped by one.
+    pub(super) unconverted: Vec<String>,
     /// Read by `mco bootstrap` only: the inputs of the 97- and 98- kubelet configs.
     pub(super) node_configs: Vec<NodeConfig>,
     pub(super) feature_gates: Vec<FeatureGate>,
@@ -176,8 +180,12 @@ fn load_file(path: &Path, inputs: &mut Inputs) -> anyhow::Result<()> {
     for (i, doc) in split_documents(&text).into_iter().enumerate() {
         let value: serde_json::Value = mco_apimachinery::yaml::from_str(doc)
             .with_context(|| format!("{}: document {}: invalid YAML", path.display(), i + 1))?;
+        let refused = inputs.unconverted.len();
         add_object(value, inputs)
             .with_context(|| format!("{}: document {}", path.display(), i + 1))?;
+        for e in &mut inputs.unconverted[refused..] {
+            *e = format!("{}: document {}: {e}", path.display(), i + 1);
+        }
     }
     Ok(())
 }
@@ -265,16 +273,24 @@ pub(super) fn add_object(value: serde_json::Value, inputs: &mut Inputs) -> anyho
             .push(serde_json::from_value(value).context("invalid ImageContentSourcePolicy")?),
         // OpenShift 4.16–4.19 serve them in `v1alpha1` alone (Technology Preview): taken as
         // `v1`, as the controller takes them there, or refused naming the field `v1` refuses.
-        "ClusterImagePolicy" if alpha => inputs.cips.push(
-            serde_json::from_value::<v1alpha1::ClusterImagePolicy>(value)
+        "ClusterImagePolicy" if alpha => {
+            match serde_json::from_value::<v1alpha1::ClusterImagePolicy>(value)
                 .context("invalid ClusterImagePolicy")?
-                .to_v1()?,
-        ),
-        "ImagePolicy" if alpha => inputs.ips.push(
-            serde_json::from_value::<v1alpha1::ImagePolicy>(value)
+                .to_v1()
+            {
+                Ok(cip) => inputs.cips.push(cip),
+                Err(e) => inputs.unconverted.push(e.to_string()),
+            }
+        }
+        "ImagePolicy" if alpha => {
+            match serde_json::from_value::<v1alpha1::ImagePolicy>(value)
                 .context("invalid ImagePolicy")?
-                .to_v1()?,
-        ),
+                .to_v1()
+            {
+                Ok(ip) => inputs.ips.push(ip),
+                Err(e) => inputs.unconverted.push(e.to_string()),
+            }
+        }
         "ClusterImagePolicy" => inputs
             .cips
             .push(serde_json::from_value(value).context("invalid ClusterImagePolicy")?),
@@ -321,9 +337,9 @@ mod tests {
     }
 
     /// OpenShift 4.16–4.19's image policies, in `v1alpha1`: taken as `v1`; a value `v1`
-    /// refuses names the file, the object and the field.
+    /// refuses is kept aside for `mco bootstrap`, naming the file, the object and the field.
     #[test]
-    fn v1alpha1_image_policies_are_taken_as_v1_or_refused_naming_the_field() {
+    fn v1alpha1_image_policies_are_taken_as_v1_or_kept_aside_naming_the_field() {
         // An ECDSA P-256 public key, PEM, base64.
         const KEY: &str = "LS0tLS1CRUdJTiBQVUJMSUMgS0VZLS0tLS0KTUZrd0V3WUhLb1pJemowQ0FRWUlLb1pJemowREFRY0RRZ0FFZ0dLb2VUb2wwWXYvRURJT21SdHVYdWxPTllXNQpwT2xYa1R0SFZlbnRaR2dpV1ZTc09yUkpZeUQrMWhRaTVOTlpaQTdJZnBwRWJjeXJGbDJwYlU3SExRPT0KLS0tLS1FTkQgUFVCTElDIEtFWS0tLS0tCg==";
         let manifest = |kind: &str, name: &str, key: &str| {
@@ -373,14 +389,19 @@ spec:
             + "---\n"
             + &manifest("ImagePolicy", "short", short);
         std::fs::write(&bad, text).unwrap();
-        let err = format!("{:#}", load_path(&bad, &mut Inputs::default()).unwrap_err());
+        // `mco render` reads on; `mco bootstrap` stops on it.
+        let mut inputs = Inputs::default();
+        let loaded = load_path(&bad, &mut inputs);
         std::fs::remove_dir_all(&dir).unwrap();
+        loaded.unwrap();
+        assert_eq!(inputs.cips.len(), 1);
+        assert!(inputs.ips.is_empty());
         assert_eq!(
-            err,
-            format!(
+            inputs.unconverted,
+            [format!(
                 "{}: document 2: ImagePolicy default/short: spec.policy.rootOfTrust.publicKey.keyData: should be at least 68 chars long in config.openshift.io/v1",
                 bad.display()
-            )
+            )]
         );
     }
 
