@@ -524,7 +524,7 @@ pub fn payload_not_blocked(inputs: &mco_generate::registries::Inputs<'_>) -> Opt
             Fix::new(
                 "or mirror the payload with an ImageDigestMirrorSet: the scope is then blocked, and the payload pulled from the mirror",
                 format!(
-                    "kubectl apply -f <ImageDigestMirrorSet with source {} and your mirror>",
+                    "kubectl apply -f <ImageDigestMirrorSet with source {} and a mirror not itself blocked>",
                     payload_repository(inputs.release_image.unwrap_or_default())
                 ),
             ),

@@ -1101,7 +1101,7 @@ fn a_blocked_payload_registry_is_named_with_upstreams_message_and_both_fixes() {
         "remove it from spec.registrySources.blockedRegistries",
         "kubectl edit images.config.openshift.io cluster",
         "mirror the payload with an ImageDigestMirrorSet",
-        "source quay.io/openshift-release-dev/ocp-release and your mirror",
+        "source quay.io/openshift-release-dev/ocp-release and a mirror not itself blocked",
     ] {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
