@@ -11,6 +11,7 @@ pub mod controllerconfig;
 pub mod crds;
 pub mod generators;
 pub mod image_mode;
+pub mod image_ref;
 pub mod machineconfig;
 pub mod mcn;
 pub mod operator;
