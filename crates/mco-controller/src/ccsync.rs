@@ -138,8 +138,6 @@ pub const RELEASE_IMAGE_KEYS: [(&str, &str); 9] = [
 ];
 /// The key of `spec.images` naming CRI-O's pause image.
 pub const INFRA_IMAGE_KEY: &str = "infraImageKey";
-/// A repository name's longest path (distribution's `RepositoryNameTotalLengthMax`).
-const MAX_REPOSITORY_PATH: usize = 255;
 
 /// What was read of the cluster; `None` for an object that does not exist.
 #[derive(Debug, Clone, Default)]
@@ -425,121 +423,6 @@ fn append_trusted(bundle: &mut Vec<u8>, cm: &ConfigMap) -> Result<(), Refused> {
     Ok(())
 }
 
-/// Why `s` is no image reference, by distribution's grammar (what `podman pull` and
-/// rpm-ostree parse): `[host[:port]/]path[:tag][@digest]`, the path's components lower case
-/// alphanumerics joined by `.`, `_`, `__` or dashes, at most [`MAX_REPOSITORY_PATH`] bytes.
-pub fn image_reference_error(s: &str) -> Option<&'static str> {
-    let (rest, digest) = match s.split_once('@') {
-        Some((r, d)) => (r, Some(d)),
-        None => (s, None),
-    };
-    if let Some(d) = digest
-        && !is_digest(d)
-    {
-        return Some("its digest is not <algorithm>:<hex, at least 32 digits>");
-    }
-    // A tag's colon is after the last slash; a port's is before it.
-    let (name, tag) = match rest.rsplit_once(':') {
-        Some((n, t)) if !t.contains('/') => (n, Some(t)),
-        _ => (rest, None),
-    };
-    if let Some(t) = tag
-        && !is_tag(t)
-    {
-        return Some("its tag is not 1 to 128 letters, digits, '_', '.' or '-' (not first)");
-    }
-    let components: Vec<&str> = name.split('/').collect();
-    let path = |from: usize| components[from..].join("/");
-    let as_path = components.iter().all(|c| is_path_component(c));
-    let with_host = components.len() > 1
-        && is_host(components[0])
-        && components[1..].iter().all(|c| is_path_component(c));
-    if !as_path && !with_host {
-        return Some("its name is not [host[:port]/]path, with lower case path components");
-    }
-    let shortest = if with_host { path(1) } else { path(0) };
-    if shortest.len() > MAX_REPOSITORY_PATH {
-        return Some("its repository path is longer than 255 characters");
-    }
-    None
-}
-
-/// `[a-z0-9]+` joined by `.`, `_`, `__` or a run of `-`.
-fn is_path_component(c: &str) -> bool {
-    let b = c.as_bytes();
-    let alnum = |x: u8| x.is_ascii_lowercase() || x.is_ascii_digit();
-    let (Some(&first), Some(&last)) = (b.first(), b.last()) else {
-        return false;
-    };
-    if !alnum(first) || !alnum(last) {
-        return false;
-    }
-    let mut i = 0;
-    while i < b.len() {
-        if alnum(b[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && !alnum(b[i]) {
-            i += 1;
-        }
-        let sep = &c[start..i];
-        let ok = matches!(sep, "." | "_" | "__") || sep.bytes().all(|x| x == b'-');
-        if !ok {
-            return false;
-        }
-    }
-    true
-}
-
-/// A domain name (components of letters, digits and inner `-`, joined by `.`) or a bracketed
-/// IPv6 address, with an optional `:port`.
-fn is_host(h: &str) -> bool {
-    let (host, port) = match h.rsplit_once(':') {
-        Some((host, port)) if !port.contains(']') => (host, Some(port)),
-        _ => (h, None),
-    };
-    if port.is_some_and(|p| p.is_empty() || !p.bytes().all(|x| x.is_ascii_digit())) {
-        return false;
-    }
-    if let Some(inner) = host.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
-        return !inner.is_empty() && inner.bytes().all(|x| x.is_ascii_hexdigit() || x == b':');
-    }
-    host.split('.').all(|c| {
-        let b = c.as_bytes();
-        !b.is_empty()
-            && b.iter().all(|x| x.is_ascii_alphanumeric() || *x == b'-')
-            && b[0] != b'-'
-            && b[b.len() - 1] != b'-'
-    })
-}
-
-/// `[\w][\w.-]{0,127}`.
-fn is_tag(t: &str) -> bool {
-    let word = |x: u8| x.is_ascii_alphanumeric() || x == b'_';
-    let b = t.as_bytes();
-    !b.is_empty()
-        && b.len() <= 128
-        && word(b[0])
-        && b.iter().all(|x| word(*x) || *x == b'.' || *x == b'-')
-}
-
-/// `<algorithm>:<hex>`: the algorithm's parts `[A-Za-z][A-Za-z0-9]*` joined by one of `-_+.`,
-/// at least 32 hex digits.
-fn is_digest(d: &str) -> bool {
-    let Some((alg, hex)) = d.split_once(':') else {
-        return false;
-    };
-    let part = |p: &str| {
-        let b = p.as_bytes();
-        !b.is_empty() && b[0].is_ascii_alphabetic() && b.iter().all(u8::is_ascii_alphanumeric)
-    };
-    alg.split(['-', '_', '+', '.']).all(part)
-        && hex.len() >= 32
-        && hex.bytes().all(|x| x.is_ascii_hexdigit())
-}
-
 /// One value of the OS images' ConfigMap, bounded, on no more than one word, and (for an
 /// image) an image reference.
 fn checked_value<'a>(
@@ -563,7 +446,7 @@ fn checked_value<'a>(
     if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(refuse("contains whitespace or a control character".into()));
     }
-    if image && let Some(why) = image_reference_error(value) {
+    if image && let Err(why) = mco_api::image_ref::parse(value) {
         return Err(refuse(format!(
             "{value:?} is not an image reference: {why}"
         )));
@@ -2277,50 +2160,6 @@ mod tests {
                 "{named}: haproxyImage: \"quay.example.com/HA:1\" is not an image reference: its name is not [host[:port]/]path, with lower case path components"
             )
         );
-    }
-
-    #[test]
-    fn image_references_are_parsed_by_distributions_grammar() {
-        let hex = "0123456789abcdef".repeat(4);
-        for ok in [
-            format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:{hex}"),
-            "registry.example.com:5000/mco/machine-os-content:1.3.0".into(),
-            format!("registry.example.com/os:4.17@sha256:{hex}"),
-            "localhost:5000/os".into(),
-            "[::1]:5000/os:latest".into(),
-            "Registry.Example.com/os".into(),
-            "os".into(),
-            "os:tag".into(),
-            "a__b/c--d/e.f_g".into(),
-            format!("r.example/{}", "a".repeat(MAX_REPOSITORY_PATH)),
-            format!("os:{}", "t".repeat(128)),
-        ] {
-            assert_eq!(image_reference_error(&ok), None, "{ok}");
-        }
-        for bad in [
-            "".to_string(),
-            "quay.io/OS".into(),
-            "quay.io/os:".into(),
-            "quay.io/os:-tag".into(),
-            format!("os:{}", "t".repeat(129)),
-            "quay.io/os@sha256:abc".into(),
-            format!("quay.io/os@{hex}"),
-            format!("quay.io/os@1sha:{hex}"),
-            "quay.io//os".into(),
-            "quay.io/os/".into(),
-            "/os".into(),
-            ":tag".into(),
-            "a:b/c".into(),
-            "host:port/os".into(),
-            "-host.example/os".into(),
-            "host.example/-os".into(),
-            "host.example/a___b".into(),
-            "docker://quay.io/os".into(),
-            "[zz]:5000/os".into(),
-            format!("r.example/{}", "a".repeat(MAX_REPOSITORY_PATH + 1)),
-        ] {
-            assert!(image_reference_error(&bad).is_some(), "{bad}");
-        }
     }
 
     #[test]
