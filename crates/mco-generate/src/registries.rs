@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use mco_api::{
     ClusterImagePolicy, Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImagePolicy,
-    ImageTagMirrorSet,
+    ImageTagMirrorSet, image_ref,
 };
 use serde_json::{Value, json};
 use toml::Table;
@@ -554,69 +554,33 @@ impl Blocked {
     }
 }
 
+/// Why a release image is not taken: not an image reference, or not in the canonical form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum PayloadRefError {
+    #[error(transparent)]
+    Grammar(#[from] image_ref::Error),
+    #[error("its name does not start with a registry host")]
+    NoRegistryHost,
+    #[error("a docker.io name is canonical only with its namespace")]
+    DockerIoNamespace,
+}
+
 /// The repository of a release image, `host[:port]/path[:tag][@digest]`, and whether the
 /// reference is by digest. Upstream takes only the canonical form: the host is required, and
 /// `docker.io` needs its `library/` namespace.
-fn payload_repo(image: &str) -> Result<(&str, bool), &'static str> {
-    let (rest, digest) = match image.split_once('@') {
-        Some((r, d)) => (r, Some(d)),
-        None => (image, None),
+fn payload_repo(image: &str) -> Result<(&str, bool), PayloadRefError> {
+    let r = image_ref::parse(image)?;
+    // What normalization takes for a registry rather than a first path component.
+    let registry = r
+        .host
+        .filter(|h| h.contains(['.', ':']) || *h == "localhost");
+    let Some(host) = registry else {
+        return Err(PayloadRefError::NoRegistryHost);
     };
-    if let Some(d) = digest {
-        let ok = d.split_once(':').is_some_and(|(alg, hex)| {
-            !alg.is_empty()
-                && alg
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b))
-                && hex.len() >= 32
-                && hex.bytes().all(|b| b.is_ascii_hexdigit())
-        });
-        if !ok {
-            return Err("its digest is not <algorithm>:<hex, at least 32 digits>");
-        }
+    if host == "docker.io" && !r.path.contains('/') {
+        return Err(PayloadRefError::DockerIoNamespace);
     }
-    // A tag's colon is after the last slash; a port's is before it.
-    let name = match rest.rsplit_once(':') {
-        Some((n, t)) if !t.contains('/') => {
-            let tb = t.as_bytes();
-            let ok = (1..=128).contains(&tb.len())
-                && (tb[0].is_ascii_alphanumeric() || tb[0] == b'_')
-                && tb
-                    .iter()
-                    .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(b));
-            if !ok {
-                return Err("its tag is not 1 to 128 letters, digits, '_', '.' or '-' (not first)");
-            }
-            n
-        }
-        _ => rest,
-    };
-    let mut parts = name.split('/');
-    let host = parts.next().unwrap_or_default();
-    let path: Vec<&str> = parts.collect();
-    let is_host = !host.is_empty()
-        && (host.contains(['.', ':']) || host == "localhost")
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
-    if !is_host || path.is_empty() {
-        return Err("its name does not start with a registry host");
-    }
-    let component = |c: &str| {
-        let b = c.as_bytes();
-        !b.is_empty()
-            && b.iter()
-                .all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || b"._-".contains(x))
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-    };
-    if !path.iter().all(|c| component(c)) {
-        return Err("its path is not lower case components joined by '/'");
-    }
-    if host == "docker.io" && path.len() == 1 {
-        return Err("a docker.io name is canonical only with its namespace");
-    }
-    Ok((name, digest.is_some()))
+    Ok((r.repository, r.digest.is_some()))
 }
 
 /// How long a prefix of `name` a registries.conf `prefix` matches, as containers/image
@@ -1312,22 +1276,44 @@ mod tests {
 
     #[test]
     fn a_release_image_that_does_not_parse_is_refused() {
-        for bad in [
-            "ocp-release@sha256:4207ba569ff014931f1b5d125fe3751936a768e119546683c899eb09f3cdceb0",
-            "docker.io/ubuntu:24.04",
-            "quay.io/Upper/case",
-            "quay.io/x@sha256:abc",
-            "quay.io/x:-bad",
+        for (bad, why) in [
+            (
+                "ocp-release@sha256:4207ba569ff014931f1b5d125fe3751936a768e119546683c899eb09f3cdceb0",
+                "its name does not start with a registry host",
+            ),
+            // A first component without `.` or `:` is a path component, not a registry.
+            (
+                "ocp/release:4.18",
+                "its name does not start with a registry host",
+            ),
+            ("quay.io", "its name does not start with a registry host"),
+            (
+                "docker.io/ubuntu:24.04",
+                "a docker.io name is canonical only with its namespace",
+            ),
+            // The grammar's refusals, in the grammar's words.
+            (
+                "quay.io/Upper/case",
+                "its name is not [host[:port]/]path, with lower case path components",
+            ),
+            (
+                "quay.io/x@sha256:abc",
+                "its digest is not <algorithm>:<hex, at least 32 digits>",
+            ),
+            (
+                "quay.io/x:-bad",
+                "its tag is not 1 to 128 letters, digits, '_', '.' or '-' (not first)",
+            ),
         ] {
             let (out, _) = guarded(json!({"blockedRegistries": ["quay.io"]}), &[], Some(bad));
             let e = out.unwrap_err();
             assert_eq!(e.kind, "ControllerConfig");
             assert_eq!(e.name, "machine-config-controller");
-            assert!(
-                e.message.starts_with(&format!(
-                    "spec.releaseImage: error parsing reference of release image {bad:?}: "
-                )),
-                "{e}"
+            assert_eq!(
+                e.message,
+                format!(
+                    "spec.releaseImage: error parsing reference of release image {bad:?}: {why}"
+                ),
             );
         }
         for good in [
@@ -1335,6 +1321,7 @@ mod tests {
             "localhost/ocp:4.18",
             "registry.example.com:5000/ocp/release:4.18.0",
             "docker.io/library/ubuntu",
+            "[::1]:5000/ocp/release",
         ] {
             assert!(payload_repo(good).is_ok(), "{good}");
         }
