@@ -510,36 +510,29 @@ pub fn payload_not_blocked(inputs: &mco_generate::registries::Inputs<'_>) -> Opt
     }
     let warning = mco_generate::registries::blocked(inputs).ok()?.warning()?;
     let target = "images.config.openshift.io cluster";
+    let mut fixes = vec![Fix::new(
+        "remove it from spec.registrySources.blockedRegistries",
+        format!("kubectl edit {target}"),
+    )];
+    // `blocked` took the release image, so it parses; were it not, there is no source to name.
+    let payload = inputs.release_image.map(mco_api::image_ref::parse);
+    if let Some(Ok(payload)) = payload {
+        fixes.push(Fix::new(
+            "or mirror the payload with an ImageDigestMirrorSet: the scope is then blocked, and the payload pulled from the mirror",
+            format!(
+                "kubectl apply -f <ImageDigestMirrorSet with source {} and a mirror not itself blocked>",
+                payload.repository
+            ),
+        ));
+    }
     Some(Finding::new(
         target,
         "Blocked registry not blocked",
         format!(
             "{warning}. The nodes still pull from it; the other blocked registries are blocked."
         ),
-        vec![
-            Fix::new(
-                "remove it from spec.registrySources.blockedRegistries",
-                format!("kubectl edit {target}"),
-            ),
-            Fix::new(
-                "or mirror the payload with an ImageDigestMirrorSet: the scope is then blocked, and the payload pulled from the mirror",
-                format!(
-                    "kubectl apply -f <ImageDigestMirrorSet with source {} and a mirror not itself blocked>",
-                    payload_repository(inputs.release_image.unwrap_or_default())
-                ),
-            ),
-        ],
+        fixes,
     ))
-}
-
-/// `host[:port]/path` of `host[:port]/path[:tag][@digest]`.
-fn payload_repository(image: &str) -> &str {
-    let image = image.split_once('@').map_or(image, |(r, _)| r);
-    let last = image.rfind('/').map_or(0, |i| i + 1);
-    match image[last..].rfind(':') {
-        Some(colon) => &image[..last + colon],
-        None => image,
-    }
 }
 
 fn registry_refused(refused: &mco_generate::registries::Refused) -> Finding {
