@@ -563,11 +563,14 @@ enum PayloadRefError {
     NoRegistryHost,
     #[error("a docker.io name is canonical only with its namespace")]
     DockerIoNamespace,
+    #[error("index.docker.io is canonical only as docker.io")]
+    LegacyDockerHost,
 }
 
 /// The repository of a release image, `host[:port]/path[:tag][@digest]`, and whether the
-/// reference is by digest. Upstream takes only the canonical form: the host is required, and
-/// `docker.io` needs its `library/` namespace.
+/// reference is by digest. Upstream takes only the canonical form: the host is required,
+/// `docker.io` needs its `library/` namespace, and its legacy host `index.docker.io` (which
+/// normalization turns into `docker.io`) is refused.
 fn payload_repo(image: &str) -> Result<(&str, bool), PayloadRefError> {
     let r = image_ref::parse(image)?;
     // What normalization takes for a registry rather than a first path component.
@@ -579,6 +582,9 @@ fn payload_repo(image: &str) -> Result<(&str, bool), PayloadRefError> {
     };
     if host == "docker.io" && !r.path.contains('/') {
         return Err(PayloadRefError::DockerIoNamespace);
+    }
+    if host == "index.docker.io" {
+        return Err(PayloadRefError::LegacyDockerHost);
     }
     Ok((r.repository, r.digest.is_some()))
 }
@@ -1290,6 +1296,10 @@ mod tests {
             (
                 "docker.io/ubuntu:24.04",
                 "a docker.io name is canonical only with its namespace",
+            ),
+            (
+                "index.docker.io/library/ubuntu:24.04",
+                "index.docker.io is canonical only as docker.io",
             ),
             // The grammar's refusals, in the grammar's words.
             (
